@@ -1,0 +1,295 @@
+//! A borrowed view of one AVP (RFC 6733 §4.1) and an iterator over a run
+//! of AVPs (a message body or a grouped AVP's data).
+
+use super::error::DiameterError;
+use crate::result_code;
+
+/// Vendor-specific: a Vendor-ID field follows the length.
+pub const AVP_FLAG_V: u8 = 0x80;
+/// Mandatory: a receiver that does not understand it must reject the message.
+pub const AVP_FLAG_M: u8 = 0x40;
+/// Historic end-to-end security bit; must be 0 on send.
+pub const AVP_FLAG_P: u8 = 0x20;
+
+/// What names an AVP: its code and vendor id, plus whether we set the M flag
+/// when we send it. Matching a received AVP looks at code and vendor only.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct AvpCode {
+    pub code: u32,
+    pub vendor: u32,
+    pub mandatory: bool,
+}
+
+impl AvpCode {
+    pub const fn new(code: u32, vendor: u32, mandatory: bool) -> AvpCode {
+        AvpCode {
+            code,
+            vendor,
+            mandatory,
+        }
+    }
+
+    /// The flag byte we send: V when vendor-specific, M when mandatory.
+    pub const fn flags(&self) -> u8 {
+        let mut f = 0;
+        if self.vendor != 0 {
+            f |= AVP_FLAG_V;
+        }
+        if self.mandatory {
+            f |= AVP_FLAG_M;
+        }
+        f
+    }
+
+    /// Whether `avp` has this code and vendor.
+    #[inline]
+    pub fn matches(&self, avp: &Avp<'_>) -> bool {
+        avp.code == self.code && avp.vendor == self.vendor
+    }
+}
+
+/// One AVP, borrowed from the message bytes.
+#[derive(Clone, Copy)]
+pub struct Avp<'a> {
+    /// Header and data, without the trailing padding.
+    raw: &'a [u8],
+    header_len: u8,
+    code: u32,
+    flags: u8,
+    vendor: u32,
+}
+
+impl<'a> Avp<'a> {
+    #[inline]
+    pub fn code(&self) -> u32 {
+        self.code
+    }
+    #[inline]
+    pub fn vendor(&self) -> u32 {
+        self.vendor
+    }
+    #[inline]
+    pub fn flags(&self) -> u8 {
+        self.flags
+    }
+    #[inline]
+    pub fn is_mandatory(&self) -> bool {
+        self.flags & AVP_FLAG_M != 0
+    }
+    /// The AVP's data, without header or padding.
+    #[inline]
+    pub fn data(&self) -> &'a [u8] {
+        &self.raw[self.header_len as usize..]
+    }
+    /// The whole encoded AVP (header and data, no padding), e.g. to copy it
+    /// into a Failed-AVP or an answer unchanged.
+    #[inline]
+    pub fn raw(&self) -> &'a [u8] {
+        self.raw
+    }
+    /// The AVPs inside a Grouped AVP; decoded only as the iterator advances.
+    #[inline]
+    pub fn grouped(&self) -> AvpIter<'a> {
+        AvpIter::new(self.data())
+    }
+    /// Whether this is the AVP `code` names.
+    #[inline]
+    pub fn is(&self, code: AvpCode) -> bool {
+        code.matches(self)
+    }
+
+    /// This AVP's header followed by `payload_len` zero bytes: what RFC 6733
+    /// §7.1.5 asks to put in a Failed-AVP when the length is wrong.
+    pub(crate) fn header_with_zero_payload(&self, payload_len: usize) -> Vec<u8> {
+        let hl = self.header_len as usize;
+        let mut v = Vec::with_capacity(hl + payload_len);
+        v.extend_from_slice(&self.raw[..hl]);
+        let len = (hl + payload_len) as u32;
+        v[5..8].copy_from_slice(&len.to_be_bytes()[1..]);
+        v.resize(hl + payload_len, 0);
+        v
+    }
+}
+
+impl std::fmt::Debug for Avp<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Avp")
+            .field("code", &self.code)
+            .field("vendor", &self.vendor)
+            .field("flags", &format_args!("{:#04x}", self.flags))
+            .field("len", &self.data().len())
+            .finish()
+    }
+}
+
+/// Iterates over consecutive AVPs in a byte slice. After the first framing
+/// error it yields that error once and then stops.
+#[derive(Clone)]
+pub struct AvpIter<'a> {
+    buf: &'a [u8],
+    pos: usize,
+}
+
+impl<'a> AvpIter<'a> {
+    pub fn new(buf: &'a [u8]) -> AvpIter<'a> {
+        AvpIter { buf, pos: 0 }
+    }
+
+    /// Finds the first AVP with this code and vendor.
+    pub fn find(self, code: AvpCode) -> Result<Option<Avp<'a>>, DiameterError> {
+        for avp in self {
+            let avp = avp?;
+            if code.matches(&avp) {
+                return Ok(Some(avp));
+            }
+        }
+        Ok(None)
+    }
+
+    /// The AVPs with this code and vendor, in order.
+    pub fn filter_code(
+        self,
+        code: AvpCode,
+    ) -> impl Iterator<Item = Result<Avp<'a>, DiameterError>> {
+        self.filter(move |a| a.as_ref().map_or(true, |a| code.matches(a)))
+    }
+
+    fn fail(&mut self, err: DiameterError) -> Option<Result<Avp<'a>, DiameterError>> {
+        self.pos = self.buf.len();
+        Some(Err(err))
+    }
+}
+
+impl<'a> Iterator for AvpIter<'a> {
+    type Item = Result<Avp<'a>, DiameterError>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        let rest = self.buf.get(self.pos..)?;
+        if rest.is_empty() {
+            return None;
+        }
+        if rest.len() < 8 {
+            // Not even a header: pad it with zeros to the minimum (RFC 6733 §7.1.5).
+            let mut hdr = [0u8; 8];
+            hdr[..rest.len()].copy_from_slice(rest);
+            hdr[5..8].copy_from_slice(&[0, 0, 8]);
+            return self.fail(DiameterError::with_failed_avp(
+                result_code::DIAMETER_INVALID_AVP_LENGTH,
+                hdr.to_vec(),
+                "truncated AVP header",
+            ));
+        }
+        let code = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]);
+        let flags = rest[4];
+        let len = u32::from_be_bytes([0, rest[5], rest[6], rest[7]]) as usize;
+        let (header_len, vendor) = if flags & AVP_FLAG_V != 0 {
+            match rest.get(8..12) {
+                Some(v) => (12usize, u32::from_be_bytes([v[0], v[1], v[2], v[3]])),
+                None => (12, 0),
+            }
+        } else {
+            (8, 0)
+        };
+        if len < header_len || len > rest.len() {
+            let mut hdr = [0u8; 12];
+            let n = header_len.min(rest.len());
+            hdr[..n].copy_from_slice(&rest[..n]);
+            hdr[5..8].copy_from_slice(&(header_len as u32).to_be_bytes()[1..]);
+            return self.fail(DiameterError::with_failed_avp(
+                result_code::DIAMETER_INVALID_AVP_LENGTH,
+                hdr[..header_len].to_vec(),
+                "AVP length does not fit its header or the message",
+            ));
+        }
+        let avp = Avp {
+            raw: &rest[..len],
+            header_len: header_len as u8,
+            code,
+            flags,
+            vendor,
+        };
+        // Padding is part of the enclosing length; a missing final pad is tolerated.
+        self.pos = (self.pos + ((len + 3) & !3)).min(self.buf.len());
+        Some(Ok(avp))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn avp_bytes(code: u32, flags: u8, vendor: Option<u32>, data: &[u8]) -> Vec<u8> {
+        let hl = if vendor.is_some() { 12 } else { 8 };
+        let mut v = code.to_be_bytes().to_vec();
+        v.push(flags);
+        v.extend_from_slice(&((hl + data.len()) as u32).to_be_bytes()[1..]);
+        if let Some(id) = vendor {
+            v.extend_from_slice(&id.to_be_bytes());
+        }
+        v.extend_from_slice(data);
+        while v.len() % 4 != 0 {
+            v.push(0);
+        }
+        v
+    }
+
+    #[test]
+    fn iterates_with_padding_and_vendor() {
+        let mut buf = avp_bytes(263, AVP_FLAG_M, None, b"abc");
+        buf.extend(avp_bytes(
+            1001,
+            AVP_FLAG_M | AVP_FLAG_V,
+            Some(10415),
+            &[1, 2, 3, 4, 5],
+        ));
+        let avps: Vec<_> = AvpIter::new(&buf).collect::<Result<_, _>>().expect("valid");
+        assert_eq!(avps.len(), 2);
+        assert_eq!(avps[0].code(), 263);
+        assert_eq!(avps[0].data(), b"abc");
+        assert!(avps[0].is_mandatory());
+        assert_eq!(avps[1].vendor(), 10415);
+        assert_eq!(avps[1].data(), &[1, 2, 3, 4, 5]);
+        assert!(avps[1].is(AvpCode::new(1001, 10415, true)));
+        assert!(!avps[1].is(AvpCode::new(1001, 0, true)));
+    }
+
+    #[test]
+    fn bad_lengths_are_5014_with_failed_avp() {
+        let mut buf = avp_bytes(263, AVP_FLAG_M, None, b"abcd");
+        buf[7] = 200; // longer than the buffer
+        let mut it = AvpIter::new(&buf);
+        let err = it.next().expect("one item").expect_err("bad length");
+        assert_eq!(err.result_code, result_code::DIAMETER_INVALID_AVP_LENGTH);
+        let failed = err.failed_avp.expect("failed avp");
+        assert_eq!(&failed[..4], &263u32.to_be_bytes());
+        assert_eq!(failed.len(), 8);
+        assert_eq!(failed[7], 8);
+        assert!(it.next().is_none());
+
+        let short = [0u8, 0, 1, 7, 0x40, 0];
+        let err = AvpIter::new(&short)
+            .next()
+            .expect("item")
+            .expect_err("short");
+        assert_eq!(err.result_code, result_code::DIAMETER_INVALID_AVP_LENGTH);
+
+        // V flag set but no room for the vendor id.
+        let v = avp_bytes(1, AVP_FLAG_V, None, &[]);
+        let err = AvpIter::new(&v)
+            .next()
+            .expect("item")
+            .expect_err("short vendor");
+        assert_eq!(err.failed_avp.map(|f| f.len()), Some(12));
+    }
+
+    #[test]
+    fn header_with_zero_payload_fixes_length() {
+        let buf = avp_bytes(268, AVP_FLAG_M, None, &[1, 2]);
+        let avp = AvpIter::new(&buf).next().expect("item").expect("ok");
+        let f = avp.header_with_zero_payload(4);
+        assert_eq!(f.len(), 12);
+        assert_eq!(f[7], 12);
+        assert_eq!(&f[8..], &[0, 0, 0, 0]);
+    }
+}

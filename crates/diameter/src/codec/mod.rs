@@ -1,0 +1,23 @@
+//! The wire format (RFC 6733 §3, §4): framing, a zero-copy view of a received
+//! message, typed AVP values and a builder that writes straight into an
+//! output buffer.
+//!
+//! Decoding never copies: a [`Message`] owns the received [`bytes::Bytes`]
+//! and every [`Avp`] borrows from it. Handlers pick only the AVPs they need in
+//! one pass ([`Message::pick`]), and grouped AVPs are walked only when asked.
+
+mod avp;
+mod builder;
+mod error;
+mod frame;
+mod header;
+mod message;
+mod value;
+
+pub use avp::{Avp, AvpCode, AvpIter, AVP_FLAG_M, AVP_FLAG_P, AVP_FLAG_V};
+pub use builder::{GroupMark, MessageBuilder};
+pub use error::{missing_avp, DiameterError};
+pub use frame::{frame_len, FrameError};
+pub use header::{Header, FLAG_E, FLAG_P, FLAG_R, FLAG_T, HEADER_LEN, RESERVED_FLAGS, VERSION};
+pub use message::Message;
+pub use value::{ntp_to_unix, unix_to_ntp, NTP_UNIX_OFFSET};
