@@ -1,0 +1,131 @@
+//! What the policy decides for one IP-CAN session: the PCC rules, QoS,
+//! event triggers and revalidation the PCRF installs at the PCEF (TS 29.212).
+//! The Lua script returns a table of this shape; the Gx encoder turns it into
+//! AVPs, and the session diff compares two of them.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Allocation-Retention-Priority (TS 29.212 §5.3.32).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Arp {
+    /// 1 (highest) ..= 15.
+    pub priority: u32,
+    /// May this bearer pre-empt others.
+    #[serde(default)]
+    pub may_preempt: bool,
+    /// May this bearer be pre-empted.
+    #[serde(default = "yes")]
+    pub preemptable: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// QoS of a PCC rule (QoS-Information inside Charging-Rule-Definition).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleQos {
+    pub qci: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub arp: Option<Arp>,
+    /// Max-Requested-Bandwidth-UL/DL, bit/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mbr_ul: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mbr_dl: Option<u32>,
+    /// Guaranteed-Bitrate-UL/DL, bit/s (GBR QCIs only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gbr_ul: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gbr_dl: Option<u32>,
+}
+
+/// A dynamic PCC rule (Charging-Rule-Definition, TS 29.212 §5.3.4).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleDefinition {
+    pub name: String,
+    /// Flow-Description IPFilterRules, e.g. "permit out ip from any to assigned".
+    #[serde(default)]
+    pub flows: Vec<String>,
+    /// Flow-Status: 0 ENABLED-UPLINK, 1 ENABLED-DOWNLINK, 2 ENABLED, 3 DISABLED.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_status: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub qos: Option<RuleQos>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub precedence: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rating_group: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_identifier: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub online: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub offline: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monitoring_key: Option<String>,
+}
+
+/// APN-AMBR, bit/s.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Ambr {
+    pub ul: u32,
+    pub dl: u32,
+}
+
+/// Default-EPS-Bearer-QoS.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct BearerQos {
+    pub qci: u32,
+    pub arp: Arp,
+}
+
+/// The policy's refusal of a session (answered instead of rules).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Reject {
+    /// A Result-Code (e.g. 5003 DIAMETER_AUTHORIZATION_REJECTED) or, with
+    /// `vendor`, an Experimental-Result-Code (e.g. 5030 USER_UNKNOWN, 3GPP 10415).
+    pub code: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vendor: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+}
+
+/// The whole decision for one session.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Decision {
+    /// Predefined rules the PCEF knows (Charging-Rule-Name).
+    #[serde(default)]
+    pub rules: Vec<String>,
+    /// Predefined rule groups (Charging-Rule-Base-Name).
+    #[serde(default)]
+    pub base_names: Vec<String>,
+    /// Dynamic rules (Charging-Rule-Definition).
+    #[serde(default)]
+    pub definitions: Vec<RuleDefinition>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub apn_ambr: Option<Ambr>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default_bearer_qos: Option<BearerQos>,
+    /// Event-Trigger values to subscribe to (TS 29.212 §5.3.7).
+    #[serde(default)]
+    pub event_triggers: Vec<u32>,
+    /// Seconds from now until the PCEF must come back (REVALIDATION_TIMEOUT).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revalidation_secs: Option<u64>,
+    /// Set to refuse the session instead.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reject: Option<Reject>,
+    /// Usage-monitoring grants by Monitoring-Key (octets), once usage lands.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub usage_grants: BTreeMap<String, u64>,
+}

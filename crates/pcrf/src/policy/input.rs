@@ -1,0 +1,102 @@
+//! Everything the policy can see, gathered into one structure (the source
+//! article's optimization 4): the engine hashes it, and when the hash and the
+//! script version are unchanged since the last decision, Lua is not run.
+//! Anything the script may read MUST be in here, or the memo would be wrong.
+
+use crate::subscriber::Subscriber;
+use serde::Serialize;
+use std::collections::BTreeMap;
+
+/// The subscriber as the policy sees it. `known` is false when the PCEF's
+/// subscriber is not provisioned and config says to apply the default policy.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SubscriberInput {
+    pub known: bool,
+    pub imsi: Option<String>,
+    pub msisdn: Option<String>,
+    pub plan: Option<String>,
+    pub services: Vec<String>,
+    pub attributes: BTreeMap<String, serde_json::Value>,
+}
+
+impl SubscriberInput {
+    pub fn from_profile(s: &Subscriber) -> SubscriberInput {
+        SubscriberInput {
+            known: true,
+            imsi: Some(s.imsi.clone()),
+            msisdn: s.msisdn.clone(),
+            plan: s.plan.clone(),
+            services: s.services.clone(),
+            attributes: s.attributes.clone(),
+        }
+    }
+}
+
+/// A rule the PCEF reported as failed (Charging-Rule-Report).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+pub struct RuleFailure {
+    pub rule: String,
+    /// PCC-Rule-Status (0 ACTIVE, 1 INACTIVE, 2 TEMPORARILY_INACTIVE).
+    pub status: u32,
+    /// Rule-Failure-Code (TS 29.212 §5.3.38), when given.
+    pub code: Option<u32>,
+}
+
+/// The IP-CAN session as the policy sees it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SessionInput {
+    pub apn: Option<String>,
+    /// RAT-Type name from the dictionary (e.g. "EUTRAN"), or the number.
+    pub rat: Option<String>,
+    pub ip_can_type: Option<String>,
+    pub ue_ipv4: Option<String>,
+    pub ue_ipv6_prefix: Option<String>,
+    /// 3GPP-User-Location-Info as hex.
+    pub location: Option<String>,
+    /// 3GPP-MS-TimeZone as hex.
+    pub ms_timezone: Option<String>,
+    /// IMEISV from User-Equipment-Info.
+    pub device: Option<String>,
+    /// The PCEF's Origin-Host.
+    pub pcef: String,
+    /// Names of rules installed now (predefined, base and dynamic).
+    pub installed: Vec<String>,
+    pub rule_failures: Vec<RuleFailure>,
+}
+
+/// Local time in the policy's configured time zone.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TimeInput {
+    /// 0..=23.
+    pub hour: u8,
+    /// 0..=59. Minute granularity keeps the memo effective within a minute.
+    pub minute: u8,
+    /// 1 = Monday ..= 7 = Sunday (ISO 8601).
+    pub weekday: u8,
+    /// "YYYY-MM-DD".
+    pub date: String,
+}
+
+/// Network state the operator sets through the API.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct NetworkInput {
+    /// Congestion level of the subscriber's cell, 0 = none.
+    pub congestion: u32,
+}
+
+/// Usage per accumulator, filled in once usage monitoring lands.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct UsageInput {
+    pub used: BTreeMap<String, u64>,
+    pub quota: BTreeMap<String, u64>,
+}
+
+/// The whole input of one policy run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct PolicyInput {
+    pub subscriber: SubscriberInput,
+    pub session: SessionInput,
+    pub time: TimeInput,
+    pub network: NetworkInput,
+    pub usage: UsageInput,
+}

@@ -1,0 +1,67 @@
+//! One Gx IP-CAN session as the PCRF keeps it: what the PCEF told us, what
+//! we installed, and the last decision with the inputs that made it. This
+//! is the unit the store persists (one row, one blob) and recovers after a
+//! restart.
+
+use crate::policy::decision::Decision;
+use crate::policy::input::RuleFailure;
+use serde::{Deserialize, Serialize};
+
+/// Open or closed (closed records are kept for the configured retention).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionState {
+    Open,
+    Closed,
+}
+
+/// The last decision: hash of its inputs and script version (the memo key),
+/// the decision itself, and the inputs as JSON for `GET /v1/sessions/{id}`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct DecisionRecord {
+    pub input_hash: u64,
+    pub script_version: u64,
+    pub decision: Decision,
+    pub inputs: serde_json::Value,
+    /// Unix milliseconds.
+    pub at_ms: i64,
+}
+
+/// A Gx session.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct GxSession {
+    /// Session-Id.
+    pub id: String,
+    pub state: SessionState,
+    /// The subscriber key: IMSI, or MSISDN when no IMSI was sent.
+    pub subscriber: String,
+    pub imsi: Option<String>,
+    pub msisdn: Option<String>,
+    /// The PCEF's Origin-Host and Origin-Realm (where RARs go).
+    pub pcef_host: String,
+    pub pcef_realm: String,
+    pub apn: Option<String>,
+    pub ue_ipv4: Option<std::net::Ipv4Addr>,
+    /// Framed-IPv6-Prefix as hex of the AVP data.
+    pub ue_ipv6_prefix: Option<String>,
+    pub rat_type: Option<i32>,
+    pub ip_can_type: Option<i32>,
+    /// 3GPP-User-Location-Info, hex.
+    pub location: Option<String>,
+    /// 3GPP-MS-TimeZone, hex.
+    pub ms_timezone: Option<String>,
+    /// IMEISV.
+    pub device: Option<String>,
+    /// Supported-Features (Feature-List-ID, Feature-List) the PCEF offered.
+    pub supported_features: Vec<(u32, u32)>,
+    /// What the PCEF has installed now (our view after the last answer).
+    pub installed: Decision,
+    pub rule_failures: Vec<RuleFailure>,
+    /// CC-Request-Number of the last CCR applied (retransmission detection).
+    pub last_request_number: u32,
+    pub last_decision: Option<DecisionRecord>,
+    /// Unix milliseconds.
+    pub created_ms: i64,
+    pub updated_ms: i64,
+    pub closed_ms: Option<i64>,
+}
