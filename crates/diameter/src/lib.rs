@@ -7,6 +7,7 @@
 
 pub mod codec;
 pub mod dict;
+pub mod pcap;
 pub mod result_code;
 
 pub use codec::{Avp, AvpCode, AvpIter, DiameterError, Message, MessageBuilder};
