@@ -1,6 +1,10 @@
 //! Sessions and their state, in memory (the read path) and as records for
 //! the store (durability).
 
+pub mod diff;
 pub mod record;
+pub mod table;
 
+pub use diff::RuleDiff;
 pub use record::{DecisionRecord, GxSession, SessionState};
+pub use table::{SessionFilter, SessionSlot, SessionTable};

@@ -65,3 +65,40 @@ pub struct GxSession {
     pub updated_ms: i64,
     pub closed_ms: Option<i64>,
 }
+
+impl GxSession {
+    /// A new open session with nothing reported or installed yet.
+    pub fn new(
+        id: String,
+        subscriber: String,
+        pcef_host: String,
+        pcef_realm: String,
+        now_ms: i64,
+    ) -> GxSession {
+        GxSession {
+            id,
+            state: SessionState::Open,
+            subscriber,
+            imsi: None,
+            msisdn: None,
+            pcef_host,
+            pcef_realm,
+            apn: None,
+            ue_ipv4: None,
+            ue_ipv6_prefix: None,
+            rat_type: None,
+            ip_can_type: None,
+            location: None,
+            ms_timezone: None,
+            device: None,
+            supported_features: Vec::new(),
+            installed: Decision::default(),
+            rule_failures: Vec::new(),
+            last_request_number: 0,
+            last_decision: None,
+            created_ms: now_ms,
+            updated_ms: now_ms,
+            closed_ms: None,
+        }
+    }
+}

@@ -1,0 +1,270 @@
+//! The in-memory session table: the read path for every request after a
+//! session is created. Sharded so that requests for different sessions never
+//! contend; each session has its own async update lock so two requests for
+//! the same session (a retransmission racing the original) apply in order,
+//! while readers (the API, policy pushes) read the current record lock-free.
+
+use super::record::{GxSession, SessionState};
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
+use std::collections::{HashMap, HashSet};
+use std::hash::{BuildHasher, Hash, Hasher};
+use std::sync::Arc;
+
+const SHARDS: usize = 64;
+
+/// One session's slot: the current record and the lock writers hold while
+/// they compute, commit and publish the next one.
+pub struct SessionSlot {
+    current: ArcSwap<GxSession>,
+    update: tokio::sync::Mutex<()>,
+}
+
+impl std::fmt::Debug for SessionSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SessionSlot").field("id", &self.load().id).finish()
+    }
+}
+
+impl SessionSlot {
+    fn new(s: Arc<GxSession>) -> SessionSlot {
+        SessionSlot {
+            current: ArcSwap::new(s),
+            update: tokio::sync::Mutex::new(()),
+        }
+    }
+    /// The current record.
+    pub fn load(&self) -> Arc<GxSession> {
+        self.current.load_full()
+    }
+    /// Serialises writers of this session; hold it across the commit.
+    pub async fn lock(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.update.lock().await
+    }
+    /// Publishes a new record (call with the update lock held).
+    pub fn publish(&self, s: Arc<GxSession>) {
+        self.current.store(s);
+    }
+}
+
+/// Filters for listing sessions.
+#[derive(Debug, Default, Clone, serde::Deserialize)]
+pub struct SessionFilter {
+    pub subscriber: Option<String>,
+    pub apn: Option<String>,
+    pub peer: Option<String>,
+}
+
+/// All Gx sessions, open and recently closed, by Session-Id, with an index
+/// by subscriber for policy pushes.
+pub struct SessionTable {
+    shards: Vec<Mutex<HashMap<String, Arc<SessionSlot>>>>,
+    by_subscriber: Vec<Mutex<HashMap<String, HashSet<String>>>>,
+    hasher: std::collections::hash_map::RandomState,
+}
+
+impl Default for SessionTable {
+    fn default() -> Self {
+        SessionTable {
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            by_subscriber: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            hasher: Default::default(),
+        }
+    }
+}
+
+impl SessionTable {
+    fn shard_of(&self, key: &str) -> usize {
+        let mut h = self.hasher.build_hasher();
+        key.hash(&mut h);
+        (h.finish() as usize) % SHARDS
+    }
+
+    /// The slot of a session, if known.
+    pub fn get(&self, id: &str) -> Option<Arc<SessionSlot>> {
+        self.shards[self.shard_of(id)].lock().get(id).cloned()
+    }
+
+    /// Inserts a new session, or returns the existing slot if the id is taken
+    /// (a CCR-I retransmission or a PCEF reusing an id).
+    pub fn insert(&self, s: Arc<GxSession>) -> Result<Arc<SessionSlot>, Arc<SessionSlot>> {
+        let id = s.id.clone();
+        let sub = s.subscriber.clone();
+        let slot = Arc::new(SessionSlot::new(s));
+        {
+            let mut shard = self.shards[self.shard_of(&id)].lock();
+            if let Some(existing) = shard.get(&id) {
+                return Err(existing.clone());
+            }
+            shard.insert(id.clone(), slot.clone());
+        }
+        self.by_subscriber[self.shard_of(&sub)]
+            .lock()
+            .entry(sub)
+            .or_default()
+            .insert(id);
+        Ok(slot)
+    }
+
+    /// Replaces the slot of a session with a new record, keeping indexes
+    /// right (used when a closed session's id is reused by a new CCR-I).
+    pub fn replace(&self, s: Arc<GxSession>) -> Arc<SessionSlot> {
+        let id = s.id.clone();
+        let sub = s.subscriber.clone();
+        let slot = Arc::new(SessionSlot::new(s));
+        let old = self.shards[self.shard_of(&id)]
+            .lock()
+            .insert(id.clone(), slot.clone());
+        if let Some(old) = old {
+            let old_sub = old.load().subscriber.clone();
+            if old_sub != sub {
+                self.unindex(&old_sub, &id);
+            }
+        }
+        self.by_subscriber[self.shard_of(&sub)]
+            .lock()
+            .entry(sub)
+            .or_default()
+            .insert(id);
+        slot
+    }
+
+    /// Forgets a session entirely.
+    pub fn remove(&self, id: &str) -> Option<Arc<SessionSlot>> {
+        let slot = self.shards[self.shard_of(id)].lock().remove(id)?;
+        let sub = slot.load().subscriber.clone();
+        self.unindex(&sub, id);
+        Some(slot)
+    }
+
+    fn unindex(&self, sub: &str, id: &str) {
+        let mut idx = self.by_subscriber[self.shard_of(sub)].lock();
+        if let Some(set) = idx.get_mut(sub) {
+            set.remove(id);
+            if set.is_empty() {
+                idx.remove(sub);
+            }
+        }
+    }
+
+    /// Session ids of a subscriber (open and closed).
+    pub fn ids_of_subscriber(&self, sub: &str) -> Vec<String> {
+        self.by_subscriber[self.shard_of(sub)]
+            .lock()
+            .get(sub)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    /// Current records matching a filter.
+    pub fn list(&self, f: &SessionFilter) -> Vec<Arc<GxSession>> {
+        let candidates: Vec<Arc<SessionSlot>> = match &f.subscriber {
+            Some(sub) => self
+                .ids_of_subscriber(sub)
+                .iter()
+                .filter_map(|id| self.get(id))
+                .collect(),
+            None => self
+                .shards
+                .iter()
+                .flat_map(|s| s.lock().values().cloned().collect::<Vec<_>>())
+                .collect(),
+        };
+        let mut out: Vec<Arc<GxSession>> = candidates
+            .iter()
+            .map(|s| s.load())
+            .filter(|s| f.apn.as_ref().is_none_or(|a| s.apn.as_deref() == Some(a)))
+            .filter(|s| f.peer.as_ref().is_none_or(|p| &s.pcef_host == p))
+            .collect();
+        out.sort_by(|a, b| a.id.cmp(&b.id));
+        out
+    }
+
+    /// Number of open sessions (a gauge; walks the shards).
+    pub fn open_count(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|s| {
+                s.lock()
+                    .values()
+                    .filter(|v| v.load().state == SessionState::Open)
+                    .count()
+            })
+            .sum()
+    }
+
+    /// Ids of closed sessions closed before `before_ms` (for purging).
+    pub fn closed_before(&self, before_ms: i64) -> Vec<String> {
+        self.shards
+            .iter()
+            .flat_map(|s| {
+                s.lock()
+                    .values()
+                    .map(|v| v.load())
+                    .filter(|v| {
+                        v.state == SessionState::Closed
+                            && v.closed_ms.is_some_and(|c| c < before_ms)
+                    })
+                    .map(|v| v.id.clone())
+                    .collect::<Vec<_>>()
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session(id: &str, sub: &str, apn: &str) -> Arc<GxSession> {
+        let mut s = GxSession::new(id.into(), sub.into(), "pgw1".into(), "realm".into(), 1);
+        s.apn = Some(apn.into());
+        Arc::new(s)
+    }
+
+    #[test]
+    fn insert_get_index_remove() {
+        let t = SessionTable::default();
+        assert!(t.insert(session("a", "001", "internet")).is_ok());
+        assert!(t.insert(session("b", "001", "ims")).is_ok());
+        assert!(t.insert(session("a", "002", "internet")).is_err());
+        assert_eq!(t.ids_of_subscriber("001").len(), 2);
+        let f = SessionFilter {
+            subscriber: Some("001".into()),
+            apn: Some("ims".into()),
+            peer: None,
+        };
+        assert_eq!(
+            t.list(&f).iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
+            vec!["b"]
+        );
+        assert_eq!(t.open_count(), 2);
+        t.remove("a");
+        assert!(t.get("a").is_none());
+        assert_eq!(t.ids_of_subscriber("001"), vec!["b".to_string()]);
+        t.replace(session("b", "003", "ims"));
+        assert!(t.ids_of_subscriber("001").is_empty());
+        assert_eq!(t.ids_of_subscriber("003"), vec!["b".to_string()]);
+    }
+
+    #[tokio::test]
+    async fn writers_of_one_session_are_serialised() {
+        let t = Arc::new(SessionTable::default());
+        let slot = t.insert(session("s", "001", "internet")).expect("new");
+        let mut tasks = Vec::new();
+        for _ in 0..50 {
+            let slot = slot.clone();
+            tasks.push(tokio::spawn(async move {
+                let _g = slot.lock().await;
+                let mut next = (*slot.load()).clone();
+                tokio::task::yield_now().await;
+                next.last_request_number += 1;
+                slot.publish(Arc::new(next));
+            }));
+        }
+        for t in tasks {
+            t.await.expect("task");
+        }
+        assert_eq!(slot.load().last_request_number, 50);
+    }
+}
