@@ -1,0 +1,954 @@
+//! Metrics of the running PCRF, exposed at `GET /metrics` in the Prometheus
+//! text exposition format 0.0.4. Our own small registry instead of a metrics
+//! crate: the hot path is one relaxed atomic add per counter and per
+//! histogram bucket, with no lock, no allocation and no label hashing,
+//! because every label set we have is small and fixed (command, result code,
+//! peer state). Modules that own other state (policy engine, group-commit
+//! writer, Diameter transport, session table) keep their own atomics and
+//! contribute at scrape time through [`MetricsSource`], so this file depends
+//! on none of them. Every family is described in docs/metrics.md.
+
+use parking_lot::RwLock;
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+/// `Content-Type` of [`Metrics::render`]'s output.
+pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+
+// ---------------------------------------------------------------------------
+// Exposition writer
+
+/// Prometheus metric type of a family.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Counter,
+    Gauge,
+    Histogram,
+}
+
+impl Kind {
+    fn as_str(self) -> &'static str {
+        match self {
+            Kind::Counter => "counter",
+            Kind::Gauge => "gauge",
+            Kind::Histogram => "histogram",
+        }
+    }
+}
+
+/// A sample value. Integers are printed exactly; floats in Prometheus'
+/// spelling (`+Inf`, `-Inf`, `NaN`).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Value {
+    U(u64),
+    I(i64),
+    F(f64),
+}
+
+impl From<u64> for Value {
+    fn from(v: u64) -> Value {
+        Value::U(v)
+    }
+}
+impl From<usize> for Value {
+    fn from(v: usize) -> Value {
+        Value::U(v as u64)
+    }
+}
+impl From<u32> for Value {
+    fn from(v: u32) -> Value {
+        Value::U(u64::from(v))
+    }
+}
+impl From<i64> for Value {
+    fn from(v: i64) -> Value {
+        Value::I(v)
+    }
+}
+impl From<f64> for Value {
+    fn from(v: f64) -> Value {
+        Value::F(v)
+    }
+}
+impl From<bool> for Value {
+    fn from(v: bool) -> Value {
+        Value::U(u64::from(v))
+    }
+}
+
+fn write_value(out: &mut String, v: Value) {
+    // Writing into a String cannot fail.
+    let _ = match v {
+        Value::U(v) => write!(out, "{v}"),
+        Value::I(v) => write!(out, "{v}"),
+        Value::F(v) if v.is_nan() => write!(out, "NaN"),
+        Value::F(v) if v == f64::INFINITY => write!(out, "+Inf"),
+        Value::F(v) if v == f64::NEG_INFINITY => write!(out, "-Inf"),
+        Value::F(v) => write!(out, "{v}"),
+    };
+}
+
+/// Writes `v / 10^decimals` as an exact decimal (no float rounding), so
+/// bucket bounds kept as integer nanoseconds print as "0.00025", not
+/// "0.00025000000000000006".
+fn write_scaled(out: &mut String, v: u64, decimals: u32) {
+    if decimals == 0 {
+        let _ = write!(out, "{v}");
+        return;
+    }
+    let div = 10u64.pow(decimals);
+    let (int, frac) = (v / div, v % div);
+    let _ = write!(out, "{int}");
+    if frac != 0 {
+        let mut digits = format!("{frac:0width$}", width = decimals as usize);
+        while digits.ends_with('0') {
+            digits.pop();
+        }
+        out.push('.');
+        out.push_str(&digits);
+    }
+}
+
+fn valid_metric_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    matches!(bytes.next(), Some(b'a'..=b'z' | b'A'..=b'Z' | b'_' | b':'))
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b':')
+}
+
+fn valid_label_name(name: &str) -> bool {
+    let mut bytes = name.bytes();
+    matches!(bytes.next(), Some(b'a'..=b'z' | b'A'..=b'Z' | b'_'))
+        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
+        && !name.starts_with("__")
+}
+
+/// HELP text escaping: backslash and line feed.
+fn push_help_escaped(out: &mut String, s: &str) {
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+}
+
+/// Label value escaping: backslash, double quote and line feed.
+fn push_label_escaped(out: &mut String, s: &str) {
+    for c in s.chars() {
+        match c {
+            '\\' => out.push_str("\\\\"),
+            '"' => out.push_str("\\\""),
+            '\n' => out.push_str("\\n"),
+            c => out.push(c),
+        }
+    }
+}
+
+/// A scrape being written. Families must be complete when the next one
+/// starts (the format requires a family's lines to be contiguous), and a
+/// family name may appear once per scrape.
+pub struct Exposition {
+    out: String,
+    seen: Vec<String>,
+}
+
+impl Default for Exposition {
+    fn default() -> Self {
+        Exposition::new()
+    }
+}
+
+impl Exposition {
+    pub fn new() -> Exposition {
+        Exposition {
+            out: String::with_capacity(16 * 1024),
+            seen: Vec::new(),
+        }
+    }
+
+    /// Starts a family: writes its HELP and TYPE lines. Samples follow
+    /// through the returned [`Family`].
+    pub fn family(&mut self, name: &str, help: &str, kind: Kind) -> Family<'_> {
+        debug_assert!(valid_metric_name(name), "bad metric name {name:?}");
+        debug_assert!(
+            !self.seen.iter().any(|n| n == name),
+            "metric family {name} written twice in one scrape"
+        );
+        self.seen.push(name.to_string());
+        self.out.push_str("# HELP ");
+        self.out.push_str(name);
+        self.out.push(' ');
+        push_help_escaped(&mut self.out, help);
+        self.out.push_str("\n# TYPE ");
+        self.out.push_str(name);
+        self.out.push(' ');
+        self.out.push_str(kind.as_str());
+        self.out.push('\n');
+        Family {
+            out: &mut self.out,
+            name: name.to_string(),
+            kind,
+        }
+    }
+
+    /// An unlabelled counter family with one sample.
+    pub fn counter(&mut self, name: &str, help: &str, value: impl Into<Value>) {
+        self.family(name, help, Kind::Counter).sample(&[], value);
+    }
+
+    /// An unlabelled gauge family with one sample.
+    pub fn gauge(&mut self, name: &str, help: &str, value: impl Into<Value>) {
+        self.family(name, help, Kind::Gauge).sample(&[], value);
+    }
+
+    /// The finished text.
+    pub fn finish(self) -> String {
+        self.out
+    }
+}
+
+/// One family being written.
+pub struct Family<'a> {
+    out: &'a mut String,
+    name: String,
+    kind: Kind,
+}
+
+impl Family<'_> {
+    fn series(&mut self, suffix: &str, labels: &[(&str, &str)], extra: Option<(&str, &str)>) {
+        self.out.push_str(&self.name);
+        self.out.push_str(suffix);
+        let all = labels.iter().copied().chain(extra);
+        let mut first = true;
+        for (k, v) in all {
+            debug_assert!(valid_label_name(k), "bad label name {k:?}");
+            self.out.push(if first { '{' } else { ',' });
+            first = false;
+            self.out.push_str(k);
+            self.out.push_str("=\"");
+            push_label_escaped(self.out, v);
+            self.out.push('"');
+        }
+        if !first {
+            self.out.push('}');
+        }
+        self.out.push(' ');
+    }
+
+    /// One sample of a counter or gauge family.
+    pub fn sample(&mut self, labels: &[(&str, &str)], value: impl Into<Value>) -> &mut Self {
+        debug_assert!(self.kind != Kind::Histogram, "use Family::histogram");
+        self.series("", labels, None);
+        write_value(self.out, value.into());
+        self.out.push('\n');
+        self
+    }
+
+    /// One labelled histogram of a histogram family: cumulative `_bucket`
+    /// lines ending with `le="+Inf"`, then `_sum` and `_count`.
+    pub fn histogram(&mut self, labels: &[(&str, &str)], h: &HistogramSnapshot) -> &mut Self {
+        debug_assert!(
+            self.kind == Kind::Histogram,
+            "histogram in a non-histogram family"
+        );
+        let mut cumulative = 0u64;
+        let mut le = String::with_capacity(16);
+        for (i, bound) in h.bounds.iter().enumerate() {
+            cumulative += h.buckets[i];
+            le.clear();
+            write_scaled(&mut le, *bound, h.decimals);
+            self.series("_bucket", labels, Some(("le", &le)));
+            let _ = writeln!(self.out, "{cumulative}");
+        }
+        cumulative += h.buckets[h.bounds.len()];
+        self.series("_bucket", labels, Some(("le", "+Inf")));
+        let _ = writeln!(self.out, "{cumulative}");
+        self.series("_sum", labels, None);
+        write_scaled(self.out, h.sum, h.decimals);
+        self.out.push('\n');
+        self.series("_count", labels, None);
+        let _ = writeln!(self.out, "{cumulative}");
+        self
+    }
+}
+
+/// Something that contributes families at scrape time (the policy engine,
+/// the group-commit writer, the Diameter transport, the session table...).
+/// Each family name must come from one source only.
+pub trait MetricsSource: Send + Sync + 'static {
+    fn write(&self, out: &mut Exposition);
+}
+
+impl<F> MetricsSource for F
+where
+    F: Fn(&mut Exposition) + Send + Sync + 'static,
+{
+    fn write(&self, out: &mut Exposition) {
+        self(out)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Histogram
+
+/// The most bounds a [`Histogram`] may have (fixed so the buckets are an
+/// inline array: no pointer chase on the hot path).
+pub const MAX_BOUNDS: usize = 20;
+
+/// Request latency bucket upper bounds, nanoseconds: 50 µs .. 5 s. Dense
+/// below 10 ms, where a PCRF answer belongs.
+pub const LATENCY_BOUNDS_NS: &[u64] = &[
+    50_000,
+    100_000,
+    250_000,
+    500_000,
+    1_000_000,
+    2_500_000,
+    5_000_000,
+    10_000_000,
+    25_000_000,
+    50_000_000,
+    100_000_000,
+    250_000_000,
+    500_000_000,
+    1_000_000_000,
+    2_500_000_000,
+    5_000_000_000,
+];
+
+/// Group-commit batch size bucket upper bounds (changes per transaction).
+pub const BATCH_BOUNDS: &[u64] = &[1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048];
+
+/// A histogram with fixed bounds; values are integers in some unit
+/// (nanoseconds, items) and render divided by `10^decimals` (9 turns
+/// nanoseconds into Prometheus' seconds).
+pub struct Histogram {
+    bounds: &'static [u64],
+    decimals: u32,
+    /// Non-cumulative counts; index `bounds.len()` is the +Inf bucket.
+    buckets: [AtomicU64; MAX_BOUNDS + 1],
+    sum: AtomicU64,
+}
+
+impl Histogram {
+    /// `bounds` must be strictly increasing and at most [`MAX_BOUNDS`] long.
+    pub fn new(bounds: &'static [u64], decimals: u32) -> Histogram {
+        assert!(bounds.len() <= MAX_BOUNDS, "too many histogram bounds");
+        assert!(
+            bounds.windows(2).all(|w| w[0] < w[1]),
+            "bounds must increase"
+        );
+        Histogram {
+            bounds,
+            decimals,
+            buckets: std::array::from_fn(|_| AtomicU64::new(0)),
+            sum: AtomicU64::new(0),
+        }
+    }
+
+    /// A latency histogram in seconds with [`LATENCY_BOUNDS_NS`].
+    pub fn latency() -> Histogram {
+        Histogram::new(LATENCY_BOUNDS_NS, 9)
+    }
+
+    /// A batch-size histogram with [`BATCH_BOUNDS`].
+    pub fn batch_sizes() -> Histogram {
+        Histogram::new(BATCH_BOUNDS, 0)
+    }
+
+    /// Records one value (in the histogram's integer unit).
+    #[inline]
+    pub fn observe(&self, v: u64) {
+        let i = self.bounds.partition_point(|b| *b < v);
+        self.buckets[i].fetch_add(1, Relaxed);
+        self.sum.fetch_add(v, Relaxed);
+    }
+
+    /// Records a duration (for histograms in nanoseconds).
+    #[inline]
+    pub fn observe_duration(&self, d: Duration) {
+        self.observe(u64::try_from(d.as_nanos()).unwrap_or(u64::MAX));
+    }
+
+    /// A copy for rendering. The count is the sum of the buckets, so the
+    /// `+Inf` bucket and `_count` always agree even under concurrent writes.
+    pub fn snapshot(&self) -> HistogramSnapshot {
+        let n = self.bounds.len() + 1;
+        HistogramSnapshot {
+            bounds: self.bounds,
+            decimals: self.decimals,
+            buckets: self.buckets[..n].iter().map(|b| b.load(Relaxed)).collect(),
+            sum: self.sum.load(Relaxed),
+        }
+    }
+}
+
+/// A point-in-time copy of a [`Histogram`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct HistogramSnapshot {
+    pub bounds: &'static [u64],
+    pub decimals: u32,
+    /// Non-cumulative, `bounds.len() + 1` entries (the last is +Inf).
+    pub buckets: Vec<u64>,
+    pub sum: u64,
+}
+
+impl HistogramSnapshot {
+    pub fn count(&self) -> u64 {
+        self.buckets.iter().sum()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Requests by command and result code
+
+/// The Diameter commands we count, as the `command` label spells them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Command {
+    /// Gx CCR with CC-Request-Type INITIAL_REQUEST.
+    CcrInitial,
+    CcrUpdate,
+    CcrTermination,
+    CcrEvent,
+    /// Gx RAR we sent; counted with the RAA's result code.
+    Rar,
+    /// Rx AA-Request.
+    Aar,
+    /// Rx/Sy Session-Termination-Request.
+    Str,
+    /// Abort-Session-Request we sent (Rx).
+    Asr,
+    /// Sy Spending-Limit-Request we sent.
+    Slr,
+    /// Sy Spending-Status-Notification-Request received.
+    Snr,
+    /// Base protocol.
+    Cer,
+    Dwr,
+    Dpr,
+}
+
+impl Command {
+    pub const ALL: [Command; 13] = [
+        Command::CcrInitial,
+        Command::CcrUpdate,
+        Command::CcrTermination,
+        Command::CcrEvent,
+        Command::Rar,
+        Command::Aar,
+        Command::Str,
+        Command::Asr,
+        Command::Slr,
+        Command::Snr,
+        Command::Cer,
+        Command::Dwr,
+        Command::Dpr,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            Command::CcrInitial => "CCR-I",
+            Command::CcrUpdate => "CCR-U",
+            Command::CcrTermination => "CCR-T",
+            Command::CcrEvent => "CCR-E",
+            Command::Rar => "RAR",
+            Command::Aar => "AAR",
+            Command::Str => "STR",
+            Command::Asr => "ASR",
+            Command::Slr => "SLR",
+            Command::Snr => "SNR",
+            Command::Cer => "CER",
+            Command::Dwr => "DWR",
+            Command::Dpr => "DPR",
+        }
+    }
+
+    /// The Gx CCR command for a CC-Request-Type value (RFC 4006 §8.3).
+    pub fn from_cc_request_type(t: u32) -> Option<Command> {
+        match t {
+            1 => Some(Command::CcrInitial),
+            2 => Some(Command::CcrUpdate),
+            3 => Some(Command::CcrTermination),
+            4 => Some(Command::CcrEvent),
+            _ => None,
+        }
+    }
+
+    fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// Distinct result codes counted per command before the rest go to
+/// `result_code="other"`. A PCRF sees a handful (2001, 5002, 5003, 5005,
+/// 5012, 5030...); 24 leaves room without making scrapes long.
+const RESULT_SLOTS: usize = 24;
+
+/// Pseudo result code for a request that got no answer (timed out, peer
+/// gone): rendered as `result_code="none"`.
+pub const NO_ANSWER: u32 = 0;
+
+/// A lock-free map result code -> count: open addressing over a fixed
+/// array, a slot claimed once by compare-and-swap and never freed.
+struct ResultCounts {
+    /// Result code + 1 (0 = free slot), so [`NO_ANSWER`] is storable.
+    keys: [AtomicU32; RESULT_SLOTS],
+    counts: [AtomicU64; RESULT_SLOTS],
+    other: AtomicU64,
+}
+
+impl ResultCounts {
+    fn new() -> ResultCounts {
+        ResultCounts {
+            keys: std::array::from_fn(|_| AtomicU32::new(0)),
+            counts: std::array::from_fn(|_| AtomicU64::new(0)),
+            other: AtomicU64::new(0),
+        }
+    }
+
+    #[inline]
+    fn add(&self, code: u32) {
+        let key = code.wrapping_add(1);
+        if key == 0 {
+            self.other.fetch_add(1, Relaxed);
+            return;
+        }
+        let start = (code as usize).wrapping_mul(0x9E37_79B9) % RESULT_SLOTS;
+        for probe in 0..RESULT_SLOTS {
+            let i = (start + probe) % RESULT_SLOTS;
+            let k = self.keys[i].load(Relaxed);
+            if k == key {
+                self.counts[i].fetch_add(1, Relaxed);
+                return;
+            }
+            if k == 0 {
+                match self.keys[i].compare_exchange(0, key, Relaxed, Relaxed) {
+                    Ok(_) => {
+                        self.counts[i].fetch_add(1, Relaxed);
+                        return;
+                    }
+                    Err(now) if now == key => {
+                        self.counts[i].fetch_add(1, Relaxed);
+                        return;
+                    }
+                    Err(_) => continue,
+                }
+            }
+        }
+        self.other.fetch_add(1, Relaxed);
+    }
+
+    fn get(&self, code: u32) -> u64 {
+        let key = code.wrapping_add(1);
+        (0..RESULT_SLOTS)
+            .find(|&i| self.keys[i].load(Relaxed) == key)
+            .map_or(0, |i| self.counts[i].load(Relaxed))
+    }
+
+    /// (code, count) sorted by code, then the overflow count.
+    fn snapshot(&self) -> (Vec<(u32, u64)>, u64) {
+        let mut v: Vec<(u32, u64)> = (0..RESULT_SLOTS)
+            .filter_map(|i| {
+                let k = self.keys[i].load(Relaxed);
+                (k != 0).then(|| (k.wrapping_sub(1), self.counts[i].load(Relaxed)))
+            })
+            .collect();
+        v.sort_unstable();
+        (v, self.other.load(Relaxed))
+    }
+}
+
+/// One command's counters, on its own cache lines so workers answering
+/// different commands do not false-share.
+#[repr(align(128))]
+struct CommandStats {
+    results: ResultCounts,
+    latency: Histogram,
+}
+
+/// The registry: request counters and latency histograms owned here (the
+/// hot path), plus the sources registered by other modules.
+pub struct Metrics {
+    commands: Vec<CommandStats>,
+    start_unix: f64,
+    sources: RwLock<Vec<Arc<dyn MetricsSource>>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        Metrics {
+            commands: Command::ALL
+                .iter()
+                .map(|_| CommandStats {
+                    results: ResultCounts::new(),
+                    latency: Histogram::latency(),
+                })
+                .collect(),
+            start_unix: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
+            sources: RwLock::new(Vec::new()),
+        }
+    }
+
+    /// Counts one request handled (or, for commands we send, one answer
+    /// received) with its Result-Code or Experimental-Result-Code
+    /// ([`NO_ANSWER`] if none came), and its latency from read to answer.
+    #[inline]
+    pub fn request(&self, command: Command, result_code: u32, elapsed: Duration) {
+        let s = &self.commands[command.index()];
+        s.results.add(result_code);
+        s.latency.observe_duration(elapsed);
+    }
+
+    /// How many `command` requests ended with `result_code` so far.
+    pub fn requests(&self, command: Command, result_code: u32) -> u64 {
+        self.commands[command.index()].results.get(result_code)
+    }
+
+    /// Adds a contributor, rendered after the built-in families in
+    /// registration order.
+    pub fn register(&self, source: Arc<dyn MetricsSource>) {
+        self.sources.write().push(source);
+    }
+
+    /// The whole scrape, Prometheus text format 0.0.4.
+    pub fn render(&self) -> String {
+        let mut out = Exposition::new();
+        out.family(
+            "pcrf_build_info",
+            "Build of the running PCRF (always 1).",
+            Kind::Gauge,
+        )
+        .sample(&[("version", env!("CARGO_PKG_VERSION"))], 1u64);
+        out.gauge(
+            "pcrf_start_time_seconds",
+            "Start time of the process, Unix seconds.",
+            self.start_unix,
+        );
+        {
+            let mut f = out.family(
+                "pcrf_requests_total",
+                "Diameter requests handled (or, for requests the PCRF sends, answers received) by command and Result-Code; result_code=\"none\" means no answer.",
+                Kind::Counter,
+            );
+            for (cmd, stats) in Command::ALL.iter().zip(&self.commands) {
+                let (codes, other) = stats.results.snapshot();
+                for (code, n) in codes {
+                    let code = if code == NO_ANSWER {
+                        "none".to_string()
+                    } else {
+                        code.to_string()
+                    };
+                    f.sample(&[("command", cmd.label()), ("result_code", &code)], n);
+                }
+                if other > 0 {
+                    f.sample(&[("command", cmd.label()), ("result_code", "other")], other);
+                }
+            }
+        }
+        {
+            let mut f = out.family(
+                "pcrf_request_duration_seconds",
+                "Time from reading a request to writing its answer (for requests the PCRF sends: to receiving the answer), by command.",
+                Kind::Histogram,
+            );
+            for (cmd, stats) in Command::ALL.iter().zip(&self.commands) {
+                let snap = stats.latency.snapshot();
+                if snap.count() > 0 {
+                    f.histogram(&[("command", cmd.label())], &snap);
+                }
+            }
+        }
+        // Clone the list so a slow source never blocks `register`.
+        let sources: Vec<Arc<dyn MetricsSource>> = self.sources.read().clone();
+        for s in sources {
+            s.write(&mut out);
+        }
+        out.finish()
+    }
+}
+
+// ---------------------------------------------------------------------------
+// Snapshots other modules fill in: the family names live here, in one place
+// with docs/metrics.md, and each module only copies its atomics.
+
+/// Session table and subscriber cache sizes.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct SessionStats {
+    pub open_sessions: u64,
+    /// Closed sessions still kept for the retention period.
+    pub closed_sessions: u64,
+    /// Subscriber profiles held in memory.
+    pub cached_subscribers: u64,
+}
+
+impl SessionStats {
+    pub fn write(&self, out: &mut Exposition) {
+        out.family(
+            "pcrf_sessions",
+            "Gx sessions in memory by state.",
+            Kind::Gauge,
+        )
+        .sample(&[("state", "open")], self.open_sessions)
+        .sample(&[("state", "closed")], self.closed_sessions);
+        out.gauge(
+            "pcrf_subscribers_cached",
+            "Subscriber profiles held in memory.",
+            self.cached_subscribers,
+        );
+    }
+}
+
+/// Diameter peer state (RFC 6733 §5.6), as the `state` label spells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum PeerState {
+    Closed,
+    /// Connecting or waiting for CER/CEA.
+    Connecting,
+    Open,
+    /// Watchdog unanswered (RFC 3539 SUSPECT).
+    Suspect,
+    /// DPR sent or received.
+    Closing,
+}
+
+impl PeerState {
+    pub const ALL: [PeerState; 5] = [
+        PeerState::Closed,
+        PeerState::Connecting,
+        PeerState::Open,
+        PeerState::Suspect,
+        PeerState::Closing,
+    ];
+
+    pub fn label(self) -> &'static str {
+        match self {
+            PeerState::Closed => "closed",
+            PeerState::Connecting => "connecting",
+            PeerState::Open => "open",
+            PeerState::Suspect => "suspect",
+            PeerState::Closing => "closing",
+        }
+    }
+}
+
+/// One Diameter peer as the transport sees it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PeerStat {
+    /// The peer's Origin-Host (or configured name before CEA).
+    pub host: String,
+    pub state: PeerState,
+}
+
+/// Writes `pcrf_peers{state}` (count per state, every state present) and
+/// `pcrf_peer_state{peer,state} 1` (each peer's current state).
+pub fn write_peers(out: &mut Exposition, peers: &[PeerStat]) {
+    {
+        let mut f = out.family("pcrf_peers", "Diameter peers by state.", Kind::Gauge);
+        for st in PeerState::ALL {
+            let n = peers.iter().filter(|p| p.state == st).count();
+            f.sample(&[("state", st.label())], n);
+        }
+    }
+    let mut f = out.family(
+        "pcrf_peer_state",
+        "Each Diameter peer's current state (the sample with value 1).",
+        Kind::Gauge,
+    );
+    for p in peers {
+        f.sample(&[("peer", &p.host), ("state", p.state.label())], 1u64);
+    }
+}
+
+/// Policy engine counters.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PolicyStats {
+    /// Lua runs (the inputs or the script changed).
+    pub runs: u64,
+    /// Decisions reused because the input hash and script version were
+    /// unchanged (optimization 4).
+    pub skips: u64,
+    /// Runtime errors (incl. instruction budget or memory limit exceeded);
+    /// the fallback decision was used.
+    pub errors: u64,
+    pub reloads_ok: u64,
+    /// Reloads refused (script did not compile or check); old one kept.
+    pub reloads_failed: u64,
+    pub script_version: u64,
+}
+
+impl PolicyStats {
+    pub fn write(&self, out: &mut Exposition) {
+        out.counter(
+            "pcrf_policy_runs_total",
+            "Policy script runs (inputs or script changed).",
+            self.runs,
+        );
+        out.counter(
+            "pcrf_policy_skips_total",
+            "Decisions reused without running the script (input hash and script version unchanged).",
+            self.skips,
+        );
+        out.counter(
+            "pcrf_policy_errors_total",
+            "Policy script runtime errors (incl. budget or memory limit); the fallback decision was used.",
+            self.errors,
+        );
+        out.family(
+            "pcrf_policy_reloads_total",
+            "Policy reloads by outcome.",
+            Kind::Counter,
+        )
+        .sample(&[("outcome", "ok")], self.reloads_ok)
+        .sample(&[("outcome", "failed")], self.reloads_failed);
+        out.gauge(
+            "pcrf_policy_script_version",
+            "Version number of the running policy script.",
+            self.script_version,
+        );
+    }
+}
+
+/// Group-commit writer counters; the histograms are the writer's own
+/// ([`Histogram::batch_sizes`], [`Histogram::latency`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CommitStats {
+    /// Transactions committed.
+    pub commits: u64,
+    /// Batches that changed nothing and so were not committed (optimization 1).
+    pub skipped: u64,
+    /// Rows changed.
+    pub rows: u64,
+    pub errors: u64,
+    /// Changes per committed batch.
+    pub batch_sizes: HistogramSnapshot,
+    /// Time from the batch's start to its commit returning.
+    pub commit_duration: HistogramSnapshot,
+}
+
+impl CommitStats {
+    pub fn write(&self, out: &mut Exposition) {
+        out.counter(
+            "pcrf_store_commits_total",
+            "Store transactions committed.",
+            self.commits,
+        );
+        out.counter(
+            "pcrf_store_commits_skipped_total",
+            "Batches not committed because no row changed.",
+            self.skipped,
+        );
+        out.counter("pcrf_store_rows_total", "Store rows changed.", self.rows);
+        out.counter(
+            "pcrf_store_errors_total",
+            "Store batches that failed (their requests were answered with an error).",
+            self.errors,
+        );
+        out.family(
+            "pcrf_store_batch_size",
+            "State changes per group commit.",
+            Kind::Histogram,
+        )
+        .histogram(&[], &self.batch_sizes);
+        out.family(
+            "pcrf_store_commit_duration_seconds",
+            "Time to write and commit one batch.",
+            Kind::Histogram,
+        )
+        .histogram(&[], &self.commit_duration);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scaled_decimals_are_exact() {
+        let mut s = String::new();
+        for (v, d, want) in [
+            (250_000u64, 9u32, "0.00025"),
+            (1_000_000_000, 9, "1"),
+            (2_500_000_000, 9, "2.5"),
+            (0, 9, "0"),
+            (17, 0, "17"),
+        ] {
+            s.clear();
+            write_scaled(&mut s, v, d);
+            assert_eq!(s, want);
+        }
+    }
+
+    #[test]
+    fn histogram_buckets_are_le() {
+        let h = Histogram::new(&[10, 20], 0);
+        for v in [0, 10, 11, 20, 21, 1000] {
+            h.observe(v);
+        }
+        let s = h.snapshot();
+        assert_eq!(s.buckets, vec![2, 2, 2]);
+        assert_eq!(s.sum, 1062);
+        assert_eq!(s.count(), 6);
+    }
+
+    #[test]
+    fn result_codes_overflow_to_other() {
+        let r = ResultCounts::new();
+        for code in 0..(RESULT_SLOTS as u32 + 5) {
+            r.add(2000 + code);
+        }
+        r.add(2001);
+        r.add(NO_ANSWER);
+        let (codes, other) = r.snapshot();
+        assert_eq!(codes.len(), RESULT_SLOTS);
+        assert_eq!(other, 6);
+        assert_eq!(r.get(2001), 2);
+        assert!(codes.windows(2).all(|w| w[0].0 < w[1].0));
+    }
+
+    #[test]
+    fn escaping() {
+        let mut e = Exposition::new();
+        e.family("x", "a \\ b\nc", Kind::Gauge)
+            .sample(&[("peer", "a\"b\\c\nd")], 1u64);
+        let text = e.finish();
+        assert!(text.contains("# HELP x a \\\\ b\\nc\n"));
+        assert!(text.contains("x{peer=\"a\\\"b\\\\c\\nd\"} 1\n"));
+    }
+
+    #[test]
+    fn concurrent_counts_are_exact() {
+        let m = Arc::new(Metrics::new());
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let m = m.clone();
+                std::thread::spawn(move || {
+                    for i in 0..10_000u32 {
+                        let code = if i % 2 == 0 { 2001 } else { 5002 };
+                        m.request(Command::CcrUpdate, code, Duration::from_micros(300));
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().expect("thread");
+        }
+        assert_eq!(m.requests(Command::CcrUpdate, 2001), 20_000);
+        assert_eq!(m.requests(Command::CcrUpdate, 5002), 20_000);
+        let text = m.render();
+        assert!(text.contains(
+            "pcrf_request_duration_seconds_bucket{command=\"CCR-U\",le=\"0.0005\"} 40000\n"
+        ));
+        assert!(text.contains("pcrf_request_duration_seconds_sum{command=\"CCR-U\"} 12\n"));
+    }
+}
