@@ -1,1 +1,3 @@
+//! The `pcrf-bench` command line.
+
 fn main() {}
