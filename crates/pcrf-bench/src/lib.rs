@@ -7,9 +7,11 @@
 pub mod apdex;
 pub mod cpu;
 pub mod duration;
+pub mod http_client;
 pub mod latency;
 pub mod plan;
 pub mod population;
+pub mod provision;
 pub mod scenario;
 pub mod schedule;
 pub mod zero_loss;
