@@ -8,6 +8,8 @@
 pub mod codec;
 pub mod dict;
 pub mod pcap;
+pub mod peer;
+pub mod transport;
 pub mod result_code;
 
 pub use codec::{Avp, AvpCode, AvpIter, DiameterError, Message, MessageBuilder};

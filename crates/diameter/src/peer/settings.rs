@@ -1,0 +1,103 @@
+//! Per-connection protocol settings: timers (RFC 6733 Tc, RFC 3539 Tw),
+//! limits, and which peers may connect.
+
+use std::net::IpAddr;
+use std::time::Duration;
+
+/// A peer allowed to connect: its Origin-Host and, when not empty, the
+/// source addresses it may connect from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AllowedPeer {
+    pub origin_host: String,
+    /// Empty means any address.
+    pub addresses: Vec<IpAddr>,
+}
+
+/// Timers and limits. `Default` gives the RFC values.
+#[derive(Clone, Debug)]
+pub struct PeerSettings {
+    /// Watchdog interval Tw (RFC 3539 §3.4.1: default 30 s, at least 6 s;
+    /// each interval is jittered by ±2 s).
+    pub tw: Duration,
+    /// Tc: the longest wait between reconnection attempts (RFC 6733 §2.1
+    /// recommends 30 s); the backoff grows up to it.
+    pub tc: Duration,
+    /// The first reconnection delay; doubles per failure up to `tc`.
+    pub reconnect_initial: Duration,
+    /// After a DPR with BUSY or DO_NOT_WANT_TO_TALK_TO_YOU the RFC says not
+    /// to reconnect; an initiator waits this long instead (`None`: never).
+    pub refused_holdoff: Option<Duration>,
+    /// How long to wait for CER (responder) or CEA (initiator).
+    pub cer_timeout: Duration,
+    /// How long to wait for DPA after sending DPR before closing anyway.
+    pub dpa_timeout: Duration,
+    /// How long a locally originated request waits for its answer.
+    pub request_timeout: Duration,
+    /// The largest message accepted (default 1 MiB); longer closes the connection.
+    pub max_message_len: u32,
+    /// Requests from the peer handled at once; beyond it they are answered
+    /// 3004 DIAMETER_TOO_BUSY.
+    pub max_in_flight: usize,
+    /// `None` accepts any peer; otherwise a peer not listed gets 3010
+    /// DIAMETER_UNKNOWN_PEER and is disconnected.
+    pub allowed_peers: Option<Vec<AllowedPeer>>,
+}
+
+impl Default for PeerSettings {
+    fn default() -> Self {
+        PeerSettings {
+            tw: Duration::from_secs(30),
+            tc: Duration::from_secs(30),
+            reconnect_initial: Duration::from_secs(1),
+            refused_holdoff: Some(Duration::from_secs(300)),
+            cer_timeout: Duration::from_secs(10),
+            dpa_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(10),
+            max_message_len: 1 << 20,
+            max_in_flight: 4096,
+            allowed_peers: None,
+        }
+    }
+}
+
+impl PeerSettings {
+    /// Whether a peer with this Origin-Host connecting from `addr` may talk
+    /// to us. Origin-Host compares case-insensitively (it is an FQDN).
+    pub fn is_allowed(&self, origin_host: &str, addr: Option<IpAddr>) -> bool {
+        let Some(list) = &self.allowed_peers else {
+            return true;
+        };
+        list.iter().any(|p| {
+            p.origin_host.eq_ignore_ascii_case(origin_host)
+                && (p.addresses.is_empty() || addr.is_some_and(|a| p.addresses.contains(&a)))
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allow_list_checks_host_and_address() {
+        let mut s = PeerSettings::default();
+        assert!(s.is_allowed("any.host", None));
+        let lo: IpAddr = "127.0.0.1".parse().expect("ip");
+        let other: IpAddr = "127.0.0.2".parse().expect("ip");
+        s.allowed_peers = Some(vec![
+            AllowedPeer {
+                origin_host: "pgw.example".into(),
+                addresses: vec![lo],
+            },
+            AllowedPeer {
+                origin_host: "af.example".into(),
+                addresses: vec![],
+            },
+        ]);
+        assert!(s.is_allowed("PGW.example", Some(lo)));
+        assert!(!s.is_allowed("pgw.example", Some(other)));
+        assert!(!s.is_allowed("pgw.example", None));
+        assert!(s.is_allowed("af.example", Some(other)));
+        assert!(!s.is_allowed("x.example", Some(lo)));
+    }
+}

@@ -1,0 +1,390 @@
+//! One connection's task: reads and frames messages, feeds the peer state
+//! machine, routes application requests to the handler (concurrently, up to
+//! the in-flight cap) and answers to their waiters, and hands everything to
+//! write to the connection's writer task.
+
+use super::counters::PeerCounters;
+use super::error_answer;
+use super::handler::Handler;
+use super::node::NodeShared;
+use super::peer_handle::{Control, Link, PeerHandle, PeerShared};
+use super::peer_table::Admission;
+use super::writer::write_loop;
+use crate::codec::{frame_len, DiameterError, Message};
+use crate::peer::{
+    Action, CloseReason, DisconnectCause, Inbound, Jitter, PeerMachine, PeerState, Role,
+};
+use crate::result_code;
+use bytes::{Bytes, BytesMut};
+use std::net::{IpAddr, SocketAddr};
+use std::sync::atomic::AtomicU32;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
+use tokio::sync::{mpsc, watch, Semaphore};
+
+/// Read at least this much free space before each read.
+const READ_CHUNK: usize = 64 * 1024;
+
+/// How a connection ended.
+pub(crate) struct Ended {
+    pub(crate) reason: CloseReason,
+    pub(crate) was_open: bool,
+}
+
+fn now() -> Instant {
+    tokio::time::Instant::now().into_std()
+}
+
+async fn sleep_until(deadline: Option<Instant>) {
+    match deadline {
+        Some(d) => tokio::time::sleep_until(tokio::time::Instant::from_std(d)).await,
+        None => std::future::pending().await,
+    }
+}
+
+struct Conn<H> {
+    node: Arc<NodeShared<H>>,
+    shared: Arc<PeerShared>,
+    handle: PeerHandle,
+    link: Arc<Link>,
+    machine: PeerMachine,
+    role: Role,
+    expected_host: Option<Arc<str>>,
+    in_flight: Arc<Semaphore>,
+    was_open: bool,
+}
+
+/// Runs one connection to its end.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn run<S, H>(
+    node: Arc<NodeShared<H>>,
+    stream: S,
+    remote: Option<SocketAddr>,
+    local_ip: Option<IpAddr>,
+    role: Role,
+    shared: Arc<PeerShared>,
+    expected_host: Option<Arc<str>>,
+    mut shutdown: watch::Receiver<Option<DisconnectCause>>,
+) -> Ended
+where
+    S: AsyncRead + AsyncWrite + Send + 'static,
+    H: Handler,
+{
+    let settings = node.settings.clone();
+    let (mut rd, wr) = tokio::io::split(stream);
+    let queue = settings.max_in_flight.saturating_mul(2).clamp(64, 65_536);
+    let (out_tx, out_rx) = mpsc::channel::<Bytes>(queue);
+    let (ctl_tx, mut ctl_rx) = mpsc::unbounded_channel::<Control>();
+    let mut jitter = Jitter::from_entropy();
+    let link = Arc::new(Link {
+        out: out_tx,
+        control: ctl_tx,
+        pending: Mutex::default(),
+        next_hbh: AtomicU32::new(jitter.next_u64() as u32),
+    });
+    {
+        let mut c = shared.conn();
+        c.link = Some(link.clone());
+        c.remote_addr = remote;
+        c.caps = None;
+        c.origin_host = None;
+        c.negotiated = Default::default();
+    }
+    shared.set_watchdog(crate::peer::WatchdogState::Okay);
+    PeerCounters::add(&shared.counters.connects, 1);
+    let writer = tokio::spawn(write_loop(wr, out_rx, shared.clone()));
+    let handle = PeerHandle::new(shared.clone());
+    let t0 = now();
+    let machine = match role {
+        Role::Responder => PeerMachine::responder(
+            node.local.clone(),
+            settings.clone(),
+            remote,
+            local_ip,
+            t0,
+            jitter,
+        ),
+        Role::Initiator => {
+            if let Some(h) = &expected_host {
+                node.table.connecting(&handle, h);
+            }
+            PeerMachine::initiator(
+                node.local.clone(),
+                settings.clone(),
+                remote,
+                local_ip,
+                t0,
+                jitter,
+            )
+        }
+    };
+    let mut conn = Conn {
+        in_flight: Arc::new(Semaphore::new(settings.max_in_flight.max(1))),
+        node,
+        shared,
+        handle,
+        link,
+        machine,
+        role,
+        expected_host,
+        was_open: false,
+    };
+    let max_len = settings.max_message_len;
+    let mut rbuf = BytesMut::with_capacity(READ_CHUNK);
+    let mut shutdown_seen = shutdown.borrow().is_some();
+    if let Some(cause) = *shutdown.borrow() {
+        conn.machine.close(t0, cause);
+    }
+    let mut ended = conn.pump().await;
+    while ended.is_none() {
+        if rbuf.capacity() - rbuf.len() < READ_CHUNK / 4 {
+            rbuf.reserve(READ_CHUNK);
+        }
+        tokio::select! {
+            r = rd.read_buf(&mut rbuf) => match r {
+                Ok(0) | Err(_) => conn.machine.transport_closed(),
+                Ok(n) => {
+                    PeerCounters::add(&conn.shared.counters.bytes_in, n as u64);
+                    // Drain every complete message now in the buffer.
+                    loop {
+                        match frame_len(&rbuf, max_len) {
+                            Ok(Some(len)) if rbuf.len() >= len => {
+                                let frame = rbuf.split_to(len).freeze();
+                                conn.on_frame(frame).await;
+                                if conn.machine.state() == PeerState::Closed {
+                                    break;
+                                }
+                            }
+                            Ok(_) => break,
+                            Err(e) => {
+                                // The stream cannot be re-synchronised (RFC 6733 §3).
+                                tracing::warn!(peer = ?remote, error = %e, "bad framing, closing");
+                                ended = Some(CloseReason::ProtocolViolation);
+                                break;
+                            }
+                        }
+                    }
+                }
+            },
+            _ = sleep_until(conn.machine.next_deadline()) => conn.machine.on_timer(now()),
+            Some(ctl) = ctl_rx.recv() => match ctl {
+                Control::Close(cause) => {
+                    conn.shared.closed_by_user.store(true, std::sync::atomic::Ordering::Relaxed);
+                    conn.machine.close(now(), cause);
+                }
+                Control::Abort => conn.machine.transport_closed(),
+            },
+            r = shutdown.changed(), if !shutdown_seen => {
+                shutdown_seen = true;
+                if r.is_ok() {
+                    if let Some(cause) = *shutdown.borrow() {
+                        conn.machine.close(now(), cause);
+                    }
+                }
+            }
+        }
+        if ended.is_none() {
+            ended = conn.pump().await;
+        }
+    }
+    let reason = ended.unwrap_or(CloseReason::TransportClosed);
+    conn.finish(reason, writer).await
+}
+
+impl<H: Handler> Conn<H> {
+    /// Carries out the machine's actions; `Some` once it says close.
+    async fn pump(&mut self) -> Option<CloseReason> {
+        while let Some(a) = self.machine.poll_action() {
+            match a {
+                Action::Send(b) => {
+                    if self.link.out.send(b).await.is_err() {
+                        self.machine.transport_closed();
+                    }
+                }
+                Action::Admit => {
+                    self.publish_peer();
+                    match self
+                        .node
+                        .table
+                        .admit(&self.handle, &self.node.local.origin_host)
+                    {
+                        Admission::Accept => self.machine.accept(now()),
+                        Admission::Refuse(rc, text) => self.machine.refuse(rc, text),
+                    }
+                }
+                Action::Open => {
+                    self.publish_peer();
+                    self.shared.set_state(PeerState::Open);
+                    if self.role == Role::Initiator
+                        && !self
+                            .node
+                            .table
+                            .register_initiated(&self.handle, self.expected_host.as_deref())
+                    {
+                        // Already open through the connection the peer made to us.
+                        self.machine
+                            .close(now(), DisconnectCause::DoNotWantToTalkToYou);
+                    } else {
+                        self.was_open = true;
+                        self.node.handler.peer_up(&self.handle);
+                    }
+                }
+                Action::Watchdog(w) => self.shared.set_watchdog(w),
+                Action::Close(reason) => {
+                    self.shared.set_state(PeerState::Closed);
+                    return Some(reason);
+                }
+            }
+            self.shared.set_state(self.machine.state());
+        }
+        self.shared.set_state(self.machine.state());
+        None
+    }
+
+    /// Copies what the machine learned about the peer where handles see it.
+    fn publish_peer(&self) {
+        let mut c = self.shared.conn();
+        if let Some(p) = self.machine.peer() {
+            if c.caps.as_deref() != Some(p) {
+                c.origin_host = Some(Arc::from(p.origin_host.as_str()));
+                c.caps = Some(Arc::new(p.clone()));
+            }
+        }
+        c.negotiated = self.machine.negotiated().clone();
+    }
+
+    async fn send(&mut self, b: Bytes) {
+        if self.link.out.send(b).await.is_err() {
+            self.machine.transport_closed();
+        }
+    }
+
+    async fn on_frame(&mut self, frame: Bytes) {
+        PeerCounters::add(&self.shared.counters.messages_in, 1);
+        let msg = match Message::parse(frame.clone()) {
+            Ok(m) => m,
+            Err(e) => {
+                let open = matches!(self.machine.state(), PeerState::Open | PeerState::Closing);
+                match error_answer::for_frame(&frame, &self.node.local, &e) {
+                    Some(ans) if open => {
+                        PeerCounters::add(&self.shared.counters.error_answers_out, 1);
+                        self.send(ans).await;
+                    }
+                    // Before the peer is open nothing but a good CER is
+                    // acceptable; a bad answer has nobody to answer.
+                    _ if !open => self.machine.transport_closed(),
+                    _ => {}
+                }
+                return;
+            }
+        };
+        match self.machine.receive(now(), msg) {
+            Inbound::Consumed => {}
+            Inbound::Application(msg) if msg.is_request() => self.dispatch(msg).await,
+            Inbound::Application(msg) => self.route_answer(msg),
+        }
+    }
+
+    fn route_answer(&self, msg: Message) {
+        let waiter = self.link.pending().remove(&msg.hop_by_hop());
+        let c = &self.shared.counters;
+        match waiter {
+            Some(tx) => {
+                PeerCounters::add(&c.answers_in, 1);
+                let _ = tx.send(msg);
+            }
+            None => PeerCounters::add(&c.unmatched_answers, 1),
+        }
+    }
+
+    async fn reject(&mut self, msg: &Message, err: DiameterError) {
+        PeerCounters::add(&self.shared.counters.error_answers_out, 1);
+        let ans = error_answer::for_message(msg, &self.node.local, &err);
+        self.send(ans).await;
+    }
+
+    async fn dispatch(&mut self, msg: Message) {
+        let c = &self.shared.counters;
+        PeerCounters::add(&c.requests_in, 1);
+        // Top-level AVP framing (cheap: headers only); values are the handler's.
+        if let Some(Err(e)) = Iterator::find(&mut msg.avps(), |a| a.is_err()) {
+            return self.reject(&msg, e).await;
+        }
+        let (app, cmd) = (msg.application_id(), msg.command_code());
+        if !self.machine.negotiated().contains(app) {
+            let e = DiameterError::new(
+                result_code::DIAMETER_APPLICATION_UNSUPPORTED,
+                "application not negotiated with this peer",
+            );
+            return self.reject(&msg, e).await;
+        }
+        if !self.node.handler.serves(app, cmd) {
+            let e = DiameterError::new(
+                result_code::DIAMETER_COMMAND_UNSUPPORTED,
+                "command not supported",
+            );
+            return self.reject(&msg, e).await;
+        }
+        let Ok(permit) = self.in_flight.clone().try_acquire_owned() else {
+            PeerCounters::add(&c.too_busy, 1);
+            let e = DiameterError::new(
+                result_code::DIAMETER_TOO_BUSY,
+                "too many requests in flight",
+            );
+            return self.reject(&msg, e).await;
+        };
+        PeerCounters::add(&c.in_flight, 1);
+        let handler = self.node.handler.clone();
+        let local = self.node.local.clone();
+        let out = self.link.out.clone();
+        let peer = self.handle.clone();
+        tokio::spawn(async move {
+            let req = msg.clone();
+            let ans = match handler.handle(req, peer.clone()).await {
+                Ok(b) => b,
+                Err(e) => {
+                    PeerCounters::add(&peer.inner.counters.error_answers_out, 1);
+                    error_answer::for_message(&msg, &local, &e)
+                }
+            };
+            let _ = out.send(ans).await;
+            PeerCounters::sub(&peer.inner.counters.in_flight, 1);
+            drop(permit);
+        });
+    }
+
+    /// Tears down: unregister, fail pending requests, flush and close.
+    async fn finish(self, reason: CloseReason, writer: tokio::task::JoinHandle<()>) -> Ended {
+        self.shared.set_state(PeerState::Closed);
+        self.node.table.remove(&self.handle);
+        {
+            let mut c = self.shared.conn();
+            if c.link.as_ref().is_some_and(|l| Arc::ptr_eq(l, &self.link)) {
+                c.link = None;
+            }
+        }
+        // Dropping the waiters' senders tells them Disconnected.
+        self.link.pending().clear();
+        let Conn {
+            link,
+            handle,
+            node,
+            was_open,
+            ..
+        } = self;
+        drop(link);
+        // The writer ends when every sender is gone (handler tasks finish
+        // or find the queue closed); bound the wait.
+        let bound = node.settings.dpa_timeout.min(Duration::from_secs(2));
+        let abort = writer.abort_handle();
+        if tokio::time::timeout(bound, writer).await.is_err() {
+            abort.abort();
+        }
+        tracing::debug!(peer = ?handle.origin_host(), ?reason, "connection closed");
+        if was_open {
+            node.handler.peer_down(&handle, reason);
+        }
+        Ended { reason, was_open }
+    }
+}

@@ -1,0 +1,149 @@
+//! The connecting side: keeps one connection to a configured peer, with
+//! reconnection after failures by jittered exponential backoff (Tc as the
+//! cap) and the Disconnect-Cause rules of RFC 6733 §5.4.3.
+
+use super::connection;
+use super::handler::Handler;
+use super::node::Node;
+use super::peer_handle::{PeerHandle, PeerShared};
+use crate::peer::{Backoff, CloseReason, DisconnectCause, Jitter, PeerState, Role};
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
+
+/// A peer we connect to. Its [`PeerHandle`] stays valid across reconnects.
+pub struct Initiator {
+    handle: PeerHandle,
+    stop: watch::Sender<Option<DisconnectCause>>,
+    task: JoinHandle<()>,
+}
+
+impl Initiator {
+    pub(crate) fn start<H: Handler>(
+        node: Node<H>,
+        addr: SocketAddr,
+        expected_host: Option<Arc<str>>,
+    ) -> Initiator {
+        let mut jitter = Jitter::from_entropy();
+        let shared = Arc::new(PeerShared::new(
+            node.inner.local.clone(),
+            node.inner.settings.clone(),
+            PeerState::Closed,
+            jitter.next_u64() as u32,
+        ));
+        let handle = PeerHandle::new(shared.clone());
+        let (stop, stop_rx) = watch::channel(None);
+        let task = tokio::spawn(keep_connected(
+            node,
+            addr,
+            expected_host,
+            shared,
+            stop_rx,
+            jitter,
+        ));
+        Initiator { handle, stop, task }
+    }
+
+    /// The peer's handle (requests work while a connection is open).
+    pub fn handle(&self) -> PeerHandle {
+        self.handle.clone()
+    }
+
+    /// Waits until the connection is open, at most `timeout`.
+    pub async fn wait_open(&self, timeout: Duration) -> bool {
+        tokio::time::timeout(timeout, self.handle.wait_state(|s| s == PeerState::Open))
+            .await
+            .is_ok()
+    }
+
+    /// Stops: DPR with `cause` if open, waits for the DPA (bounded by
+    /// `dpa_timeout`), and no more reconnecting.
+    pub async fn shutdown(self, cause: DisconnectCause) {
+        let _ = self.stop.send(Some(cause));
+        let bound = self.handle.inner.settings.dpa_timeout + Duration::from_secs(1);
+        let abort = self.task.abort_handle();
+        if tokio::time::timeout(bound, self.task).await.is_err() {
+            abort.abort();
+        }
+    }
+}
+
+async fn wait_or_stop(d: Duration, stop: &mut watch::Receiver<Option<DisconnectCause>>) -> bool {
+    tokio::select! {
+        _ = tokio::time::sleep(d) => false,
+        _ = stop.wait_for(|s| s.is_some()) => true,
+    }
+}
+
+async fn keep_connected<H: Handler>(
+    node: Node<H>,
+    addr: SocketAddr,
+    expected_host: Option<Arc<str>>,
+    shared: Arc<PeerShared>,
+    mut stop: watch::Receiver<Option<DisconnectCause>>,
+    jitter: Jitter,
+) {
+    let s = node.inner.settings.clone();
+    let mut backoff = Backoff::new(s.reconnect_initial, s.tc, s.refused_holdoff, jitter);
+    let handle = PeerHandle::new(shared.clone());
+    loop {
+        if stop.borrow().is_some() || shared.closed_by_user.load(Relaxed) {
+            break;
+        }
+        if let Some(h) = &expected_host {
+            if node.inner.table.open_elsewhere(h, &handle) {
+                // The peer connected to us; stand by while that lasts.
+                if wait_or_stop(backoff.next_delay(), &mut stop).await {
+                    break;
+                }
+                continue;
+            }
+        }
+        let connected = tokio::time::timeout(s.cer_timeout, TcpStream::connect(addr)).await;
+        let delay = match connected {
+            Ok(Ok(stream)) => {
+                let _ = stream.set_nodelay(true);
+                let local_ip = stream.local_addr().ok().map(|a| a.ip());
+                let ended = connection::run(
+                    node.inner.clone(),
+                    stream,
+                    Some(addr),
+                    local_ip,
+                    Role::Initiator,
+                    shared.clone(),
+                    expected_host.clone(),
+                    stop.clone(),
+                )
+                .await;
+                if ended.was_open {
+                    backoff.reset();
+                }
+                match ended.reason {
+                    CloseReason::PeerDisconnect(cause) => backoff.after_peer_disconnect(cause),
+                    _ => Some(backoff.next_delay()),
+                }
+            }
+            Ok(Err(e)) => {
+                tracing::debug!(%addr, error = %e, "connect failed");
+                Some(backoff.next_delay())
+            }
+            Err(_) => Some(backoff.next_delay()),
+        };
+        shared.set_state(PeerState::Closed);
+        let Some(delay) = delay else {
+            tracing::info!(%addr, "peer asked not to reconnect; initiator stops");
+            break;
+        };
+        if stop.borrow().is_some() || shared.closed_by_user.load(Relaxed) {
+            break;
+        }
+        if wait_or_stop(delay, &mut stop).await {
+            break;
+        }
+    }
+    shared.set_state(PeerState::Closed);
+}

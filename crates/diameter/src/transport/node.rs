@@ -1,0 +1,103 @@
+//! A Diameter node: our identity, settings, the application handler and
+//! the table of open peers, shared by the node's server and initiators.
+
+use super::handler::Handler;
+use super::initiator::Initiator;
+use super::peer_table::PeerTable;
+use super::server::Server;
+use crate::peer::{LocalNode, PeerSettings};
+use std::net::SocketAddr;
+use std::sync::Arc;
+use tokio::net::{TcpListener, ToSocketAddrs};
+
+pub(crate) struct NodeShared<H> {
+    pub(crate) local: Arc<LocalNode>,
+    pub(crate) settings: Arc<PeerSettings>,
+    pub(crate) handler: Arc<H>,
+    pub(crate) table: PeerTable,
+}
+
+/// One local Diameter node. Cheap to clone.
+///
+/// ```no_run
+/// # async fn demo() -> std::io::Result<()> {
+/// use diameter::peer::{Application, LocalNode, PeerSettings};
+/// use diameter::transport::{Node, ServesNothing};
+/// let local = LocalNode::new("pcrf.test.local", "test.local")
+///     .with_application(Application::auth_vendor(16_777_238, 10415));
+/// let node = Node::new(local, PeerSettings::default(), ServesNothing);
+/// let server = node.listen("127.0.0.1:3868").await?;
+/// tokio::spawn(server.run(async { let _ = tokio::signal::ctrl_c().await; }));
+/// # Ok(()) }
+/// ```
+pub struct Node<H> {
+    pub(crate) inner: Arc<NodeShared<H>>,
+}
+
+impl<H> Clone for Node<H> {
+    fn clone(&self) -> Self {
+        Node {
+            inner: self.inner.clone(),
+        }
+    }
+}
+
+impl<H: Handler> Node<H> {
+    /// A node with its own, empty [`PeerTable`].
+    pub fn new(local: LocalNode, settings: PeerSettings, handler: H) -> Node<H> {
+        Self::with_parts(
+            Arc::new(local),
+            Arc::new(settings),
+            Arc::new(handler),
+            PeerTable::new(),
+        )
+    }
+
+    /// A node from shared parts (e.g. a handler the application also keeps).
+    pub fn with_parts(
+        local: Arc<LocalNode>,
+        settings: Arc<PeerSettings>,
+        handler: Arc<H>,
+        table: PeerTable,
+    ) -> Node<H> {
+        Node {
+            inner: Arc::new(NodeShared {
+                local,
+                settings,
+                handler,
+                table,
+            }),
+        }
+    }
+
+    /// Our identity.
+    pub fn local(&self) -> &LocalNode {
+        &self.inner.local
+    }
+    /// The settings every connection of this node uses.
+    pub fn settings(&self) -> &PeerSettings {
+        &self.inner.settings
+    }
+    /// The application handler.
+    pub fn handler(&self) -> &Arc<H> {
+        &self.inner.handler
+    }
+    /// Open peers by Origin-Host.
+    pub fn peer_table(&self) -> &PeerTable {
+        &self.inner.table
+    }
+
+    /// Binds a TCP listener; call [`Server::run`] to accept peers.
+    pub async fn listen(&self, addr: impl ToSocketAddrs) -> std::io::Result<Server<H>> {
+        let listener = TcpListener::bind(addr).await?;
+        Ok(Server::new(listener, self.clone()))
+    }
+
+    /// Keeps a connection to the peer at `addr`, reconnecting with backoff.
+    /// `peer_host` is the Origin-Host we expect there (for the election of
+    /// RFC 6733 §5.6.4 and to skip reconnecting while that peer is open
+    /// through a connection it made to us); `None` when unknown.
+    pub fn connect(&self, addr: SocketAddr, peer_host: Option<&str>) -> Initiator {
+        Initiator::start(self.clone(), addr, peer_host.map(Arc::from))
+    }
+}

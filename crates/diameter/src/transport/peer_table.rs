@@ -1,0 +1,174 @@
+//! The registry of open peers by Origin-Host, so the application can find
+//! the connection of the PCEF that owns a session (to send it a RAR), list
+//! peers for metrics, and so the transport can refuse duplicates and run
+//! the election of RFC 6733 §5.6.4 (see [`crate::peer::wins_election`]).
+//!
+//! Keys compare case-insensitively (Origin-Host is an FQDN); lookups
+//! lower-case into a stack buffer, so they do not allocate.
+
+use super::peer_handle::PeerHandle;
+use crate::peer::{wins_election, Election, PeerState};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Longest DiameterIdentity looked up without allocating (an FQDN is at most 255).
+const STACK_KEY: usize = 256;
+
+#[derive(Default)]
+struct Entries {
+    /// Open peers, by lower-case Origin-Host.
+    open: HashMap<Box<str>, PeerHandle>,
+    /// Our initiator connections waiting for CEA, by the Origin-Host we
+    /// expect (for the election).
+    connecting: HashMap<Box<str>, PeerHandle>,
+}
+
+/// Open peers by Origin-Host. Cheap to clone (one `Arc`); shared by a
+/// node's server and initiators.
+#[derive(Clone, Default)]
+pub struct PeerTable {
+    inner: Arc<Mutex<Entries>>,
+}
+
+/// The transport's decision on a CER that passed the peer machine's checks.
+pub(crate) enum Admission {
+    Accept,
+    /// Refuse with this Result-Code and text.
+    Refuse(u32, &'static str),
+}
+
+fn with_lower<R>(host: &str, f: impl FnOnce(&str) -> R) -> R {
+    let b = host.as_bytes();
+    if b.len() <= STACK_KEY && !b.iter().any(u8::is_ascii_uppercase) {
+        return f(host);
+    }
+    if b.len() <= STACK_KEY {
+        let mut buf = [0u8; STACK_KEY];
+        for (d, s) in buf.iter_mut().zip(b) {
+            *d = s.to_ascii_lowercase();
+        }
+        // Lower-casing ASCII bytes keeps UTF-8 valid.
+        match std::str::from_utf8(&buf[..b.len()]) {
+            Ok(s) => f(s),
+            Err(_) => f(&host.to_ascii_lowercase()),
+        }
+    } else {
+        f(&host.to_ascii_lowercase())
+    }
+}
+
+impl PeerTable {
+    /// An empty table.
+    pub fn new() -> PeerTable {
+        PeerTable::default()
+    }
+
+    fn entries(&self) -> MutexGuard<'_, Entries> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The open peer with this Origin-Host (case-insensitive).
+    pub fn get(&self, origin_host: &str) -> Option<PeerHandle> {
+        with_lower(origin_host, |k| self.entries().open.get(k).cloned())
+    }
+
+    /// Every open peer.
+    pub fn peers(&self) -> Vec<PeerHandle> {
+        self.entries().open.values().cloned().collect()
+    }
+
+    /// How many peers are open.
+    pub fn len(&self) -> usize {
+        self.entries().open.len()
+    }
+
+    /// Whether no peer is open.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// A responder connection's peer passed the CER checks: decide on
+    /// duplicates and elections, and register it when accepted.
+    pub(crate) fn admit(&self, handle: &PeerHandle, local_host: &str) -> Admission {
+        let Some(caps) = handle.capabilities() else {
+            return Admission::Refuse(
+                crate::result_code::DIAMETER_UNABLE_TO_COMPLY,
+                "no capabilities",
+            );
+        };
+        let key = caps.origin_host.to_ascii_lowercase().into_boxed_str();
+        let mut e = self.entries();
+        if let Some(old) = e.open.get(&key) {
+            let old_state = old.capabilities().and_then(|c| c.origin_state_id);
+            let restarted =
+                matches!((old_state, caps.origin_state_id), (Some(a), Some(b)) if a != b);
+            if !restarted {
+                return Admission::Refuse(
+                    crate::result_code::DIAMETER_UNABLE_TO_COMPLY,
+                    "a connection with this peer is already open",
+                );
+            }
+            // The peer restarted: its old connection is dead.
+            old.abort();
+        }
+        if let Some(ours) = e.connecting.get(&key) {
+            match wins_election(local_host, &caps.origin_host) {
+                Election::Won => {
+                    ours.abort();
+                    e.connecting.remove(&key);
+                }
+                Election::Lost => {
+                    return Admission::Refuse(crate::result_code::ELECTION_LOST, "election lost");
+                }
+            }
+        }
+        e.open.insert(key, handle.clone());
+        Admission::Accept
+    }
+
+    /// An initiator connection became open: register it unless the peer is
+    /// already open through another connection (then `false`).
+    pub(crate) fn register_initiated(&self, handle: &PeerHandle, expected: Option<&str>) -> bool {
+        let Some(host) = handle.origin_host() else {
+            return false;
+        };
+        let key = host.to_ascii_lowercase().into_boxed_str();
+        let mut e = self.entries();
+        if let Some(exp) = expected {
+            with_lower(exp, |k| {
+                if e.connecting.get(k).is_some_and(|h| h.same(handle)) {
+                    e.connecting.remove(k);
+                }
+            });
+        }
+        if e.open.get(&key).is_some_and(|h| !h.same(handle)) {
+            return false;
+        }
+        e.open.insert(key, handle.clone());
+        true
+    }
+
+    /// An initiator is about to send its CER to `expected_host`.
+    pub(crate) fn connecting(&self, handle: &PeerHandle, expected_host: &str) {
+        let key = expected_host.to_ascii_lowercase().into_boxed_str();
+        self.entries().connecting.insert(key, handle.clone());
+    }
+
+    /// Whether a peer with this Origin-Host is open through a connection
+    /// other than `handle`'s.
+    pub(crate) fn open_elsewhere(&self, host: &str, handle: &PeerHandle) -> bool {
+        with_lower(host, |k| {
+            self.entries()
+                .open
+                .get(k)
+                .is_some_and(|h| !h.same(handle) && h.state() != PeerState::Closed)
+        })
+    }
+
+    /// A connection ended: forget it wherever it is.
+    pub(crate) fn remove(&self, handle: &PeerHandle) {
+        let mut e = self.entries();
+        e.open.retain(|_, h| !h.same(handle));
+        e.connecting.retain(|_, h| !h.same(handle));
+    }
+}

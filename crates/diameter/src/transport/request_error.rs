@@ -1,0 +1,21 @@
+//! Why a request we originated got no answer.
+
+/// The failure of [`super::PeerHandle::request`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum RequestError {
+    /// No connection to the peer right now.
+    #[error("peer not connected")]
+    NotConnected,
+    /// The connection is not open (capabilities not exchanged, or closing).
+    #[error("peer connection not open")]
+    NotOpen,
+    /// The application was not negotiated with this peer.
+    #[error("application {0} not negotiated with the peer")]
+    ApplicationNotNegotiated(u32),
+    /// No answer within the request timeout.
+    #[error("no answer within the request timeout")]
+    Timeout,
+    /// The connection closed before the answer arrived.
+    #[error("connection closed before the answer")]
+    Disconnected,
+}
