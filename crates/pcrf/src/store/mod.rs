@@ -3,6 +3,19 @@
 //! path; the store is written through the group-commit writer and read only
 //! at start-up (recovery) and for cold subscribers.
 
+pub mod config;
+pub mod group_commit;
+pub mod sqlite;
+
+#[cfg(test)]
+mod crash_test;
+#[cfg(test)]
+mod fixtures;
+
+pub use config::{Durability, StoreConfig, StoreKind};
+pub use group_commit::{GroupCommit, GroupCommitOptions, GroupCommitStats, Pending, Slot};
+pub use sqlite::SqliteStore;
+
 use crate::session::GxSession;
 use crate::subscriber::Subscriber;
 use std::sync::Arc;
@@ -18,11 +31,34 @@ pub enum Change {
     DeleteSubscriber(String),
 }
 
+/// The row a change touches: two changes with the same key in one batch
+/// coalesce to the later one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ChangeKey<'a> {
+    Session(&'a str),
+    Subscriber(&'a str),
+}
+
+impl Change {
+    /// The row this change writes.
+    pub fn key(&self) -> ChangeKey<'_> {
+        match self {
+            Change::PutSession(s) => ChangeKey::Session(&s.id),
+            Change::DeleteSession(id) => ChangeKey::Session(id),
+            Change::PutSubscriber(s) => ChangeKey::Subscriber(&s.imsi),
+            Change::DeleteSubscriber(imsi) => ChangeKey::Subscriber(imsi),
+        }
+    }
+}
+
 /// Storage failed; the request that needed it is answered 5012.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum StoreError {
+    /// The store cannot write or read now (disk full, directory not
+    /// writable, database locked, writer stopped); the message says which.
     #[error("store unavailable: {0}")]
     Unavailable(String),
+    /// Stored data cannot be decoded; the message names the record.
     #[error("store data corrupt: {0}")]
     Corrupt(String),
 }
@@ -31,12 +67,36 @@ pub enum StoreError {
 /// the group-commit writer thread and at start-up), never on the async path.
 pub trait Store: Send + 'static {
     /// Applies every change in one transaction; commits only if a row
-    /// changed. Returns the number of rows changed.
+    /// changed (otherwise rolls back: nothing to make durable). Returns the
+    /// number of rows changed; 0 means no commit happened.
     fn apply(&mut self, changes: &[Change]) -> Result<usize, StoreError>;
     /// Every open session, for recovery at start-up.
     fn open_sessions(&mut self) -> Result<Vec<GxSession>, StoreError>;
     /// Every subscriber profile (loaded at start-up; the table is the read path).
     fn subscribers(&mut self) -> Result<Vec<Subscriber>, StoreError>;
-    /// Deletes closed sessions closed before `before_ms`; returns how many.
-    fn purge_closed(&mut self, before_ms: i64) -> Result<usize, StoreError>;
+    /// One session by Session-Id, open or closed (API look-ups of records
+    /// no longer in memory).
+    fn session(&mut self, id: &str) -> Result<Option<GxSession>, StoreError>;
+    /// One subscriber by IMSI (cold profiles behind the LRU).
+    fn subscriber(&mut self, imsi: &str) -> Result<Option<Subscriber>, StoreError>;
+    /// Deletes at most `limit` sessions closed before `before_ms` (in one
+    /// short transaction, so the writer is never held long); returns how
+    /// many. The caller repeats while it returns `limit`.
+    fn purge_closed(&mut self, before_ms: i64, limit: usize) -> Result<usize, StoreError>;
+    /// Records that could not be decoded by the last `open_sessions` or
+    /// `subscribers` call (skipped, each logged with its key).
+    fn skipped_corrupt(&self) -> u64;
+}
+
+/// Opens the store the configuration names (creating and migrating it).
+pub fn open_store(config: &StoreConfig) -> Result<Box<dyn Store>, StoreError> {
+    match config.kind {
+        StoreKind::Sqlite => {
+            let mut store = SqliteStore::open(&config.path, config.durability)?;
+            if let Some(mb) = config.max_size_mb {
+                store.limit_size(mb.saturating_mul(1024 * 1024))?;
+            }
+            Ok(Box::new(store))
+        }
+    }
 }

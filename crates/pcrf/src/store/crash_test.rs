@@ -1,0 +1,165 @@
+//! Proof of the durability promise against a process crash: a child process
+//! (this test binary, re-run on one ignored test) writes through the
+//! group-commit writer and prints each change once it is acknowledged; the
+//! parent kills it with SIGKILL at a random point, reopens the store and
+//! checks that every acknowledged change is there.
+
+use super::config::Durability;
+use super::fixtures::{session, TestDir};
+use super::group_commit::GroupCommit;
+use super::sqlite::SqliteStore;
+use super::{Change, Store};
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+const DIR_ENV: &str = "PCRF_STORE_CRASH_CHILD_DIR";
+const MODE_ENV: &str = "PCRF_STORE_CRASH_CHILD_MODE";
+const TASKS: usize = 8;
+/// Each task rewrites a small set of rows, so updates (not only inserts)
+/// must survive too.
+const KEYS_PER_TASK: i64 = 16;
+
+/// The child: writes until killed. Ignored in normal runs; the parent runs
+/// it with `--ignored --exact`.
+#[test]
+#[ignore = "child process of acknowledged_changes_survive_kill_9"]
+fn crash_child() {
+    let dir = std::env::var(DIR_ENV).expect("run by the crash test with a directory");
+    let durability = match std::env::var(MODE_ENV).as_deref() {
+        Ok("relaxed") => Durability::Relaxed,
+        _ => Durability::Full,
+    };
+    let store = SqliteStore::open(std::path::Path::new(&dir), durability).expect("open");
+    let gc = GroupCommit::start(Box::new(store)).expect("start");
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async move {
+        let mut tasks = Vec::new();
+        for t in 0..TASKS {
+            let gc = gc.clone();
+            tasks.push(tokio::spawn(async move {
+                for i in 1_i64.. {
+                    let id = format!("t{t}-k{}", i % KEYS_PER_TASK);
+                    let s = session(&id, "001010000000001", i);
+                    gc.submit(vec![Change::PutSession(Arc::new(s))])
+                        .await
+                        .expect("submit");
+                    // Written straight to the pipe (not the test harness's
+                    // captured output), one whole line per acknowledgement.
+                    let mut out = std::io::stdout().lock();
+                    writeln!(out, "ACK {id} {i}").expect("stdout");
+                    out.flush().expect("flush");
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.expect("task");
+        }
+    });
+}
+
+/// A number that differs between runs, to kill the child at a different
+/// point each time (no RNG dependency needed for this).
+fn run_entropy() -> u64 {
+    let nanos = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.subsec_nanos() as u64)
+        .unwrap_or(0);
+    nanos ^ (std::process::id() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
+}
+
+fn crash_and_check(durability: Durability, mode: &str) {
+    let dir = TestDir::new(&format!("crash-{mode}"));
+    let exe = std::env::current_exe().expect("test binary path");
+    let mut child = Command::new(exe)
+        .args([
+            "store::crash_test::crash_child",
+            "--exact",
+            "--ignored",
+            "--nocapture",
+            "--test-threads=1",
+        ])
+        .env(DIR_ENV, dir.path())
+        .env(MODE_ENV, mode)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn child");
+    let stdout = child.stdout.take().expect("piped stdout");
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    let reader = std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    // Kill after a random number of acknowledgements (at least a few
+    // batches in), then wait a random fraction of a millisecond more.
+    let entropy = run_entropy();
+    let kill_after = 50 + (entropy % 2000) as usize;
+    let mut acked: HashMap<String, i64> = HashMap::new();
+    let mut seen = 0;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while seen < kill_after && Instant::now() < deadline {
+        if let Ok(line) = rx.recv_timeout(Duration::from_millis(100)) {
+            if record_ack(&line, &mut acked) {
+                seen += 1;
+            }
+        }
+    }
+    std::thread::sleep(Duration::from_micros((entropy >> 20) % 1000));
+    child.kill().expect("SIGKILL");
+    let _ = child.wait();
+    // Lines written before the kill are still in the pipe.
+    for line in rx.iter() {
+        record_ack(&line, &mut acked);
+    }
+    reader.join().expect("reader thread");
+    assert!(
+        acked.len() >= 50.min(TASKS * KEYS_PER_TASK as usize),
+        "child acknowledged too little before the deadline: {}",
+        acked.len()
+    );
+    let mut store = SqliteStore::open(dir.path(), durability).expect("reopen after kill -9");
+    for (id, i) in &acked {
+        let stored = store.session(id).expect("read").map(|s| s.updated_ms);
+        assert!(
+            stored.is_some_and(|s| s >= *i),
+            "{mode}: {id} acknowledged at #{i}, stored {stored:?}"
+        );
+    }
+    let open = store.open_sessions().expect("recovery load");
+    assert_eq!(store.skipped_corrupt(), 0);
+    assert!(open.len() >= acked.len());
+}
+
+/// Parses "ACK <id> <n>", keeping the highest n per id; false for any
+/// other line (harness output, a line cut by the kill).
+fn record_ack(line: &str, acked: &mut HashMap<String, i64>) -> bool {
+    let mut parts = line.split(' ');
+    let (Some("ACK"), Some(id), Some(n), None) =
+        (parts.next(), parts.next(), parts.next(), parts.next())
+    else {
+        return false;
+    };
+    let Ok(n) = n.parse::<i64>() else {
+        return false;
+    };
+    let e = acked.entry(id.to_string()).or_insert(n);
+    *e = (*e).max(n);
+    true
+}
+
+#[test]
+fn acknowledged_changes_survive_kill_9() {
+    crash_and_check(Durability::Full, "full");
+    crash_and_check(Durability::Relaxed, "relaxed");
+}

@@ -1,0 +1,651 @@
+//! The group-commit writer: one thread owns the store and turns everything
+//! queued since its last transaction into the next transaction, so many
+//! requests share one commit (and one fsync). Each request's future resolves
+//! only after the transaction holding its changes committed: the Gx answer
+//! leaves after that.
+
+use super::{Change, Store, StoreError};
+use std::collections::HashSet;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Instant;
+use tokio::sync::{mpsc, oneshot};
+
+/// Upper bounds of the batch-size histogram (requests per transaction);
+/// the last bucket (+Inf) is `GroupCommitStats::batches`.
+pub const BATCH_SIZE_BOUNDS: [u64; 7] = [1, 2, 4, 16, 64, 256, 1024];
+
+/// Tuning of the writer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct GroupCommitOptions {
+    /// Requests queued before `submit`/`reserve` wait (backpressure).
+    pub queue_depth: usize,
+    /// A batch stops draining the queue once it holds this many changes,
+    /// bounding one transaction's size and time.
+    pub max_batch_changes: usize,
+    /// Closed sessions deleted per purge transaction; batches of requests
+    /// run between chunks, so a large purge never stalls the answers.
+    pub purge_chunk: usize,
+}
+
+impl Default for GroupCommitOptions {
+    fn default() -> Self {
+        GroupCommitOptions {
+            queue_depth: 4096,
+            max_batch_changes: 8192,
+            purge_chunk: 2000,
+        }
+    }
+}
+
+/// Counters since start, for `/metrics` (rendered elsewhere).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct GroupCommitStats {
+    /// `submit`/`Slot::send` requests taken by the writer.
+    pub requests: u64,
+    /// Changes in those requests, before coalescing.
+    pub changes: u64,
+    /// Changes dropped because a later change in the same batch wrote the same row.
+    pub coalesced: u64,
+    /// Transactions attempted (one per batch).
+    pub batches: u64,
+    /// Transactions committed (at least one row changed).
+    pub commits: u64,
+    /// Batches where no row changed: rolled back, no commit, no fsync.
+    pub skipped_commits: u64,
+    /// Rows inserted, updated or deleted by committed batches.
+    pub rows_changed: u64,
+    /// Batches that failed (every request in them got the error).
+    pub errors: u64,
+    /// Closed sessions purged.
+    pub purged: u64,
+    /// Time spent in the store applying batches, microseconds.
+    pub apply_micros: u64,
+    /// Cumulative histogram of requests per batch: `batch_size_le[i]`
+    /// batches had at most `BATCH_SIZE_BOUNDS[i]` requests.
+    pub batch_size_le: [u64; BATCH_SIZE_BOUNDS.len()],
+    /// Requests waiting in the queue now.
+    pub queued: u64,
+}
+
+#[derive(Default)]
+struct Metrics {
+    requests: AtomicU64,
+    changes: AtomicU64,
+    coalesced: AtomicU64,
+    batches: AtomicU64,
+    commits: AtomicU64,
+    skipped_commits: AtomicU64,
+    rows_changed: AtomicU64,
+    errors: AtomicU64,
+    purged: AtomicU64,
+    apply_micros: AtomicU64,
+    // Non-cumulative counts per bucket; the last is "above every bound".
+    batch_size: [AtomicU64; BATCH_SIZE_BOUNDS.len() + 1],
+}
+
+impl Metrics {
+    fn add(counter: &AtomicU64, n: u64) {
+        counter.fetch_add(n, Ordering::Relaxed);
+    }
+
+    fn record_batch_size(&self, requests: u64) {
+        let i = BATCH_SIZE_BOUNDS
+            .iter()
+            .position(|&b| requests <= b)
+            .unwrap_or(BATCH_SIZE_BOUNDS.len());
+        Self::add(&self.batch_size[i], 1);
+    }
+}
+
+type Ack<T> = oneshot::Sender<Result<T, StoreError>>;
+
+enum Job {
+    Changes(Vec<Change>, Ack<()>),
+    Purge(i64, Ack<usize>),
+    Flush(Ack<()>),
+    Stop(oneshot::Sender<Box<dyn Store>>),
+}
+
+fn stopped() -> StoreError {
+    StoreError::Unavailable("the group-commit writer has stopped".into())
+}
+
+/// Handle to the writer thread; clone it freely (all clones feed one writer).
+/// The writer stops after `shutdown`, or when every handle is dropped and
+/// the queue is drained.
+#[derive(Clone)]
+pub struct GroupCommit {
+    tx: mpsc::Sender<Job>,
+    metrics: Arc<Metrics>,
+}
+
+impl std::fmt::Debug for GroupCommit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupCommit")
+            .field("stats", &self.stats())
+            .finish()
+    }
+}
+
+/// A place in the writer's queue, reserved ahead (waiting for room if the
+/// queue is full) so that filling it never waits: take the slot, then lock
+/// the subscriber, mutate, `send` the change and unlock; changes to one row
+/// thus reach the writer in the order they were made, and no lock is held
+/// across an await.
+pub struct Slot {
+    permit: mpsc::OwnedPermit<Job>,
+}
+
+impl Slot {
+    /// Queues the changes; the returned future resolves once they are
+    /// committed (or with the batch's error).
+    pub fn send(self, changes: Vec<Change>) -> Pending {
+        let (ack, rx) = oneshot::channel();
+        self.permit.send(Job::Changes(changes, ack));
+        Pending(rx)
+    }
+}
+
+/// Resolves when the changes of one request are durable.
+#[must_use = "the changes are durable only when this resolves Ok"]
+pub struct Pending(oneshot::Receiver<Result<(), StoreError>>);
+
+impl Future for Pending {
+    type Output = Result<(), StoreError>;
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        Pin::new(&mut self.0)
+            .poll(cx)
+            .map(|r| r.unwrap_or_else(|_| Err(stopped())))
+    }
+}
+
+impl GroupCommit {
+    /// Starts the writer thread with default options. Read what start-up
+    /// needs (`open_sessions`, `subscribers`) from the store before this:
+    /// afterwards only the writer touches it.
+    pub fn start(store: Box<dyn Store>) -> Result<Self, StoreError> {
+        Self::start_with(store, GroupCommitOptions::default())
+    }
+
+    /// Starts the writer thread.
+    pub fn start_with(store: Box<dyn Store>, opts: GroupCommitOptions) -> Result<Self, StoreError> {
+        let (tx, rx) = mpsc::channel(opts.queue_depth.max(1));
+        let metrics = Arc::new(Metrics::default());
+        let writer = Writer {
+            store,
+            rx,
+            metrics: metrics.clone(),
+            opts,
+            purge: None,
+        };
+        std::thread::Builder::new()
+            .name("pcrf-store-writer".into())
+            .spawn(move || writer.run())
+            .map_err(|e| {
+                StoreError::Unavailable(format!("cannot start the store writer thread: {e}"))
+            })?;
+        Ok(GroupCommit { tx, metrics })
+    }
+
+    /// Persists `changes`; returns once the transaction holding them
+    /// committed, or with the error that made it fail (answer 5012).
+    pub async fn submit(&self, changes: Vec<Change>) -> Result<(), StoreError> {
+        self.reserve().await?.send(changes).await
+    }
+
+    /// Reserves a place in the queue (waits while it is full).
+    pub async fn reserve(&self) -> Result<Slot, StoreError> {
+        let permit = self
+            .tx
+            .clone()
+            .reserve_owned()
+            .await
+            .map_err(|_| stopped())?;
+        Ok(Slot { permit })
+    }
+
+    /// Deletes sessions closed before `before_ms` (in chunks between
+    /// batches); returns how many. The server calls it periodically.
+    pub async fn purge_closed(&self, before_ms: i64) -> Result<usize, StoreError> {
+        let (ack, rx) = oneshot::channel();
+        self.tx
+            .send(Job::Purge(before_ms, ack))
+            .await
+            .map_err(|_| stopped())?;
+        rx.await.unwrap_or_else(|_| Err(stopped()))
+    }
+
+    /// Returns once everything queued before it has been written (or has
+    /// failed, which its own submitter was told).
+    pub async fn flush(&self) -> Result<(), StoreError> {
+        let (ack, rx) = oneshot::channel();
+        self.tx.send(Job::Flush(ack)).await.map_err(|_| stopped())?;
+        rx.await.unwrap_or_else(|_| Err(stopped()))
+    }
+
+    /// Writes everything queued before it, stops the writer and hands the
+    /// store back (to close it, or to read from it). Later requests get
+    /// `Unavailable`.
+    pub async fn shutdown(&self) -> Result<Box<dyn Store>, StoreError> {
+        let (ack, rx) = oneshot::channel();
+        self.tx.send(Job::Stop(ack)).await.map_err(|_| stopped())?;
+        rx.await.map_err(|_| stopped())
+    }
+
+    /// A snapshot of the counters.
+    pub fn stats(&self) -> GroupCommitStats {
+        let m = &self.metrics;
+        let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        let mut batch_size_le = [0; BATCH_SIZE_BOUNDS.len()];
+        let mut acc = 0;
+        for (i, slot) in batch_size_le.iter_mut().enumerate() {
+            acc += get(&m.batch_size[i]);
+            *slot = acc;
+        }
+        GroupCommitStats {
+            requests: get(&m.requests),
+            changes: get(&m.changes),
+            coalesced: get(&m.coalesced),
+            batches: get(&m.batches),
+            commits: get(&m.commits),
+            skipped_commits: get(&m.skipped_commits),
+            rows_changed: get(&m.rows_changed),
+            errors: get(&m.errors),
+            purged: get(&m.purged),
+            apply_micros: get(&m.apply_micros),
+            batch_size_le,
+            queued: (self.tx.max_capacity() - self.tx.capacity()) as u64,
+        }
+    }
+}
+
+/// A purge in progress: chunks run between batches until one comes back short.
+struct PurgeJob {
+    before_ms: i64,
+    deleted: usize,
+    acks: Vec<Ack<usize>>,
+}
+
+struct Writer {
+    store: Box<dyn Store>,
+    rx: mpsc::Receiver<Job>,
+    metrics: Arc<Metrics>,
+    opts: GroupCommitOptions,
+    purge: Option<PurgeJob>,
+}
+
+impl Writer {
+    fn run(mut self) {
+        // A job that ended the previous drain (not a change) waits here.
+        let mut held: Option<Job> = None;
+        loop {
+            let job = match held.take() {
+                Some(job) => job,
+                None if self.purge.is_some() => match self.rx.try_recv() {
+                    Ok(job) => job,
+                    Err(mpsc::error::TryRecvError::Empty) => {
+                        self.purge_chunk();
+                        continue;
+                    }
+                    Err(mpsc::error::TryRecvError::Disconnected) => {
+                        while self.purge.is_some() {
+                            self.purge_chunk();
+                        }
+                        return;
+                    }
+                },
+                None => match self.rx.blocking_recv() {
+                    Some(job) => job,
+                    None => return,
+                },
+            };
+            match job {
+                Job::Changes(changes, ack) => {
+                    let mut batch = vec![(changes, ack)];
+                    held = self.drain_into(&mut batch);
+                    self.commit(batch);
+                    if self.purge.is_some() {
+                        self.purge_chunk();
+                    }
+                }
+                Job::Purge(before_ms, ack) => match &mut self.purge {
+                    // One running purge serves both: the later cut-off covers the earlier.
+                    Some(p) => {
+                        p.before_ms = p.before_ms.max(before_ms);
+                        p.acks.push(ack);
+                    }
+                    None => {
+                        self.purge = Some(PurgeJob {
+                            before_ms,
+                            deleted: 0,
+                            acks: vec![ack],
+                        })
+                    }
+                },
+                Job::Flush(ack) => {
+                    let _ = ack.send(Ok(()));
+                }
+                Job::Stop(ack) => {
+                    let _ = ack.send(self.store);
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Takes every change request already queued, up to the batch limit;
+    /// returns a non-change job met on the way (handled after this batch).
+    fn drain_into(&mut self, batch: &mut Vec<(Vec<Change>, Ack<()>)>) -> Option<Job> {
+        let mut n: usize = batch.iter().map(|(c, _)| c.len()).sum();
+        while n < self.opts.max_batch_changes {
+            match self.rx.try_recv() {
+                Ok(Job::Changes(changes, ack)) => {
+                    n += changes.len();
+                    batch.push((changes, ack));
+                }
+                Ok(other) => return Some(other),
+                Err(_) => return None,
+            }
+        }
+        None
+    }
+
+    fn commit(&mut self, batch: Vec<(Vec<Change>, Ack<()>)>) {
+        let m = &self.metrics;
+        let requests = batch.len() as u64;
+        let mut acks = Vec::with_capacity(batch.len());
+        let mut changes = Vec::new();
+        for (c, ack) in batch {
+            changes.extend(c);
+            acks.push(ack);
+        }
+        Metrics::add(&m.requests, requests);
+        Metrics::add(&m.changes, changes.len() as u64);
+        Metrics::add(&m.batches, 1);
+        m.record_batch_size(requests);
+        let submitted = changes.len();
+        let changes = coalesce(changes);
+        Metrics::add(&m.coalesced, (submitted - changes.len()) as u64);
+        let started = Instant::now();
+        let result = self.store.apply(&changes);
+        Metrics::add(&m.apply_micros, started.elapsed().as_micros() as u64);
+        let outcome = match result {
+            Ok(0) => {
+                Metrics::add(&m.skipped_commits, 1);
+                Ok(())
+            }
+            Ok(rows) => {
+                Metrics::add(&m.commits, 1);
+                Metrics::add(&m.rows_changed, rows as u64);
+                Ok(())
+            }
+            Err(e) => {
+                Metrics::add(&m.errors, 1);
+                tracing::error!(error = %e, requests, changes = changes.len(),
+                    "store batch failed; its requests are answered with the error");
+                Err(e)
+            }
+        };
+        for ack in acks {
+            // A requester that went away no longer needs the answer.
+            let _ = ack.send(outcome.clone());
+        }
+    }
+
+    fn purge_chunk(&mut self) {
+        let Some(p) = &mut self.purge else { return };
+        let limit = self.opts.purge_chunk.max(1);
+        match self.store.purge_closed(p.before_ms, limit) {
+            Ok(n) => {
+                p.deleted += n;
+                Metrics::add(&self.metrics.purged, n as u64);
+                if n < limit {
+                    if let Some(p) = self.purge.take() {
+                        for ack in p.acks {
+                            let _ = ack.send(Ok(p.deleted));
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                Metrics::add(&self.metrics.errors, 1);
+                tracing::error!(error = %e, "purging closed sessions failed");
+                if let Some(p) = self.purge.take() {
+                    for ack in p.acks {
+                        let _ = ack.send(Err(e.clone()));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Keeps only the last change to each row, in the order of those last
+/// changes: one transaction writes each row once.
+fn coalesce(changes: Vec<Change>) -> Vec<Change> {
+    if changes.len() < 2 {
+        return changes;
+    }
+    let mut keep = vec![false; changes.len()];
+    {
+        let mut seen = HashSet::with_capacity(changes.len());
+        for (i, c) in changes.iter().enumerate().rev() {
+            keep[i] = seen.insert(c.key());
+        }
+    }
+    changes
+        .into_iter()
+        .zip(keep)
+        .filter_map(|(c, k)| k.then_some(c))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::SessionState;
+    use crate::store::config::Durability;
+    use crate::store::fixtures::{session, TestDir};
+    use crate::store::sqlite::{SqliteStore, DB_FILE};
+    use rusqlite::{Connection, OptionalExtension};
+    use std::time::Duration;
+
+    fn start(dir: &TestDir, durability: Durability) -> GroupCommit {
+        let store = SqliteStore::open(dir.path(), durability).expect("open");
+        GroupCommit::start(Box::new(store)).expect("start")
+    }
+
+    fn stored_updated_ms(conn: &Connection, id: &str) -> Option<i64> {
+        conn.query_row("SELECT updated_ms FROM sessions WHERE id = ?1", [id], |r| {
+            r.get(0)
+        })
+        .optional()
+        .expect("read")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_submitters_share_commits_and_wait_for_them() {
+        let dir = TestDir::new("gc-concurrent");
+        let gc = start(&dir, Durability::Full);
+        const TASKS: usize = 32;
+        const EACH: i64 = 20;
+        let mut tasks = Vec::new();
+        for t in 0..TASKS {
+            let gc = gc.clone();
+            let db = dir.path().join(DB_FILE);
+            tasks.push(tokio::spawn(async move {
+                // A second connection sees only committed data.
+                let reader = Connection::open(&db).expect("reader");
+                let id = format!("gx;task{t}");
+                for i in 1..=EACH {
+                    let s = session(&id, "001010000000001", i);
+                    gc.submit(vec![Change::PutSession(Arc::new(s))])
+                        .await
+                        .expect("submit");
+                    assert_eq!(stored_updated_ms(&reader, &id), Some(i), "{id} #{i}");
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.expect("task");
+        }
+        let st = gc.stats();
+        let submits = TASKS as u64 * EACH as u64;
+        assert_eq!(st.requests, submits);
+        assert_eq!(st.changes, submits);
+        assert_eq!(st.rows_changed + st.coalesced, submits);
+        assert!(st.batches < submits, "no sharing: {st:?}");
+        assert_eq!(st.commits, st.batches);
+        assert_eq!(st.errors, 0);
+        assert!(
+            st.batch_size_le[0] < st.batches,
+            "every batch had one request: {st:?}"
+        );
+        assert_eq!(st.queued, 0);
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn changes_to_one_row_in_a_batch_coalesce_to_the_last() {
+        let dir = TestDir::new("gc-coalesce");
+        let gc = start(&dir, Durability::Full);
+        // Hold SQLite's write lock so the writer's first batch waits and
+        // the next requests pile up into one batch.
+        let blocker = Connection::open(dir.path().join(DB_FILE)).expect("blocker");
+        blocker.execute_batch("BEGIN IMMEDIATE").expect("lock");
+        let first = gc
+            .reserve()
+            .await
+            .expect("slot")
+            .send(vec![Change::PutSession(Arc::new(session("a", "1", 1)))]);
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let mut pending = Vec::new();
+        for i in 1..=3 {
+            let slot = gc.reserve().await.expect("slot");
+            pending.push(slot.send(vec![Change::PutSession(Arc::new(session("b", "1", i)))]));
+        }
+        pending.push(
+            gc.reserve()
+                .await
+                .expect("slot")
+                .send(vec![Change::DeleteSession("a".into())]),
+        );
+        blocker.execute_batch("COMMIT").expect("unlock");
+        first.await.expect("first");
+        for p in pending {
+            p.await.expect("coalesced request");
+        }
+        let st = gc.stats();
+        assert_eq!(st.batches, 2, "{st:?}");
+        assert_eq!(st.coalesced, 2, "{st:?}");
+        assert_eq!(st.rows_changed, 3, "{st:?}");
+        assert_eq!(stored_updated_ms(&blocker, "b"), Some(3));
+        assert_eq!(stored_updated_ms(&blocker, "a"), None);
+    }
+
+    #[tokio::test]
+    async fn unchanged_submit_skips_the_commit() {
+        let dir = TestDir::new("gc-unchanged");
+        let gc = start(&dir, Durability::Full);
+        let s = Arc::new(session("gx;1", "1", 1));
+        gc.submit(vec![Change::PutSession(s.clone())])
+            .await
+            .expect("first");
+        gc.submit(vec![Change::PutSession(s.clone())])
+            .await
+            .expect("unchanged");
+        gc.submit(vec![]).await.expect("empty");
+        let st = gc.stats();
+        assert_eq!((st.commits, st.skipped_commits, st.rows_changed), (1, 2, 1));
+    }
+
+    #[tokio::test]
+    async fn a_failed_batch_fails_its_requests_and_the_writer_goes_on() {
+        let dir = TestDir::new("gc-error");
+        let mut store = SqliteStore::open(dir.path(), Durability::Full).expect("open");
+        store
+            .apply(&[Change::PutSession(Arc::new(session("keep", "1", 1)))])
+            .expect("seed");
+        store.limit_size(0).expect("cap");
+        let gc = GroupCommit::start(Box::new(store)).expect("start");
+        let big: Vec<Change> = (0..300)
+            .map(|i| Change::PutSession(Arc::new(session(&format!("big{i}"), "1", i))))
+            .collect();
+        match gc.submit(big).await {
+            Err(StoreError::Unavailable(m)) => assert!(m.contains("disk full"), "{m}"),
+            other => panic!("expected disk full, got {other:?}"),
+        }
+        // The next batch (fits: a delete frees space) is written.
+        gc.submit(vec![Change::DeleteSession("keep".into())])
+            .await
+            .expect("writer still running");
+        let st = gc.stats();
+        assert_eq!((st.errors, st.commits), (1, 1), "{st:?}");
+        let mut store = gc.shutdown().await.expect("shutdown");
+        assert!(store.session("keep").expect("read").is_none());
+        assert!(store.session("big0").expect("read").is_none());
+    }
+
+    #[tokio::test]
+    async fn purge_runs_in_chunks_through_the_writer() {
+        let dir = TestDir::new("gc-purge");
+        let store = SqliteStore::open(dir.path(), Durability::Relaxed).expect("open");
+        let gc = GroupCommit::start_with(
+            Box::new(store),
+            GroupCommitOptions {
+                purge_chunk: 4,
+                ..Default::default()
+            },
+        )
+        .expect("start");
+        let changes = (0..11)
+            .map(|i| {
+                let mut s = session(&format!("c{i}"), "1", i);
+                s.state = SessionState::Closed;
+                s.closed_ms = Some(1000 + i);
+                Change::PutSession(Arc::new(s))
+            })
+            .collect();
+        gc.submit(changes).await.expect("seed");
+        assert_eq!(gc.purge_closed(1010).await.expect("purge"), 10);
+        assert_eq!(gc.purge_closed(1010).await.expect("purge again"), 0);
+        assert_eq!(gc.stats().purged, 10);
+        let mut store = gc.shutdown().await.expect("shutdown");
+        assert!(store.session("c10").expect("read").is_some());
+    }
+
+    #[tokio::test]
+    async fn after_shutdown_requests_are_refused_not_lost_silently() {
+        let dir = TestDir::new("gc-shutdown");
+        let gc = start(&dir, Durability::Full);
+        let slot = gc.reserve().await.expect("slot");
+        let before = slot.send(vec![Change::PutSession(Arc::new(session("x", "1", 1)))]);
+        gc.flush().await.expect("flush");
+        before.await.expect("written before the flush returned");
+        let mut store = gc.shutdown().await.expect("shutdown");
+        assert!(store.session("x").expect("read").is_some());
+        match gc.submit(vec![Change::DeleteSession("x".into())]).await {
+            Err(StoreError::Unavailable(m)) => assert!(m.contains("stopped"), "{m}"),
+            other => panic!("expected stopped, got {other:?}"),
+        }
+        assert!(gc.flush().await.is_err());
+    }
+
+    #[test]
+    fn coalesce_keeps_the_last_change_per_row() {
+        let a1 = Change::PutSession(Arc::new(session("a", "1", 1)));
+        let b = Change::PutSubscriber(Arc::new(crate::store::fixtures::subscriber("a")));
+        let a2 = Change::DeleteSession("a".into());
+        let out = coalesce(vec![a1, b, a2]);
+        assert_eq!(out.len(), 2);
+        assert!(
+            matches!(&out[0], Change::PutSubscriber(_)),
+            "session and subscriber keys differ"
+        );
+        assert!(matches!(&out[1], Change::DeleteSession(id) if id == "a"));
+    }
+}

@@ -1,0 +1,645 @@
+//! The embedded store: one SQLite file in WAL mode, so `pcrf serve` is
+//! durable with no database server. Rows are upserted one by one (never a
+//! lock wider than a row's page), a transaction commits only if a row really
+//! changed (the article's optimization 1), and each record is one JSON blob.
+
+use super::config::Durability;
+use super::{Change, Store, StoreError};
+use crate::session::GxSession;
+use crate::subscriber::Subscriber;
+use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBehavior};
+use std::fs::File;
+use std::os::fd::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// File name of the database inside the store directory.
+pub const DB_FILE: &str = "pcrf.db";
+/// Held with an exclusive flock while a store is open: two servers on one
+/// directory would otherwise both believe they own every session.
+const LOCK_FILE: &str = "pcrf.lock";
+
+/// Schema migrations, applied in order; `PRAGMA user_version` is the number
+/// applied. Append only: a released migration never changes.
+const MIGRATIONS: &[&str] = &[
+    // 1: subscribers and sessions, each record one blob; the derived columns
+    // exist only for the recovery and purge queries and their indexes.
+    "CREATE TABLE subscribers (
+        imsi TEXT PRIMARY KEY NOT NULL,
+        msisdn TEXT,
+        data BLOB NOT NULL
+    );
+    CREATE INDEX subscribers_by_msisdn ON subscribers (msisdn) WHERE msisdn IS NOT NULL;
+    CREATE TABLE sessions (
+        id TEXT PRIMARY KEY NOT NULL,
+        subscriber TEXT NOT NULL,
+        state TEXT NOT NULL,
+        pcef_host TEXT NOT NULL,
+        updated_ms INTEGER NOT NULL,
+        closed_ms INTEGER,
+        data BLOB NOT NULL
+    );
+    CREATE INDEX sessions_open ON sessions (subscriber) WHERE state = 'open';
+    CREATE INDEX sessions_closed ON sessions (closed_ms) WHERE state = 'closed';",
+];
+
+// The WHERE of each upsert makes an identical record count 0 changes, so a
+// batch of no-op writes ends in ROLLBACK, not in a commit and an fsync.
+const UPSERT_SESSION: &str = "INSERT INTO sessions
+        (id, subscriber, state, pcef_host, updated_ms, closed_ms, data)
+    VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7)
+    ON CONFLICT (id) DO UPDATE SET
+        subscriber = excluded.subscriber, state = excluded.state,
+        pcef_host = excluded.pcef_host, updated_ms = excluded.updated_ms,
+        closed_ms = excluded.closed_ms, data = excluded.data
+    WHERE sessions.data IS DISTINCT FROM excluded.data";
+const DELETE_SESSION: &str = "DELETE FROM sessions WHERE id = ?1";
+const UPSERT_SUBSCRIBER: &str = "INSERT INTO subscribers (imsi, msisdn, data)
+    VALUES (?1, ?2, ?3)
+    ON CONFLICT (imsi) DO UPDATE SET msisdn = excluded.msisdn, data = excluded.data
+    WHERE subscribers.data IS DISTINCT FROM excluded.data";
+const DELETE_SUBSCRIBER: &str = "DELETE FROM subscribers WHERE imsi = ?1";
+const PURGE_CLOSED: &str = "DELETE FROM sessions WHERE id IN (
+        SELECT id FROM sessions WHERE state = 'closed' AND closed_ms < ?1 LIMIT ?2)";
+
+/// The embedded SQLite store (one writer connection).
+pub struct SqliteStore {
+    conn: Connection,
+    path: PathBuf,
+    skipped_corrupt: u64,
+    // Keeps the directory's flock for as long as the store is open.
+    _lock: File,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .finish()
+    }
+}
+
+/// Turns a SQLite error into the store's error, keeping SQLite's message
+/// and saying what we were doing; disk full and corruption are named.
+fn db_error(context: &str, e: rusqlite::Error) -> StoreError {
+    match e.sqlite_error_code() {
+        Some(ErrorCode::DiskFull) => StoreError::Unavailable(format!("{context}: disk full: {e}")),
+        Some(ErrorCode::DatabaseCorrupt) | Some(ErrorCode::NotADatabase) => {
+            StoreError::Corrupt(format!("{context}: {e}"))
+        }
+        Some(ErrorCode::ReadOnly)
+        | Some(ErrorCode::CannotOpen)
+        | Some(ErrorCode::PermissionDenied) => {
+            StoreError::Unavailable(format!("{context}: not writable: {e}"))
+        }
+        _ => StoreError::Unavailable(format!("{context}: {e}")),
+    }
+}
+
+/// The bytes of a record column whatever its storage class, so a damaged
+/// row is one undecodable record (skipped, named), not a failed load.
+fn blob_bytes(v: rusqlite::types::Value) -> Vec<u8> {
+    use rusqlite::types::Value;
+    match v {
+        Value::Blob(b) => b,
+        Value::Text(t) => t.into_bytes(),
+        Value::Null | Value::Integer(_) | Value::Real(_) => Vec::new(),
+    }
+}
+
+fn lock_directory(dir: &Path) -> Result<File, StoreError> {
+    let path = dir.join(LOCK_FILE);
+    let file = File::options()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(|e| {
+            StoreError::Unavailable(format!(
+                "store directory {} not writable: {e}",
+                dir.display()
+            ))
+        })?;
+    // SAFETY: flock on a descriptor we own; it has no memory effects.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        let err = std::io::Error::last_os_error();
+        return Err(StoreError::Unavailable(format!(
+            "store directory {} is in use by another pcrf process ({}): {err}",
+            dir.display(),
+            path.display()
+        )));
+    }
+    Ok(file)
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed) `dir/pcrf.db`, sets WAL and the
+    /// durability, and applies pending schema migrations.
+    pub fn open(dir: &Path, durability: Durability) -> Result<Self, StoreError> {
+        std::fs::create_dir_all(dir).map_err(|e| {
+            StoreError::Unavailable(format!(
+                "cannot create store directory {}: {e}",
+                dir.display()
+            ))
+        })?;
+        let lock = lock_directory(dir)?;
+        let path = dir.join(DB_FILE);
+        let ctx = format!("opening {}", path.display());
+        let conn = Connection::open(&path).map_err(|e| db_error(&ctx, e))?;
+        // Another process (an operator's sqlite3 shell) may hold the lock
+        // briefly; wait rather than fail the batch.
+        conn.busy_timeout(Duration::from_secs(5))
+            .map_err(|e| db_error(&ctx, e))?;
+        let mode: String = conn
+            .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+            .map_err(|e| db_error(&ctx, e))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(StoreError::Unavailable(format!(
+                "{ctx}: the file system refused WAL mode (got {mode})"
+            )));
+        }
+        let synchronous = match durability {
+            Durability::Full => "FULL",
+            Durability::Relaxed => "NORMAL",
+        };
+        conn.execute_batch(&format!(
+            "PRAGMA synchronous = {synchronous};
+             PRAGMA journal_size_limit = 67108864;"
+        ))
+        .map_err(|e| db_error(&ctx, e))?;
+        let mut store = SqliteStore {
+            conn,
+            path,
+            skipped_corrupt: 0,
+            _lock: lock,
+        };
+        store.migrate()?;
+        Ok(store)
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Schema version the database is at (the number of migrations applied).
+    pub fn schema_version(&self) -> Result<u32, StoreError> {
+        self.conn
+            .query_row("PRAGMA user_version", [], |r| r.get(0))
+            .map_err(|e| db_error("reading schema version", e))
+    }
+
+    /// Caps the database size: past it a write fails with
+    /// `Unavailable("... disk full ...")` (answered 5012) instead of filling
+    /// a disk shared with logs. Never below the current size.
+    pub fn limit_size(&mut self, max_bytes: u64) -> Result<(), StoreError> {
+        let page: i64 = self
+            .conn
+            .query_row("PRAGMA page_size", [], |r| r.get(0))
+            .map_err(|e| db_error("reading page size", e))?;
+        // 0 would mean "query only" to SQLite; 1 is raised to the current size.
+        let pages = (max_bytes / u64::try_from(page).unwrap_or(4096).max(1)).max(1);
+        self.conn
+            .query_row(&format!("PRAGMA max_page_count = {pages}"), [], |_| Ok(()))
+            .map_err(|e| db_error("setting max_page_count", e))
+    }
+
+    fn migrate(&mut self) -> Result<(), StoreError> {
+        let current = self.schema_version()? as usize;
+        if current > MIGRATIONS.len() {
+            return Err(StoreError::Unavailable(format!(
+                "{}: schema version {current} is newer than this pcrf knows ({}); upgrade pcrf",
+                self.path.display(),
+                MIGRATIONS.len()
+            )));
+        }
+        for (i, sql) in MIGRATIONS.iter().enumerate().skip(current) {
+            let version = i + 1;
+            let ctx = format!("migrating {} to schema {version}", self.path.display());
+            let tx = self
+                .conn
+                .transaction_with_behavior(TransactionBehavior::Immediate)
+                .map_err(|e| db_error(&ctx, e))?;
+            tx.execute_batch(sql).map_err(|e| db_error(&ctx, e))?;
+            tx.execute_batch(&format!("PRAGMA user_version = {version}"))
+                .map_err(|e| db_error(&ctx, e))?;
+            tx.commit().map_err(|e| db_error(&ctx, e))?;
+            tracing::info!(path = %self.path.display(), version, "store schema migrated");
+        }
+        Ok(())
+    }
+
+    fn apply_one(tx: &rusqlite::Transaction<'_>, change: &Change) -> Result<usize, StoreError> {
+        let ctx = "writing a batch";
+        match change {
+            Change::PutSession(s) => {
+                let data = serde_json::to_vec(&**s).map_err(|e| {
+                    StoreError::Corrupt(format!("encoding session {:?}: {e}", s.id))
+                })?;
+                let state = match s.state {
+                    crate::session::SessionState::Open => "open",
+                    crate::session::SessionState::Closed => "closed",
+                };
+                tx.prepare_cached(UPSERT_SESSION)
+                    .and_then(|mut st| {
+                        st.execute(params![
+                            s.id,
+                            s.subscriber,
+                            state,
+                            s.pcef_host,
+                            s.updated_ms,
+                            s.closed_ms,
+                            data
+                        ])
+                    })
+                    .map_err(|e| db_error(ctx, e))
+            }
+            Change::DeleteSession(id) => tx
+                .prepare_cached(DELETE_SESSION)
+                .and_then(|mut st| st.execute(params![id]))
+                .map_err(|e| db_error(ctx, e)),
+            Change::PutSubscriber(s) => {
+                let data = serde_json::to_vec(&**s).map_err(|e| {
+                    StoreError::Corrupt(format!("encoding subscriber {:?}: {e}", s.imsi))
+                })?;
+                tx.prepare_cached(UPSERT_SUBSCRIBER)
+                    .and_then(|mut st| st.execute(params![s.imsi, s.msisdn, data]))
+                    .map_err(|e| db_error(ctx, e))
+            }
+            Change::DeleteSubscriber(imsi) => tx
+                .prepare_cached(DELETE_SUBSCRIBER)
+                .and_then(|mut st| st.execute(params![imsi]))
+                .map_err(|e| db_error(ctx, e)),
+        }
+    }
+
+    /// Decodes a session blob; `None` (logged, counted) when it is corrupt.
+    fn decode_session(&mut self, id: &str, data: &[u8]) -> Option<GxSession> {
+        match serde_json::from_slice::<GxSession>(data) {
+            Ok(s) if s.id == id => Some(s),
+            Ok(s) => {
+                self.skipped_corrupt += 1;
+                tracing::error!(session_id = %id, blob_id = %s.id,
+                    "stored session record names another Session-Id; skipped");
+                None
+            }
+            Err(e) => {
+                self.skipped_corrupt += 1;
+                tracing::error!(session_id = %id, error = %e,
+                    "stored session record cannot be decoded; skipped");
+                None
+            }
+        }
+    }
+
+    fn decode_subscriber(&mut self, imsi: &str, data: &[u8]) -> Option<Subscriber> {
+        match serde_json::from_slice::<Subscriber>(data) {
+            Ok(s) if s.imsi == imsi => Some(s),
+            Ok(_) | Err(_) => {
+                self.skipped_corrupt += 1;
+                tracing::error!(imsi = %imsi, "stored subscriber record cannot be decoded; skipped");
+                None
+            }
+        }
+    }
+}
+
+impl Store for SqliteStore {
+    fn apply(&mut self, changes: &[Change]) -> Result<usize, StoreError> {
+        if changes.is_empty() {
+            return Ok(0);
+        }
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| db_error("starting a transaction", e))?;
+        let mut rows = 0;
+        for change in changes {
+            // On error the transaction rolls back when dropped.
+            rows += Self::apply_one(&tx, change)?;
+        }
+        if rows == 0 {
+            tx.rollback()
+                .map_err(|e| db_error("rolling back an unchanged batch", e))?;
+        } else {
+            tx.commit().map_err(|e| db_error("committing a batch", e))?;
+        }
+        Ok(rows)
+    }
+
+    fn open_sessions(&mut self) -> Result<Vec<GxSession>, StoreError> {
+        self.skipped_corrupt = 0;
+        let ctx = "loading open sessions";
+        let rows: Vec<(String, Vec<u8>)> = {
+            let mut st = self
+                .conn
+                .prepare_cached("SELECT id, data FROM sessions WHERE state = 'open'")
+                .map_err(|e| db_error(ctx, e))?;
+            let it = st
+                .query_map([], |r| Ok((r.get(0)?, blob_bytes(r.get(1)?))))
+                .map_err(|e| db_error(ctx, e))?;
+            it.collect::<Result<_, _>>().map_err(|e| db_error(ctx, e))?
+        };
+        let mut out = Vec::with_capacity(rows.len());
+        for (id, data) in rows {
+            if let Some(s) = self.decode_session(&id, &data) {
+                out.push(s);
+            }
+        }
+        Ok(out)
+    }
+
+    fn subscribers(&mut self) -> Result<Vec<Subscriber>, StoreError> {
+        self.skipped_corrupt = 0;
+        let ctx = "loading subscribers";
+        let rows: Vec<(String, Vec<u8>)> = {
+            let mut st = self
+                .conn
+                .prepare_cached("SELECT imsi, data FROM subscribers")
+                .map_err(|e| db_error(ctx, e))?;
+            let it = st
+                .query_map([], |r| Ok((r.get(0)?, blob_bytes(r.get(1)?))))
+                .map_err(|e| db_error(ctx, e))?;
+            it.collect::<Result<_, _>>().map_err(|e| db_error(ctx, e))?
+        };
+        let mut out = Vec::with_capacity(rows.len());
+        for (imsi, data) in rows {
+            if let Some(s) = self.decode_subscriber(&imsi, &data) {
+                out.push(s);
+            }
+        }
+        Ok(out)
+    }
+
+    fn session(&mut self, id: &str) -> Result<Option<GxSession>, StoreError> {
+        let data: Option<Vec<u8>> = self
+            .conn
+            .prepare_cached("SELECT data FROM sessions WHERE id = ?1")
+            .and_then(|mut st| {
+                st.query_row(params![id], |r| Ok(blob_bytes(r.get(0)?)))
+                    .optional()
+            })
+            .map_err(|e| db_error("reading a session", e))?;
+        match data {
+            None => Ok(None),
+            Some(d) => match self.decode_session(id, &d) {
+                Some(s) => Ok(Some(s)),
+                None => Err(StoreError::Corrupt(format!(
+                    "session {id:?}: stored record cannot be decoded"
+                ))),
+            },
+        }
+    }
+
+    fn subscriber(&mut self, imsi: &str) -> Result<Option<Subscriber>, StoreError> {
+        let data: Option<Vec<u8>> = self
+            .conn
+            .prepare_cached("SELECT data FROM subscribers WHERE imsi = ?1")
+            .and_then(|mut st| {
+                st.query_row(params![imsi], |r| Ok(blob_bytes(r.get(0)?)))
+                    .optional()
+            })
+            .map_err(|e| db_error("reading a subscriber", e))?;
+        match data {
+            None => Ok(None),
+            Some(d) => match self.decode_subscriber(imsi, &d) {
+                Some(s) => Ok(Some(s)),
+                None => Err(StoreError::Corrupt(format!(
+                    "subscriber {imsi:?}: stored record cannot be decoded"
+                ))),
+            },
+        }
+    }
+
+    fn purge_closed(&mut self, before_ms: i64, limit: usize) -> Result<usize, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.conn
+            .prepare_cached(PURGE_CLOSED)
+            .and_then(|mut st| st.execute(params![before_ms, limit]))
+            .map_err(|e| db_error("purging closed sessions", e))
+    }
+
+    fn skipped_corrupt(&self) -> u64 {
+        self.skipped_corrupt
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::session::SessionState;
+    use crate::store::fixtures::{session, subscriber, TestDir};
+    use std::sync::Arc;
+
+    #[test]
+    fn round_trip_and_reopen() {
+        let dir = TestDir::new("round-trip");
+        let s1 = session("gx;1", "001010000000001", 1);
+        let mut s2 = session("gx;2", "001010000000002", 2);
+        s2.state = SessionState::Closed;
+        s2.closed_ms = Some(5);
+        let sub = subscriber("001010000000001");
+        {
+            let mut st = SqliteStore::open(dir.path(), Durability::Full).expect("open");
+            assert_eq!(st.schema_version().expect("version"), 1);
+            let rows = st
+                .apply(&[
+                    Change::PutSession(Arc::new(s1.clone())),
+                    Change::PutSession(Arc::new(s2.clone())),
+                    Change::PutSubscriber(Arc::new(sub.clone())),
+                ])
+                .expect("apply");
+            assert_eq!(rows, 3);
+        }
+        let mut st = SqliteStore::open(dir.path(), Durability::Relaxed).expect("reopen");
+        assert_eq!(st.schema_version().expect("version"), 1);
+        assert_eq!(st.open_sessions().expect("load"), vec![s1.clone()]);
+        assert_eq!(st.session("gx;2").expect("get"), Some(s2));
+        assert_eq!(st.session("gx;3").expect("get"), None);
+        assert_eq!(st.subscribers().expect("subs"), vec![sub.clone()]);
+        assert_eq!(st.subscriber(&sub.imsi).expect("sub"), Some(sub.clone()));
+        let rows = st
+            .apply(&[
+                Change::DeleteSession("gx;1".into()),
+                Change::DeleteSubscriber(sub.imsi.clone()),
+                Change::DeleteSession("never-existed".into()),
+            ])
+            .expect("delete");
+        assert_eq!(rows, 2);
+        assert!(st.open_sessions().expect("load").is_empty());
+        assert!(st.subscribers().expect("subs").is_empty());
+    }
+
+    fn total_changes(st: &SqliteStore) -> u64 {
+        st.conn.total_changes()
+    }
+
+    fn wal_frames(dir: &Path) -> u64 {
+        std::fs::metadata(dir.join("pcrf.db-wal"))
+            .map(|m| m.len())
+            .unwrap_or(0)
+    }
+
+    #[test]
+    fn unchanged_put_changes_nothing_and_does_not_commit() {
+        let dir = TestDir::new("unchanged");
+        let mut st = SqliteStore::open(dir.path(), Durability::Full).expect("open");
+        let s = Arc::new(session("gx;u", "001010000000009", 7));
+        let sub = Arc::new(subscriber("001010000000009"));
+        let batch = [Change::PutSession(s.clone()), Change::PutSubscriber(sub)];
+        assert_eq!(st.apply(&batch).expect("first"), 2);
+        let wal_before = wal_frames(dir.path());
+        let changes_before = total_changes(&st);
+        // Same records again: no row changes, the transaction is rolled
+        // back, nothing reaches the WAL.
+        assert_eq!(st.apply(&batch).expect("again"), 0);
+        assert_eq!(total_changes(&st), changes_before);
+        assert_eq!(wal_frames(dir.path()), wal_before);
+        assert!(st.conn.is_autocommit(), "no transaction left open");
+        // A deletion of a missing row is no change either.
+        assert_eq!(
+            st.apply(&[Change::DeleteSession("missing".into())])
+                .expect("delete missing"),
+            0
+        );
+        // One real difference among unchanged rows is one row.
+        let mut s2 = (*s).clone();
+        s2.updated_ms = 8;
+        assert_eq!(
+            st.apply(&[batch[0].clone(), Change::PutSession(Arc::new(s2.clone()))])
+                .expect("changed"),
+            1
+        );
+        assert!(wal_frames(dir.path()) > wal_before);
+        assert_eq!(st.session("gx;u").expect("get"), Some(s2));
+    }
+
+    #[test]
+    fn purge_removes_only_old_closed_sessions_in_chunks() {
+        let dir = TestDir::new("purge");
+        let mut st = SqliteStore::open(dir.path(), Durability::Relaxed).expect("open");
+        let mut changes = Vec::new();
+        for i in 0..10 {
+            let mut s = session(&format!("gx;{i}"), "001010000000001", i);
+            if i < 7 {
+                s.state = SessionState::Closed;
+                s.closed_ms = Some(100 + i);
+            }
+            changes.push(Change::PutSession(Arc::new(s)));
+        }
+        st.apply(&changes).expect("apply");
+        // Closed before 105: gx;0..gx;4, removed 3 then 2.
+        assert_eq!(st.purge_closed(105, 3).expect("purge"), 3);
+        assert_eq!(st.purge_closed(105, 3).expect("purge"), 2);
+        assert_eq!(st.purge_closed(105, 3).expect("purge"), 0);
+        assert!(st.session("gx;5").expect("get").is_some());
+        assert!(st.session("gx;4").expect("get").is_none());
+        assert_eq!(st.open_sessions().expect("load").len(), 3);
+    }
+
+    #[test]
+    fn corrupt_records_are_skipped_counted_and_named() {
+        let dir = TestDir::new("corrupt");
+        {
+            let mut st = SqliteStore::open(dir.path(), Durability::Full).expect("open");
+            st.apply(&[
+                Change::PutSession(Arc::new(session("good", "001010000000001", 1))),
+                Change::PutSession(Arc::new(session("bad", "001010000000001", 1))),
+                Change::PutSubscriber(Arc::new(subscriber("001010000000001"))),
+            ])
+            .expect("apply");
+            st.conn
+                .execute_batch(
+                    "UPDATE sessions SET data = x'7b2269' WHERE id = 'bad';
+                     UPDATE subscribers SET data = 'not json';",
+                )
+                .expect("damage");
+        }
+        let mut st = SqliteStore::open(dir.path(), Durability::Full).expect("reopen");
+        let open = st.open_sessions().expect("load despite a bad record");
+        assert_eq!(open.len(), 1);
+        assert_eq!(open[0].id, "good");
+        assert_eq!(st.skipped_corrupt(), 1);
+        match st.session("bad") {
+            Err(StoreError::Corrupt(m)) => assert!(m.contains("\"bad\""), "{m}"),
+            other => panic!("expected a corrupt error, got {other:?}"),
+        }
+        assert!(st.subscribers().expect("load").is_empty());
+        assert_eq!(st.skipped_corrupt(), 1);
+    }
+
+    #[test]
+    fn not_a_directory_is_a_clear_error() {
+        let dir = TestDir::new("not-dir");
+        let file = dir.path().join("plain-file");
+        std::fs::write(&file, b"x").expect("write");
+        match SqliteStore::open(&file.join("data"), Durability::Full) {
+            Err(StoreError::Unavailable(m)) => {
+                assert!(m.contains("cannot create store directory"), "{m}");
+                assert!(m.contains("plain-file"), "{m}");
+            }
+            other => panic!("expected unavailable, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn garbage_database_file_is_reported_corrupt() {
+        let dir = TestDir::new("garbage-db");
+        std::fs::write(dir.path().join(DB_FILE), vec![0x5a; 8192]).expect("write");
+        match SqliteStore::open(dir.path(), Durability::Full) {
+            Err(StoreError::Corrupt(m)) => assert!(m.contains(DB_FILE), "{m}"),
+            other => panic!("expected corrupt, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn second_open_of_one_directory_is_refused() {
+        let dir = TestDir::new("locked");
+        let _first = SqliteStore::open(dir.path(), Durability::Full).expect("open");
+        match SqliteStore::open(dir.path(), Durability::Full) {
+            Err(StoreError::Unavailable(m)) => assert!(m.contains("in use"), "{m}"),
+            other => panic!("expected in-use error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn newer_schema_is_refused() {
+        let dir = TestDir::new("newer-schema");
+        {
+            let st = SqliteStore::open(dir.path(), Durability::Full).expect("open");
+            st.conn
+                .execute_batch("PRAGMA user_version = 99")
+                .expect("bump");
+        }
+        match SqliteStore::open(dir.path(), Durability::Full) {
+            Err(StoreError::Unavailable(m)) => assert!(m.contains("newer"), "{m}"),
+            other => panic!("expected refusal, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn full_database_is_unavailable_and_recovers() {
+        let dir = TestDir::new("full");
+        let mut st = SqliteStore::open(dir.path(), Durability::Full).expect("open");
+        st.apply(&[Change::PutSession(Arc::new(session("a", "1", 1)))])
+            .expect("first");
+        st.limit_size(0).expect("cap at current size");
+        let big: Vec<Change> = (0..200)
+            .map(|i| Change::PutSession(Arc::new(session(&format!("big{i}"), "1", i))))
+            .collect();
+        match st.apply(&big) {
+            Err(StoreError::Unavailable(m)) => assert!(m.contains("disk full"), "{m}"),
+            other => panic!("expected disk full, got {other:?}"),
+        }
+        // Nothing of the failed batch is visible; the store still works.
+        assert!(st.session("big0").expect("get").is_none());
+        assert_eq!(
+            st.apply(&[Change::DeleteSession("a".into())])
+                .expect("delete fits"),
+            1
+        );
+        st.limit_size(1 << 30).expect("raise");
+        assert_eq!(st.apply(&big).expect("fits now"), 200);
+    }
+}
