@@ -2,14 +2,16 @@
 //! article's optimization 4): the engine hashes it, and when the hash and the
 //! script version are unchanged since the last decision, Lua is not run.
 //! Anything the script may read MUST be in here, or the memo would be wrong.
+//! Deserialize (every field defaulted) lets policy test cases give a partial input.
 
 use crate::subscriber::Subscriber;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The subscriber as the policy sees it. `known` is false when the PCEF's
 /// subscriber is not provisioned and config says to apply the default policy.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct SubscriberInput {
     pub known: bool,
     pub imsi: Option<String>,
@@ -33,7 +35,7 @@ impl SubscriberInput {
 }
 
 /// A rule the PCEF reported as failed (Charging-Rule-Report).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct RuleFailure {
     pub rule: String,
     /// PCC-Rule-Status (0 ACTIVE, 1 INACTIVE, 2 TEMPORARILY_INACTIVE).
@@ -43,7 +45,8 @@ pub struct RuleFailure {
 }
 
 /// The IP-CAN session as the policy sees it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct SessionInput {
     pub apn: Option<String>,
     /// RAT-Type name from the dictionary (e.g. "EUTRAN"), or the number.
@@ -65,7 +68,8 @@ pub struct SessionInput {
 }
 
 /// Local time in the policy's configured time zone.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct TimeInput {
     /// 0..=23.
     pub hour: u8,
@@ -78,21 +82,24 @@ pub struct TimeInput {
 }
 
 /// Network state the operator sets through the API.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct NetworkInput {
     /// Congestion level of the subscriber's cell, 0 = none.
     pub congestion: u32,
 }
 
 /// Usage per accumulator, filled in once usage monitoring lands.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct UsageInput {
     pub used: BTreeMap<String, u64>,
     pub quota: BTreeMap<String, u64>,
 }
 
 /// The whole input of one policy run.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
 pub struct PolicyInput {
     pub subscriber: SubscriberInput,
     pub session: SessionInput,

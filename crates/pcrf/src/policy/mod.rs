@@ -1,8 +1,20 @@
 //! The Lua policy engine: the operator's script decides each session's rules
 //! and QoS. Sandboxed, hot-reloaded, and run only when its inputs changed.
 
+pub mod clock;
 pub mod decision;
+pub mod engine;
+pub mod error;
 pub mod input;
+pub mod memo;
+pub mod sandbox;
+pub mod stats;
+pub mod watcher;
 
 pub use decision::Decision;
+pub use engine::{EngineConfig, Outcome, PolicyEngine, Ran};
+pub use error::PolicyError;
 pub use input::PolicyInput;
+pub use sandbox::Limits;
+pub use stats::StatsSnapshot;
+pub use watcher::WatcherGuard;

@@ -1,0 +1,66 @@
+//! Local time for the policy, in the operator's configured IANA time zone.
+//! Scripts get time only through `input.time` (never os.time) so that time
+//! is part of the memo's input: a decision is re-made when the minute changes.
+
+use super::error::PolicyError;
+use super::input::TimeInput;
+use jiff::tz::TimeZone;
+use jiff::Timestamp;
+
+/// Resolves an IANA name ("Europe/Berlin", "UTC"); "system" means the host's
+/// zone. Uses the system tzdb when present, else the one built into the binary.
+pub fn time_zone(name: &str) -> Result<TimeZone, PolicyError> {
+    let found = if name.eq_ignore_ascii_case("system") {
+        TimeZone::try_system()
+    } else {
+        TimeZone::get(name)
+    };
+    found.map_err(|e| PolicyError::TimeZone {
+        name: name.to_string(),
+        message: e.to_string(),
+    })
+}
+
+impl TimeInput {
+    /// The policy's view of `at` in `tz`.
+    pub fn at(at: Timestamp, tz: &TimeZone) -> TimeInput {
+        let local = at.to_zoned(tz.clone());
+        TimeInput {
+            hour: local.hour() as u8,
+            minute: local.minute() as u8,
+            weekday: local.weekday().to_monday_one_offset() as u8,
+            date: local.date().to_string(),
+        }
+    }
+
+    /// The policy's view of now in `tz`.
+    pub fn now(tz: &TimeZone) -> TimeInput {
+        TimeInput::at(Timestamp::now(), tz)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_time_in_zone() {
+        // 2026-01-04T23:30:00Z is a Sunday in UTC and Monday 00:30 in Berlin.
+        let at: Timestamp = "2026-01-04T23:30:00Z".parse().expect("timestamp");
+        let utc = TimeInput::at(at, &time_zone("UTC").expect("utc"));
+        assert_eq!((utc.hour, utc.minute, utc.weekday), (23, 30, 7));
+        assert_eq!(utc.date, "2026-01-04");
+        let berlin = TimeInput::at(at, &time_zone("Europe/Berlin").expect("berlin"));
+        assert_eq!((berlin.hour, berlin.minute, berlin.weekday), (0, 30, 1));
+        assert_eq!(berlin.date, "2026-01-05");
+    }
+
+    #[test]
+    fn unknown_zone_is_an_error() {
+        assert!(matches!(
+            time_zone("Mars/Olympus"),
+            Err(PolicyError::TimeZone { .. })
+        ));
+        assert!(time_zone("system").is_ok());
+    }
+}

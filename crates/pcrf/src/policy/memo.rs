@@ -1,0 +1,95 @@
+//! The checksum memo (the source article's optimization 4): one xxh3 hash
+//! over a canonical serialization of every input the policy can see. With
+//! the script version it decides whether Lua must run again.
+
+use super::input::PolicyInput;
+use crate::session::record::DecisionRecord;
+use std::hash::Hasher;
+use std::io;
+use xxhash_rust::xxh3::Xxh3;
+
+/// Feeds serialized bytes straight into the hasher: no intermediate buffer.
+struct HashWriter(Xxh3);
+
+impl io::Write for HashWriter {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.0.update(buf);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+/// Hash of the whole input. Canonical because struct fields serialize in
+/// declaration order and every map is ordered by key (BTreeMap; serde_json
+/// objects are BTreeMaps too, and a test guards against that changing).
+pub fn input_hash(input: &PolicyInput) -> u64 {
+    let mut w = HashWriter(Xxh3::new());
+    // Cannot fail: the writer never errors and every map key is a string.
+    let _ = serde_json::to_writer(&mut w, input);
+    w.0.finish()
+}
+
+/// The script version of `source`: a content hash, never 0 (0 marks a
+/// fallback decision). Content, not a counter, so a decision persisted
+/// before a restart is only reused if the same script is loaded again.
+pub fn script_version(source: &str) -> u64 {
+    match xxhash_rust::xxh3::xxh3_64(source.as_bytes()) {
+        0 => 1,
+        v => v,
+    }
+}
+
+/// True when `prev` was decided by this script version on identical inputs.
+pub fn unchanged(prev: Option<&DecisionRecord>, hash: u64, version: u64) -> bool {
+    prev.is_some_and(|p| p.input_hash == hash && p.script_version == version)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_field_changes_the_hash() {
+        let base = PolicyInput::default();
+        let h = input_hash(&base);
+        let mut a = base.clone();
+        a.time.minute = 1;
+        let mut b = base.clone();
+        b.session.installed.push("x".into());
+        let mut c = base.clone();
+        c.network.congestion = 2;
+        let mut d = base.clone();
+        d.subscriber
+            .attributes
+            .insert("blocked".into(), true.into());
+        let mut e = base.clone();
+        e.usage.used.insert("k".into(), 1);
+        for other in [a, b, c, d, e] {
+            assert_ne!(input_hash(&other), h);
+        }
+        assert_eq!(input_hash(&base.clone()), h);
+    }
+
+    #[test]
+    fn nested_attribute_order_does_not_matter() {
+        let one: serde_json::Value =
+            serde_json::from_str(r#"{"a":1,"b":{"x":1,"y":2}}"#).expect("json");
+        let two: serde_json::Value =
+            serde_json::from_str(r#"{"b":{"y":2,"x":1},"a":1}"#).expect("json");
+        let mut p = PolicyInput::default();
+        let mut q = PolicyInput::default();
+        p.subscriber.attributes.insert("k".into(), one);
+        q.subscriber.attributes.insert("k".into(), two);
+        assert_eq!(input_hash(&p), input_hash(&q));
+    }
+
+    #[test]
+    fn version_is_content_and_never_zero() {
+        assert_eq!(script_version("a"), script_version("a"));
+        assert_ne!(script_version("a"), script_version("b"));
+        assert_ne!(script_version(""), 0);
+    }
+}

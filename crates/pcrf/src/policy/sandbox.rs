@@ -1,0 +1,496 @@
+//! One sandboxed Lua VM holding one compiled policy script: a whitelist
+//! environment (see sandbox.lua), read-only globals once loaded, text chunks
+//! only, an instruction budget per call and a memory limit. Not Send: each
+//! worker thread owns its own (see engine.rs).
+
+use super::decision::Decision;
+use super::error::{line_in, PolicyError};
+use super::input::PolicyInput;
+use mlua::chunk::ChunkMode;
+use mlua::serde::{DeserializeOptions, SerializeOptions};
+use mlua::{Function, HookTriggers, Lua, LuaOptions, LuaSerdeExt, StdLib, Table, Value, VmState};
+use std::cell::Cell;
+use std::rc::Rc;
+
+/// Resource limits of one VM.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Limits {
+    /// Lua VM instructions one call (or the script's top level) may execute.
+    pub instructions: u64,
+    /// Bytes the VM may hold in total (0 = unlimited; Lua 5.4 build only).
+    pub memory_bytes: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Limits {
+        Limits {
+            instructions: 1_000_000,
+            memory_bytes: 16 * 1024 * 1024,
+        }
+    }
+}
+
+/// How often the budget hook runs, in instructions: rare enough to cost
+/// nothing measurable, often enough to stop a loop within microseconds.
+const HOOK_EVERY: u32 = 1000;
+
+const PRELUDE: &str = include_str!("sandbox.lua");
+
+/// The budget shared by the hook and the `pcall` wrappers.
+struct Budget {
+    left: Cell<i64>,
+    exceeded: Cell<bool>,
+    limit: u64,
+}
+
+/// A VM with the script loaded and sealed, ready for `decide` calls.
+pub struct Vm {
+    lua: Lua,
+    decide: Function,
+    budget: Rc<Budget>,
+    chunk: String,
+    version: u64,
+}
+
+fn serialize_options() -> SerializeOptions {
+    SerializeOptions::new()
+        .set_array_metatable(false)
+        .serialize_none_to_null(false)
+        .serialize_unit_to_null(false)
+}
+
+fn deserialize_options() -> DeserializeOptions {
+    DeserializeOptions::new()
+        .deny_recursive_tables(true)
+        .deny_unsupported_types(true)
+}
+
+impl Vm {
+    /// Compiles `source` (named `chunk` in messages) and runs its top level
+    /// in a fresh sandbox. Fails on syntax errors, top-level errors, a
+    /// missing `decide`, or limits that this Lua build cannot enforce.
+    pub fn build(
+        source: &str,
+        chunk: &str,
+        limits: Limits,
+        version: u64,
+    ) -> Result<Vm, PolicyError> {
+        let libs =
+            StdLib::ALL_SAFE & !(StdLib::IO | StdLib::OS | StdLib::PACKAGE | StdLib::COROUTINE);
+        let lua = Lua::new_with(libs, LuaOptions::new())
+            .map_err(|e| PolicyError::Setup(e.to_string()))?;
+        let budget = Rc::new(Budget {
+            left: Cell::new(limits.instructions as i64),
+            exceeded: Cell::new(false),
+            limit: limits.instructions,
+        });
+        let setup = |e: mlua::Error| PolicyError::Setup(e.to_string());
+
+        let hook_budget = budget.clone();
+        lua.set_hook(
+            HookTriggers::new().every_nth_instruction(HOOK_EVERY),
+            move |_, _| {
+                let left = hook_budget.left.get() - i64::from(HOOK_EVERY);
+                hook_budget.left.set(left);
+                if left < 0 {
+                    hook_budget.exceeded.set(true);
+                    return Err(mlua::Error::RuntimeError(budget_message(hook_budget.limit)));
+                }
+                Ok(VmState::Continue)
+            },
+        )
+        .map_err(setup)?;
+
+        let flag_budget = budget.clone();
+        let exceeded = lua
+            .create_function(move |_, ()| {
+                Ok(flag_budget
+                    .exceeded
+                    .get()
+                    .then(|| budget_message(flag_budget.limit)))
+            })
+            .map_err(setup)?;
+        let chunk_for_log = chunk.to_string();
+        let log = lua
+            .create_function(move |_, args: mlua::Variadic<Value>| {
+                let text: Vec<String> = args.iter().map(|v| v.to_string().unwrap_or_default()).collect();
+                tracing::info!(target: "pcrf::policy::script", policy = %chunk_for_log, "{}", text.join("\t"));
+                Ok(())
+            })
+            .map_err(setup)?;
+        let (env, defs, seal): (Table, Table, Function) = lua
+            .load(PRELUDE)
+            .set_name("=sandbox")
+            .call((exceeded, log))
+            .map_err(setup)?;
+
+        if limits.memory_bytes > 0 {
+            lua.set_memory_limit(limits.memory_bytes).map_err(|e| {
+                PolicyError::Setup(format!("memory limit not available in this Lua build: {e}"))
+            })?;
+        }
+
+        let name = format!("={chunk}");
+        let main = lua
+            .load(source)
+            .set_name(name)
+            .set_mode(ChunkMode::Text)
+            .set_environment(env)
+            .into_function()
+            .map_err(|e| {
+                let message = lua_message(&e);
+                PolicyError::Syntax {
+                    line: line_in(&message, chunk),
+                    message,
+                }
+            })?;
+        budget.left.set(limits.instructions as i64);
+        budget.exceeded.set(false);
+        main.call::<()>(()).map_err(|e| {
+            let message = lua_message(&e);
+            PolicyError::Invalid {
+                line: line_in(&message, chunk),
+                message: format!("top-level code failed: {message}"),
+            }
+        })?;
+        seal.call::<()>(()).map_err(setup)?;
+        let decide = match defs.raw_get::<Value>("decide").map_err(setup)? {
+            Value::Function(f) => f,
+            other => {
+                return Err(PolicyError::Invalid {
+                    message: format!(
+                        "the policy must define a global function decide(input), found {}",
+                        other.type_name()
+                    ),
+                    line: None,
+                })
+            }
+        };
+        Ok(Vm {
+            lua,
+            decide,
+            budget,
+            chunk: chunk.to_string(),
+            version,
+        })
+    }
+
+    /// The script version this VM was built from.
+    pub fn version(&self) -> u64 {
+        self.version
+    }
+
+    /// Runs `decide(input)` with a fresh input table and a full budget.
+    /// Any failure (Lua error, budget, memory, a return value that is not a
+    /// Decision) is a `PolicyError::Runtime` with the Lua traceback.
+    pub fn decide(&self, input: &PolicyInput) -> Result<Decision, PolicyError> {
+        self.budget.left.set(self.budget.limit as i64);
+        self.budget.exceeded.set(false);
+        let runtime = |e: mlua::Error| {
+            let message = lua_message(&e);
+            PolicyError::Runtime {
+                line: line_in(&message, &self.chunk),
+                message,
+            }
+        };
+        let arg = self
+            .lua
+            .to_value_with(input, serialize_options())
+            .map_err(runtime)?;
+        let ret: Value = self.decide.call(arg).map_err(runtime)?;
+        if !ret.is_table() {
+            return Err(PolicyError::Runtime {
+                message: format!("decide must return a table, returned {}", ret.type_name()),
+                line: None,
+            });
+        }
+        self.lua
+            .from_value_with::<Decision>(ret, deserialize_options())
+            .map_err(|e| PolicyError::Runtime {
+                message: format!("decide returned an invalid decision: {}", lua_message(&e)),
+                line: None,
+            })
+    }
+
+    /// Bytes the VM holds now.
+    pub fn used_memory(&self) -> usize {
+        self.lua.used_memory()
+    }
+}
+
+fn budget_message(limit: u64) -> String {
+    format!("instruction budget of {limit} exceeded")
+}
+
+/// The message of a Lua error with its traceback, without mlua's wrapping.
+fn lua_message(e: &mlua::Error) -> String {
+    match e {
+        mlua::Error::SyntaxError { message, .. } => message.clone(),
+        mlua::Error::RuntimeError(m) | mlua::Error::MemoryError(m) => m.clone(),
+        mlua::Error::CallbackError { traceback, cause } => {
+            format!("{}\n{traceback}", lua_message(cause))
+        }
+        mlua::Error::WithContext { context, cause } => format!("{context}: {}", lua_message(cause)),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const OK: &str = "function decide(input) return { rules = { 'internet' } } end\n";
+
+    fn vm(source: &str) -> Result<Vm, PolicyError> {
+        Vm::build(source, "t.lua", Limits::default(), 7)
+    }
+
+    /// Builds a VM whose decide runs `body` and returns its error text.
+    fn run_err(body: &str) -> String {
+        let src = format!("function decide(input)\n{body}\nreturn {{}}\nend\n");
+        let vm = vm(&src).expect("script loads");
+        match vm.decide(&PolicyInput::default()) {
+            Err(e) => e.to_string(),
+            Ok(d) => panic!("expected an error from {body:?}, got {d:?}"),
+        }
+    }
+
+    /// Evaluates a Lua expression inside decide and returns it as a string.
+    fn eval(expr: &str) -> String {
+        let src =
+            format!("function decide(input)\nreturn {{ rules = {{ tostring({expr}) }} }}\nend\n");
+        let d = vm(&src)
+            .expect("loads")
+            .decide(&PolicyInput::default())
+            .expect("runs");
+        d.rules[0].clone()
+    }
+
+    #[test]
+    fn decides_and_sees_input() {
+        let src = "function decide(input)\n\
+                   return { rules = { input.subscriber.plan, input.session.apn or 'none' },\n\
+                   apn_ambr = { ul = 1000, dl = 2000 }, event_triggers = { 2, 13 } }\nend\n";
+        let mut input = PolicyInput::default();
+        input.subscriber.plan = Some("gold".into());
+        let d = vm(src).expect("loads").decide(&input).expect("runs");
+        assert_eq!(d.rules, vec!["gold".to_string(), "none".to_string()]);
+        assert_eq!(d.apn_ambr.map(|a| (a.ul, a.dl)), Some((1000, 2000)));
+        assert_eq!(d.event_triggers, vec![2, 13]);
+    }
+
+    #[test]
+    fn empty_tables_and_nil_fields_deserialize() {
+        let src = "function decide(input) return { rules = {}, definitions = {}, event_triggers = {} } end";
+        let d = vm(src)
+            .expect("loads")
+            .decide(&PolicyInput::default())
+            .expect("runs");
+        assert_eq!(d, Decision::default());
+    }
+
+    #[test]
+    fn syntax_error_reports_line() {
+        let err = vm("function decide(input)\n  local x = \n  return {}\nend\n")
+            .err()
+            .expect("error");
+        assert!(
+            matches!(err, PolicyError::Syntax { line: Some(3), .. }),
+            "{err}"
+        );
+        assert!(err.to_string().contains("t.lua:3:"), "{err}");
+    }
+
+    #[test]
+    fn missing_decide_is_refused() {
+        let err = vm("local x = 1\n").err().expect("error");
+        assert!(err.to_string().contains("decide(input)"), "{err}");
+        let err = vm("decide = 5\n").err().expect("error");
+        assert!(err.to_string().contains("found integer"), "{err}");
+    }
+
+    #[test]
+    fn runtime_error_has_line_and_traceback() {
+        let src = "local function helper(x)\n  return x.missing.field\nend\nfunction decide(input)\n  local d = helper(input)\n  return d\nend\n";
+        let err = vm(src)
+            .expect("loads")
+            .decide(&PolicyInput::default())
+            .err()
+            .expect("error");
+        assert_eq!(err.line(), Some(2), "{err}");
+        let text = err.to_string();
+        assert!(text.contains("stack traceback"), "{text}");
+        assert!(text.contains("t.lua:5"), "{text}");
+    }
+
+    #[test]
+    fn bad_return_value_is_an_error() {
+        let e = vm("function decide() return 5 end")
+            .expect("loads")
+            .decide(&PolicyInput::default());
+        assert!(e
+            .err()
+            .expect("error")
+            .to_string()
+            .contains("must return a table"));
+        let e = vm("function decide() return { rulez = {} } end")
+            .expect("loads")
+            .decide(&PolicyInput::default());
+        assert!(e.err().expect("error").to_string().contains("rulez"));
+        let e = vm("function decide() return { apn_ambr = { ul = -1, dl = 1 } } end")
+            .expect("loads")
+            .decide(&PolicyInput::default());
+        assert!(e.is_err());
+    }
+
+    #[test]
+    fn no_io_os_package_debug_or_loaders() {
+        for name in [
+            "io",
+            "os",
+            "package",
+            "require",
+            "debug",
+            "load",
+            "loadstring",
+            "dofile",
+            "loadfile",
+            "collectgarbage",
+            "print",
+            "coroutine",
+            "setfenv",
+            "getfenv",
+            "module",
+        ] {
+            assert_eq!(eval(&format!("type({name})")), "nil", "{name} is reachable");
+        }
+        assert!(run_err("os.execute('touch /tmp/pwned')").contains("attempt to index a nil value"));
+        assert!(run_err("io.open('/etc/passwd')").contains("nil"));
+        assert!(run_err("require('os')").contains("nil"));
+        // Nothing in the whitelist leads back to the real globals.
+        assert_eq!(eval("_G == _ENV"), "true");
+        assert_eq!(eval("type(_G.io)"), "nil");
+        assert_eq!(eval("math.random"), "nil");
+    }
+
+    #[test]
+    fn no_bytecode() {
+        assert_eq!(eval("string.dump"), "nil");
+        assert_eq!(eval("('').dump"), "nil");
+        // A binary chunk given as the script itself is refused.
+        let lua = Lua::new();
+        let f = lua.load("return 1").into_function().expect("compiles");
+        let bytes = f.dump(false);
+        let src = String::from_utf8_lossy(&bytes).into_owned();
+        assert!(vm(&src).is_err());
+    }
+
+    #[test]
+    fn shared_metatables_are_locked() {
+        assert_eq!(eval("getmetatable('')"), "locked");
+        assert!(run_err("getmetatable('').__index.upper = nil")
+            .contains("attempt to index a nil value"));
+        assert!(run_err("string.upper = function() return 'x' end")
+            .contains("read-only library 'string'"));
+        assert!(run_err("rawset(string, 'upper', 1)").contains("read-only"));
+        assert!(run_err("setmetatable(string, {})").contains("protected metatable"));
+        assert!(run_err("math.pi = 3").contains("read-only library 'math'"));
+        // Iteration works and still hides the real table.
+        assert_eq!(eval("(function() local n = 0 for _ in pairs(string) do n = n + 1 end return n > 10 end)()"), "true");
+        assert_eq!(eval("select(2, pairs(string)) == string"), "true");
+    }
+
+    #[test]
+    fn globals_are_read_only_after_load() {
+        let src =
+            "counter = 0\nfunction decide(input)\n  counter = counter + 1\n  return {}\nend\n";
+        let err = vm(src)
+            .expect("loads")
+            .decide(&PolicyInput::default())
+            .err()
+            .expect("error");
+        assert!(
+            err.to_string().contains("assignment to global 'counter'"),
+            "{err}"
+        );
+        assert!(run_err("newglobal = 1").contains("assignment to global 'newglobal'"));
+        assert!(run_err("rawset(_ENV, 'x', 1)").contains("read-only"));
+        assert!(run_err("decide = nil").contains("assignment to global 'decide'"));
+        assert_eq!(eval("getmetatable(_ENV)"), "locked");
+    }
+
+    #[test]
+    fn input_table_is_fresh_each_call() {
+        let src = "function decide(input)\n\
+                   local seen = input.session.installed[1] or 'clean'\n\
+                   input.session.installed[1] = 'dirty'\n\
+                   input.subscriber.plan = 'hacked'\n\
+                   return { rules = { seen } }\nend\n";
+        let vm = vm(src).expect("loads");
+        let input = PolicyInput::default();
+        for _ in 0..2 {
+            assert_eq!(
+                vm.decide(&input).expect("runs").rules,
+                vec!["clean".to_string()]
+            );
+        }
+    }
+
+    #[test]
+    fn infinite_loop_is_stopped() {
+        assert!(run_err("while true do end").contains("instruction budget"));
+        // pcall cannot swallow the budget error.
+        assert!(
+            run_err("while true do pcall(function() while true do end end) end")
+                .contains("instruction budget")
+        );
+        assert!(run_err(
+            "while true do xpcall(function() while true do end end, function(e) return e end) end"
+        )
+        .contains("instruction budget"));
+        // The next call has a fresh budget.
+        let vm = vm("n = 0\nfunction decide(input) local i = 0 while i < 100000 do i = i + 1 end return {} end").expect("loads");
+        for _ in 0..3 {
+            assert!(vm.decide(&PolicyInput::default()).is_ok());
+        }
+    }
+
+    #[test]
+    fn top_level_infinite_loop_is_stopped() {
+        let err = vm("while true do end\nfunction decide() return {} end")
+            .err()
+            .expect("error");
+        assert!(err.to_string().contains("instruction budget"), "{err}");
+    }
+
+    #[test]
+    fn runaway_memory_is_stopped() {
+        let err = run_err("local t = {} for i = 1, 1e9 do t[i] = string.rep('x', 1000) .. i end");
+        assert!(
+            err.contains("memory") || err.contains("instruction budget"),
+            "{err}"
+        );
+        let err = run_err("local s = string.rep('x', 64 * 1024 * 1024)");
+        assert!(err.contains("memory"), "{err}");
+    }
+
+    #[test]
+    fn finalizers_and_weak_tables_are_refused() {
+        assert!(run_err("setmetatable({}, { __gc = function() end })").contains("__gc"));
+        assert!(run_err("setmetatable({}, { __mode = 'k' })").contains("__mode"));
+        // Ordinary metatables still work.
+        assert_eq!(
+            eval("setmetatable({}, { __index = function() return 4 end }).x"),
+            "4"
+        );
+    }
+
+    #[test]
+    fn ok_script_runs() {
+        let d = vm(OK)
+            .expect("loads")
+            .decide(&PolicyInput::default())
+            .expect("runs");
+        assert_eq!(d.rules, vec!["internet".to_string()]);
+    }
+}
