@@ -7,6 +7,7 @@
 pub mod apdex;
 pub mod cpu;
 pub mod duration;
+pub mod gx;
 pub mod http_client;
 pub mod latency;
 pub mod plan;
