@@ -7,6 +7,7 @@
 
 pub mod codec;
 pub mod dict;
+pub mod dump;
 pub mod pcap;
 pub mod peer;
 pub mod transport;
