@@ -8,6 +8,8 @@
 pub mod codec;
 pub mod dict;
 pub mod dump;
+#[doc(hidden)]
+pub mod fuzz;
 pub mod pcap;
 pub mod peer;
 pub mod transport;
