@@ -1,0 +1,32 @@
+//! One log line per API request, so an operator can reconstruct who changed
+//! what: changes (PUT/POST/DELETE) at info, reads at debug, with method,
+//! path, status, duration and client address. Tokens and bodies are never
+//! logged.
+
+use axum::extract::{ConnectInfo, Request};
+use axum::http::Method;
+use axum::middleware::Next;
+use axum::response::Response;
+use std::net::SocketAddr;
+use std::time::Instant;
+
+/// Middleware: logs the request after it is answered.
+pub async fn log_request(req: Request, next: Next) -> Response {
+    let started = Instant::now();
+    let method = req.method().clone();
+    let path = req.uri().path().to_string();
+    let client = req
+        .extensions()
+        .get::<ConnectInfo<SocketAddr>>()
+        .map(|c| c.0.to_string())
+        .unwrap_or_default();
+    let resp = next.run(req).await;
+    let status = resp.status().as_u16();
+    let us = started.elapsed().as_micros() as u64;
+    if method == Method::GET || method == Method::HEAD {
+        tracing::debug!(target: "pcrf::api", %method, path, status, us, client, "http");
+    } else {
+        tracing::info!(target: "pcrf::api", %method, path, status, us, client, "http");
+    }
+    resp
+}

@@ -1,0 +1,98 @@
+//! `[api]` in the configuration file: where the HTTP API listens, its
+//! bearer token and its request size limit.
+
+use serde::{Deserialize, Serialize};
+use std::net::SocketAddr;
+
+/// The HTTP API's settings.
+#[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct ApiConfig {
+    pub listen: SocketAddr,
+    /// When set, every route but `GET /v1/health` requires
+    /// `Authorization: Bearer <token>`.
+    pub token: Option<String>,
+    /// Largest request body accepted (413 above).
+    pub max_body_bytes: usize,
+}
+
+impl Default for ApiConfig {
+    fn default() -> Self {
+        ApiConfig {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            token: None,
+            max_body_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// Never print the token.
+impl std::fmt::Debug for ApiConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ApiConfig")
+            .field("listen", &self.listen)
+            .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .field("max_body_bytes", &self.max_body_bytes)
+            .finish()
+    }
+}
+
+impl ApiConfig {
+    /// Errors that must stop start-up.
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(t) = &self.token {
+            if t.len() < 16 {
+                return Err("api.token must be at least 16 characters".into());
+            }
+            // RFC 6750 b64token characters, so any HTTP client can send it.
+            let ok = t.bytes().all(|b| {
+                b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~' | b'+' | b'/')
+            });
+            if !ok {
+                return Err("api.token may contain only letters, digits and - . _ ~ + /".into());
+            }
+        }
+        if self.max_body_bytes < 1024 {
+            return Err("api.max_body_bytes must be at least 1024".into());
+        }
+        Ok(())
+    }
+
+    /// Things worth a warning at start-up.
+    pub fn warnings(&self) -> Vec<String> {
+        let mut w = Vec::new();
+        if self.token.is_none() && !self.listen.ip().is_loopback() {
+            w.push(format!(
+                "HTTP API listens on {} without api.token: anyone who can reach it can provision subscribers and release sessions",
+                self.listen
+            ));
+        }
+        w
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_and_checks() {
+        let c: ApiConfig = toml::from_str("").expect("empty");
+        assert_eq!(c, ApiConfig::default());
+        assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
+        assert!(c.validate().is_ok() && c.warnings().is_empty());
+        assert!(toml::from_str::<ApiConfig>("port = 1").is_err());
+
+        let open: ApiConfig = toml::from_str("listen = \"0.0.0.0:8080\"").expect("listen");
+        assert_eq!(open.warnings().len(), 1);
+        let short: ApiConfig = toml::from_str("token = \"abc\"").expect("token");
+        assert!(short.validate().is_err());
+        let spaced: ApiConfig = toml::from_str("token = \"0123456789abcdef 0\"").expect("token");
+        assert!(spaced.validate().is_err());
+        let good: ApiConfig =
+            toml::from_str("listen = \"0.0.0.0:8080\"\ntoken = \"0123456789abcdef\"")
+                .expect("token");
+        assert!(good.validate().is_ok() && good.warnings().is_empty());
+        assert!(!format!("{good:?}").contains("0123456789abcdef"));
+    }
+}

@@ -1,0 +1,133 @@
+//! The REST API (`/v1`, JSON) and `/metrics`: provisioning, session control,
+//! policy reload, network state, health and monitoring. Generic over
+//! [`Control`], the operations the node provides, so the HTTP layer is
+//! tested on its own. Routes are listed once ([`route_table`]) and the
+//! OpenAPI document is checked against that list.
+
+pub mod access_log;
+pub mod auth;
+pub mod config;
+pub mod control;
+pub mod error;
+pub mod extract;
+pub mod network;
+pub mod openapi;
+pub mod policy;
+pub mod server;
+pub mod sessions;
+pub mod status;
+pub mod subscribers;
+
+pub use config::ApiConfig;
+pub use control::{
+    Control, ControlError, ReauthOutcome, ReleaseCause, ReleaseOutcome, ReloadError, SessionFilter,
+};
+pub use server::serve;
+
+use axum::extract::DefaultBodyLimit;
+use axum::http::Method;
+use axum::middleware::{from_fn, from_fn_with_state};
+use axum::routing::{delete, get, post, put, MethodRouter};
+use axum::Router;
+use std::sync::Arc;
+
+/// One route: method, path (axum and OpenAPI spell templates alike), and
+/// whether it is reachable without the token.
+struct Route<C: Control> {
+    method: Method,
+    path: &'static str,
+    public: bool,
+    handler: MethodRouter<Arc<C>>,
+}
+
+fn r<C: Control>(method: Method, path: &'static str, handler: MethodRouter<Arc<C>>) -> Route<C> {
+    Route {
+        method,
+        path,
+        public: false,
+        handler,
+    }
+}
+
+fn routes<C: Control>() -> Vec<Route<C>> {
+    vec![
+        r(
+            Method::PUT,
+            "/v1/subscribers/{imsi}",
+            put(subscribers::put::<C>),
+        ),
+        r(
+            Method::GET,
+            "/v1/subscribers/{imsi}",
+            get(subscribers::get::<C>),
+        ),
+        r(
+            Method::DELETE,
+            "/v1/subscribers/{imsi}",
+            delete(subscribers::delete::<C>),
+        ),
+        r(Method::GET, "/v1/sessions", get(sessions::list::<C>)),
+        r(Method::GET, "/v1/sessions/{id}", get(sessions::get::<C>)),
+        r(
+            Method::DELETE,
+            "/v1/sessions/{id}",
+            delete(sessions::release::<C>),
+        ),
+        r(
+            Method::POST,
+            "/v1/sessions/{id}/reauth",
+            post(sessions::reauth::<C>),
+        ),
+        r(Method::POST, "/v1/policy/reload", post(policy::reload::<C>)),
+        r(
+            Method::PUT,
+            "/v1/network/cells/{cell}",
+            put(network::put_cell::<C>),
+        ),
+        Route {
+            public: true,
+            ..r(Method::GET, "/v1/health", get(status::health))
+        },
+        r(Method::GET, "/v1/ready", get(status::ready::<C>)),
+        r(Method::GET, "/v1/config", get(status::config::<C>)),
+        r(
+            Method::GET,
+            "/v1/openapi.json",
+            get(openapi::serve_document),
+        ),
+        r(Method::GET, "/metrics", get(status::metrics::<C>)),
+    ]
+}
+
+/// Every route as (method, path, public): what the router serves and what
+/// the OpenAPI document must describe.
+pub fn route_table<C: Control>() -> Vec<(Method, &'static str, bool)> {
+    routes::<C>()
+        .into_iter()
+        .map(|r| (r.method, r.path, r.public))
+        .collect()
+}
+
+/// The whole API over `ctl`.
+pub fn router<C: Control>(ctl: Arc<C>, cfg: &ApiConfig) -> Router {
+    let mut protected = Router::new();
+    let mut public = Router::new();
+    for route in routes::<C>() {
+        if route.public {
+            public = public.route(route.path, route.handler);
+        } else {
+            protected = protected.route(route.path, route.handler);
+        }
+    }
+    if let Some(token) = &cfg.token {
+        let token = auth::Token(Arc::from(token.as_bytes()));
+        protected = protected.route_layer(from_fn_with_state(token, auth::require_token));
+    }
+    protected
+        .merge(public)
+        .fallback(error::no_route)
+        .method_not_allowed_fallback(error::wrong_method)
+        .layer(DefaultBodyLimit::max(cfg.max_body_bytes))
+        .layer(from_fn(access_log::log_request))
+        .with_state(ctl)
+}

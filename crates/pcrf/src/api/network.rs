@@ -1,0 +1,60 @@
+//! `PUT /v1/network/cells/{cell}`: the congestion level of a cell, which the
+//! policy sees for every subscriber located there. The cell is the E-UTRAN
+//! Cell Global Identifier as it appears in 3GPP-User-Location-Info: 7 octets
+//! (MCC/MNC, 28-bit ECI) written as 14 hex digits.
+
+use super::control::Control;
+use super::error::ApiError;
+use super::extract::{ApiJson, ApiPath};
+use axum::extract::State;
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+/// The highest congestion level accepted (0 = none).
+pub const MAX_CONGESTION: u32 = 100;
+
+#[derive(Debug, Deserialize, Serialize)]
+#[serde(deny_unknown_fields)]
+pub struct Congestion {
+    pub congestion: u32,
+}
+
+#[derive(Serialize)]
+pub struct CellState {
+    pub cell: String,
+    pub congestion: u32,
+}
+
+/// The cell id normalised to lowercase, or why it is not an ECGI.
+pub fn normalize_cell(cell: &str) -> Result<String, ApiError> {
+    if cell.len() != 14 || !cell.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return Err(ApiError::bad_request(format!(
+            "cell must be an ECGI as 14 hex digits (7 octets as in 3GPP-User-Location-Info), got {cell:?}"
+        )));
+    }
+    Ok(cell.to_ascii_lowercase())
+}
+
+pub async fn put_cell<C: Control>(
+    State(ctl): State<Arc<C>>,
+    ApiPath(cell): ApiPath<String>,
+    ApiJson(body): ApiJson<Congestion>,
+) -> Result<Json<CellState>, ApiError> {
+    let cell = normalize_cell(&cell)?;
+    if body.congestion > MAX_CONGESTION {
+        return Err(ApiError::bad_request(format!(
+            "congestion must be 0 to {MAX_CONGESTION}"
+        )));
+    }
+    ctl.set_congestion(&cell, body.congestion);
+    tracing::info!(
+        cell,
+        congestion = body.congestion,
+        "cell congestion set by API"
+    );
+    Ok(Json(CellState {
+        cell,
+        congestion: body.congestion,
+    }))
+}

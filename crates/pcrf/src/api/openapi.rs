@@ -1,0 +1,306 @@
+//! The OpenAPI 3.0 description of the API, served at `/v1/openapi.json`.
+//! Hand-written so it reads as documentation; a test compares its paths and
+//! methods with the router's routes, so the two cannot drift apart.
+
+use serde_json::{json, Value};
+use std::sync::OnceLock;
+
+fn error_response(description: &str) -> Value {
+    json!({
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    })
+}
+
+fn json_response(description: &str, schema: &str) -> Value {
+    json!({
+        "description": description,
+        "content": {"application/json": {"schema": {"$ref": format!("#/components/schemas/{schema}")}}}
+    })
+}
+
+fn path_param(name: &str, description: &str) -> Value {
+    json!({"name": name, "in": "path", "required": true, "description": description, "schema": {"type": "string"}})
+}
+
+fn imsi_param() -> Value {
+    path_param("imsi", "IMSI, 5 to 15 digits")
+}
+
+fn session_param() -> Value {
+    path_param("id", "Session-Id (percent-encoded)")
+}
+
+/// The document.
+pub fn document() -> Value {
+    let unauthorized = error_response("Missing or wrong bearer token (only when api.token is set)");
+    let bad = error_response("Invalid input");
+    let missing = error_response("No such resource");
+    json!({
+        "openapi": "3.0.3",
+        "info": {
+            "title": "PCRF API",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "Provisioning, session control, policy reload, network state and monitoring of the PCRF. Every error is JSON {\"error\": \"...\"}."
+        },
+        "security": [{"bearerAuth": []}],
+        "paths": {
+            "/v1/subscribers/{imsi}": {
+                "parameters": [imsi_param()],
+                "put": {
+                    "operationId": "putSubscriber",
+                    "summary": "Create or replace a subscriber profile",
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/SubscriberBody"}}}},
+                    "responses": {
+                        "200": json_response("Replaced", "Subscriber"),
+                        "201": json_response("Created", "Subscriber"),
+                        "400": bad, "401": unauthorized,
+                        "413": error_response("Body too large"),
+                        "415": error_response("Content-Type is not application/json"),
+                        "422": error_response("JSON of the wrong shape (unknown field, wrong type)"),
+                        "503": error_response("Store unavailable")
+                    }
+                },
+                "get": {
+                    "operationId": "getSubscriber",
+                    "summary": "Read a subscriber profile",
+                    "responses": {"200": json_response("The profile", "Subscriber"), "400": bad, "401": unauthorized, "404": missing}
+                },
+                "delete": {
+                    "operationId": "deleteSubscriber",
+                    "summary": "Delete a subscriber profile",
+                    "responses": {"204": {"description": "Deleted"}, "400": bad, "401": unauthorized, "404": missing, "503": error_response("Store unavailable")}
+                }
+            },
+            "/v1/sessions": {
+                "get": {
+                    "operationId": "listSessions",
+                    "summary": "List Gx sessions, optionally filtered",
+                    "parameters": [
+                        {"name": "subscriber", "in": "query", "required": false, "description": "IMSI or MSISDN", "schema": {"type": "string"}},
+                        {"name": "apn", "in": "query", "required": false, "description": "Called-Station-Id", "schema": {"type": "string"}},
+                        {"name": "peer", "in": "query", "required": false, "description": "The PCEF's Origin-Host", "schema": {"type": "string"}},
+                        {"name": "limit", "in": "query", "required": false, "schema": {"type": "integer", "minimum": 1, "maximum": super::control::MAX_SESSION_LIMIT, "default": super::control::DEFAULT_SESSION_LIMIT}}
+                    ],
+                    "responses": {"200": json_response("Matching sessions", "SessionList"), "400": bad, "401": unauthorized}
+                }
+            },
+            "/v1/sessions/{id}": {
+                "parameters": [session_param()],
+                "get": {
+                    "operationId": "getSession",
+                    "summary": "A session with its last decision, the decision's inputs and script version",
+                    "responses": {"200": json_response("The session", "GxSession"), "400": bad, "401": unauthorized, "404": missing}
+                },
+                "delete": {
+                    "operationId": "releaseSession",
+                    "summary": "Release the session: RAR with Session-Release-Cause to its PCEF",
+                    "parameters": [
+                        {"name": "cause", "in": "query", "required": false, "schema": {"type": "string", "enum": ["UNSPECIFIED_REASON", "UE_SUBSCRIPTION_REASON", "INSUFFICIENT_SERVER_RESOURCES", "IP_CAN_CHANGE", "INSUFFICIENT_BEARER_RESOURCES"], "default": "UNSPECIFIED_REASON"}}
+                    ],
+                    "responses": {
+                        "200": json_response("RAR answered", "ReleaseOutcome"),
+                        "400": bad, "401": unauthorized, "404": missing,
+                        "409": error_response("Session already closed"),
+                        "502": error_response("PCEF not connected or answered with an error"),
+                        "504": error_response("No RAA in time")
+                    }
+                }
+            },
+            "/v1/sessions/{id}/reauth": {
+                "parameters": [session_param()],
+                "post": {
+                    "operationId": "reauthSession",
+                    "summary": "Re-decide the session and push the rule difference in a RAR",
+                    "responses": {
+                        "200": json_response("Re-decided", "ReauthOutcome"),
+                        "400": bad, "401": unauthorized, "404": missing,
+                        "409": error_response("Session closed"),
+                        "502": error_response("PCEF not connected or answered with an error"),
+                        "504": error_response("No RAA in time")
+                    }
+                }
+            },
+            "/v1/policy/reload": {
+                "post": {
+                    "operationId": "reloadPolicy",
+                    "summary": "Load, check and swap in the policy script",
+                    "responses": {
+                        "200": json_response("New script serving", "Reloaded"),
+                        "401": unauthorized,
+                        "422": json_response("Script refused; the old one keeps serving", "Error")
+                    }
+                }
+            },
+            "/v1/network/cells/{cell}": {
+                "parameters": [path_param("cell", "ECGI as 14 hex digits, as in 3GPP-User-Location-Info")],
+                "put": {
+                    "operationId": "putCellCongestion",
+                    "summary": "Set a cell's congestion level (0 = none)",
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Congestion"}}}},
+                    "responses": {"200": json_response("Set", "CellState"), "400": bad, "401": unauthorized, "415": error_response("Content-Type is not application/json"), "422": error_response("JSON of the wrong shape")}
+                }
+            },
+            "/v1/health": {
+                "get": {
+                    "operationId": "health",
+                    "summary": "Liveness (never needs a token)",
+                    "security": [],
+                    "responses": {"200": json_response("Alive", "Health")}
+                }
+            },
+            "/v1/ready": {
+                "get": {
+                    "operationId": "ready",
+                    "summary": "Readiness: the store is writable",
+                    "responses": {"200": json_response("Ready", "Ready"), "401": unauthorized, "503": json_response("Not ready, with the reason", "Ready")}
+                }
+            },
+            "/v1/config": {
+                "get": {
+                    "operationId": "config",
+                    "summary": "Checksum of the running configuration",
+                    "responses": {"200": json_response("Checksum", "ConfigInfo"), "401": unauthorized}
+                }
+            },
+            "/v1/openapi.json": {
+                "get": {
+                    "operationId": "openapi",
+                    "summary": "This document",
+                    "responses": {"200": {"description": "OpenAPI 3.0 document", "content": {"application/json": {"schema": {"type": "object"}}}}, "401": unauthorized}
+                }
+            },
+            "/metrics": {
+                "get": {
+                    "operationId": "metrics",
+                    "summary": "Prometheus metrics (text format 0.0.4)",
+                    "responses": {"200": {"description": "The scrape", "content": {"text/plain": {"schema": {"type": "string"}}}}, "401": unauthorized}
+                }
+            }
+        },
+        "components": {
+            "securitySchemes": {"bearerAuth": {"type": "http", "scheme": "bearer"}},
+            "schemas": schemas()
+        }
+    })
+}
+
+fn schemas() -> Value {
+    let string_list = json!({"type": "array", "items": {"type": "string"}});
+    let opt_string = json!({"type": "string", "nullable": true});
+    let opt_int = json!({"type": "integer", "nullable": true});
+    json!({
+        "Error": {
+            "type": "object", "required": ["error"],
+            "properties": {"error": {"type": "string"}, "line": {"type": "integer", "description": "Policy script line, for a refused reload"}}
+        },
+        "Subscriber": {
+            "type": "object", "required": ["imsi", "services", "attributes"],
+            "properties": {
+                "imsi": {"type": "string", "pattern": "^[0-9]{5,15}$"},
+                "msisdn": {"type": "string", "pattern": "^[0-9]{5,15}$"},
+                "plan": {"type": "string"},
+                "services": string_list,
+                "attributes": {"type": "object", "additionalProperties": true}
+            }
+        },
+        "SubscriberBody": {
+            "type": "object", "additionalProperties": false,
+            "properties": {
+                "imsi": {"type": "string", "description": "Optional; must equal the path's IMSI"},
+                "msisdn": {"type": "string", "pattern": "^[0-9]{5,15}$"},
+                "plan": {"type": "string", "maxLength": 128},
+                "services": {"type": "array", "items": {"type": "string", "maxLength": 128}, "maxItems": 256},
+                "attributes": {"type": "object", "additionalProperties": true, "maxProperties": 256}
+            }
+        },
+        "Decision": {
+            "type": "object",
+            "description": "PCC rules and QoS as decided by the policy (see docs/policy.md)",
+            "properties": {
+                "rules": string_list, "base_names": string_list,
+                "definitions": {"type": "array", "items": {"type": "object"}},
+                "apn_ambr": {"type": "object", "properties": {"ul": {"type": "integer"}, "dl": {"type": "integer"}}},
+                "default_bearer_qos": {"type": "object"},
+                "event_triggers": {"type": "array", "items": {"type": "integer"}},
+                "revalidation_secs": {"type": "integer"},
+                "reject": {"type": "object"},
+                "usage_grants": {"type": "object", "additionalProperties": {"type": "integer"}}
+            }
+        },
+        "DecisionRecord": {
+            "type": "object",
+            "properties": {
+                "input_hash": {"type": "integer"},
+                "script_version": {"type": "integer"},
+                "decision": {"$ref": "#/components/schemas/Decision"},
+                "inputs": {"type": "object", "description": "Everything the policy saw"},
+                "at_ms": {"type": "integer", "description": "Unix milliseconds"}
+            }
+        },
+        "GxSession": {
+            "type": "object",
+            "properties": {
+                "id": {"type": "string"},
+                "state": {"type": "string", "enum": ["open", "closed"]},
+                "subscriber": {"type": "string"},
+                "imsi": opt_string, "msisdn": opt_string,
+                "pcef_host": {"type": "string"}, "pcef_realm": {"type": "string"},
+                "apn": opt_string, "ue_ipv4": opt_string, "ue_ipv6_prefix": opt_string,
+                "rat_type": opt_int, "ip_can_type": opt_int,
+                "location": opt_string, "ms_timezone": opt_string, "device": opt_string,
+                "supported_features": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}},
+                "installed": {"$ref": "#/components/schemas/Decision"},
+                "rule_failures": {"type": "array", "items": {"type": "object", "properties": {"rule": {"type": "string"}, "status": {"type": "integer"}, "code": opt_int}}},
+                "last_request_number": {"type": "integer"},
+                "last_decision": {"allOf": [{"$ref": "#/components/schemas/DecisionRecord"}], "nullable": true},
+                "created_ms": {"type": "integer"}, "updated_ms": {"type": "integer"}, "closed_ms": opt_int
+            }
+        },
+        "SessionList": {
+            "type": "object", "required": ["sessions", "truncated"],
+            "properties": {
+                "sessions": {"type": "array", "items": {"$ref": "#/components/schemas/GxSession"}},
+                "truncated": {"type": "boolean", "description": "More sessions matched than limit"}
+            }
+        },
+        "ReauthOutcome": {
+            "type": "object", "required": ["rar_sent", "script_version"],
+            "properties": {
+                "rar_sent": {"type": "boolean", "description": "False when nothing changed"},
+                "result_code": {"type": "integer", "description": "The RAA's (Experimental-)Result-Code"},
+                "installed": string_list, "removed": string_list,
+                "script_version": {"type": "integer"}
+            }
+        },
+        "ReleaseOutcome": {
+            "type": "object",
+            "properties": {"result_code": {"type": "integer", "description": "The RAA's (Experimental-)Result-Code"}}
+        },
+        "Reloaded": {"type": "object", "required": ["version"], "properties": {"version": {"type": "integer"}}},
+        "Congestion": {
+            "type": "object", "required": ["congestion"], "additionalProperties": false,
+            "properties": {"congestion": {"type": "integer", "minimum": 0, "maximum": super::network::MAX_CONGESTION}}
+        },
+        "CellState": {"type": "object", "properties": {"cell": {"type": "string"}, "congestion": {"type": "integer"}}},
+        "Health": {"type": "object", "properties": {"status": {"type": "string", "enum": ["ok"]}}},
+        "Ready": {"type": "object", "required": ["ready"], "properties": {"ready": {"type": "boolean"}, "error": {"type": "string"}}},
+        "ConfigInfo": {"type": "object", "properties": {"checksum": {"type": "string"}}}
+    })
+}
+
+/// The document as bytes, built once.
+pub fn document_bytes() -> &'static [u8] {
+    static DOC: OnceLock<Vec<u8>> = OnceLock::new();
+    DOC.get_or_init(|| serde_json::to_vec_pretty(&document()).unwrap_or_default())
+}
+
+/// `GET /v1/openapi.json`.
+pub async fn serve_document() -> axum::response::Response {
+    use axum::response::IntoResponse;
+    (
+        [(axum::http::header::CONTENT_TYPE, "application/json")],
+        document_bytes(),
+    )
+        .into_response()
+}

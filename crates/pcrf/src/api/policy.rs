@@ -1,0 +1,28 @@
+//! `POST /v1/policy/reload`: load and check the policy script and swap it in
+//! (200 with the new version), or keep the old one and answer 422 with the
+//! error and the script line.
+
+use super::control::Control;
+use super::error::ApiError;
+use axum::extract::State;
+use axum::Json;
+use serde::Serialize;
+use std::sync::Arc;
+
+#[derive(Serialize)]
+pub struct Reloaded {
+    pub version: u64,
+}
+
+pub async fn reload<C: Control>(State(ctl): State<Arc<C>>) -> Result<Json<Reloaded>, ApiError> {
+    match ctl.reload_policy().await {
+        Ok(version) => {
+            tracing::info!(version, "policy reloaded by API");
+            Ok(Json(Reloaded { version }))
+        }
+        Err(e) => {
+            tracing::warn!(error = %e.error, line = ?e.line, "policy reload by API refused; old script kept");
+            Err(e.into())
+        }
+    }
+}

@@ -1,0 +1,94 @@
+//! `/v1/sessions`: list and inspect Gx sessions (with the last decision,
+//! its inputs and script version), re-authorize one (RAR with the rule
+//! difference) or release it (RAR with Session-Release-Cause).
+
+use super::control::{Control, ReleaseCause, SessionFilter, MAX_SESSION_LIMIT};
+use super::error::ApiError;
+use super::extract::{ApiPath, ApiQuery};
+use crate::session::GxSession;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use std::sync::Arc;
+
+#[derive(Serialize)]
+struct SessionList<'a> {
+    sessions: Vec<&'a GxSession>,
+    /// More sessions matched than `limit`.
+    truncated: bool,
+}
+
+pub async fn list<C: Control>(
+    State(ctl): State<Arc<C>>,
+    ApiQuery(mut filter): ApiQuery<SessionFilter>,
+) -> Result<Response, ApiError> {
+    if filter.limit == 0 || filter.limit > MAX_SESSION_LIMIT {
+        return Err(ApiError::bad_request(format!(
+            "limit must be 1 to {MAX_SESSION_LIMIT}"
+        )));
+    }
+    let limit = filter.limit;
+    // One more than asked tells whether the listing was cut.
+    filter.limit += 1;
+    let found = ctl.sessions(&filter);
+    let truncated = found.len() > limit;
+    let body = SessionList {
+        sessions: found.iter().take(limit).map(|s| &**s).collect(),
+        truncated,
+    };
+    Ok(Json(body).into_response())
+}
+
+fn check_id(id: &str) -> Result<(), ApiError> {
+    if id.is_empty() || id.len() > 1024 {
+        return Err(ApiError::bad_request("Session-Id must be 1 to 1024 bytes"));
+    }
+    Ok(())
+}
+
+pub async fn get<C: Control>(
+    State(ctl): State<Arc<C>>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Response, ApiError> {
+    check_id(&id)?;
+    match ctl.session(&id) {
+        Some(s) => Ok(Json(&*s).into_response()),
+        None => Err(ApiError::not_found(format!("no session {id}"))),
+    }
+}
+
+/// `DELETE /v1/sessions/{id}?cause=...`.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ReleaseQuery {
+    #[serde(default)]
+    pub cause: ReleaseCause,
+}
+
+pub async fn release<C: Control>(
+    State(ctl): State<Arc<C>>,
+    ApiPath(id): ApiPath<String>,
+    ApiQuery(q): ApiQuery<ReleaseQuery>,
+) -> Result<Response, ApiError> {
+    check_id(&id)?;
+    let outcome = ctl.release(&id, q.cause).await?;
+    tracing::info!(session_id = %id, cause = q.cause.code(), rc = ?outcome.result_code, "session released by API");
+    Ok(Json(outcome).into_response())
+}
+
+pub async fn reauth<C: Control>(
+    State(ctl): State<Arc<C>>,
+    ApiPath(id): ApiPath<String>,
+) -> Result<Response, ApiError> {
+    check_id(&id)?;
+    let outcome = ctl.reauth(&id).await?;
+    tracing::info!(
+        session_id = %id,
+        rar_sent = outcome.rar_sent,
+        rc = ?outcome.result_code,
+        script_version = outcome.script_version,
+        "session re-authorized by API"
+    );
+    Ok(Json(outcome).into_response())
+}

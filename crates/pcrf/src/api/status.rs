@@ -1,0 +1,36 @@
+//! Health, readiness, running configuration and the Prometheus scrape:
+//! what load balancers, orchestrators and monitoring poll.
+
+use super::control::Control;
+use crate::metrics::CONTENT_TYPE;
+use axum::extract::State;
+use axum::http::{header, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use serde_json::json;
+use std::sync::Arc;
+
+/// Liveness: the process answers HTTP. Never needs a token.
+pub async fn health() -> Json<serde_json::Value> {
+    Json(json!({"status": "ok"}))
+}
+
+/// Readiness: 503 with the reason when the node cannot take traffic.
+pub async fn ready<C: Control>(State(ctl): State<Arc<C>>) -> Response {
+    match ctl.ready().await {
+        Ok(()) => Json(json!({"ready": true})).into_response(),
+        Err(reason) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(json!({"ready": false, "error": reason})),
+        )
+            .into_response(),
+    }
+}
+
+pub async fn config<C: Control>(State(ctl): State<Arc<C>>) -> Json<serde_json::Value> {
+    Json(json!({"checksum": ctl.config_checksum()}))
+}
+
+pub async fn metrics<C: Control>(State(ctl): State<Arc<C>>) -> Response {
+    ([(header::CONTENT_TYPE, CONTENT_TYPE)], ctl.render_metrics()).into_response()
+}

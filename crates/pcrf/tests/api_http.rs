@@ -1,0 +1,785 @@
+//! The HTTP layer of the API over a real loopback socket: status codes,
+//! JSON errors for every kind of bad input, the bearer token, and the
+//! OpenAPI document agreeing with the router. The node behind it is an
+//! in-test implementation of `Control` over plain maps (the process-level
+//! tests drive the real node).
+
+use pcrf::api::{
+    self, openapi, ApiConfig, Control, ControlError, ReauthOutcome, ReleaseCause, ReleaseOutcome,
+    ReloadError, SessionFilter,
+};
+use pcrf::metrics::{Command, Metrics};
+use pcrf::policy::Decision;
+use pcrf::session::{GxSession, SessionState};
+use pcrf::subscriber::Subscriber;
+use serde_json::{json, Value};
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+// ---------------------------------------------------------------------------
+// An in-memory node
+
+#[derive(Default)]
+struct MapNode {
+    subscribers: Mutex<HashMap<String, Arc<Subscriber>>>,
+    sessions: Mutex<BTreeMap<String, Arc<GxSession>>>,
+    cells: Mutex<HashMap<String, u32>>,
+    releases: Mutex<Vec<(String, u32)>>,
+    /// What the next reload does.
+    next_reload: Mutex<Option<ReloadError>>,
+    version: Mutex<u64>,
+    not_ready: Mutex<Option<String>>,
+    metrics: Metrics,
+}
+
+impl Control for MapNode {
+    async fn put_subscriber(&self, s: Subscriber) -> Result<bool, ControlError> {
+        let mut t = self.subscribers.lock().expect("lock");
+        Ok(t.insert(s.imsi.clone(), Arc::new(s)).is_none())
+    }
+
+    fn subscriber(&self, imsi: &str) -> Option<Arc<Subscriber>> {
+        self.subscribers.lock().expect("lock").get(imsi).cloned()
+    }
+
+    async fn delete_subscriber(&self, imsi: &str) -> Result<bool, ControlError> {
+        Ok(self
+            .subscribers
+            .lock()
+            .expect("lock")
+            .remove(imsi)
+            .is_some())
+    }
+
+    fn sessions(&self, filter: &SessionFilter) -> Vec<Arc<GxSession>> {
+        let t = self.sessions.lock().expect("lock");
+        t.values()
+            .filter(|s| filter.matches(s))
+            .take(filter.limit)
+            .cloned()
+            .collect()
+    }
+
+    fn session(&self, id: &str) -> Option<Arc<GxSession>> {
+        self.sessions.lock().expect("lock").get(id).cloned()
+    }
+
+    async fn reauth(&self, id: &str) -> Result<ReauthOutcome, ControlError> {
+        let s = self
+            .session(id)
+            .ok_or_else(|| ControlError::NotFound(format!("no session {id}")))?;
+        if s.state == SessionState::Closed {
+            return Err(ControlError::Conflict(format!("session {id} is closed")));
+        }
+        Ok(ReauthOutcome {
+            rar_sent: true,
+            result_code: Some(2001),
+            installed: vec!["video".into()],
+            removed: s.installed.rules.clone(),
+            script_version: *self.version.lock().expect("lock"),
+        })
+    }
+
+    async fn release(&self, id: &str, cause: ReleaseCause) -> Result<ReleaseOutcome, ControlError> {
+        if self.session(id).is_none() {
+            return Err(ControlError::NotFound(format!("no session {id}")));
+        }
+        self.releases
+            .lock()
+            .expect("lock")
+            .push((id.to_string(), cause.code()));
+        Ok(ReleaseOutcome {
+            result_code: Some(2001),
+        })
+    }
+
+    async fn reload_policy(&self) -> Result<u64, ReloadError> {
+        if let Some(e) = self.next_reload.lock().expect("lock").take() {
+            return Err(e);
+        }
+        let mut v = self.version.lock().expect("lock");
+        *v += 1;
+        Ok(*v)
+    }
+
+    fn set_congestion(&self, cell: &str, level: u32) {
+        self.cells
+            .lock()
+            .expect("lock")
+            .insert(cell.to_string(), level);
+    }
+
+    async fn ready(&self) -> Result<(), String> {
+        match self.not_ready.lock().expect("lock").clone() {
+            Some(reason) => Err(reason),
+            None => Ok(()),
+        }
+    }
+
+    fn config_checksum(&self) -> String {
+        "00112233aabbccdd".into()
+    }
+
+    fn render_metrics(&self) -> String {
+        self.metrics.render()
+    }
+}
+
+fn session(id: &str, imsi: &str, apn: &str, pcef: &str, state: SessionState) -> GxSession {
+    GxSession {
+        id: id.into(),
+        state,
+        subscriber: imsi.into(),
+        imsi: Some(imsi.into()),
+        msisdn: None,
+        pcef_host: pcef.into(),
+        pcef_realm: "lab".into(),
+        apn: Some(apn.into()),
+        ue_ipv4: Some([10, 0, 0, 1].into()),
+        ue_ipv6_prefix: None,
+        rat_type: Some(1004),
+        ip_can_type: Some(5),
+        location: None,
+        ms_timezone: None,
+        device: None,
+        supported_features: vec![],
+        installed: Decision {
+            rules: vec!["internet".into()],
+            ..Default::default()
+        },
+        rule_failures: vec![],
+        last_request_number: 0,
+        last_decision: None,
+        created_ms: 1,
+        updated_ms: 1,
+        closed_ms: None,
+    }
+}
+
+// ---------------------------------------------------------------------------
+// A real server on loopback and a minimal HTTP/1.1 client
+
+struct Server {
+    addr: SocketAddr,
+    node: Arc<MapNode>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<std::io::Result<()>>,
+}
+
+impl Server {
+    async fn start(cfg: ApiConfig) -> Server {
+        let node = Arc::new(MapNode::default());
+        let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        let router = api::router(node.clone(), &cfg);
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(api::serve(listener, router, async {
+            let _ = stopped.await;
+        }));
+        Server {
+            addr,
+            node,
+            stop: Some(stop),
+            task,
+        }
+    }
+
+    async fn shutdown(mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+        let r = tokio::time::timeout(Duration::from_secs(5), self.task)
+            .await
+            .expect("graceful shutdown in time");
+        r.expect("join").expect("serve");
+    }
+
+    /// Sends one request; returns status, headers (lowercase names) and body.
+    async fn call(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<&[u8]>,
+    ) -> (u16, HashMap<String, String>, Vec<u8>) {
+        let mut req = format!("{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n");
+        for (k, v) in headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        if let Some(b) = body {
+            req.push_str(&format!("Content-Length: {}\r\n", b.len()));
+        }
+        req.push_str("\r\n");
+        let mut conn = TcpStream::connect(self.addr).await.expect("connect");
+        conn.write_all(req.as_bytes()).await.expect("write");
+        if let Some(b) = body {
+            // A refused oversized body may close the connection early.
+            let _ = conn.write_all(b).await;
+        }
+        let mut raw = Vec::new();
+        tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut raw))
+            .await
+            .expect("answer in time")
+            .expect("read");
+        let split = raw
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .expect("header end");
+        let head = String::from_utf8(raw[..split].to_vec()).expect("ascii head");
+        let mut lines = head.split("\r\n");
+        let status: u16 = lines
+            .next()
+            .and_then(|l| l.split(' ').nth(1))
+            .and_then(|s| s.parse().ok())
+            .expect("status line");
+        let headers: HashMap<String, String> = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+            .collect();
+        let mut body = raw[split + 4..].to_vec();
+        if headers.get("transfer-encoding").map(String::as_str) == Some("chunked") {
+            body = dechunk(&body);
+        }
+        (status, headers, body)
+    }
+
+    async fn json(
+        &self,
+        method: &str,
+        path: &str,
+        headers: &[(&str, &str)],
+        body: Option<Value>,
+    ) -> (u16, Value) {
+        let bytes = body.map(|b| serde_json::to_vec(&b).expect("json"));
+        let mut h = headers.to_vec();
+        if bytes.is_some() {
+            h.push(("Content-Type", "application/json"));
+        }
+        let (status, headers, body) = self.call(method, path, &h, bytes.as_deref()).await;
+        if status == 204 {
+            assert!(body.is_empty());
+            return (status, Value::Null);
+        }
+        assert_eq!(
+            headers.get("content-type").map(String::as_str),
+            Some("application/json"),
+            "{method} {path} -> {status} not JSON: {}",
+            String::from_utf8_lossy(&body)
+        );
+        let v = serde_json::from_slice(&body).expect("JSON body");
+        (status, v)
+    }
+}
+
+fn dechunk(mut b: &[u8]) -> Vec<u8> {
+    let mut out = Vec::new();
+    loop {
+        let eol = b.windows(2).position(|w| w == b"\r\n").expect("chunk size");
+        let size = usize::from_str_radix(std::str::from_utf8(&b[..eol]).expect("hex"), 16)
+            .expect("chunk size");
+        if size == 0 {
+            return out;
+        }
+        out.extend_from_slice(&b[eol + 2..eol + 2 + size]);
+        b = &b[eol + 4 + size..];
+    }
+}
+
+/// A JSON error: the status, and a non-empty message.
+fn assert_error(got: &(u16, Value), status: u16) {
+    assert_eq!(got.0, status, "body {}", got.1);
+    let msg = got.1["error"].as_str().unwrap_or_default();
+    assert!(!msg.is_empty(), "no error message in {}", got.1);
+}
+
+// ---------------------------------------------------------------------------
+
+#[tokio::test]
+async fn subscriber_lifecycle() {
+    let s = Server::start(ApiConfig::default()).await;
+    let path = "/v1/subscribers/001010000000001";
+    let body = json!({"msisdn": "491700000001", "plan": "basic", "services": ["vip", "vip", "tv"], "attributes": {"blocked": false}});
+
+    let (status, headers, raw) = s
+        .call(
+            "PUT",
+            path,
+            &[("Content-Type", "application/json")],
+            Some(body.to_string().as_bytes()),
+        )
+        .await;
+    assert_eq!(status, 201);
+    assert_eq!(headers.get("location").map(String::as_str), Some(path));
+    let created: Value = serde_json::from_slice(&raw).expect("json");
+    assert_eq!(created["imsi"], "001010000000001");
+    assert_eq!(created["services"], json!(["tv", "vip"]));
+
+    let (status, _) = s
+        .json("PUT", path, &[], Some(json!({"plan": "gold"})))
+        .await;
+    assert_eq!(status, 200);
+    let (status, got) = s.json("GET", path, &[], None).await;
+    assert_eq!(status, 200);
+    assert_eq!(got["plan"], "gold");
+    assert!(got.get("msisdn").is_none(), "replace, not merge: {got}");
+
+    let (status, _) = s.json("DELETE", path, &[], None).await;
+    assert_eq!(status, 204);
+    assert_error(&s.json("GET", path, &[], None).await, 404);
+    assert_error(&s.json("DELETE", path, &[], None).await, 404);
+    assert!(s.node.subscribers.lock().expect("lock").is_empty());
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn bad_subscriber_input_is_a_json_error() {
+    let cfg = ApiConfig {
+        max_body_bytes: 4096,
+        ..Default::default()
+    };
+    let s = Server::start(cfg).await;
+    let path = "/v1/subscribers/001010000000002";
+    let ok_body = json!({"plan": "basic"});
+
+    assert_error(
+        &s.json("PUT", "/v1/subscribers/12ab", &[], Some(ok_body.clone()))
+            .await,
+        400,
+    );
+    assert_error(&s.json("GET", "/v1/subscribers/123", &[], None).await, 400);
+    assert_error(
+        &s.json("PUT", path, &[], Some(json!({"msisdn": "+49 170"})))
+            .await,
+        400,
+    );
+    assert_error(
+        &s.json("PUT", path, &[], Some(json!({"imsi": "001010000000009"})))
+            .await,
+        400,
+    );
+    assert_error(
+        &s.json("PUT", path, &[], Some(json!({"services": [""]})))
+            .await,
+        400,
+    );
+    // Unknown field and wrong type: axum's 422, as JSON.
+    assert_error(
+        &s.json("PUT", path, &[], Some(json!({"plna": "x"}))).await,
+        422,
+    );
+    assert_error(
+        &s.json("PUT", path, &[], Some(json!({"services": "vip"})))
+            .await,
+        422,
+    );
+
+    let raw = |ct: &'static str, body: &'static [u8]| {
+        let s = &s;
+        async move {
+            let (status, headers, body) = s
+                .call("PUT", path, &[("Content-Type", ct)], Some(body))
+                .await;
+            assert_eq!(
+                headers.get("content-type").map(String::as_str),
+                Some("application/json")
+            );
+            let v: Value = serde_json::from_slice(&body).expect("json error body");
+            (status, v)
+        }
+    };
+    assert_error(&raw("application/json", b"{\"plan\": ").await, 400);
+    assert_error(&raw("text/plain", b"{}").await, 415);
+    let big = format!("{{\"plan\": \"{}\"}}", "x".repeat(5000)).into_bytes();
+    let (status, headers, body) = s
+        .call(
+            "PUT",
+            path,
+            &[("Content-Type", "application/json")],
+            Some(&big),
+        )
+        .await;
+    assert_eq!(status, 413);
+    assert_eq!(
+        headers.get("content-type").map(String::as_str),
+        Some("application/json")
+    );
+    assert!(serde_json::from_slice::<Value>(&body).is_ok());
+
+    assert!(s.node.subscribers.lock().expect("lock").is_empty());
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn sessions_list_get_reauth_release() {
+    let s = Server::start(ApiConfig::default()).await;
+    {
+        let mut t = s.node.sessions.lock().expect("lock");
+        for (id, imsi, apn, pcef, st) in [
+            (
+                "pgw1;1;1",
+                "001010000000001",
+                "internet",
+                "pgw1",
+                SessionState::Open,
+            ),
+            (
+                "pgw1;1;2",
+                "001010000000001",
+                "ims",
+                "pgw1",
+                SessionState::Open,
+            ),
+            (
+                "pgw2;1;3",
+                "001010000000002",
+                "internet",
+                "pgw2",
+                SessionState::Open,
+            ),
+            (
+                "pgw2;1;4",
+                "001010000000003",
+                "internet",
+                "pgw2",
+                SessionState::Closed,
+            ),
+        ] {
+            t.insert(id.into(), Arc::new(session(id, imsi, apn, pcef, st)));
+        }
+    }
+    let ids = |v: &Value| -> Vec<String> {
+        v["sessions"]
+            .as_array()
+            .expect("array")
+            .iter()
+            .map(|s| s["id"].as_str().expect("id").to_string())
+            .collect()
+    };
+    let (status, all) = s.json("GET", "/v1/sessions", &[], None).await;
+    assert_eq!(status, 200);
+    assert_eq!(ids(&all).len(), 4);
+    assert_eq!(all["truncated"], false);
+    let (_, v) = s
+        .json("GET", "/v1/sessions?subscriber=001010000000001", &[], None)
+        .await;
+    assert_eq!(ids(&v), vec!["pgw1;1;1", "pgw1;1;2"]);
+    let (_, v) = s
+        .json("GET", "/v1/sessions?apn=internet&peer=pgw2", &[], None)
+        .await;
+    assert_eq!(ids(&v), vec!["pgw2;1;3", "pgw2;1;4"]);
+    let (_, v) = s.json("GET", "/v1/sessions?limit=3", &[], None).await;
+    assert_eq!(ids(&v).len(), 3);
+    assert_eq!(v["truncated"], true);
+    assert_error(&s.json("GET", "/v1/sessions?limit=0", &[], None).await, 400);
+    assert_error(&s.json("GET", "/v1/sessions?limit=x", &[], None).await, 400);
+    assert_error(&s.json("GET", "/v1/sessions?imsi=1", &[], None).await, 400);
+
+    // Session-Ids carry ';' (and may carry '/'): percent-encoded in the path.
+    let (status, one) = s.json("GET", "/v1/sessions/pgw1%3B1%3B2", &[], None).await;
+    assert_eq!(status, 200);
+    assert_eq!(one["apn"], "ims");
+    assert_eq!(one["installed"]["rules"], json!(["internet"]));
+    assert_error(&s.json("GET", "/v1/sessions/nope", &[], None).await, 404);
+
+    let (status, out) = s
+        .json("POST", "/v1/sessions/pgw1%3B1%3B1/reauth", &[], None)
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(out["rar_sent"], true);
+    assert_eq!(out["removed"], json!(["internet"]));
+    assert_error(
+        &s.json("POST", "/v1/sessions/pgw2%3B1%3B4/reauth", &[], None)
+            .await,
+        409,
+    );
+    assert_error(
+        &s.json("POST", "/v1/sessions/nope/reauth", &[], None).await,
+        404,
+    );
+
+    let (status, out) = s
+        .json(
+            "DELETE",
+            "/v1/sessions/pgw2%3B1%3B3?cause=UE_SUBSCRIPTION_REASON",
+            &[],
+            None,
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(out["result_code"], 2001);
+    let (status, _) = s
+        .json("DELETE", "/v1/sessions/pgw1%3B1%3B1", &[], None)
+        .await;
+    assert_eq!(status, 200);
+    assert_error(
+        &s.json("DELETE", "/v1/sessions/pgw1%3B1%3B1?cause=BOGUS", &[], None)
+            .await,
+        400,
+    );
+    assert_error(&s.json("DELETE", "/v1/sessions/nope", &[], None).await, 404);
+    assert_eq!(
+        *s.node.releases.lock().expect("lock"),
+        vec![("pgw2;1;3".to_string(), 1), ("pgw1;1;1".to_string(), 0)]
+    );
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn policy_cells_health_ready_config_metrics() {
+    let s = Server::start(ApiConfig::default()).await;
+
+    let (status, v) = s.json("POST", "/v1/policy/reload", &[], None).await;
+    assert_eq!((status, v["version"].as_u64()), (200, Some(1)));
+    *s.node.next_reload.lock().expect("lock") = Some(ReloadError {
+        error: "default.lua:12: unexpected symbol near 'end'".into(),
+        line: Some(12),
+    });
+    let got = s.json("POST", "/v1/policy/reload", &[], None).await;
+    assert_error(&got, 422);
+    assert_eq!(got.1["line"], 12);
+    let (status, v) = s.json("POST", "/v1/policy/reload", &[], None).await;
+    assert_eq!((status, v["version"].as_u64()), (200, Some(2)));
+
+    let (status, v) = s
+        .json(
+            "PUT",
+            "/v1/network/cells/00F1102A3B4C5D",
+            &[],
+            Some(json!({"congestion": 3})),
+        )
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(v, json!({"cell": "00f1102a3b4c5d", "congestion": 3}));
+    assert_eq!(
+        s.node.cells.lock().expect("lock").get("00f1102a3b4c5d"),
+        Some(&3)
+    );
+    assert_error(
+        &s.json(
+            "PUT",
+            "/v1/network/cells/00f110",
+            &[],
+            Some(json!({"congestion": 1})),
+        )
+        .await,
+        400,
+    );
+    assert_error(
+        &s.json(
+            "PUT",
+            "/v1/network/cells/00f1102a3b4c5z",
+            &[],
+            Some(json!({"congestion": 1})),
+        )
+        .await,
+        400,
+    );
+    assert_error(
+        &s.json(
+            "PUT",
+            "/v1/network/cells/00f1102a3b4c5d",
+            &[],
+            Some(json!({"congestion": 101})),
+        )
+        .await,
+        400,
+    );
+    assert_error(
+        &s.json(
+            "PUT",
+            "/v1/network/cells/00f1102a3b4c5d",
+            &[],
+            Some(json!({"congestion": -1})),
+        )
+        .await,
+        422,
+    );
+
+    assert_eq!(
+        s.json("GET", "/v1/health", &[], None).await,
+        (200, json!({"status": "ok"}))
+    );
+    assert_eq!(
+        s.json("GET", "/v1/ready", &[], None).await,
+        (200, json!({"ready": true}))
+    );
+    *s.node.not_ready.lock().expect("lock") = Some("store not writable: disk full".into());
+    let (status, v) = s.json("GET", "/v1/ready", &[], None).await;
+    assert_eq!(status, 503);
+    assert_eq!(v["error"], "store not writable: disk full");
+    assert_eq!(
+        s.json("GET", "/v1/config", &[], None).await,
+        (200, json!({"checksum": "00112233aabbccdd"}))
+    );
+
+    s.node
+        .metrics
+        .request(Command::CcrInitial, 2001, Duration::from_micros(400));
+    let (status, headers, body) = s.call("GET", "/metrics", &[], None).await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        headers.get("content-type").map(String::as_str),
+        Some("text/plain; version=0.0.4; charset=utf-8")
+    );
+    let text = String::from_utf8(body).expect("utf8");
+    assert!(text.contains("pcrf_requests_total{command=\"CCR-I\",result_code=\"2001\"} 1\n"));
+
+    // Unknown route and wrong method: JSON too.
+    assert_error(&s.json("GET", "/v1/nothing", &[], None).await, 404);
+    assert_error(&s.json("POST", "/v1/health", &[], None).await, 405);
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn bearer_token_guards_everything_but_health() {
+    let token = "0123456789abcdef-token";
+    let s = Server::start(ApiConfig {
+        token: Some(token.into()),
+        ..Default::default()
+    })
+    .await;
+    let good = format!("Bearer {token}");
+    let wrong = format!("Bearer {token}x");
+    let prefix_only = format!("Bearer {}", &token[..10]);
+
+    assert_eq!(s.json("GET", "/v1/health", &[], None).await.0, 200);
+    for (method, path, _) in api::route_table::<MapNode>() {
+        if path == "/v1/health" {
+            continue;
+        }
+        let path = path
+            .replace("{imsi}", "001010000000001")
+            .replace("{id}", "x")
+            .replace("{cell}", "00f1102a3b4c5d");
+        for auth in [
+            None,
+            Some(wrong.as_str()),
+            Some(prefix_only.as_str()),
+            Some(token),
+        ] {
+            let headers: Vec<(&str, &str)> =
+                auth.map(|a| ("Authorization", a)).into_iter().collect();
+            let (status, h, body) = s.call(method.as_str(), &path, &headers, None).await;
+            assert_eq!(status, 401, "{method} {path} with {auth:?}");
+            assert_eq!(
+                h.get("www-authenticate").map(String::as_str),
+                Some("Bearer")
+            );
+            let v: Value = serde_json::from_slice(&body).expect("json");
+            assert!(v["error"].is_string());
+        }
+        let (status, _, _) = s
+            .call(method.as_str(), &path, &[("Authorization", &good)], None)
+            .await;
+        assert_ne!(status, 401, "{method} {path} with the right token");
+    }
+    s.shutdown().await;
+}
+
+// ---------------------------------------------------------------------------
+// The OpenAPI document against the router
+
+#[tokio::test]
+async fn openapi_document_matches_the_router() {
+    let doc = openapi::document();
+    assert!(doc["openapi"]
+        .as_str()
+        .is_some_and(|v| v.starts_with("3.0.")));
+    assert!(doc["info"]["title"].is_string() && doc["info"]["version"].is_string());
+
+    let mut documented = Vec::new();
+    let paths = doc["paths"].as_object().expect("paths");
+    for (path, item) in paths {
+        for (key, op) in item.as_object().expect("path item") {
+            if key == "parameters" {
+                continue;
+            }
+            assert!(
+                ["get", "put", "post", "delete", "patch", "head", "options"]
+                    .contains(&key.as_str()),
+                "{path}: unexpected key {key}"
+            );
+            documented.push((key.to_ascii_uppercase(), path.clone()));
+            // Every template parameter declared as a path parameter.
+            let declared: Vec<&str> = item["parameters"]
+                .as_array()
+                .into_iter()
+                .chain(op["parameters"].as_array())
+                .flatten()
+                .filter(|p| p["in"] == "path")
+                .filter_map(|p| p["name"].as_str())
+                .collect();
+            for seg in path.split('/') {
+                if let Some(name) = seg.strip_prefix('{').and_then(|s| s.strip_suffix('}')) {
+                    assert!(declared.contains(&name), "{key} {path}: {name} undeclared");
+                }
+            }
+            assert!(
+                op["operationId"].is_string(),
+                "{key} {path}: no operationId"
+            );
+            assert!(op["responses"].as_object().is_some_and(|r| !r.is_empty()));
+        }
+    }
+    let mut routed: Vec<(String, String)> = api::route_table::<MapNode>()
+        .into_iter()
+        .map(|(m, p, _)| (m.as_str().to_string(), p.to_string()))
+        .collect();
+    documented.sort();
+    routed.sort();
+    assert_eq!(documented, routed, "OpenAPI paths and router routes differ");
+
+    // Public routes are exactly those the document exempts from security.
+    for (method, path, public) in api::route_table::<MapNode>() {
+        let op = &doc["paths"][path][method.as_str().to_ascii_lowercase()];
+        assert_eq!(op["security"] == json!([]), public, "{method} {path}");
+    }
+
+    // Every $ref resolves.
+    fn refs(v: &Value, out: &mut Vec<String>) {
+        match v {
+            Value::Object(m) => {
+                for (k, x) in m {
+                    if k == "$ref" {
+                        out.push(x.as_str().expect("ref string").to_string());
+                    } else {
+                        refs(x, out);
+                    }
+                }
+            }
+            Value::Array(a) => a.iter().for_each(|x| refs(x, out)),
+            _ => {}
+        }
+    }
+    let mut all = Vec::new();
+    refs(&doc, &mut all);
+    assert!(!all.is_empty());
+    for r in all {
+        let ptr = r.strip_prefix('#').expect("local ref");
+        assert!(doc.pointer(ptr).is_some(), "unresolved {r}");
+    }
+
+    // And the router really serves each documented operation: a request to
+    // it is not answered by the no-route or wrong-method fallbacks.
+    let s = Server::start(ApiConfig::default()).await;
+    let (status, served) = s.json("GET", "/v1/openapi.json", &[], None).await;
+    assert_eq!(status, 200);
+    assert_eq!(served, doc);
+    for (method, path) in &documented {
+        let concrete = path
+            .replace("{imsi}", "001010000000001")
+            .replace("{id}", "probe")
+            .replace("{cell}", "00f1102a3b4c5d");
+        let (status, _, body) = s.call(method, &concrete, &[], None).await;
+        let text = String::from_utf8_lossy(&body);
+        assert!(
+            status != 405 && !text.contains("no such route"),
+            "{method} {path} documented but not routed ({status} {text})"
+        );
+    }
+    s.shutdown().await;
+}
