@@ -2,9 +2,13 @@
 //! Lua policy, kept in memory, made durable through a group-commit writer.
 
 pub mod api;
+pub mod config;
+pub mod gx;
 pub mod logging;
 pub mod metrics;
+pub mod node;
 pub mod policy;
 pub mod session;
 pub mod store;
 pub mod subscriber;
+pub mod subscribers;

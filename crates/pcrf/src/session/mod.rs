@@ -7,4 +7,4 @@ pub mod table;
 
 pub use diff::RuleDiff;
 pub use record::{DecisionRecord, GxSession, SessionState};
-pub use table::{SessionFilter, SessionSlot, SessionTable};
+pub use table::{SessionSlot, SessionTable};

@@ -60,6 +60,11 @@ pub struct GxSession {
     /// CC-Request-Number of the last CCR applied (retransmission detection).
     pub last_request_number: u32,
     pub last_decision: Option<DecisionRecord>,
+    /// The encoded answer to the last CCR applied, replayed (with the new
+    /// hop-by-hop and end-to-end ids) when that CCR is retransmitted, so a
+    /// retransmission is answered again but never applied twice.
+    #[serde(default, with = "hex_bytes", skip_serializing_if = "Option::is_none")]
+    pub last_answer: Option<Vec<u8>>,
     /// Unix milliseconds.
     pub created_ms: i64,
     pub updated_ms: i64,
@@ -96,9 +101,56 @@ impl GxSession {
             rule_failures: Vec::new(),
             last_request_number: 0,
             last_decision: None,
+            last_answer: None,
             created_ms: now_ms,
             updated_ms: now_ms,
             closed_ms: None,
         }
+    }
+}
+
+impl GxSession {
+    /// Equal in everything the store must keep: bookkeeping that is only
+    /// needed while the process lives (the last request number and answer,
+    /// the update time) is ignored, so a CCR-U that changes nothing else
+    /// causes no write (the source article's optimization 1).
+    pub fn durably_equal(&self, other: &GxSession) -> bool {
+        let strip = |s: &GxSession| GxSession {
+            last_request_number: 0,
+            last_answer: None,
+            updated_ms: 0,
+            ..s.clone()
+        };
+        strip(self) == strip(other)
+    }
+}
+
+/// Bytes as a hex string in the JSON blob (half the size of a number array).
+mod hex_bytes {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
+        match v {
+            Some(b) => s.serialize_str(&crate::gx::hex(b)),
+            None => s.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u8>>, D::Error> {
+        let Some(text) = Option::<String>::deserialize(d)? else {
+            return Ok(None);
+        };
+        if text.len() % 2 != 0 {
+            return Err(serde::de::Error::custom("odd-length hex"));
+        }
+        (0..text.len())
+            .step_by(2)
+            .map(|i| {
+                text.get(i..i + 2)
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                    .ok_or_else(|| serde::de::Error::custom("bad hex"))
+            })
+            .collect::<Result<Vec<u8>, _>>()
+            .map(Some)
     }
 }

@@ -22,7 +22,9 @@ pub struct SessionSlot {
 
 impl std::fmt::Debug for SessionSlot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("SessionSlot").field("id", &self.load().id).finish()
+        f.debug_struct("SessionSlot")
+            .field("id", &self.load().id)
+            .finish()
     }
 }
 
@@ -45,14 +47,6 @@ impl SessionSlot {
     pub fn publish(&self, s: Arc<GxSession>) {
         self.current.store(s);
     }
-}
-
-/// Filters for listing sessions.
-#[derive(Debug, Default, Clone, serde::Deserialize)]
-pub struct SessionFilter {
-    pub subscriber: Option<String>,
-    pub apn: Option<String>,
-    pub peer: Option<String>,
 }
 
 /// All Gx sessions, open and recently closed, by Session-Id, with an index
@@ -156,9 +150,15 @@ impl SessionTable {
             .unwrap_or_default()
     }
 
-    /// Current records matching a filter.
-    pub fn list(&self, f: &SessionFilter) -> Vec<Arc<GxSession>> {
-        let candidates: Vec<Arc<SessionSlot>> = match &f.subscriber {
+    /// Current records of one subscriber (through the index) or of all,
+    /// that `keep` accepts, sorted by Session-Id, at most `limit`.
+    pub fn list(
+        &self,
+        subscriber: Option<&str>,
+        keep: impl Fn(&GxSession) -> bool,
+        limit: usize,
+    ) -> Vec<Arc<GxSession>> {
+        let candidates: Vec<Arc<SessionSlot>> = match subscriber {
             Some(sub) => self
                 .ids_of_subscriber(sub)
                 .iter()
@@ -173,24 +173,26 @@ impl SessionTable {
         let mut out: Vec<Arc<GxSession>> = candidates
             .iter()
             .map(|s| s.load())
-            .filter(|s| f.apn.as_ref().is_none_or(|a| s.apn.as_deref() == Some(a)))
-            .filter(|s| f.peer.as_ref().is_none_or(|p| &s.pcef_host == p))
+            .filter(|s| keep(s))
             .collect();
         out.sort_by(|a, b| a.id.cmp(&b.id));
+        out.truncate(limit);
         out
     }
 
-    /// Number of open sessions (a gauge; walks the shards).
-    pub fn open_count(&self) -> usize {
-        self.shards
-            .iter()
-            .map(|s| {
-                s.lock()
-                    .values()
-                    .filter(|v| v.load().state == SessionState::Open)
-                    .count()
-            })
-            .sum()
+    /// Open and closed sessions held (gauges; walks the shards).
+    pub fn counts(&self) -> (usize, usize) {
+        let mut open = 0;
+        let mut closed = 0;
+        for shard in &self.shards {
+            for v in shard.lock().values() {
+                match v.load().state {
+                    SessionState::Open => open += 1,
+                    SessionState::Closed => closed += 1,
+                }
+            }
+        }
+        (open, closed)
     }
 
     /// Ids of closed sessions closed before `before_ms` (for purging).
@@ -229,16 +231,14 @@ mod tests {
         assert!(t.insert(session("b", "001", "ims")).is_ok());
         assert!(t.insert(session("a", "002", "internet")).is_err());
         assert_eq!(t.ids_of_subscriber("001").len(), 2);
-        let f = SessionFilter {
-            subscriber: Some("001".into()),
-            apn: Some("ims".into()),
-            peer: None,
-        };
+        let ims = |s: &GxSession| s.apn.as_deref() == Some("ims");
+        let found = t.list(Some("001"), ims, 10);
         assert_eq!(
-            t.list(&f).iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
+            found.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
             vec!["b"]
         );
-        assert_eq!(t.open_count(), 2);
+        assert_eq!(t.list(None, |_| true, 1).len(), 1, "limit applies");
+        assert_eq!(t.counts(), (2, 0));
         t.remove("a");
         assert!(t.get("a").is_none());
         assert_eq!(t.ids_of_subscriber("001"), vec!["b".to_string()]);

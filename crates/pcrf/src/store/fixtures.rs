@@ -57,6 +57,7 @@ pub fn session(id: &str, subscriber: &str, updated_ms: i64) -> GxSession {
         rule_failures: vec![],
         last_request_number: 0,
         last_decision: None,
+        last_answer: None,
         created_ms: 1_700_000_000_000,
         updated_ms,
         closed_ms: None,

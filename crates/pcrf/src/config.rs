@@ -1,0 +1,465 @@
+//! The configuration file (TOML), its defaults and its validation.
+//!
+//! `pcrf serve` with no file runs on the built-in defaults (zero-config dev
+//! mode: any peer may connect). With a file, every error is reported with
+//! its location, all at once, before anything starts; `pcrf check-config`
+//! prints the same. The checksum of the running file is logged and shown by
+//! the API so an operator can tell which configuration a node runs.
+
+use crate::api::ApiConfig;
+use crate::logging::LogConfig;
+use crate::policy::decision::Decision;
+use crate::store::config::StoreConfig;
+use serde::Deserialize;
+use std::net::{IpAddr, SocketAddr};
+use std::path::{Path, PathBuf};
+
+/// `[node]`: who we are on the wire.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct NodeConfig {
+    #[serde(default = "default_host")]
+    pub origin_host: String,
+    #[serde(default = "default_realm")]
+    pub origin_realm: String,
+    /// Host-IP-Address values to advertise in CER/CEA (default: the listen
+    /// address, or 127.0.0.1 when listening on all addresses).
+    #[serde(default)]
+    pub host_ip_addresses: Vec<IpAddr>,
+}
+
+fn default_host() -> String {
+    "pcrf.localdomain".into()
+}
+fn default_realm() -> String {
+    "localdomain".into()
+}
+
+impl Default for NodeConfig {
+    fn default() -> Self {
+        NodeConfig {
+            origin_host: default_host(),
+            origin_realm: default_realm(),
+            host_ip_addresses: Vec::new(),
+        }
+    }
+}
+
+/// `[diameter]`: the listener and its limits.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DiameterConfig {
+    #[serde(default = "default_listen")]
+    pub listen: SocketAddr,
+    /// Tw, the watchdog interval (RFC 3539), seconds.
+    #[serde(default = "default_watchdog")]
+    pub watchdog_secs: u64,
+    /// How long we wait for an answer to our own requests (RAR), ms.
+    #[serde(default = "default_request_timeout")]
+    pub request_timeout_ms: u64,
+    /// Larger messages close the connection.
+    #[serde(default = "default_max_message")]
+    pub max_message_bytes: u32,
+    /// Requests in flight per connection before DIAMETER_TOO_BUSY.
+    #[serde(default = "default_in_flight")]
+    pub max_in_flight: usize,
+}
+
+fn default_listen() -> SocketAddr {
+    SocketAddr::from(([0, 0, 0, 0], 3868))
+}
+fn default_watchdog() -> u64 {
+    30
+}
+fn default_request_timeout() -> u64 {
+    5000
+}
+fn default_max_message() -> u32 {
+    1 << 20
+}
+fn default_in_flight() -> usize {
+    4096
+}
+
+impl Default for DiameterConfig {
+    fn default() -> Self {
+        DiameterConfig {
+            listen: default_listen(),
+            watchdog_secs: default_watchdog(),
+            request_timeout_ms: default_request_timeout(),
+            max_message_bytes: default_max_message(),
+            max_in_flight: default_in_flight(),
+        }
+    }
+}
+
+/// `[[peers]]`: a PCEF (or other node) allowed to connect.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PeerConfig {
+    pub origin_host: String,
+    /// Source addresses it may connect from; empty means any.
+    #[serde(default)]
+    pub addresses: Vec<IpAddr>,
+}
+
+/// What to do with a CCR-I for a subscriber nobody provisioned.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum UnknownSubscriber {
+    /// Answer Experimental-Result DIAMETER_USER_UNKNOWN (5030, TS 29.212 §5.5.3).
+    #[default]
+    Reject,
+    /// Run the policy with `subscriber.known = false`.
+    DefaultPolicy,
+}
+
+/// `[policy]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicySection {
+    #[serde(default = "default_policy_path")]
+    pub path: PathBuf,
+    /// IANA time zone for the policy's local time (e.g. "Europe/Berlin").
+    #[serde(default = "default_tz")]
+    pub time_zone: String,
+    #[serde(default)]
+    pub unknown_subscriber: UnknownSubscriber,
+    /// Lua VM instructions allowed per decision.
+    #[serde(default = "default_instructions")]
+    pub instruction_limit: u32,
+    /// Memory per Lua VM, MiB.
+    #[serde(default = "default_memory")]
+    pub memory_limit_mib: usize,
+    /// Decision applied when the script fails at run time.
+    #[serde(default = "default_fallback")]
+    pub fallback: Decision,
+    /// Watch the file and reload on change.
+    #[serde(default = "yes")]
+    pub watch: bool,
+}
+
+fn yes() -> bool {
+    true
+}
+fn default_policy_path() -> PathBuf {
+    PathBuf::from("policies/default.lua")
+}
+fn default_tz() -> String {
+    "UTC".into()
+}
+fn default_instructions() -> u32 {
+    1_000_000
+}
+fn default_memory() -> usize {
+    16
+}
+fn default_fallback() -> Decision {
+    Decision {
+        rules: vec!["internet".into()],
+        ..Default::default()
+    }
+}
+
+impl Default for PolicySection {
+    fn default() -> Self {
+        PolicySection {
+            path: default_policy_path(),
+            time_zone: default_tz(),
+            unknown_subscriber: UnknownSubscriber::default(),
+            instruction_limit: default_instructions(),
+            memory_limit_mib: default_memory(),
+            fallback: default_fallback(),
+            watch: true,
+        }
+    }
+}
+
+/// `[rules]`: the predefined rules and rule bases the PCEFs know. When
+/// non-empty, a decision naming anything else is corrected (the unknown
+/// name dropped, logged and counted) rather than sent to fail at the PCEF.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuleCatalog {
+    #[serde(default)]
+    pub predefined: Vec<String>,
+    #[serde(default)]
+    pub base_names: Vec<String>,
+}
+
+/// `[sessions]`.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionsConfig {
+    /// How long a closed session's record is kept, seconds.
+    #[serde(default = "default_retention")]
+    pub retention_secs: u64,
+}
+
+fn default_retention() -> u64 {
+    86_400
+}
+
+impl Default for SessionsConfig {
+    fn default() -> Self {
+        SessionsConfig {
+            retention_secs: default_retention(),
+        }
+    }
+}
+
+/// The whole configuration.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Config {
+    #[serde(default)]
+    pub node: NodeConfig,
+    #[serde(default)]
+    pub diameter: DiameterConfig,
+    #[serde(default)]
+    pub peers: Vec<PeerConfig>,
+    #[serde(default)]
+    pub store: StoreConfig,
+    #[serde(default)]
+    pub policy: PolicySection,
+    #[serde(default)]
+    pub rules: RuleCatalog,
+    #[serde(default)]
+    pub sessions: SessionsConfig,
+    #[serde(default)]
+    pub api: ApiConfig,
+    #[serde(default)]
+    pub log: LogConfig,
+    /// Set when no file was given: any peer may connect.
+    #[serde(skip)]
+    pub zero_config: bool,
+    /// xxh3 of the file's bytes (0 for built-in defaults).
+    #[serde(skip)]
+    pub checksum: u64,
+    /// Where it came from, for messages.
+    #[serde(skip)]
+    pub source: Option<PathBuf>,
+}
+
+/// One problem in a configuration, with where it is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigProblem {
+    /// "file:line:column" or "file: [section].key".
+    pub location: String,
+    pub message: String,
+}
+
+impl std::fmt::Display for ConfigProblem {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.location, self.message)
+    }
+}
+
+/// A configuration that cannot be used.
+#[derive(Debug, thiserror::Error)]
+#[error("{}", problems.iter().map(|p| p.to_string()).collect::<Vec<_>>().join("\n"))]
+pub struct ConfigError {
+    pub problems: Vec<ConfigProblem>,
+}
+
+impl Config {
+    /// The built-in defaults (zero-config dev mode).
+    pub fn zero_config() -> Config {
+        Config {
+            zero_config: true,
+            ..Default::default()
+        }
+    }
+
+    /// Reads, parses and validates a file.
+    pub fn load(path: &Path) -> Result<Config, ConfigError> {
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            problems: vec![ConfigProblem {
+                location: name.clone(),
+                message: format!("cannot read: {e}"),
+            }],
+        })?;
+        Self::parse(&text, &name).map(|mut c| {
+            c.source = Some(path.to_path_buf());
+            c
+        })
+    }
+
+    /// Parses and validates TOML text; `name` is used in messages.
+    pub fn parse(text: &str, name: &str) -> Result<Config, ConfigError> {
+        let mut cfg: Config = toml::from_str(text).map_err(|e| {
+            let location = match e.span() {
+                Some(span) => {
+                    let (line, col) = line_col(text, span.start);
+                    format!("{name}:{line}:{col}")
+                }
+                None => name.to_string(),
+            };
+            ConfigError {
+                problems: vec![ConfigProblem {
+                    location,
+                    message: e.message().to_string(),
+                }],
+            }
+        })?;
+        cfg.checksum = xxhash_rust::xxh3::xxh3_64(text.as_bytes());
+        let problems = cfg.validate(name);
+        if problems.is_empty() {
+            Ok(cfg)
+        } else {
+            Err(ConfigError { problems })
+        }
+    }
+
+    /// Checks what types alone cannot; returns every problem found.
+    pub fn validate(&self, name: &str) -> Vec<ConfigProblem> {
+        let mut p = Vec::new();
+        let mut bad = |key: &str, message: String| {
+            p.push(ConfigProblem {
+                location: format!("{name}: {key}"),
+                message,
+            })
+        };
+        if !is_fqdn(&self.node.origin_host) {
+            bad("[node].origin_host", "must be a host name (FQDN)".into());
+        }
+        if !is_fqdn(&self.node.origin_realm) {
+            bad(
+                "[node].origin_realm",
+                "must be a realm (domain name)".into(),
+            );
+        }
+        if !(6..=3600).contains(&self.diameter.watchdog_secs) {
+            bad(
+                "[diameter].watchdog_secs",
+                "must be between 6 and 3600 (RFC 3539)".into(),
+            );
+        }
+        if self.diameter.max_message_bytes < 4096 {
+            bad(
+                "[diameter].max_message_bytes",
+                "must be at least 4096".into(),
+            );
+        }
+        if self.diameter.max_in_flight == 0 {
+            bad("[diameter].max_in_flight", "must be at least 1".into());
+        }
+        if self.diameter.request_timeout_ms == 0 {
+            bad("[diameter].request_timeout_ms", "must be at least 1".into());
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (i, peer) in self.peers.iter().enumerate() {
+            if !is_fqdn(&peer.origin_host) {
+                bad(
+                    &format!("[[peers]] #{}.origin_host", i + 1),
+                    "must be a host name (FQDN)".into(),
+                );
+            }
+            if !seen.insert(peer.origin_host.to_ascii_lowercase()) {
+                bad(
+                    &format!("[[peers]] #{}.origin_host", i + 1),
+                    format!("{} is listed twice", peer.origin_host),
+                );
+            }
+        }
+        if jiff::tz::TimeZone::get(&self.policy.time_zone).is_err() {
+            bad(
+                "[policy].time_zone",
+                format!("unknown IANA time zone {:?}", self.policy.time_zone),
+            );
+        }
+        if self.policy.instruction_limit < 1000 {
+            bad("[policy].instruction_limit", "must be at least 1000".into());
+        }
+        if self.policy.memory_limit_mib == 0 {
+            bad("[policy].memory_limit_mib", "must be at least 1".into());
+        }
+        if self.sessions.retention_secs == 0 {
+            bad("[sessions].retention_secs", "must be at least 1".into());
+        }
+        p
+    }
+
+    /// The checksum as the API and logs show it.
+    pub fn checksum_hex(&self) -> String {
+        format!("{:016x}", self.checksum)
+    }
+}
+
+fn line_col(text: &str, offset: usize) -> (usize, usize) {
+    let before = &text[..offset.min(text.len())];
+    let line = before.matches('\n').count() + 1;
+    let col = before.rsplit('\n').next().map_or(0, |l| l.chars().count()) + 1;
+    (line, col)
+}
+
+/// A DiameterIdentity: dot-separated labels of letters, digits and hyphens.
+fn is_fqdn(s: &str) -> bool {
+    !s.is_empty()
+        && s.len() <= 253
+        && s.split('.').all(|l| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_match_the_documented_zero_config() {
+        let c = Config::zero_config();
+        assert!(c.zero_config);
+        assert_eq!(c.node.origin_host, "pcrf.localdomain");
+        assert_eq!(c.diameter.listen, "0.0.0.0:3868".parse().expect("addr"));
+        assert_eq!(c.policy.path, PathBuf::from("policies/default.lua"));
+        assert!(c.validate("x").is_empty());
+    }
+
+    #[test]
+    fn syntax_errors_have_line_and_column() {
+        let e = Config::parse("[node]\norigin_host = \n", "pcrf.toml").expect_err("bad");
+        assert!(e.problems[0].location.starts_with("pcrf.toml:2:"), "{e}");
+        let e = Config::parse("[node]\nbogus = 1\n", "pcrf.toml").expect_err("unknown key");
+        assert!(e.to_string().contains("bogus"), "{e}");
+    }
+
+    #[test]
+    fn every_semantic_problem_is_reported_at_once() {
+        let text = r#"
+[node]
+origin_host = "not a host"
+[diameter]
+watchdog_secs = 1
+[policy]
+time_zone = "Mars/Olympus"
+[[peers]]
+origin_host = "pgw.example"
+[[peers]]
+origin_host = "PGW.example"
+"#;
+        let e = Config::parse(text, "c.toml").expect_err("bad");
+        let keys: Vec<&str> = e.problems.iter().map(|p| p.location.as_str()).collect();
+        assert_eq!(
+            keys,
+            vec![
+                "c.toml: [node].origin_host",
+                "c.toml: [diameter].watchdog_secs",
+                "c.toml: [[peers]] #2.origin_host",
+                "c.toml: [policy].time_zone",
+            ]
+        );
+    }
+
+    #[test]
+    fn the_example_config_is_valid() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../config/pcrf.example.toml");
+        let c = Config::load(&path).expect("example config must load");
+        assert!(!c.zero_config);
+        assert_ne!(c.checksum, 0);
+    }
+}

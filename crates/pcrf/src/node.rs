@@ -1,0 +1,940 @@
+//! The running PCRF node: the tables, the policy engine and the store writer,
+//! and what happens to each request. A CCR is decoded (`gx.rs`), applied to
+//! its session under the session's own lock, decided by the policy (or the
+//! memo), persisted through the group commit, and only then answered.
+//! The REST API drives the same operations through the `Control` trait.
+
+use crate::api::control::{
+    Control, ControlError, ReauthOutcome, ReleaseCause, ReleaseOutcome, ReloadError, SessionFilter,
+};
+use crate::config::{Config, UnknownSubscriber};
+use crate::gx::{self, CcaExtras, Ccr, Identity, Outcome, RequestType};
+use crate::metrics::{Command, Exposition, Metrics, MetricsSource, SessionStats};
+use crate::policy::decision::{Decision, Reject};
+use crate::policy::input::{
+    NetworkInput, PolicyInput, RuleFailure, SessionInput, SubscriberInput, TimeInput,
+};
+use crate::policy::{PolicyEngine, Ran};
+use crate::session::{GxSession, RuleDiff, SessionState, SessionTable};
+use crate::store::group_commit::GroupCommit;
+use crate::store::{Change, StoreError};
+use crate::subscriber::Subscriber;
+use crate::subscribers::SubscriberTable;
+use bytes::{Bytes, BytesMut};
+use diameter::codec::{missing_avp, DiameterError, Message};
+use diameter::dict::{self, avp, cmd};
+use diameter::result_code;
+use diameter::transport::{PeerHandle, PeerTable, RequestError};
+use parking_lot::RwLock;
+use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// 3GPP Experimental-Result-Code DIAMETER_USER_UNKNOWN (TS 29.212 §5.5.3).
+pub const USER_UNKNOWN: u32 = 5030;
+
+/// How long a request waits for the store before it is answered 5012.
+const COMMIT_WAIT: Duration = Duration::from_secs(5);
+
+/// Counters of the node's own decisions, rendered into /metrics.
+#[derive(Default)]
+pub struct NodeCounters {
+    pub policy_fallbacks: AtomicU64,
+    pub unknown_rule_names: AtomicU64,
+    pub rule_failures_reported: AtomicU64,
+    pub retransmissions: AtomicU64,
+    pub store_failures: AtomicU64,
+    pub writes_skipped: AtomicU64,
+}
+
+/// The PCRF node.
+pub struct Node {
+    cfg: Arc<Config>,
+    me: Identity,
+    subscribers: SubscriberTable,
+    sessions: SessionTable,
+    policy: Arc<PolicyEngine>,
+    store: GroupCommit,
+    peers: PeerTable,
+    /// Congestion level by cell (ECGI, 14 lowercase hex digits).
+    congestion: RwLock<HashMap<String, u32>>,
+    tz: jiff::tz::TimeZone,
+    catalog_rules: HashSet<String>,
+    catalog_bases: HashSet<String>,
+    metrics: Arc<Metrics>,
+    counters: NodeCounters,
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// What one Gx request produced: the answer and its result for metrics.
+struct Answered {
+    bytes: Bytes,
+    code: u32,
+}
+
+impl Node {
+    /// Assembles a node from what start-up loaded.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        cfg: Arc<Config>,
+        policy: Arc<PolicyEngine>,
+        store: GroupCommit,
+        subscribers: Vec<Subscriber>,
+        sessions: Vec<GxSession>,
+        peers: PeerTable,
+        metrics: Arc<Metrics>,
+        tz: jiff::tz::TimeZone,
+    ) -> Node {
+        let sub_table = SubscriberTable::default();
+        for s in subscribers {
+            sub_table.put(Arc::new(s));
+        }
+        let session_table = SessionTable::default();
+        for s in sessions {
+            session_table.replace(Arc::new(s));
+        }
+        Node {
+            me: Identity {
+                origin_host: cfg.node.origin_host.clone(),
+                origin_realm: cfg.node.origin_realm.clone(),
+            },
+            catalog_rules: cfg.rules.predefined.iter().cloned().collect(),
+            catalog_bases: cfg.rules.base_names.iter().cloned().collect(),
+            cfg,
+            subscribers: sub_table,
+            sessions: session_table,
+            policy,
+            store,
+            peers,
+            congestion: RwLock::new(HashMap::new()),
+            tz,
+            metrics,
+            counters: NodeCounters::default(),
+        }
+    }
+
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.metrics
+    }
+    pub fn policy(&self) -> &Arc<PolicyEngine> {
+        &self.policy
+    }
+    pub fn store(&self) -> &GroupCommit {
+        &self.store
+    }
+    pub fn session_table(&self) -> &SessionTable {
+        &self.sessions
+    }
+    pub fn counters(&self) -> &NodeCounters {
+        &self.counters
+    }
+
+    /// Answers one Gx request from a PCEF.
+    pub async fn handle_gx(&self, req: Message) -> Result<Bytes, DiameterError> {
+        if req.command_code() != cmd::CREDIT_CONTROL {
+            return Err(DiameterError::new(
+                result_code::DIAMETER_COMMAND_UNSUPPORTED,
+                "Gx serves CCR only",
+            ));
+        }
+        let started = Instant::now();
+        // Unknown M-bit AVPs, bad lengths and bad values anywhere in the
+        // message are refused before anything is applied (RFC 6733 §7).
+        let checked = req.validate().and_then(|_| gx::decode_ccr(&req));
+        let ccr = match checked {
+            Ok(c) => c,
+            Err(e) => {
+                let command = req
+                    .find(avp::CC_REQUEST_TYPE)
+                    .ok()
+                    .flatten()
+                    .and_then(|a| a.as_u32().ok())
+                    .and_then(Command::from_cc_request_type)
+                    .unwrap_or(Command::CcrUpdate);
+                self.metrics
+                    .request(command, e.result_code, started.elapsed());
+                tracing::info!(session = ?req.session_id().ok().flatten(), error = %e, "CCR refused");
+                return Err(e);
+            }
+        };
+        let command = match ccr.request_type {
+            Some(RequestType::Initial) => Command::CcrInitial,
+            Some(RequestType::Update) => Command::CcrUpdate,
+            _ => Command::CcrTermination,
+        };
+        let result = match ccr.request_type {
+            Some(RequestType::Initial) => self.ccr_initial(&req, &ccr).await,
+            Some(RequestType::Update) => self.ccr_update(&req, &ccr).await,
+            Some(RequestType::Termination) => self.ccr_termination(&req, &ccr).await,
+            None => Err(missing_avp(avp::CC_REQUEST_TYPE, "CC-Request-Type")),
+        };
+        let code = match &result {
+            Ok(a) => a.code,
+            Err(e) => e.result_code,
+        };
+        self.metrics.request(command, code, started.elapsed());
+        tracing::debug!(
+            session = ccr.session_id,
+            command = command.label(),
+            number = ccr.request_number,
+            pcef = ccr.origin_host,
+            result = code,
+            us = started.elapsed().as_micros() as u64,
+            "gx"
+        );
+        result.map(|a| a.bytes)
+    }
+
+    fn find_subscriber(&self, imsi: Option<&str>, msisdn: Option<&str>) -> Option<Arc<Subscriber>> {
+        imsi.and_then(|i| self.subscribers.get(i))
+            .or_else(|| msisdn.and_then(|m| self.subscribers.by_msisdn(m)))
+    }
+
+    async fn ccr_initial(&self, req: &Message, c: &Ccr<'_>) -> Result<Answered, DiameterError> {
+        if c.imsi.is_none() && c.msisdn.is_none() {
+            return Err(missing_avp(avp::SUBSCRIPTION_ID, "Subscription-Id"));
+        }
+        // A retransmitted CCR-I is answered again, not applied twice.
+        if let Some(slot) = self.sessions.get(c.session_id) {
+            let _g = slot.lock().await;
+            let cur = slot.load();
+            if cur.state == SessionState::Open && cur.last_request_number == c.request_number {
+                if let Some(ans) = &cur.last_answer {
+                    self.counters.retransmissions.fetch_add(1, Relaxed);
+                    return Ok(replay(ans, req));
+                }
+            }
+        }
+        let sub = self.find_subscriber(c.imsi, c.msisdn);
+        if sub.is_none() && self.cfg.policy.unknown_subscriber == UnknownSubscriber::Reject {
+            tracing::info!(session = c.session_id, imsi = ?c.imsi, msisdn = ?c.msisdn, "unknown subscriber rejected");
+            return Ok(self.cca(req, c, Outcome::Experimental(USER_UNKNOWN), None, None));
+        }
+        let now = now_ms();
+        let key = sub
+            .as_ref()
+            .map(|s| s.imsi.clone())
+            .or_else(|| c.imsi.map(str::to_owned))
+            .or_else(|| c.msisdn.map(str::to_owned))
+            .unwrap_or_default();
+        let mut s = GxSession::new(
+            c.session_id.to_owned(),
+            key,
+            c.origin_host.to_owned(),
+            c.origin_realm.to_owned(),
+            now,
+        );
+        s.imsi = c.imsi.map(str::to_owned);
+        s.msisdn = c.msisdn.map(str::to_owned);
+        s.supported_features = c.supported_features.clone();
+        apply_reported(&mut s, c);
+        s.last_request_number = c.request_number;
+
+        let input = self.policy_input(&s, sub.as_deref());
+        let out = self.policy.decide(&input, None);
+        self.note_fallback(&s.id, &out);
+        if let Some(rej) = &out.decision.reject {
+            return Ok(self.reject(req, c, rej));
+        }
+        let decision = self.check_catalog(&s.id, out.decision.clone());
+        let empty = Decision::default();
+        let diff = RuleDiff::between(&empty, &decision);
+        let extras = self.extras(c);
+        let answer = self.cca(
+            req,
+            c,
+            Outcome::Result(result_code::DIAMETER_SUCCESS),
+            Some(&extras),
+            Some(&diff),
+        );
+        s.last_decision = Some(out.record(&input, now));
+        s.installed = decision;
+        s.last_answer = Some(answer.bytes.to_vec());
+        let s = Arc::new(s);
+        let slot = match self.sessions.insert(s.clone()) {
+            Ok(slot) => slot,
+            Err(_) => self.sessions.replace(s.clone()),
+        };
+        let _g = slot.lock().await;
+        if let Err(e) = self.commit(vec![Change::PutSession(s.clone())]).await {
+            self.sessions.remove(&s.id);
+            return Err(e);
+        }
+        slot.publish(s);
+        Ok(answer)
+    }
+
+    async fn ccr_update(&self, req: &Message, c: &Ccr<'_>) -> Result<Answered, DiameterError> {
+        let Some(slot) = self.sessions.get(c.session_id) else {
+            return Ok(self.cca(
+                req,
+                c,
+                Outcome::Result(result_code::DIAMETER_UNKNOWN_SESSION_ID),
+                None,
+                None,
+            ));
+        };
+        let _g = slot.lock().await;
+        let cur = slot.load();
+        if cur.state == SessionState::Closed {
+            return Ok(self.cca(
+                req,
+                c,
+                Outcome::Result(result_code::DIAMETER_UNKNOWN_SESSION_ID),
+                None,
+                None,
+            ));
+        }
+        if c.request_number == cur.last_request_number {
+            if let Some(ans) = &cur.last_answer {
+                self.counters.retransmissions.fetch_add(1, Relaxed);
+                return Ok(replay(ans, req));
+            }
+        }
+        let now = now_ms();
+        let mut s = (*cur).clone();
+        apply_reported(&mut s, c);
+        if s.pcef_host != c.origin_host {
+            // The session moved to another gateway node (PCEF fail-over): RARs go there now.
+            s.pcef_host = c.origin_host.to_owned();
+            s.pcef_realm = c.origin_realm.to_owned();
+        }
+        self.apply_rule_reports(&mut s, &c.rule_reports);
+        s.last_request_number = c.request_number;
+        s.updated_ms = now;
+
+        let sub = self.find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
+        let input = self.policy_input(&s, sub.as_deref());
+        let out = self.policy.decide(&input, s.last_decision.as_ref());
+        self.note_fallback(&s.id, &out);
+        if let Some(rej) = &out.decision.reject {
+            return Ok(self.reject(req, c, rej));
+        }
+        let decision = self.check_catalog(&s.id, out.decision.clone());
+        let answer = {
+            let diff = RuleDiff::between(&s.installed, &decision);
+            self.cca(
+                req,
+                c,
+                Outcome::Result(result_code::DIAMETER_SUCCESS),
+                Some(&CcaExtras::default()),
+                Some(&diff),
+            )
+        };
+        if out.ran != Ran::Memo {
+            s.last_decision = Some(out.record(&input, now));
+        }
+        s.installed = decision;
+        s.last_answer = Some(answer.bytes.to_vec());
+        let s = Arc::new(s);
+        if s.durably_equal(&cur) {
+            self.counters.writes_skipped.fetch_add(1, Relaxed);
+        } else {
+            self.commit(vec![Change::PutSession(s.clone())]).await?;
+        }
+        slot.publish(s);
+        Ok(answer)
+    }
+
+    async fn ccr_termination(&self, req: &Message, c: &Ccr<'_>) -> Result<Answered, DiameterError> {
+        let Some(slot) = self.sessions.get(c.session_id) else {
+            return Ok(self.cca(
+                req,
+                c,
+                Outcome::Result(result_code::DIAMETER_UNKNOWN_SESSION_ID),
+                None,
+                None,
+            ));
+        };
+        let _g = slot.lock().await;
+        let cur = slot.load();
+        if cur.state == SessionState::Closed {
+            if c.request_number == cur.last_request_number {
+                if let Some(ans) = &cur.last_answer {
+                    self.counters.retransmissions.fetch_add(1, Relaxed);
+                    return Ok(replay(ans, req));
+                }
+            }
+            return Ok(self.cca(
+                req,
+                c,
+                Outcome::Result(result_code::DIAMETER_UNKNOWN_SESSION_ID),
+                None,
+                None,
+            ));
+        }
+        let now = now_ms();
+        let mut s = (*cur).clone();
+        apply_reported(&mut s, c);
+        self.apply_rule_reports(&mut s, &c.rule_reports);
+        s.state = SessionState::Closed;
+        s.closed_ms = Some(now);
+        s.updated_ms = now;
+        s.last_request_number = c.request_number;
+        let answer = self.cca(
+            req,
+            c,
+            Outcome::Result(result_code::DIAMETER_SUCCESS),
+            None,
+            None,
+        );
+        s.last_answer = Some(answer.bytes.to_vec());
+        let s = Arc::new(s);
+        self.commit(vec![Change::PutSession(s.clone())]).await?;
+        slot.publish(s);
+        Ok(answer)
+    }
+
+    /// Persists changes; the caller answers only after this returns Ok.
+    async fn commit(&self, changes: Vec<Change>) -> Result<(), DiameterError> {
+        let res = tokio::time::timeout(COMMIT_WAIT, self.store.submit(changes)).await;
+        let err = match res {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "store did not commit in time".to_string(),
+        };
+        self.counters.store_failures.fetch_add(1, Relaxed);
+        tracing::error!(error = %err, "state change not committed; answering DIAMETER_UNABLE_TO_COMPLY");
+        Err(DiameterError::new(
+            result_code::DIAMETER_UNABLE_TO_COMPLY,
+            "state could not be stored",
+        ))
+    }
+
+    fn cca(
+        &self,
+        req: &Message,
+        c: &Ccr<'_>,
+        outcome: Outcome,
+        extras: Option<&CcaExtras>,
+        diff: Option<&RuleDiff<'_>>,
+    ) -> Answered {
+        let mut buf = BytesMut::with_capacity(512);
+        let empty = CcaExtras::default();
+        gx::encode_cca(
+            &mut buf,
+            req,
+            &self.me,
+            c,
+            outcome,
+            extras.unwrap_or(&empty),
+            diff,
+        );
+        Answered {
+            bytes: buf.freeze(),
+            code: match outcome {
+                Outcome::Result(rc) | Outcome::Experimental(rc) => rc,
+            },
+        }
+    }
+
+    fn reject(&self, req: &Message, c: &Ccr<'_>, rej: &Reject) -> Answered {
+        tracing::info!(session = c.session_id, code = rej.code, reason = ?rej.reason, "policy rejected the session");
+        let outcome = match rej.vendor {
+            Some(_) => Outcome::Experimental(rej.code),
+            None => Outcome::Result(rej.code),
+        };
+        self.cca(req, c, outcome, None, None)
+    }
+
+    fn extras(&self, c: &Ccr<'_>) -> CcaExtras {
+        // We implement the Rel-8..Rel-10 Gx feature bits of Feature-List-ID 1
+        // that change nothing on the wire for us; offer back the intersection.
+        const OURS: u32 = 0b111;
+        CcaExtras {
+            supported_features: c
+                .supported_features
+                .iter()
+                .filter(|(id, _)| *id == 1)
+                .map(|(id, list)| (*id, list & OURS))
+                .collect(),
+            // UE_NW (2) when the PCEF says it supports network-initiated
+            // bearers, UE_ONLY (0) otherwise (TS 29.212 §4.5.1).
+            bearer_control_mode: c
+                .network_request_support
+                .map(|nrs| if nrs == 1 { 2 } else { 0 }),
+        }
+    }
+
+    fn note_fallback(&self, session: &str, out: &crate::policy::Outcome) {
+        if let Some(err) = &out.error {
+            self.counters.policy_fallbacks.fetch_add(1, Relaxed);
+            tracing::error!(session, error = %err, "policy failed; fallback decision applied");
+        }
+    }
+
+    /// Drops rule names the PCEFs do not know (when a catalog is configured).
+    fn check_catalog(&self, session: &str, mut d: Decision) -> Decision {
+        if !self.catalog_rules.is_empty() {
+            d.rules.retain(|r| {
+                let ok = self.catalog_rules.contains(r);
+                if !ok {
+                    self.counters.unknown_rule_names.fetch_add(1, Relaxed);
+                    tracing::warn!(session, rule = %r, "policy named a predefined rule not in [rules].predefined; dropped");
+                }
+                ok
+            });
+        }
+        if !self.catalog_bases.is_empty() {
+            d.base_names.retain(|r| {
+                let ok = self.catalog_bases.contains(r);
+                if !ok {
+                    self.counters.unknown_rule_names.fetch_add(1, Relaxed);
+                    tracing::warn!(session, base = %r, "policy named a rule base not in [rules].base_names; dropped");
+                }
+                ok
+            });
+        }
+        d
+    }
+
+    /// Records rule failures and forgets failed rules as installed (the
+    /// PCEF does not have them); the policy sees the failures next.
+    fn apply_rule_reports(&self, s: &mut GxSession, reports: &[RuleFailure]) {
+        for r in reports {
+            // PCC-Rule-Status ACTIVE (0) reports are not failures.
+            if r.status == 0 {
+                continue;
+            }
+            self.counters.rule_failures_reported.fetch_add(1, Relaxed);
+            tracing::warn!(session = %s.id, rule = %r.rule, status = r.status, code = ?r.code, "PCEF reported a rule failure");
+            s.installed.rules.retain(|n| n != &r.rule);
+            s.installed.base_names.retain(|n| n != &r.rule);
+            s.installed.definitions.retain(|d| d.name != r.rule);
+            s.rule_failures.retain(|f| f.rule != r.rule);
+            s.rule_failures.push(r.clone());
+        }
+    }
+
+    fn policy_input(&self, s: &GxSession, sub: Option<&Subscriber>) -> PolicyInput {
+        let subscriber = match sub {
+            Some(p) => SubscriberInput::from_profile(p),
+            None => SubscriberInput {
+                known: false,
+                imsi: s.imsi.clone(),
+                msisdn: s.msisdn.clone(),
+                ..Default::default()
+            },
+        };
+        let mut installed: Vec<String> = s.installed.rules.clone();
+        installed.extend(s.installed.base_names.iter().cloned());
+        installed.extend(s.installed.definitions.iter().map(|d| d.name.clone()));
+        installed.sort();
+        let congestion = s
+            .location
+            .as_deref()
+            .and_then(ecgi_of_location)
+            .and_then(|cell| self.congestion.read().get(&cell).copied())
+            .unwrap_or(0);
+        PolicyInput {
+            subscriber,
+            session: SessionInput {
+                apn: s.apn.clone(),
+                rat: s.rat_type.map(|v| enum_name(avp::RAT_TYPE, v)),
+                ip_can_type: s.ip_can_type.map(|v| enum_name(avp::IP_CAN_TYPE, v)),
+                ue_ipv4: s.ue_ipv4.map(|ip| ip.to_string()),
+                ue_ipv6_prefix: s.ue_ipv6_prefix.clone(),
+                location: s.location.clone(),
+                ms_timezone: s.ms_timezone.clone(),
+                device: s.device.clone(),
+                pcef: s.pcef_host.clone(),
+                installed,
+                rule_failures: s.rule_failures.clone(),
+            },
+            time: TimeInput::now(&self.tz),
+            network: NetworkInput { congestion },
+            usage: Default::default(),
+        }
+    }
+
+    /// Re-decides a session and, if the decision changed, pushes the
+    /// difference to its PCEF in a RAR (holding the session's lock, so a
+    /// CCR for it waits for the RAA).
+    async fn push(&self, id: &str) -> Result<ReauthOutcome, ControlError> {
+        let slot = self
+            .sessions
+            .get(id)
+            .ok_or_else(|| ControlError::NotFound(format!("no session {id}")))?;
+        let _g = slot.lock().await;
+        let cur = slot.load();
+        if cur.state == SessionState::Closed {
+            return Err(ControlError::Conflict(format!("session {id} is closed")));
+        }
+        let sub = self.find_subscriber(cur.imsi.as_deref(), cur.msisdn.as_deref());
+        let input = self.policy_input(&cur, sub.as_deref());
+        let out = self.policy.decide(&input, cur.last_decision.as_ref());
+        self.note_fallback(id, &out);
+        let decision = self.check_catalog(id, out.decision.clone());
+        let diff = RuleDiff::between(&cur.installed, &decision);
+        let installed_names: Vec<String> = diff
+            .install_names
+            .iter()
+            .map(|s| s.to_string())
+            .chain(diff.install_base_names.iter().map(|s| s.to_string()))
+            .chain(diff.install_definitions.iter().map(|d| d.name.clone()))
+            .collect();
+        let removed_names: Vec<String> = diff
+            .remove_names
+            .iter()
+            .chain(diff.remove_base_names.iter())
+            .map(|s| s.to_string())
+            .collect();
+        if diff.is_empty() {
+            return Ok(ReauthOutcome {
+                rar_sent: false,
+                result_code: None,
+                installed: Vec::new(),
+                removed: Vec::new(),
+                script_version: out.script_version,
+            });
+        }
+        let answer = self.send_rar(&cur, Some(&diff), None).await?;
+        drop(diff);
+        let raa =
+            gx::decode_raa(&answer).map_err(|e| ControlError::Peer(format!("bad RAA: {e}")))?;
+        let code = raa.result_code.or(raa.experimental_result).unwrap_or(0);
+        let mut s = (*cur).clone();
+        self.apply_rule_reports(&mut s, &raa.rule_reports);
+        if code == result_code::DIAMETER_UNKNOWN_SESSION_ID {
+            // The PCEF no longer has it: forget it here too.
+            self.commit(vec![Change::DeleteSession(id.to_owned())])
+                .await
+                .map_err(|e| ControlError::Unavailable(e.message.to_string()))?;
+            self.sessions.remove(id);
+            return Err(ControlError::Peer(format!(
+                "PCEF does not know session {id} (5002); removed"
+            )));
+        }
+        if code == result_code::DIAMETER_SUCCESS {
+            s.installed = decision;
+            if out.ran != Ran::Memo {
+                s.last_decision = Some(out.record(&input, now_ms()));
+            }
+        }
+        s.updated_ms = now_ms();
+        let s = Arc::new(s);
+        if !s.durably_equal(&cur) {
+            self.commit(vec![Change::PutSession(s.clone())])
+                .await
+                .map_err(|e| ControlError::Unavailable(e.message.to_string()))?;
+        }
+        slot.publish(s);
+        Ok(ReauthOutcome {
+            rar_sent: true,
+            result_code: Some(code),
+            installed: installed_names,
+            removed: removed_names,
+            script_version: out.script_version,
+        })
+    }
+
+    async fn send_rar(
+        &self,
+        s: &GxSession,
+        diff: Option<&RuleDiff<'_>>,
+        release: Option<i32>,
+    ) -> Result<Message, ControlError> {
+        let peer: PeerHandle = self
+            .peers
+            .get(&s.pcef_host)
+            .ok_or_else(|| ControlError::Peer(format!("PCEF {} is not connected", s.pcef_host)))?;
+        let started = Instant::now();
+        let res = peer
+            .request(gx::GX, cmd::RE_AUTH, |b| {
+                gx::encode_rar(
+                    b,
+                    &s.id,
+                    &self.me,
+                    &s.pcef_host,
+                    &s.pcef_realm,
+                    diff,
+                    release,
+                )
+            })
+            .await;
+        match res {
+            Ok(ans) => {
+                let code = gx::decode_raa(&ans)
+                    .ok()
+                    .and_then(|r| r.result_code.or(r.experimental_result))
+                    .unwrap_or(0);
+                self.metrics.request(Command::Rar, code, started.elapsed());
+                Ok(ans)
+            }
+            Err(e) => {
+                self.metrics
+                    .request(Command::Rar, crate::metrics::NO_ANSWER, started.elapsed());
+                Err(match e {
+                    RequestError::Timeout => {
+                        ControlError::Timeout(format!("no RAA from {} in time", s.pcef_host))
+                    }
+                    other => ControlError::Peer(format!("RAR to {} failed: {other}", s.pcef_host)),
+                })
+            }
+        }
+    }
+
+    /// Removes closed sessions older than the retention, from memory and store.
+    pub async fn purge_closed(&self) -> Result<usize, StoreError> {
+        let before = now_ms() - (self.cfg.sessions.retention_secs as i64) * 1000;
+        let ids = self.sessions.closed_before(before);
+        for id in &ids {
+            self.sessions.remove(id);
+        }
+        self.store.purge_closed(before).await
+    }
+
+    fn session_stats(&self) -> SessionStats {
+        let (open, closed) = self.sessions.counts();
+        SessionStats {
+            open_sessions: open as u64,
+            closed_sessions: closed as u64,
+            cached_subscribers: self.subscribers.len() as u64,
+        }
+    }
+}
+
+/// A stored answer sent again with the retransmission's ids.
+fn replay(stored: &[u8], req: &Message) -> Answered {
+    let mut b = BytesMut::from(stored);
+    if b.len() >= 20 {
+        b[12..16].copy_from_slice(&req.hop_by_hop().to_be_bytes());
+        b[16..20].copy_from_slice(&req.end_to_end().to_be_bytes());
+    }
+    let code = Message::parse(Bytes::copy_from_slice(stored))
+        .ok()
+        .and_then(|m| {
+            m.find(avp::RESULT_CODE)
+                .ok()
+                .flatten()
+                .and_then(|a| a.as_u32().ok())
+        })
+        .unwrap_or(result_code::DIAMETER_SUCCESS);
+    Answered {
+        bytes: b.freeze(),
+        code,
+    }
+}
+
+/// Copies what the PCEF reported into the session (only what it sent).
+fn apply_reported(s: &mut GxSession, c: &Ccr<'_>) {
+    if let Some(v) = c.apn {
+        s.apn = Some(v.to_owned());
+    }
+    if let Some(v) = c.ue_ipv4 {
+        s.ue_ipv4 = Some(v);
+    }
+    if let Some(v) = c.ue_ipv6_prefix {
+        s.ue_ipv6_prefix = Some(gx::hex(v));
+    }
+    if let Some(v) = c.rat_type {
+        s.rat_type = Some(v);
+    }
+    if let Some(v) = c.ip_can_type {
+        s.ip_can_type = Some(v);
+    }
+    if let Some(v) = c.location {
+        s.location = Some(gx::hex(v));
+    }
+    if let Some(v) = c.ms_timezone {
+        s.ms_timezone = Some(gx::hex(v));
+    }
+    if let Some(v) = &c.device {
+        s.device = Some(v.clone());
+    }
+}
+
+/// An enumerated value's dictionary name, or the number.
+fn enum_name(code: diameter::AvpCode, v: i32) -> String {
+    dict::avp(code.code, code.vendor)
+        .and_then(|d| d.enum_name(i64::from(v)))
+        .map_or_else(|| v.to_string(), str::to_owned)
+}
+
+/// The ECGI (cell) of a 3GPP-User-Location-Info given as hex: type 130
+/// (TAI+ECGI: 5 bytes TAI then 7 bytes ECGI) or 129 (ECGI only) (TS 29.061 §16.4.7.2).
+fn ecgi_of_location(hex: &str) -> Option<String> {
+    let ty = u8::from_str_radix(hex.get(0..2)?, 16).ok()?;
+    match ty {
+        130 => hex.get(12..26).map(str::to_owned),
+        129 => hex.get(2..16).map(str::to_owned),
+        _ => None,
+    }
+}
+
+impl MetricsSource for Node {
+    fn write(&self, out: &mut Exposition) {
+        self.session_stats().write(out);
+        let c = &self.counters;
+        out.counter(
+            "pcrf_policy_fallbacks_total",
+            "Decisions that fell back to [policy].fallback because the script failed.",
+            c.policy_fallbacks.load(Relaxed),
+        );
+        out.counter(
+            "pcrf_unknown_rule_names_total",
+            "Rule or base names a decision named that the [rules] catalog does not list (dropped).",
+            c.unknown_rule_names.load(Relaxed),
+        );
+        out.counter(
+            "pcrf_rule_failures_reported_total",
+            "Rules the PCEFs reported as failed (Charging-Rule-Report).",
+            c.rule_failures_reported.load(Relaxed),
+        );
+        out.counter(
+            "pcrf_retransmissions_total",
+            "Retransmitted CCRs answered again without being applied twice.",
+            c.retransmissions.load(Relaxed),
+        );
+        out.counter(
+            "pcrf_store_failures_total",
+            "Requests answered 5012 because their state change could not be committed.",
+            c.store_failures.load(Relaxed),
+        );
+        out.counter(
+            "pcrf_writes_skipped_total",
+            "CCR-U whose session changed nothing durable: no write (optimization 1).",
+            c.writes_skipped.load(Relaxed),
+        );
+    }
+}
+
+impl Control for Node {
+    async fn put_subscriber(&self, subscriber: Subscriber) -> Result<bool, ControlError> {
+        subscriber
+            .validate()
+            .map_err(|e| ControlError::Invalid(e.to_string()))?;
+        let s = Arc::new(subscriber);
+        self.store
+            .submit(vec![Change::PutSubscriber(s.clone())])
+            .await
+            .map_err(|e| ControlError::Unavailable(e.to_string()))?;
+        Ok(self.subscribers.put(s).is_none())
+    }
+
+    fn subscriber(&self, imsi: &str) -> Option<Arc<Subscriber>> {
+        self.subscribers.get(imsi)
+    }
+
+    async fn delete_subscriber(&self, imsi: &str) -> Result<bool, ControlError> {
+        if self.subscribers.get(imsi).is_none() {
+            return Ok(false);
+        }
+        self.store
+            .submit(vec![Change::DeleteSubscriber(imsi.to_owned())])
+            .await
+            .map_err(|e| ControlError::Unavailable(e.to_string()))?;
+        Ok(self.subscribers.remove(imsi).is_some())
+    }
+
+    fn sessions(&self, filter: &SessionFilter) -> Vec<Arc<GxSession>> {
+        // Sessions are indexed by IMSI (or MSISDN when no IMSI was sent).
+        let key = filter.subscriber.as_deref().map(|k| {
+            self.subscribers
+                .by_msisdn(k)
+                .map_or_else(|| k.to_owned(), |s| s.imsi.clone())
+        });
+        let f = SessionFilter {
+            subscriber: key.clone(),
+            ..filter.clone()
+        };
+        self.sessions
+            .list(key.as_deref(), |s| f.matches(s), filter.limit)
+    }
+
+    fn session(&self, id: &str) -> Option<Arc<GxSession>> {
+        self.sessions.get(id).map(|s| s.load())
+    }
+
+    async fn reauth(&self, id: &str) -> Result<ReauthOutcome, ControlError> {
+        self.push(id).await
+    }
+
+    async fn release(&self, id: &str, cause: ReleaseCause) -> Result<ReleaseOutcome, ControlError> {
+        let slot = self
+            .sessions
+            .get(id)
+            .ok_or_else(|| ControlError::NotFound(format!("no session {id}")))?;
+        let cur = slot.load();
+        if cur.state == SessionState::Closed {
+            return Err(ControlError::Conflict(format!("session {id} is closed")));
+        }
+        // Not under the session lock: the PCEF answers with RAA and then
+        // sends CCR-T, which needs that lock.
+        let answer = self.send_rar(&cur, None, Some(cause.code() as i32)).await?;
+        let raa =
+            gx::decode_raa(&answer).map_err(|e| ControlError::Peer(format!("bad RAA: {e}")))?;
+        Ok(ReleaseOutcome {
+            result_code: raa.result_code.or(raa.experimental_result),
+        })
+    }
+
+    async fn reload_policy(&self) -> Result<u64, ReloadError> {
+        let policy = self.policy.clone();
+        let res = tokio::task::spawn_blocking(move || policy.reload())
+            .await
+            .map_err(|e| ReloadError {
+                error: format!("reload task failed: {e}"),
+                line: None,
+            })?;
+        res.map_err(|e| ReloadError {
+            line: e.line(),
+            error: e.to_string(),
+        })
+    }
+
+    fn set_congestion(&self, cell: &str, level: u32) {
+        let mut map = self.congestion.write();
+        if level == 0 {
+            map.remove(cell);
+        } else {
+            map.insert(cell.to_ascii_lowercase(), level);
+        }
+    }
+
+    async fn ready(&self) -> Result<(), String> {
+        match tokio::time::timeout(Duration::from_secs(2), self.store.flush()).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(format!("store: {e}")),
+            Err(_) => Err("store: writer did not answer within 2 s".into()),
+        }
+    }
+
+    fn config_checksum(&self) -> String {
+        self.cfg.checksum_hex()
+    }
+
+    fn render_metrics(&self) -> String {
+        self.metrics.render()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ecgi_from_location() {
+        // TAI+ECGI: type 130, TAI (MCC/MNC 3 bytes + TAC 2), ECGI (3 + 4).
+        let loc = "82".to_string() + "00f110" + "0001" + "00f110" + "00000101";
+        assert_eq!(ecgi_of_location(&loc).as_deref(), Some("00f11000000101"));
+        assert_eq!(
+            ecgi_of_location("8100f11000000101").as_deref(),
+            Some("00f11000000101")
+        );
+        assert_eq!(ecgi_of_location("01"), None);
+        assert_eq!(ecgi_of_location("zz"), None);
+    }
+
+    #[test]
+    fn enum_names_come_from_the_dictionary() {
+        assert_eq!(enum_name(avp::RAT_TYPE, 1004), "EUTRAN");
+        assert_eq!(enum_name(avp::RAT_TYPE, 424242), "424242");
+    }
+}
