@@ -305,3 +305,240 @@ pub fn sample_inputs() -> Vec<(&'static str, PolicyInput)> {
     };
     vec![("known subscriber", known), ("unknown subscriber", unknown)]
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::{Duration, Instant};
+
+    /// A policy file in its own temp dir, removed on drop.
+    struct Script {
+        dir: PathBuf,
+        path: PathBuf,
+    }
+
+    impl Script {
+        fn new(tag: &str, source: &str) -> Script {
+            let dir =
+                std::env::temp_dir().join(format!("pcrf-engine-{tag}-{}", std::process::id()));
+            std::fs::create_dir_all(&dir).expect("tmp dir");
+            let path = dir.join("policy.lua");
+            std::fs::write(&path, source).expect("write policy");
+            Script { dir, path }
+        }
+
+        fn write(&self, source: &str) {
+            // Replace by rename, as deploy tools and editors do.
+            let tmp = self.dir.join("policy.lua.tmp");
+            std::fs::write(&tmp, source).expect("write policy");
+            std::fs::rename(&tmp, &self.path).expect("rename policy");
+        }
+    }
+
+    impl Drop for Script {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.dir);
+        }
+    }
+
+    fn rule_is(name: &str) -> String {
+        format!("function decide(input)\n  return {{ rules = {{ '{name}' }} }}\nend\n")
+    }
+
+    fn fallback() -> Decision {
+        Decision {
+            rules: vec!["fallback-internet".into()],
+            ..Decision::default()
+        }
+    }
+
+    fn engine(s: &Script) -> PolicyEngine {
+        PolicyEngine::load(EngineConfig {
+            path: s.path.clone(),
+            limits: Limits::default(),
+            fallback: fallback(),
+        })
+        .expect("loads")
+    }
+
+    fn input() -> PolicyInput {
+        sample_inputs().remove(0).1
+    }
+
+    #[test]
+    fn memo_skips_unchanged_and_runs_on_change() {
+        let s = Script::new("memo", &rule_is("a"));
+        let e = engine(&s);
+        let mut i = input();
+        let first = e.decide(&i, None);
+        assert_eq!(first.ran, Ran::Lua);
+        assert_eq!(first.decision.rules, vec!["a".to_string()]);
+        let rec = first.record(&i, 1);
+        let again = e.decide(&i, Some(&rec));
+        assert_eq!(again.ran, Ran::Memo);
+        assert_eq!(again.decision, first.decision);
+        i.network.congestion = 3;
+        assert_eq!(e.decide(&i, Some(&rec)).ran, Ran::Lua);
+        let st = e.stats();
+        assert_eq!((st.runs, st.skips, st.errors), (2, 1, 0));
+        // A record made by another script version is not reused.
+        let mut other = rec.clone();
+        other.script_version ^= 1;
+        assert_eq!(e.decide(&input(), Some(&other)).ran, Ran::Lua);
+    }
+
+    #[test]
+    fn runtime_error_answers_the_fallback_and_is_retried() {
+        let src = "function decide(input)\n  if input.network.congestion > 0 then\n    error('no capacity table')\n  end\n  return { rules = { 'ok' } }\nend\n";
+        let s = Script::new("fallback", src);
+        let e = engine(&s);
+        let mut i = input();
+        i.network.congestion = 1;
+        let out = e.decide(&i, None);
+        assert_eq!(out.ran, Ran::Fallback);
+        assert_eq!(out.decision, fallback());
+        assert_eq!(out.script_version, 0);
+        let err = out.error.clone().expect("error text");
+        assert!(err.contains("policy.lua:3: no capacity table"), "{err}");
+        assert!(err.contains("stack traceback"), "{err}");
+        // A fallback record never satisfies the memo.
+        let rec = out.record(&i, 1);
+        assert_eq!(e.decide(&i, Some(&rec)).ran, Ran::Fallback);
+        assert_eq!(e.stats().errors, 2);
+        // The VM was rebuilt and serves the next good input.
+        i.network.congestion = 0;
+        assert_eq!(e.decide(&i, None).decision.rules, vec!["ok".to_string()]);
+    }
+
+    #[test]
+    fn reload_swaps_good_and_refuses_broken() {
+        let s = Script::new("reload", &rule_is("v1"));
+        let e = engine(&s);
+        let v1 = e.version();
+        assert_eq!(
+            e.decide(&input(), None).decision.rules,
+            vec!["v1".to_string()]
+        );
+
+        s.write(&rule_is("v2"));
+        let v2 = e.reload().expect("good script reloads");
+        assert_ne!(v1, v2);
+        assert_eq!(e.version(), v2);
+        assert_eq!(
+            e.decide(&input(), None).decision.rules,
+            vec!["v2".to_string()]
+        );
+
+        // Syntax error: refused with its line, v2 keeps serving.
+        s.write("function decide(input)\n  return {\nend\n");
+        let err = e.reload().expect_err("broken script refused");
+        assert_eq!(err.line(), Some(3), "{err}");
+        assert_eq!(e.version(), v2);
+        assert_eq!(
+            e.decide(&input(), None).decision.rules,
+            vec!["v2".to_string()]
+        );
+
+        // Runtime error on the sample input: refused too.
+        s.write("function decide(input)\n  return { rules = { input.nothing.here } }\nend\n");
+        let err = e.reload().expect_err("script failing the sample refused");
+        assert!(err.to_string().contains("sample input"), "{err}");
+        assert_eq!(err.line(), Some(2), "{err}");
+
+        // No decide at all.
+        s.write("function decid(input) return {} end\n");
+        assert!(e.reload().is_err());
+
+        // Missing file.
+        std::fs::remove_file(&s.path).expect("rm");
+        assert!(matches!(e.reload(), Err(PolicyError::Io { .. })));
+        assert_eq!(
+            e.decide(&input(), None).decision.rules,
+            vec!["v2".to_string()]
+        );
+
+        let st = e.stats();
+        assert_eq!((st.reloads, st.reload_failures), (1, 4));
+        assert_eq!(st.script_version, v2);
+    }
+
+    #[test]
+    fn load_refuses_a_broken_script() {
+        let s = Script::new("load", "function decide(input)\n  return 1 +\nend\n");
+        let err = PolicyEngine::load(EngineConfig {
+            path: s.path.clone(),
+            limits: Limits::default(),
+            fallback: fallback(),
+        })
+        .err()
+        .expect("refused");
+        assert!(
+            matches!(err, PolicyError::Syntax { line: Some(3), .. }),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn no_request_fails_during_reloads() {
+        let s = Script::new("swap", &rule_is("a"));
+        let e = Arc::new(engine(&s));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let workers: Vec<_> = (0..2)
+            .map(|_| {
+                let e = e.clone();
+                let stop = stop.clone();
+                std::thread::spawn(move || {
+                    let mut n = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        let out = e.decide(&input(), None);
+                        assert_eq!(out.ran, Ran::Lua, "{:?}", out.error);
+                        let r = &out.decision.rules[0];
+                        assert!(r == "a" || r == "b", "{r}");
+                        n += 1;
+                    }
+                    n
+                })
+            })
+            .collect();
+        for i in 0..20 {
+            s.write(&rule_is(if i % 2 == 0 { "b" } else { "a" }));
+            e.reload().expect("reload");
+            if i % 5 == 0 {
+                // A broken one in between changes nothing.
+                s.write("function decide(");
+                assert!(e.reload().is_err());
+            }
+        }
+        stop.store(true, Ordering::Relaxed);
+        for w in workers {
+            assert!(w.join().expect("worker ran") > 0);
+        }
+        assert_eq!(e.stats().errors, 0);
+    }
+
+    #[test]
+    fn watcher_reloads_on_change_and_keeps_old_on_error() {
+        let s = Script::new("watch", &rule_is("before"));
+        let e = Arc::new(engine(&s));
+        let _guard = e.clone().watch().expect("watch");
+        let wait_for = |want: &str| {
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if e.decide(&input(), None).decision.rules[0] == want {
+                    return true;
+                }
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            false
+        };
+        s.write(&rule_is("after"));
+        assert!(wait_for("after"), "watcher did not reload");
+        s.write("this is not lua");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while e.stats().reload_failures == 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(e.stats().reload_failures >= 1);
+        assert_eq!(e.decide(&input(), None).decision.rules[0], "after");
+    }
+}

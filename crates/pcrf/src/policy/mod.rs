@@ -1,6 +1,7 @@
 //! The Lua policy engine: the operator's script decides each session's rules
 //! and QoS. Sandboxed, hot-reloaded, and run only when its inputs changed.
 
+pub mod cases;
 pub mod clock;
 pub mod decision;
 pub mod engine;

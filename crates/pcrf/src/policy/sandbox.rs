@@ -315,8 +315,7 @@ mod tests {
         let err = vm(src)
             .expect("loads")
             .decide(&PolicyInput::default())
-            .err()
-            .expect("error");
+            .expect_err("error");
         assert_eq!(err.line(), Some(2), "{err}");
         let text = err.to_string();
         assert!(text.contains("stack traceback"), "{text}");
@@ -329,14 +328,13 @@ mod tests {
             .expect("loads")
             .decide(&PolicyInput::default());
         assert!(e
-            .err()
-            .expect("error")
+            .expect_err("error")
             .to_string()
             .contains("must return a table"));
         let e = vm("function decide() return { rulez = {} } end")
             .expect("loads")
             .decide(&PolicyInput::default());
-        assert!(e.err().expect("error").to_string().contains("rulez"));
+        assert!(e.expect_err("error").to_string().contains("rulez"));
         let e = vm("function decide() return { apn_ambr = { ul = -1, dl = 1 } } end")
             .expect("loads")
             .decide(&PolicyInput::default());
@@ -407,8 +405,7 @@ mod tests {
         let err = vm(src)
             .expect("loads")
             .decide(&PolicyInput::default())
-            .err()
-            .expect("error");
+            .expect_err("error");
         assert!(
             err.to_string().contains("assignment to global 'counter'"),
             "{err}"

@@ -1,0 +1,46 @@
+//! One policy decision with the shipped policy: Lua run vs memo skip. The
+//! numbers in docs/policy.md (and the Lua 5.4 vs LuaJIT choice) come from here.
+
+use criterion::{criterion_group, criterion_main, Criterion};
+use pcrf::policy::engine::sample_inputs;
+use pcrf::policy::{Decision, EngineConfig, Limits, PolicyEngine};
+use std::hint::black_box;
+use std::path::Path;
+
+fn engine() -> PolicyEngine {
+    let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../policies/default.lua");
+    // The LuaJIT build cannot limit memory (see docs/policy.md); the bench
+    // compares interpreters, so it runs both without the limit.
+    let limits = Limits {
+        memory_bytes: 0,
+        ..Limits::default()
+    };
+    PolicyEngine::load(EngineConfig {
+        path,
+        limits,
+        fallback: Decision::default(),
+    })
+    .expect("policies/default.lua loads")
+}
+
+fn decide(c: &mut Criterion) {
+    let engine = engine();
+    let (_, mut input) = sample_inputs().remove(0);
+    input.subscriber.services = vec!["vip".into()];
+    let first = engine.decide(&input, None);
+    assert!(first.error.is_none(), "{:?}", first.error);
+    let prev = first.record(&input, 0);
+
+    c.bench_function("decide/lua_run", |b| {
+        b.iter(|| engine.decide(black_box(&input), None))
+    });
+    c.bench_function("decide/memo_skip", |b| {
+        b.iter(|| engine.decide(black_box(&input), Some(black_box(&prev))))
+    });
+    c.bench_function("input_hash", |b| {
+        b.iter(|| pcrf::policy::memo::input_hash(black_box(&input)))
+    });
+}
+
+criterion_group!(benches, decide);
+criterion_main!(benches);
