@@ -21,10 +21,33 @@ use std::sync::atomic::AtomicU32;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
-use tokio::sync::{mpsc, watch, Semaphore};
+use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
 
 /// Read at least this much free space before each read.
 const READ_CHUNK: usize = 64 * 1024;
+
+/// One request being handled: holds its permit and the in-flight gauge,
+/// released even if the handler panics.
+struct InFlight {
+    shared: Arc<PeerShared>,
+    _permit: OwnedSemaphorePermit,
+}
+
+impl InFlight {
+    fn new(shared: Arc<PeerShared>, permit: OwnedSemaphorePermit) -> InFlight {
+        PeerCounters::add(&shared.counters.in_flight, 1);
+        InFlight {
+            shared,
+            _permit: permit,
+        }
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        PeerCounters::sub(&self.shared.counters.in_flight, 1);
+    }
+}
 
 /// How a connection ended.
 pub(crate) struct Ended {
@@ -197,11 +220,7 @@ impl<H: Handler> Conn<H> {
     async fn pump(&mut self) -> Option<CloseReason> {
         while let Some(a) = self.machine.poll_action() {
             match a {
-                Action::Send(b) => {
-                    if self.link.out.send(b).await.is_err() {
-                        self.machine.transport_closed();
-                    }
-                }
+                Action::Send(b) => self.send(b).await,
                 Action::Admit => {
                     self.publish_peer();
                     match self
@@ -254,9 +273,14 @@ impl<H: Handler> Conn<H> {
         c.negotiated = self.machine.negotiated().clone();
     }
 
+    /// Queues a message for the writer. A peer that has not let us write
+    /// for a whole Tw is not reading: drop it rather than block forever
+    /// (its watchdog could not fire while we wait here).
     async fn send(&mut self, b: Bytes) {
-        if self.link.out.send(b).await.is_err() {
-            self.machine.transport_closed();
+        let tw = self.node.settings.tw;
+        match tokio::time::timeout(tw, self.link.out.send(b)).await {
+            Ok(Ok(())) => {}
+            Ok(Err(_)) | Err(_) => self.machine.transport_closed(),
         }
     }
 
@@ -334,7 +358,7 @@ impl<H: Handler> Conn<H> {
             );
             return self.reject(&msg, e).await;
         };
-        PeerCounters::add(&c.in_flight, 1);
+        let in_flight = InFlight::new(self.shared.clone(), permit);
         let handler = self.node.handler.clone();
         let local = self.node.local.clone();
         let out = self.link.out.clone();
@@ -349,8 +373,7 @@ impl<H: Handler> Conn<H> {
                 }
             };
             let _ = out.send(ans).await;
-            PeerCounters::sub(&peer.inner.counters.in_flight, 1);
-            drop(permit);
+            drop(in_flight);
         });
     }
 

@@ -16,10 +16,20 @@ use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
 /// A peer we connect to. Its [`PeerHandle`] stays valid across reconnects.
+/// Dropping it stops the initiator as [`shutdown`](Initiator::shutdown)
+/// with REBOOTING would, without waiting.
 pub struct Initiator {
     handle: PeerHandle,
     stop: watch::Sender<Option<DisconnectCause>>,
-    task: JoinHandle<()>,
+    task: Option<JoinHandle<()>>,
+}
+
+impl Drop for Initiator {
+    fn drop(&mut self) {
+        if self.stop.borrow().is_none() {
+            let _ = self.stop.send(Some(DisconnectCause::Rebooting));
+        }
+    }
 }
 
 impl Initiator {
@@ -45,7 +55,11 @@ impl Initiator {
             stop_rx,
             jitter,
         ));
-        Initiator { handle, stop, task }
+        Initiator {
+            handle,
+            stop,
+            task: Some(task),
+        }
     }
 
     /// The peer's handle (requests work while a connection is open).
@@ -62,12 +76,14 @@ impl Initiator {
 
     /// Stops: DPR with `cause` if open, waits for the DPA (bounded by
     /// `dpa_timeout`), and no more reconnecting.
-    pub async fn shutdown(self, cause: DisconnectCause) {
+    pub async fn shutdown(mut self, cause: DisconnectCause) {
         let _ = self.stop.send(Some(cause));
         let bound = self.handle.inner.settings.dpa_timeout + Duration::from_secs(1);
-        let abort = self.task.abort_handle();
-        if tokio::time::timeout(bound, self.task).await.is_err() {
-            abort.abort();
+        if let Some(task) = self.task.take() {
+            let abort = task.abort_handle();
+            if tokio::time::timeout(bound, task).await.is_err() {
+                abort.abort();
+            }
         }
     }
 }

@@ -42,6 +42,18 @@ impl Link {
     }
 }
 
+/// Forgets a request's waiter when the request ends, whatever the way.
+struct PendingGuard<'a> {
+    link: &'a Link,
+    hbh: u32,
+}
+
+impl Drop for PendingGuard<'_> {
+    fn drop(&mut self) {
+        self.link.pending().remove(&self.hbh);
+    }
+}
+
 /// What is known about the connection now.
 #[derive(Default)]
 pub(crate) struct ConnInfo {
@@ -232,16 +244,20 @@ impl PeerHandle {
         b.finish();
         let (tx, rx) = oneshot::channel();
         link.pending().insert(hbh, tx);
+        // Removes the waiter however this ends: answer, timeout, or the
+        // caller dropping the future.
+        let _waiter = PendingGuard { link: &link, hbh };
         PeerCounters::add(&self.inner.counters.requests_out, 1);
-        if link.out.send(buf.freeze()).await.is_err() {
-            link.pending().remove(&hbh);
-            return Err(RequestError::Disconnected);
-        }
-        match tokio::time::timeout(self.inner.settings.request_timeout, rx).await {
-            Ok(Ok(answer)) => Ok(answer),
-            Ok(Err(_)) => Err(RequestError::Disconnected),
+        let exchange = async {
+            link.out
+                .send(buf.freeze())
+                .await
+                .map_err(|_| RequestError::Disconnected)?;
+            rx.await.map_err(|_| RequestError::Disconnected)
+        };
+        match tokio::time::timeout(self.inner.settings.request_timeout, exchange).await {
+            Ok(r) => r,
             Err(_) => {
-                link.pending().remove(&hbh);
                 PeerCounters::add(&self.inner.counters.request_timeouts, 1);
                 Err(RequestError::Timeout)
             }
