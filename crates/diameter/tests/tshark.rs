@@ -141,10 +141,205 @@ fn dpa(req: &[u8]) -> Vec<u8> {
     })
 }
 
+const SESSION: &str = "pcef1.epc.example.net;1767225600;42";
+
+fn arp(g: &mut MessageBuilder<'_>, level: u32) {
+    g.group(avp::ALLOCATION_RETENTION_PRIORITY, |a| {
+        a.u32(avp::PRIORITY_LEVEL, level)
+            .i32(avp::PRE_EMPTION_CAPABILITY, 1)
+            .i32(avp::PRE_EMPTION_VULNERABILITY, 0);
+    });
+}
+
+/// A CCR-I as a P-GW sends it when a default bearer is created.
+fn ccr_i() -> Vec<u8> {
+    build(|buf| {
+        let mut b =
+            MessageBuilder::request(buf, cmd::CREDIT_CONTROL, app::GX, 0x1000_0010, 0x5000_0010);
+        b.str(avp::SESSION_ID, SESSION)
+            .u32(avp::AUTH_APPLICATION_ID, app::GX)
+            .origin("pcef1.epc.example.net", "epc.example.net")
+            .str(avp::DESTINATION_REALM, "pcrf.example.net")
+            .i32(avp::CC_REQUEST_TYPE, 1)
+            .u32(avp::CC_REQUEST_NUMBER, 0)
+            .u32(avp::ORIGIN_STATE_ID, 1_767_225_600)
+            .group(avp::SUBSCRIPTION_ID, |g| {
+                g.i32(avp::SUBSCRIPTION_ID_TYPE, 1)
+                    .str(avp::SUBSCRIPTION_ID_DATA, "001010123456789");
+            })
+            .group(avp::SUBSCRIPTION_ID, |g| {
+                g.i32(avp::SUBSCRIPTION_ID_TYPE, 0)
+                    .str(avp::SUBSCRIPTION_ID_DATA, "33612345678");
+            })
+            .group(avp::SUPPORTED_FEATURES, |g| {
+                g.u32(avp::VENDOR_ID, TGPP)
+                    .u32(avp::FEATURE_LIST_ID, 1)
+                    .u32(avp::FEATURE_LIST, 0x0000_000b);
+            })
+            .i32(avp::NETWORK_REQUEST_SUPPORT, 1)
+            .bytes(avp::FRAMED_IP_ADDRESS, &[10, 45, 0, 7])
+            .i32(avp::IP_CAN_TYPE, 5)
+            .i32(avp::RAT_TYPE, 1004)
+            .group(avp::QOS_INFORMATION, |q| {
+                q.u32(avp::APN_AGGREGATE_MAX_BITRATE_UL, 50_000_000)
+                    .u32(avp::APN_AGGREGATE_MAX_BITRATE_DL, 150_000_000);
+            })
+            .group(avp::DEFAULT_EPS_BEARER_QOS, |q| {
+                q.i32(avp::QOS_CLASS_IDENTIFIER, 9);
+                arp(q, 8);
+            })
+            // TAI + ECGI (geographic location type 130), MCC 001 MNC 01.
+            .bytes(
+                avp::_3GPP_USER_LOCATION_INFO,
+                &[
+                    130, 0x00, 0xf1, 0x10, 0x00, 0x01, 0x00, 0xf1, 0x10, 0x00, 0x00, 0x01, 0x01,
+                ],
+            )
+            .bytes(avp::_3GPP_MS_TIMEZONE, &[0x40, 0x00])
+            .str(avp::_3GPP_SGSN_MCC_MNC, "00101")
+            .address(avp::AN_GW_ADDRESS, IpAddr::V4(Ipv4Addr::new(10, 1, 1, 1)))
+            .group(avp::USER_EQUIPMENT_INFO, |g| {
+                g.i32(avp::USER_EQUIPMENT_INFO_TYPE, 0)
+                    .bytes(avp::USER_EQUIPMENT_INFO_VALUE, b"3569870123456701");
+            })
+            .str(avp::CALLED_STATION_ID, "internet")
+            .i32(avp::BEARER_USAGE, 0)
+            .address(
+                avp::ACCESS_NETWORK_CHARGING_ADDRESS,
+                IpAddr::V4(Ipv4Addr::new(10, 1, 1, 2)),
+            );
+        b.finish();
+    })
+}
+
+/// The rule a PCRF installs for a video service.
+fn rule_definition(b: &mut MessageBuilder<'_>, name: &str) {
+    b.group(avp::CHARGING_RULE_DEFINITION, |d| {
+        d.bytes(avp::CHARGING_RULE_NAME, name.as_bytes())
+            .u32(avp::SERVICE_IDENTIFIER, 1001)
+            .u32(avp::RATING_GROUP, 100)
+            .group(avp::FLOW_INFORMATION, |f| {
+                f.str(
+                    avp::FLOW_DESCRIPTION,
+                    "permit out 17 from 198.51.100.0/24 to 10.45.0.7",
+                )
+                .i32(avp::FLOW_DIRECTION, 1);
+            })
+            .group(avp::FLOW_INFORMATION, |f| {
+                f.str(
+                    avp::FLOW_DESCRIPTION,
+                    "permit out 17 from 10.45.0.7 to 198.51.100.0/24",
+                )
+                .i32(avp::FLOW_DIRECTION, 2);
+            })
+            .i32(avp::FLOW_STATUS, 2)
+            .group(avp::QOS_INFORMATION, |q| {
+                q.i32(avp::QOS_CLASS_IDENTIFIER, 2)
+                    .u32(avp::MAX_REQUESTED_BANDWIDTH_UL, 2_000_000)
+                    .u32(avp::MAX_REQUESTED_BANDWIDTH_DL, 8_000_000)
+                    .u32(avp::GUARANTEED_BITRATE_UL, 1_000_000)
+                    .u32(avp::GUARANTEED_BITRATE_DL, 4_000_000);
+                arp(q, 5);
+            })
+            .i32(avp::ONLINE, 0)
+            .i32(avp::OFFLINE, 1)
+            .i32(avp::METERING_METHOD, 1)
+            .u32(avp::PRECEDENCE, 100)
+            .bytes(avp::MONITORING_KEY, b"mk-video");
+    });
+}
+
+fn cca_i(req: &[u8]) -> Vec<u8> {
+    let req = parse(req);
+    build(|buf| {
+        let mut b = MessageBuilder::answer(buf, &req);
+        b.u32(avp::AUTH_APPLICATION_ID, app::GX)
+            .origin("pcrf1.epc.example.net", "epc.example.net")
+            .result_code(2001)
+            .i32(avp::CC_REQUEST_TYPE, 1)
+            .u32(avp::CC_REQUEST_NUMBER, 0)
+            .group(avp::SUPPORTED_FEATURES, |g| {
+                g.u32(avp::VENDOR_ID, TGPP)
+                    .u32(avp::FEATURE_LIST_ID, 1)
+                    .u32(avp::FEATURE_LIST, 0x0000_000b);
+            })
+            .i32(avp::BEARER_CONTROL_MODE, 2)
+            .i32(avp::EVENT_TRIGGER, 2)
+            .i32(avp::EVENT_TRIGGER, 13)
+            .i32(avp::EVENT_TRIGGER, 33)
+            .group(avp::CHARGING_RULE_INSTALL, |g| {
+                rule_definition(g, "rule-video");
+                g.bytes(avp::CHARGING_RULE_NAME, b"rule-default")
+                    .str(avp::CHARGING_RULE_BASE_NAME, "base-internet");
+            })
+            .group(avp::QOS_INFORMATION, |q| {
+                q.u32(avp::APN_AGGREGATE_MAX_BITRATE_UL, 50_000_000)
+                    .u32(avp::APN_AGGREGATE_MAX_BITRATE_DL, 150_000_000);
+            })
+            .group(avp::DEFAULT_EPS_BEARER_QOS, |q| {
+                q.i32(avp::QOS_CLASS_IDENTIFIER, 9);
+                arp(q, 8);
+            })
+            .group(avp::USAGE_MONITORING_INFORMATION, |u| {
+                u.bytes(avp::MONITORING_KEY, b"mk-video")
+                    .group(avp::GRANTED_SERVICE_UNIT, |g| {
+                        g.u64(avp::CC_TOTAL_OCTETS, 10_000_000_000);
+                    })
+                    .i32(avp::USAGE_MONITORING_LEVEL, 1);
+            })
+            .time(
+                avp::REVALIDATION_TIME,
+                std::time::UNIX_EPOCH + std::time::Duration::from_secs(1_767_229_200),
+            );
+        b.finish();
+    })
+}
+
+/// A RAR pushing a policy change: one rule removed, three installed. It is
+/// longer than one TCP segment, so tshark must reassemble it.
+fn rar() -> Vec<u8> {
+    build(|buf| {
+        let mut b = MessageBuilder::request(buf, cmd::RE_AUTH, app::GX, 0x2000_0001, 0x6000_0001);
+        b.str(avp::SESSION_ID, SESSION)
+            .u32(avp::AUTH_APPLICATION_ID, app::GX)
+            .origin("pcrf1.epc.example.net", "epc.example.net")
+            .str(avp::DESTINATION_REALM, "epc.example.net")
+            .str(avp::DESTINATION_HOST, "pcef1.epc.example.net")
+            .i32(avp::RE_AUTH_REQUEST_TYPE, 0)
+            .i32(avp::EVENT_TRIGGER, 33)
+            .group(avp::CHARGING_RULE_REMOVE, |g| {
+                g.bytes(avp::CHARGING_RULE_NAME, b"rule-default");
+            })
+            .group(avp::CHARGING_RULE_INSTALL, |g| {
+                for name in ["rule-video", "rule-voice", "rule-gaming"] {
+                    rule_definition(g, name);
+                }
+            })
+            .group(avp::QOS_INFORMATION, |q| {
+                q.u32(avp::APN_AGGREGATE_MAX_BITRATE_UL, 10_000_000)
+                    .u32(avp::APN_AGGREGATE_MAX_BITRATE_DL, 20_000_000);
+            });
+        b.finish();
+    })
+}
+
+fn raa(req: &[u8]) -> Vec<u8> {
+    let req = parse(req);
+    build(|buf| {
+        let mut b = MessageBuilder::answer(buf, &req);
+        b.origin("pcef1.epc.example.net", "epc.example.net")
+            .result_code(2001)
+            .u32(avp::ORIGIN_STATE_ID, 1_767_225_600);
+        b.finish();
+    })
+}
+
 fn cases() -> Vec<Case> {
     let cer = cer();
     let dwr = dwr();
     let dpr = dpr();
+    let ccr = ccr_i();
+    let rar = rar();
     vec![
         Case {
             what: "CER",
@@ -191,6 +386,101 @@ fn cases() -> Vec<Case> {
             must_show: &["Result-Code", "Origin-Host", "Origin-Realm"],
         },
         Case {
+            what: "CCR-I",
+            dir: Direction::ToServer,
+            bytes: ccr.clone(),
+            must_show: &[
+                "Session-Id",
+                "Auth-Application-Id",
+                "Destination-Realm",
+                "CC-Request-Type",
+                "CC-Request-Number",
+                "Subscription-Id",
+                "Subscription-Id-Type",
+                "Subscription-Id-Data",
+                "Supported-Features",
+                "Feature-List-ID",
+                "Feature-List",
+                "Network-Request-Support",
+                "Framed-IP-Address",
+                "IP-CAN-Type",
+                "RAT-Type",
+                "QoS-Information",
+                "APN-Aggregate-Max-Bitrate-UL",
+                "APN-Aggregate-Max-Bitrate-DL",
+                "Default-EPS-Bearer-QoS",
+                "QoS-Class-Identifier",
+                "Allocation-Retention-Priority",
+                "Priority-Level",
+                "Pre-emption-Capability",
+                "Pre-emption-Vulnerability",
+                "3GPP-User-Location-Info",
+                "3GPP-MS-TimeZone",
+                "3GPP-SGSN-MCC-MNC",
+                "AN-GW-Address",
+                "User-Equipment-Info",
+                "User-Equipment-Info-Type",
+                "User-Equipment-Info-Value",
+                "Called-Station-Id",
+                "Bearer-Usage",
+                "Access-Network-Charging-Address",
+            ],
+        },
+        Case {
+            what: "CCA-I",
+            dir: Direction::ToClient,
+            bytes: cca_i(&ccr),
+            must_show: &[
+                "Session-Id",
+                "Result-Code",
+                "CC-Request-Type",
+                "Bearer-Control-Mode",
+                "Event-Trigger",
+                "Charging-Rule-Install",
+                "Charging-Rule-Definition",
+                "Charging-Rule-Name",
+                "Service-Identifier",
+                "Rating-Group",
+                "Flow-Information",
+                "Flow-Description",
+                "Flow-Direction",
+                "Flow-Status",
+                "Max-Requested-Bandwidth-UL",
+                "Guaranteed-Bitrate-DL",
+                "Online",
+                "Offline",
+                "Metering-Method",
+                "Precedence",
+                "Monitoring-Key",
+                "Charging-Rule-Base-Name",
+                "Usage-Monitoring-Information",
+                "Granted-Service-Unit",
+                "CC-Total-Octets",
+                "Usage-Monitoring-Level",
+                "Revalidation-Time",
+            ],
+        },
+        Case {
+            what: "RAR",
+            dir: Direction::ToClient,
+            bytes: rar.clone(),
+            must_show: &[
+                "Destination-Host",
+                "Re-Auth-Request-Type",
+                "Event-Trigger",
+                "Charging-Rule-Remove",
+                "Charging-Rule-Install",
+                "Charging-Rule-Definition",
+                "QoS-Information",
+            ],
+        },
+        Case {
+            what: "RAA",
+            dir: Direction::ToServer,
+            bytes: raa(&rar),
+            must_show: &["Session-Id", "Result-Code", "Origin-State-Id"],
+        },
+        Case {
             what: "DPR",
             dir: Direction::ToServer,
             bytes: dpr.clone(),
@@ -206,6 +496,10 @@ fn cases() -> Vec<Case> {
 }
 
 fn write_pcap(path: &Path, cases: &[Case]) {
+    assert!(
+        cases.iter().any(|c| c.bytes.len() > 1460),
+        "one message must span TCP segments"
+    );
     let mut w = PcapWriter::loopback(Vec::new()).expect("pcap header");
     for c in cases {
         w.message(c.dir, &c.bytes).expect("write message");
