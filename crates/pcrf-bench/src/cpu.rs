@@ -213,6 +213,68 @@ pub struct CpuReport {
     pub ticks_per_second: u64,
 }
 
+/// The CPU samplers of one run, sampled once a second inside the
+/// measurement window only.
+#[derive(Debug, Default)]
+pub struct CpuWindow {
+    samplers: Vec<CpuSampler>,
+    started: bool,
+    ended: bool,
+    next: Option<Instant>,
+}
+
+impl CpuWindow {
+    pub fn new(samplers: Vec<CpuSampler>) -> CpuWindow {
+        CpuWindow {
+            samplers,
+            ..Default::default()
+        }
+    }
+
+    /// Call often; samples at the window's start, every second, and its end.
+    pub fn tick(&mut self, now: Instant, window_start: Instant, window_end: Instant) {
+        if self.ended || now < window_start {
+            return;
+        }
+        if !self.started {
+            self.started = true;
+            self.samplers
+                .iter_mut()
+                .for_each(CpuSampler::restart_window);
+            self.next = Some(now + Duration::from_secs(1));
+            return;
+        }
+        if now >= window_end {
+            self.ended = true;
+            self.samplers.iter_mut().for_each(CpuSampler::sample);
+            return;
+        }
+        if self.next.is_some_and(|n| now >= n) {
+            self.samplers.iter_mut().for_each(CpuSampler::sample);
+            self.next = Some(now + Duration::from_secs(1));
+        }
+    }
+
+    /// When `tick` next has something to do.
+    pub fn next_due(&self, window_start: Instant, window_end: Instant) -> Option<Instant> {
+        if self.samplers.is_empty() || self.ended {
+            return None;
+        }
+        if !self.started {
+            return Some(window_start);
+        }
+        Some(self.next.map_or(window_end, |n| n.min(window_end)))
+    }
+
+    /// One report per sampler, in the order given.
+    pub fn reports(&self, transactions: u64) -> Vec<CpuReport> {
+        self.samplers
+            .iter()
+            .map(|s| s.report(transactions))
+            .collect()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -273,6 +335,30 @@ mod tests {
         ));
         child.kill().expect("kill");
         child.wait().expect("wait");
+    }
+
+    #[test]
+    fn window_samples_only_inside() {
+        let me = std::process::id();
+        let s = CpuSampler::new("self", vec![me]).expect("sampler");
+        let mut w = CpuWindow::new(vec![s]);
+        let t0 = Instant::now();
+        let (ws, we) = (
+            t0 + Duration::from_millis(10),
+            t0 + Duration::from_millis(2500),
+        );
+        assert_eq!(w.next_due(ws, we), Some(ws));
+        w.tick(t0, ws, we);
+        assert!(!w.started);
+        w.tick(ws, ws, we);
+        assert_eq!(w.next_due(ws, we), Some(ws + Duration::from_secs(1)));
+        w.tick(ws + Duration::from_secs(1), ws, we);
+        w.tick(we, ws, we);
+        assert!(w.ended);
+        assert_eq!(w.next_due(ws, we), None);
+        // restart + 1 s sample + end sample.
+        assert_eq!(w.samplers[0].samples.len(), 3);
+        assert_eq!(w.reports(10).len(), 1);
     }
 
     #[test]

@@ -1,0 +1,199 @@
+//! The emulated PCEFs (P-GWs): P Gx client connections to the PCRF, each
+//! its own Diameter node (Origin-Host pgw-N.<realm>) with CER/CEA and the
+//! RFC 3539 watchdog, answering the PCRF's RARs with RAA 2001 as a gateway
+//! that applied the change would, and counting them.
+
+use crate::gx::Gateway;
+use crate::scenario::GxSettings;
+use bytes::{Bytes, BytesMut};
+use diameter::dict::{app, cmd};
+use diameter::peer::{Application, CloseReason, DisconnectCause, LocalNode, PeerSettings};
+use diameter::transport::{Handler, Initiator, Node, PeerHandle, PeerTable};
+use diameter::{DiameterError, Message, MessageBuilder};
+use std::future::Future;
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// Counters shared by every emulated PCEF.
+#[derive(Debug, Default)]
+pub struct PcefCounters {
+    pub rar_received: AtomicU64,
+    pub raa_sent: AtomicU64,
+    /// Connection events worth reporting (a PCEF losing its PCRF).
+    pub events: Mutex<Vec<String>>,
+}
+
+/// Answers RAR with RAA; every other request is refused by the transport
+/// with 3001, as a PCEF serves nothing else on Gx.
+#[derive(Clone, Debug)]
+pub struct PcefHandler {
+    counters: Arc<PcefCounters>,
+}
+
+impl Handler for PcefHandler {
+    fn serves(&self, app_id: u32, command: u32) -> bool {
+        app_id == app::GX && command == cmd::RE_AUTH
+    }
+
+    fn handle(
+        &self,
+        req: Message,
+        peer: PeerHandle,
+    ) -> impl Future<Output = Result<Bytes, DiameterError>> + Send {
+        let counters = self.counters.clone();
+        async move {
+            counters.rar_received.fetch_add(1, Relaxed);
+            let mut buf = BytesMut::with_capacity(256);
+            let mut b = MessageBuilder::answer(&mut buf, &req);
+            let local = peer.local();
+            b.result_code(diameter::result_code::DIAMETER_SUCCESS)
+                .origin(&local.origin_host, &local.origin_realm);
+            b.finish();
+            counters.raa_sent.fetch_add(1, Relaxed);
+            Ok(buf.freeze())
+        }
+    }
+
+    fn peer_down(&self, peer: &PeerHandle, reason: CloseReason) {
+        let mut ev = self
+            .counters
+            .events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner());
+        // Bounded: a flapping peer must not grow the report without end.
+        if ev.len() < 100 {
+            ev.push(format!(
+                "{} lost its connection: {reason:?}",
+                peer.local().origin_host
+            ));
+        }
+    }
+}
+
+/// The emulated gateways of a run.
+pub struct Pcefs {
+    initiators: Vec<Initiator>,
+    handles: Vec<PeerHandle>,
+    gateways: Vec<Arc<Gateway>>,
+    pub counters: Arc<PcefCounters>,
+}
+
+/// How the emulated gateways connect.
+#[derive(Clone, Debug)]
+pub struct PcefOptions {
+    pub target: SocketAddr,
+    pub peers: usize,
+    pub request_timeout: Duration,
+    /// RFC 3539 Tw (at least 6 s).
+    pub watchdog: Duration,
+    pub connect_timeout: Duration,
+}
+
+impl Pcefs {
+    /// Connects `opts.peers` gateways and waits until every one is open.
+    pub async fn connect(opts: &PcefOptions, gx: &GxSettings) -> Result<Pcefs, String> {
+        if opts.peers == 0 || opts.peers > 250 {
+            return Err(format!("--peers must be 1..=250, not {}", opts.peers));
+        }
+        let counters = Arc::new(PcefCounters::default());
+        let handler = Arc::new(PcefHandler {
+            counters: counters.clone(),
+        });
+        let settings = Arc::new(PeerSettings {
+            tw: opts.watchdog.max(Duration::from_secs(6)),
+            request_timeout: opts.request_timeout,
+            cer_timeout: opts.connect_timeout,
+            ..PeerSettings::default()
+        });
+        let mut initiators = Vec::with_capacity(opts.peers);
+        let mut gateways = Vec::with_capacity(opts.peers);
+        for i in 0..opts.peers {
+            let host = format!("pgw-{}.{}", i + 1, gx.origin_realm);
+            let local = LocalNode::new(host.clone(), gx.origin_realm.clone())
+                .with_application(Application::auth_vendor(app::GX, crate::gx::VENDOR_3GPP));
+            let node = Node::with_parts(
+                Arc::new(local.clone()),
+                settings.clone(),
+                handler.clone(),
+                PeerTable::new(),
+            );
+            initiators.push(node.connect(opts.target, None));
+            let n = i as u8;
+            gateways.push(Arc::new(Gateway {
+                origin_host: host,
+                origin_realm: gx.origin_realm.clone(),
+                destination_realm: gx.destination_realm.clone(),
+                destination_host: gx.destination_host.clone(),
+                origin_state_id: local.origin_state_id,
+                // Documentation ranges (RFC 5737): P-GW and S-GW addresses.
+                pgw_address: Ipv4Addr::new(192, 0, 2, n.wrapping_add(1)),
+                sgw_address: Ipv4Addr::new(198, 51, 100, n.wrapping_add(1)),
+                mcc_mnc: gx.mcc_mnc.clone(),
+                apn: gx.apn.clone(),
+            }));
+        }
+        for (i, init) in initiators.iter().enumerate() {
+            if !init.wait_open(opts.connect_timeout).await {
+                let state = init.handle().state();
+                let pcefs = Pcefs {
+                    handles: initiators.iter().map(|i| i.handle()).collect(),
+                    initiators,
+                    gateways,
+                    counters,
+                };
+                pcefs.shutdown().await;
+                return Err(format!(
+                    "gateway {} could not open a Diameter connection to {} within {:?} (state {state:?}); is the server running?",
+                    i + 1,
+                    opts.target,
+                    opts.connect_timeout
+                ));
+            }
+        }
+        let handles = initiators.iter().map(|i| i.handle()).collect();
+        Ok(Pcefs {
+            initiators,
+            handles,
+            gateways,
+            counters,
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.handles.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.handles.is_empty()
+    }
+
+    pub fn handle(&self, i: usize) -> &PeerHandle {
+        &self.handles[i % self.handles.len()]
+    }
+
+    pub fn gateway(&self, i: usize) -> &Arc<Gateway> {
+        &self.gateways[i % self.gateways.len()]
+    }
+
+    /// Connection events so far.
+    pub fn events(&self) -> Vec<String> {
+        self.counters
+            .events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    /// Disconnects every gateway with DPR (REBOOTING: we may come back).
+    pub async fn shutdown(self) {
+        let all = self
+            .initiators
+            .into_iter()
+            .map(|i| i.shutdown(DisconnectCause::Rebooting));
+        for f in all {
+            f.await;
+        }
+    }
+}
