@@ -8,20 +8,20 @@
 //! (`interop/gx_client.erl` treats any decode error as a failure); then OTP
 //! disconnects with DPR/DPA.
 //!
-//! Our side is a plain blocking loop over the codec (framing, parse,
-//! builder): the subject here is the message encoding, not the transport,
-//! which `freediameter.rs` exercises.
+//! Our side is the real transport server (`diameter::transport`), so OTP's
+//! strict peer state machine also checks our CEA and DPA.
 
 #[path = "interop/support.rs"]
 mod support;
 
-use bytes::BytesMut;
-use diameter::codec::{frame_len, Avp, AvpCode, FLAG_P, FLAG_R};
+use bytes::{Bytes, BytesMut};
+use diameter::codec::{Avp, AvpCode, FLAG_P, FLAG_R};
 use diameter::dict::{avp, cmd};
-use diameter::{Message, MessageBuilder};
-use std::io::{Read, Write};
-use std::net::{IpAddr, Ipv4Addr, TcpListener, TcpStream};
+use diameter::peer::{Application, CloseReason, DisconnectCause, LocalNode, PeerSettings};
+use diameter::transport::{Handler, Node, PeerHandle};
+use diameter::{DiameterError, Message, MessageBuilder};
 use std::process::{Command, Stdio};
+use std::sync::Mutex;
 use std::time::Duration;
 use support::{interop_dir, read_lossy, require_tool, ChildGuard, TempDir};
 
@@ -57,46 +57,6 @@ fn compile_erlang(dir: &TempDir) {
         .arg("-o")
         .arg(dir.path())
         .arg(src.join("gx_client.erl")));
-}
-
-/// Reads one whole message, or `None` when the peer closed the connection.
-fn read_message(s: &mut TcpStream, buf: &mut Vec<u8>) -> Option<Message> {
-    loop {
-        if let Ok(Some(n)) = frame_len(buf, 1 << 20) {
-            if buf.len() >= n {
-                let rest = buf.split_off(n);
-                let msg = std::mem::replace(buf, rest);
-                return Some(Message::parse(msg.into()).expect("OTP sent a parseable message"));
-            }
-        }
-        let mut chunk = [0u8; 4096];
-        match s.read(&mut chunk) {
-            Ok(0) | Err(_) => return None,
-            Ok(n) => buf.extend_from_slice(&chunk[..n]),
-        }
-    }
-}
-
-fn cea(req: &Message) -> BytesMut {
-    let mut out = BytesMut::new();
-    let mut b = MessageBuilder::answer(&mut out, req);
-    b.result_code(2001)
-        .origin("pcrf.test", "pcrf.test")
-        .address(avp::HOST_IP_ADDRESS, IpAddr::V4(Ipv4Addr::LOCALHOST))
-        .u32(avp::VENDOR_ID, 0)
-        .str(avp::PRODUCT_NAME, "pcrf")
-        .u32(avp::SUPPORTED_VENDOR_ID, TGPP)
-        .u32(avp::AUTH_APPLICATION_ID, GX);
-    b.finish();
-    out
-}
-
-fn simple_answer(req: &Message) -> BytesMut {
-    let mut out = BytesMut::new();
-    let mut b = MessageBuilder::answer(&mut out, req);
-    b.result_code(2001).origin("pcrf.test", "pcrf.test");
-    b.finish();
-    out
 }
 
 fn cca(req: &Message) -> BytesMut {
@@ -147,29 +107,37 @@ fn cca(req: &Message) -> BytesMut {
     out
 }
 
-/// Serves one connection: answers CER, CCR, DWR and DPR; returns every
-/// request received, in order.
-fn serve(listener: TcpListener) -> Vec<Message> {
-    let (mut s, _) = listener.accept().expect("OTP connects");
-    s.set_read_timeout(Some(LIMIT)).expect("timeout");
-    let mut buf = Vec::new();
-    let mut got = Vec::new();
-    while let Some(req) = read_message(&mut s, &mut buf) {
-        assert!(req.is_request(), "unexpected answer {req:?}");
-        let ans = match req.command_code() {
-            cmd::CAPABILITIES_EXCHANGE => cea(&req),
-            cmd::CREDIT_CONTROL => cca(&req),
-            cmd::DEVICE_WATCHDOG | cmd::DISCONNECT_PEER => simple_answer(&req),
-            other => panic!("unexpected command {other}"),
-        };
-        s.write_all(&ans).expect("write answer");
-        let done = req.command_code() == cmd::DISCONNECT_PEER;
-        got.push(req);
-        if done {
-            break;
-        }
+/// Our Gx side: answers the CCR with [`cca`] and keeps every request and
+/// peer event for the assertions.
+#[derive(Default)]
+struct GxServer {
+    ccrs: Mutex<Vec<Message>>,
+    up: Mutex<Vec<String>>,
+    down: Mutex<Vec<CloseReason>>,
+}
+
+impl Handler for GxServer {
+    fn serves(&self, app_id: u32, cmd: u32) -> bool {
+        app_id == GX && cmd == cmd::CREDIT_CONTROL
     }
-    got
+
+    async fn handle(&self, req: Message, _peer: PeerHandle) -> Result<Bytes, DiameterError> {
+        let ans = cca(&req).freeze();
+        self.ccrs.lock().expect("lock").push(req);
+        Ok(ans)
+    }
+
+    fn peer_up(&self, peer: &PeerHandle) {
+        let host = peer
+            .origin_host()
+            .map(|h| h.to_string())
+            .unwrap_or_default();
+        self.up.lock().expect("lock").push(host);
+    }
+
+    fn peer_down(&self, _peer: &PeerHandle, reason: CloseReason) {
+        self.down.lock().expect("lock").push(reason);
+    }
 }
 
 fn one<'a>(it: impl IntoIterator<Item = Result<Avp<'a>, diameter::DiameterError>>) -> Avp<'a> {
@@ -267,17 +235,24 @@ fn check_ccr(ccr: &Message) {
     assert_eq!(child(&sf, avp::FEATURE_LIST).as_u32(), Ok(3));
 }
 
-#[test]
-fn otp_pcef_sends_ccr_i_and_decodes_our_cca_strictly() {
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn otp_pcef_sends_ccr_i_and_decodes_our_cca_strictly() {
     for tool in ["erl", "erlc", "diameterc"] {
         require_tool(tool);
     }
     let dir = TempDir::new("erlang-gx");
     compile_erlang(&dir);
 
-    let listener = TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).expect("bind");
-    let port = listener.local_addr().expect("addr").port();
-    let server = std::thread::spawn(move || serve(listener));
+    let local = LocalNode::new("pcrf.test", "pcrf.test")
+        .with_host_ip("127.0.0.1".parse().expect("ip"))
+        .with_application(Application::auth_vendor(GX, TGPP));
+    let node = Node::new(local, PeerSettings::default(), GxServer::default());
+    let server = node.listen("127.0.0.1:0").await.expect("bind");
+    let port = server.local_addr().expect("addr").port();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(server.run(async {
+        let _ = stop_rx.await;
+    }));
 
     let log_path = dir.join("gx_client.out");
     let log = std::fs::File::create(&log_path).expect("log file");
@@ -293,27 +268,15 @@ fn otp_pcef_sends_ccr_i_and_decodes_our_cca_strictly() {
             .stdout(log.try_clone().expect("dup"))
             .stderr(log),
     );
-    let status = erl.wait_timeout(LIMIT);
+    let (status, erl) = tokio::task::spawn_blocking(move || (erl.wait_timeout(LIMIT), erl))
+        .await
+        .expect("wait for erl");
+    drop(erl);
     let out = read_lossy(&log_path);
     assert!(
         status.is_some_and(|s| s.success()),
         "OTP client failed or timed out ({status:?}):\n{out}"
     );
-    let requests = server.join().expect("server thread");
-
-    let commands: Vec<u32> = requests.iter().map(Message::command_code).collect();
-    assert_eq!(
-        commands.first(),
-        Some(&cmd::CAPABILITIES_EXCHANGE),
-        "{commands:?}"
-    );
-    assert_eq!(commands.last(), Some(&cmd::DISCONNECT_PEER), "{commands:?}");
-    let ccrs: Vec<&Message> = requests
-        .iter()
-        .filter(|m| m.command_code() == cmd::CREDIT_CONTROL)
-        .collect();
-    assert_eq!(ccrs.len(), 1, "{commands:?}");
-    check_ccr(ccrs[0]);
 
     let lines: Vec<&str> = out.lines().collect();
     for want in [
@@ -327,4 +290,32 @@ fn otp_pcef_sends_ccr_i_and_decodes_our_cca_strictly() {
     ] {
         assert!(lines.contains(&want), "OTP did not print {want:?}:\n{out}");
     }
+
+    let h = node.handler();
+    assert_eq!(h.up.lock().expect("lock").as_slice(), ["pcef.erlang.test"]);
+    let ccrs = h.ccrs.lock().expect("lock").clone();
+    assert_eq!(ccrs.len(), 1);
+    check_ccr(&ccrs[0]);
+    // OTP closed with DPR (remove_transport sends DO_NOT_WANT_TO_TALK_TO_YOU),
+    // which we answered.
+    let mut down = Vec::new();
+    for _ in 0..50 {
+        down = h.down.lock().expect("lock").clone();
+        if !down.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        matches!(
+            down.as_slice(),
+            [CloseReason::PeerDisconnect(Some(
+                DisconnectCause::DoNotWantToTalkToYou
+            ))]
+        ),
+        "{down:?}"
+    );
+
+    let _ = stop_tx.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(10), serving).await;
 }
