@@ -630,3 +630,104 @@ async fn initiator_reconnects_after_the_server_restarts() {
     let _ = tx.send(());
     task.await.expect("task").expect("run");
 }
+
+#[tokio::test]
+async fn silent_peer_is_dropped_by_the_watchdog() {
+    let settings = PeerSettings {
+        tw: Duration::from_millis(300),
+        ..quick()
+    };
+    let srv = start(settings, Gx::default()).await;
+    let mut raw = Raw::open(srv.addr, "mute.test.local").await;
+    let started = std::time::Instant::now();
+    // The server sends DWRs we never answer: DWR, then SUSPECT, then DOWN.
+    let dwr = raw.recv().await.expect("DWR");
+    assert_eq!(dwr.command_code(), cmd::DEVICE_WATCHDOG);
+    assert!(dwr.is_request());
+    assert!(
+        raw.recv().await.is_none(),
+        "closed after the watchdog gave up"
+    );
+    let waited = started.elapsed();
+    assert!(
+        waited >= Duration::from_millis(700) && waited < Duration::from_secs(3),
+        "{waited:?}"
+    );
+    assert_eq!(
+        srv.node.handler().downs.lock().expect("lock").as_slice(),
+        [CloseReason::WatchdogDown]
+    );
+    srv.stop().await;
+}
+
+#[tokio::test]
+async fn answered_watchdogs_keep_the_connection() {
+    let settings = PeerSettings {
+        tw: Duration::from_millis(200),
+        ..quick()
+    };
+    let srv = start(settings, Gx::default()).await;
+    let mut raw = Raw::open(srv.addr, "alive.test.local").await;
+    for _ in 0..5 {
+        let dwr = raw.recv().await.expect("DWR");
+        assert_eq!(dwr.command_code(), cmd::DEVICE_WATCHDOG);
+        let dwa = encode(|buf| {
+            let mut b = MessageBuilder::answer(buf, &dwr);
+            b.result_code(2001).origin("alive.test.local", "test.local");
+            b.finish();
+        });
+        raw.send(&dwa).await;
+    }
+    assert!(srv.node.peer_table().get("alive.test.local").is_some());
+    srv.stop().await;
+}
+
+#[tokio::test]
+async fn dpr_busy_holds_the_initiator_off_and_rebooting_does_not() {
+    let srv = start(quick(), Gx::default()).await;
+    let settings = PeerSettings {
+        reconnect_initial: Duration::from_millis(20),
+        tc: Duration::from_millis(100),
+        refused_holdoff: Some(Duration::from_secs(30)),
+        ..quick()
+    };
+    let client = Node::new(server_node("client.test.local"), settings, ServesNothing);
+    let init = client.connect(srv.addr, None);
+    assert!(init.wait_open(WAIT).await);
+    let peer = init.handle();
+    let on_server = |srv: &Running| {
+        let t = srv.node.peer_table().clone();
+        async move {
+            tokio::time::timeout(WAIT, async {
+                loop {
+                    if let Some(p) = t.get("client.test.local") {
+                        return p;
+                    }
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            })
+            .await
+            .expect("client registered")
+        }
+    };
+
+    // REBOOTING: the client comes back at once.
+    on_server(&srv).await.close(DisconnectCause::Rebooting);
+    tokio::time::timeout(WAIT, peer.wait_state(|s| s != PeerState::Open))
+        .await
+        .expect("closed");
+    assert!(init.wait_open(WAIT).await, "reconnected after REBOOTING");
+
+    // BUSY: the client must not come back within the hold-off.
+    on_server(&srv).await.close(DisconnectCause::Busy);
+    tokio::time::timeout(WAIT, peer.wait_state(|s| s != PeerState::Open))
+        .await
+        .expect("closed");
+    assert!(
+        !init.wait_open(Duration::from_millis(700)).await,
+        "no reconnection after BUSY"
+    );
+    assert_eq!(peer.counters().snapshot().connects, 2);
+    init.shutdown(DisconnectCause::Rebooting).await;
+    srv.stop().await;
+}
