@@ -731,3 +731,46 @@ async fn dpr_busy_holds_the_initiator_off_and_rebooting_does_not() {
     init.shutdown(DisconnectCause::Rebooting).await;
     srv.stop().await;
 }
+
+#[tokio::test]
+async fn garbage_from_one_peer_does_not_disturb_another() {
+    let srv = start(quick(), Gx::default()).await;
+    let mut good = Raw::open(srv.addr, "good.test.local").await;
+    let mut rng = diameter::peer::Jitter::seeded(1234);
+    let mut attackers = Vec::new();
+    for i in 0..20u32 {
+        let addr = srv.addr;
+        let mut junk: Vec<u8> = (0..512).map(|_| rng.next_u64() as u8).collect();
+        if i % 2 == 0 {
+            // A believable header first, then junk AVPs.
+            junk[..4].copy_from_slice(&[1, 0, 2, 0]);
+            junk[4] = 0x80;
+        }
+        attackers.push(tokio::spawn(async move {
+            let mut r = Raw::connect(addr).await;
+            if i % 3 == 0 {
+                r.send(&raw_cer(&format!("junk{i}.test.local"), 1)).await;
+            }
+            let _ = r.s.write_all(&junk).await;
+            let mut sink = [0u8; 4096];
+            // Drain until the server closes us.
+            let _ = tokio::time::timeout(WAIT, async {
+                while let Ok(n) = r.s.read(&mut sink).await {
+                    if n == 0 {
+                        break;
+                    }
+                }
+            })
+            .await;
+        }));
+        good.send(&raw_ccr(1000 + i, GX, CCR)).await;
+        assert_eq!(rc(&good.recv().await.expect("answer")), 2001);
+    }
+    for a in attackers {
+        a.await.expect("attacker task");
+    }
+    good.send(&raw_ccr(5000, GX, CCR)).await;
+    assert_eq!(rc(&good.recv().await.expect("answer")), 2001);
+    assert_eq!(srv.node.peer_table().len(), 1, "only the good peer is open");
+    srv.stop().await;
+}
