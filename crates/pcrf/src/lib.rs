@@ -8,6 +8,7 @@ pub mod logging;
 pub mod metrics;
 pub mod node;
 pub mod policy;
+pub mod server;
 pub mod session;
 pub mod store;
 pub mod subscriber;

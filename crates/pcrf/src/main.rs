@@ -1,1 +1,238 @@
-fn main() {}
+//! `pcrf`: the server and its admin commands.
+
+use clap::{Parser, Subcommand};
+use pcrf::config::Config;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// A software-only 3GPP PCRF: Gx sessions decided by a hot-reloadable Lua policy.
+#[derive(Parser)]
+#[command(name = "pcrf", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Run the PCRF: Diameter (Gx) on 0.0.0.0:3868 and the HTTP API on
+    /// 127.0.0.1:8080 by default. Without --config it runs on built-in
+    /// defaults (embedded store in ./pcrf-data, policies/default.lua) and
+    /// accepts any Diameter peer (development mode).
+    Serve {
+        /// Configuration file (TOML); see config/pcrf.example.toml.
+        #[arg(long, short, env = "PCRF_CONFIG")]
+        config: Option<PathBuf>,
+    },
+    /// Validate a configuration file and the policy it names; print every
+    /// error with its location. Exit status 0 when valid.
+    CheckConfig {
+        /// Configuration file (TOML).
+        file: PathBuf,
+    },
+    /// Policy tools.
+    Policy {
+        #[command(subcommand)]
+        command: PolicyCmd,
+    },
+    /// Decode Diameter messages for humans: a hex string, a file of hex,
+    /// or a pcap capture (TCP port any; messages reassembled per stream).
+    Decode {
+        /// Hex of one message (spaces and newlines allowed).
+        #[arg(long, conflicts_with = "file")]
+        hex: Option<String>,
+        /// A .pcap file, or a text file holding hex.
+        file: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum PolicyCmd {
+    /// Run a policy against test cases offline; print pass/fail per case.
+    /// Exit status 0 when every case passes.
+    Test {
+        /// The Lua policy script.
+        policy: PathBuf,
+        /// The cases (TOML); see policies/default.cases.toml.
+        cases: PathBuf,
+    },
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    match cli.command {
+        Cmd::Serve { config } => serve(config),
+        Cmd::CheckConfig { file } => check_config(&file),
+        Cmd::Policy {
+            command: PolicyCmd::Test { policy, cases },
+        } => match pcrf::policy::cases::run(&policy, &cases) {
+            Ok(report) => {
+                println!("{report}");
+                if report.passed() {
+                    ExitCode::SUCCESS
+                } else {
+                    ExitCode::FAILURE
+                }
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::from(2)
+            }
+        },
+        Cmd::Decode { hex, file } => decode(hex, file),
+    }
+}
+
+fn serve(path: Option<PathBuf>) -> ExitCode {
+    let cfg = match &path {
+        Some(p) => match Config::load(p) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("error: invalid configuration:\n{e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => Config::zero_config(),
+    };
+    let _log = match pcrf::logging::init(&cfg.log) {
+        Ok(h) => h,
+        Err(e) => {
+            eprintln!("error: logging: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(pcrf::server::run(cfg, pcrf::server::shutdown_signal())) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            tracing::error!(error = %e, "cannot start");
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+fn check_config(file: &std::path::Path) -> ExitCode {
+    let cfg = match Config::load(file) {
+        Ok(c) => c,
+        Err(e) => {
+            eprintln!("{e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut ok = true;
+    if let Err(e) = cfg.api.validate() {
+        eprintln!("{}: [api]: {e}", file.display());
+        ok = false;
+    }
+    // The policy path is relative to the working directory, as `serve` reads it.
+    match pcrf::policy::PolicyEngine::load(pcrf::policy::EngineConfig {
+        path: cfg.policy.path.clone(),
+        limits: pcrf::policy::Limits {
+            instructions: u64::from(cfg.policy.instruction_limit),
+            memory_bytes: cfg.policy.memory_limit_mib * 1024 * 1024,
+        },
+        fallback: cfg.policy.fallback.clone(),
+    }) {
+        Ok(_) => {}
+        Err(e) => {
+            eprintln!("{}: {e}", cfg.policy.path.display());
+            ok = false;
+        }
+    }
+    for w in cfg.api.warnings() {
+        eprintln!("warning: {w}");
+    }
+    if ok {
+        println!(
+            "{}: valid (checksum {})",
+            file.display(),
+            cfg.checksum_hex()
+        );
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    }
+}
+
+fn decode(hex: Option<String>, file: Option<PathBuf>) -> ExitCode {
+    let messages: Vec<bytes::Bytes> = match (hex, file) {
+        (Some(h), _) => match parse_hex(&h) {
+            Ok(b) => vec![b.into()],
+            Err(e) => {
+                eprintln!("error: {e}");
+                return ExitCode::from(2);
+            }
+        },
+        (None, Some(path)) => {
+            let data = match std::fs::read(&path) {
+                Ok(d) => d,
+                Err(e) => {
+                    eprintln!("error: {}: {e}", path.display());
+                    return ExitCode::from(2);
+                }
+            };
+            match diameter::pcap::read_pcap(&data) {
+                Ok(cap) => {
+                    for p in &cap.problems {
+                        eprintln!("warning: {p:?}");
+                    }
+                    cap.messages.into_iter().map(|m| m.bytes).collect()
+                }
+                Err(pcap_err) => match std::str::from_utf8(&data)
+                    .map_err(|e| e.to_string())
+                    .and_then(parse_hex)
+                {
+                    Ok(b) => vec![b.into()],
+                    Err(_) => {
+                        eprintln!(
+                            "error: {}: neither a pcap ({pcap_err}) nor hex text",
+                            path.display()
+                        );
+                        return ExitCode::from(2);
+                    }
+                },
+            }
+        }
+        (None, None) => {
+            eprintln!("error: give --hex HEX or a FILE (pcap or hex text)");
+            return ExitCode::from(2);
+        }
+    };
+    let mut status = ExitCode::SUCCESS;
+    for bytes in messages {
+        match diameter::Message::parse(bytes) {
+            Ok(m) => println!("{}", diameter::dump::dump(&m)),
+            Err(e) => {
+                eprintln!("error: not a valid Diameter message: {e}");
+                status = ExitCode::FAILURE;
+            }
+        }
+    }
+    status
+}
+
+fn parse_hex(text: &str) -> Result<Vec<u8>, String> {
+    let digits: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
+    if digits.len() % 2 != 0 {
+        return Err("hex has an odd number of digits".into());
+    }
+    digits
+        .chunks(2)
+        .map(|pair| {
+            std::str::from_utf8(pair)
+                .ok()
+                .and_then(|s| u8::from_str_radix(s, 16).ok())
+                .ok_or_else(|| format!("not hex: {:?}", String::from_utf8_lossy(pair)))
+        })
+        .collect()
+}

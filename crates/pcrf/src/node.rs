@@ -9,7 +9,10 @@ use crate::api::control::{
 };
 use crate::config::{Config, UnknownSubscriber};
 use crate::gx::{self, CcaExtras, Ccr, Identity, Outcome, RequestType};
-use crate::metrics::{Command, Exposition, Metrics, MetricsSource, SessionStats};
+use crate::metrics::{
+    peer_stats, write_peers, Command, CommitStats, Exposition, HistogramSnapshot, Metrics,
+    MetricsSource, PolicyStats as MetricsPolicyStats, SessionStats,
+};
 use crate::policy::decision::{Decision, Reject};
 use crate::policy::input::{
     NetworkInput, PolicyInput, RuleFailure, SessionInput, SubscriberInput, TimeInput,
@@ -17,6 +20,7 @@ use crate::policy::input::{
 use crate::policy::{PolicyEngine, Ran};
 use crate::session::{GxSession, RuleDiff, SessionState, SessionTable};
 use crate::store::group_commit::GroupCommit;
+use crate::store::group_commit::BATCH_SIZE_BOUNDS;
 use crate::store::{Change, StoreError};
 use crate::subscriber::Subscriber;
 use crate::subscribers::SubscriberTable;
@@ -768,9 +772,55 @@ fn ecgi_of_location(hex: &str) -> Option<String> {
     }
 }
 
+impl Node {
+    fn write_store_metrics(&self, out: &mut Exposition) {
+        let g = self.store.stats();
+        let Some(batch_sizes) = HistogramSnapshot::from_cumulative(
+            &BATCH_SIZE_BOUNDS,
+            0,
+            &g.batch_size_le,
+            g.batches,
+            g.requests,
+        ) else {
+            return;
+        };
+        CommitStats {
+            batches: g.batches,
+            commits: g.commits,
+            skipped: g.skipped_commits,
+            rows: g.rows_changed,
+            coalesced: g.coalesced,
+            errors: g.errors,
+            purged: g.purged,
+            queued: g.queued,
+            apply_micros: g.apply_micros,
+            batch_sizes,
+        }
+        .write(out);
+    }
+}
+
 impl MetricsSource for Node {
     fn write(&self, out: &mut Exposition) {
         self.session_stats().write(out);
+        let p = self.policy.stats();
+        MetricsPolicyStats {
+            runs: p.runs,
+            skips: p.skips,
+            errors: p.errors,
+            reloads_ok: p.reloads,
+            reloads_failed: p.reload_failures,
+            script_version: p.script_version,
+        }
+        .write(out);
+        self.write_store_metrics(out);
+        let configured: Vec<String> = self
+            .cfg
+            .peers
+            .iter()
+            .map(|p| p.origin_host.clone())
+            .collect();
+        write_peers(out, &peer_stats(&self.peers, &configured));
         let c = &self.counters;
         out.counter(
             "pcrf_policy_fallbacks_total",

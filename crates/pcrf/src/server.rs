@@ -1,0 +1,267 @@
+//! Start-up and shutdown of `pcrf serve`: open the store and load what it
+//! holds, load the policy, start the group-commit writer, the Diameter
+//! listener and the HTTP API; on SIGTERM or Ctrl-C, send DPR to every peer,
+//! let in-flight requests finish, flush the store and stop.
+
+use crate::api;
+use crate::config::Config;
+use crate::gx;
+use crate::metrics::Metrics;
+use crate::node::Node;
+use crate::policy::{EngineConfig, Limits, PolicyEngine};
+use crate::store::group_commit::{GroupCommit, GroupCommitOptions};
+use crate::store::open_store;
+use bytes::Bytes;
+use diameter::codec::{DiameterError, Message};
+use diameter::peer::{AllowedPeer, Application, CloseReason, LocalNode, PeerSettings};
+use diameter::transport::{self, Handler, PeerHandle, PeerTable};
+use std::net::{IpAddr, Ipv4Addr};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Why the server could not start (printed, exit status 1).
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    #[error("store: {0}")]
+    Store(#[from] crate::store::StoreError),
+    #[error("policy: {0}")]
+    Policy(#[from] crate::policy::PolicyError),
+    #[error("cannot listen for Diameter on {addr}: {err}")]
+    Diameter {
+        addr: std::net::SocketAddr,
+        err: std::io::Error,
+    },
+    #[error("cannot listen for the HTTP API on {addr}: {err}")]
+    Api {
+        addr: std::net::SocketAddr,
+        err: std::io::Error,
+    },
+    #[error("{0}")]
+    Config(String),
+}
+
+/// The Diameter application handler: Gx requests go to the node.
+struct GxHandler {
+    node: Arc<Node>,
+}
+
+impl Handler for GxHandler {
+    fn serves(&self, app_id: u32, cmd: u32) -> bool {
+        gx::serves(app_id, cmd)
+    }
+
+    async fn handle(&self, req: Message, _peer: PeerHandle) -> Result<Bytes, DiameterError> {
+        self.node.handle_gx(req).await
+    }
+
+    fn peer_up(&self, peer: &PeerHandle) {
+        tracing::info!(peer = ?peer.origin_host(), addr = ?peer.remote_addr(), "Diameter peer open");
+    }
+
+    fn peer_down(&self, peer: &PeerHandle, reason: CloseReason) {
+        tracing::warn!(peer = ?peer.origin_host(), ?reason, "Diameter peer closed");
+    }
+}
+
+/// Runs the PCRF until `shutdown` resolves.
+pub async fn run(
+    cfg: Config,
+    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
+) -> Result<(), StartError> {
+    let cfg = Arc::new(cfg);
+    if let Err(e) = cfg.api.validate() {
+        return Err(StartError::Config(e));
+    }
+    for w in cfg.api.warnings() {
+        tracing::warn!("{w}");
+    }
+    tracing::info!(
+        checksum = %cfg.checksum_hex(),
+        source = ?cfg.source,
+        "configuration loaded"
+    );
+    if cfg.zero_config {
+        tracing::warn!(
+            "no configuration file: zero-config development mode, ANY Diameter peer may connect"
+        );
+    }
+
+    // Store: read what it holds, then hand it to the writer thread.
+    let mut store = open_store(&cfg.store)?;
+    let subscribers = store.subscribers()?;
+    let sessions = store.open_sessions()?;
+    tracing::info!(
+        subscribers = subscribers.len(),
+        open_sessions = sessions.len(),
+        durability = cfg.store.durability.risk(),
+        path = %cfg.store.path.display(),
+        "store opened"
+    );
+    let writer = GroupCommit::start_with(
+        store,
+        GroupCommitOptions {
+            queue_depth: cfg.store.queue_depth,
+            ..Default::default()
+        },
+    )?;
+
+    let tz = crate::policy::clock::time_zone(&cfg.policy.time_zone)?;
+    let policy = Arc::new(PolicyEngine::load(EngineConfig {
+        path: cfg.policy.path.clone(),
+        limits: Limits {
+            instructions: u64::from(cfg.policy.instruction_limit),
+            memory_bytes: cfg.policy.memory_limit_mib * 1024 * 1024,
+        },
+        fallback: cfg.policy.fallback.clone(),
+    })?);
+    let _watcher = if cfg.policy.watch {
+        Some(policy.clone().watch()?)
+    } else {
+        None
+    };
+
+    let metrics = Arc::new(Metrics::new());
+    let peers = PeerTable::new();
+    let node = Arc::new(Node::new(
+        cfg.clone(),
+        policy,
+        writer.clone(),
+        subscribers,
+        sessions,
+        peers.clone(),
+        metrics.clone(),
+        tz,
+    ));
+    metrics.register(node.clone());
+
+    let mut local = LocalNode::new(cfg.node.origin_host.clone(), cfg.node.origin_realm.clone())
+        .with_application(Application::auth_vendor(gx::GX, gx::TGPP));
+    local.product_name = "pcrf".into();
+    let ips: Vec<IpAddr> = if cfg.node.host_ip_addresses.is_empty() {
+        let ip = cfg.diameter.listen.ip();
+        vec![if ip.is_unspecified() {
+            IpAddr::V4(Ipv4Addr::LOCALHOST)
+        } else {
+            ip
+        }]
+    } else {
+        cfg.node.host_ip_addresses.clone()
+    };
+    local.host_ip_addresses = ips;
+    let settings = PeerSettings {
+        tw: Duration::from_secs(cfg.diameter.watchdog_secs),
+        request_timeout: Duration::from_millis(cfg.diameter.request_timeout_ms),
+        max_message_len: cfg.diameter.max_message_bytes,
+        max_in_flight: cfg.diameter.max_in_flight,
+        allowed_peers: if cfg.zero_config {
+            None
+        } else {
+            Some(
+                cfg.peers
+                    .iter()
+                    .map(|p| AllowedPeer {
+                        origin_host: p.origin_host.clone(),
+                        addresses: p.addresses.clone(),
+                    })
+                    .collect(),
+            )
+        },
+        ..PeerSettings::default()
+    };
+    let dnode = transport::Node::with_parts(
+        Arc::new(local),
+        Arc::new(settings),
+        Arc::new(GxHandler { node: node.clone() }),
+        peers,
+    );
+    let server = dnode
+        .listen(cfg.diameter.listen)
+        .await
+        .map_err(|err| StartError::Diameter {
+            addr: cfg.diameter.listen,
+            err,
+        })?;
+    let diameter_addr = server.local_addr().unwrap_or(cfg.diameter.listen);
+    tracing::info!(addr = %diameter_addr, origin_host = %cfg.node.origin_host, "Diameter listening");
+
+    let api_listener = tokio::net::TcpListener::bind(cfg.api.listen)
+        .await
+        .map_err(|err| StartError::Api {
+            addr: cfg.api.listen,
+            err,
+        })?;
+    let router = api::router(node.clone(), &cfg.api);
+
+    // One shutdown signal fans out to the Diameter server and the API.
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    tokio::spawn(async move {
+        shutdown.await;
+        let _ = stop_tx.send(true);
+    });
+    let wait = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|v| *v).await;
+    };
+
+    let api_task = tokio::spawn(api::server::serve(
+        api_listener,
+        router,
+        wait(stop_rx.clone()),
+    ));
+
+    // Purge closed sessions past retention, once a minute.
+    let purge_node = node.clone();
+    let mut purge_stop = stop_rx.clone();
+    let purge_task = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_secs(60));
+        loop {
+            tokio::select! {
+                _ = tick.tick() => {
+                    if let Err(e) = purge_node.purge_closed().await {
+                        tracing::warn!(error = %e, "purging closed sessions failed");
+                    }
+                }
+                changed = purge_stop.changed() => {
+                    if changed.is_err() || *purge_stop.borrow() {
+                        break;
+                    }
+                }
+            }
+        }
+    });
+
+    if let Err(e) = server.run(wait(stop_rx.clone())).await {
+        tracing::error!(error = %e, "Diameter server stopped with an error");
+    }
+    tracing::info!("Diameter server stopped; flushing the store");
+    let _ = api_task.await;
+    let _ = purge_task.await;
+    match writer.shutdown().await {
+        Ok(_) => tracing::info!("store flushed; bye"),
+        Err(e) => tracing::error!(error = %e, "store flush failed"),
+    }
+    Ok(())
+}
+
+/// Resolves on SIGTERM or Ctrl-C.
+pub async fn shutdown_signal() {
+    #[cfg(unix)]
+    {
+        let mut term =
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(s) => s,
+                Err(e) => {
+                    tracing::warn!(error = %e, "cannot listen for SIGTERM; Ctrl-C only");
+                    let _ = tokio::signal::ctrl_c().await;
+                    return;
+                }
+            };
+        tokio::select! {
+            _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
+            _ = tokio::signal::ctrl_c() => tracing::info!("Ctrl-C: shutting down"),
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = tokio::signal::ctrl_c().await;
+    }
+}
