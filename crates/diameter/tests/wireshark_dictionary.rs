@@ -181,9 +181,12 @@ fn attrs(tag: &str) -> HashMap<String, String> {
     out
 }
 
+/// One tag: its name (`avp`, `/avp`...), its attribute text, self-closing.
+type Tag = (String, String, bool);
+
 /// The tags of an XML text in order, as (name, attribute text, self-closing),
 /// skipping comments, processing instructions and the DOCTYPE.
-fn tags(text: &str) -> Vec<(String, String, bool)> {
+fn tags(text: &str) -> Vec<Tag> {
     let mut out = Vec::new();
     let mut i = 0;
     while let Some(off) = text[i..].find('<') {
@@ -231,7 +234,7 @@ fn load(dir: &Path) -> Result<WsDict, String> {
     if !files.iter().any(|f| f.ends_with("dictionary.xml")) {
         return Err(format!("{} has no dictionary.xml", dir.display()));
     }
-    let texts: Vec<(String, Vec<(String, String, bool)>)> = files
+    let texts: Vec<(String, Vec<Tag>)> = files
         .iter()
         .map(|f| {
             let t = std::fs::read(f).map_err(|e| format!("{}: {e}", f.display()))?;

@@ -170,13 +170,20 @@ impl<'a> Iterator for AvpIter<'a> {
             return None;
         }
         if rest.len() < 8 {
-            // Not even a header: pad it with zeros to the minimum (RFC 6733 §7.1.5).
-            let mut hdr = [0u8; 8];
+            // Not even a header: pad it with zeros to the minimum (RFC 6733 §7.1.5),
+            // which is 12 bytes when the V flag asks for a Vendor-ID, so that
+            // the Failed-AVP is itself a well-formed AVP.
+            let mut hdr = [0u8; 12];
             hdr[..rest.len()].copy_from_slice(rest);
-            hdr[5..8].copy_from_slice(&[0, 0, 8]);
+            let hl = if rest.get(4).is_some_and(|f| f & AVP_FLAG_V != 0) {
+                12
+            } else {
+                8
+            };
+            hdr[5..8].copy_from_slice(&[0, 0, hl as u8]);
             return self.fail(DiameterError::with_failed_avp(
                 result_code::DIAMETER_INVALID_AVP_LENGTH,
-                hdr.to_vec(),
+                hdr[..hl].to_vec(),
                 "truncated AVP header",
             ));
         }
@@ -281,6 +288,23 @@ mod tests {
             .expect("item")
             .expect_err("short vendor");
         assert_eq!(err.failed_avp.map(|f| f.len()), Some(12));
+
+        // A truncated header with the V flag: the Failed-AVP must still be a
+        // whole AVP (12 bytes with its Vendor-ID), not an 8-byte V-flagged
+        // stub (found by the decode fuzz target).
+        let short_v = [0u8, 0, 2, 0x74, AVP_FLAG_V, 0];
+        let err = AvpIter::new(&short_v)
+            .next()
+            .expect("item")
+            .expect_err("short");
+        let failed = err.failed_avp.expect("failed avp");
+        assert_eq!(failed.len(), 12);
+        assert_eq!(&failed[5..8], &[0, 0, 12]);
+        let inner = AvpIter::new(&failed)
+            .next()
+            .expect("item")
+            .expect("whole AVP");
+        assert_eq!((inner.code(), inner.data().len()), (0x274, 0));
     }
 
     #[test]
