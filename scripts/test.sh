@@ -2,7 +2,10 @@
 # The test command: runs the whole test suite on a fresh Debian 12 machine
 # with Rust, and is what CI runs (.ci/run). In order:
 #   1. installs the tools the interop tests use (scripts/install-test-deps.sh);
-#   2. starts PostgreSQL on 127.0.0.1:5432 unless one is already answering;
+#   2. starts PostgreSQL on 127.0.0.1:5432 unless one is already answering,
+#      creates the role and database pcrf_test (password pcrf_test) if
+#      missing, and exports PCRF_TEST_DATABASE_URL for the PostgreSQL tests
+#      (set it yourself to use another server; then nothing is created);
 #   3. checks formatting (cargo fmt) and lints (cargo clippy, warnings denied);
 #   4. runs every test: cargo nextest when installed (plus the doc tests,
 #      which nextest does not run), cargo test otherwise.
@@ -46,8 +49,37 @@ start_postgres() {
     echo "PostgreSQL $ver did not start; see /var/log/postgresql/" >&2
     return 1
 }
+
+# The test role and database, created once (idempotent).
+provision_test_database() {
+    local psql
+    if ! id postgres >/dev/null 2>&1; then
+        echo "no local postgres user: not creating the test database" >&2
+        return 0
+    fi
+    if [ "$(id -u)" -eq 0 ]; then
+        psql=(runuser -u postgres -- psql -X -q -v ON_ERROR_STOP=1 -d postgres)
+    else
+        psql=(sudo -n -u postgres psql -X -q -v ON_ERROR_STOP=1 -d postgres)
+    fi
+    if [ "$("${psql[@]}" -tAc "SELECT 1 FROM pg_roles WHERE rolname = 'pcrf_test'")" != 1 ]; then
+        "${psql[@]}" -c "CREATE ROLE pcrf_test LOGIN PASSWORD 'pcrf_test' CREATEDB"
+    fi
+    if [ "$("${psql[@]}" -tAc "SELECT 1 FROM pg_database WHERE datname = 'pcrf_test'")" != 1 ]; then
+        "${psql[@]}" -c "CREATE DATABASE pcrf_test OWNER pcrf_test"
+    fi
+}
+
 step "PostgreSQL"
 start_postgres
+if [ -z "${PCRF_TEST_DATABASE_URL:-}" ]; then
+    provision_test_database
+    export PCRF_TEST_DATABASE_URL="postgres://pcrf_test:pcrf_test@127.0.0.1:5432/pcrf_test"
+fi
+if ! psql "$PCRF_TEST_DATABASE_URL" -X -q -tAc 'SELECT 1' >/dev/null; then
+    echo "cannot connect to PCRF_TEST_DATABASE_URL=$PCRF_TEST_DATABASE_URL" >&2
+    exit 1
+fi
 
 # A minimal rustup profile lacks these two components.
 if command -v rustup >/dev/null 2>&1; then
