@@ -25,10 +25,21 @@ pub(crate) async fn write_loop<W: AsyncWrite + Unpin>(
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let c = &shared.counters;
     loop {
-        let n = rx.recv_many(&mut batch, BATCH).await;
-        if n == 0 {
+        if rx.recv_many(&mut batch, BATCH).await == 0 {
             break;
         }
+        if batch.len() < BATCH {
+            // Let the tasks that are about to answer run first, then take
+            // what they queued: one write for the lot instead of one each.
+            tokio::task::yield_now().await;
+            while batch.len() < BATCH {
+                match rx.try_recv() {
+                    Ok(m) => batch.push(m),
+                    Err(_) => break,
+                }
+            }
+        }
+        let n = batch.len();
         if batch.len() == 1 {
             // One message: write it as it is, no copy.
             let m = batch.pop().unwrap_or_default();
