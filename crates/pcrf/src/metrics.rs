@@ -8,6 +8,8 @@
 //! contribute at scrape time through [`MetricsSource`], so this file depends
 //! on none of them. Every family is described in docs/metrics.md.
 
+use diameter::peer::WatchdogState;
+use diameter::transport::{PeerCountersSnapshot, PeerHandle, PeerTable};
 use parking_lot::RwLock;
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
@@ -400,6 +402,33 @@ impl HistogramSnapshot {
     pub fn count(&self) -> u64 {
         self.buckets.iter().sum()
     }
+
+    /// From cumulative counts (`cumulative[i]` values were <= `bounds[i]`)
+    /// and the total count, as modules that keep their own buckets report
+    /// them. None if the lengths differ or the counts are not cumulative.
+    pub fn from_cumulative(
+        bounds: &'static [u64],
+        decimals: u32,
+        cumulative: &[u64],
+        count: u64,
+        sum: u64,
+    ) -> Option<HistogramSnapshot> {
+        if cumulative.len() != bounds.len() {
+            return None;
+        }
+        let mut buckets = Vec::with_capacity(bounds.len() + 1);
+        let mut prev = 0u64;
+        for &c in cumulative.iter().chain(std::iter::once(&count)) {
+            buckets.push(c.checked_sub(prev)?);
+            prev = c;
+        }
+        Some(HistogramSnapshot {
+            bounds,
+            decimals,
+            buckets,
+            sum,
+        })
+    }
 }
 
 // ---------------------------------------------------------------------------
@@ -709,14 +738,17 @@ impl SessionStats {
     }
 }
 
-/// Diameter peer state (RFC 6733 §5.6), as the `state` label spells it.
+/// Diameter peer state, as the `state` label spells it: the connection
+/// state machine (RFC 6733 §5.6) folded with the RFC 3539 watchdog.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum PeerState {
+    /// Configured but not connected.
     Closed,
-    /// Connecting or waiting for CER/CEA.
+    /// Connected, capabilities exchange (CER/CEA) not finished.
     Connecting,
     Open,
-    /// Watchdog unanswered (RFC 3539 SUSPECT).
+    /// Open but the watchdog is unanswered (RFC 3539 SUSPECT): no new
+    /// requests are routed to it.
     Suspect,
     /// DPR sent or received.
     Closing,
@@ -740,18 +772,65 @@ impl PeerState {
             PeerState::Closing => "closing",
         }
     }
+
+    /// Folds the diameter crate's connection and watchdog states.
+    pub fn of(state: diameter::peer::PeerState, watchdog: WatchdogState) -> PeerState {
+        use diameter::peer::PeerState as S;
+        match (state, watchdog) {
+            (S::WaitCer | S::WaitCea | S::Admitting, _) => PeerState::Connecting,
+            (S::Open, WatchdogState::Okay) => PeerState::Open,
+            (S::Open, WatchdogState::Suspect) => PeerState::Suspect,
+            (S::Open, WatchdogState::Down) | (S::Closed, _) => PeerState::Closed,
+            (S::Closing, _) => PeerState::Closing,
+        }
+    }
 }
 
 /// One Diameter peer as the transport sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PeerStat {
-    /// The peer's Origin-Host (or configured name before CEA).
+    /// The peer's Origin-Host (or its configured name when not connected).
     pub host: String,
     pub state: PeerState,
+    /// Zero for a peer that is not connected.
+    pub counters: PeerCountersSnapshot,
 }
 
-/// Writes `pcrf_peers{state}` (count per state, every state present) and
-/// `pcrf_peer_state{peer,state} 1` (each peer's current state).
+impl PeerStat {
+    /// A connected peer.
+    pub fn of(handle: &PeerHandle) -> PeerStat {
+        PeerStat {
+            host: handle
+                .origin_host()
+                .map(|h| h.to_string())
+                .or_else(|| handle.remote_addr().map(|a| a.to_string()))
+                .unwrap_or_default(),
+            state: PeerState::of(handle.state(), handle.watchdog()),
+            counters: handle.counters().snapshot(),
+        }
+    }
+}
+
+/// Every open peer of `table`, plus each `configured` Origin-Host that is
+/// not connected (as closed), sorted by host.
+pub fn peer_stats(table: &PeerTable, configured: &[String]) -> Vec<PeerStat> {
+    let mut v: Vec<PeerStat> = table.peers().iter().map(PeerStat::of).collect();
+    for host in configured {
+        if !v.iter().any(|p| p.host.eq_ignore_ascii_case(host)) {
+            v.push(PeerStat {
+                host: host.clone(),
+                state: PeerState::Closed,
+                counters: PeerCountersSnapshot::default(),
+            });
+        }
+    }
+    v.sort_by(|a, b| a.host.cmp(&b.host));
+    v
+}
+
+/// Writes the peer families: `pcrf_peers{state}` (count per state, every
+/// state present), `pcrf_peer_state{peer,state} 1` (each peer's current
+/// state) and the per-peer transport counters.
 pub fn write_peers(out: &mut Exposition, peers: &[PeerStat]) {
     {
         let mut f = out.family("pcrf_peers", "Diameter peers by state.", Kind::Gauge);
@@ -760,13 +839,99 @@ pub fn write_peers(out: &mut Exposition, peers: &[PeerStat]) {
             f.sample(&[("state", st.label())], n);
         }
     }
-    let mut f = out.family(
-        "pcrf_peer_state",
-        "Each Diameter peer's current state (the sample with value 1).",
-        Kind::Gauge,
-    );
-    for p in peers {
-        f.sample(&[("peer", &p.host), ("state", p.state.label())], 1u64);
+    {
+        let mut f = out.family(
+            "pcrf_peer_state",
+            "Each Diameter peer's current state (the sample with value 1).",
+            Kind::Gauge,
+        );
+        for p in peers {
+            f.sample(&[("peer", &p.host), ("state", p.state.label())], 1u64);
+        }
+    }
+    type Pick = fn(&PeerCountersSnapshot) -> u64;
+    let directional: [(&str, &str, Pick, Pick); 3] = [
+        (
+            "pcrf_peer_messages_total",
+            "Diameter messages read (in) and written (out) per peer.",
+            |c| c.messages_in,
+            |c| c.messages_out,
+        ),
+        (
+            "pcrf_peer_bytes_total",
+            "Bytes read (in) and written (out) per peer.",
+            |c| c.bytes_in,
+            |c| c.bytes_out,
+        ),
+        (
+            "pcrf_peer_requests_total",
+            "Application requests received from (in) and sent to (out) each peer.",
+            |c| c.requests_in,
+            |c| c.requests_out,
+        ),
+    ];
+    for (name, help, inbound, outbound) in directional {
+        let mut f = out.family(name, help, Kind::Counter);
+        for p in peers {
+            f.sample(
+                &[("peer", &p.host), ("direction", "in")],
+                inbound(&p.counters),
+            );
+            f.sample(
+                &[("peer", &p.host), ("direction", "out")],
+                outbound(&p.counters),
+            );
+        }
+    }
+    let single: [(&str, &str, Kind, Pick); 7] = [
+        (
+            "pcrf_peer_writes_total",
+            "Socket writes per peer; messages out / writes is the write coalescing factor.",
+            Kind::Counter,
+            |c| c.writes,
+        ),
+        (
+            "pcrf_peer_error_answers_total",
+            "Error answers the transport produced for each peer (protocol and handler errors).",
+            Kind::Counter,
+            |c| c.error_answers_out,
+        ),
+        (
+            "pcrf_peer_too_busy_total",
+            "Requests shed with 3004 DIAMETER_TOO_BUSY per peer.",
+            Kind::Counter,
+            |c| c.too_busy,
+        ),
+        (
+            "pcrf_peer_request_timeouts_total",
+            "Requests the PCRF sent (RAR) that got no answer in time, per peer.",
+            Kind::Counter,
+            |c| c.request_timeouts,
+        ),
+        (
+            "pcrf_peer_unmatched_answers_total",
+            "Answers with no waiting request (late or unknown hop-by-hop id), per peer.",
+            Kind::Counter,
+            |c| c.unmatched_answers,
+        ),
+        (
+            "pcrf_peer_connects_total",
+            "Connections opened per peer.",
+            Kind::Counter,
+            |c| c.connects,
+        ),
+        (
+            "pcrf_peer_in_flight",
+            "Requests from each peer being handled now.",
+            Kind::Gauge,
+            |c| c.in_flight,
+        ),
+    ];
+    for (name, help, kind, pick) in single {
+        let mut f = out.family(name, help, kind);
+        for p in peers {
+            f.sample(&[("peer", &p.host)], pick(&p.counters));
+        }
     }
 }
 
@@ -819,28 +984,41 @@ impl PolicyStats {
     }
 }
 
-/// Group-commit writer counters; the histograms are the writer's own
-/// ([`Histogram::batch_sizes`], [`Histogram::latency`]).
+/// Group-commit writer counters (the writer's own snapshot, copied).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct CommitStats {
-    /// Transactions committed.
+    /// Transactions attempted (one per batch).
+    pub batches: u64,
+    /// Transactions committed (a row changed).
     pub commits: u64,
-    /// Batches that changed nothing and so were not committed (optimization 1).
+    /// Batches where no row changed: no commit, no fsync (optimization 1).
     pub skipped: u64,
-    /// Rows changed.
+    /// Rows inserted, updated or deleted.
     pub rows: u64,
+    /// Changes dropped because a later change in the same batch wrote the same row.
+    pub coalesced: u64,
+    /// Batches that failed (their requests got the error).
     pub errors: u64,
-    /// Changes per committed batch.
+    /// Closed sessions purged after their retention.
+    pub purged: u64,
+    /// Requests waiting for the writer now.
+    pub queued: u64,
+    /// Time spent applying batches in the store, microseconds.
+    pub apply_micros: u64,
+    /// Requests per batch.
     pub batch_sizes: HistogramSnapshot,
-    /// Time from the batch's start to its commit returning.
-    pub commit_duration: HistogramSnapshot,
 }
 
 impl CommitStats {
     pub fn write(&self, out: &mut Exposition) {
         out.counter(
+            "pcrf_store_batches_total",
+            "Store transactions attempted (one per group-commit batch).",
+            self.batches,
+        );
+        out.counter(
             "pcrf_store_commits_total",
-            "Store transactions committed.",
+            "Store transactions committed (a row changed).",
             self.commits,
         );
         out.counter(
@@ -850,22 +1028,36 @@ impl CommitStats {
         );
         out.counter("pcrf_store_rows_total", "Store rows changed.", self.rows);
         out.counter(
+            "pcrf_store_coalesced_total",
+            "Changes dropped because a later change in the same batch wrote the same row.",
+            self.coalesced,
+        );
+        out.counter(
             "pcrf_store_errors_total",
             "Store batches that failed (their requests were answered with an error).",
             self.errors,
         );
+        out.counter(
+            "pcrf_store_purged_total",
+            "Closed sessions deleted after their retention.",
+            self.purged,
+        );
+        out.gauge(
+            "pcrf_store_queued",
+            "Requests waiting for the group-commit writer.",
+            self.queued,
+        );
+        out.counter(
+            "pcrf_store_apply_seconds_total",
+            "Time spent applying batches in the store.",
+            self.apply_micros as f64 / 1e6,
+        );
         out.family(
             "pcrf_store_batch_size",
-            "State changes per group commit.",
+            "Requests per group-commit batch.",
             Kind::Histogram,
         )
         .histogram(&[], &self.batch_sizes);
-        out.family(
-            "pcrf_store_commit_duration_seconds",
-            "Time to write and commit one batch.",
-            Kind::Histogram,
-        )
-        .histogram(&[], &self.commit_duration);
     }
 }
 
@@ -914,6 +1106,39 @@ mod tests {
         assert_eq!(other, 6);
         assert_eq!(r.get(2001), 2);
         assert!(codes.windows(2).all(|w| w[0].0 < w[1].0));
+    }
+
+    #[test]
+    fn from_cumulative_checks_shape() {
+        const B: &[u64] = &[1, 4];
+        let h = HistogramSnapshot::from_cumulative(B, 0, &[2, 5], 7, 20).expect("valid");
+        assert_eq!(h.buckets, vec![2, 3, 2]);
+        assert_eq!(h.count(), 7);
+        assert!(HistogramSnapshot::from_cumulative(B, 0, &[5, 2], 7, 0).is_none());
+        assert!(HistogramSnapshot::from_cumulative(B, 0, &[2, 5], 4, 0).is_none());
+        assert!(HistogramSnapshot::from_cumulative(B, 0, &[2], 4, 0).is_none());
+    }
+
+    #[test]
+    fn peer_states_fold_the_watchdog() {
+        use diameter::peer::PeerState as S;
+        assert_eq!(PeerState::of(S::Open, WatchdogState::Okay), PeerState::Open);
+        assert_eq!(
+            PeerState::of(S::Open, WatchdogState::Suspect),
+            PeerState::Suspect
+        );
+        assert_eq!(
+            PeerState::of(S::WaitCer, WatchdogState::Okay),
+            PeerState::Connecting
+        );
+        assert_eq!(
+            PeerState::of(S::Closing, WatchdogState::Okay),
+            PeerState::Closing
+        );
+        assert_eq!(
+            PeerState::of(S::Closed, WatchdogState::Okay),
+            PeerState::Closed
+        );
     }
 
     #[test]

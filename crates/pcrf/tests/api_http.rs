@@ -130,34 +130,17 @@ impl Control for MapNode {
 }
 
 fn session(id: &str, imsi: &str, apn: &str, pcef: &str, state: SessionState) -> GxSession {
-    GxSession {
-        id: id.into(),
-        state,
-        subscriber: imsi.into(),
-        imsi: Some(imsi.into()),
-        msisdn: None,
-        pcef_host: pcef.into(),
-        pcef_realm: "lab".into(),
-        apn: Some(apn.into()),
-        ue_ipv4: Some([10, 0, 0, 1].into()),
-        ue_ipv6_prefix: None,
-        rat_type: Some(1004),
-        ip_can_type: Some(5),
-        location: None,
-        ms_timezone: None,
-        device: None,
-        supported_features: vec![],
-        installed: Decision {
-            rules: vec!["internet".into()],
-            ..Default::default()
-        },
-        rule_failures: vec![],
-        last_request_number: 0,
-        last_decision: None,
-        created_ms: 1,
-        updated_ms: 1,
-        closed_ms: None,
-    }
+    let mut s = GxSession::new(id.into(), imsi.into(), pcef.into(), "lab".into(), 1);
+    s.state = state;
+    s.imsi = Some(imsi.into());
+    s.apn = Some(apn.into());
+    s.ue_ipv4 = Some([10, 0, 0, 1].into());
+    s.rat_type = Some(1004);
+    s.installed = Decision {
+        rules: vec!["internet".into()],
+        ..Default::default()
+    };
+    s
 }
 
 // ---------------------------------------------------------------------------

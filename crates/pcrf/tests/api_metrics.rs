@@ -3,6 +3,7 @@
 //! format 0.0.4 (written from the format's specification, not from our
 //! writer) and checks the families the issue asks for.
 
+use diameter::transport::PeerCountersSnapshot;
 use pcrf::metrics::{
     write_peers, Command, CommitStats, Exposition, Histogram, Kind, Metrics, PeerStat, PeerState,
     PolicyStats, SessionStats, NO_ANSWER,
@@ -284,10 +285,17 @@ fn full_scrape_is_valid_and_complete() {
                 PeerStat {
                     host: "pgw1.\"lab\"".into(),
                     state: PeerState::Open,
+                    counters: PeerCountersSnapshot {
+                        messages_in: 10,
+                        messages_out: 12,
+                        writes: 4,
+                        ..Default::default()
+                    },
                 },
                 PeerStat {
                     host: "pgw2".into(),
                     state: PeerState::Suspect,
+                    counters: PeerCountersSnapshot::default(),
                 },
             ],
         )
@@ -307,15 +315,17 @@ fn full_scrape_is_valid_and_complete() {
     for n in [1, 3, 40, 5000] {
         batches.observe(n);
     }
-    let commit_time = Histogram::latency();
-    commit_time.observe_duration(Duration::from_micros(800));
     let commits = CommitStats {
+        batches: 6,
         commits: 4,
         skipped: 2,
         rows: 5044,
+        coalesced: 3,
         errors: 0,
+        purged: 0,
+        queued: 1,
+        apply_micros: 1_500_250,
         batch_sizes: batches.snapshot(),
-        commit_duration: commit_time.snapshot(),
     };
     m.register(Arc::new(move |out: &mut Exposition| commits.write(out)));
     m.register(Arc::new(|out: &mut Exposition| {
@@ -450,7 +460,9 @@ fn full_scrape_is_valid_and_complete() {
     for family in [
         "pcrf_build_info",
         "pcrf_start_time_seconds",
-        "pcrf_store_commit_duration_seconds",
+        "pcrf_store_apply_seconds_total",
+        "pcrf_peer_bytes_total",
+        "pcrf_peer_in_flight",
         "pcrf_policy_runs_total",
         "pcrf_policy_errors_total",
         "pcrf_policy_script_version",
