@@ -2,7 +2,7 @@
 //! drop, and realistic session and subscriber records.
 
 use crate::policy::decision::Decision;
-use crate::session::{GxSession, SessionState};
+use crate::session::GxSession;
 use crate::subscriber::Subscriber;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -32,38 +32,33 @@ impl Drop for TestDir {
     }
 }
 
+/// A realistic open session (built on `GxSession::new`, so fields added
+/// later take their defaults).
 pub fn session(id: &str, subscriber: &str, updated_ms: i64) -> GxSession {
-    GxSession {
-        id: id.into(),
-        state: SessionState::Open,
-        subscriber: subscriber.into(),
-        imsi: Some(subscriber.into()),
-        msisdn: None,
-        pcef_host: "pgw1.example".into(),
-        pcef_realm: "example".into(),
-        apn: Some("internet".into()),
-        ue_ipv4: Some(std::net::Ipv4Addr::new(10, 1, 2, 3)),
-        ue_ipv6_prefix: None,
-        rat_type: Some(1004),
-        ip_can_type: Some(5),
-        location: Some("8200f110000100f1100001a2b3c4".into()),
-        ms_timezone: None,
-        device: Some("3534210112345601".into()),
-        supported_features: vec![(1, 0x3)],
-        installed: Decision {
-            rules: vec!["internet".into()],
-            ..Default::default()
-        },
-        rule_failures: vec![],
-        last_request_number: 0,
-        last_decision: None,
-        last_answer: None,
-        created_ms: 1_700_000_000_000,
-        updated_ms,
-        closed_ms: None,
-    }
+    let mut s = GxSession::new(
+        id.into(),
+        subscriber.into(),
+        "pgw1.example".into(),
+        "example".into(),
+        1_700_000_000_000,
+    );
+    s.imsi = Some(subscriber.into());
+    s.apn = Some("internet".into());
+    s.ue_ipv4 = Some(std::net::Ipv4Addr::new(10, 1, 2, 3));
+    s.rat_type = Some(1004);
+    s.ip_can_type = Some(5);
+    s.location = Some("8200f110000100f1100001a2b3c4".into());
+    s.device = Some("3534210112345601".into());
+    s.supported_features = vec![(1, 0x3)];
+    s.installed = Decision {
+        rules: vec!["internet".into()],
+        ..Default::default()
+    };
+    s.updated_ms = updated_ms;
+    s
 }
 
+/// A provisioned subscriber.
 pub fn subscriber(imsi: &str) -> Subscriber {
     Subscriber {
         imsi: imsi.into(),

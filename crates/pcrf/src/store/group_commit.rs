@@ -18,6 +18,11 @@ use tokio::sync::{mpsc, oneshot};
 /// the last bucket (+Inf) is `GroupCommitStats::batches`.
 pub const BATCH_SIZE_BOUNDS: [u64; 7] = [1, 2, 4, 16, 64, 256, 1024];
 
+/// Upper bounds of the apply-time histogram (microseconds per batch, from
+/// BEGIN to COMMIT or ROLLBACK, fsync included); +Inf is `batches`.
+pub const APPLY_MICROS_BOUNDS: [u64; 9] =
+    [100, 250, 500, 1_000, 2_500, 5_000, 10_000, 50_000, 250_000];
+
 /// Tuning of the writer.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GroupCommitOptions {
@@ -64,6 +69,9 @@ pub struct GroupCommitStats {
     pub purged: u64,
     /// Time spent in the store applying batches, microseconds.
     pub apply_micros: u64,
+    /// Cumulative histogram of apply time per batch: `apply_micros_le[i]`
+    /// batches took at most `APPLY_MICROS_BOUNDS[i]` µs.
+    pub apply_micros_le: [u64; APPLY_MICROS_BOUNDS.len()],
     /// Cumulative histogram of requests per batch: `batch_size_le[i]`
     /// batches had at most `BATCH_SIZE_BOUNDS[i]` requests.
     pub batch_size_le: [u64; BATCH_SIZE_BOUNDS.len()],
@@ -85,6 +93,7 @@ struct Metrics {
     apply_micros: AtomicU64,
     // Non-cumulative counts per bucket; the last is "above every bound".
     batch_size: [AtomicU64; BATCH_SIZE_BOUNDS.len() + 1],
+    apply_time: [AtomicU64; APPLY_MICROS_BOUNDS.len() + 1],
 }
 
 impl Metrics {
@@ -92,12 +101,23 @@ impl Metrics {
         counter.fetch_add(n, Ordering::Relaxed);
     }
 
-    fn record_batch_size(&self, requests: u64) {
-        let i = BATCH_SIZE_BOUNDS
+    fn observe(buckets: &[AtomicU64], bounds: &[u64], value: u64) {
+        let i = bounds
             .iter()
-            .position(|&b| requests <= b)
-            .unwrap_or(BATCH_SIZE_BOUNDS.len());
-        Self::add(&self.batch_size[i], 1);
+            .position(|&b| value <= b)
+            .unwrap_or(bounds.len());
+        Self::add(&buckets[i], 1);
+    }
+
+    /// Per-bucket counts turned cumulative (Prometheus `le`), without +Inf.
+    fn cumulative<const N: usize>(buckets: &[AtomicU64]) -> [u64; N] {
+        let mut out = [0; N];
+        let mut acc = 0;
+        for (slot, c) in out.iter_mut().zip(buckets) {
+            acc += c.load(Ordering::Relaxed);
+            *slot = acc;
+        }
+        out
     }
 }
 
@@ -241,12 +261,6 @@ impl GroupCommit {
     pub fn stats(&self) -> GroupCommitStats {
         let m = &self.metrics;
         let get = |c: &AtomicU64| c.load(Ordering::Relaxed);
-        let mut batch_size_le = [0; BATCH_SIZE_BOUNDS.len()];
-        let mut acc = 0;
-        for (i, slot) in batch_size_le.iter_mut().enumerate() {
-            acc += get(&m.batch_size[i]);
-            *slot = acc;
-        }
         GroupCommitStats {
             requests: get(&m.requests),
             changes: get(&m.changes),
@@ -258,7 +272,8 @@ impl GroupCommit {
             errors: get(&m.errors),
             purged: get(&m.purged),
             apply_micros: get(&m.apply_micros),
-            batch_size_le,
+            apply_micros_le: Metrics::cumulative(&m.apply_time),
+            batch_size_le: Metrics::cumulative(&m.batch_size),
             queued: (self.tx.max_capacity() - self.tx.capacity()) as u64,
         }
     }
@@ -367,13 +382,15 @@ impl Writer {
         Metrics::add(&m.requests, requests);
         Metrics::add(&m.changes, changes.len() as u64);
         Metrics::add(&m.batches, 1);
-        m.record_batch_size(requests);
+        Metrics::observe(&m.batch_size, &BATCH_SIZE_BOUNDS, requests);
         let submitted = changes.len();
         let changes = coalesce(changes);
         Metrics::add(&m.coalesced, (submitted - changes.len()) as u64);
         let started = Instant::now();
         let result = self.store.apply(&changes);
-        Metrics::add(&m.apply_micros, started.elapsed().as_micros() as u64);
+        let micros = started.elapsed().as_micros() as u64;
+        Metrics::add(&m.apply_micros, micros);
+        Metrics::observe(&m.apply_time, &APPLY_MICROS_BOUNDS, micros);
         let outcome = match result {
             Ok(0) => {
                 Metrics::add(&m.skipped_commits, 1);
@@ -633,6 +650,17 @@ mod tests {
             other => panic!("expected stopped, got {other:?}"),
         }
         assert!(gc.flush().await.is_err());
+    }
+
+    #[test]
+    fn histograms_are_cumulative_with_overflow_left_to_the_total() {
+        let m = Metrics::default();
+        for v in [1, 2, 3, 1024, 1025, 1_000_000] {
+            Metrics::observe(&m.batch_size, &BATCH_SIZE_BOUNDS, v);
+        }
+        let le: [u64; BATCH_SIZE_BOUNDS.len()] = Metrics::cumulative(&m.batch_size);
+        // Bounds 1, 2, 4, 16, 64, 256, 1024; two values above every bound.
+        assert_eq!(le, [1, 2, 3, 3, 3, 3, 4]);
     }
 
     #[test]

@@ -1,0 +1,271 @@
+//! What a commit costs and how group commit amortises it: commits/s and
+//! changes/s of the SQLite store for batch sizes 1, 16 and 128, on tmpfs
+//! and on the real disk, in both durability modes; the group-commit writer
+//! end to end with many concurrent submitters; and the session blob format
+//! (JSON, chosen, against CBOR). Figures go to docs/durability.md.
+//!
+//! Directories: tmpfs `PCRF_BENCH_TMPFS_DIR` (default /dev/shm), disk
+//! `PCRF_BENCH_DISK_DIR` (default the system temp dir).
+
+use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
+use pcrf::policy::decision::{Ambr, Arp, BearerQos, Decision, RuleDefinition, RuleQos};
+use pcrf::session::{DecisionRecord, GxSession};
+use pcrf::store::{Change, Durability, GroupCommit, SqliteStore, Store};
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// A session as a CCR-U leaves it: a few rules, QoS, and the last decision
+/// with its inputs (the largest part of the blob).
+fn session(id: &str, updated_ms: i64) -> GxSession {
+    let decision = Decision {
+        rules: vec!["internet".into(), "dns".into()],
+        base_names: vec!["consumer-basic".into()],
+        definitions: vec![RuleDefinition {
+            name: "video-boost".into(),
+            flows: vec![
+                "permit out ip from 198.51.100.0/24 to assigned".into(),
+                "permit in ip from assigned to 198.51.100.0/24".into(),
+            ],
+            flow_status: Some(2),
+            qos: Some(RuleQos {
+                qci: 6,
+                arp: Some(Arp {
+                    priority: 9,
+                    may_preempt: false,
+                    preemptable: true,
+                }),
+                mbr_ul: Some(2_000_000),
+                mbr_dl: Some(20_000_000),
+                gbr_ul: None,
+                gbr_dl: None,
+            }),
+            precedence: Some(100),
+            rating_group: Some(20),
+            service_identifier: Some(2001),
+            online: Some(false),
+            offline: Some(true),
+            monitoring_key: Some("video".into()),
+        }],
+        apn_ambr: Some(Ambr {
+            ul: 50_000_000,
+            dl: 150_000_000,
+        }),
+        default_bearer_qos: Some(BearerQos {
+            qci: 9,
+            arp: Arp {
+                priority: 8,
+                may_preempt: false,
+                preemptable: true,
+            },
+        }),
+        event_triggers: vec![1, 2, 13, 17, 20],
+        revalidation_secs: Some(3600),
+        reject: None,
+        usage_grants: Default::default(),
+    };
+    let mut s = GxSession::new(
+        id.into(),
+        "001010123456789".into(),
+        "pgw1.epc.mnc001.mcc001.3gppnetwork.org".into(),
+        "epc.mnc001.mcc001.3gppnetwork.org".into(),
+        1_763_000_000_000,
+    );
+    s.imsi = Some("001010123456789".into());
+    s.msisdn = Some("4915112345678".into());
+    s.apn = Some("internet".into());
+    s.ue_ipv4 = Some(std::net::Ipv4Addr::new(10, 45, 3, 17));
+    s.ue_ipv6_prefix = Some("0040200107f8000100000000".into());
+    s.rat_type = Some(1004);
+    s.ip_can_type = Some(5);
+    s.location = Some("8200f110000100f1100001a2b3c4".into());
+    s.ms_timezone = Some("4000".into());
+    s.device = Some("3534210112345601".into());
+    s.supported_features = vec![(1, 0x0000_03ff)];
+    s.installed = decision.clone();
+    s.last_request_number = (updated_ms % 1000) as u32;
+    // The encoded last answer, kept for retransmissions (a CCA with rules).
+    s.last_answer = Some(vec![0x5a; 420]);
+    s.last_decision = Some(DecisionRecord {
+        input_hash: 0x1234_5678_9abc_def0,
+        script_version: 3,
+        decision,
+        inputs: serde_json::json!({
+            "subscriber": {"imsi": "001010123456789", "plan": "basic",
+                           "services": ["video-boost"], "attributes": {"blocked": false}},
+            "session": {"apn": "internet", "rat_type": 1004, "location": "8200f110000100f1100001a2b3c4",
+                        "ue_ipv4": "10.45.3.17", "device": "3534210112345601"},
+            "time": {"hour": 21, "weekday": 5},
+            "network": {"congestion": 0}
+        }),
+        at_ms: updated_ms,
+    });
+    s.updated_ms = updated_ms;
+    s
+}
+
+fn bench_dirs() -> Vec<(&'static str, PathBuf)> {
+    let tmpfs = std::env::var_os("PCRF_BENCH_TMPFS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from("/dev/shm"));
+    let disk = std::env::var_os("PCRF_BENCH_DISK_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(std::env::temp_dir);
+    let mut out = Vec::new();
+    for (name, base) in [("tmpfs", tmpfs), ("disk", disk)] {
+        if base.is_dir() {
+            out.push((
+                name,
+                base.join(format!("pcrf-bench-{}-{name}", std::process::id())),
+            ));
+        }
+    }
+    out
+}
+
+/// One transaction of `size` changed sessions per iteration.
+fn store_apply(c: &mut Criterion) {
+    let mut group = c.benchmark_group("store_apply");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    for (fs, dir) in bench_dirs() {
+        for (mode, durability) in [("full", Durability::Full), ("relaxed", Durability::Relaxed)] {
+            if fs == "tmpfs" && durability == Durability::Relaxed {
+                // fsync is free on tmpfs: relaxed would measure the same.
+                continue;
+            }
+            let path = dir.join(mode);
+            let _ = std::fs::remove_dir_all(&path);
+            let mut store = SqliteStore::open(&path, durability).expect("open bench store");
+            // A warm table: updates of existing rows, like CCR-Us.
+            let pool: Vec<String> = (0..4096).map(|i| format!("pgw1;{i};bench")).collect();
+            let seed: Vec<Change> = pool
+                .iter()
+                .map(|id| Change::PutSession(Arc::new(session(id, 0))))
+                .collect();
+            store.apply(&seed).expect("seed");
+            let mut tick: i64 = 0;
+            for size in [1usize, 16, 128] {
+                group.throughput(Throughput::Elements(size as u64));
+                group.bench_function(BenchmarkId::new(format!("{fs}/{mode}"), size), |b| {
+                    b.iter_batched(
+                        || {
+                            tick += 1;
+                            (0..size)
+                                .map(|i| {
+                                    let id = &pool[(tick as usize * size + i) % pool.len()];
+                                    Change::PutSession(Arc::new(session(id, tick)))
+                                })
+                                .collect::<Vec<_>>()
+                        },
+                        |changes| {
+                            let rows = store.apply(&changes).expect("apply");
+                            assert_eq!(rows, changes.len());
+                        },
+                        BatchSize::SmallInput,
+                    )
+                });
+            }
+            drop(store);
+            let _ = std::fs::remove_dir_all(&path);
+        }
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    group.finish();
+}
+
+/// End to end through the writer: `n` tasks each submit one change and
+/// wait for its commit; one iteration is one such round.
+fn writer_round(c: &mut Criterion) {
+    let mut group = c.benchmark_group("group_commit_round");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(2));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    for (fs, dir) in bench_dirs() {
+        let path = dir.join("writer");
+        let _ = std::fs::remove_dir_all(&path);
+        let store = SqliteStore::open(&path, Durability::Full).expect("open");
+        let gc = GroupCommit::start(Box::new(store)).expect("start");
+        let mut tick: i64 = 0;
+        for submitters in [1usize, 16, 128] {
+            group.throughput(Throughput::Elements(submitters as u64));
+            group.bench_function(BenchmarkId::new(fs, submitters), |b| {
+                b.iter(|| {
+                    tick += 1;
+                    let t = tick;
+                    rt.block_on(async {
+                        let mut tasks = Vec::with_capacity(submitters);
+                        for i in 0..submitters {
+                            let gc = gc.clone();
+                            tasks.push(tokio::spawn(async move {
+                                let s = session(&format!("w;{i}"), t);
+                                gc.submit(vec![Change::PutSession(Arc::new(s))]).await
+                            }));
+                        }
+                        for task in tasks {
+                            task.await.expect("task").expect("submit");
+                        }
+                    })
+                })
+            });
+        }
+        let st = gc.stats();
+        eprintln!(
+            "group_commit_round/{fs}: {} requests in {} commits ({:.1} requests per commit)",
+            st.requests,
+            st.commits,
+            st.requests as f64 / st.commits.max(1) as f64
+        );
+        drop(rt.block_on(gc.shutdown()));
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    group.finish();
+}
+
+/// The blob: serde_json (chosen) against CBOR, encode and decode. Formats
+/// that are not self-describing (bincode, postcard) cannot decode the
+/// decision inputs (`serde_json::Value`), so they are not candidates.
+fn blob_format(c: &mut Criterion) {
+    let s = session("pgw1;1;bench", 1_763_000_000_123);
+    let json = serde_json::to_vec(&s).expect("json");
+    let mut cbor = Vec::new();
+    ciborium::into_writer(&s, &mut cbor).expect("cbor");
+    eprintln!(
+        "blob size: json {} bytes, cbor {} bytes",
+        json.len(),
+        cbor.len()
+    );
+    let mut group = c.benchmark_group("blob");
+    group
+        .sample_size(20)
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_secs(1));
+    group.bench_function("json_encode", |b| {
+        b.iter(|| serde_json::to_vec(&s).expect("json"))
+    });
+    group.bench_function("json_decode", |b| {
+        b.iter(|| serde_json::from_slice::<GxSession>(&json).expect("json"))
+    });
+    group.bench_function("cbor_encode", |b| {
+        b.iter(|| {
+            let mut out = Vec::with_capacity(cbor.len());
+            ciborium::into_writer(&s, &mut out).expect("cbor");
+            out
+        })
+    });
+    group.bench_function("cbor_decode", |b| {
+        b.iter(|| ciborium::from_reader::<GxSession, _>(cbor.as_slice()).expect("cbor"))
+    });
+    group.finish();
+}
+
+criterion_group!(benches, store_apply, writer_round, blob_format);
+criterion_main!(benches);
