@@ -16,10 +16,11 @@ pub const NTP_UNIX_OFFSET: u64 = 2_208_988_800;
 
 /// Converts a Diameter Time (NTP seconds, RFC 5905) to Unix seconds. Values
 /// with the top bit clear are in NTP era 1 (from 2036-02-07), as RFC 6733
-/// §4.3.1 prescribes.
+/// §4.3.1 prescribes. Era-0 values before 1970 (0x80000000..0x83AA7E80, a
+/// peer's garbage) clamp to the Unix epoch rather than underflow.
 pub fn ntp_to_unix(ntp: u32) -> u64 {
     if ntp & 0x8000_0000 != 0 {
-        u64::from(ntp) - NTP_UNIX_OFFSET
+        u64::from(ntp).saturating_sub(NTP_UNIX_OFFSET)
     } else {
         u64::from(ntp) + (1u64 << 32) - NTP_UNIX_OFFSET
     }
@@ -192,5 +193,10 @@ mod tests {
         let later = (1u64 << 32) - NTP_UNIX_OFFSET + 10; // 2036-02-07T06:28:26Z
         assert!(unix_to_ntp(later) & 0x8000_0000 == 0);
         assert_eq!(ntp_to_unix(unix_to_ntp(later)), later);
+        // Era 0 before 1970 cannot be a Unix time: clamp, never underflow
+        // (found by the decode fuzz target).
+        assert_eq!(ntp_to_unix(0x8000_0000), 0);
+        assert_eq!(ntp_to_unix(2_208_988_799), 0);
+        assert_eq!(ntp_to_unix(2_208_988_801), 1);
     }
 }
