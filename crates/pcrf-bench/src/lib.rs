@@ -5,6 +5,7 @@
 //! tests can build realistic Gx requests with [`gx`].
 
 pub mod apdex;
+pub mod closed_loop;
 pub mod cpu;
 pub mod duration;
 pub mod echo_server;
@@ -12,14 +13,18 @@ pub mod exchange;
 pub mod gx;
 pub mod http_client;
 pub mod latency;
+pub mod open_loop;
 pub mod pcef;
 pub mod plan;
 pub mod population;
 pub mod progress;
 pub mod provision;
 pub mod report;
+pub mod run_result;
+pub mod runner;
 pub mod scenario;
 pub mod schedule;
 pub mod session;
 pub mod stats;
 pub mod zero_loss;
+pub mod zero_loss_run;

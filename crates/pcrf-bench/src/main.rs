@@ -1,3 +1,409 @@
-//! The `pcrf-bench` command line.
+//! The `pcrf-bench` command line: `run` (open loop at a rate, or closed loop
+//! with `--max`), `zero-loss` (bisection search), `echo-server` (the
+//! ceiling) and `provision` (the population through the REST API).
 
-fn main() {}
+use clap::{Args, Parser, Subcommand};
+use pcrf_bench::closed_loop::ClosedLoop;
+use pcrf_bench::duration::parse_duration;
+use pcrf_bench::echo_server;
+use pcrf_bench::http_client::BaseUrl;
+use pcrf_bench::open_loop::OpenLoop;
+use pcrf_bench::pcef::PcefOptions;
+use pcrf_bench::provision::provision;
+use pcrf_bench::runner::{measure, CpuTargets, Load, RunSetup};
+use pcrf_bench::scenario::Scenario;
+use pcrf_bench::zero_loss::Criteria;
+use pcrf_bench::zero_loss_run::{search, SearchSettings};
+use serde::Serialize;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+#[derive(Parser)]
+#[command(
+    name = "pcrf-bench",
+    version,
+    about = "Load generator for Diameter PCRFs: emulated P-GWs, open-loop rate or closed-loop max, zero-loss search, latency from intended send times, Apdex, server CPU per transaction"
+)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand)]
+enum Cmd {
+    /// Offer a scenario's load: `--rate R` (open loop) or `--max` (closed loop).
+    Run(RunArgs),
+    /// Find the highest rate held with zero loss and p99 under a bound.
+    ZeroLoss(ZeroLossArgs),
+    /// Answer every Gx CCR at once with a fixed CCA: the generator's ceiling.
+    EchoServer(EchoArgs),
+    /// PUT the scenario's subscribers through the REST API, then exit.
+    Provision(ProvisionArgs),
+}
+
+#[derive(Args, Clone)]
+struct Common {
+    /// Scenario file (TOML).
+    #[arg(long, default_value = "bench/scenarios/seed.toml")]
+    scenario: PathBuf,
+    /// The server's Diameter address.
+    #[arg(long, default_value = "127.0.0.1:3868")]
+    target: String,
+    /// Emulated P-GWs (one Diameter connection each).
+    #[arg(long, default_value_t = 4)]
+    peers: usize,
+    /// Measured time.
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    duration: Duration,
+    /// Sent but not measured first (default: the scenario's longest hold
+    /// time in open loop, so the mix is steady; 1s in closed loop).
+    #[arg(long, value_parser = parse_duration)]
+    warmup: Option<Duration>,
+    /// Answer timeout (default: the scenario's).
+    #[arg(long, value_parser = parse_duration)]
+    timeout: Option<Duration>,
+    /// Apdex T for a command, e.g. --apdex CCR-I=5ms (repeatable).
+    #[arg(long = "apdex", value_name = "CMD=T")]
+    apdex: Vec<String>,
+    /// Subscribers in the population (default: the scenario's).
+    #[arg(long)]
+    subscribers: Option<u64>,
+    /// Account this server process's CPU.
+    #[arg(long)]
+    server_pid: Option<u32>,
+    /// Account the CPU of the processes with this name (when no --server-pid).
+    #[arg(long)]
+    server_name: Option<String>,
+    /// Account these database processes' CPU (repeatable).
+    #[arg(long)]
+    db_pid: Vec<u32>,
+    /// Account the CPU of database processes with this name (e.g. postgres).
+    #[arg(long)]
+    db_name: Option<String>,
+    /// Provision the population through this REST API first (http://host:port).
+    #[arg(long, value_name = "URL")]
+    provision: Option<String>,
+    /// RFC 3539 watchdog interval of the emulated gateways.
+    #[arg(long, value_parser = parse_duration, default_value = "30s")]
+    watchdog: Duration,
+    /// Seed of the session mix, hold times and volumes.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print the report as JSON on stdout (the summary goes to stderr).
+    #[arg(long)]
+    json: bool,
+    /// Also write the JSON report to this file.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct RunArgs {
+    #[command(flatten)]
+    common: Common,
+    /// Open loop: requests per second (all commands together).
+    #[arg(long, conflicts_with = "max", required_unless_present = "max")]
+    rate: Option<f64>,
+    /// Closed loop: as fast as answers come, --concurrency sessions at once.
+    #[arg(long)]
+    max: bool,
+    /// Closed loop: sessions (= requests in flight) at once.
+    #[arg(long, default_value_t = 64)]
+    concurrency: usize,
+}
+
+#[derive(Args)]
+struct ZeroLossArgs {
+    #[command(flatten)]
+    common: Common,
+    /// The lowest rate tried.
+    #[arg(long)]
+    min: f64,
+    /// The highest rate tried (tried first: it also measures the extreme rate).
+    #[arg(long)]
+    max: f64,
+    /// A trial fails when its p99 latency is above this.
+    #[arg(long, value_parser = parse_duration, default_value = "10ms")]
+    p99_bound: Duration,
+    /// Stop when the bracket is narrower than this share of its low end.
+    #[arg(long, default_value_t = 0.02)]
+    resolution: f64,
+    /// At most this many trials.
+    #[arg(long, default_value_t = 12)]
+    max_trials: usize,
+    /// Quiet time between trials.
+    #[arg(long, value_parser = parse_duration, default_value = "2s")]
+    pause: Duration,
+}
+
+#[derive(Args)]
+struct EchoArgs {
+    /// Address to listen on (port 0: any free port; the address is printed).
+    #[arg(long, default_value = "127.0.0.1:3868")]
+    listen: String,
+    #[arg(long, default_value = "echo.pcrf.test")]
+    origin_host: String,
+    #[arg(long, default_value = "pcrf.test")]
+    origin_realm: String,
+}
+
+#[derive(Args)]
+struct ProvisionArgs {
+    #[arg(long, default_value = "bench/scenarios/seed.toml")]
+    scenario: PathBuf,
+    /// The REST API (http://host:port).
+    #[arg(long, default_value = "http://127.0.0.1:8080")]
+    api: String,
+    #[arg(long)]
+    subscribers: Option<u64>,
+    /// Connections used at once.
+    #[arg(long, default_value_t = 4)]
+    connections: usize,
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let cli = Cli::parse();
+    let rt = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("pcrf-bench: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match rt.block_on(dispatch(cli.command)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("pcrf-bench: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn dispatch(cmd: Cmd) -> Result<(), String> {
+    match cmd {
+        Cmd::Run(a) => run(a).await,
+        Cmd::ZeroLoss(a) => zero_loss(a).await,
+        Cmd::EchoServer(a) => echo(a).await,
+        Cmd::Provision(a) => provision_only(a).await,
+    }
+}
+
+fn load_scenario(path: &Path, subscribers: Option<u64>) -> Result<Scenario, String> {
+    let mut s = Scenario::load(path).map_err(|e| e.to_string())?;
+    if let Some(n) = subscribers {
+        s.population = s
+            .population
+            .with_count(n)
+            .map_err(|e| format!("--subscribers: {e}"))?;
+    }
+    Ok(s)
+}
+
+/// The scenario with the command line's overrides, the gateways' options
+/// and the CPU targets; provisions first when asked.
+async fn setup(c: &Common) -> Result<RunSetup, String> {
+    let mut scenario = load_scenario(&c.scenario, c.subscribers)?;
+    if let Some(t) = c.timeout {
+        scenario.timeout = t;
+    }
+    for a in &c.apdex {
+        let (cmd, t) = a
+            .split_once('=')
+            .ok_or_else(|| format!("--apdex {a:?}: write CMD=T, e.g. CCR-I=5ms"))?;
+        let t = parse_duration(t).map_err(|e| format!("--apdex {a:?}: {e}"))?;
+        if t.is_zero() {
+            return Err(format!("--apdex {a:?}: T must be above zero"));
+        }
+        match cmd {
+            "CCR-I" => scenario.apdex.ccr_i = t,
+            "CCR-U" => scenario.apdex.ccr_u = t,
+            "CCR-T" => scenario.apdex.ccr_t = t,
+            _ => {
+                return Err(format!(
+                    "--apdex {a:?}: unknown command (CCR-I, CCR-U, CCR-T)"
+                ))
+            }
+        }
+    }
+    let target = resolve(&c.target).await?;
+    if let Some(url) = &c.provision {
+        let base = BaseUrl::parse(url).map_err(|e| e.to_string())?;
+        let r = provision(&base, &scenario.population, &scenario.provision, 4, 64)
+            .await
+            .map_err(|e| format!("provisioning through {url}: {e}"))?;
+        eprintln!(
+            "provisioned {} of {} subscribers in {:.1} s ({:.0}/s){}",
+            r.succeeded,
+            r.subscribers,
+            r.elapsed_s,
+            r.per_second,
+            if r.failed > 0 {
+                format!("; {} failed, first: {:?}", r.failed, r.first_errors)
+            } else {
+                String::new()
+            }
+        );
+        if r.failed > 0 {
+            return Err("provisioning failed for some subscribers".into());
+        }
+    }
+    Ok(RunSetup {
+        pcef: PcefOptions {
+            target,
+            peers: c.peers,
+            request_timeout: scenario.timeout,
+            watchdog: c.watchdog,
+            connect_timeout: Duration::from_secs(5),
+        },
+        scenario: Arc::new(scenario),
+        cpu: CpuTargets {
+            server_pids: c.server_pid.into_iter().collect(),
+            server_name: c.server_name.clone(),
+            db_pids: c.db_pid.clone(),
+            db_name: c.db_name.clone(),
+        },
+        progress: !c.json,
+    })
+}
+
+async fn resolve(target: &str) -> Result<SocketAddr, String> {
+    tokio::net::lookup_host(target)
+        .await
+        .map_err(|e| format!("--target {target}: {e}"))?
+        .next()
+        .ok_or_else(|| format!("--target {target}: no address"))
+}
+
+/// Prints the report: JSON on stdout with `--json` (summary on stderr),
+/// the summary on stdout otherwise; `--out` also writes the JSON.
+fn emit<T: Serialize>(c: &Common, report: &T, summary: &str) -> Result<(), String> {
+    let json = serde_json::to_string_pretty(report).map_err(|e| e.to_string())?;
+    if let Some(path) = &c.out {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        }
+        std::fs::write(path, format!("{json}\n"))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if c.json {
+        eprint!("{summary}");
+        println!("{json}");
+    } else {
+        print!("{summary}");
+    }
+    Ok(())
+}
+
+async fn run(a: RunArgs) -> Result<(), String> {
+    let setup = setup(&a.common).await?;
+    let c = &a.common;
+    let load = match a.rate {
+        Some(rate) if !(rate.is_finite() && rate > 0.0) => {
+            return Err(format!("--rate must be above zero, not {rate}"))
+        }
+        Some(rate) => Load::Open(OpenLoop {
+            rate,
+            warmup: c.warmup.unwrap_or_else(|| setup.scenario.max_hold()),
+            duration: c.duration,
+            seed: c.seed,
+        }),
+        None => Load::Closed(ClosedLoop {
+            concurrency: a.concurrency,
+            warmup: c.warmup.unwrap_or(Duration::from_secs(1)),
+            duration: c.duration,
+            seed: c.seed,
+        }),
+    };
+    let report = measure(&setup, load).await?;
+    emit(c, &report, &report.summary())
+}
+
+async fn zero_loss(a: ZeroLossArgs) -> Result<(), String> {
+    let setup = setup(&a.common).await?;
+    let c = &a.common;
+    let settings = SearchSettings {
+        min: a.min,
+        max: a.max,
+        warmup: c.warmup.unwrap_or_else(|| setup.scenario.max_hold()),
+        duration: c.duration,
+        criteria: Criteria {
+            p99_bound: a.p99_bound,
+            ..Criteria::default()
+        },
+        resolution: a.resolution,
+        max_trials: a.max_trials,
+        pause: a.pause,
+        seed: c.seed,
+    };
+    let report = search(&setup, settings, |line| eprintln!("{line}")).await?;
+    emit(c, &report, &report.summary())
+}
+
+async fn echo(a: EchoArgs) -> Result<(), String> {
+    let node = echo_server::node(&a.origin_host, &a.origin_realm);
+    let server = node
+        .listen(&a.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", a.listen))?;
+    let addr = server.local_addr().map_err(|e| e.to_string())?;
+    // Scripts and tests read this line to learn the port.
+    println!("listening on {addr}");
+    use std::io::Write as _;
+    let _ = std::io::stdout().flush();
+    let shutdown = async {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = async {
+                match term.as_mut() {
+                    Some(t) => { t.recv().await; }
+                    None => std::future::pending::<()>().await,
+                }
+            } => {}
+        }
+    };
+    server.run(shutdown).await.map_err(|e| e.to_string())?;
+    eprintln!(
+        "echo-server: answered {} CCRs",
+        node.handler()
+            .answered
+            .load(std::sync::atomic::Ordering::Relaxed)
+    );
+    Ok(())
+}
+
+async fn provision_only(a: ProvisionArgs) -> Result<(), String> {
+    let scenario = load_scenario(&a.scenario, a.subscribers)?;
+    let base = BaseUrl::parse(&a.api).map_err(|e| e.to_string())?;
+    let r = provision(
+        &base,
+        &scenario.population,
+        &scenario.provision,
+        a.connections,
+        64,
+    )
+    .await
+    .map_err(|e| format!("provisioning through {}: {e}", a.api))?;
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?
+    );
+    if r.failed > 0 {
+        return Err(format!("{} subscribers failed", r.failed));
+    }
+    Ok(())
+}

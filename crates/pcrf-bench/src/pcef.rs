@@ -74,7 +74,8 @@ impl Handler for PcefHandler {
 
 /// The emulated gateways of a run.
 pub struct Pcefs {
-    initiators: Vec<Initiator>,
+    /// Taken out by [`Pcefs::shutdown`].
+    initiators: Mutex<Vec<Initiator>>,
     handles: Vec<PeerHandle>,
     gateways: Vec<Arc<Gateway>>,
     pub counters: Arc<PcefCounters>,
@@ -139,7 +140,7 @@ impl Pcefs {
                 let state = init.handle().state();
                 let pcefs = Pcefs {
                     handles: initiators.iter().map(|i| i.handle()).collect(),
-                    initiators,
+                    initiators: Mutex::new(initiators),
                     gateways,
                     counters,
                 };
@@ -154,7 +155,7 @@ impl Pcefs {
         }
         let handles = initiators.iter().map(|i| i.handle()).collect();
         Ok(Pcefs {
-            initiators,
+            initiators: Mutex::new(initiators),
             handles,
             gateways,
             counters,
@@ -187,13 +188,11 @@ impl Pcefs {
     }
 
     /// Disconnects every gateway with DPR (REBOOTING: we may come back).
-    pub async fn shutdown(self) {
-        let all = self
-            .initiators
-            .into_iter()
-            .map(|i| i.shutdown(DisconnectCause::Rebooting));
-        for f in all {
-            f.await;
+    pub async fn shutdown(&self) {
+        let all: Vec<Initiator> =
+            std::mem::take(&mut *self.initiators.lock().unwrap_or_else(|e| e.into_inner()));
+        for i in all {
+            i.shutdown(DisconnectCause::Rebooting).await;
         }
     }
 }

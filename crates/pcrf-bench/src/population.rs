@@ -64,6 +64,15 @@ impl Population {
         self.count
     }
 
+    /// The same range resized to `count` subscribers.
+    pub fn with_count(&self, count: u64) -> Result<Population, String> {
+        Population::new(
+            &format!("{:0w$}", self.imsi_first, w = self.imsi_digits),
+            &format!("{:0w$}", self.msisdn_first, w = self.msisdn_digits),
+            count,
+        )
+    }
+
     /// The IMSI of subscriber `i` (0-based).
     pub fn imsi(&self, i: u64) -> String {
         format!("{:0w$}", self.imsi_first + i, w = self.imsi_digits)
@@ -145,6 +154,9 @@ mod tests {
         assert_eq!(p.msisdn(9), "0790000010");
         assert_eq!(p.ue_ip(0), Ipv4Addr::new(10, 0, 0, 1));
         assert_eq!(p.ue_ip(256), Ipv4Addr::new(10, 0, 1, 1));
+        let q = p.with_count(5).expect("resized");
+        assert_eq!((q.count(), q.imsi(4)), (5, "001010000000005".to_string()));
+        assert!(p.with_count(0).is_err());
     }
 
     #[test]

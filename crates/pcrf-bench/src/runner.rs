@@ -1,0 +1,142 @@
+//! One measured run from set-up to report: the CPU samplers, the emulated
+//! gateways, the open- or closed-loop load, and the report assembled from
+//! what they counted. Shared by `pcrf-bench run` and each zero-loss trial.
+
+use crate::closed_loop::{self, ClosedLoop};
+use crate::cpu::{find_pids_by_name, CpuSampler, CpuWindow};
+use crate::open_loop::{self, OpenLoop};
+use crate::pcef::{PcefOptions, Pcefs};
+use crate::progress::Progress;
+use crate::report::{command_reports, Machine, RarCounts, Report};
+use crate::scenario::Scenario;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+/// Which load to offer.
+#[derive(Clone, Copy, Debug)]
+pub enum Load {
+    Open(OpenLoop),
+    Closed(ClosedLoop),
+}
+
+/// Which processes' CPU to account.
+#[derive(Clone, Debug, Default)]
+pub struct CpuTargets {
+    pub server_pids: Vec<u32>,
+    pub server_name: Option<String>,
+    pub db_pids: Vec<u32>,
+    pub db_name: Option<String>,
+}
+
+impl CpuTargets {
+    fn resolve(pids: &[u32], name: &Option<String>) -> Result<Vec<u32>, String> {
+        if !pids.is_empty() {
+            return Ok(pids.to_vec());
+        }
+        match name {
+            Some(n) => find_pids_by_name(n).map_err(|e| e.to_string()),
+            None => Ok(Vec::new()),
+        }
+    }
+}
+
+/// Everything a run needs besides the load.
+#[derive(Clone, Debug)]
+pub struct RunSetup {
+    pub scenario: Arc<Scenario>,
+    pub pcef: PcefOptions,
+    pub cpu: CpuTargets,
+    pub progress: bool,
+}
+
+/// Connects the gateways, offers the load, and reports.
+pub async fn measure(setup: &RunSetup, load: Load) -> Result<Report, String> {
+    // Samplers first: a wrong pid fails before any traffic.
+    let server = CpuTargets::resolve(&setup.cpu.server_pids, &setup.cpu.server_name)?;
+    let db = CpuTargets::resolve(&setup.cpu.db_pids, &setup.cpu.db_name)?;
+    let mut samplers = Vec::new();
+    let mut slots = [None, None, None];
+    for (slot, (label, pids)) in [
+        ("server", server),
+        ("database", db),
+        ("generator", vec![std::process::id()]),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        if !pids.is_empty() {
+            slots[slot] = Some(samplers.len());
+            samplers.push(CpuSampler::new(label, pids).map_err(|e| e.to_string())?);
+        }
+    }
+    let cpu = CpuWindow::new(samplers);
+
+    let pcefs = Arc::new(Pcefs::connect(&setup.pcef, &setup.scenario.gx).await?);
+    let progress = Progress::new();
+    let printer = if setup.progress {
+        progress.spawn_printer()
+    } else {
+        None
+    };
+    let result = match load {
+        Load::Open(cfg) => {
+            let rt = tokio::runtime::Handle::current();
+            let (p, s, pr) = (pcefs.clone(), setup.scenario.clone(), progress.clone());
+            tokio::task::spawn_blocking(move || open_loop::run(&rt, &p, &s, cfg, cpu, &pr))
+                .await
+                .map_err(|e| format!("scheduler failed: {e}"))?
+        }
+        Load::Closed(cfg) => {
+            closed_loop::run(
+                pcefs.clone(),
+                setup.scenario.clone(),
+                cfg,
+                cpu,
+                progress.clone(),
+            )
+            .await
+        }
+    };
+    progress.stop();
+    if let Some(p) = printer {
+        let _ = p.join();
+    }
+    let rar = RarCounts {
+        received: pcefs.counters.rar_received.load(Relaxed),
+        answered: pcefs.counters.raa_sent.load(Relaxed),
+    };
+    let peer_events = pcefs.events();
+    pcefs.shutdown().await;
+    let r = result?;
+    let (commands, total) = command_reports(&r.stats, r.window_s);
+    let cpu_at = |i: Option<usize>| i.and_then(|i| r.cpu.get(i).cloned());
+    let (mode, offered, concurrency, warmup) = match load {
+        Load::Open(c) => ("open-loop", Some(c.rate), None, c.warmup),
+        Load::Closed(c) => ("closed-loop", None, Some(c.concurrency), c.warmup),
+    };
+    Ok(Report {
+        tool: "pcrf-bench".into(),
+        version: env!("CARGO_PKG_VERSION").into(),
+        mode: mode.into(),
+        scenario: setup.scenario.name.clone(),
+        target: setup.pcef.target.to_string(),
+        peers: setup.pcef.peers,
+        offered_tps: offered,
+        concurrency,
+        warmup_s: warmup.as_secs_f64(),
+        duration_s: r.window_s,
+        started_unix: r.started_unix,
+        machine: Machine::detect(),
+        commands,
+        total,
+        achieved_tps: r.achieved_tps,
+        sessions: r.sessions,
+        rar,
+        outside_window: r.outside,
+        send_lag: r.send_lag.as_ref().and_then(|l| l.percentiles()),
+        server_cpu: cpu_at(slots[0]),
+        db_cpu: cpu_at(slots[1]),
+        generator_cpu: cpu_at(slots[2]),
+        peer_events,
+    })
+}
