@@ -410,6 +410,8 @@ fn ip_tcp((ethertype, pkt): (u16, &[u8])) -> Option<Segment<'_>> {
             }
             let src: [u8; 4] = pkt.get(12..16)?.try_into().ok()?;
             let dst: [u8; 4] = pkt.get(16..20)?.try_into().ok()?;
+            // A capture of segmentation-offloaded packets shows length 0.
+            let total = if total == 0 { pkt.len() } else { total };
             let end = total.min(pkt.len());
             (
                 IpAddr::from(src),
@@ -716,6 +718,24 @@ mod tests {
         half.truncate(30);
         let cap = read_pcap(&write(&[(Direction::ToServer, half)])).expect("readable");
         assert!(cap.problems[0].what.contains("ends inside a message"));
+    }
+
+    #[test]
+    fn reads_offloaded_ipv4_with_zero_total_length() {
+        let msg = dwr(4, 0);
+        let file = write(&[(Direction::ToServer, msg.clone())]);
+        let mut recs: Vec<Vec<u8>> = records(&file).into_iter().map(<[u8]>::to_vec).collect();
+        // The data segment (after the handshake): IPv4 total length at 16 + 14 + 2.
+        recs[3][16 + 14 + 2] = 0;
+        recs[3][16 + 14 + 3] = 0;
+        let mut out = file[..24].to_vec();
+        for r in &recs {
+            out.extend_from_slice(r);
+        }
+        let cap = read_pcap(&out).expect("readable");
+        assert!(cap.problems.is_empty(), "{:?}", cap.problems);
+        assert_eq!(cap.messages.len(), 1);
+        assert_eq!(&cap.messages[0].bytes[..], &msg[..]);
     }
 
     #[test]
