@@ -248,7 +248,8 @@ impl Node {
         }
         let decision = self.check_catalog(&s.id, out.decision.clone());
         let empty = Decision::default();
-        let diff = RuleDiff::between(&empty, &decision);
+        let mut diff = RuleDiff::between(&empty, &decision);
+        settle_revalidation(&mut diff, &mut s.revalidation_at_ms, now);
         let extras = self.extras(c);
         let answer = self.cca(
             req,
@@ -322,7 +323,8 @@ impl Node {
         }
         let decision = self.check_catalog(&s.id, out.decision.clone());
         let answer = {
-            let diff = RuleDiff::between(&s.installed, &decision);
+            let mut diff = RuleDiff::between(&s.installed, &decision);
+            settle_revalidation(&mut diff, &mut s.revalidation_at_ms, now);
             self.cca(
                 req,
                 c,
@@ -575,7 +577,9 @@ impl Node {
         let out = self.policy.decide(&input, cur.last_decision.as_ref());
         self.note_fallback(id, &out);
         let decision = self.check_catalog(id, out.decision.clone());
-        let diff = RuleDiff::between(&cur.installed, &decision);
+        let mut pending = (*cur).clone();
+        let mut diff = RuleDiff::between(&cur.installed, &decision);
+        settle_revalidation(&mut diff, &mut pending.revalidation_at_ms, now_ms());
         let installed_names: Vec<String> = diff
             .install_names
             .iter()
@@ -603,7 +607,7 @@ impl Node {
         let raa =
             gx::decode_raa(&answer).map_err(|e| ControlError::Peer(format!("bad RAA: {e}")))?;
         let code = raa.result_code.or(raa.experimental_result).unwrap_or(0);
-        let mut s = (*cur).clone();
+        let mut s = pending;
         self.apply_rule_reports(&mut s, &raa.rule_reports);
         if code == result_code::DIAMETER_UNKNOWN_SESSION_ID {
             // The PCEF no longer has it: forget it here too.
@@ -700,6 +704,19 @@ impl Node {
             open_sessions: open as u64,
             closed_sessions: closed as u64,
             cached_subscribers: self.subscribers.len() as u64,
+        }
+    }
+}
+
+/// Revalidation-Time is an instant: send it only when the decision asks
+/// for an instant more than a minute away from the one the PCEF has.
+fn settle_revalidation(diff: &mut RuleDiff<'_>, at_ms: &mut Option<i64>, now: i64) {
+    if let Some(secs) = diff.revalidation_secs {
+        let at = now + (secs as i64) * 1000;
+        if at_ms.is_some_and(|old| (old - at).abs() < 60_000) {
+            diff.revalidation_secs = None;
+        } else {
+            *at_ms = Some(at);
         }
     }
 }

@@ -59,6 +59,10 @@ pub struct GxSession {
     pub rule_failures: Vec<RuleFailure>,
     /// CC-Request-Number of the last CCR applied (retransmission detection).
     pub last_request_number: u32,
+    /// When the PCEF was told to come back (Revalidation-Time), Unix ms; a
+    /// new decision asking for (about) the same instant is not re-sent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub revalidation_at_ms: Option<i64>,
     pub last_decision: Option<DecisionRecord>,
     /// The encoded answer to the last CCR applied, replayed (with the new
     /// hop-by-hop and end-to-end ids) when that CCR is retransmitted, so a
@@ -100,6 +104,7 @@ impl GxSession {
             installed: Decision::default(),
             rule_failures: Vec::new(),
             last_request_number: 0,
+            revalidation_at_ms: None,
             last_decision: None,
             last_answer: None,
             created_ms: now_ms,

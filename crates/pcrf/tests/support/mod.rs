@@ -1,0 +1,479 @@
+//! Process-level test support: start the real `pcrf` binary on free
+//! loopback ports with its own data directory, talk to its HTTP API, and
+//! play a PCEF over Diameter (CER/CEA, CCRs, answering RARs).
+
+#![allow(dead_code)]
+
+use bytes::Bytes;
+use diameter::codec::{DiameterError, Message, MessageBuilder};
+use diameter::dict::{avp, cmd, enums};
+use diameter::peer::{Application, DisconnectCause, LocalNode, PeerSettings};
+use diameter::transport::{Handler, Initiator, Node, PeerHandle};
+use std::io::{Read, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+pub const GX: u32 = 16_777_238;
+pub const TGPP: u32 = 10_415;
+
+pub fn repo_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("free port")
+}
+
+/// A unique scratch directory under the system temp dir.
+pub fn scratch_dir(tag: &str) -> PathBuf {
+    static N: AtomicU32 = AtomicU32::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.subsec_nanos())
+        .unwrap_or(0);
+    let dir = std::env::temp_dir().join(format!(
+        "pcrf-test-{tag}-{}-{}-{nanos}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    ));
+    std::fs::create_dir_all(&dir).expect("scratch dir");
+    dir
+}
+
+/// A running `pcrf serve`.
+pub struct Pcrf {
+    child: Option<Child>,
+    pub dir: PathBuf,
+    pub config: PathBuf,
+    pub policy: PathBuf,
+    pub diameter: SocketAddr,
+    pub api: SocketAddr,
+}
+
+impl Pcrf {
+    /// Starts the server with the default policy copied into its own
+    /// directory and `extra` appended to the generated configuration.
+    pub fn start(extra: &str) -> Pcrf {
+        let dir = scratch_dir("pcrf");
+        let policy = dir.join("policy.lua");
+        std::fs::copy(repo_root().join("policies/default.lua"), &policy).expect("copy policy");
+        let diameter: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
+        let api: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
+        let config = dir.join("pcrf.toml");
+        let text = format!(
+            r#"
+[node]
+origin_host = "pcrf.test.local"
+origin_realm = "test.local"
+
+[diameter]
+listen = "{diameter}"
+watchdog_secs = 30
+request_timeout_ms = 3000
+
+[[peers]]
+origin_host = "pgw.test.local"
+addresses = ["127.0.0.1"]
+
+[store]
+path = "{data}"
+
+[policy]
+path = "{policy}"
+time_zone = "UTC"
+
+[api]
+listen = "{api}"
+
+[log]
+level = "info"
+{extra}
+"#,
+            data = dir.join("data").display(),
+            policy = policy.display(),
+        );
+        std::fs::write(&config, text).expect("write config");
+        let mut p = Pcrf {
+            child: None,
+            dir,
+            config,
+            policy,
+            diameter,
+            api,
+        };
+        p.spawn();
+        p
+    }
+
+    fn spawn(&mut self) {
+        let log = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(self.dir.join("pcrf.log"))
+            .expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_pcrf"))
+            .arg("serve")
+            .arg("--config")
+            .arg(&self.config)
+            .current_dir(&self.dir)
+            .stdout(Stdio::from(log.try_clone().expect("log")))
+            .stderr(Stdio::from(log))
+            .spawn()
+            .expect("start pcrf");
+        self.child = Some(child);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while Instant::now() < deadline {
+            if let Ok((200, _)) = self.try_http("GET", "/v1/health", None) {
+                return;
+            }
+            if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
+                panic!("pcrf exited at start-up ({status}):\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        panic!("pcrf did not become healthy:\n{}", self.log());
+    }
+
+    /// The server's log so far.
+    pub fn log(&self) -> String {
+        std::fs::read_to_string(self.dir.join("pcrf.log")).unwrap_or_default()
+    }
+
+    /// SIGKILL: no chance to flush anything.
+    pub fn kill9(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// SIGTERM and wait for a clean exit.
+    pub fn terminate(&mut self) -> std::process::ExitStatus {
+        let mut c = self.child.take().expect("running");
+        let pid = c.id().to_string();
+        let _ = Command::new("kill").args(["-TERM", &pid]).status();
+        let deadline = Instant::now() + Duration::from_secs(15);
+        loop {
+            if let Ok(Some(st)) = c.try_wait() {
+                return st;
+            }
+            if Instant::now() > deadline {
+                let _ = c.kill();
+                panic!("pcrf did not stop on SIGTERM:\n{}", self.log());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// Starts it again on the same configuration and data.
+    pub fn restart(&mut self) {
+        self.kill9();
+        self.spawn();
+    }
+
+    fn try_http(
+        &self,
+        method: &str,
+        path: &str,
+        body: Option<&str>,
+    ) -> std::io::Result<(u16, String)> {
+        let mut s = TcpStream::connect_timeout(&self.api, Duration::from_secs(2))?;
+        s.set_read_timeout(Some(Duration::from_secs(10)))?;
+        let body = body.unwrap_or("");
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+            body.len()
+        )?;
+        let mut resp = String::new();
+        s.read_to_string(&mut resp)?;
+        let status = resp
+            .split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let body = resp
+            .split_once("\r\n\r\n")
+            .map(|(_, b)| b.to_string())
+            .unwrap_or_default();
+        Ok((status, body))
+    }
+
+    /// An HTTP request to the API; the status and the body parsed as JSON
+    /// (Null when empty or not JSON).
+    pub fn http(&self, method: &str, path: &str, body: Option<&str>) -> (u16, serde_json::Value) {
+        let (status, body) = self.try_http(method, path, body).expect("http");
+        (
+            status,
+            serde_json::from_str(&body).unwrap_or(serde_json::Value::Null),
+        )
+    }
+
+    pub fn provision(&self, imsi: &str, json: &str) {
+        let (st, body) = self.http("PUT", &format!("/v1/subscribers/{imsi}"), Some(json));
+        assert!(st == 200 || st == 201, "provisioning failed: {st} {body}");
+    }
+
+    pub fn metrics(&self) -> String {
+        self.try_http("GET", "/metrics", None).expect("metrics").1
+    }
+}
+
+impl Drop for Pcrf {
+    fn drop(&mut self) {
+        self.kill9();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A RAR the PCEF received.
+#[derive(Clone)]
+pub struct ReceivedRar(pub Message);
+
+/// The PCEF side: answers RARs with a configurable Result-Code.
+pub struct PcefHandler {
+    pub rars: Mutex<Vec<ReceivedRar>>,
+    pub raa_code: AtomicU32,
+}
+
+impl Handler for PcefHandler {
+    fn serves(&self, app_id: u32, cmd: u32) -> bool {
+        app_id == GX && cmd == diameter::dict::cmd::RE_AUTH
+    }
+
+    async fn handle(&self, req: Message, peer: PeerHandle) -> Result<Bytes, DiameterError> {
+        self.rars
+            .lock()
+            .expect("lock")
+            .push(ReceivedRar(req.clone()));
+        let mut buf = bytes::BytesMut::new();
+        let mut b = MessageBuilder::answer(&mut buf, &req);
+        b.origin(&peer.local().origin_host, &peer.local().origin_realm)
+            .result_code(self.raa_code.load(Ordering::Relaxed));
+        b.finish();
+        Ok(buf.freeze())
+    }
+}
+
+/// An emulated PCEF connected to the PCRF.
+pub struct Pcef {
+    pub handler: Arc<PcefHandler>,
+    initiator: Option<Initiator>,
+    pub peer: PeerHandle,
+}
+
+impl Pcef {
+    pub async fn connect(addr: SocketAddr, origin_host: &str) -> Pcef {
+        let local = LocalNode::new(origin_host, "test.local")
+            .with_application(Application::auth_vendor(GX, TGPP));
+        let handler = Arc::new(PcefHandler {
+            rars: Mutex::new(Vec::new()),
+            raa_code: AtomicU32::new(2001),
+        });
+        let settings = PeerSettings {
+            request_timeout: Duration::from_secs(10),
+            ..PeerSettings::default()
+        };
+        let node = Node::with_parts(
+            Arc::new(local),
+            Arc::new(settings),
+            handler.clone(),
+            diameter::transport::PeerTable::new(),
+        );
+        let initiator = node.connect(addr, Some("pcrf.test.local"));
+        assert!(
+            initiator.wait_open(Duration::from_secs(10)).await,
+            "PCEF could not open a Diameter connection to the PCRF"
+        );
+        let peer = initiator.handle();
+        Pcef {
+            handler,
+            initiator: Some(initiator),
+            peer,
+        }
+    }
+
+    pub async fn close(mut self) {
+        if let Some(i) = self.initiator.take() {
+            i.shutdown(DisconnectCause::Rebooting).await;
+        }
+    }
+
+    pub fn rars(&self) -> Vec<Message> {
+        self.handler
+            .rars
+            .lock()
+            .expect("lock")
+            .iter()
+            .map(|r| r.0.clone())
+            .collect()
+    }
+
+    /// Sends a CCR built by `extra` after the common AVPs; returns the CCA.
+    pub async fn ccr(
+        &self,
+        session: &str,
+        request_type: i32,
+        number: u32,
+        extra: impl FnOnce(&mut MessageBuilder<'_>),
+    ) -> Message {
+        let local = self.peer.local().clone();
+        self.peer
+            .request(GX, cmd::CREDIT_CONTROL, |b| {
+                b.str(avp::SESSION_ID, session)
+                    .u32(avp::AUTH_APPLICATION_ID, GX)
+                    .origin(&local.origin_host, &local.origin_realm)
+                    .str(avp::DESTINATION_REALM, "test.local")
+                    .i32(avp::CC_REQUEST_TYPE, request_type)
+                    .u32(avp::CC_REQUEST_NUMBER, number);
+                extra(b);
+            })
+            .await
+            .expect("CCA")
+    }
+
+    /// A CCR-I as a P-GW sends it for `imsi` on APN "internet".
+    pub async fn ccr_i(&self, session: &str, imsi: &str) -> Message {
+        self.ccr(session, enums::CC_REQUEST_TYPE::INITIAL_REQUEST, 0, |b| {
+            initial_avps(b, imsi)
+        })
+        .await
+    }
+
+    pub async fn ccr_u(
+        &self,
+        session: &str,
+        number: u32,
+        extra: impl FnOnce(&mut MessageBuilder<'_>),
+    ) -> Message {
+        self.ccr(
+            session,
+            enums::CC_REQUEST_TYPE::UPDATE_REQUEST,
+            number,
+            extra,
+        )
+        .await
+    }
+
+    pub async fn ccr_t(&self, session: &str, number: u32) -> Message {
+        self.ccr(
+            session,
+            enums::CC_REQUEST_TYPE::TERMINATION_REQUEST,
+            number,
+            |b| {
+                b.i32(avp::TERMINATION_CAUSE, 1);
+            },
+        )
+        .await
+    }
+}
+
+/// The AVPs of a CCR-I after the common ones.
+pub fn initial_avps(b: &mut MessageBuilder<'_>, imsi: &str) {
+    initial_avps_with(b, imsi, "491700000001")
+}
+
+/// A CCR-I's AVPs with a given MSISDN.
+pub fn initial_avps_with(b: &mut MessageBuilder<'_>, imsi: &str, msisdn: &str) {
+    b.group(avp::SUBSCRIPTION_ID, |g| {
+        g.i32(avp::SUBSCRIPTION_ID_TYPE, 1)
+            .str(avp::SUBSCRIPTION_ID_DATA, imsi);
+    })
+    .group(avp::SUBSCRIPTION_ID, |g| {
+        g.i32(avp::SUBSCRIPTION_ID_TYPE, 0)
+            .str(avp::SUBSCRIPTION_ID_DATA, msisdn);
+    })
+    .group(avp::SUPPORTED_FEATURES, |g| {
+        g.u32(avp::VENDOR_ID, TGPP)
+            .u32(avp::FEATURE_LIST_ID, 1)
+            .u32(avp::FEATURE_LIST, 0b11);
+    })
+    .i32(avp::NETWORK_REQUEST_SUPPORT, 1)
+    .bytes(avp::FRAMED_IP_ADDRESS, &[10, 45, 0, 2])
+    .i32(avp::IP_CAN_TYPE, 5)
+    .i32(avp::RAT_TYPE, 1004)
+    .bytes(
+        avp::_3GPP_USER_LOCATION_INFO,
+        &[130, 0, 0xf1, 0x10, 0, 1, 0, 0xf1, 0x10, 0, 0, 1, 1],
+    )
+    .str(avp::CALLED_STATION_ID, "internet")
+    .group(avp::USER_EQUIPMENT_INFO, |g| {
+        g.i32(avp::USER_EQUIPMENT_INFO_TYPE, 0)
+            .bytes(avp::USER_EQUIPMENT_INFO_VALUE, b"3534900698733190");
+    });
+}
+
+/// Result-Code, or Experimental-Result-Code, of an answer.
+pub fn result_of(m: &Message) -> u32 {
+    if let Ok(Some(rc)) = m.find(avp::RESULT_CODE) {
+        return rc.as_u32().expect("Result-Code");
+    }
+    let er = m
+        .find(avp::EXPERIMENTAL_RESULT)
+        .expect("avps")
+        .expect("Result-Code or Experimental-Result");
+    er.grouped()
+        .find(avp::EXPERIMENTAL_RESULT_CODE)
+        .expect("grouped")
+        .expect("Experimental-Result-Code")
+        .as_u32()
+        .expect("u32")
+}
+
+/// Names installed (Charging-Rule-Name, -Base-Name and dynamic definitions'
+/// names) and removed in an answer or RAR.
+pub fn rule_changes(m: &Message) -> (Vec<String>, Vec<String>) {
+    let mut installed = Vec::new();
+    let mut removed = Vec::new();
+    for a in m.avps() {
+        let a = a.expect("avp");
+        let into = if a.is(avp::CHARGING_RULE_INSTALL) {
+            &mut installed
+        } else if a.is(avp::CHARGING_RULE_REMOVE) {
+            &mut removed
+        } else {
+            continue;
+        };
+        for g in a.grouped() {
+            let g = g.expect("avp");
+            if g.is(avp::CHARGING_RULE_NAME) || g.is(avp::CHARGING_RULE_BASE_NAME) {
+                into.push(g.as_str().expect("name").to_string());
+            } else if g.is(avp::CHARGING_RULE_DEFINITION) {
+                let name = g
+                    .grouped()
+                    .find(avp::CHARGING_RULE_NAME)
+                    .expect("g")
+                    .expect("name");
+                into.push(name.as_str().expect("str").to_string());
+            }
+        }
+    }
+    installed.sort();
+    removed.sort();
+    (installed, removed)
+}
+
+/// The APN-AMBR (UL, DL) of an answer's top-level QoS-Information.
+pub fn apn_ambr(m: &Message) -> Option<(u32, u32)> {
+    let q = m.find(avp::QOS_INFORMATION).expect("avps")?;
+    let ul = q
+        .grouped()
+        .find(avp::APN_AGGREGATE_MAX_BITRATE_UL)
+        .expect("g")?
+        .as_u32()
+        .ok()?;
+    let dl = q
+        .grouped()
+        .find(avp::APN_AGGREGATE_MAX_BITRATE_DL)
+        .expect("g")?
+        .as_u32()
+        .ok()?;
+    Some((ul, dl))
+}
