@@ -12,6 +12,7 @@ use std::fmt;
 use std::time::{SystemTime, UNIX_EPOCH};
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::time::FormatTime;
+use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
 use tracing_subscriber::{reload, EnvFilter, Registry};
@@ -93,19 +94,36 @@ impl LogHandle {
     }
 }
 
-/// Installs the global logger. Call once, early in `main`.
+/// Installs the global logger, writing to stderr. Call once, early in `main`.
 pub fn init(cfg: &LogConfig) -> Result<LogHandle, LoggingError> {
     let env = std::env::var("RUST_LOG")
         .ok()
         .filter(|v| !v.trim().is_empty());
-    let filter = parse_filter(env.as_deref().unwrap_or(&cfg.level))?;
+    let (subscriber, handle) = build(cfg, env.as_deref(), std::io::stderr)?;
+    subscriber
+        .try_init()
+        .map_err(|_| LoggingError::AlreadySet)?;
+    Ok(handle)
+}
+
+/// The logger `init` installs, writing to `writer`; `env_filter` (the
+/// value of `RUST_LOG`) wins over the configured level.
+pub fn build<W>(
+    cfg: &LogConfig,
+    env_filter: Option<&str>,
+    writer: W,
+) -> Result<(impl tracing::Subscriber + Send + Sync + 'static, LogHandle), LoggingError>
+where
+    W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
+{
+    let filter = parse_filter(env_filter.unwrap_or(&cfg.level))?;
     let (filter, handle) = reload::Layer::new(filter);
     let (text, json) = match cfg.format {
         LogFormat::Text => (
             Some(
                 tracing_subscriber::fmt::layer()
                     .with_timer(CachedUtcTime)
-                    .with_writer(std::io::stderr)
+                    .with_writer(writer)
                     .with_ansi(false),
             ),
             None,
@@ -119,20 +137,21 @@ pub fn init(cfg: &LogConfig) -> Result<LogHandle, LoggingError> {
                     .with_current_span(true)
                     .with_span_list(false)
                     .with_timer(CachedUtcTime)
-                    .with_writer(std::io::stderr),
+                    .with_writer(writer),
             ),
         ),
     };
-    tracing_subscriber::registry()
+    let subscriber = tracing_subscriber::registry()
         .with(filter)
         .with(text)
-        .with(json)
-        .try_init()
-        .map_err(|_| LoggingError::AlreadySet)?;
-    Ok(LogHandle {
-        filter: handle,
-        env_override: env.is_some(),
-    })
+        .with(json);
+    Ok((
+        subscriber,
+        LogHandle {
+            filter: handle,
+            env_override: env_filter.is_some(),
+        },
+    ))
 }
 
 /// RFC 3339 UTC timestamps with milliseconds (`2026-11-22T03:57:10.123Z`);
@@ -236,6 +255,96 @@ mod tests {
             ms += 1 + (step * 7919) % 40_000;
             assert_eq!(ours(ms), reference(ms), "at {ms}");
         }
+    }
+
+    /// A writer the test can read back.
+    #[derive(Clone, Default)]
+    struct Buf(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Buf {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().expect("lock").extend_from_slice(b);
+            Ok(b.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> MakeWriter<'a> for Buf {
+        type Writer = Buf;
+        fn make_writer(&'a self) -> Buf {
+            self.clone()
+        }
+    }
+
+    impl Buf {
+        fn text(&self) -> String {
+            String::from_utf8(self.0.lock().expect("lock").clone()).expect("utf8")
+        }
+    }
+
+    fn is_timestamp(s: &str) -> bool {
+        s.parse::<jiff::Timestamp>().is_ok()
+            && s.ends_with('Z')
+            && s.len() == "2026-11-22T03:57:10.123Z".len()
+    }
+
+    #[test]
+    fn json_lines_carry_time_level_and_fields() {
+        let buf = Buf::default();
+        let cfg = LogConfig {
+            level: "info".into(),
+            format: LogFormat::Json,
+        };
+        let (sub, handle) = build(&cfg, None, buf.clone()).expect("build");
+        tracing::subscriber::with_default(sub, || {
+            tracing::debug!(session = "s;1", "hidden at info");
+            tracing::info!(session = "pgw1;1;2", result = 2001u32, "gx");
+            assert_eq!(handle.set_level("debug").ok(), Some(true));
+            tracing::debug!(session = "s;2", "shown at debug");
+            assert!(handle.set_level("pcrf=shout").is_err());
+        });
+        let text = buf.text();
+        let lines: Vec<serde_json::Value> = text
+            .lines()
+            .map(|l| serde_json::from_str(l).expect("one JSON object per line"))
+            .collect();
+        assert_eq!(lines.len(), 2, "{text}");
+        let first = &lines[0];
+        assert!(
+            is_timestamp(first["timestamp"].as_str().unwrap_or("")),
+            "{first}"
+        );
+        assert_eq!(first["level"], "INFO");
+        assert_eq!(first["message"], "gx");
+        assert_eq!(first["session"], "pgw1;1;2");
+        assert_eq!(first["result"], 2001);
+        assert_eq!(lines[1]["session"], "s;2");
+    }
+
+    #[test]
+    fn text_lines_start_with_the_cached_timestamp_and_env_wins() {
+        let buf = Buf::default();
+        let (sub, handle) = build(&LogConfig::default(), Some("warn"), buf.clone()).expect("build");
+        tracing::subscriber::with_default(sub, || {
+            tracing::info!("hidden: RUST_LOG says warn");
+            tracing::warn!(session = "pgw1;1;3", "rule failure");
+            // A config reload must not override RUST_LOG.
+            assert_eq!(handle.set_level("debug").ok(), Some(false));
+            tracing::info!("still hidden");
+        });
+        let text = buf.text();
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(lines.len(), 1, "{text}");
+        let (ts, rest) = lines[0].split_once(' ').expect("timestamp first");
+        assert!(is_timestamp(ts), "{ts}");
+        assert!(
+            rest.contains("WARN") && rest.contains("rule failure"),
+            "{rest}"
+        );
+        assert!(rest.contains("session=\"pgw1;1;3\""), "{rest}");
+        assert!(build(&LogConfig::default(), Some("=bad="), Buf::default()).is_err());
     }
 
     #[test]

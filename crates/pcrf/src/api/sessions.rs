@@ -73,7 +73,7 @@ pub async fn release<C: Control>(
 ) -> Result<Response, ApiError> {
     check_id(&id)?;
     let outcome = ctl.release(&id, q.cause).await?;
-    tracing::info!(session_id = %id, cause = q.cause.code(), rc = ?outcome.result_code, "session released by API");
+    tracing::info!(session = %id, cause = q.cause.code(), result = ?outcome.result_code, "session released by API");
     Ok(Json(outcome).into_response())
 }
 
@@ -84,9 +84,9 @@ pub async fn reauth<C: Control>(
     check_id(&id)?;
     let outcome = ctl.reauth(&id).await?;
     tracing::info!(
-        session_id = %id,
+        session = %id,
         rar_sent = outcome.rar_sent,
-        rc = ?outcome.result_code,
+        result = ?outcome.result_code,
         script_version = outcome.script_version,
         "session re-authorized by API"
     );
