@@ -31,6 +31,7 @@ use support::{free_port, interop_dir, read_lossy, require_tool, ChildGuard, Temp
 
 const GX: u32 = 16_777_238;
 const TGPP: u32 = 10_415;
+const RELAY: u32 = 0xffff_ffff;
 const FD_EXTENSIONS: &str = "/usr/lib/freeDiameter";
 
 // How freeDiameter's `-dd` log shows messages to and from our node. It logs
@@ -45,6 +46,8 @@ const DWR: &str = "0/280 f:R";
 const DWA: &str = "0/280 f:-";
 const DPR: &str = "0/282 f:R";
 const DPA: &str = "0/282 f:-";
+/// How freeDiameter prints the Gx application we advertise, once decoded.
+const GX_IN_CAPABILITIES: &str = "Auth-Application-Id(258)[-M]=16777238";
 
 /// What our node saw of its peers.
 #[derive(Default)]
@@ -223,6 +226,20 @@ async fn freediameter_connects_to_our_server() {
     assert!(
         wait_log(
             &log,
+            &[
+                "Capabilities-Exchange-Answer",
+                "'DIAMETER_SUCCESS'",
+                GX_IN_CAPABILITIES
+            ],
+            Duration::from_secs(5)
+        )
+        .await,
+        "{}",
+        with_log("freeDiameter did not decode our CEA", &log)
+    );
+    assert!(
+        wait_log(
+            &log,
             &["'STATE_WAITCEA'", "'STATE_OPEN'"],
             Duration::from_secs(5)
         )
@@ -319,11 +336,22 @@ async fn we_connect_to_freediameter() {
     let peer = initiator.handle();
     let caps = peer.capabilities().expect("capabilities");
     assert_eq!(&*caps.origin_host, "fd.test.local");
+    assert_eq!(caps.product_name, "freeDiameter");
+    assert!(caps.supported_vendor_ids.contains(&TGPP), "{caps:?}");
+    assert!(
+        caps.applications.contains(&Application::auth(RELAY)),
+        "freeDiameter advertises Relay: {caps:?}"
+    );
     assert!(peer.supports(GX));
     assert!(
         wait_log(&log, &[RCV_UNKNOWN, CER], Duration::from_secs(5)).await,
         "{}",
         with_log("freeDiameter did not log our CER", &log)
+    );
+    assert!(
+        wait_log(&log, &[GX_IN_CAPABILITIES], Duration::from_secs(5)).await,
+        "{}",
+        with_log("freeDiameter did not decode our Gx application", &log)
     );
     assert!(
         wait_log(
