@@ -175,7 +175,10 @@ where
                             Ok(Some(len)) if rbuf.len() >= len => {
                                 let frame = rbuf.split_to(len).freeze();
                                 conn.on_frame(frame).await;
-                                if conn.machine.state() == PeerState::Closed {
+                                // Act on each message before the next (a CER
+                                // must be admitted before what follows it).
+                                ended = conn.pump().await;
+                                if ended.is_some() {
                                     break;
                                 }
                             }
