@@ -774,3 +774,18 @@ async fn garbage_from_one_peer_does_not_disturb_another() {
     assert_eq!(srv.node.peer_table().len(), 1, "only the good peer is open");
     srv.stop().await;
 }
+
+#[tokio::test]
+async fn request_pipelined_right_behind_the_cer_is_served() {
+    let srv = start(quick(), Gx::default()).await;
+    let mut raw = Raw::connect(srv.addr).await;
+    let mut both = BytesMut::from(&raw_cer("eager.test.local", 1)[..]);
+    both.extend_from_slice(&raw_ccr(2, GX, CCR));
+    raw.send(&both).await;
+    let cea = raw.recv().await.expect("CEA");
+    assert_eq!(cea.command_code(), cmd::CAPABILITIES_EXCHANGE);
+    assert_eq!(rc(&cea), 2001);
+    let cca = raw.recv().await.expect("CCA");
+    assert_eq!((cca.hop_by_hop(), rc(&cca)), (2, 2001));
+    srv.stop().await;
+}
