@@ -5,7 +5,7 @@
 use crate::subscriber::Subscriber;
 use parking_lot::RwLock;
 use std::collections::HashMap;
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
 const SHARDS: usize = 64;
@@ -29,9 +29,7 @@ impl Default for SubscriberTable {
 
 impl SubscriberTable {
     fn shard(&self, key: &str) -> usize {
-        let mut h = self.hasher.build_hasher();
-        key.hash(&mut h);
-        (h.finish() as usize) % SHARDS
+        (self.hasher.hash_one(key) as usize) % SHARDS
     }
 
     pub fn get(&self, imsi: &str) -> Option<Arc<Subscriber>> {

@@ -8,7 +8,7 @@ use super::record::{GxSession, SessionState};
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use std::collections::{HashMap, HashSet};
-use std::hash::{BuildHasher, Hash, Hasher};
+use std::hash::BuildHasher;
 use std::sync::Arc;
 
 const SHARDS: usize = 64;
@@ -69,9 +69,7 @@ impl Default for SessionTable {
 
 impl SessionTable {
     fn shard_of(&self, key: &str) -> usize {
-        let mut h = self.hasher.build_hasher();
-        key.hash(&mut h);
-        (h.finish() as usize) % SHARDS
+        (self.hasher.hash_one(key) as usize) % SHARDS
     }
 
     /// The slot of a session, if known.
