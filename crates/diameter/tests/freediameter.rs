@@ -7,6 +7,9 @@
 //!     is stopped with SIGTERM.
 //! (b) our initiator connects to freeDiameter: CER/CEA, DWR/DWA, and DPR/DPA
 //!     when we shut down.
+//! (c) freeDiameter as a relay agent (a DRA) between our PCEF-side node and
+//!     our PCRF: a Gx CCR crosses it by Destination-Realm and the CCA comes
+//!     back, as when a DRA fronts several PCRFs.
 //!
 //! Each exchange is checked on both sides: our handler's peer events and
 //! counters, and freeDiameter's own log (`-dd` prints every message it
@@ -17,12 +20,13 @@
 #[path = "interop/support.rs"]
 mod support;
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
+use diameter::dict::{avp, cmd};
 use diameter::peer::{
     Application, CloseReason, DisconnectCause, LocalNode, PeerSettings, PeerState, WatchdogState,
 };
 use diameter::transport::{Handler, Node, PeerCountersSnapshot, PeerHandle};
-use diameter::{DiameterError, Message};
+use diameter::{DiameterError, Message, MessageBuilder};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
@@ -104,9 +108,15 @@ fn settings(tw_secs: u64) -> PeerSettings {
 
 /// Writes a config from its template in tests/interop.
 fn write_config(dir: &TempDir, template: &str, port: u16) -> PathBuf {
+    write_config_with(dir, template, port, 0)
+}
+
+/// [`write_config`] with the port of our PCRF for the relay's ConnectPeer.
+fn write_config_with(dir: &TempDir, template: &str, port: u16, pcrf_port: u16) -> PathBuf {
     let text = std::fs::read_to_string(interop_dir().join(template))
         .expect("read template")
         .replace("@PORT@", &port.to_string())
+        .replace("@PCRF_PORT@", &pcrf_port.to_string())
         .replace("@EXT@", FD_EXTENSIONS)
         .replace(
             "@ACL@",
@@ -408,4 +418,142 @@ async fn we_connect_to_freediameter() {
         down.2
     );
     assert!(fd.running(), "freeDiameter must survive our disconnection");
+}
+
+/// Our PCRF behind the relay: answers CCR-I with 2001 and keeps the requests.
+#[derive(Default)]
+struct Pcrf {
+    ccrs: Mutex<Vec<Message>>,
+}
+
+impl Handler for Pcrf {
+    fn serves(&self, app_id: u32, cmd: u32) -> bool {
+        app_id == GX && cmd == cmd::CREDIT_CONTROL
+    }
+
+    async fn handle(&self, req: Message, peer: PeerHandle) -> Result<Bytes, DiameterError> {
+        let [rtype, rnum] = req.pick(&[avp::CC_REQUEST_TYPE, avp::CC_REQUEST_NUMBER])?;
+        let mut out = BytesMut::new();
+        let mut b = MessageBuilder::answer(&mut out, &req);
+        b.u32(avp::AUTH_APPLICATION_ID, GX)
+            .origin(&peer.local().origin_host, &peer.local().origin_realm)
+            .result_code(2001);
+        for a in [rtype, rnum].into_iter().flatten() {
+            b.raw_avp(a.raw());
+        }
+        b.finish();
+        self.ccrs.lock().expect("lock").push(req);
+        Ok(out.freeze())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn freediameter_relays_gx_between_our_nodes() {
+    let dir = TempDir::new("fd-relay");
+    // Our PCRF, which freeDiameter connects to.
+    let pcrf = Node::new(
+        LocalNode::new("pcrf.test.local", "pcrf.realm")
+            .with_host_ip("127.0.0.1".parse().expect("ip"))
+            .with_application(Application::auth_vendor(GX, TGPP)),
+        settings(30),
+        Pcrf::default(),
+    );
+    let server = pcrf.listen("127.0.0.1:0").await.expect("bind");
+    let pcrf_port = server.local_addr().expect("addr").port();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let serving = tokio::spawn(server.run(async {
+        let _ = stop_rx.await;
+    }));
+
+    let port = free_port();
+    let conf = write_config_with(&dir, "freediameter-relay.conf", port, pcrf_port);
+    let (_fd, log) = start_fd(&dir, &conf);
+    assert!(
+        wait_log(
+            &log,
+            &["'STATE_OPEN'", "'pcrf.test.local'"],
+            Duration::from_secs(15)
+        )
+        .await,
+        "{}",
+        with_log("the relay did not open our PCRF", &log)
+    );
+
+    // Our PCEF side connects to the relay and sends a CCR-I for the PCRF's realm.
+    let pcef = Node::new(
+        LocalNode::new("pcef.test.local", "pcef.realm")
+            .with_host_ip("127.0.0.1".parse().expect("ip"))
+            .with_application(Application::auth_vendor(GX, TGPP)),
+        settings(30),
+        Recorder::default(),
+    );
+    let initiator = pcef.connect(([127, 0, 0, 1], port).into(), Some("dra.test.local"));
+    assert!(
+        initiator.wait_open(Duration::from_secs(15)).await,
+        "{}",
+        with_log("our PCEF side did not open the relay", &log)
+    );
+    let session = "pcef.test.local;1767225600;7";
+    let cca = initiator
+        .handle()
+        .request(GX, cmd::CREDIT_CONTROL, |b| {
+            b.str(avp::SESSION_ID, session)
+                .u32(avp::AUTH_APPLICATION_ID, GX)
+                .origin("pcef.test.local", "pcef.realm")
+                .str(avp::DESTINATION_REALM, "pcrf.realm")
+                .i32(avp::CC_REQUEST_TYPE, 1)
+                .u32(avp::CC_REQUEST_NUMBER, 0)
+                .group(avp::SUBSCRIPTION_ID, |g| {
+                    g.i32(avp::SUBSCRIPTION_ID_TYPE, 1)
+                        .str(avp::SUBSCRIPTION_ID_DATA, "001010123456789");
+                });
+        })
+        .await
+        .unwrap_or_else(|e| panic!("{}", with_log(&format!("CCR through the relay: {e}"), &log)));
+
+    // The answer is our PCRF's, relayed back.
+    assert_eq!(cca.command_code(), cmd::CREDIT_CONTROL);
+    assert!(!cca.is_request());
+    assert_eq!(cca.session_id(), Ok(Some(session)));
+    let [rc, host, rtype] = cca
+        .pick(&[avp::RESULT_CODE, avp::ORIGIN_HOST, avp::CC_REQUEST_TYPE])
+        .expect("well-formed");
+    assert_eq!(rc.map(|a| a.as_u32()), Some(Ok(2001)));
+    assert_eq!(host.map(|a| a.as_str()), Some(Ok("pcrf.test.local")));
+    assert_eq!(rtype.map(|a| a.as_enum()), Some(Ok(1)));
+
+    // The PCRF saw the request with the relay in its Route-Record.
+    let ccrs = pcrf.handler().ccrs.lock().expect("lock").clone();
+    assert_eq!(ccrs.len(), 1);
+    let route: Vec<String> = ccrs[0]
+        .avps()
+        .filter_code(avp::ROUTE_RECORD)
+        .map(|a| a.expect("ok").as_str().expect("identity").to_owned())
+        .collect();
+    assert_eq!(
+        route,
+        ["pcef.test.local"],
+        "RFC 6733 §6.1.8: the relay records the peer it got the request from"
+    );
+    let [origin] = ccrs[0].pick(&[avp::ORIGIN_HOST]).expect("ok");
+    assert_eq!(origin.map(|a| a.as_str()), Some(Ok("pcef.test.local")));
+
+    // And freeDiameter's log shows both hops, both ways.
+    for (dir_, peer_, flags) in [
+        ("RCV from", "pcef.test.local", "16777238/272 f:RP"),
+        ("SENT to", "pcrf.test.local", "16777238/272 f:RP"),
+        ("RCV from", "pcrf.test.local", "16777238/272 f:-P"),
+        ("SENT to", "pcef.test.local", "16777238/272 f:-P"),
+    ] {
+        let who = format!("{dir_} '{peer_}'");
+        assert!(
+            log_has(&log, &[&who, flags]),
+            "{}",
+            with_log(&format!("no {who} {flags}"), &log)
+        );
+    }
+
+    initiator.shutdown(DisconnectCause::Rebooting).await;
+    let _ = stop_tx.send(());
+    let _ = tokio::time::timeout(Duration::from_secs(10), serving).await;
 }
