@@ -151,10 +151,14 @@ fn push_label_escaped(out: &mut String, s: &str) {
 
 /// A scrape being written. Families must be complete when the next one
 /// starts (the format requires a family's lines to be contiguous), and a
-/// family name may appear once per scrape.
+/// family name may appear once per scrape: a repeated or invalid family is
+/// dropped (and logged) so one module's mistake never makes the whole
+/// scrape unparseable.
 pub struct Exposition {
     out: String,
     seen: Vec<String>,
+    /// Where the samples of a dropped family go.
+    discard: String,
 }
 
 impl Default for Exposition {
@@ -168,17 +172,33 @@ impl Exposition {
         Exposition {
             out: String::with_capacity(16 * 1024),
             seen: Vec::new(),
+            discard: String::new(),
         }
     }
 
     /// Starts a family: writes its HELP and TYPE lines. Samples follow
     /// through the returned [`Family`].
     pub fn family(&mut self, name: &str, help: &str, kind: Kind) -> Family<'_> {
-        debug_assert!(valid_metric_name(name), "bad metric name {name:?}");
-        debug_assert!(
-            !self.seen.iter().any(|n| n == name),
-            "metric family {name} written twice in one scrape"
-        );
+        let problem = if !valid_metric_name(name) {
+            Some("invalid name")
+        } else if self.seen.iter().any(|n| n == name) {
+            Some("written twice in one scrape")
+        } else {
+            None
+        };
+        if let Some(problem) = problem {
+            tracing::error!(
+                family = name,
+                problem,
+                "metric family dropped from the scrape"
+            );
+            self.discard.clear();
+            return Family {
+                out: &mut self.discard,
+                name: name.to_string(),
+                kind,
+            };
+        }
         self.seen.push(name.to_string());
         self.out.push_str("# HELP ");
         self.out.push_str(name);

@@ -477,3 +477,21 @@ fn empty_registry_is_valid() {
     let f = validate(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
     assert_eq!(f["pcrf_requests_total"].1.len(), 0);
 }
+
+#[test]
+fn a_repeated_or_misnamed_family_is_dropped_not_corrupting() {
+    let m = Metrics::new();
+    m.register(Arc::new(|out: &mut Exposition| {
+        out.gauge("pcrf_thing", "first", 1u64);
+    }));
+    m.register(Arc::new(|out: &mut Exposition| {
+        out.gauge("pcrf_thing", "duplicate-help", 2u64);
+        out.gauge("pcrf-bad name", "bad", 3u64);
+        out.gauge("pcrf_after", "still written", 4u64);
+    }));
+    let text = m.render();
+    let f = validate(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
+    assert_eq!(value(&f, "pcrf_thing", "pcrf_thing", &[]), Some(1.0));
+    assert_eq!(value(&f, "pcrf_after", "pcrf_after", &[]), Some(4.0));
+    assert!(!text.contains("bad name") && !text.contains("duplicate-help"));
+}

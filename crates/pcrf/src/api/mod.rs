@@ -108,8 +108,12 @@ pub fn route_table<C: Control>() -> Vec<(Method, &'static str, bool)> {
         .collect()
 }
 
-/// The whole API over `ctl`.
+/// The whole API over `ctl`. Logs the configuration's warnings (e.g. a
+/// non-loopback listener without a token).
 pub fn router<C: Control>(ctl: Arc<C>, cfg: &ApiConfig) -> Router {
+    for w in cfg.warnings() {
+        tracing::warn!("{w}");
+    }
     let mut protected = Router::new();
     let mut public = Router::new();
     for route in routes::<C>() {
