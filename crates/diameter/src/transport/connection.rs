@@ -260,7 +260,6 @@ impl<H: Handler> Conn<H> {
             }
             self.shared.set_state(self.machine.state());
         }
-        self.shared.set_state(self.machine.state());
         None
     }
 

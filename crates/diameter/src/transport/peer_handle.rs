@@ -101,8 +101,14 @@ impl PeerShared {
         self.conn.lock().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// Publishes the state; waking watchers only on a change keeps the
+    /// per-message path free of the watch channel's write lock.
     pub(crate) fn set_state(&self, s: PeerState) {
-        self.state.send_replace(s);
+        self.state.send_if_modified(|cur| {
+            let changed = *cur != s;
+            *cur = s;
+            changed
+        });
     }
 
     pub(crate) fn set_watchdog(&self, w: WatchdogState) {
