@@ -6,7 +6,8 @@
 //! and its data type. Any disagreement fails with the full list. Where
 //! Wireshark lacks an AVP or is itself wrong, `ALLOWED` records the
 //! exception with the specification clause that settles it; an exception
-//! that no longer applies also fails, so the list cannot rot.
+//! that no longer applies also fails, so the list cannot rot. Application
+//! ids and command codes (and command names) are checked the same way.
 //!
 //! Wireshark's XML is read with a small tag scanner rather than an XML crate:
 //! `dictionary.xml` pulls the other files in through external entities, which
@@ -147,6 +148,10 @@ struct WsAvp {
 /// Wireshark's dictionary, indexed by (code, vendor id).
 struct WsDict {
     avps: HashMap<(u32, u32), Vec<WsAvp>>,
+    /// Application ids.
+    applications: Vec<u32>,
+    /// Command code -> names (a code may appear in several files).
+    commands: HashMap<u32, Vec<String>>,
     /// typedefn name -> parent name, to resolve derived types.
     parents: HashMap<String, String>,
 }
@@ -270,6 +275,8 @@ fn load(dir: &Path) -> Result<WsDict, String> {
         }
     }
 
+    let mut applications = Vec::new();
+    let mut commands: HashMap<u32, Vec<String>> = HashMap::new();
     let mut avps: HashMap<(u32, u32), Vec<WsAvp>> = HashMap::new();
     for (file, ts) in &texts {
         let mut current: Option<((u32, u32), WsAvp)> = None;
@@ -298,6 +305,19 @@ fn load(dir: &Path) -> Result<WsDict, String> {
                         current = Some(((code, vendor), entry));
                     }
                 }
+                "application" => {
+                    if let Some(id) = attrs(a).get("id").and_then(|i| i.parse().ok()) {
+                        applications.push(id);
+                    }
+                }
+                "command" => {
+                    let a = attrs(a);
+                    if let (Some(code), Some(name)) =
+                        (a.get("code").and_then(|c| c.parse().ok()), a.get("name"))
+                    {
+                        commands.entry(code).or_default().push(name.clone());
+                    }
+                }
                 "type" => {
                     if let Some((_, e)) = current.as_mut() {
                         e.type_name = attrs(a).get("type-name").cloned().unwrap_or_default();
@@ -317,7 +337,12 @@ fn load(dir: &Path) -> Result<WsDict, String> {
             }
         }
     }
-    Ok(WsDict { avps, parents })
+    Ok(WsDict {
+        avps,
+        applications,
+        commands,
+        parents,
+    })
 }
 
 /// Whether Wireshark's type name describes our type. Wireshark adds a few
@@ -443,6 +468,34 @@ fn every_avp_agrees_with_wireshark() {
         ours.len(),
         problems.join("\n  ")
     );
+}
+
+#[test]
+fn applications_and_commands_agree_with_wireshark() {
+    let ws = wireshark();
+    let mut problems = Vec::new();
+    for a in dict::applications() {
+        if !ws.applications.contains(&a.id) {
+            problems.push(format!(
+                "application {} ({}) unknown to Wireshark",
+                a.id, a.name
+            ));
+        }
+    }
+    for c in dict::commands() {
+        match ws.commands.get(&c.code) {
+            None => problems.push(format!(
+                "command {} ({}) unknown to Wireshark",
+                c.code, c.name
+            )),
+            Some(names) if !names.iter().any(|n| n == c.name) => problems.push(format!(
+                "command {} is {} here, {names:?} in Wireshark",
+                c.code, c.name
+            )),
+            Some(_) => {}
+        }
+    }
+    assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
 #[test]

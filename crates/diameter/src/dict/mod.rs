@@ -125,6 +125,16 @@ pub fn avps() -> &'static [AvpDef] {
     AVPS
 }
 
+/// Every application the dictionary knows, sorted by id.
+pub fn applications() -> &'static [ApplicationDef] {
+    APPLICATIONS
+}
+
+/// Every command the dictionary knows, sorted by code.
+pub fn commands() -> &'static [CommandDef] {
+    COMMANDS
+}
+
 /// Finds an application by id.
 pub fn application(id: u32) -> Option<&'static ApplicationDef> {
     APPLICATIONS.iter().find(|a| a.id == id)
