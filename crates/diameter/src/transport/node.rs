@@ -1,14 +1,19 @@
 //! A Diameter node: our identity, settings, the application handler and
 //! the table of open peers, shared by the node's server and initiators.
 
+use super::connection;
 use super::handler::Handler;
 use super::initiator::Initiator;
+use super::peer_handle::{PeerHandle, PeerShared};
 use super::peer_table::PeerTable;
 use super::server::Server;
-use crate::peer::{LocalNode, PeerSettings};
+use crate::peer::{CloseReason, Jitter, LocalNode, PeerSettings, PeerState, Role};
 use std::net::SocketAddr;
 use std::sync::Arc;
+use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::net::{TcpListener, ToSocketAddrs};
+use tokio::sync::watch;
+use tokio::task::JoinHandle;
 
 pub(crate) struct NodeShared<H> {
     pub(crate) local: Arc<LocalNode>,
@@ -99,5 +104,42 @@ impl<H: Handler> Node<H> {
     /// through a connection it made to us); `None` when unknown.
     pub fn connect(&self, addr: SocketAddr, peer_host: Option<&str>) -> Initiator {
         Initiator::start(self.clone(), addr, peer_host.map(Arc::from))
+    }
+
+    /// Runs one connection over any byte stream (a TLS stream, an
+    /// in-memory pipe...) in the given role, once, without reconnecting.
+    /// The task ends with the reason the connection closed; close it with
+    /// [`PeerHandle::close`].
+    pub fn attach<S>(
+        &self,
+        stream: S,
+        remote: Option<SocketAddr>,
+        role: Role,
+        expected_host: Option<&str>,
+    ) -> (PeerHandle, JoinHandle<CloseReason>)
+    where
+        S: AsyncRead + AsyncWrite + Send + 'static,
+    {
+        let initial = match role {
+            Role::Responder => PeerState::WaitCer,
+            Role::Initiator => PeerState::WaitCea,
+        };
+        let shared = Arc::new(PeerShared::new(
+            self.inner.local.clone(),
+            self.inner.settings.clone(),
+            initial,
+            Jitter::from_entropy().next_u64() as u32,
+        ));
+        let handle = PeerHandle::new(shared.clone());
+        let node = self.inner.clone();
+        let expected = expected_host.map(Arc::from);
+        // No node-wide shutdown for a lone connection: the sender goes away.
+        let (_, never) = watch::channel(None);
+        let task = tokio::spawn(async move {
+            connection::run(node, stream, remote, None, role, shared, expected, never)
+                .await
+                .reason
+        });
+        (handle, task)
     }
 }
