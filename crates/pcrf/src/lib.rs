@@ -2,6 +2,7 @@
 //! Lua policy, kept in memory, made durable through a group-commit writer.
 
 pub mod api;
+pub mod client;
 pub mod config;
 pub mod gx;
 pub mod logging;

@@ -35,6 +35,11 @@ enum Cmd {
         #[command(subcommand)]
         command: PolicyCmd,
     },
+    /// Diameter clients for trying a PCRF by hand.
+    Client {
+        #[command(subcommand)]
+        command: ClientCmd,
+    },
     /// Decode Diameter messages for humans: a hex string, a file of hex,
     /// or a pcap capture (TCP port any; messages reassembled per stream).
     Decode {
@@ -43,6 +48,39 @@ enum Cmd {
         hex: Option<String>,
         /// A .pcap file, or a text file holding hex.
         file: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum ClientCmd {
+    /// Open a Gx session as a PCEF would (CCR-I), print the CCA decoded,
+    /// answer and print RARs while holding, optionally update and terminate.
+    Gx {
+        /// The PCRF's Diameter address.
+        #[arg(long, default_value = "127.0.0.1:3868")]
+        server: std::net::SocketAddr,
+        /// Our Origin-Host (must be an allowed peer when the PCRF has a config).
+        #[arg(long, default_value = "pgw.localdomain")]
+        origin_host: String,
+        #[arg(long, default_value = "localdomain")]
+        origin_realm: String,
+        #[arg(long)]
+        imsi: String,
+        #[arg(long)]
+        msisdn: Option<String>,
+        #[arg(long, default_value = "internet")]
+        apn: String,
+        #[arg(long, default_value = "10.45.0.2")]
+        ue_ip: std::net::Ipv4Addr,
+        /// CCR-U messages to send after the CCR-I, one a second.
+        #[arg(long, default_value_t = 0)]
+        updates: u32,
+        /// Seconds to stay connected (RARs are answered and shown).
+        #[arg(long, default_value_t = 0)]
+        hold: u64,
+        /// End the session with a CCR-T before exiting.
+        #[arg(long)]
+        terminate: bool,
     },
 }
 
@@ -80,6 +118,51 @@ fn main() -> ExitCode {
             }
         },
         Cmd::Decode { hex, file } => decode(hex, file),
+        Cmd::Client {
+            command:
+                ClientCmd::Gx {
+                    server,
+                    origin_host,
+                    origin_realm,
+                    imsi,
+                    msisdn,
+                    apn,
+                    ue_ip,
+                    updates,
+                    hold,
+                    terminate,
+                },
+        } => {
+            let opts = pcrf::client::GxClientOptions {
+                server,
+                origin_host,
+                origin_realm,
+                imsi,
+                msisdn,
+                apn,
+                ue_ip,
+                updates,
+                terminate,
+                hold: std::time::Duration::from_secs(hold),
+            };
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("error: cannot start the runtime: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            match rt.block_on(pcrf::client::run(opts)) {
+                Ok(()) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
     }
 }
 

@@ -1,0 +1,179 @@
+//! `pcrf client gx`: a small PCEF for operators and the README tour. It
+//! connects (CER/CEA), opens a Gx session with a CCR-I as a P-GW would,
+//! prints every answer decoded, answers RARs with RAA 2001 (printing them),
+//! and on request sends CCR-U and CCR-T. Not a load generator: that is
+//! `pcrf-bench`.
+
+use bytes::{Bytes, BytesMut};
+use diameter::codec::{DiameterError, Message, MessageBuilder};
+use diameter::dict::{avp, cmd, enums};
+use diameter::peer::{Application, DisconnectCause, LocalNode, PeerSettings};
+use diameter::transport::{Handler, Node, PeerHandle, PeerTable};
+use std::net::{Ipv4Addr, SocketAddr};
+use std::sync::Arc;
+use std::time::Duration;
+
+/// What to send.
+#[derive(Debug, Clone)]
+pub struct GxClientOptions {
+    pub server: SocketAddr,
+    pub origin_host: String,
+    pub origin_realm: String,
+    pub imsi: String,
+    pub msisdn: Option<String>,
+    pub apn: String,
+    pub ue_ip: Ipv4Addr,
+    /// CCR-U to send after the CCR-I (each one second apart).
+    pub updates: u32,
+    /// Send a CCR-T at the end.
+    pub terminate: bool,
+    /// Stay connected this long before the CCR-T/exit, answering RARs.
+    pub hold: Duration,
+}
+
+/// Answers RARs and prints them.
+struct PrintingPcef;
+
+impl Handler for PrintingPcef {
+    fn serves(&self, app_id: u32, cmd: u32) -> bool {
+        app_id == crate::gx::GX && cmd == cmd::RE_AUTH
+    }
+
+    async fn handle(&self, req: Message, peer: PeerHandle) -> Result<Bytes, DiameterError> {
+        println!(
+            "<<< received from the PCRF:\n{}",
+            diameter::dump::dump(&req)
+        );
+        let mut buf = BytesMut::new();
+        let mut b = MessageBuilder::answer(&mut buf, &req);
+        b.origin(&peer.local().origin_host, &peer.local().origin_realm)
+            .result_code(diameter::result_code::DIAMETER_SUCCESS);
+        b.finish();
+        let ans = buf.freeze();
+        if let Ok(m) = Message::parse(ans.clone()) {
+            println!(">>> answered:\n{}", diameter::dump::dump(&m));
+        }
+        Ok(ans)
+    }
+}
+
+/// Runs the client; an error says what failed.
+pub async fn run(o: GxClientOptions) -> Result<(), String> {
+    let local = LocalNode::new(o.origin_host.clone(), o.origin_realm.clone())
+        .with_application(Application::auth_vendor(crate::gx::GX, crate::gx::TGPP));
+    let node = Node::with_parts(
+        Arc::new(local),
+        Arc::new(PeerSettings::default()),
+        Arc::new(PrintingPcef),
+        PeerTable::new(),
+    );
+    let ini = node.connect(o.server, None);
+    if !ini.wait_open(Duration::from_secs(10)).await {
+        ini.shutdown(DisconnectCause::DoNotWantToTalkToYou).await;
+        return Err(format!(
+            "could not open a Diameter connection to {} (is the PCRF running, and is {} an allowed peer?)",
+            o.server, o.origin_host
+        ));
+    }
+    let peer = ini.handle();
+    let session = format!(
+        "{};{};{}",
+        o.origin_host,
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs()),
+        std::process::id()
+    );
+    let mut number = 0;
+    let res = send(
+        &peer,
+        &o,
+        &session,
+        enums::CC_REQUEST_TYPE::INITIAL_REQUEST,
+        number,
+    )
+    .await;
+    if res.is_ok() {
+        for _ in 0..o.updates {
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            number += 1;
+            if send(
+                &peer,
+                &o,
+                &session,
+                enums::CC_REQUEST_TYPE::UPDATE_REQUEST,
+                number,
+            )
+            .await
+            .is_err()
+            {
+                break;
+            }
+        }
+        if !o.hold.is_zero() {
+            println!(
+                "holding the session for {:?}; RARs are answered and shown",
+                o.hold
+            );
+            tokio::time::sleep(o.hold).await;
+        }
+        if o.terminate {
+            number += 1;
+            let _ = send(
+                &peer,
+                &o,
+                &session,
+                enums::CC_REQUEST_TYPE::TERMINATION_REQUEST,
+                number,
+            )
+            .await;
+        }
+    }
+    ini.shutdown(DisconnectCause::Rebooting).await;
+    res
+}
+
+async fn send(
+    peer: &PeerHandle,
+    o: &GxClientOptions,
+    session: &str,
+    kind: i32,
+    number: u32,
+) -> Result<(), String> {
+    let answer = peer
+        .request(crate::gx::GX, cmd::CREDIT_CONTROL, |b| {
+            b.str(avp::SESSION_ID, session)
+                .u32(avp::AUTH_APPLICATION_ID, crate::gx::GX)
+                .origin(&o.origin_host, &o.origin_realm)
+                .str(avp::DESTINATION_REALM, "localdomain")
+                .i32(avp::CC_REQUEST_TYPE, kind)
+                .u32(avp::CC_REQUEST_NUMBER, number);
+            match kind {
+                enums::CC_REQUEST_TYPE::INITIAL_REQUEST => {
+                    b.group(avp::SUBSCRIPTION_ID, |g| {
+                        g.i32(avp::SUBSCRIPTION_ID_TYPE, 1)
+                            .str(avp::SUBSCRIPTION_ID_DATA, &o.imsi);
+                    });
+                    if let Some(m) = &o.msisdn {
+                        b.group(avp::SUBSCRIPTION_ID, |g| {
+                            g.i32(avp::SUBSCRIPTION_ID_TYPE, 0)
+                                .str(avp::SUBSCRIPTION_ID_DATA, m);
+                        });
+                    }
+                    b.i32(avp::NETWORK_REQUEST_SUPPORT, 1)
+                        .bytes(avp::FRAMED_IP_ADDRESS, &o.ue_ip.octets())
+                        .i32(avp::IP_CAN_TYPE, 5) // 3GPP-EPS
+                        .i32(avp::RAT_TYPE, 1004) // EUTRAN
+                        .str(avp::CALLED_STATION_ID, &o.apn);
+                }
+                enums::CC_REQUEST_TYPE::TERMINATION_REQUEST => {
+                    b.i32(avp::TERMINATION_CAUSE, 1);
+                }
+                _ => {}
+            }
+        })
+        .await
+        .map_err(|e| format!("request failed: {e}"))?;
+    println!("{}", diameter::dump::dump(&answer));
+    Ok(())
+}
