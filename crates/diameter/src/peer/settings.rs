@@ -69,7 +69,12 @@ impl PeerSettings {
         };
         list.iter().any(|p| {
             p.origin_host.eq_ignore_ascii_case(origin_host)
-                && (p.addresses.is_empty() || addr.is_some_and(|a| p.addresses.contains(&a)))
+                && (p.addresses.is_empty()
+                    || addr.is_some_and(|a| {
+                        // A dual-stack listener sees IPv4 peers as ::ffff:a.b.c.d.
+                        let a = a.to_canonical();
+                        p.addresses.iter().any(|x| x.to_canonical() == a)
+                    }))
         })
     }
 }
@@ -95,6 +100,8 @@ mod tests {
             },
         ]);
         assert!(s.is_allowed("PGW.example", Some(lo)));
+        let mapped: IpAddr = "::ffff:127.0.0.1".parse().expect("ip");
+        assert!(s.is_allowed("pgw.example", Some(mapped)));
         assert!(!s.is_allowed("pgw.example", Some(other)));
         assert!(!s.is_allowed("pgw.example", None));
         assert!(s.is_allowed("af.example", Some(other)));

@@ -109,7 +109,9 @@ impl<H: Handler> Node<H> {
     /// Runs one connection over any byte stream (a TLS stream, an
     /// in-memory pipe...) in the given role, once, without reconnecting.
     /// The task ends with the reason the connection closed; close it with
-    /// [`PeerHandle::close`].
+    /// [`PeerHandle::close`]. Without a socket there is no local address to
+    /// advertise, so set [`LocalNode::host_ip_addresses`] for peers that
+    /// require Host-IP-Address.
     pub fn attach<S>(
         &self,
         stream: S,
