@@ -18,6 +18,7 @@ use tokio::task::JoinHandle;
 /// A peer we connect to. Its [`PeerHandle`] stays valid across reconnects.
 /// Dropping it stops the initiator as [`shutdown`](Initiator::shutdown)
 /// with REBOOTING would, without waiting.
+#[must_use = "dropping the Initiator stops it"]
 pub struct Initiator {
     handle: PeerHandle,
     stop: watch::Sender<Option<DisconnectCause>>,
