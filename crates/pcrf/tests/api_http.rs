@@ -614,6 +614,19 @@ async fn policy_cells_health_ready_config_metrics() {
     // Unknown route and wrong method: JSON too.
     assert_error(&s.json("GET", "/v1/nothing", &[], None).await, 404);
     assert_error(&s.json("POST", "/v1/health", &[], None).await, 405);
+
+    // The API counts its own requests by route template and status.
+    let (_, _, body) = s.call("GET", "/metrics", &[], None).await;
+    let text = String::from_utf8(body).expect("utf8");
+    for line in [
+        "pcrf_api_requests_total{route=\"/v1/policy/reload\",method=\"POST\",status=\"422\"} 1\n",
+        "pcrf_api_requests_total{route=\"/v1/policy/reload\",method=\"POST\",status=\"200\"} 2\n",
+        "pcrf_api_requests_total{route=\"/v1/network/cells/{cell}\",method=\"PUT\",status=\"400\"} 3\n",
+        "pcrf_api_requests_total{route=\"unmatched\",method=\"GET\",status=\"404\"} 1\n",
+        "pcrf_api_requests_total{route=\"/metrics\",method=\"GET\",status=\"200\"} 1\n",
+    ] {
+        assert!(text.contains(line), "{line} missing from\n{text}");
+    }
     s.shutdown().await;
 }
 
@@ -660,6 +673,14 @@ async fn bearer_token_guards_everything_but_health() {
             .await;
         assert_ne!(status, 401, "{method} {path} with the right token");
     }
+    let (_, _, body) = s
+        .call("GET", "/metrics", &[("Authorization", &good)], None)
+        .await;
+    let text = String::from_utf8(body).expect("utf8");
+    assert!(
+        text.contains("pcrf_api_requests_total{route=\"/v1/sessions/{id}/reauth\",method=\"POST\",status=\"401\"} 4\n"),
+        "{text}"
+    );
     s.shutdown().await;
 }
 

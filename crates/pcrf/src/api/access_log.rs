@@ -1,20 +1,30 @@
 //! One log line per API request, so an operator can reconstruct who changed
 //! what: changes (PUT/POST/DELETE) at info, reads at debug, with method,
 //! path, status, duration and client address. Tokens and bodies are never
-//! logged.
+//! logged. The same middleware counts the request in [`HttpStats`].
 
-use axum::extract::{ConnectInfo, Request};
+use super::http_stats::HttpStats;
+use axum::extract::{ConnectInfo, MatchedPath, Request, State};
 use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
 use std::net::SocketAddr;
+use std::sync::Arc;
 use std::time::Instant;
 
 /// Middleware: logs the request after it is answered.
-pub async fn log_request(req: Request, next: Next) -> Response {
+pub async fn log_request(
+    State(stats): State<Arc<HttpStats>>,
+    req: Request,
+    next: Next,
+) -> Response {
     let started = Instant::now();
     let method = req.method().clone();
     let path = req.uri().path().to_string();
+    let route = req
+        .extensions()
+        .get::<MatchedPath>()
+        .map(|m| m.as_str().to_string());
     let client = req
         .extensions()
         .get::<ConnectInfo<SocketAddr>>()
@@ -22,6 +32,7 @@ pub async fn log_request(req: Request, next: Next) -> Response {
         .unwrap_or_default();
     let resp = next.run(req).await;
     let status = resp.status().as_u16();
+    stats.record(route.as_deref(), &method, status);
     let us = started.elapsed().as_micros() as u64;
     if method == Method::GET || method == Method::HEAD {
         tracing::debug!(target: "pcrf::api", %method, path, status, us, client, "http");

@@ -10,6 +10,7 @@ pub mod config;
 pub mod control;
 pub mod error;
 pub mod extract;
+pub mod http_stats;
 pub mod network;
 pub mod openapi;
 pub mod policy;
@@ -26,9 +27,9 @@ pub use server::serve;
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::Method;
-use axum::middleware::{from_fn, from_fn_with_state};
+use axum::middleware::from_fn_with_state;
 use axum::routing::{delete, get, post, put, MethodRouter};
-use axum::Router;
+use axum::{Extension, Router};
 use std::sync::Arc;
 
 /// One route: method, path (axum and OpenAPI spell templates alike), and
@@ -114,6 +115,7 @@ pub fn router<C: Control>(ctl: Arc<C>, cfg: &ApiConfig) -> Router {
     for w in cfg.warnings() {
         tracing::warn!("{w}");
     }
+    let http = Arc::new(http_stats::HttpStats::default());
     let mut protected = Router::new();
     let mut public = Router::new();
     for route in routes::<C>() {
@@ -132,6 +134,7 @@ pub fn router<C: Control>(ctl: Arc<C>, cfg: &ApiConfig) -> Router {
         .fallback(error::no_route)
         .method_not_allowed_fallback(error::wrong_method)
         .layer(DefaultBodyLimit::max(cfg.max_body_bytes))
-        .layer(from_fn(access_log::log_request))
+        .layer(Extension(http.clone()))
+        .layer(from_fn_with_state(http, access_log::log_request))
         .with_state(ctl)
 }

@@ -2,10 +2,12 @@
 //! what load balancers, orchestrators and monitoring poll.
 
 use super::control::Control;
-use crate::metrics::CONTENT_TYPE;
+use super::http_stats::HttpStats;
+use crate::metrics::{Exposition, CONTENT_TYPE};
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
+use axum::Extension;
 use axum::Json;
 use serde_json::json;
 use std::sync::Arc;
@@ -31,6 +33,14 @@ pub async fn config<C: Control>(State(ctl): State<Arc<C>>) -> Json<serde_json::V
     Json(json!({"checksum": ctl.config_checksum()}))
 }
 
-pub async fn metrics<C: Control>(State(ctl): State<Arc<C>>) -> Response {
-    ([(header::CONTENT_TYPE, CONTENT_TYPE)], ctl.render_metrics()).into_response()
+/// The node's scrape followed by the API's own families.
+pub async fn metrics<C: Control>(
+    State(ctl): State<Arc<C>>,
+    Extension(http): Extension<Arc<HttpStats>>,
+) -> Response {
+    let mut text = ctl.render_metrics();
+    let mut own = Exposition::new();
+    http.write(&mut own);
+    text.push_str(&own.finish());
+    ([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response()
 }
