@@ -12,7 +12,7 @@ pub mod dump;
 pub mod fuzz;
 pub mod pcap;
 pub mod peer;
-pub mod transport;
 pub mod result_code;
+pub mod transport;
 
 pub use codec::{Avp, AvpCode, AvpIter, DiameterError, Message, MessageBuilder};
