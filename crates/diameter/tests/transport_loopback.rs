@@ -650,7 +650,7 @@ async fn silent_peer_is_dropped_by_the_watchdog() {
     );
     let waited = started.elapsed();
     assert!(
-        waited >= Duration::from_millis(700) && waited < Duration::from_secs(3),
+        waited >= Duration::from_millis(600) && waited < Duration::from_secs(5),
         "{waited:?}"
     );
     assert_eq!(
