@@ -107,7 +107,7 @@ pub struct PeerConfig {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum UnknownSubscriber {
-    /// Answer Experimental-Result DIAMETER_USER_UNKNOWN (5030, TS 29.212 §5.5.3).
+    /// Answer Result-Code DIAMETER_USER_UNKNOWN (5030, RFC 4006, as TS 29.212 uses it).
     #[default]
     Reject,
     /// Run the policy with `subscriber.known = false`.

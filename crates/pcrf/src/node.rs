@@ -35,7 +35,8 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-/// 3GPP Experimental-Result-Code DIAMETER_USER_UNKNOWN (TS 29.212 §5.5.3).
+/// DIAMETER_USER_UNKNOWN: a Result-Code of RFC 4006 (§9.1) that TS 29.212
+/// (§5.5) uses in a CCA-I for a subscriber the PCRF does not know.
 pub const USER_UNKNOWN: u32 = 5030;
 
 /// How long a request waits for the store before it is answered 5012.
@@ -218,7 +219,7 @@ impl Node {
         let sub = self.find_subscriber(c.imsi, c.msisdn);
         if sub.is_none() && self.cfg.policy.unknown_subscriber == UnknownSubscriber::Reject {
             tracing::info!(session = c.session_id, imsi = ?c.imsi, msisdn = ?c.msisdn, "unknown subscriber rejected");
-            return Ok(self.cca(req, c, Outcome::Experimental(USER_UNKNOWN), None, None));
+            return Ok(self.cca(req, c, Outcome::Result(USER_UNKNOWN), None, None));
         }
         let now = now_ms();
         let key = sub

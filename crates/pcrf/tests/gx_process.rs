@@ -179,7 +179,7 @@ async fn error_paths() {
     // Unknown session.
     assert_eq!(result_of(&pcef.ccr_u("nope;1", 1, |_| {}).await), 5002);
     assert_eq!(result_of(&pcef.ccr_t("nope;2", 1).await), 5002);
-    // Unknown subscriber: 3GPP DIAMETER_USER_UNKNOWN in Experimental-Result.
+    // Unknown subscriber: DIAMETER_USER_UNKNOWN (RFC 4006) in Result-Code.
     let cca = pcef
         .ccr(
             "pgw.test.local;3;1",
@@ -189,7 +189,7 @@ async fn error_paths() {
         )
         .await;
     assert_eq!(result_of(&cca), 5030);
-    assert!(cca.find(avp::EXPERIMENTAL_RESULT).expect("avps").is_some());
+    assert!(cca.find(avp::RESULT_CODE).expect("avps").is_some());
     // Policy refusal.
     assert_eq!(
         result_of(&pcef.ccr_i("pgw.test.local;3;2", "001010000000009").await),

@@ -91,7 +91,7 @@ pub struct BearerQos {
 #[serde(deny_unknown_fields)]
 pub struct Reject {
     /// A Result-Code (e.g. 5003 DIAMETER_AUTHORIZATION_REJECTED) or, with
-    /// `vendor`, an Experimental-Result-Code (e.g. 5030 USER_UNKNOWN, 3GPP 10415).
+    /// `vendor`, an Experimental-Result-Code (e.g. 5142 PCC_RULE_EVENT, 3GPP 10415).
     pub code: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub vendor: Option<u32>,
