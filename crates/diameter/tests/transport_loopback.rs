@@ -789,3 +789,26 @@ async fn request_pipelined_right_behind_the_cer_is_served() {
     assert_eq!((cca.hop_by_hop(), rc(&cca)), (2, 2001));
     srv.stop().await;
 }
+
+#[tokio::test]
+async fn a_long_message_arriving_in_pieces_is_reassembled() {
+    let srv = start(quick(), Gx::default()).await;
+    let mut raw = Raw::open(srv.addr, "slow.test.local").await;
+    let big = encode(|buf| {
+        let mut b = MessageBuilder::request(buf, CCR, GX, 77, 77);
+        ccr(&mut b, 77);
+        // An AVP we do not know, without the M bit: carried, ignored.
+        b.bytes(
+            diameter::codec::AvpCode::new(999_999, 0, false),
+            &vec![0xab; 300_000],
+        );
+        b.finish();
+    });
+    for chunk in big.chunks(7_001) {
+        raw.send(chunk).await;
+        tokio::task::yield_now().await;
+    }
+    let m = raw.recv().await.expect("answer");
+    assert_eq!((m.hop_by_hop(), rc(&m)), (77, 2001));
+    srv.stop().await;
+}

@@ -182,7 +182,12 @@ where
                                     break;
                                 }
                             }
-                            Ok(_) => break,
+                            Ok(Some(len)) => {
+                                // Make room for the rest of a long message at once.
+                                rbuf.reserve(len - rbuf.len());
+                                break;
+                            }
+                            Ok(None) => break,
                             Err(e) => {
                                 // The stream cannot be re-synchronised (RFC 6733 §3).
                                 tracing::warn!(peer = ?remote, error = %e, "bad framing, closing");
