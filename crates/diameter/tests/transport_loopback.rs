@@ -812,3 +812,38 @@ async fn a_long_message_arriving_in_pieces_is_reassembled() {
     assert_eq!((m.hop_by_hop(), rc(&m)), (77, 2001));
     srv.stop().await;
 }
+
+#[tokio::test]
+async fn an_abandoned_request_leaves_no_waiter_behind() {
+    let handler = Gx {
+        delay: Duration::from_millis(200),
+        ..Gx::default()
+    };
+    let srv = start(quick(), handler).await;
+    let client = Node::new(server_node("client.test.local"), quick(), ServesNothing);
+    let init = client.connect(srv.addr, None);
+    assert!(init.wait_open(WAIT).await);
+    let peer = init.handle();
+    // The caller gives up after 20 ms; the answer comes at 200 ms and finds nobody.
+    let gave_up = tokio::time::timeout(
+        Duration::from_millis(20),
+        peer.request(GX, CCR, |b| ccr(b, 1)),
+    )
+    .await;
+    assert!(gave_up.is_err());
+    tokio::time::timeout(WAIT, async {
+        while peer.counters().snapshot().unmatched_answers == 0 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await
+    .expect("late answer counted as unmatched");
+    assert_eq!(peer.counters().snapshot().answers_in, 0);
+    // The connection is fine.
+    assert_eq!(
+        rc(&peer.request(GX, CCR, |b| ccr(b, 2)).await.expect("answer")),
+        2001
+    );
+    init.shutdown(DisconnectCause::Rebooting).await;
+    srv.stop().await;
+}
