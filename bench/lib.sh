@@ -1,0 +1,107 @@
+# Shared by the bench scripts: building release binaries, free loopback
+# ports, and starting/stopping the server under test (`pcrf serve` on the
+# embedded store, or `pcrf-bench echo-server`). Source it; do not run it.
+
+# The repository root, whatever the caller's directory.
+BENCH_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$BENCH_ROOT/target}"
+BIN="$CARGO_TARGET_DIR/release"
+
+die() { echo "$(basename "$0"): $*" >&2; exit 1; }
+
+need() { command -v "$1" >/dev/null 2>&1 || die "needs $1 (apt-get install $2)"; }
+
+# build_release PACKAGE...: release binaries of the given packages.
+build_release() {
+  local args=()
+  for p in "$@"; do args+=(-p "$p"); done
+  (cd "$BENCH_ROOT" && cargo build --release "${args[@]}") >&2 \
+    || die "cargo build --release ${args[*]} failed"
+}
+
+# free_port: a loopback TCP port nothing listens on now.
+free_port() {
+  local p
+  for p in $(shuf -i 20000-60000 -n 50); do
+    if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
+      echo "$p"
+      return 0
+    fi
+  done
+  die "no free loopback port found"
+}
+
+# wait_port PORT SECONDS: until something accepts on 127.0.0.1:PORT.
+wait_port() {
+  local deadline=$((SECONDS + $2))
+  while ((SECONDS < deadline)); do
+    if (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; then return 0; fi
+    sleep 0.1
+  done
+  return 1
+}
+
+# start_echo WORKDIR: starts the echo server; sets SERVER_PID, DIAMETER_PORT.
+start_echo() {
+  local work="$1"
+  "$BIN/pcrf-bench" echo-server --listen 127.0.0.1:0 >"$work/echo.out" 2>"$work/echo.err" &
+  SERVER_PID=$!
+  local i
+  for i in $(seq 50); do
+    if grep -q '^listening on ' "$work/echo.out" 2>/dev/null; then break; fi
+    sleep 0.1
+  done
+  DIAMETER_PORT="$(sed -n 's/^listening on 127\.0\.0\.1:\([0-9]*\)$/\1/p' "$work/echo.out")"
+  [[ -n "$DIAMETER_PORT" ]] || die "echo-server did not start: $(cat "$work/echo.err")"
+  API_URL=""
+  SERVER_NAME="echo-server"
+}
+
+# start_pcrf WORKDIR PEERS: `pcrf serve` on the embedded store (durability
+# full) in WORKDIR/data, the example policy, PEERS emulated gateways
+# allowed; sets SERVER_PID, DIAMETER_PORT, API_URL.
+start_pcrf() {
+  local work="$1" peers="$2" i
+  DIAMETER_PORT="$(free_port)"
+  local api_port
+  api_port="$(free_port)"
+  API_URL="http://127.0.0.1:$api_port"
+  {
+    echo '[node]'
+    echo 'origin_host = "pcrf.pcrf.test"'
+    echo 'origin_realm = "pcrf.test"'
+    echo '[diameter]'
+    echo "listen = \"127.0.0.1:$DIAMETER_PORT\""
+    echo 'max_in_flight = 65536'
+    for i in $(seq "$peers"); do
+      echo '[[peers]]'
+      echo "origin_host = \"pgw-$i.bench.test\""
+      echo 'addresses = ["127.0.0.1"]'
+    done
+    echo '[store]'
+    echo 'kind = "sqlite"'
+    echo "path = \"$work/data\""
+    echo 'durability = "full"'
+    echo '[policy]'
+    echo "path = \"$BENCH_ROOT/policies/default.lua\""
+    echo 'watch = false'
+    echo '[api]'
+    echo "listen = \"127.0.0.1:$api_port\""
+    echo '[log]'
+    echo 'level = "warn"'
+  } >"$work/pcrf.toml"
+  "$BIN/pcrf" serve --config "$work/pcrf.toml" >"$work/pcrf.out" 2>"$work/pcrf.err" &
+  SERVER_PID=$!
+  wait_port "$DIAMETER_PORT" 30 && wait_port "$api_port" 10 \
+    || die "pcrf serve did not start: $(tail -20 "$work/pcrf.err")"
+  SERVER_NAME="pcrf"
+}
+
+# stop_server: SIGTERM, then wait (the server shuts down gracefully).
+stop_server() {
+  if [[ -n "${SERVER_PID:-}" ]] && kill -0 "$SERVER_PID" 2>/dev/null; then
+    kill -TERM "$SERVER_PID" 2>/dev/null || true
+    wait "$SERVER_PID" 2>/dev/null || true
+  fi
+  SERVER_PID=""
+}

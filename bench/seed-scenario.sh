@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# The source article's headline, re-runnable: the seed scenario (CCR-I,
+# CCR-U with Used-Service-Unit volumes, CCR-T) at 3000 TPS for 60 s against
+# `pcrf serve` on the embedded store (durability full), after provisioning
+# the population through the REST API. Reports the server's CPU % of one
+# core and CPU µs per transaction, latency percentiles and Apdex per command.
+#
+#   bench/seed-scenario.sh            # against pcrf serve
+#   bench/seed-scenario.sh --echo     # against pcrf-bench echo-server (the ceiling)
+#
+# Environment: RATE (3000), DURATION (60s), WARMUP (the scenario's longest
+# hold: 6s), PEERS (4), SUBSCRIBERS (20000), SCENARIO (bench/scenarios/seed.toml).
+# Writes bench/results/seed-scenario-<pcrf|echo>.json and prints the summary.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+
+kind=pcrf
+for a in "$@"; do
+  case "$a" in
+    --echo) kind=echo ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    *) die "unknown argument $a (use --echo)" ;;
+  esac
+done
+RATE="${RATE:-3000}"
+DURATION="${DURATION:-60s}"
+PEERS="${PEERS:-4}"
+SUBSCRIBERS="${SUBSCRIBERS:-20000}"
+SCENARIO="${SCENARIO:-$BENCH_ROOT/bench/scenarios/seed.toml}"
+
+if [[ $kind == pcrf ]]; then build_release pcrf-bench pcrf; else build_release pcrf-bench; fi
+work="$(mktemp -d "${TMPDIR:-/tmp}/pcrf-bench.XXXXXX")"
+trap 'stop_server; rm -rf "$work"' EXIT
+if [[ $kind == pcrf ]]; then start_pcrf "$work" "$PEERS"; else start_echo "$work"; fi
+
+out="$BENCH_ROOT/bench/results/seed-scenario-$kind.json"
+args=(run --scenario "$SCENARIO" --target "127.0.0.1:$DIAMETER_PORT"
+      --peers "$PEERS" --subscribers "$SUBSCRIBERS"
+      --rate "$RATE" --duration "$DURATION" --server-pid "$SERVER_PID" --out "$out")
+[[ -n "${WARMUP:-}" ]] && args+=(--warmup "$WARMUP")
+[[ -n "$API_URL" ]] && args+=(--provision "$API_URL")
+"$BIN/pcrf-bench" "${args[@]}"
+echo "report: $out"

@@ -1,0 +1,74 @@
+#!/usr/bin/env bash
+# Zero-loss throughput of the seed scenario, against `pcrf serve` (embedded
+# store, durability full) and against `pcrf-bench echo-server` (the ceiling
+# of generator + transport on this machine) in one run, and their ratio.
+# A trial passes when every request got a 2xxx answer, none timed out,
+# p99 <= P99_BOUND and the offered rate was achieved; the search bisects
+# between MIN and MAX.
+#
+#   bench/zero-loss.sh                  # both, and the ratio
+#   bench/zero-loss.sh --echo           # the echo server only
+#   bench/zero-loss.sh --pcrf           # pcrf only
+#
+# Environment: MIN (1000), MAX (60000), DURATION per trial (10s), WARMUP per
+# trial (2s), P99_BOUND (10ms), MAX_TRIALS (10), RESOLUTION (0.02), PAUSE (2s),
+# PEERS (4), SUBSCRIBERS (100000), SCENARIO (bench/scenarios/seed-fast.toml:
+# the seed mix with hold times / 4, so a trial reaches its steady mix quickly).
+# Writes bench/results/zero-loss-<pcrf|echo>.json and bench/results/zero-loss.json.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+need jq jq
+
+targets=(echo pcrf)
+for a in "$@"; do
+  case "$a" in
+    --echo) targets=(echo) ;;
+    --pcrf) targets=(pcrf) ;;
+    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    *) die "unknown argument $a (use --echo or --pcrf)" ;;
+  esac
+done
+MIN="${MIN:-1000}"
+MAX="${MAX:-60000}"
+DURATION="${DURATION:-10s}"
+WARMUP="${WARMUP:-2s}"
+P99_BOUND="${P99_BOUND:-10ms}"
+MAX_TRIALS="${MAX_TRIALS:-10}"
+RESOLUTION="${RESOLUTION:-0.02}"
+PAUSE="${PAUSE:-2s}"
+PEERS="${PEERS:-4}"
+SUBSCRIBERS="${SUBSCRIBERS:-100000}"
+SCENARIO="${SCENARIO:-$BENCH_ROOT/bench/scenarios/seed-fast.toml}"
+
+if [[ " ${targets[*]} " == *" pcrf "* ]]; then build_release pcrf-bench pcrf; else build_release pcrf-bench; fi
+work="$(mktemp -d "${TMPDIR:-/tmp}/pcrf-bench.XXXXXX")"
+trap 'stop_server; rm -rf "$work"' EXIT
+
+for kind in "${targets[@]}"; do
+  mkdir -p "$work/$kind"
+  if [[ $kind == pcrf ]]; then start_pcrf "$work/$kind" "$PEERS"; else start_echo "$work/$kind"; fi
+  out="$BENCH_ROOT/bench/results/zero-loss-$kind.json"
+  args=(zero-loss --scenario "$SCENARIO" --target "127.0.0.1:$DIAMETER_PORT"
+        --peers "$PEERS" --subscribers "$SUBSCRIBERS"
+        --min "$MIN" --max "$MAX" --duration "$DURATION" --warmup "$WARMUP"
+        --p99-bound "$P99_BOUND" --max-trials "$MAX_TRIALS" --resolution "$RESOLUTION"
+        --pause "$PAUSE" --server-pid "$SERVER_PID" --out "$out")
+  [[ -n "$API_URL" ]] && args+=(--provision "$API_URL")
+  echo "== $kind ==" >&2
+  "$BIN/pcrf-bench" "${args[@]}"
+  stop_server
+done
+
+# The comparison, when both ran.
+if [[ ${#targets[@]} == 2 ]]; then
+  r="$BENCH_ROOT/bench/results"
+  jq -n --slurpfile p "$r/zero-loss-pcrf.json" --slurpfile e "$r/zero-loss-echo.json" '
+    ($p[0].result.zero_loss_tps) as $pz | ($e[0].result.zero_loss_tps) as $ez |
+    { scenario: $p[0].scenario, machine: $p[0].machine,
+      trial_duration_s: $p[0].duration_s, p99_bound_ms: $p[0].p99_bound_ms,
+      pcrf: { zero_loss_tps: $pz, extreme_tps: $p[0].result.extreme_tps, limited_by_max: $p[0].result.limited_by_max },
+      echo: { zero_loss_tps: $ez, extreme_tps: $e[0].result.extreme_tps, limited_by_max: $e[0].result.limited_by_max },
+      ratio: (if $pz != null and $ez != null and $ez > 0 then ($pz / $ez) else null end) }' \
+    >"$r/zero-loss.json"
+  jq -r '"pcrf zero-loss \(.pcrf.zero_loss_tps // "none") TPS, echo \(.echo.zero_loss_tps // "none") TPS, ratio \(.ratio // "n/a")"' "$r/zero-loss.json"
+fi
