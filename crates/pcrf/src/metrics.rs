@@ -969,6 +969,7 @@ pub struct PolicyStats {
     pub reloads_ok: u64,
     /// Reloads refused (script did not compile or check); old one kept.
     pub reloads_failed: u64,
+    /// The serving script's version (a hash of it).
     pub script_version: u64,
 }
 
@@ -996,11 +997,14 @@ impl PolicyStats {
         )
         .sample(&[("outcome", "ok")], self.reloads_ok)
         .sample(&[("outcome", "failed")], self.reloads_failed);
-        out.gauge(
-            "pcrf_policy_script_version",
-            "Version number of the running policy script.",
-            self.script_version,
-        );
+        // An info metric: a 64-bit hash does not fit a float sample exactly.
+        let version = format!("{:016x}", self.script_version);
+        out.family(
+            "pcrf_policy_script_info",
+            "The running policy script, by version (16 hex digits, as logged); always 1.",
+            Kind::Gauge,
+        )
+        .sample(&[("version", &version)], 1u64);
     }
 }
 

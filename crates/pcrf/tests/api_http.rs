@@ -474,6 +474,7 @@ async fn sessions_list_get_reauth_release() {
     assert_eq!(status, 200);
     assert_eq!(out["rar_sent"], true);
     assert_eq!(out["removed"], json!(["internet"]));
+    assert_eq!(out["script_version"], "0000000000000000");
     assert_error(
         &s.json("POST", "/v1/sessions/pgw2%3B1%3B4/reauth", &[], None)
             .await,
@@ -516,7 +517,10 @@ async fn policy_cells_health_ready_config_metrics() {
     let s = Server::start(ApiConfig::default()).await;
 
     let (status, v) = s.json("POST", "/v1/policy/reload", &[], None).await;
-    assert_eq!((status, v["version"].as_u64()), (200, Some(1)));
+    assert_eq!(
+        (status, v["version"].as_str()),
+        (200, Some("0000000000000001"))
+    );
     *s.node.next_reload.lock().expect("lock") = Some(ReloadError {
         error: "default.lua:12: unexpected symbol near 'end'".into(),
         line: Some(12),
@@ -525,7 +529,10 @@ async fn policy_cells_health_ready_config_metrics() {
     assert_error(&got, 422);
     assert_eq!(got.1["line"], 12);
     let (status, v) = s.json("POST", "/v1/policy/reload", &[], None).await;
-    assert_eq!((status, v["version"].as_u64()), (200, Some(2)));
+    assert_eq!(
+        (status, v["version"].as_str()),
+        (200, Some("0000000000000002"))
+    );
 
     let (status, v) = s
         .json(

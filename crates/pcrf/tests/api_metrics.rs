@@ -437,6 +437,15 @@ fn full_scrape_is_valid_and_complete() {
     assert_eq!(
         value(
             &f,
+            "pcrf_policy_script_info",
+            "pcrf_policy_script_info",
+            &[("version", "0000000000000003")]
+        ),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(
+            &f,
             "pcrf_store_commits_total",
             "pcrf_store_commits_total",
             &[]
@@ -465,7 +474,7 @@ fn full_scrape_is_valid_and_complete() {
         "pcrf_peer_in_flight",
         "pcrf_policy_runs_total",
         "pcrf_policy_errors_total",
-        "pcrf_policy_script_version",
+        "pcrf_policy_script_info",
     ] {
         assert!(f.contains_key(family), "{family} missing");
     }

@@ -270,14 +270,14 @@ fn schemas() -> Value {
                 "rar_sent": {"type": "boolean", "description": "False when nothing changed"},
                 "result_code": {"type": "integer", "description": "The RAA's (Experimental-)Result-Code"},
                 "installed": string_list, "removed": string_list,
-                "script_version": {"type": "integer"}
+                "script_version": {"type": "string", "pattern": "^[0-9a-f]{16}$"}
             }
         },
         "ReleaseOutcome": {
             "type": "object",
             "properties": {"result_code": {"type": "integer", "description": "The RAA's (Experimental-)Result-Code"}}
         },
-        "Reloaded": {"type": "object", "required": ["version"], "properties": {"version": {"type": "integer"}}},
+        "Reloaded": {"type": "object", "required": ["version"], "properties": {"version": {"type": "string", "pattern": "^[0-9a-f]{16}$", "description": "Version (hash) of the script now serving, as logged"}}},
         "Congestion": {
             "type": "object", "required": ["congestion"], "additionalProperties": false,
             "properties": {"congestion": {"type": "integer", "minimum": 0, "maximum": super::network::MAX_CONGESTION}}

@@ -1,6 +1,8 @@
 //! `POST /v1/policy/reload`: load and check the policy script and swap it in
 //! (200 with the new version), or keep the old one and answer 422 with the
-//! error and the script line.
+//! error and the script line. The version is a 64-bit hash of the script,
+//! sent as 16 hex digits as the log prints it (a JSON number that large
+//! loses precision in JavaScript and jq).
 
 use super::control::Control;
 use super::error::ApiError;
@@ -11,12 +13,13 @@ use std::sync::Arc;
 
 #[derive(Serialize)]
 pub struct Reloaded {
-    pub version: u64,
+    pub version: String,
 }
 
 pub async fn reload<C: Control>(State(ctl): State<Arc<C>>) -> Result<Json<Reloaded>, ApiError> {
     match ctl.reload_policy().await {
         Ok(version) => {
+            let version = format!("{version:016x}");
             tracing::info!(version, "policy reloaded by API");
             Ok(Json(Reloaded { version }))
         }
