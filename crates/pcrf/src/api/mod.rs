@@ -109,12 +109,9 @@ pub fn route_table<C: Control>() -> Vec<(Method, &'static str, bool)> {
         .collect()
 }
 
-/// The whole API over `ctl`. Logs the configuration's warnings (e.g. a
-/// non-loopback listener without a token).
+/// The whole API over `ctl`. The caller checks `cfg.validate()` and logs
+/// `cfg.warnings()` at start-up.
 pub fn router<C: Control>(ctl: Arc<C>, cfg: &ApiConfig) -> Router {
-    for w in cfg.warnings() {
-        tracing::warn!("{w}");
-    }
     let http = Arc::new(http_stats::HttpStats::default());
     let mut protected = Router::new();
     let mut public = Router::new();
