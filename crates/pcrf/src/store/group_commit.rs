@@ -608,6 +608,35 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn every_waiter_of_a_failed_batch_gets_the_error() {
+        let dir = TestDir::new("gc-removed");
+        let mut store = SqliteStore::open(dir.path(), Durability::Full).expect("open");
+        store.check_identity_every(Duration::ZERO);
+        let gc = GroupCommit::start(Box::new(store)).expect("start");
+        gc.submit(vec![Change::PutSession(Arc::new(session("a", "1", 1)))])
+            .await
+            .expect("before removal");
+        std::fs::remove_dir_all(dir.path()).expect("remove");
+        let mut tasks = Vec::new();
+        for i in 0..20 {
+            let gc = gc.clone();
+            tasks.push(tokio::spawn(async move {
+                let s = session(&format!("s{i}"), "1", i);
+                gc.submit(vec![Change::PutSession(Arc::new(s))]).await
+            }));
+        }
+        for t in tasks {
+            match t.await.expect("task") {
+                Err(StoreError::Unavailable(m)) => assert!(m.contains("is gone"), "{m}"),
+                other => panic!("expected unavailable, got {other:?}"),
+            }
+        }
+        let st = gc.stats();
+        assert_eq!(st.commits, 1);
+        assert!(st.errors >= 1 && st.errors == st.batches - 1, "{st:?}");
+    }
+
+    #[tokio::test]
     async fn purge_runs_in_chunks_through_the_writer() {
         let dir = TestDir::new("gc-purge");
         let store = SqliteStore::open(dir.path(), Durability::Relaxed).expect("open");

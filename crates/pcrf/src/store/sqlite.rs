@@ -10,8 +10,9 @@ use crate::subscriber::Subscriber;
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBehavior};
 use std::fs::File;
 use std::os::fd::AsRawFd;
+use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// File name of the database inside the store directory.
 pub const DB_FILE: &str = "pcrf.db";
@@ -67,6 +68,12 @@ pub struct SqliteStore {
     conn: Connection,
     path: PathBuf,
     skipped_corrupt: u64,
+    // (device, inode) of the file opened: if the file or its directory is
+    // removed or replaced, SQLite would go on writing into an unlinked file
+    // and every acknowledged change would vanish at the next start.
+    identity: (u64, u64),
+    last_identity_check: Instant,
+    identity_check_every: Duration,
     // Keeps the directory's flock for as long as the store is open.
     _lock: File,
 }
@@ -105,6 +112,18 @@ fn blob_bytes(v: rusqlite::types::Value) -> Vec<u8> {
         Value::Text(t) => t.into_bytes(),
         Value::Null | Value::Integer(_) | Value::Real(_) => Vec::new(),
     }
+}
+
+fn file_identity(path: &Path) -> Result<(u64, u64), StoreError> {
+    std::fs::metadata(path)
+        .map(|m| (m.dev(), m.ino()))
+        .map_err(|e| {
+            StoreError::Unavailable(format!(
+                "database file {} is gone (removed with its directory?): {e}; \
+                 restart pcrf to recreate it",
+                path.display()
+            ))
+        })
 }
 
 fn lock_directory(dir: &Path) -> Result<File, StoreError> {
@@ -165,13 +184,18 @@ impl SqliteStore {
         };
         conn.execute_batch(&format!(
             "PRAGMA synchronous = {synchronous};
-             PRAGMA journal_size_limit = 67108864;"
+             PRAGMA journal_size_limit = 67108864;
+             PRAGMA cache_size = -65536;"
         ))
         .map_err(|e| db_error(&ctx, e))?;
+        let identity = file_identity(&path)?;
         let mut store = SqliteStore {
             conn,
             path,
             skipped_corrupt: 0,
+            identity,
+            last_identity_check: Instant::now(),
+            identity_check_every: Duration::from_secs(1),
             _lock: lock,
         };
         store.migrate()?;
@@ -203,6 +227,28 @@ impl SqliteStore {
         self.conn
             .query_row(&format!("PRAGMA max_page_count = {pages}"), [], |_| Ok(()))
             .map_err(|e| db_error("setting max_page_count", e))
+    }
+
+    /// How often `apply` checks that the database file is still the one
+    /// opened (a stat, at most once per interval).
+    #[cfg(test)]
+    pub(crate) fn check_identity_every(&mut self, every: Duration) {
+        self.identity_check_every = every;
+    }
+
+    fn check_identity(&mut self) -> Result<(), StoreError> {
+        if self.last_identity_check.elapsed() < self.identity_check_every {
+            return Ok(());
+        }
+        let now = file_identity(&self.path)?;
+        if now != self.identity {
+            return Err(StoreError::Unavailable(format!(
+                "database file {} was replaced while open; restart pcrf",
+                self.path.display()
+            )));
+        }
+        self.last_identity_check = Instant::now();
+        Ok(())
     }
 
     fn migrate(&mut self) -> Result<(), StoreError> {
@@ -310,6 +356,7 @@ impl Store for SqliteStore {
         if changes.is_empty() {
             return Ok(0);
         }
+        self.check_identity()?;
         let tx = self
             .conn
             .transaction_with_behavior(TransactionBehavior::Immediate)
@@ -600,6 +647,20 @@ mod tests {
         match SqliteStore::open(dir.path(), Durability::Full) {
             Err(StoreError::Unavailable(m)) => assert!(m.contains("in use"), "{m}"),
             other => panic!("expected in-use error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn removed_directory_fails_writes_instead_of_losing_them() {
+        let dir = TestDir::new("removed");
+        let mut st = SqliteStore::open(dir.path(), Durability::Full).expect("open");
+        st.check_identity_every(Duration::ZERO);
+        st.apply(&[Change::PutSession(Arc::new(session("a", "1", 1)))])
+            .expect("before removal");
+        std::fs::remove_dir_all(dir.path()).expect("remove");
+        match st.apply(&[Change::PutSession(Arc::new(session("b", "1", 1)))]) {
+            Err(StoreError::Unavailable(m)) => assert!(m.contains("is gone"), "{m}"),
+            other => panic!("expected unavailable, got {other:?}"),
         }
     }
 
