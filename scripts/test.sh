@@ -9,7 +9,7 @@
 #   3. checks formatting (cargo fmt) and lints (cargo clippy, warnings denied);
 #   4. runs every test: cargo nextest when installed (plus the doc tests,
 #      which nextest does not run), cargo test otherwise.
-# Exits non-zero on the first failing step.
+# Exits non-zero when any step fails (set-up, fmt and clippy stop at once).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -93,13 +93,19 @@ cargo fmt --all -- --check
 step "cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
 
+# Doc tests run even when other tests failed, so one run reports everything.
+status=0
 if cargo nextest --version >/dev/null 2>&1; then
     step "cargo nextest run"
-    cargo nextest run --workspace --no-fail-fast
+    cargo nextest run --workspace --no-fail-fast || status=$?
     step "doc tests"
-    cargo test --workspace --doc
+    cargo test --workspace --doc || status=$?
 else
     step "cargo test"
-    cargo test --workspace --no-fail-fast
+    cargo test --workspace --no-fail-fast || status=$?
+fi
+if [ "$status" -ne 0 ]; then
+    step "tests FAILED"
+    exit "$status"
 fi
 step "all tests passed"
