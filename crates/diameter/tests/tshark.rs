@@ -1,5 +1,6 @@
 //! Wireshark's Diameter dissector, an implementation independent of ours,
-//! reads the messages our builder writes: realistic base and Gx messages go
+//! reads the messages our builder writes: realistic base, Gx, Rx and Sy
+//! messages go
 //! into a pcap (our `pcap` writer), and tshark must find nothing malformed
 //! or worth a warning, decode as many Diameter messages as we wrote, and name
 //! every AVP as we meant it, in the same order.
@@ -334,12 +335,112 @@ fn raa(req: &[u8]) -> Vec<u8> {
     })
 }
 
+/// An Rx AAR from a P-CSCF for a voice call, and its AAA.
+fn aar() -> Vec<u8> {
+    build(|buf| {
+        let mut b = MessageBuilder::request(buf, cmd::AA, app::RX, 0x3000_0001, 0x7000_0001);
+        b.str(avp::SESSION_ID, "pcscf1.ims.example.net;1767225600;9")
+            .u32(avp::AUTH_APPLICATION_ID, app::RX)
+            .origin("pcscf1.ims.example.net", "ims.example.net")
+            .str(avp::DESTINATION_REALM, "pcrf.example.net")
+            .bytes(avp::AF_APPLICATION_IDENTIFIER, b"IMS Services")
+            .group(avp::MEDIA_COMPONENT_DESCRIPTION, |m| {
+                m.u32(avp::MEDIA_COMPONENT_NUMBER, 1)
+                    .group(avp::MEDIA_SUB_COMPONENT, |s| {
+                        s.u32(avp::FLOW_NUMBER, 1)
+                            .str(
+                                avp::FLOW_DESCRIPTION,
+                                "permit out 17 from 192.0.2.10 49152 to 10.45.0.7 50000",
+                            )
+                            .str(
+                                avp::FLOW_DESCRIPTION,
+                                "permit in 17 from 10.45.0.7 50000 to 192.0.2.10 49152",
+                            )
+                            .i32(avp::FLOW_USAGE, 0);
+                    })
+                    .i32(avp::MEDIA_TYPE, 0)
+                    .u32(avp::MAX_REQUESTED_BANDWIDTH_UL, 64_000)
+                    .u32(avp::MAX_REQUESTED_BANDWIDTH_DL, 64_000)
+                    .bytes(
+                        avp::CODEC_DATA,
+                        b"uplink\noffer\nm=audio 49152 RTP/AVP 96\n",
+                    );
+            })
+            .i32(avp::SPECIFIC_ACTION, 1)
+            .i32(avp::SPECIFIC_ACTION, 2)
+            .bytes(avp::FRAMED_IP_ADDRESS, &[10, 45, 0, 7])
+            .group(avp::SUBSCRIPTION_ID, |g| {
+                g.i32(avp::SUBSCRIPTION_ID_TYPE, 0)
+                    .str(avp::SUBSCRIPTION_ID_DATA, "33612345678");
+            })
+            .i32(avp::SERVICE_INFO_STATUS, 0)
+            .i32(avp::RX_REQUEST_TYPE, 0);
+        b.finish();
+    })
+}
+
+fn aaa(req: &[u8]) -> Vec<u8> {
+    let req = parse(req);
+    build(|buf| {
+        let mut b = MessageBuilder::answer(buf, &req);
+        b.u32(avp::AUTH_APPLICATION_ID, app::RX)
+            .origin("pcrf1.epc.example.net", "epc.example.net")
+            .result_code(2001)
+            .i32(avp::IP_CAN_TYPE, 5)
+            .i32(avp::RAT_TYPE, 1004);
+        b.finish();
+    })
+}
+
+/// An Sy SLR subscribing to two policy counters at an OCS, and its SLA.
+fn slr() -> Vec<u8> {
+    build(|buf| {
+        let mut b =
+            MessageBuilder::request(buf, cmd::SPENDING_LIMIT, app::SY, 0x4000_0001, 0x8000_0001);
+        b.str(avp::SESSION_ID, "pcrf1.epc.example.net;1767225600;sy1")
+            .u32(avp::AUTH_APPLICATION_ID, app::SY)
+            .origin("pcrf1.epc.example.net", "epc.example.net")
+            .str(avp::DESTINATION_REALM, "ocs.example.net")
+            .i32(avp::SL_REQUEST_TYPE, 0)
+            .group(avp::SUBSCRIPTION_ID, |g| {
+                g.i32(avp::SUBSCRIPTION_ID_TYPE, 1)
+                    .str(avp::SUBSCRIPTION_ID_DATA, "001010123456789");
+            })
+            .str(avp::POLICY_COUNTER_IDENTIFIER, "monthly-volume")
+            .str(avp::POLICY_COUNTER_IDENTIFIER, "roaming-volume");
+        b.finish();
+    })
+}
+
+fn sla(req: &[u8]) -> Vec<u8> {
+    let req = parse(req);
+    build(|buf| {
+        let mut b = MessageBuilder::answer(buf, &req);
+        b.u32(avp::AUTH_APPLICATION_ID, app::SY)
+            .origin("ocs1.ocs.example.net", "ocs.example.net")
+            .result_code(2001)
+            .group(avp::POLICY_COUNTER_STATUS_REPORT, |p| {
+                p.str(avp::POLICY_COUNTER_IDENTIFIER, "monthly-volume")
+                    .str(avp::POLICY_COUNTER_STATUS, "normal");
+            })
+            .group(avp::POLICY_COUNTER_STATUS_REPORT, |p| {
+                p.str(avp::POLICY_COUNTER_IDENTIFIER, "roaming-volume")
+                    .str(avp::POLICY_COUNTER_STATUS, "exhausted");
+            });
+        b.finish();
+    })
+}
+
+/// Every message, in one capture: interfaces that would use separate
+/// connections share this one, which changes nothing for the dissector.
 fn cases() -> Vec<Case> {
     let cer = cer();
     let dwr = dwr();
     let dpr = dpr();
     let ccr = ccr_i();
     let rar = rar();
+    let aar = aar();
+    let slr = slr();
     vec![
         Case {
             what: "CER",
@@ -479,6 +580,51 @@ fn cases() -> Vec<Case> {
             dir: Direction::ToServer,
             bytes: raa(&rar),
             must_show: &["Session-Id", "Result-Code", "Origin-State-Id"],
+        },
+        Case {
+            what: "AAR",
+            dir: Direction::ToServer,
+            bytes: aar.clone(),
+            must_show: &[
+                "AF-Application-Identifier",
+                "Media-Component-Description",
+                "Media-Component-Number",
+                "Media-Sub-Component",
+                "Flow-Number",
+                "Flow-Description",
+                "Flow-Usage",
+                "Media-Type",
+                "Codec-Data",
+                "Specific-Action",
+                "Service-Info-Status",
+                "Rx-Request-Type",
+            ],
+        },
+        Case {
+            what: "AAA",
+            dir: Direction::ToClient,
+            bytes: aaa(&aar),
+            must_show: &["Result-Code", "IP-CAN-Type", "RAT-Type"],
+        },
+        Case {
+            what: "SLR",
+            dir: Direction::ToClient,
+            bytes: slr.clone(),
+            must_show: &[
+                "SL-Request-Type",
+                "Subscription-Id",
+                "Policy-Counter-Identifier",
+            ],
+        },
+        Case {
+            what: "SLA",
+            dir: Direction::ToServer,
+            bytes: sla(&slr),
+            must_show: &[
+                "Policy-Counter-Status-Report",
+                "Policy-Counter-Identifier",
+                "Policy-Counter-Status",
+            ],
         },
         Case {
             what: "DPR",
