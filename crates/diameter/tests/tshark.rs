@@ -1,9 +1,9 @@
 //! Wireshark's Diameter dissector, an implementation independent of ours,
 //! reads the messages our builder writes: realistic base, Gx, Rx and Sy
-//! messages go
-//! into a pcap (our `pcap` writer), and tshark must find nothing malformed
-//! or worth a warning, decode as many Diameter messages as we wrote, and name
-//! every AVP as we meant it, in the same order.
+//! messages go into a pcap (our `pcap` writer), and tshark must find nothing
+//! malformed or worth a warning, decode as many Diameter messages as we
+//! wrote, and name every AVP as we meant it, in the same order, with the
+//! same values.
 
 #[path = "interop/support.rs"]
 mod support;
