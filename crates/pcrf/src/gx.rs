@@ -546,3 +546,171 @@ pub fn serves(application_id: u32, command_code: u32) -> bool {
 pub fn ue_ip(c: &Ccr<'_>) -> Option<IpAddr> {
     c.ue_ipv4.map(IpAddr::V4)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::decision::{Ambr, BearerQos, Decision};
+
+    fn ccr_i() -> Message {
+        let mut buf = BytesMut::new();
+        let mut b = MessageBuilder::request(&mut buf, cmd::CREDIT_CONTROL, GX, 1, 2);
+        b.str(avp::SESSION_ID, "pgw;1;2")
+            .u32(avp::AUTH_APPLICATION_ID, GX)
+            .origin("pgw.example", "example")
+            .str(avp::DESTINATION_REALM, "example")
+            .i32(avp::CC_REQUEST_TYPE, 1)
+            .u32(avp::CC_REQUEST_NUMBER, 0)
+            .group(avp::SUBSCRIPTION_ID, |g| {
+                g.i32(avp::SUBSCRIPTION_ID_TYPE, END_USER_E164)
+                    .str(avp::SUBSCRIPTION_ID_DATA, "491700000001");
+            })
+            .group(avp::SUBSCRIPTION_ID, |g| {
+                g.i32(avp::SUBSCRIPTION_ID_TYPE, END_USER_IMSI)
+                    .str(avp::SUBSCRIPTION_ID_DATA, "001010000000001");
+            })
+            .bytes(avp::FRAMED_IP_ADDRESS, &[10, 0, 0, 7])
+            .i32(avp::RAT_TYPE, 1004)
+            .str(avp::CALLED_STATION_ID, "internet")
+            .group(avp::USER_EQUIPMENT_INFO, |g| {
+                g.i32(avp::USER_EQUIPMENT_INFO_TYPE, 0)
+                    // BCD as some gateways send it: 35 34 90 06 98 73 31 90 -> swapped nibbles
+                    .bytes(avp::USER_EQUIPMENT_INFO_VALUE, &[0x53, 0x43, 0x09, 0x60]);
+            })
+            .group(avp::CHARGING_RULE_REPORT, |g| {
+                g.str(avp::CHARGING_RULE_NAME, "vip")
+                    .i32(avp::PCC_RULE_STATUS, 1)
+                    .i32(avp::RULE_FAILURE_CODE, 4);
+            });
+        b.finish();
+        Message::parse(buf.freeze()).expect("valid")
+    }
+
+    #[test]
+    fn decodes_what_the_pcrf_uses() {
+        let m = ccr_i();
+        let c = decode_ccr(&m).expect("decodes");
+        assert_eq!(c.session_id, "pgw;1;2");
+        assert_eq!(c.origin_host, "pgw.example");
+        assert_eq!(c.request_type, Some(RequestType::Initial));
+        assert_eq!(c.imsi, Some("001010000000001"));
+        assert_eq!(c.msisdn, Some("491700000001"));
+        assert_eq!(c.ue_ipv4, Some(Ipv4Addr::new(10, 0, 0, 7)));
+        assert_eq!(c.rat_type, Some(1004));
+        assert_eq!(c.apn, Some("internet"));
+        assert_eq!(c.device.as_deref(), Some("35349006"));
+        assert_eq!(
+            c.rule_reports,
+            vec![RuleFailure {
+                rule: "vip".into(),
+                status: 1,
+                code: Some(4)
+            }]
+        );
+    }
+
+    #[test]
+    fn missing_and_bad_avps_name_themselves() {
+        let mut buf = BytesMut::new();
+        let mut b = MessageBuilder::request(&mut buf, cmd::CREDIT_CONTROL, GX, 1, 2);
+        b.str(avp::SESSION_ID, "s")
+            .origin("h", "r")
+            .i32(avp::CC_REQUEST_TYPE, 2);
+        b.finish();
+        let m = Message::parse(buf.freeze()).expect("valid");
+        let e = decode_ccr(&m).expect_err("no CC-Request-Number");
+        assert_eq!(e.result_code, result_code::DIAMETER_MISSING_AVP);
+        let failed = e.failed_avp.expect("Failed-AVP");
+        assert_eq!(&failed[..4], &avp::CC_REQUEST_NUMBER.code.to_be_bytes());
+
+        let mut buf = BytesMut::new();
+        let mut b = MessageBuilder::request(&mut buf, cmd::CREDIT_CONTROL, GX, 1, 2);
+        b.str(avp::SESSION_ID, "s")
+            .origin("h", "r")
+            .i32(avp::CC_REQUEST_TYPE, 2)
+            .u32(avp::CC_REQUEST_NUMBER, 1)
+            .bytes(avp::FRAMED_IP_ADDRESS, &[1, 2, 3]);
+        b.finish();
+        let m = Message::parse(buf.freeze()).expect("valid");
+        let e = decode_ccr(&m).expect_err("3-byte address");
+        assert_eq!(e.result_code, result_code::DIAMETER_INVALID_AVP_VALUE);
+    }
+
+    #[test]
+    fn cca_carries_the_diff_and_rar_the_release() {
+        let req = ccr_i();
+        let c = decode_ccr(&req).expect("decodes");
+        let me = Identity {
+            origin_host: "pcrf.example".into(),
+            origin_realm: "example".into(),
+        };
+        let old = Decision {
+            rules: vec!["gone".into()],
+            ..Default::default()
+        };
+        let new = Decision {
+            rules: vec!["internet".into()],
+            apn_ambr: Some(Ambr { ul: 1000, dl: 2000 }),
+            default_bearer_qos: Some(BearerQos {
+                qci: 9,
+                arp: Arp {
+                    priority: 10,
+                    may_preempt: false,
+                    preemptable: true,
+                },
+            }),
+            event_triggers: vec![],
+            ..Default::default()
+        };
+        let diff = RuleDiff::between(&old, &new);
+        let mut out = BytesMut::new();
+        encode_cca(
+            &mut out,
+            &req,
+            &me,
+            &c,
+            Outcome::Result(2001),
+            &CcaExtras::default(),
+            Some(&diff),
+        );
+        let cca = Message::parse(out.freeze()).expect("valid CCA");
+        assert_eq!(cca.validate().map(|n| n > 10), Ok(true));
+        let [inst, rem, qos, dbq, rc] = cca
+            .pick(&[
+                avp::CHARGING_RULE_INSTALL,
+                avp::CHARGING_RULE_REMOVE,
+                avp::QOS_INFORMATION,
+                avp::DEFAULT_EPS_BEARER_QOS,
+                avp::RESULT_CODE,
+            ])
+            .expect("avps");
+        let name = |a: Option<Avp<'_>>| {
+            a.and_then(|a| a.grouped().find(avp::CHARGING_RULE_NAME).ok().flatten())
+                .map(|n| n.as_str().map(str::to_owned))
+        };
+        assert_eq!(name(inst), Some(Ok("internet".into())));
+        assert_eq!(name(rem), Some(Ok("gone".into())));
+        assert!(qos.is_some() && dbq.is_some());
+        assert_eq!(rc.map(|a| a.as_u32()), Some(Ok(2001)));
+
+        let mut buf = BytesMut::new();
+        let mut b = MessageBuilder::request(&mut buf, cmd::RE_AUTH, GX, 5, 6);
+        encode_rar(
+            &mut b,
+            "pgw;1;2",
+            &me,
+            "pgw.example",
+            "example",
+            None,
+            Some(0),
+        );
+        b.finish();
+        let rar = Message::parse(buf.freeze()).expect("valid RAR");
+        assert_eq!(rar.validate().map(|n| n >= 8), Ok(true));
+        assert!(rar
+            .find(avp::SESSION_RELEASE_CAUSE)
+            .expect("avps")
+            .is_some());
+        assert_eq!(rar.session_id(), Ok(Some("pgw;1;2")));
+    }
+}
