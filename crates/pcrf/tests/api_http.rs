@@ -692,6 +692,73 @@ async fn bearer_token_guards_everything_but_health() {
 }
 
 // ---------------------------------------------------------------------------
+// Connection limits
+
+#[tokio::test]
+async fn idle_connections_are_closed_and_the_connection_cap_holds() {
+    let node = Arc::new(MapNode::default());
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let limits = api::ConnectionLimits {
+        max_connections: 1,
+        idle_timeout: Duration::from_millis(300),
+    };
+    let router = api::router(node, &ApiConfig::default());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(api::serve_with(
+        listener,
+        router,
+        async {
+            let _ = stopped.await;
+        },
+        limits,
+    ));
+
+    // A silent client holds the only slot until its idle timeout.
+    let started = std::time::Instant::now();
+    let mut idle = TcpStream::connect(addr).await.expect("connect");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let mut second = TcpStream::connect(addr).await.expect("connect");
+    second
+        .write_all(b"GET /v1/health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .await
+        .expect("write");
+    let mut answer = Vec::new();
+    tokio::time::timeout(Duration::from_secs(5), second.read_to_end(&mut answer))
+        .await
+        .expect("answered once the idle client is dropped")
+        .expect("read");
+    let waited = started.elapsed();
+    assert!(
+        answer.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&answer)
+    );
+    assert!(
+        waited >= Duration::from_millis(250),
+        "second client served after {waited:?}, before the first one's idle timeout"
+    );
+
+    // The idle client was closed by the server (EOF or reset, no response).
+    let mut rest = Vec::new();
+    let r = tokio::time::timeout(Duration::from_secs(2), idle.read_to_end(&mut rest))
+        .await
+        .expect("closed in time");
+    assert!(
+        r.is_err() || rest.is_empty(),
+        "{}",
+        String::from_utf8_lossy(&rest)
+    );
+
+    let _ = stop.send(());
+    tokio::time::timeout(Duration::from_secs(5), task)
+        .await
+        .expect("shutdown")
+        .expect("join")
+        .expect("serve");
+}
+
+// ---------------------------------------------------------------------------
 // The OpenAPI document against the router
 
 #[tokio::test]

@@ -4,11 +4,11 @@
 //! logged. The same middleware counts the request in [`HttpStats`].
 
 use super::http_stats::HttpStats;
+use super::listener::ClientAddr;
 use axum::extract::{ConnectInfo, MatchedPath, Request, State};
 use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
-use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -27,8 +27,8 @@ pub async fn log_request(
         .map(|m| m.as_str().to_string());
     let client = req
         .extensions()
-        .get::<ConnectInfo<SocketAddr>>()
-        .map(|c| c.0.to_string())
+        .get::<ConnectInfo<ClientAddr>>()
+        .map(|ConnectInfo(ClientAddr(addr))| addr.to_string())
         .unwrap_or_default();
     let resp = next.run(req).await;
     let status = resp.status().as_u16();

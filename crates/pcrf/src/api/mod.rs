@@ -11,6 +11,7 @@ pub mod control;
 pub mod error;
 pub mod extract;
 pub mod http_stats;
+pub mod listener;
 pub mod network;
 pub mod openapi;
 pub mod policy;
@@ -23,7 +24,8 @@ pub use config::ApiConfig;
 pub use control::{
     Control, ControlError, ReauthOutcome, ReleaseCause, ReleaseOutcome, ReloadError, SessionFilter,
 };
-pub use server::serve;
+pub use listener::ConnectionLimits;
+pub use server::{serve, serve_with};
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::Method;
