@@ -5,8 +5,9 @@
 //! sends a CCR-I that it encodes from known values. We decode that request
 //! and check every value; we answer a CCA with Charging-Rule-Install and
 //! QoS-Information that OTP must decode without a single error
-//! (`interop/gx_client.erl` treats any decode error as a failure); then OTP
-//! disconnects with DPR/DPA.
+//! (`interop/gx_client.erl` treats any decode error as a failure); we push a
+//! RAR that OTP must also decode without error before answering 2001; then
+//! OTP disconnects with DPR/DPA.
 //!
 //! Our side is the real transport server (`diameter::transport`), so OTP's
 //! strict peer state machine also checks our CEA and DPA.
@@ -107,6 +108,36 @@ fn cca(req: &Message) -> BytesMut {
     out
 }
 
+/// The session OTP opened (gx_client.erl).
+const SESSION: &str = "pcef.erlang.test;1767225600;1";
+
+/// A RAR for OTP's session: one rule removed, one installed, new APN-AMBR.
+fn rar(b: &mut MessageBuilder<'_>) {
+    b.str(avp::SESSION_ID, SESSION)
+        .u32(avp::AUTH_APPLICATION_ID, GX)
+        .origin("pcrf.test", "pcrf.test")
+        .str(avp::DESTINATION_REALM, "erlang.test")
+        .str(avp::DESTINATION_HOST, "pcef.erlang.test")
+        .i32(avp::RE_AUTH_REQUEST_TYPE, 0)
+        .group(avp::CHARGING_RULE_REMOVE, |g| {
+            g.str(avp::CHARGING_RULE_NAME, "rule-default");
+        })
+        .group(avp::CHARGING_RULE_INSTALL, |g| {
+            g.group(avp::CHARGING_RULE_DEFINITION, |d| {
+                d.str(avp::CHARGING_RULE_NAME, "rule-gaming")
+                    .u32(avp::RATING_GROUP, 200)
+                    .group(avp::QOS_INFORMATION, |q| {
+                        q.i32(avp::QOS_CLASS_IDENTIFIER, 3);
+                    })
+                    .u32(avp::PRECEDENCE, 50);
+            });
+        })
+        .group(avp::QOS_INFORMATION, |q| {
+            q.u32(avp::APN_AGGREGATE_MAX_BITRATE_UL, 10_000_000)
+                .u32(avp::APN_AGGREGATE_MAX_BITRATE_DL, 20_000_000);
+        });
+}
+
 /// Our Gx side: answers the CCR with [`cca`] and keeps every request and
 /// peer event for the assertions.
 #[derive(Default)]
@@ -168,7 +199,7 @@ fn check_ccr(ccr: &Message) {
 
     let first = ccr.avps().next().expect("an AVP").expect("ok");
     assert!(first.is(avp::SESSION_ID), "Session-Id comes first");
-    assert_eq!(ccr.session_id(), Ok(Some("pcef.erlang.test;1767225600;1")));
+    assert_eq!(ccr.session_id(), Ok(Some(SESSION)));
     let s = |c| top(ccr, c).as_str().expect("string").to_owned();
     let u = |c| top(ccr, c).as_u32().expect("u32");
     let e = |c| top(ccr, c).as_enum().expect("enum");
@@ -268,6 +299,42 @@ async fn otp_pcef_sends_ccr_i_and_decodes_our_cca_strictly() {
             .stdout(log.try_clone().expect("dup"))
             .stderr(log),
     );
+    // Once OTP has decoded our CCA, we push a RAR; OTP answers 2001 only
+    // if it decoded the RAR without error.
+    let decoded_cca = {
+        let deadline = std::time::Instant::now() + LIMIT;
+        loop {
+            let out = read_lossy(&log_path);
+            if out.lines().any(|l| l == "RULE rule-video") || out.contains("FAIL") {
+                break out.lines().any(|l| l == "RULE rule-video");
+            }
+            if std::time::Instant::now() >= deadline {
+                break false;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    };
+    assert!(
+        decoded_cca,
+        "OTP did not decode our CCA:\n{}",
+        read_lossy(&log_path)
+    );
+    let pcef = node
+        .peer_table()
+        .get("pcef.erlang.test")
+        .expect("OTP is an open peer");
+    let raa = pcef
+        .request(GX, cmd::RE_AUTH, rar)
+        .await
+        .unwrap_or_else(|e| panic!("RAR to OTP: {e}\n{}", read_lossy(&log_path)));
+    assert_eq!(raa.session_id(), Ok(Some(SESSION)));
+    assert_eq!(
+        raa.find(avp::RESULT_CODE).expect("ok").map(|a| a.as_u32()),
+        Some(Ok(2001)),
+        "OTP's verdict on our RAR:\n{}",
+        read_lossy(&log_path)
+    );
+
     let (status, erl) = tokio::task::spawn_blocking(move || (erl.wait_timeout(LIMIT), erl))
         .await
         .expect("wait for erl");
@@ -286,6 +353,8 @@ async fn otp_pcef_sends_ccr_i_and_decodes_our_cca_strictly() {
         "RULE-QCI 2",
         "PREDEFINED rule-default",
         "AMBR 50000000 150000000",
+        "RAR-REMOVE rule-default",
+        "RAR-INSTALL rule-gaming",
         "DONE",
     ] {
         assert!(lines.contains(&want), "OTP did not print {want:?}:\n{out}");

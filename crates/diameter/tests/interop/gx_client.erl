@@ -1,12 +1,14 @@
 %% A Gx client (an emulated PCEF) on Erlang/OTP's diameter application, for
 %% tests/erlang_gx.rs: it connects to the Rust server, sends one CCR-I that
 %% OTP encodes from known values, decodes the CCA strictly (any decode error
-%% fails) and prints what the test asserts, then disconnects (DPR/DPA).
+%% fails) and prints what the test asserts, then waits for the server's RAR,
+%% answers it with an RAA (2001 only if it decoded without error), and
+%% disconnects (DPR/DPA).
 %%
 %% Run: erl -noshell -pa DIR -eval 'gx_client:main(["127.0.0.1", "PORT"])'
 %% Output lines the test reads: "PEER-UP", "RESULT-CODE <n>", "RULE <name>",
 %% "RULE-QCI <n>", "PREDEFINED <name>", "AMBR <ul> <dl>", "CCA <decoded map>",
-%% "DONE"; any failure prints "FAIL <reason>" and exits 1.
+%% "RAR-REMOVE <name>", "RAR-INSTALL <name>", "DONE"; any failure prints "FAIL <reason>" and exits 1.
 
 -module(gx_client).
 
@@ -23,6 +25,7 @@
 -define(TGPP, 10415).
 
 main([Host, PortStr]) ->
+    register(gx_client_main, self()),
     try run(Host, list_to_integer(PortStr)) of
         ok ->
             io:format("DONE~n"),
@@ -90,6 +93,10 @@ run(Host, Port) ->
         Other ->
             error({no_cca, Other})
     end,
+    receive
+        {rar, Rar} -> report_rar(Rar)
+    after 10000 -> error(no_rar)
+    end,
     ok = diameter:remove_transport(?SVC, true),
     ok = wait_down(10000),
     ok = diameter:stop_service(?SVC),
@@ -124,6 +131,23 @@ report(Cca) ->
                                        opt('APN-Aggregate-Max-Bitrate-DL', Qos)]);
         _ -> ok
     end,
+    ok.
+
+report_rar(Rar) ->
+    io:format("RAR ~0p~n", [Rar]),
+    lists:foreach(
+        fun(Crr) ->
+            lists:foreach(fun(N) -> io:format("RAR-REMOVE ~s~n", [N]) end,
+                          maps:get('Charging-Rule-Name', Crr, []))
+        end,
+        maps:get('Charging-Rule-Remove', Rar, [])),
+    lists:foreach(
+        fun(Cri) ->
+            lists:foreach(
+                fun(Def) -> io:format("RAR-INSTALL ~s~n", [maps:get('Charging-Rule-Name', Def)]) end,
+                maps:get('Charging-Rule-Definition', Cri, []))
+        end,
+        maps:get('Charging-Rule-Install', Rar, [])),
     ok.
 
 %% An optional AVP decodes to a list of zero or one value.
@@ -170,4 +194,21 @@ handle_answer(#diameter_packet{msg = Msg, errors = Errors}, _Req, _Svc, _Peer) -
     {error, {decode_errors, Errors}}.
 
 handle_error(Reason, _Req, _Svc, _Peer) -> {error, Reason}.
+%% The server's RAR: answered 2001 when it decoded without error, an error
+%% Result-Code otherwise (OTP puts the code of the first decode error, e.g.
+%% 5014, in place of our 5004). The test expects 2001.
+handle_request(#diameter_packet{msg = ['RAR' | Rar], errors = Errors}, _Svc, _Peer) ->
+    Rc = case Errors of
+        [] ->
+            gx_client_main ! {rar, Rar},
+            2001;
+        _ ->
+            io:format("RAR-DECODE-ERRORS ~0p~nIN ~0p~n", [Errors, Rar]),
+            5004
+    end,
+    {reply, ['RAA',
+             {'Session-Id', maps:get('Session-Id', Rar)},
+             {'Origin-Host', "pcef.erlang.test"},
+             {'Origin-Realm', "erlang.test"},
+             {'Result-Code', [Rc]}]};
 handle_request(_Pkt, _Svc, _Peer) -> {answer_message, 3001}.
