@@ -1,8 +1,10 @@
 //! `[api]` in the configuration file: where the HTTP API listens, its
-//! bearer token and its request size limit.
+//! bearer token, its request size limit and its connection limits.
 
+use super::listener::ConnectionLimits;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
+use std::time::Duration;
 
 /// The HTTP API's settings.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -14,6 +16,10 @@ pub struct ApiConfig {
     pub token: Option<String>,
     /// Largest request body accepted (413 above).
     pub max_body_bytes: usize,
+    /// Connections served at once; more wait in the accept backlog.
+    pub max_connections: usize,
+    /// A connection with nothing read or written for this long is closed.
+    pub idle_timeout_secs: u64,
 }
 
 impl Default for ApiConfig {
@@ -22,6 +28,8 @@ impl Default for ApiConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             token: None,
             max_body_bytes: 64 * 1024,
+            max_connections: 256,
+            idle_timeout_secs: 60,
         }
     }
 }
@@ -33,6 +41,8 @@ impl std::fmt::Debug for ApiConfig {
             .field("listen", &self.listen)
             .field("token", &self.token.as_ref().map(|_| "<set>"))
             .field("max_body_bytes", &self.max_body_bytes)
+            .field("max_connections", &self.max_connections)
+            .field("idle_timeout_secs", &self.idle_timeout_secs)
             .finish()
     }
 }
@@ -55,7 +65,21 @@ impl ApiConfig {
         if self.max_body_bytes < 1024 {
             return Err("api.max_body_bytes must be at least 1024".into());
         }
+        if self.max_connections == 0 {
+            return Err("api.max_connections must be at least 1".into());
+        }
+        if !(1..=86_400).contains(&self.idle_timeout_secs) {
+            return Err("api.idle_timeout_secs must be 1 to 86400".into());
+        }
         Ok(())
+    }
+
+    /// The listener limits for [`super::serve_with`].
+    pub fn limits(&self) -> ConnectionLimits {
+        ConnectionLimits {
+            max_connections: self.max_connections,
+            idle_timeout: Duration::from_secs(self.idle_timeout_secs),
+        }
     }
 
     /// Things worth a warning at start-up.
@@ -93,6 +117,11 @@ mod tests {
             toml::from_str("listen = \"0.0.0.0:8080\"\ntoken = \"0123456789abcdef\"")
                 .expect("token");
         assert!(good.validate().is_ok() && good.warnings().is_empty());
+        assert_eq!(c.limits(), ConnectionLimits::default());
+        let zero: ApiConfig = toml::from_str("max_connections = 0").expect("parse");
+        assert!(zero.validate().is_err());
+        let idle: ApiConfig = toml::from_str("idle_timeout_secs = 0").expect("parse");
+        assert!(idle.validate().is_err());
         assert!(!format!("{good:?}").contains("0123456789abcdef"));
     }
 }
