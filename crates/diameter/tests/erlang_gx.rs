@@ -267,7 +267,7 @@ fn check_ccr(ccr: &Message) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn otp_pcef_sends_ccr_i_and_decodes_our_cca_strictly() {
+async fn otp_pcef_and_our_pcrf_exchange_ccr_cca_and_rar_raa_strictly() {
     for tool in ["erl", "erlc", "diameterc"] {
         require_tool(tool);
     }
