@@ -12,7 +12,7 @@
 #
 # Environment: MIN (1000), MAX (60000), DURATION per trial (10s), WARMUP per
 # trial (2s), P99_BOUND (10ms), MAX_TRIALS (10), RESOLUTION (0.02), PAUSE (2s),
-# PEERS (4), SUBSCRIBERS (100000), SCENARIO (bench/scenarios/seed-fast.toml:
+# PEERS (4), SUBSCRIBERS (100000), TIMEOUT (the scenario's: 2s), SCENARIO (bench/scenarios/seed-fast.toml:
 # the seed mix with hold times / 4, so a trial reaches its steady mix quickly).
 # Writes bench/results/zero-loss-<pcrf|echo>.json and bench/results/zero-loss.json.
 set -euo pipefail
@@ -54,6 +54,7 @@ for kind in "${targets[@]}"; do
         --p99-bound "$P99_BOUND" --max-trials "$MAX_TRIALS" --resolution "$RESOLUTION"
         --pause "$PAUSE" --server-pid "$SERVER_PID" --out "$out")
   [[ -n "$API_URL" ]] && args+=(--provision "$API_URL")
+  [[ -n "${TIMEOUT:-}" ]] && args+=(--timeout "$TIMEOUT")
   echo "== $kind ==" >&2
   "$BIN/pcrf-bench" "${args[@]}"
   stop_server

@@ -196,3 +196,97 @@ impl Pcefs {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use diameter::dict::avp;
+
+    /// A PCRF stand-in that serves no requests of its own; the test drives
+    /// its side of the connection (the RAR) by hand.
+    struct Silent;
+
+    impl Handler for Silent {
+        fn serves(&self, _: u32, _: u32) -> bool {
+            false
+        }
+        fn handle(
+            &self,
+            _req: Message,
+            _peer: PeerHandle,
+        ) -> impl Future<Output = Result<Bytes, DiameterError>> + Send {
+            std::future::ready(Err(DiameterError::new(3001, "unused")))
+        }
+    }
+
+    #[tokio::test]
+    async fn answers_rar_with_raa_2001_and_counts_it() {
+        let local = LocalNode::new("pcrf.pcrf.test", "pcrf.test")
+            .with_application(Application::auth_vendor(app::GX, crate::gx::VENDOR_3GPP));
+        let node = Node::new(local, PeerSettings::default(), Silent);
+        let server = node.listen("127.0.0.1:0").await.expect("listen");
+        let addr = server.local_addr().expect("addr");
+        let table = server.peer_table();
+        tokio::spawn(server.run(std::future::pending()));
+
+        let gx = GxSettings {
+            origin_realm: "bench.test".into(),
+            destination_realm: "pcrf.test".into(),
+            destination_host: None,
+            apn: "internet".into(),
+            mcc_mnc: "00101".into(),
+        };
+        let opts = PcefOptions {
+            target: addr,
+            peers: 2,
+            request_timeout: Duration::from_secs(5),
+            watchdog: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(5),
+        };
+        let pcefs = Pcefs::connect(&opts, &gx).await.expect("gateways open");
+        assert_eq!(pcefs.len(), 2);
+        assert_eq!(pcefs.gateway(1).origin_host, "pgw-2.bench.test");
+
+        let pgw = table.get("pgw-2.bench.test").expect("server sees pgw-2");
+        let raa = pgw
+            .request(app::GX, cmd::RE_AUTH, |b| {
+                b.str(avp::SESSION_ID, "pgw-2.bench.test;1;7")
+                    .u32(avp::AUTH_APPLICATION_ID, app::GX)
+                    .origin("pcrf.pcrf.test", "pcrf.test")
+                    .str(avp::DESTINATION_REALM, "bench.test")
+                    .str(avp::DESTINATION_HOST, "pgw-2.bench.test")
+                    .i32(avp::RE_AUTH_REQUEST_TYPE, 0);
+            })
+            .await
+            .expect("RAA");
+        raa.validate().expect("valid RAA");
+        assert_eq!(raa.session_id(), Ok(Some("pgw-2.bench.test;1;7")));
+        let [rc, oh] = raa
+            .pick(&[avp::RESULT_CODE, avp::ORIGIN_HOST])
+            .expect("pick");
+        assert_eq!(rc.map(|a| a.as_u32()), Some(Ok(2001)));
+        assert_eq!(oh.map(|a| a.as_str()), Some(Ok("pgw-2.bench.test")));
+        assert_eq!(pcefs.counters.rar_received.load(Relaxed), 1);
+        assert_eq!(pcefs.counters.raa_sent.load(Relaxed), 1);
+        pcefs.shutdown().await;
+    }
+
+    #[tokio::test]
+    async fn refuses_nonsense_peer_counts() {
+        let gx = GxSettings {
+            origin_realm: "bench.test".into(),
+            destination_realm: "pcrf.test".into(),
+            destination_host: None,
+            apn: "internet".into(),
+            mcc_mnc: "00101".into(),
+        };
+        let opts = PcefOptions {
+            target: "127.0.0.1:9".parse().expect("addr"),
+            peers: 0,
+            request_timeout: Duration::from_secs(1),
+            watchdog: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(1),
+        };
+        assert!(Pcefs::connect(&opts, &gx).await.is_err());
+    }
+}

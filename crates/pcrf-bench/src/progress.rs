@@ -48,11 +48,14 @@ impl Progress {
                 let start = Instant::now();
                 let mut last = 0;
                 let tick = Duration::from_secs(1);
+                let mut next = start + tick;
                 while !p.stop.load(Relaxed) {
+                    // Short sleeps so that stop() is noticed quickly.
                     std::thread::sleep(Duration::from_millis(100));
-                    let e = start.elapsed();
-                    if e.as_millis() % 1000 < 100 {
-                        let line = p.line(e, last, tick);
+                    let now = Instant::now();
+                    if now >= next {
+                        next += tick;
+                        let line = p.line(now - start, last, tick);
                         last = p.sent.load(Relaxed);
                         let mut err = std::io::stderr().lock();
                         let _ = write!(err, "\r{line}\x1b[K");
