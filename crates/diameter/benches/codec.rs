@@ -9,7 +9,7 @@
 mod gx;
 
 use bytes::{Bytes, BytesMut};
-use criterion::{criterion_group, criterion_main, Criterion};
+use criterion::Criterion;
 use diameter::dict::{self, avp, AvpType};
 use diameter::{AvpCode, AvpIter, Message};
 use diameter_ref::avp::flags::M;
@@ -361,93 +361,162 @@ fn check_equivalence(ccr: &Bytes, cca: &Bytes, dict: &Arc<Dictionary>) {
     assert_eq!(cca_ours.validate(), Ok(55), "CCA-I AVP count");
 }
 
-fn codec(c: &mut Criterion) {
-    let ccr = gx::ccr_initial();
-    let cca = gx::cca_initial();
-    let (dict, added) = reference_dictionary(&[&ccr, &cca]);
-    eprintln!(
-        "CCR-I {} bytes, CCA-I {} bytes; added to the reference dictionary ({}): {}",
-        ccr.len(),
-        cca.len(),
-        added.len(),
-        added.join(", ")
-    );
-    check_equivalence(&ccr, &cca, &dict);
-
-    let mut g = c.benchmark_group("ccr_i_full_decode");
-    g.bench_function("ours_parse_validate", |b| {
-        b.iter(|| {
-            let m = Message::parse(black_box(&ccr).clone()).expect("parse");
-            black_box(m.validate().expect("valid"))
-        })
-    });
-    g.bench_function("ours_parse_walk", |b| {
-        b.iter(|| {
-            let m = Message::parse(black_box(&ccr).clone()).expect("parse");
-            black_box(walk_ours(m.avps()).expect("valid"))
-        })
-    });
-    g.bench_function("reference_decode", |b| {
-        b.iter(|| black_box(decode_ref(black_box(&ccr), &dict)))
-    });
-    g.finish();
-
-    let mut g = c.benchmark_group("ccr_i_selective_decode");
-    g.bench_function("ours_parse_pick", |b| {
-        b.iter(|| {
-            let m = Message::parse(black_box(&ccr).clone()).expect("parse");
-            black_box(select_ours(&m).expect("selected"));
-        })
-    });
-    g.bench_function("reference_decode_lookup", |b| {
-        b.iter(|| {
-            let m = decode_ref(black_box(&ccr), &dict);
-            black_box(select_ref(&m).expect("selected"));
-        })
-    });
-    g.finish();
-
-    let mut g = c.benchmark_group("cca_i_full_decode");
-    g.bench_function("ours_parse_validate", |b| {
-        b.iter(|| {
-            let m = Message::parse(black_box(&cca).clone()).expect("parse");
-            black_box(m.validate().expect("valid"))
-        })
-    });
-    g.bench_function("reference_decode", |b| {
-        b.iter(|| black_box(decode_ref(black_box(&cca), &dict)))
-    });
-    g.finish();
-
-    let req = Message::parse(ccr.clone()).expect("parse");
-    let mut g = c.benchmark_group("cca_i_encode");
-    g.bench_function("ours_build", |b| {
-        let mut buf = BytesMut::with_capacity(4096);
-        b.iter(|| {
-            buf.clear();
-            black_box(gx::encode_cca_initial(&mut buf, black_box(&req)))
-        })
-    });
-    g.bench_function("reference_build_encode", |b| {
-        let mut out = Vec::with_capacity(4096);
-        b.iter(|| {
-            out.clear();
-            let m = reference_cca(&dict);
-            m.encode_to(&mut out).expect("encode");
-            black_box(out.len())
-        })
-    });
-    g.bench_function("reference_encode_prebuilt", |b| {
-        let m = reference_cca(&dict);
-        let mut out = Vec::with_capacity(4096);
-        b.iter(|| {
-            out.clear();
-            black_box(&m).encode_to(&mut out).expect("encode");
-            black_box(out.len())
-        })
-    });
-    g.finish();
+/// The messages, the reference's dictionary and the parsed request the
+/// CCA-I answers: everything the cases read, built once.
+struct Fixture {
+    ccr: Bytes,
+    cca: Bytes,
+    dict: Arc<Dictionary>,
+    req: Message,
 }
 
-criterion_group!(benches, codec);
-criterion_main!(benches);
+impl Fixture {
+    fn new() -> Fixture {
+        let ccr = gx::ccr_initial();
+        let cca = gx::cca_initial();
+        let (dict, added) = reference_dictionary(&[&ccr, &cca]);
+        eprintln!(
+            "CCR-I {} bytes, CCA-I {} bytes; added to the reference dictionary ({}): {}",
+            ccr.len(),
+            cca.len(),
+            added.len(),
+            added.join(", ")
+        );
+        check_equivalence(&ccr, &cca, &dict);
+        let req = Message::parse(ccr.clone()).expect("parse");
+        Fixture {
+            ccr,
+            cca,
+            dict,
+            req,
+        }
+    }
+}
+
+/// Reusable output buffers for the encode cases.
+struct Buffers {
+    ours: BytesMut,
+    theirs: Vec<u8>,
+    prebuilt: Option<DiameterMessage>,
+}
+
+/// Every case: (criterion group, name, one operation). Each returns a value
+/// derived from its work so the optimiser cannot drop it.
+type Case = (
+    &'static str,
+    &'static str,
+    fn(&Fixture, &mut Buffers) -> u64,
+);
+
+const CASES: &[Case] = &[
+    ("ccr_i_full_decode", "ours_parse_validate", |f, _| {
+        let m = Message::parse(black_box(&f.ccr).clone()).expect("parse");
+        m.validate().expect("valid") as u64
+    }),
+    ("ccr_i_full_decode", "ours_parse_walk", |f, _| {
+        let m = Message::parse(black_box(&f.ccr).clone()).expect("parse");
+        walk_ours(m.avps()).expect("valid")
+    }),
+    ("ccr_i_full_decode", "reference_decode", |f, _| {
+        let m = decode_ref(black_box(&f.ccr), &f.dict);
+        m.get_avps().len() as u64
+    }),
+    ("ccr_i_selective_decode", "ours_parse_pick", |f, _| {
+        let m = Message::parse(black_box(&f.ccr).clone()).expect("parse");
+        let s = select_ours(&m).expect("selected");
+        black_box(&s);
+        s.request_number.into()
+    }),
+    (
+        "ccr_i_selective_decode",
+        "reference_decode_lookup",
+        |f, _| {
+            let m = decode_ref(black_box(&f.ccr), &f.dict);
+            let s = select_ref(&m).expect("selected");
+            black_box(&s);
+            s.request_number.into()
+        },
+    ),
+    ("cca_i_full_decode", "ours_parse_validate", |f, _| {
+        let m = Message::parse(black_box(&f.cca).clone()).expect("parse");
+        m.validate().expect("valid") as u64
+    }),
+    ("cca_i_full_decode", "reference_decode", |f, _| {
+        let m = decode_ref(black_box(&f.cca), &f.dict);
+        m.get_avps().len() as u64
+    }),
+    ("cca_i_encode", "ours_build", |f, b| {
+        b.ours.clear();
+        gx::encode_cca_initial(&mut b.ours, black_box(&f.req)) as u64
+    }),
+    ("cca_i_encode", "reference_build_encode", |f, b| {
+        b.theirs.clear();
+        let m = reference_cca(black_box(&f.dict));
+        m.encode_to(&mut b.theirs).expect("encode");
+        b.theirs.len() as u64
+    }),
+    ("cca_i_encode", "reference_encode_prebuilt", |f, b| {
+        b.theirs.clear();
+        let m = b.prebuilt.get_or_insert_with(|| reference_cca(&f.dict));
+        black_box(&*m).encode_to(&mut b.theirs).expect("encode");
+        b.theirs.len() as u64
+    }),
+];
+
+fn buffers() -> Buffers {
+    Buffers {
+        ours: BytesMut::with_capacity(4096),
+        theirs: Vec::with_capacity(4096),
+        prebuilt: None,
+    }
+}
+
+fn codec(c: &mut Criterion, f: &Fixture) {
+    let mut groups = CASES.iter().map(|c| c.0).collect::<Vec<_>>();
+    groups.dedup();
+    for group in groups {
+        let mut g = c.benchmark_group(group);
+        for (_, name, op) in CASES.iter().filter(|c| c.0 == group) {
+            let mut b = buffers();
+            g.bench_function(*name, |bench| bench.iter(|| black_box(op(f, &mut b))));
+        }
+        g.finish();
+    }
+}
+
+/// `CODEC_BENCH_CASE=<group>/<name> CODEC_BENCH_ITERATIONS=<n>` runs one case
+/// n times without criterion, for `valgrind --tool=callgrind`: the
+/// instruction count, minus that of `CODEC_BENCH_CASE=none` (the setup), is
+/// deterministic where times on a shared machine are not.
+fn run_for_instruction_count(case: &str, f: &Fixture) {
+    let n: u64 = std::env::var("CODEC_BENCH_ITERATIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    if case == "none" {
+        return;
+    }
+    let (_, _, op) = CASES
+        .iter()
+        .find(|c| format!("{}/{}", c.0, c.1) == case)
+        .unwrap_or_else(|| panic!("no case {case}"));
+    let mut b = buffers();
+    // The prebuilt reference message is part of the setup, not the work.
+    b.prebuilt = Some(reference_cca(&f.dict));
+    let mut sum = 0u64;
+    for _ in 0..n {
+        sum = sum.wrapping_add(op(f, &mut b));
+    }
+    eprintln!("{case}: {n} iterations, checksum {sum}");
+}
+
+fn main() {
+    let f = Fixture::new();
+    if let Ok(case) = std::env::var("CODEC_BENCH_CASE") {
+        run_for_instruction_count(&case, &f);
+        return;
+    }
+    let mut c = Criterion::default().configure_from_args();
+    codec(&mut c, &f);
+    c.final_summary();
+}

@@ -154,6 +154,7 @@ impl<'a> AvpIter<'a> {
         self.filter(move |a| a.as_ref().map_or(true, |a| code.matches(a)))
     }
 
+    #[cold]
     fn fail(&mut self, err: DiameterError) -> Option<Result<Avp<'a>, DiameterError>> {
         self.pos = self.buf.len();
         Some(Err(err))
@@ -163,33 +164,20 @@ impl<'a> AvpIter<'a> {
 impl<'a> Iterator for AvpIter<'a> {
     type Item = Result<Avp<'a>, DiameterError>;
 
+    // The hot path reads the header and slices; every error (rare) is built
+    // out of line so this stays small enough to inline into callers' loops.
     #[inline]
     fn next(&mut self) -> Option<Self::Item> {
         let rest = self.buf.get(self.pos..)?;
-        if rest.is_empty() {
-            return None;
-        }
-        if rest.len() < 8 {
-            // Not even a header: pad it with zeros to the minimum (RFC 6733 §7.1.5),
-            // which is 12 bytes when the V flag asks for a Vendor-ID, so that
-            // the Failed-AVP is itself a well-formed AVP.
-            let mut hdr = [0u8; 12];
-            hdr[..rest.len()].copy_from_slice(rest);
-            let hl = if rest.get(4).is_some_and(|f| f & AVP_FLAG_V != 0) {
-                12
-            } else {
-                8
-            };
-            hdr[5..8].copy_from_slice(&[0, 0, hl as u8]);
-            return self.fail(DiameterError::with_failed_avp(
-                result_code::DIAMETER_INVALID_AVP_LENGTH,
-                hdr[..hl].to_vec(),
-                "truncated AVP header",
-            ));
-        }
-        let code = u32::from_be_bytes([rest[0], rest[1], rest[2], rest[3]]);
-        let flags = rest[4];
-        let len = u32::from_be_bytes([0, rest[5], rest[6], rest[7]]) as usize;
+        let Some(h) = rest.first_chunk::<8>() else {
+            if rest.is_empty() {
+                return None;
+            }
+            return self.fail(truncated_header(rest));
+        };
+        let code = u32::from_be_bytes([h[0], h[1], h[2], h[3]]);
+        let flags = h[4];
+        let len = u32::from_be_bytes([0, h[5], h[6], h[7]]) as usize;
         let (header_len, vendor) = if flags & AVP_FLAG_V != 0 {
             match rest.get(8..12) {
                 Some(v) => (12usize, u32::from_be_bytes([v[0], v[1], v[2], v[3]])),
@@ -199,15 +187,7 @@ impl<'a> Iterator for AvpIter<'a> {
             (8, 0)
         };
         if len < header_len || len > rest.len() {
-            let mut hdr = [0u8; 12];
-            let n = header_len.min(rest.len());
-            hdr[..n].copy_from_slice(&rest[..n]);
-            hdr[5..8].copy_from_slice(&(header_len as u32).to_be_bytes()[1..]);
-            return self.fail(DiameterError::with_failed_avp(
-                result_code::DIAMETER_INVALID_AVP_LENGTH,
-                hdr[..header_len].to_vec(),
-                "AVP length does not fit its header or the message",
-            ));
+            return self.fail(bad_length(rest, header_len));
         }
         let avp = Avp {
             raw: &rest[..len],
@@ -220,6 +200,44 @@ impl<'a> Iterator for AvpIter<'a> {
         self.pos = (self.pos + ((len + 3) & !3)).min(self.buf.len());
         Some(Ok(avp))
     }
+}
+
+/// Fewer than 8 bytes left: not even a header. Pad it with zeros to the
+/// minimum (RFC 6733 §7.1.5), which is 12 bytes when the V flag asks for a
+/// Vendor-ID, so that the Failed-AVP is itself a well-formed AVP.
+#[cold]
+#[inline(never)]
+fn truncated_header(rest: &[u8]) -> DiameterError {
+    let mut hdr = [0u8; 12];
+    let n = rest.len().min(8);
+    hdr[..n].copy_from_slice(&rest[..n]);
+    let hl = if rest.get(4).is_some_and(|f| f & AVP_FLAG_V != 0) {
+        12
+    } else {
+        8
+    };
+    hdr[5..8].copy_from_slice(&[0, 0, hl as u8]);
+    DiameterError::with_failed_avp(
+        result_code::DIAMETER_INVALID_AVP_LENGTH,
+        hdr[..hl].to_vec(),
+        "truncated AVP header",
+    )
+}
+
+/// The AVP length is shorter than its header or runs past the enclosing
+/// data: its header, with the length set to the header alone.
+#[cold]
+#[inline(never)]
+fn bad_length(rest: &[u8], header_len: usize) -> DiameterError {
+    let mut hdr = [0u8; 12];
+    let n = header_len.min(rest.len());
+    hdr[..n].copy_from_slice(&rest[..n]);
+    hdr[5..8].copy_from_slice(&(header_len as u32).to_be_bytes()[1..]);
+    DiameterError::with_failed_avp(
+        result_code::DIAMETER_INVALID_AVP_LENGTH,
+        hdr[..header_len].to_vec(),
+        "AVP length does not fit its header or the message",
+    )
 }
 
 #[cfg(test)]

@@ -129,29 +129,63 @@ impl<'b> MessageBuilder<'b> {
         self.set_flags(self.flags() | FLAG_T)
     }
 
+    /// The AVP header for `data_len` bytes of data, and its length (8, or
+    /// 12 with a Vendor-ID).
+    #[inline]
+    fn header(code: AvpCode, data_len: usize) -> ([u8; 12], usize) {
+        let hl = if code.vendor != 0 { 12 } else { 8 };
+        let mut h = [0u8; 12];
+        h[..4].copy_from_slice(&code.code.to_be_bytes());
+        let len = (hl + data_len) as u32;
+        h[4..8].copy_from_slice(&len.to_be_bytes());
+        h[4] = code.flags();
+        h[8..].copy_from_slice(&code.vendor.to_be_bytes());
+        (h, hl)
+    }
+
     #[inline]
     fn avp_header(&mut self, code: AvpCode, data_len: usize) {
-        let hl = if code.vendor != 0 { 12 } else { 8 };
-        self.buf.put_u32(code.code);
-        self.buf.put_u8(code.flags());
-        let len = (hl + data_len) as u32;
-        self.buf.put_slice(&len.to_be_bytes()[1..]);
-        if code.vendor != 0 {
-            self.buf.put_u32(code.vendor);
+        let (h, hl) = Self::header(code, data_len);
+        // Constant-length copies compile to a couple of moves.
+        if hl == 12 {
+            self.buf.extend_from_slice(&h);
+        } else {
+            self.buf.extend_from_slice(&h[..8]);
         }
     }
 
     #[inline]
     fn pad(&mut self) {
         let n = (4 - (self.buf.len() - self.start) % 4) % 4;
-        self.buf.put_bytes(0, n);
+        self.buf.extend_from_slice(&[0u8; 3][..n]);
+    }
+
+    /// A fixed-size value (4 or 8 bytes, so no padding): the whole AVP is
+    /// assembled on the stack and appended with one copy.
+    #[inline]
+    fn fixed<const N: usize>(&mut self, code: AvpCode, v: [u8; N]) -> &mut Self {
+        debug_assert!(N % 4 == 0 && (self.buf.len() - self.start) % 4 == 0);
+        let (h, hl) = Self::header(code, N);
+        let mut a = [0u8; 20];
+        a[..12].copy_from_slice(&h);
+        if hl == 12 {
+            a[12..12 + N].copy_from_slice(&v);
+            self.buf.extend_from_slice(&a[..12 + N]);
+        } else {
+            a[8..8 + N].copy_from_slice(&v);
+            self.buf.extend_from_slice(&a[..8 + N]);
+        }
+        self
     }
 
     /// An AVP with raw data (OctetString and anything pre-encoded).
     #[inline]
     pub fn bytes(&mut self, code: AvpCode, data: &[u8]) -> &mut Self {
+        let hl = if code.vendor != 0 { 12 } else { 8 };
+        // One capacity check for header, data and padding.
+        self.buf.reserve(hl + data.len() + 3);
         self.avp_header(code, data.len());
-        self.buf.put_slice(data);
+        self.buf.extend_from_slice(data);
         self.pad();
         self
     }
@@ -163,28 +197,28 @@ impl<'b> MessageBuilder<'b> {
     /// Unsigned32 (and Time as raw NTP seconds).
     #[inline]
     pub fn u32(&mut self, code: AvpCode, v: u32) -> &mut Self {
-        self.bytes(code, &v.to_be_bytes())
+        self.fixed(code, v.to_be_bytes())
     }
     #[inline]
     pub fn u64(&mut self, code: AvpCode, v: u64) -> &mut Self {
-        self.bytes(code, &v.to_be_bytes())
+        self.fixed(code, v.to_be_bytes())
     }
     /// Integer32 and Enumerated.
     #[inline]
     pub fn i32(&mut self, code: AvpCode, v: i32) -> &mut Self {
-        self.bytes(code, &v.to_be_bytes())
+        self.fixed(code, v.to_be_bytes())
     }
     #[inline]
     pub fn i64(&mut self, code: AvpCode, v: i64) -> &mut Self {
-        self.bytes(code, &v.to_be_bytes())
+        self.fixed(code, v.to_be_bytes())
     }
     #[inline]
     pub fn f32(&mut self, code: AvpCode, v: f32) -> &mut Self {
-        self.bytes(code, &v.to_be_bytes())
+        self.fixed(code, v.to_be_bytes())
     }
     #[inline]
     pub fn f64(&mut self, code: AvpCode, v: f64) -> &mut Self {
-        self.bytes(code, &v.to_be_bytes())
+        self.fixed(code, v.to_be_bytes())
     }
     /// Address (family 1 for IPv4, 2 for IPv6).
     pub fn address(&mut self, code: AvpCode, ip: IpAddr) -> &mut Self {
@@ -275,6 +309,7 @@ const _: () = assert!(HEADER_LEN == 20);
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::codec::AvpCode;
     use crate::dict::{app, cmd};
 
     #[test]
@@ -298,6 +333,35 @@ mod tests {
         assert_eq!(m.validate(), Ok(5));
         let pi = m.find(avp::PROXY_INFO).expect("ok").expect("present");
         assert_eq!(pi.data().len(), 12 + 12); // two AVPs each padded to 12
+    }
+
+    #[test]
+    fn fixed_and_variable_avps_are_byte_exact() {
+        let mut buf = BytesMut::new();
+        let mut b = MessageBuilder::request(&mut buf, 272, 16_777_238, 1, 2);
+        b.u32(AvpCode::new(1041, 10415, false), 0x0102_0304)
+            .i64(AvpCode::new(7, 0, true), -2)
+            .bytes(AvpCode::new(1005, 10415, true), b"abcde");
+        b.finish();
+        let body = &buf[HEADER_LEN..];
+        assert_eq!(
+            &body[..16],
+            &[0, 0, 4, 17, 0x80, 0, 0, 16, 0, 0, 0x28, 0xaf, 1, 2, 3, 4]
+        );
+        assert_eq!(
+            &body[16..32],
+            &[0, 0, 0, 7, 0x40, 0, 0, 16, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xfe]
+        );
+        // 12 + 5 = 17 bytes, padded to 20.
+        assert_eq!(
+            &body[32..],
+            &[
+                0, 0, 3, 0xed, 0xc0, 0, 0, 17, 0, 0, 0x28, 0xaf, b'a', b'b', b'c', b'd', b'e', 0,
+                0, 0
+            ]
+        );
+        let m = Message::parse(buf.freeze()).expect("valid");
+        assert_eq!(m.len(), HEADER_LEN + 52);
     }
 
     #[test]

@@ -2,6 +2,7 @@
 //! them. Nothing is decoded until asked; nothing is copied.
 
 use super::avp::{Avp, AvpCode, AvpIter};
+use super::def_index;
 use super::error::DiameterError;
 use super::header::{Header, FLAG_E, FLAG_R, HEADER_LEN, VERSION};
 use crate::dict::{self, AvpType};
@@ -161,7 +162,7 @@ fn validate_run(iter: AvpIter<'_>, depth: u32) -> Result<usize, DiameterError> {
     for avp in iter {
         let avp = avp?;
         n += 1;
-        let Some(def) = dict::avp(avp.code(), avp.vendor()) else {
+        let Some(def) = def_index::avp_def(avp.code(), avp.vendor()) else {
             if avp.is_mandatory() {
                 return Err(DiameterError::with_failed_avp(
                     result_code::DIAMETER_AVP_UNSUPPORTED,

@@ -8,6 +8,7 @@
 
 mod avp;
 mod builder;
+mod def_index;
 mod error;
 mod frame;
 mod header;
