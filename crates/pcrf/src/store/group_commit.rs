@@ -387,7 +387,7 @@ impl Writer {
         let changes = coalesce(changes);
         Metrics::add(&m.coalesced, (submitted - changes.len()) as u64);
         let started = Instant::now();
-        let result = self.store.apply(&changes);
+        let result = guard("applying a batch", || self.store.apply(&changes));
         let micros = started.elapsed().as_micros() as u64;
         Metrics::add(&m.apply_micros, micros);
         Metrics::observe(&m.apply_time, &APPLY_MICROS_BOUNDS, micros);
@@ -415,9 +415,15 @@ impl Writer {
     }
 
     fn purge_chunk(&mut self) {
-        let Some(p) = &mut self.purge else { return };
+        let Some(before_ms) = self.purge.as_ref().map(|p| p.before_ms) else {
+            return;
+        };
         let limit = self.opts.purge_chunk.max(1);
-        match self.store.purge_closed(p.before_ms, limit) {
+        let result = guard("purging closed sessions", || {
+            self.store.purge_closed(before_ms, limit)
+        });
+        let Some(p) = &mut self.purge else { return };
+        match result {
             Ok(n) => {
                 p.deleted += n;
                 Metrics::add(&self.metrics.purged, n as u64);
@@ -440,6 +446,21 @@ impl Writer {
             }
         }
     }
+}
+
+/// Runs a store call, turning a panic inside it (a bug) into an error for
+/// the batch: the writer thread, and every later request, survive it.
+fn guard<T>(what: &str, f: impl FnOnce() -> Result<T, StoreError>) -> Result<T, StoreError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).unwrap_or_else(|panic| {
+        let msg = panic
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| panic.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "unknown panic".into());
+        Err(StoreError::Unavailable(format!(
+            "{what}: store panicked: {msg}"
+        )))
+    })
 }
 
 /// Keeps only the last change to each row, in the order of those last
@@ -679,6 +700,63 @@ mod tests {
             other => panic!("expected stopped, got {other:?}"),
         }
         assert!(gc.flush().await.is_err());
+    }
+
+    /// A store with a bug: panics on a session named "boom". Stands in for
+    /// no real part; it injects the fault the writer must survive.
+    struct PanicsOnBoom(SqliteStore);
+
+    impl Store for PanicsOnBoom {
+        fn apply(&mut self, changes: &[Change]) -> Result<usize, StoreError> {
+            if changes
+                .iter()
+                .any(|c| c.key() == crate::store::ChangeKey::Session("boom"))
+            {
+                panic!("injected bug");
+            }
+            self.0.apply(changes)
+        }
+        fn open_sessions(&mut self) -> Result<Vec<crate::session::GxSession>, StoreError> {
+            self.0.open_sessions()
+        }
+        fn subscribers(&mut self) -> Result<Vec<crate::subscriber::Subscriber>, StoreError> {
+            self.0.subscribers()
+        }
+        fn session(&mut self, id: &str) -> Result<Option<crate::session::GxSession>, StoreError> {
+            self.0.session(id)
+        }
+        fn subscriber(
+            &mut self,
+            imsi: &str,
+        ) -> Result<Option<crate::subscriber::Subscriber>, StoreError> {
+            self.0.subscriber(imsi)
+        }
+        fn purge_closed(&mut self, before_ms: i64, limit: usize) -> Result<usize, StoreError> {
+            self.0.purge_closed(before_ms, limit)
+        }
+        fn skipped_corrupt(&self) -> u64 {
+            self.0.skipped_corrupt()
+        }
+    }
+
+    #[tokio::test]
+    async fn a_panicking_store_fails_the_batch_not_the_writer() {
+        let dir = TestDir::new("gc-panic");
+        let store = SqliteStore::open(dir.path(), Durability::Full).expect("open");
+        let gc = GroupCommit::start(Box::new(PanicsOnBoom(store))).expect("start");
+        match gc
+            .submit(vec![Change::PutSession(Arc::new(session("boom", "1", 1)))])
+            .await
+        {
+            Err(StoreError::Unavailable(m)) => assert!(m.contains("injected bug"), "{m}"),
+            other => panic!("expected the panic as an error, got {other:?}"),
+        }
+        gc.submit(vec![Change::PutSession(Arc::new(session("fine", "1", 1)))])
+            .await
+            .expect("the writer survived");
+        let mut store = gc.shutdown().await.expect("shutdown");
+        assert!(store.session("fine").expect("read").is_some());
+        assert!(store.session("boom").expect("read").is_none());
     }
 
     #[test]

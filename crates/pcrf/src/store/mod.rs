@@ -83,8 +83,9 @@ pub trait Store: Send + 'static {
     /// short transaction, so the writer is never held long); returns how
     /// many. The caller repeats while it returns `limit`.
     fn purge_closed(&mut self, before_ms: i64, limit: usize) -> Result<usize, StoreError>;
-    /// Records that could not be decoded by the last `open_sessions` or
-    /// `subscribers` call (skipped, each logged with its key).
+    /// Records found undecodable by the last `open_sessions` or
+    /// `subscribers` call (skipped, each logged with its key); call it after
+    /// each of them to report the count at start-up.
     fn skipped_corrupt(&self) -> u64;
 }
 

@@ -319,36 +319,69 @@ impl SqliteStore {
                 .map_err(|e| db_error(ctx, e)),
         }
     }
+}
 
-    /// Decodes a session blob; `None` (logged, counted) when it is corrupt.
-    fn decode_session(&mut self, id: &str, data: &[u8]) -> Option<GxSession> {
-        match serde_json::from_slice::<GxSession>(data) {
-            Ok(s) if s.id == id => Some(s),
-            Ok(s) => {
-                self.skipped_corrupt += 1;
-                tracing::error!(session_id = %id, blob_id = %s.id,
-                    "stored session record names another Session-Id; skipped");
-                None
-            }
-            Err(e) => {
-                self.skipped_corrupt += 1;
-                tracing::error!(session_id = %id, error = %e,
-                    "stored session record cannot be decoded; skipped");
-                None
-            }
+/// Decodes a session blob; `None` (logged, counted) when it is corrupt.
+fn decode_session(skipped: &mut u64, id: &str, data: &[u8]) -> Option<GxSession> {
+    match serde_json::from_slice::<GxSession>(data) {
+        Ok(s) if s.id == id => Some(s),
+        Ok(s) => {
+            *skipped += 1;
+            tracing::error!(session_id = %id, blob_id = %s.id,
+                "stored session record names another Session-Id; skipped");
+            None
+        }
+        Err(e) => {
+            *skipped += 1;
+            tracing::error!(session_id = %id, error = %e,
+                "stored session record cannot be decoded; skipped");
+            None
         }
     }
+}
 
-    fn decode_subscriber(&mut self, imsi: &str, data: &[u8]) -> Option<Subscriber> {
-        match serde_json::from_slice::<Subscriber>(data) {
-            Ok(s) if s.imsi == imsi => Some(s),
-            Ok(_) | Err(_) => {
-                self.skipped_corrupt += 1;
-                tracing::error!(imsi = %imsi, "stored subscriber record cannot be decoded; skipped");
-                None
-            }
+fn decode_subscriber(skipped: &mut u64, imsi: &str, data: &[u8]) -> Option<Subscriber> {
+    match serde_json::from_slice::<Subscriber>(data) {
+        Ok(s) if s.imsi == imsi => Some(s),
+        Ok(_) | Err(_) => {
+            *skipped += 1;
+            tracing::error!(imsi = %imsi, "stored subscriber record cannot be decoded; skipped");
+            None
         }
     }
+}
+
+/// The bytes of a record column without copying; empty (so: undecodable)
+/// for a value that is neither blob nor text.
+fn column_bytes<'a>(v: rusqlite::types::ValueRef<'a>) -> &'a [u8] {
+    use rusqlite::types::ValueRef;
+    match v {
+        ValueRef::Blob(b) | ValueRef::Text(b) => b,
+        ValueRef::Null | ValueRef::Integer(_) | ValueRef::Real(_) => &[],
+    }
+}
+
+/// Streams `sql` (key, data) rows through `decode`, so start-up holds each
+/// blob only while decoding it.
+fn load_all<T>(
+    conn: &Connection,
+    sql: &str,
+    ctx: &str,
+    skipped: &mut u64,
+    decode: fn(&mut u64, &str, &[u8]) -> Option<T>,
+) -> Result<Vec<T>, StoreError> {
+    let mut st = conn.prepare_cached(sql).map_err(|e| db_error(ctx, e))?;
+    let mut rows = st.query([]).map_err(|e| db_error(ctx, e))?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next().map_err(|e| db_error(ctx, e))? {
+        let key = row.get_ref(0).map_err(|e| db_error(ctx, e))?;
+        let key = String::from_utf8_lossy(column_bytes(key));
+        let data = column_bytes(row.get_ref(1).map_err(|e| db_error(ctx, e))?);
+        if let Some(v) = decode(skipped, &key, data) {
+            out.push(v);
+        }
+    }
+    Ok(out)
 }
 
 impl Store for SqliteStore {
@@ -376,47 +409,29 @@ impl Store for SqliteStore {
     }
 
     fn open_sessions(&mut self) -> Result<Vec<GxSession>, StoreError> {
-        self.skipped_corrupt = 0;
-        let ctx = "loading open sessions";
-        let rows: Vec<(String, Vec<u8>)> = {
-            let mut st = self
-                .conn
-                .prepare_cached("SELECT id, data FROM sessions WHERE state = 'open'")
-                .map_err(|e| db_error(ctx, e))?;
-            let it = st
-                .query_map([], |r| Ok((r.get(0)?, blob_bytes(r.get(1)?))))
-                .map_err(|e| db_error(ctx, e))?;
-            it.collect::<Result<_, _>>().map_err(|e| db_error(ctx, e))?
-        };
-        let mut out = Vec::with_capacity(rows.len());
-        for (id, data) in rows {
-            if let Some(s) = self.decode_session(&id, &data) {
-                out.push(s);
-            }
-        }
-        Ok(out)
+        let mut skipped = 0;
+        let out = load_all(
+            &self.conn,
+            "SELECT id, data FROM sessions WHERE state = 'open'",
+            "loading open sessions",
+            &mut skipped,
+            decode_session,
+        );
+        self.skipped_corrupt = skipped;
+        out
     }
 
     fn subscribers(&mut self) -> Result<Vec<Subscriber>, StoreError> {
-        self.skipped_corrupt = 0;
-        let ctx = "loading subscribers";
-        let rows: Vec<(String, Vec<u8>)> = {
-            let mut st = self
-                .conn
-                .prepare_cached("SELECT imsi, data FROM subscribers")
-                .map_err(|e| db_error(ctx, e))?;
-            let it = st
-                .query_map([], |r| Ok((r.get(0)?, blob_bytes(r.get(1)?))))
-                .map_err(|e| db_error(ctx, e))?;
-            it.collect::<Result<_, _>>().map_err(|e| db_error(ctx, e))?
-        };
-        let mut out = Vec::with_capacity(rows.len());
-        for (imsi, data) in rows {
-            if let Some(s) = self.decode_subscriber(&imsi, &data) {
-                out.push(s);
-            }
-        }
-        Ok(out)
+        let mut skipped = 0;
+        let out = load_all(
+            &self.conn,
+            "SELECT imsi, data FROM subscribers",
+            "loading subscribers",
+            &mut skipped,
+            decode_subscriber,
+        );
+        self.skipped_corrupt = skipped;
+        out
     }
 
     fn session(&mut self, id: &str) -> Result<Option<GxSession>, StoreError> {
@@ -430,7 +445,7 @@ impl Store for SqliteStore {
             .map_err(|e| db_error("reading a session", e))?;
         match data {
             None => Ok(None),
-            Some(d) => match self.decode_session(id, &d) {
+            Some(d) => match decode_session(&mut self.skipped_corrupt, id, &d) {
                 Some(s) => Ok(Some(s)),
                 None => Err(StoreError::Corrupt(format!(
                     "session {id:?}: stored record cannot be decoded"
@@ -450,7 +465,7 @@ impl Store for SqliteStore {
             .map_err(|e| db_error("reading a subscriber", e))?;
         match data {
             None => Ok(None),
-            Some(d) => match self.decode_subscriber(imsi, &d) {
+            Some(d) => match decode_subscriber(&mut self.skipped_corrupt, imsi, &d) {
                 Some(s) => Ok(Some(s)),
                 None => Err(StoreError::Corrupt(format!(
                     "subscriber {imsi:?}: stored record cannot be decoded"
