@@ -130,7 +130,7 @@ impl PolicyEngine {
     pub fn decide(&self, input: &PolicyInput, prev: Option<&DecisionRecord>) -> Outcome {
         let script = self.script.load();
         let input_hash = memo::input_hash(input);
-        if let Some(prev) = prev.filter(|_| memo::unchanged(prev, input_hash, script.version)) {
+        if let Some(prev) = prev.filter(|p| memo::unchanged(p, input_hash, script.version)) {
             PolicyStats::bump(&self.stats.skips);
             return Outcome {
                 decision: prev.decision.clone(),

@@ -483,6 +483,18 @@ mod tests {
     }
 
     #[test]
+    fn default_policy_vm_is_small() {
+        let path =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../policies/default.lua");
+        let src = std::fs::read_to_string(path).expect("default.lua");
+        let vm = Vm::build(&src, "default.lua", Limits::default(), 1).expect("loads");
+        vm.decide(&PolicyInput::default()).expect("runs");
+        let used = vm.used_memory();
+        println!("default.lua VM: {used} bytes");
+        assert!(used < 512 * 1024, "{used} bytes");
+    }
+
+    #[test]
     fn ok_script_runs() {
         let d = vm(OK)
             .expect("loads")
