@@ -136,14 +136,15 @@ impl<'a> AvpIter<'a> {
     }
 
     /// Finds the first AVP with this code and vendor.
-    pub fn find(self, code: AvpCode) -> Result<Option<Avp<'a>>, DiameterError> {
-        for avp in self {
-            let avp = avp?;
-            if code.matches(&avp) {
-                return Ok(Some(avp));
+    pub fn find(mut self, code: AvpCode) -> Result<Option<Avp<'a>>, DiameterError> {
+        loop {
+            match self.next_avp() {
+                Ok(Some(avp)) if code.matches(&avp) => return Ok(Some(avp)),
+                Ok(Some(_)) => {}
+                Ok(None) => return Ok(None),
+                Err(m) => return Err(self.malformed(m)),
             }
         }
-        Ok(None)
     }
 
     /// The AVPs with this code and vendor, in order.
@@ -154,26 +155,20 @@ impl<'a> AvpIter<'a> {
         self.filter(move |a| a.as_ref().map_or(true, |a| code.matches(a)))
     }
 
-    #[cold]
-    fn fail(&mut self, err: DiameterError) -> Option<Result<Avp<'a>, DiameterError>> {
-        self.pos = self.buf.len();
-        Some(Err(err))
-    }
-}
-
-impl<'a> Iterator for AvpIter<'a> {
-    type Item = Result<Avp<'a>, DiameterError>;
-
-    // The hot path reads the header and slices; every error (rare) is built
-    // out of line so this stays small enough to inline into callers' loops.
+    /// The next AVP, or why the data cannot be read further: the fast form
+    /// of [`Iterator::next`] for the codec's own loops. On an error the
+    /// position stays on the bad AVP; [`malformed`](Self::malformed) turns
+    /// it into the error to answer with.
     #[inline]
-    fn next(&mut self) -> Option<Self::Item> {
-        let rest = self.buf.get(self.pos..)?;
+    pub(crate) fn next_avp(&mut self) -> Result<Option<Avp<'a>>, Malformed> {
+        let Some(rest) = self.buf.get(self.pos..) else {
+            return Ok(None);
+        };
         let Some(h) = rest.first_chunk::<8>() else {
             if rest.is_empty() {
-                return None;
+                return Ok(None);
             }
-            return self.fail(truncated_header(rest));
+            return Err(Malformed::TruncatedHeader);
         };
         let code = u32::from_be_bytes([h[0], h[1], h[2], h[3]]);
         let flags = h[4];
@@ -187,7 +182,9 @@ impl<'a> Iterator for AvpIter<'a> {
             (8, 0)
         };
         if len < header_len || len > rest.len() {
-            return self.fail(bad_length(rest, header_len));
+            return Err(Malformed::BadLength {
+                header_len: header_len as u8,
+            });
         }
         let avp = Avp {
             raw: &rest[..len],
@@ -198,8 +195,46 @@ impl<'a> Iterator for AvpIter<'a> {
         };
         // Padding is part of the enclosing length; a missing final pad is tolerated.
         self.pos = (self.pos + ((len + 3) & !3)).min(self.buf.len());
-        Some(Ok(avp))
+        Ok(Some(avp))
     }
+
+    /// The error (5014 with Failed-AVP) for what [`next_avp`](Self::next_avp)
+    /// reported; the iterator yields nothing more.
+    #[cold]
+    #[inline(never)]
+    pub(crate) fn malformed(&mut self, m: Malformed) -> DiameterError {
+        let rest = self.buf.get(self.pos..).unwrap_or_default();
+        let err = match m {
+            Malformed::TruncatedHeader => truncated_header(rest),
+            Malformed::BadLength { header_len } => bad_length(rest, usize::from(header_len)),
+        };
+        self.pos = self.buf.len();
+        err
+    }
+}
+
+impl<'a> Iterator for AvpIter<'a> {
+    type Item = Result<Avp<'a>, DiameterError>;
+
+    #[inline]
+    fn next(&mut self) -> Option<Self::Item> {
+        match self.next_avp() {
+            Ok(Some(avp)) => Some(Ok(avp)),
+            Ok(None) => None,
+            Err(m) => Some(Err(self.malformed(m))),
+        }
+    }
+}
+
+/// Why a run of AVPs cannot be read further. Small on purpose: the codec's
+/// own loops move it around instead of a whole [`DiameterError`], which is
+/// built (out of line) only when one is needed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Malformed {
+    /// Fewer than 8 bytes left.
+    TruncatedHeader,
+    /// The length is shorter than the header or runs past the data.
+    BadLength { header_len: u8 },
 }
 
 /// Fewer than 8 bytes left: not even a header. Pad it with zeros to the

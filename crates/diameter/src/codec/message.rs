@@ -122,8 +122,13 @@ impl Message {
     ) -> Result<[Option<Avp<'_>>; N], DiameterError> {
         let mut out: [Option<Avp<'_>>; N] = [None; N];
         let mut missing = N;
-        for avp in self.avps() {
-            let avp = avp?;
+        let mut iter = self.avps();
+        loop {
+            let avp = match iter.next_avp() {
+                Ok(Some(avp)) => avp,
+                Ok(None) => break,
+                Err(m) => return Err(iter.malformed(m)),
+            };
             for (slot, code) in out.iter_mut().zip(codes) {
                 if slot.is_none() && code.matches(&avp) {
                     *slot = Some(avp);
@@ -157,10 +162,14 @@ impl Message {
 
 const MAX_GROUP_DEPTH: u32 = 16;
 
-fn validate_run(iter: AvpIter<'_>, depth: u32) -> Result<usize, DiameterError> {
+fn validate_run(mut iter: AvpIter<'_>, depth: u32) -> Result<usize, DiameterError> {
     let mut n = 0;
-    for avp in iter {
-        let avp = avp?;
+    loop {
+        let avp = match iter.next_avp() {
+            Ok(Some(avp)) => avp,
+            Ok(None) => break,
+            Err(m) => return Err(iter.malformed(m)),
+        };
         n += 1;
         let Some(def) = def_index::avp_def(avp.code(), avp.vendor()) else {
             if avp.is_mandatory() {
