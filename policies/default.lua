@@ -16,7 +16,7 @@
 -- Rules for policy authors: decide() must depend on its input only (the
 -- server skips it when the input did not change), so no os.time, no random,
 -- no state kept between calls; iterate with ipairs or sorted keys.
--- Integer arithmetic only for bit rates (5 * MBPS, not 5e6).
+-- Bit rates are whole numbers of bit/s: prefer integer arithmetic (5 * MBPS).
 
 local MBPS = 1000000
 

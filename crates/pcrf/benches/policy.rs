@@ -7,24 +7,23 @@ use pcrf::policy::{Decision, EngineConfig, Limits, PolicyEngine};
 use std::hint::black_box;
 use std::path::Path;
 
-fn engine() -> PolicyEngine {
+fn engine(limits: Limits) -> Result<PolicyEngine, pcrf::policy::PolicyError> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../policies/default.lua");
-    // The LuaJIT build cannot limit memory (see docs/policy.md); the bench
-    // compares interpreters, so it runs both without the limit.
-    let limits = Limits {
-        memory_bytes: 0,
-        ..Limits::default()
-    };
     PolicyEngine::load(EngineConfig {
         path,
         limits,
         fallback: Decision::default(),
     })
-    .expect("policies/default.lua loads")
 }
 
 fn decide(c: &mut Criterion) {
-    let engine = engine();
+    // The LuaJIT build cannot limit memory (see docs/policy.md); to compare
+    // interpreters the main figures run without the limit.
+    let engine = engine(Limits {
+        memory_bytes: 0,
+        ..Limits::default()
+    })
+    .expect("policies/default.lua loads");
     let (_, mut input) = sample_inputs().remove(0);
     input.subscriber.services = vec!["vip".into()];
     let first = engine.decide(&input, None);
@@ -37,6 +36,13 @@ fn decide(c: &mut Criterion) {
     c.bench_function("decide/memo_skip", |b| {
         b.iter(|| engine.decide(black_box(&input), Some(black_box(&prev))))
     });
+    // The production setting: with a memory limit every table write is a
+    // protected call. Skipped where the limit is unavailable (LuaJIT).
+    if let Ok(limited) = engine(Limits::default()) {
+        c.bench_function("decide/lua_run_memory_limit", |b| {
+            b.iter(|| limited.decide(black_box(&input), None))
+        });
+    }
     c.bench_function("input_hash", |b| {
         b.iter(|| pcrf::policy::memo::input_hash(black_box(&input)))
     });

@@ -204,17 +204,55 @@ impl Vm {
                 line: None,
             });
         }
-        self.lua
-            .from_value_with::<Decision>(ret, deserialize_options())
-            .map_err(|e| PolicyError::Runtime {
-                message: format!("decide returned an invalid decision: {}", lua_message(&e)),
-                line: None,
-            })
+        let invalid = |message: String| PolicyError::Runtime {
+            message: format!("decide returned an invalid decision: {message}"),
+            line: None,
+        };
+        match self
+            .lua
+            .from_value_with::<Decision>(ret.clone(), deserialize_options())
+        {
+            Ok(d) => Ok(d),
+            // Slow path, only for a decision the fast path refused: Lua 5.4
+            // arithmetic such as `dl * 1.5` yields floats, and a whole
+            // number must not fail a session just for being a float.
+            Err(first) => {
+                let json: serde_json::Value = self
+                    .lua
+                    .from_value_with(ret, deserialize_options())
+                    .map_err(|_| invalid(lua_message(&first)))?;
+                serde_json::from_value(whole_floats_to_integers(json))
+                    .map_err(|e| invalid(e.to_string()))
+            }
+        }
     }
 
     /// Bytes the VM holds now.
     pub fn used_memory(&self) -> usize {
         self.lua.used_memory()
+    }
+}
+
+/// Turns every float with no fractional part into an integer.
+fn whole_floats_to_integers(v: serde_json::Value) -> serde_json::Value {
+    use serde_json::Value as J;
+    match v {
+        J::Number(n) => match n.as_f64() {
+            Some(f) if n.is_f64() && f.fract() == 0.0 && f >= 0.0 && f < u64::MAX as f64 => {
+                J::from(f as u64)
+            }
+            Some(f) if n.is_f64() && f.fract() == 0.0 && f < 0.0 && f >= i64::MIN as f64 => {
+                J::from(f as i64)
+            }
+            _ => J::Number(n),
+        },
+        J::Array(a) => J::Array(a.into_iter().map(whole_floats_to_integers).collect()),
+        J::Object(o) => J::Object(
+            o.into_iter()
+                .map(|(k, v)| (k, whole_floats_to_integers(v)))
+                .collect(),
+        ),
+        other => other,
     }
 }
 
@@ -277,6 +315,26 @@ mod tests {
         assert_eq!(d.rules, vec!["gold".to_string(), "none".to_string()]);
         assert_eq!(d.apn_ambr.map(|a| (a.ul, a.dl)), Some((1000, 2000)));
         assert_eq!(d.event_triggers, vec![2, 13]);
+    }
+
+    #[test]
+    fn whole_floats_are_integers_fractions_are_errors() {
+        let src = "function decide(input)\n  return { apn_ambr = { ul = 2e6, dl = 20000000 * 1.5 }, revalidation_secs = 3600.0 }\nend\n";
+        let d = vm(src)
+            .expect("loads")
+            .decide(&PolicyInput::default())
+            .expect("runs");
+        assert_eq!(
+            d.apn_ambr.map(|a| (a.ul, a.dl)),
+            Some((2_000_000, 30_000_000))
+        );
+        assert_eq!(d.revalidation_secs, Some(3600));
+        let src = "function decide(input) return { apn_ambr = { ul = 2.5, dl = 1 } } end";
+        let err = vm(src)
+            .expect("loads")
+            .decide(&PolicyInput::default())
+            .expect_err("fraction");
+        assert!(err.to_string().contains("invalid decision"), "{err}");
     }
 
     #[test]
