@@ -7,7 +7,7 @@ use pcrf::policy::{Decision, EngineConfig, Limits, PolicyEngine};
 use std::hint::black_box;
 use std::path::Path;
 
-fn engine(limits: Limits) -> Result<PolicyEngine, pcrf::policy::PolicyError> {
+fn load(limits: Limits) -> Result<PolicyEngine, pcrf::policy::PolicyError> {
     let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../policies/default.lua");
     PolicyEngine::load(EngineConfig {
         path,
@@ -19,7 +19,7 @@ fn engine(limits: Limits) -> Result<PolicyEngine, pcrf::policy::PolicyError> {
 fn decide(c: &mut Criterion) {
     // The LuaJIT build cannot limit memory (see docs/policy.md); to compare
     // interpreters the main figures run without the limit.
-    let engine = engine(Limits {
+    let engine = load(Limits {
         memory_bytes: 0,
         ..Limits::default()
     })
@@ -38,7 +38,7 @@ fn decide(c: &mut Criterion) {
     });
     // The production setting: with a memory limit every table write is a
     // protected call. Skipped where the limit is unavailable (LuaJIT).
-    if let Ok(limited) = engine(Limits::default()) {
+    if let Ok(limited) = load(Limits::default()) {
         c.bench_function("decide/lua_run_memory_limit", |b| {
             b.iter(|| limited.decide(black_box(&input), None))
         });
