@@ -11,8 +11,14 @@ die() { echo "$(basename "$0"): $*" >&2; exit 1; }
 
 need() { command -v "$1" >/dev/null 2>&1 || die "needs $1 (apt-get install $2)"; }
 
-# build_release PACKAGE...: release binaries of the given packages.
+# build_release PACKAGE...: release binaries of the given packages
+# (BUILD=0 uses the binaries already in $CARGO_TARGET_DIR/release).
 build_release() {
+  if [[ "${BUILD:-1}" == 0 ]]; then
+    local p
+    for p in "$@"; do [[ -x "$BIN/$p" ]] || die "BUILD=0 but $BIN/$p does not exist"; done
+    return 0
+  fi
   local args=()
   for p in "$@"; do args+=(-p "$p"); done
   (cd "$BENCH_ROOT" && cargo build --release "${args[@]}") >&2 \

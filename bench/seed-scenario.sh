@@ -8,7 +8,7 @@
 #   bench/seed-scenario.sh            # against pcrf serve
 #   bench/seed-scenario.sh --echo     # against pcrf-bench echo-server (the ceiling)
 #
-# Environment: RATE (3000), DURATION (60s), WARMUP (the scenario's longest
+# Environment: BUILD (1; 0 uses existing release binaries), RATE (3000), DURATION (60s), WARMUP (the scenario's longest
 # hold: 6s), PEERS (4), SUBSCRIBERS (20000), SCENARIO (bench/scenarios/seed.toml).
 # Writes bench/results/seed-scenario-<pcrf|echo>.json and prints the summary.
 set -euo pipefail

@@ -10,7 +10,7 @@
 #   bench/zero-loss.sh --echo           # the echo server only
 #   bench/zero-loss.sh --pcrf           # pcrf only
 #
-# Environment: MIN (1000), MAX (60000), DURATION per trial (10s), WARMUP per
+# Environment: BUILD (1; 0 uses existing release binaries), MIN (1000), MAX (60000), DURATION per trial (10s), WARMUP per
 # trial (2s), P99_BOUND (10ms), MAX_TRIALS (10), RESOLUTION (0.02), PAUSE (2s),
 # PEERS (4), SUBSCRIBERS (100000), TIMEOUT (the scenario's: 2s), SCENARIO (bench/scenarios/seed-fast.toml:
 # the seed mix with hold times / 4, so a trial reaches its steady mix quickly).

@@ -384,7 +384,7 @@ pub fn run(
     let start = Instant::now() + Duration::from_millis(20);
     let window_start = start + cfg.warmup;
     let window_end = window_start + cfg.duration;
-    let drain_deadline = window_end + scenario.timeout * 3 + Duration::from_secs(5);
+    let drain_deadline = window_end + scenario.timeout * 2 + Duration::from_secs(1);
     let mut planner = Planner::new(scenario, cfg.rate, cfg.seed, cfg.warmup + cfg.duration)?;
     let done: DoneQueue = Arc::new(Mutex::new(Vec::new()));
     let mut finished = Vec::new();
