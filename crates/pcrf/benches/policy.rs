@@ -43,6 +43,25 @@ fn decide(c: &mut Criterion) {
             b.iter(|| limited.decide(black_box(&input), None))
         });
     }
+    // The fixed cost of any run (input tables in, decision out, budget):
+    // a script that does nothing.
+    let dir = std::env::temp_dir().join(format!("pcrf-bench-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("tmp dir");
+    let trivial = dir.join("trivial.lua");
+    std::fs::write(&trivial, "function decide(input) return {} end\n").expect("write");
+    let bare = PolicyEngine::load(EngineConfig {
+        path: trivial,
+        limits: Limits {
+            memory_bytes: 0,
+            ..Limits::default()
+        },
+        fallback: Decision::default(),
+    })
+    .expect("trivial script loads");
+    c.bench_function("decide/lua_run_trivial_script", |b| {
+        b.iter(|| bare.decide(black_box(&input), None))
+    });
+    let _ = std::fs::remove_dir_all(&dir);
     c.bench_function("input_hash", |b| {
         b.iter(|| pcrf::policy::memo::input_hash(black_box(&input)))
     });
