@@ -11,7 +11,7 @@
 #   bench/zero-loss.sh --pcrf           # pcrf only
 #
 # Environment: BUILD (1; 0 uses existing release binaries), MIN (1000), MAX (60000), DURATION per trial (10s), WARMUP per
-# trial (2s), P99_BOUND (10ms), MAX_TRIALS (10), RESOLUTION (0.02), PAUSE (2s),
+# trial (2s), P99_BOUND (10ms), MIN_ACHIEVED (0.99), MAX_TRIALS (10), RESOLUTION (0.02), PAUSE (2s),
 # PEERS (4), SUBSCRIBERS (100000), TIMEOUT (the scenario's: 2s), SCENARIO (bench/scenarios/seed-fast.toml:
 # the seed mix with hold times / 4, so a trial reaches its steady mix quickly).
 # Writes bench/results/zero-loss-<pcrf|echo>.json and bench/results/zero-loss.json.
@@ -33,6 +33,7 @@ MAX="${MAX:-60000}"
 DURATION="${DURATION:-10s}"
 WARMUP="${WARMUP:-2s}"
 P99_BOUND="${P99_BOUND:-10ms}"
+MIN_ACHIEVED="${MIN_ACHIEVED:-0.99}"
 MAX_TRIALS="${MAX_TRIALS:-10}"
 RESOLUTION="${RESOLUTION:-0.02}"
 PAUSE="${PAUSE:-2s}"
@@ -51,7 +52,7 @@ for kind in "${targets[@]}"; do
   args=(zero-loss --scenario "$SCENARIO" --target "127.0.0.1:$DIAMETER_PORT"
         --peers "$PEERS" --subscribers "$SUBSCRIBERS"
         --min "$MIN" --max "$MAX" --duration "$DURATION" --warmup "$WARMUP"
-        --p99-bound "$P99_BOUND" --max-trials "$MAX_TRIALS" --resolution "$RESOLUTION"
+        --p99-bound "$P99_BOUND" --min-achieved "$MIN_ACHIEVED" --max-trials "$MAX_TRIALS" --resolution "$RESOLUTION"
         --pause "$PAUSE" --server-pid "$SERVER_PID" --out "$out")
   [[ -n "$API_URL" ]] && args+=(--provision "$API_URL")
   [[ -n "${TIMEOUT:-}" ]] && args+=(--timeout "$TIMEOUT")

@@ -128,6 +128,10 @@ struct ZeroLossArgs {
     /// A trial fails when its p99 latency is above this.
     #[arg(long, value_parser = parse_duration, default_value = "10ms")]
     p99_bound: Duration,
+    /// A trial fails when it answers (with success) less than this share
+    /// of the rate it offered.
+    #[arg(long, default_value_t = 0.99)]
+    min_achieved: f64,
     /// Stop when the bracket is narrower than this share of its low end.
     #[arg(long, default_value_t = 0.02)]
     resolution: f64,
@@ -332,6 +336,12 @@ async fn run(a: RunArgs) -> Result<(), String> {
 }
 
 async fn zero_loss(a: ZeroLossArgs) -> Result<(), String> {
+    if !(a.min_achieved > 0.0 && a.min_achieved <= 1.0) {
+        return Err(format!(
+            "--min-achieved must be in (0, 1], not {}",
+            a.min_achieved
+        ));
+    }
     let setup = setup(&a.common).await?;
     let c = &a.common;
     let settings = SearchSettings {
@@ -341,7 +351,7 @@ async fn zero_loss(a: ZeroLossArgs) -> Result<(), String> {
         duration: c.duration,
         criteria: Criteria {
             p99_bound: a.p99_bound,
-            ..Criteria::default()
+            min_achieved_ratio: a.min_achieved,
         },
         resolution: a.resolution,
         max_trials: a.max_trials,

@@ -18,8 +18,10 @@ pub struct TrialFigures {
     pub scheduled: u64,
     /// Requests that got a success answer (2xxx).
     pub succeeded: u64,
-    /// Error answers, send failures, aborted or unsent requests.
+    /// Error answers and send failures.
     pub errors: u64,
+    /// Due but never sent because an earlier request of the session failed.
+    pub not_sent: u64,
     pub timeouts: u64,
     pub p99: Option<Duration>,
     /// Success answers per second actually achieved.
@@ -49,11 +51,21 @@ pub fn judge(f: &TrialFigures, c: &Criteria) -> Result<(), String> {
     if f.scheduled == 0 {
         return Err("nothing was scheduled".into());
     }
-    if f.errors > 0 {
-        return Err(format!("{} errors", f.errors));
-    }
-    if f.timeouts > 0 {
-        return Err(format!("{} timeouts", f.timeouts));
+    if f.errors > 0 || f.timeouts > 0 || f.not_sent > 0 {
+        let mut why = Vec::new();
+        if f.errors > 0 {
+            why.push(format!("{} errors", f.errors));
+        }
+        if f.timeouts > 0 {
+            why.push(format!("{} timeouts", f.timeouts));
+        }
+        if f.not_sent > 0 {
+            why.push(format!(
+                "{} not sent (their session had failed)",
+                f.not_sent
+            ));
+        }
+        return Err(why.join(", "));
     }
     if f.succeeded < f.scheduled {
         return Err(format!(
@@ -208,6 +220,7 @@ mod tests {
             scheduled: 1000,
             succeeded: 1000,
             errors: 0,
+            not_sent: 0,
             timeouts: 0,
             p99: Some(Duration::from_millis(p99_ms)),
             achieved_tps: achieved,
@@ -223,7 +236,11 @@ mod tests {
         assert_eq!(judge(&f, &c), Err("1 timeouts".into()));
         let mut f = figures(1000.0, 1000.0, 2);
         f.errors = 3;
-        assert!(judge(&f, &c).is_err());
+        f.not_sent = 4;
+        assert_eq!(
+            judge(&f, &c),
+            Err("3 errors, 4 not sent (their session had failed)".into())
+        );
         let mut f = figures(1000.0, 1000.0, 2);
         f.succeeded = 999;
         assert!(judge(&f, &c).is_err());

@@ -52,7 +52,8 @@ pub fn figures(r: &Report) -> TrialFigures {
         target_tps: scheduled as f64 / r.duration_s.max(1e-9),
         scheduled,
         succeeded: t.succeeded,
-        errors: t.failures() - t.timeouts,
+        errors: t.failures() - t.timeouts - t.skipped,
+        not_sent: t.skipped,
         timeouts: t.timeouts,
         p99: t
             .latency
