@@ -12,7 +12,12 @@ pub enum StoreKind {
     /// Embedded SQLite in `path` (no database server needed).
     #[default]
     Sqlite,
+    /// PostgreSQL (or CockroachDB/YugabyteDB) at `url`.
+    Postgres,
 }
+
+/// Overrides `store.url` (keeps the password out of the config file).
+pub const DATABASE_URL_ENV: &str = "PCRF_DATABASE_URL";
 
 /// How durable an acknowledged change is. The answer to the PCEF always
 /// leaves after the commit; this only says what the commit survives.
@@ -73,6 +78,31 @@ pub struct StoreConfig {
     /// of filling a disk shared with logs. None: limited by the disk only.
     #[serde(default)]
     pub max_size_mb: Option<u64>,
+    /// `kind = "postgres"`: the connection URL (PCRF_DATABASE_URL wins).
+    #[serde(default)]
+    pub url: Option<String>,
+    /// `kind = "postgres"`: each connection is replaced after a random
+    /// lifetime in this window, so servers never reconnect together.
+    #[serde(default = "default_lifetime_min_secs")]
+    pub lifetime_min_secs: u64,
+    #[serde(default = "default_lifetime_max_secs")]
+    pub lifetime_max_secs: u64,
+    /// `kind = "postgres"`: bound on connecting and on each batch; past it
+    /// the requests waiting on the write are answered 5012.
+    #[serde(default = "default_timeout_ms")]
+    pub timeout_ms: u64,
+}
+
+fn default_lifetime_min_secs() -> u64 {
+    30 * 60
+}
+
+fn default_lifetime_max_secs() -> u64 {
+    60 * 60
+}
+
+fn default_timeout_ms() -> u64 {
+    2000
 }
 
 impl Default for StoreConfig {
@@ -83,6 +113,10 @@ impl Default for StoreConfig {
             durability: Durability::default(),
             queue_depth: default_queue_depth(),
             max_size_mb: None,
+            url: None,
+            lifetime_min_secs: default_lifetime_min_secs(),
+            lifetime_max_secs: default_lifetime_max_secs(),
+            timeout_ms: default_timeout_ms(),
         }
     }
 }
@@ -96,7 +130,47 @@ impl StoreConfig {
         if self.path.as_os_str().is_empty() {
             return Err("store.path must not be empty".into());
         }
+        if self.kind == StoreKind::Postgres {
+            self.postgres_options().map_err(|e| e.to_string())?;
+        }
         Ok(())
+    }
+
+    /// The PostgreSQL URL: PCRF_DATABASE_URL if set, else `store.url`.
+    pub fn database_url(&self) -> Option<String> {
+        std::env::var(DATABASE_URL_ENV)
+            .ok()
+            .filter(|u| !u.is_empty())
+            .or_else(|| self.url.clone())
+    }
+
+    /// The PostgreSQL store's options from this section.
+    pub fn postgres_options(
+        &self,
+    ) -> Result<crate::store::postgres::PostgresOptions, crate::store::StoreError> {
+        use crate::store::StoreError;
+        use std::time::Duration;
+        let url = self.database_url().ok_or_else(|| {
+            StoreError::Unavailable(format!(
+                "store.kind = \"postgres\" needs store.url or {DATABASE_URL_ENV}"
+            ))
+        })?;
+        if self.lifetime_min_secs == 0 || self.lifetime_max_secs < self.lifetime_min_secs {
+            return Err(StoreError::Unavailable(
+                "store.lifetime_min_secs must be at least 1 and at most store.lifetime_max_secs"
+                    .into(),
+            ));
+        }
+        if self.timeout_ms == 0 {
+            return Err(StoreError::Unavailable(
+                "store.timeout_ms must be at least 1".into(),
+            ));
+        }
+        let mut o = crate::store::postgres::PostgresOptions::new(url);
+        o.lifetime_min = Duration::from_secs(self.lifetime_min_secs);
+        o.lifetime_max = Duration::from_secs(self.lifetime_max_secs);
+        o.timeout = Duration::from_millis(self.timeout_ms);
+        Ok(o)
     }
 }
 

@@ -5,6 +5,7 @@
 
 pub mod config;
 pub mod group_commit;
+pub mod postgres;
 pub mod sqlite;
 
 #[cfg(test)]
@@ -89,6 +90,21 @@ pub trait Store: Send + 'static {
     fn skipped_corrupt(&self) -> u64;
 }
 
+/// Opens the store like `open_store`, also returning the query profiler
+/// handle when the store has one (PostgreSQL), for the API to hold.
+pub fn open_store_with_profiler(
+    config: &StoreConfig,
+) -> Result<(Box<dyn Store>, Option<postgres::QueryProfiler>), StoreError> {
+    match config.kind {
+        StoreKind::Postgres => {
+            let store = postgres::PostgresStore::open(config.postgres_options()?)?;
+            let profiler = store.profiler();
+            Ok((Box::new(store), Some(profiler)))
+        }
+        StoreKind::Sqlite => Ok((open_store(config)?, None)),
+    }
+}
+
 /// Opens the store the configuration names (creating and migrating it).
 pub fn open_store(config: &StoreConfig) -> Result<Box<dyn Store>, StoreError> {
     match config.kind {
@@ -99,5 +115,8 @@ pub fn open_store(config: &StoreConfig) -> Result<Box<dyn Store>, StoreError> {
             }
             Ok(Box::new(store))
         }
+        StoreKind::Postgres => Ok(Box::new(postgres::PostgresStore::open(
+            config.postgres_options()?,
+        )?)),
     }
 }

@@ -1,0 +1,1019 @@
+//! The production store on PostgreSQL (or a wire-compatible distributed
+//! database). Same data model as the embedded store. A batch is one
+//! transaction whose BEGIN and statements are pipelined in one round trip,
+//! committed only if a row changed; the single connection is replaced after
+//! a randomised lifetime and re-established with backoff, and while the
+//! database is down every call fails fast with `Unavailable` (answered
+//! 5012) so nothing unacknowledged is ever reported durable.
+
+pub mod migrations;
+mod pipeline;
+pub mod profiler;
+
+pub use profiler::{ProfileSnapshot, QueryProfiler, QueryStat};
+
+use super::{Change, Store, StoreError};
+use crate::session::{GxSession, SessionState};
+use crate::subscriber::Subscriber;
+use pipeline::{run_all, Request};
+use std::future::Future;
+use std::hash::{BuildHasher, Hasher};
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+use tokio::runtime::Runtime;
+use tokio::task::JoinHandle;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::types::ToSql;
+use tokio_postgres::{Client, NoTls, Statement};
+
+/// Rows fetched per page at start-up, so recovery never holds more than a
+/// page of blobs in flight.
+const PAGE: i64 = 1000;
+
+/// How the store connects and how long it waits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PostgresOptions {
+    /// `postgres://user:password@host:port/database?options=...` (libpq
+    /// URL or key=value form).
+    pub url: String,
+    /// A connection is replaced after a lifetime drawn uniformly from
+    /// `lifetime_min..=lifetime_max`, so servers never reconnect together.
+    pub lifetime_min: Duration,
+    pub lifetime_max: Duration,
+    /// Bound on connecting and on each batch or query: past it the call
+    /// fails with `Unavailable` (the request is answered 5012).
+    pub timeout: Duration,
+    /// Ceiling of the reconnect backoff (starts at 50 ms, doubles).
+    pub backoff_max: Duration,
+}
+
+impl PostgresOptions {
+    /// Defaults: lifetime 30..60 min, 2 s bound, backoff up to 5 s.
+    pub fn new(url: impl Into<String>) -> Self {
+        PostgresOptions {
+            url: url.into(),
+            lifetime_min: Duration::from_secs(30 * 60),
+            lifetime_max: Duration::from_secs(60 * 60),
+            timeout: Duration::from_secs(2),
+            backoff_max: Duration::from_secs(5),
+        }
+    }
+}
+
+/// Why a database call failed: the connection (dropped and replaced; the
+/// batch may be retried, every change being an idempotent row write) or
+/// the database refusing a statement.
+#[derive(Debug)]
+pub(crate) enum PgFailure {
+    Connection(String),
+    Refused(String),
+}
+
+impl From<tokio_postgres::Error> for PgFailure {
+    fn from(e: tokio_postgres::Error) -> Self {
+        let msg = match e.as_db_error() {
+            Some(db) => format!("{}: {}", db.code().code(), db.message()),
+            None => e.to_string(),
+        };
+        match e.code() {
+            // No SQLSTATE: I/O, protocol or a closed connection.
+            None => PgFailure::Connection(msg),
+            // The server is going away or the transaction lost a conflict
+            // (CockroachDB/YugabyteDB report contention this way): retryable.
+            Some(c)
+                if *c == SqlState::ADMIN_SHUTDOWN
+                    || *c == SqlState::CRASH_SHUTDOWN
+                    || *c == SqlState::CANNOT_CONNECT_NOW
+                    || *c == SqlState::T_R_SERIALIZATION_FAILURE
+                    || *c == SqlState::T_R_DEADLOCK_DETECTED =>
+            {
+                PgFailure::Connection(msg)
+            }
+            Some(_) => PgFailure::Refused(msg),
+        }
+    }
+}
+
+pub(crate) fn pg_error(context: &str, f: PgFailure) -> StoreError {
+    match f {
+        PgFailure::Connection(m) => {
+            StoreError::Unavailable(format!("{context}: database connection: {m}"))
+        }
+        PgFailure::Refused(m) => StoreError::Unavailable(format!("{context}: {m}")),
+    }
+}
+
+/// Runs a future on the store's runtime. `pcrf serve` opens the store from
+/// async code, where blocking the thread on another runtime is refused:
+/// there the future runs on a short-lived helper thread.
+fn block<F>(rt: &Runtime, f: F) -> F::Output
+where
+    F: Future + Send,
+    F::Output: Send,
+{
+    if tokio::runtime::Handle::try_current().is_err() {
+        return rt.block_on(f);
+    }
+    std::thread::scope(|s| match s.spawn(|| rt.block_on(f)).join() {
+        Ok(v) => v,
+        Err(panic) => std::panic::resume_unwind(panic),
+    })
+}
+
+fn runtime() -> Result<Runtime, StoreError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| StoreError::Unavailable(format!("cannot start the database runtime: {e}")))
+}
+
+fn parse_url(url: &str, timeout: Duration) -> Result<tokio_postgres::Config, StoreError> {
+    let mut cfg = tokio_postgres::Config::from_str(url).map_err(|e| {
+        // The URL may hold a password: name the problem, not the URL.
+        StoreError::Unavailable(format!("invalid database URL: {e}"))
+    })?;
+    cfg.connect_timeout(timeout);
+    if cfg.get_application_name().is_none() {
+        cfg.application_name("pcrf");
+    }
+    Ok(cfg)
+}
+
+/// A random value for lifetimes and backoff jitter (std's hasher keys are
+/// seeded randomly per process; no generator needed for this).
+fn random_u64() -> u64 {
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0),
+    );
+    h.finish()
+}
+
+fn random_between(lo: Duration, hi: Duration) -> Duration {
+    if hi <= lo {
+        return lo;
+    }
+    let span = u64::try_from((hi - lo).as_millis()).unwrap_or(u64::MAX);
+    lo + Duration::from_millis(random_u64() % span.saturating_add(1))
+}
+
+/// Applies the migrations to the database `url` names (the first schema of
+/// its search path) and returns the schema version: `pcrf db migrate`.
+/// Blocking; callable from sync or async code.
+pub fn migrate(url: &str) -> Result<i32, StoreError> {
+    let timeout = Duration::from_secs(10);
+    let cfg = parse_url(url, timeout)?;
+    let rt = runtime()?;
+    let out = block(&rt, async {
+        let (client, conn) = cfg
+            .connect(NoTls)
+            .await
+            .map_err(|e| pg_error("connecting", PgFailure::from(e)))?;
+        let task = tokio::spawn(async move {
+            let _ = conn.await;
+        });
+        let v = migrations::run(&client).await;
+        drop(client);
+        let _ = task.await;
+        v
+    });
+    rt.shutdown_background();
+    out
+}
+
+/// The statements every connection prepares once (cached for its life).
+struct Statements {
+    begin: Statement,
+    commit: Statement,
+    rollback: Statement,
+    upsert_session: Statement,
+    delete_session: Statement,
+    upsert_subscriber: Statement,
+    delete_subscriber: Statement,
+    open_sessions: Statement,
+    all_subscribers: Statement,
+    get_session: Statement,
+    get_subscriber: Statement,
+    purge_closed: Statement,
+}
+
+/// Statement texts with the profiler's names. Portable SQL only: the
+/// upserts' WHERE makes an identical record affect 0 rows (optimization 1).
+mod sql {
+    pub const BEGIN: (&str, &str) = ("begin", "BEGIN");
+    pub const COMMIT: (&str, &str) = ("commit", "COMMIT");
+    pub const ROLLBACK: (&str, &str) = ("rollback", "ROLLBACK");
+    pub const UPSERT_SESSION: (&str, &str) = (
+        "upsert_session",
+        "INSERT INTO sessions (id, subscriber, state, pcef_host, updated_ms, closed_ms, data) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7) \
+         ON CONFLICT (id) DO UPDATE SET subscriber = excluded.subscriber, \
+         state = excluded.state, pcef_host = excluded.pcef_host, \
+         updated_ms = excluded.updated_ms, closed_ms = excluded.closed_ms, data = excluded.data \
+         WHERE sessions.data IS DISTINCT FROM excluded.data",
+    );
+    pub const DELETE_SESSION: (&str, &str) =
+        ("delete_session", "DELETE FROM sessions WHERE id = $1");
+    pub const UPSERT_SUBSCRIBER: (&str, &str) = (
+        "upsert_subscriber",
+        "INSERT INTO subscribers (imsi, msisdn, data) VALUES ($1, $2, $3) \
+         ON CONFLICT (imsi) DO UPDATE SET msisdn = excluded.msisdn, data = excluded.data \
+         WHERE subscribers.data IS DISTINCT FROM excluded.data",
+    );
+    pub const DELETE_SUBSCRIBER: (&str, &str) = (
+        "delete_subscriber",
+        "DELETE FROM subscribers WHERE imsi = $1",
+    );
+    // Keyset pages: no cursor, no long transaction, portable.
+    pub const OPEN_SESSIONS: (&str, &str) = (
+        "load_open_sessions",
+        "SELECT id, data FROM sessions WHERE state = 'open' AND id > $1 ORDER BY id LIMIT $2",
+    );
+    pub const ALL_SUBSCRIBERS: (&str, &str) = (
+        "load_subscribers",
+        "SELECT imsi, data FROM subscribers WHERE imsi > $1 ORDER BY imsi LIMIT $2",
+    );
+    pub const GET_SESSION: (&str, &str) =
+        ("get_session", "SELECT data FROM sessions WHERE id = $1");
+    pub const GET_SUBSCRIBER: (&str, &str) = (
+        "get_subscriber",
+        "SELECT data FROM subscribers WHERE imsi = $1",
+    );
+    pub const PURGE_CLOSED: (&str, &str) = (
+        "purge_closed",
+        "DELETE FROM sessions WHERE id IN (SELECT id FROM sessions \
+         WHERE state = 'closed' AND closed_ms < $1 LIMIT $2)",
+    );
+}
+
+impl Statements {
+    /// Prepares them all in one round trip.
+    async fn prepare(client: &Client) -> Result<Self, tokio_postgres::Error> {
+        let texts = [
+            sql::BEGIN,
+            sql::COMMIT,
+            sql::ROLLBACK,
+            sql::UPSERT_SESSION,
+            sql::DELETE_SESSION,
+            sql::UPSERT_SUBSCRIBER,
+            sql::DELETE_SUBSCRIBER,
+            sql::OPEN_SESSIONS,
+            sql::ALL_SUBSCRIBERS,
+            sql::GET_SESSION,
+            sql::GET_SUBSCRIBER,
+            sql::PURGE_CLOSED,
+        ];
+        let requests: Vec<Request<'_, Result<Statement, tokio_postgres::Error>>> = texts
+            .iter()
+            .map(|(_, text)| {
+                Box::pin(client.prepare(text))
+                    as Request<'_, Result<Statement, tokio_postgres::Error>>
+            })
+            .collect();
+        let prepared = run_all(requests, false)
+            .await
+            .into_iter()
+            .map(|(r, _)| r)
+            .collect::<Result<Vec<Statement>, _>>()?;
+        let Ok(
+            [begin, commit, rollback, upsert_session, delete_session, upsert_subscriber, delete_subscriber, open_sessions, all_subscribers, get_session, get_subscriber, purge_closed],
+        ) = <[Statement; 12]>::try_from(prepared)
+        else {
+            unreachable!("run_all returns one result per request")
+        };
+        Ok(Statements {
+            begin,
+            commit,
+            rollback,
+            upsert_session,
+            delete_session,
+            upsert_subscriber,
+            delete_subscriber,
+            open_sessions,
+            all_subscribers,
+            get_session,
+            get_subscriber,
+            purge_closed,
+        })
+    }
+}
+
+/// One open connection.
+struct Live {
+    client: Client,
+    st: Statements,
+    task: JoinHandle<()>,
+    expires: Instant,
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// A change encoded before the transaction starts (so an encoding failure
+/// never leaves a transaction open).
+enum Encoded<'a> {
+    Session {
+        id: &'a str,
+        subscriber: &'a str,
+        state: &'static str,
+        pcef_host: &'a str,
+        updated_ms: i64,
+        closed_ms: Option<i64>,
+        data: Vec<u8>,
+    },
+    DeleteSession(&'a str),
+    Subscriber {
+        imsi: &'a str,
+        msisdn: Option<&'a str>,
+        data: Vec<u8>,
+    },
+    DeleteSubscriber(&'a str),
+}
+
+fn encode(change: &Change) -> Result<Encoded<'_>, StoreError> {
+    Ok(match change {
+        Change::PutSession(s) => Encoded::Session {
+            id: &s.id,
+            subscriber: &s.subscriber,
+            state: match s.state {
+                SessionState::Open => "open",
+                SessionState::Closed => "closed",
+            },
+            pcef_host: &s.pcef_host,
+            updated_ms: s.updated_ms,
+            closed_ms: s.closed_ms,
+            data: serde_json::to_vec(&**s)
+                .map_err(|e| StoreError::Corrupt(format!("encoding session {:?}: {e}", s.id)))?,
+        },
+        Change::DeleteSession(id) => Encoded::DeleteSession(id),
+        Change::PutSubscriber(s) => Encoded::Subscriber {
+            imsi: &s.imsi,
+            msisdn: s.msisdn.as_deref(),
+            data: serde_json::to_vec(&**s).map_err(|e| {
+                StoreError::Corrupt(format!("encoding subscriber {:?}: {e}", s.imsi))
+            })?,
+        },
+        Change::DeleteSubscriber(imsi) => Encoded::DeleteSubscriber(imsi),
+    })
+}
+
+type Sql = (&'static str, &'static str);
+
+impl Encoded<'_> {
+    fn request<'a>(&'a self, c: &'a Client, st: &'a Statements) -> (Sql, Request<'a, PgResult>) {
+        fn p<T: ToSql + Sync>(v: &T) -> &(dyn ToSql + Sync) {
+            v
+        }
+        match self {
+            Encoded::Session {
+                id,
+                subscriber,
+                state,
+                pcef_host,
+                updated_ms,
+                closed_ms,
+                data,
+            } => (
+                sql::UPSERT_SESSION,
+                Box::pin(c.execute_raw(
+                    &st.upsert_session,
+                    [
+                        p(id),
+                        p(subscriber),
+                        p(state),
+                        p(pcef_host),
+                        p(updated_ms),
+                        p(closed_ms),
+                        p(data),
+                    ],
+                )),
+            ),
+            Encoded::DeleteSession(id) => (
+                sql::DELETE_SESSION,
+                Box::pin(c.execute_raw(&st.delete_session, [p(id)])),
+            ),
+            Encoded::Subscriber { imsi, msisdn, data } => (
+                sql::UPSERT_SUBSCRIBER,
+                Box::pin(c.execute_raw(&st.upsert_subscriber, [p(imsi), p(msisdn), p(data)])),
+            ),
+            Encoded::DeleteSubscriber(imsi) => (
+                sql::DELETE_SUBSCRIBER,
+                Box::pin(c.execute_raw(&st.delete_subscriber, [p(imsi)])),
+            ),
+        }
+    }
+}
+
+type PgResult = Result<u64, tokio_postgres::Error>;
+
+/// Records each pipelined statement's share of the round trip: the time
+/// from the previous answer (or the send) to its own.
+fn profile_pipeline(
+    profiler: &QueryProfiler,
+    start: Instant,
+    names: &[Sql],
+    results: &[(PgResult, Option<Instant>)],
+) {
+    let mut prev = start;
+    for (name, (r, at)) in names.iter().zip(results) {
+        let at = at.unwrap_or(prev);
+        let rows = r.as_ref().map(|n| *n).unwrap_or(0);
+        profiler.record(
+            name.0,
+            name.1,
+            at.saturating_duration_since(prev),
+            Duration::ZERO,
+            rows,
+        );
+        prev = at;
+    }
+}
+
+/// One batch: BEGIN and every statement in one round trip, then COMMIT if
+/// a row changed, ROLLBACK otherwise.
+async fn apply_batch(
+    live: &Live,
+    batch: &[Encoded<'_>],
+    profiler: &QueryProfiler,
+) -> Result<usize, PgFailure> {
+    let timed = profiler.is_enabled();
+    let (c, st) = (&live.client, &live.st);
+    let mut names: Vec<Sql> = Vec::with_capacity(batch.len() + 1);
+    let mut requests: Vec<Request<'_, PgResult>> = Vec::with_capacity(batch.len() + 1);
+    names.push(sql::BEGIN);
+    requests.push(Box::pin(c.execute(&st.begin, &[])));
+    for e in batch {
+        let (name, req) = e.request(c, st);
+        names.push(name);
+        requests.push(req);
+    }
+    let start = timed.then(Instant::now);
+    let results = run_all(requests, timed).await;
+    if let Some(start) = start {
+        profile_pipeline(profiler, start, &names, &results);
+    }
+    let mut rows: u64 = 0;
+    let mut failure = None;
+    for (r, _) in results {
+        match r {
+            Ok(n) => rows += n,
+            Err(e) => {
+                // The first error is the cause; later ones only say the
+                // transaction was aborted.
+                if failure.is_none() {
+                    failure = Some(PgFailure::from(e));
+                }
+            }
+        }
+    }
+    let end = if failure.is_some() || rows == 0 {
+        sql::ROLLBACK
+    } else {
+        sql::COMMIT
+    };
+    let t = timed.then(Instant::now);
+    let stmt = if end == sql::COMMIT {
+        &st.commit
+    } else {
+        &st.rollback
+    };
+    let ended = c.execute(stmt, &[]).await;
+    if let Some(t) = t {
+        profiler.record(end.0, end.1, t.elapsed(), Duration::ZERO, 0);
+    }
+    if let Some(f) = failure {
+        return Err(f);
+    }
+    ended.map_err(PgFailure::from)?;
+    Ok(usize::try_from(rows).unwrap_or(usize::MAX))
+}
+
+/// The PostgreSQL store: one connection, driven on the writer thread by a
+/// current-thread runtime the store owns.
+pub struct PostgresStore {
+    // Option only so Drop can shut it down from any context.
+    rt: Option<Runtime>,
+    cfg: tokio_postgres::Config,
+    opts: PostgresOptions,
+    live: Option<Live>,
+    retry_at: Instant,
+    backoff: Duration,
+    last_error: String,
+    reconnects: u64,
+    profiler: QueryProfiler,
+    skipped_corrupt: u64,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("connected", &self.live.is_some())
+            .field("reconnects", &self.reconnects)
+            .finish()
+    }
+}
+
+impl Drop for PostgresStore {
+    fn drop(&mut self) {
+        self.live = None;
+        if let Some(rt) = self.rt.take() {
+            // Never blocks, so dropping the store in async code is safe.
+            rt.shutdown_background();
+        }
+    }
+}
+
+const BACKOFF_MIN: Duration = Duration::from_millis(50);
+
+impl PostgresStore {
+    /// Connects, applies pending migrations and prepares the statements.
+    /// Fails (`Unavailable`) if the database cannot be reached within
+    /// `opts.timeout`: a server must not start on a store it cannot read.
+    pub fn open(opts: PostgresOptions) -> Result<Self, StoreError> {
+        if opts.lifetime_min.is_zero() || opts.lifetime_max < opts.lifetime_min {
+            return Err(StoreError::Unavailable(
+                "connection lifetime window must be non-empty and positive".into(),
+            ));
+        }
+        let cfg = parse_url(&opts.url, opts.timeout)?;
+        let mut store = PostgresStore {
+            rt: Some(runtime()?),
+            cfg,
+            opts,
+            live: None,
+            retry_at: Instant::now(),
+            backoff: BACKOFF_MIN,
+            last_error: String::new(),
+            reconnects: 0,
+            profiler: QueryProfiler::new(),
+            skipped_corrupt: 0,
+        };
+        let live = store.connect(true)?;
+        store.live = Some(live);
+        Ok(store)
+    }
+
+    /// The profiler handle (clone it for the API).
+    pub fn profiler(&self) -> QueryProfiler {
+        self.profiler.clone()
+    }
+
+    /// Connections opened after the first (lifetime replacements and
+    /// reconnects after failures).
+    pub fn reconnects(&self) -> u64 {
+        self.reconnects
+    }
+
+    /// Whether a connection is up now (as last seen; for readiness).
+    pub fn is_connected(&self) -> bool {
+        self.live.as_ref().is_some_and(|l| !l.client.is_closed())
+    }
+
+    /// The server process id of the current connection (operators and
+    /// tests use it with `pg_terminate_backend`).
+    pub fn backend_pid(&mut self) -> Result<i32, StoreError> {
+        self.ensure_live()?;
+        let (rt, live) = self.parts()?;
+        let timeout = self.opts.timeout;
+        let r = block(rt, async {
+            tokio::time::timeout(
+                timeout,
+                live.client.query_one("SELECT pg_backend_pid()", &[]),
+            )
+            .await
+        });
+        match r {
+            Ok(Ok(row)) => row
+                .try_get::<_, i32>(0)
+                .map_err(|e| pg_error("reading the backend pid", PgFailure::from(e))),
+            Ok(Err(e)) => Err(self.failed("reading the backend pid", PgFailure::from(e))),
+            Err(_) => Err(self.timed_out("reading the backend pid")),
+        }
+    }
+
+    /// The schema version of the connected database.
+    pub fn schema_version(&mut self) -> Result<i32, StoreError> {
+        self.ensure_live()?;
+        let (rt, live) = self.parts()?;
+        let r = block(rt, async {
+            live.client
+                .query_one(
+                    "SELECT COALESCE(MAX(version), 0)::INT FROM schema_migrations",
+                    &[],
+                )
+                .await
+        });
+        match r {
+            Ok(row) => row
+                .try_get::<_, i32>(0)
+                .map_err(|e| pg_error("reading the schema version", PgFailure::from(e))),
+            Err(e) => Err(self.failed("reading the schema version", PgFailure::from(e))),
+        }
+    }
+
+    fn parts(&self) -> Result<(&Runtime, &Live), StoreError> {
+        match (&self.rt, &self.live) {
+            (Some(rt), Some(live)) => Ok((rt, live)),
+            _ => Err(self.down()),
+        }
+    }
+
+    fn down(&self) -> StoreError {
+        let wait = self.retry_at.saturating_duration_since(Instant::now());
+        StoreError::Unavailable(format!(
+            "database unavailable ({}); next connection attempt in {} ms",
+            self.last_error,
+            wait.as_millis()
+        ))
+    }
+
+    /// Opens a connection (migrating first when asked) within the bound.
+    fn connect(&mut self, migrate: bool) -> Result<Live, StoreError> {
+        let rt = self
+            .rt
+            .as_ref()
+            .ok_or_else(|| StoreError::Unavailable("store closed".into()))?;
+        let cfg = &self.cfg;
+        let timeout = self.opts.timeout;
+        let expires =
+            Instant::now() + random_between(self.opts.lifetime_min, self.opts.lifetime_max);
+        let r = block(rt, async {
+            let attempt = async {
+                let (client, conn) = cfg
+                    .connect(NoTls)
+                    .await
+                    .map_err(|e| pg_error("connecting", PgFailure::from(e)))?;
+                let task = tokio::spawn(async move {
+                    if let Err(e) = conn.await {
+                        tracing::warn!(error = %e, "database connection closed");
+                    }
+                });
+                if migrate {
+                    migrations::run(&client).await?;
+                }
+                let st = Statements::prepare(&client)
+                    .await
+                    .map_err(|e| pg_error("preparing statements", PgFailure::from(e)))?;
+                Ok::<_, StoreError>(Live {
+                    client,
+                    st,
+                    task,
+                    expires,
+                })
+            };
+            match tokio::time::timeout(timeout, attempt).await {
+                Ok(r) => r,
+                Err(_) => Err(StoreError::Unavailable(format!(
+                    "connecting: no answer within {} ms",
+                    timeout.as_millis()
+                ))),
+            }
+        });
+        match &r {
+            Ok(_) => {
+                self.backoff = BACKOFF_MIN;
+                self.last_error.clear();
+            }
+            Err(StoreError::Unavailable(m) | StoreError::Corrupt(m)) => {
+                self.last_error = m.clone();
+                self.retry_at = Instant::now() + random_between(self.backoff / 2, self.backoff);
+                self.backoff = (self.backoff * 2).min(self.opts.backoff_max.max(BACKOFF_MIN));
+            }
+        }
+        r
+    }
+
+    /// Makes sure a usable connection is in `live`: notices one the server
+    /// closed, replaces one past its lifetime, reconnects (honouring the
+    /// backoff) when there is none.
+    fn ensure_live(&mut self) -> Result<(), StoreError> {
+        if let (Some(rt), Some(_)) = (&self.rt, &self.live) {
+            // Let the connection task read what arrived while idle (a
+            // termination notice, EOF) so a dead connection is seen now.
+            block(rt, tokio::task::yield_now());
+        }
+        if self.live.as_ref().is_some_and(|l| l.client.is_closed()) {
+            tracing::warn!("database connection lost; reconnecting");
+            self.live = None;
+            self.last_error = "connection lost".into();
+        }
+        let now = Instant::now();
+        match &self.live {
+            Some(l) if now < l.expires => Ok(()),
+            Some(_) => {
+                // Lifetime over: replace it between batches; if the new
+                // one cannot be had, keep the old one a while longer.
+                match self.connect(false) {
+                    Ok(new) => {
+                        self.live = Some(new);
+                        self.reconnects += 1;
+                        tracing::debug!("database connection replaced after its lifetime");
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot replace an aged database connection");
+                        if let Some(l) = self.live.as_mut() {
+                            l.expires = self.retry_at;
+                        }
+                    }
+                }
+                Ok(())
+            }
+            None if now < self.retry_at => Err(self.down()),
+            None => {
+                let new = self.connect(false).map_err(|e| {
+                    tracing::warn!(error = %e, "database connection failed");
+                    e
+                })?;
+                self.live = Some(new);
+                self.reconnects += 1;
+                tracing::info!("database connection established");
+                Ok(())
+            }
+        }
+    }
+
+    /// Maps a failure, dropping the connection when it is to blame.
+    fn failed(&mut self, context: &str, f: PgFailure) -> StoreError {
+        if let PgFailure::Connection(m) = &f {
+            self.live = None;
+            self.last_error = m.clone();
+        }
+        pg_error(context, f)
+    }
+
+    /// A call that outlived the bound: the connection's state is unknown,
+    /// so it is dropped (the server rolls back what it had open).
+    fn timed_out(&mut self, context: &str) -> StoreError {
+        self.live = None;
+        self.last_error = format!(
+            "{context}: no answer within {} ms",
+            self.opts.timeout.as_millis()
+        );
+        StoreError::Unavailable(self.last_error.clone())
+    }
+
+    /// Streams `(key, data)` rows page by page through `decode`.
+    fn load_all<T>(
+        &mut self,
+        which: Sql,
+        ctx: &str,
+        decode: fn(&mut u64, &str, &[u8]) -> Option<T>,
+    ) -> Result<Vec<T>, StoreError> {
+        self.ensure_live()?;
+        let mut out = Vec::new();
+        let mut skipped = 0;
+        let mut after = String::new();
+        loop {
+            let (rt, live) = self.parts()?;
+            let stmt = if which == sql::OPEN_SESSIONS {
+                &live.st.open_sessions
+            } else {
+                &live.st.all_subscribers
+            };
+            let timed = self.profiler.is_enabled();
+            let t = timed.then(Instant::now);
+            let timeout = self.opts.timeout;
+            let r = block(rt, async {
+                tokio::time::timeout(timeout, live.client.query(stmt, &[&after, &PAGE])).await
+            });
+            let rows = match r {
+                Ok(Ok(rows)) => rows,
+                Ok(Err(e)) => return Err(self.failed(ctx, PgFailure::from(e))),
+                Err(_) => return Err(self.timed_out(ctx)),
+            };
+            let fetched = timed.then(Instant::now);
+            let n = rows.len();
+            for row in &rows {
+                let key: &str = row
+                    .try_get(0)
+                    .map_err(|e| pg_error(ctx, PgFailure::from(e)))?;
+                let data: &[u8] = row
+                    .try_get(1)
+                    .map_err(|e| pg_error(ctx, PgFailure::from(e)))?;
+                if let Some(v) = decode(&mut skipped, key, data) {
+                    out.push(v);
+                }
+            }
+            if let (Some(t), Some(f)) = (t, fetched) {
+                self.profiler
+                    .record(which.0, which.1, f - t, f.elapsed(), n as u64);
+            }
+            match rows.last() {
+                Some(last) if n as i64 == PAGE => {
+                    after = last
+                        .try_get::<_, String>(0)
+                        .map_err(|e| pg_error(ctx, PgFailure::from(e)))?;
+                }
+                _ => break,
+            }
+        }
+        self.skipped_corrupt = skipped;
+        Ok(out)
+    }
+
+    /// One blob by key.
+    fn get_one(&mut self, which: Sql, key: &str, ctx: &str) -> Result<Option<Vec<u8>>, StoreError> {
+        self.ensure_live()?;
+        let (rt, live) = self.parts()?;
+        let stmt = if which == sql::GET_SESSION {
+            &live.st.get_session
+        } else {
+            &live.st.get_subscriber
+        };
+        let t = self.profiler.is_enabled().then(Instant::now);
+        let timeout = self.opts.timeout;
+        let r = block(rt, async {
+            tokio::time::timeout(timeout, live.client.query_opt(stmt, &[&key])).await
+        });
+        let row = match r {
+            Ok(Ok(row)) => row,
+            Ok(Err(e)) => return Err(self.failed(ctx, PgFailure::from(e))),
+            Err(_) => return Err(self.timed_out(ctx)),
+        };
+        let f = t.map(|_| Instant::now());
+        let data = match row {
+            None => None,
+            Some(row) => Some(
+                row.try_get::<_, Vec<u8>>(0)
+                    .map_err(|e| pg_error(ctx, PgFailure::from(e)))?,
+            ),
+        };
+        if let (Some(t), Some(f)) = (t, f) {
+            self.profiler.record(
+                which.0,
+                which.1,
+                f - t,
+                f.elapsed(),
+                u64::from(data.is_some()),
+            );
+        }
+        Ok(data)
+    }
+}
+
+/// Decodes a session blob; `None` (logged, counted) when it is corrupt.
+fn decode_session(skipped: &mut u64, id: &str, data: &[u8]) -> Option<GxSession> {
+    match serde_json::from_slice::<GxSession>(data) {
+        Ok(s) if s.id == id => Some(s),
+        Ok(s) => {
+            *skipped += 1;
+            tracing::error!(session_id = %id, blob_id = %s.id,
+                "stored session record names another Session-Id; skipped");
+            None
+        }
+        Err(e) => {
+            *skipped += 1;
+            tracing::error!(session_id = %id, error = %e,
+                "stored session record cannot be decoded; skipped");
+            None
+        }
+    }
+}
+
+fn decode_subscriber(skipped: &mut u64, imsi: &str, data: &[u8]) -> Option<Subscriber> {
+    match serde_json::from_slice::<Subscriber>(data) {
+        Ok(s) if s.imsi == imsi => Some(s),
+        Ok(_) | Err(_) => {
+            *skipped += 1;
+            tracing::error!(imsi = %imsi, "stored subscriber record cannot be decoded; skipped");
+            None
+        }
+    }
+}
+
+impl Store for PostgresStore {
+    fn apply(&mut self, changes: &[Change]) -> Result<usize, StoreError> {
+        if changes.is_empty() {
+            return Ok(0);
+        }
+        let batch = changes.iter().map(encode).collect::<Result<Vec<_>, _>>()?;
+        // One retry on a fresh connection: a connection that died while
+        // idle (terminated, failed over) must not fail a batch the
+        // database can take. Safe even if a COMMIT was in flight: every
+        // change writes a whole row, so applying it twice is applying it once.
+        let mut retried = false;
+        loop {
+            self.ensure_live()?;
+            let (rt, live) = self.parts()?;
+            let timeout = self.opts.timeout;
+            let profiler = &self.profiler;
+            let r = block(rt, async {
+                tokio::time::timeout(timeout, apply_batch(live, &batch, profiler)).await
+            });
+            match r {
+                Ok(Ok(rows)) => return Ok(rows),
+                Ok(Err(PgFailure::Connection(m))) if !retried => {
+                    tracing::warn!(error = %m, "database connection failed mid-batch; retrying once");
+                    self.live = None;
+                    self.last_error = m;
+                    self.retry_at = Instant::now();
+                    retried = true;
+                }
+                Ok(Err(f)) => return Err(self.failed("writing a batch", f)),
+                Err(_) => return Err(self.timed_out("writing a batch")),
+            }
+        }
+    }
+
+    fn open_sessions(&mut self) -> Result<Vec<GxSession>, StoreError> {
+        self.load_all(sql::OPEN_SESSIONS, "loading open sessions", decode_session)
+    }
+
+    fn subscribers(&mut self) -> Result<Vec<Subscriber>, StoreError> {
+        self.load_all(
+            sql::ALL_SUBSCRIBERS,
+            "loading subscribers",
+            decode_subscriber,
+        )
+    }
+
+    fn session(&mut self, id: &str) -> Result<Option<GxSession>, StoreError> {
+        match self.get_one(sql::GET_SESSION, id, "reading a session")? {
+            None => Ok(None),
+            Some(d) => match decode_session(&mut self.skipped_corrupt, id, &d) {
+                Some(s) => Ok(Some(s)),
+                None => Err(StoreError::Corrupt(format!(
+                    "session {id:?}: stored record cannot be decoded"
+                ))),
+            },
+        }
+    }
+
+    fn subscriber(&mut self, imsi: &str) -> Result<Option<Subscriber>, StoreError> {
+        match self.get_one(sql::GET_SUBSCRIBER, imsi, "reading a subscriber")? {
+            None => Ok(None),
+            Some(d) => match decode_subscriber(&mut self.skipped_corrupt, imsi, &d) {
+                Some(s) => Ok(Some(s)),
+                None => Err(StoreError::Corrupt(format!(
+                    "subscriber {imsi:?}: stored record cannot be decoded"
+                ))),
+            },
+        }
+    }
+
+    fn purge_closed(&mut self, before_ms: i64, limit: usize) -> Result<usize, StoreError> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.ensure_live()?;
+        let (rt, live) = self.parts()?;
+        let t = self.profiler.is_enabled().then(Instant::now);
+        let timeout = self.opts.timeout;
+        let r = block(rt, async {
+            tokio::time::timeout(
+                timeout,
+                live.client
+                    .execute(&live.st.purge_closed, &[&before_ms, &limit]),
+            )
+            .await
+        });
+        match r {
+            Ok(Ok(n)) => {
+                if let Some(t) = t {
+                    let (name, text) = sql::PURGE_CLOSED;
+                    self.profiler
+                        .record(name, text, t.elapsed(), Duration::ZERO, n);
+                }
+                Ok(usize::try_from(n).unwrap_or(usize::MAX))
+            }
+            Ok(Err(e)) => Err(self.failed("purging closed sessions", PgFailure::from(e))),
+            Err(_) => Err(self.timed_out("purging closed sessions")),
+        }
+    }
+
+    fn skipped_corrupt(&self) -> u64 {
+        self.skipped_corrupt
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lifetimes_fall_in_the_window() {
+        let lo = Duration::from_secs(1800);
+        let hi = Duration::from_secs(3600);
+        let draws: Vec<Duration> = (0..200).map(|_| random_between(lo, hi)).collect();
+        assert!(draws.iter().all(|d| *d >= lo && *d <= hi));
+        // Spread, not one value: servers must not reconnect together.
+        let distinct: std::collections::HashSet<_> = draws.iter().collect();
+        assert!(distinct.len() > 150, "{}", distinct.len());
+        assert_eq!(random_between(hi, lo), hi);
+    }
+
+    #[test]
+    fn bad_url_is_named_without_echoing_it() {
+        match PostgresStore::open(PostgresOptions::new("postgres://u:secret@host:notaport/db")) {
+            Err(StoreError::Unavailable(m)) => {
+                assert!(m.contains("invalid database URL"), "{m}");
+                assert!(!m.contains("secret"), "{m}");
+            }
+            other => panic!("expected refusal, got {other:?}"),
+        }
+    }
+}

@@ -1,0 +1,127 @@
+//! Versioned schema migrations for PostgreSQL, applied at open and by
+//! `pcrf db migrate`. `schema_migrations` records each version applied; a
+//! version's row is inserted in the same transaction as its DDL, so two
+//! servers starting together serialise on that row instead of both
+//! applying it (no advisory locks: CockroachDB and YugabyteDB lack them).
+
+use super::{pg_error, PgFailure};
+use crate::store::StoreError;
+use tokio_postgres::error::SqlState;
+use tokio_postgres::Client;
+
+/// (version, description, SQL), in order. Append only: a released
+/// migration never changes.
+pub const MIGRATIONS: &[(i32, &str, &str)] = &[(
+    1,
+    "subscribers and sessions, one blob per record",
+    // The same model as the embedded store. The record is BYTEA, not JSONB:
+    // the database never looks inside it, BYTEA costs no parsing on every
+    // upsert, and IS DISTINCT FROM compares bytes (a memcmp), which is what
+    // "did this row change" needs.
+    "CREATE TABLE subscribers (
+        imsi TEXT PRIMARY KEY,
+        msisdn TEXT,
+        data BYTEA NOT NULL
+    );
+    CREATE INDEX subscribers_by_msisdn ON subscribers (msisdn) WHERE msisdn IS NOT NULL;
+    CREATE TABLE sessions (
+        id TEXT PRIMARY KEY,
+        subscriber TEXT NOT NULL,
+        state TEXT NOT NULL,
+        pcef_host TEXT NOT NULL,
+        updated_ms BIGINT NOT NULL,
+        closed_ms BIGINT,
+        data BYTEA NOT NULL
+    );
+    CREATE INDEX sessions_open ON sessions (subscriber) WHERE state = 'open';
+    CREATE INDEX sessions_closed ON sessions (closed_ms) WHERE state = 'closed';",
+)];
+
+/// The newest schema version this build knows.
+pub fn latest() -> i32 {
+    MIGRATIONS.last().map(|m| m.0).unwrap_or(0)
+}
+
+/// Brings the connected schema (the first of `search_path`) to the latest
+/// version; returns the version it is at.
+pub(super) async fn run(client: &Client) -> Result<i32, StoreError> {
+    let fail = |ctx: &str, e: tokio_postgres::Error| pg_error(ctx, PgFailure::from(e));
+    client
+        .batch_execute(
+            "CREATE TABLE IF NOT EXISTS schema_migrations (
+                version INT PRIMARY KEY,
+                description TEXT NOT NULL,
+                applied_at TIMESTAMPTZ NOT NULL DEFAULT now()
+            )",
+        )
+        .await
+        .map_err(|e| fail("creating schema_migrations", e))?;
+    let current = current(client).await?;
+    if current > latest() {
+        return Err(StoreError::Unavailable(format!(
+            "database schema version {current} is newer than this pcrf knows ({}); upgrade pcrf",
+            latest()
+        )));
+    }
+    for &(version, description, sql) in MIGRATIONS.iter().filter(|m| m.0 > current) {
+        let ctx = format!("migrating to schema {version} ({description})");
+        client
+            .batch_execute("BEGIN")
+            .await
+            .map_err(|e| fail(&ctx, e))?;
+        let claimed = client
+            .execute(
+                "INSERT INTO schema_migrations (version, description) VALUES ($1, $2)",
+                &[&version, &description],
+            )
+            .await;
+        match claimed {
+            Ok(_) => {}
+            // Another server applied it while we waited on its row.
+            Err(e) if e.code() == Some(&SqlState::UNIQUE_VIOLATION) => {
+                client
+                    .batch_execute("ROLLBACK")
+                    .await
+                    .map_err(|e| fail(&ctx, e))?;
+                continue;
+            }
+            Err(e) => {
+                let _ = client.batch_execute("ROLLBACK").await;
+                return Err(fail(&ctx, e));
+            }
+        }
+        if let Err(e) = client.batch_execute(sql).await {
+            let _ = client.batch_execute("ROLLBACK").await;
+            return Err(fail(&ctx, e));
+        }
+        client
+            .batch_execute("COMMIT")
+            .await
+            .map_err(|e| fail(&ctx, e))?;
+        tracing::info!(version, description, "database schema migrated");
+    }
+    current_at_most_latest(client).await
+}
+
+async fn current(client: &Client) -> Result<i32, StoreError> {
+    let row = client
+        .query_one(
+            "SELECT COALESCE(MAX(version), 0)::INT FROM schema_migrations",
+            &[],
+        )
+        .await
+        .map_err(|e| pg_error("reading the schema version", PgFailure::from(e)))?;
+    row.try_get::<_, i32>(0)
+        .map_err(|e| pg_error("reading the schema version", PgFailure::from(e)))
+}
+
+async fn current_at_most_latest(client: &Client) -> Result<i32, StoreError> {
+    let v = current(client).await?;
+    if v < latest() {
+        return Err(StoreError::Unavailable(format!(
+            "database schema is at version {v} after migrating to {}",
+            latest()
+        )));
+    }
+    Ok(v)
+}

@@ -1,0 +1,562 @@
+//! The PostgreSQL store against a real server (PCRF_TEST_DATABASE_URL, set
+//! by scripts/test.sh): round trip, no commit for unchanged rows, a batch
+//! in one round trip, purge, recovery from a killed connection and from a
+//! database outage, connection lifetime, and the profiler's counts. Each
+//! test works in its own schema, so they run in parallel.
+
+use pcrf::session::{GxSession, SessionState};
+use pcrf::store::postgres::{migrate, PostgresOptions, PostgresStore};
+use pcrf::store::{Change, Store, StoreError};
+use pcrf::subscriber::Subscriber;
+use std::io::{Read, Write};
+use std::net::{Shutdown, TcpListener, TcpStream};
+use std::str::FromStr;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+fn base_url() -> String {
+    std::env::var("PCRF_TEST_DATABASE_URL").unwrap_or_else(|_| {
+        panic!(
+            "PCRF_TEST_DATABASE_URL is not set: run scripts/test.sh (it starts PostgreSQL \
+             and creates the pcrf_test database), or set it to a database you may write"
+        )
+    })
+}
+
+/// A schema of its own, dropped at the end; `url` puts it first on the
+/// search path of every connection the store opens.
+struct TestSchema {
+    rt: tokio::runtime::Runtime,
+    admin: tokio_postgres::Client,
+    name: String,
+    url: String,
+}
+
+impl TestSchema {
+    fn new() -> Self {
+        static NEXT: AtomicU64 = AtomicU64::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .expect("clock")
+            .subsec_nanos();
+        let name = format!(
+            "test_{}_{}_{}",
+            std::process::id(),
+            NEXT.fetch_add(1, Ordering::Relaxed),
+            nanos
+        );
+        let base = base_url();
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        let admin = rt.block_on(async {
+            let (client, conn) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
+                .await
+                .expect("connect to PCRF_TEST_DATABASE_URL");
+            tokio::spawn(conn);
+            client
+                .batch_execute(&format!("CREATE SCHEMA {name}"))
+                .await
+                .expect("create schema");
+            client
+        });
+        let sep = if base.contains('?') { '&' } else { '?' };
+        let url = format!("{base}{sep}options=-csearch_path%3D{name}");
+        TestSchema {
+            rt,
+            admin,
+            name,
+            url,
+        }
+    }
+
+    fn options(&self) -> PostgresOptions {
+        PostgresOptions::new(self.url.clone())
+    }
+
+    fn open(&self) -> PostgresStore {
+        PostgresStore::open(self.options()).expect("open store")
+    }
+
+    fn query_i64(&self, sql: &str) -> i64 {
+        self.rt.block_on(async {
+            self.admin
+                .query_one(sql, &[])
+                .await
+                .expect("query")
+                .get::<_, i64>(0)
+        })
+    }
+
+    fn terminate(&self, pid: i32) {
+        self.rt.block_on(async {
+            self.admin
+                .execute("SELECT pg_terminate_backend($1)", &[&pid])
+                .await
+                .expect("terminate");
+        });
+    }
+}
+
+impl Drop for TestSchema {
+    fn drop(&mut self) {
+        let sql = format!("DROP SCHEMA IF EXISTS {} CASCADE", self.name);
+        let _ = self.rt.block_on(self.admin.batch_execute(&sql));
+    }
+}
+
+fn session(id: &str, subscriber: &str, updated_ms: i64) -> GxSession {
+    let mut s = GxSession::new(
+        id.into(),
+        subscriber.into(),
+        "pgw1.example".into(),
+        "example".into(),
+        1_700_000_000_000,
+    );
+    s.imsi = Some(subscriber.into());
+    s.apn = Some("internet".into());
+    s.ue_ipv4 = Some(std::net::Ipv4Addr::new(10, 1, 2, 3));
+    s.rat_type = Some(1004);
+    s.location = Some("8200f110000100f1100001a2b3c4".into());
+    s.updated_ms = updated_ms;
+    s
+}
+
+fn subscriber(imsi: &str) -> Subscriber {
+    Subscriber {
+        imsi: imsi.into(),
+        msisdn: Some("4915112345678".into()),
+        plan: Some("basic".into()),
+        services: vec!["vip".into()],
+        attributes: [("blocked".to_string(), serde_json::json!(false))]
+            .into_iter()
+            .collect(),
+    }
+}
+
+fn put(s: GxSession) -> Change {
+    Change::PutSession(Arc::new(s))
+}
+
+#[test]
+fn round_trip_reopen_and_migrate() {
+    let db = TestSchema::new();
+    let s1 = session("gx;1", "001010000000001", 1);
+    let mut s2 = session("gx;2", "001010000000002", 2);
+    s2.state = SessionState::Closed;
+    s2.closed_ms = Some(5);
+    let sub = subscriber("001010000000001");
+    {
+        let mut st = db.open();
+        assert_eq!(st.schema_version().expect("version"), 1);
+        let rows = st
+            .apply(&[
+                put(s1.clone()),
+                put(s2.clone()),
+                Change::PutSubscriber(Arc::new(sub.clone())),
+            ])
+            .expect("apply");
+        assert_eq!(rows, 3);
+    }
+    // Migrating again is a no-op at the same version.
+    assert_eq!(migrate(&db.url).expect("migrate"), 1);
+    assert_eq!(
+        db.query_i64(&format!(
+            "SELECT count(*) FROM {}.schema_migrations",
+            db.name
+        )),
+        1
+    );
+    let mut st = db.open();
+    assert_eq!(st.open_sessions().expect("load"), vec![s1.clone()]);
+    assert_eq!(st.session("gx;2").expect("get"), Some(s2));
+    assert_eq!(st.session("gx;3").expect("get"), None);
+    assert_eq!(st.subscribers().expect("subs"), vec![sub.clone()]);
+    assert_eq!(st.subscriber(&sub.imsi).expect("sub"), Some(sub.clone()));
+    let rows = st
+        .apply(&[
+            Change::DeleteSession("gx;1".into()),
+            Change::DeleteSubscriber(sub.imsi.clone()),
+            Change::DeleteSession("never-existed".into()),
+        ])
+        .expect("delete");
+    assert_eq!(rows, 2);
+    assert!(st.open_sessions().expect("load").is_empty());
+    assert!(st.subscribers().expect("subs").is_empty());
+}
+
+#[test]
+fn recovery_pages_through_more_than_one_page() {
+    let db = TestSchema::new();
+    let mut st = db.open();
+    let changes: Vec<Change> = (0..2500)
+        .map(|i| put(session(&format!("gx;{i:05}"), "001010000000001", i)))
+        .collect();
+    for chunk in changes.chunks(500) {
+        assert_eq!(st.apply(chunk).expect("apply"), 500);
+    }
+    let open = st.open_sessions().expect("load");
+    assert_eq!(open.len(), 2500);
+    assert_eq!(open[0].id, "gx;00000");
+    assert_eq!(open[2499].id, "gx;02499");
+}
+
+#[test]
+fn unchanged_upsert_changes_nothing_and_does_not_commit() {
+    let db = TestSchema::new();
+    let mut st = db.open();
+    let profiler = st.profiler();
+    profiler.set_enabled(true);
+    let s = session("gx;u", "001010000000009", 7);
+    let batch = [
+        put(s.clone()),
+        Change::PutSubscriber(Arc::new(subscriber("001010000000009"))),
+    ];
+    assert_eq!(st.apply(&batch).expect("first"), 2);
+    let xmin = |db: &TestSchema| {
+        db.query_i64(&format!(
+            "SELECT xmin::text::bigint FROM {}.sessions WHERE id = 'gx;u'",
+            db.name
+        ))
+    };
+    let before = xmin(&db);
+    assert_eq!(st.apply(&batch).expect("again"), 0);
+    assert_eq!(
+        st.apply(&[Change::DeleteSession("missing".into())])
+            .expect("delete missing"),
+        0
+    );
+    // The row was not rewritten, and the store ended both batches with
+    // ROLLBACK: one commit for three batches.
+    assert_eq!(xmin(&db), before);
+    let snap = profiler.snapshot();
+    let calls = |name: &str| {
+        snap.statements
+            .iter()
+            .find(|q| q.name == name)
+            .map(|q| q.calls)
+            .unwrap_or(0)
+    };
+    assert_eq!(calls("begin"), 3);
+    assert_eq!(calls("commit"), 1);
+    assert_eq!(calls("rollback"), 2);
+    // One real difference among unchanged rows is one row, committed.
+    let mut s2 = s.clone();
+    s2.updated_ms = 8;
+    assert_eq!(
+        st.apply(&[batch[0].clone(), put(s2.clone())])
+            .expect("changed"),
+        1
+    );
+    assert_ne!(xmin(&db), before);
+    assert_eq!(st.session("gx;u").expect("get"), Some(s2));
+}
+
+#[test]
+fn purge_removes_only_old_closed_sessions_in_chunks() {
+    let db = TestSchema::new();
+    let mut st = db.open();
+    let changes: Vec<Change> = (0..10)
+        .map(|i| {
+            let mut s = session(&format!("gx;{i}"), "001010000000001", i);
+            if i < 7 {
+                s.state = SessionState::Closed;
+                s.closed_ms = Some(100 + i);
+            }
+            put(s)
+        })
+        .collect();
+    assert_eq!(st.apply(&changes).expect("apply"), 10);
+    assert_eq!(st.purge_closed(105, 3).expect("purge"), 3);
+    assert_eq!(st.purge_closed(105, 3).expect("purge"), 2);
+    assert_eq!(st.purge_closed(105, 3).expect("purge"), 0);
+    assert!(st.session("gx;5").expect("get").is_some());
+    assert!(st.session("gx;4").expect("get").is_none());
+    assert_eq!(st.open_sessions().expect("load").len(), 3);
+}
+
+/// A TCP relay in front of PostgreSQL that delays every chunk the client
+/// sends (so round trips are countable by time) and can play "database
+/// down" by cutting every connection and refusing new ones.
+struct Relay {
+    port: u16,
+    down: Arc<AtomicBool>,
+    conns: Arc<Mutex<Vec<TcpStream>>>,
+}
+
+impl Relay {
+    fn start(delay: Duration) -> Self {
+        let cfg = tokio_postgres::Config::from_str(&base_url()).expect("url");
+        let host = match cfg.get_hosts().first() {
+            Some(tokio_postgres::config::Host::Tcp(h)) => h.clone(),
+            _ => "127.0.0.1".into(),
+        };
+        let upstream = (host, cfg.get_ports().first().copied().unwrap_or(5432));
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        let down = Arc::new(AtomicBool::new(false));
+        let conns = Arc::new(Mutex::new(Vec::new()));
+        let (d, c) = (down.clone(), conns.clone());
+        std::thread::spawn(move || {
+            for client in listener.incoming() {
+                let Ok(client) = client else { continue };
+                if d.load(Ordering::SeqCst) {
+                    let _ = client.shutdown(Shutdown::Both);
+                    continue;
+                }
+                let Ok(server) = TcpStream::connect((upstream.0.as_str(), upstream.1)) else {
+                    continue;
+                };
+                let _ = client.set_nodelay(true);
+                let _ = server.set_nodelay(true);
+                {
+                    let mut all = c.lock().expect("relay list");
+                    all.push(client.try_clone().expect("clone"));
+                    all.push(server.try_clone().expect("clone"));
+                }
+                let (c2, s2) = (
+                    client.try_clone().expect("clone"),
+                    server.try_clone().expect("clone"),
+                );
+                std::thread::spawn(move || pump(client, server, delay));
+                std::thread::spawn(move || pump(s2, c2, Duration::ZERO));
+            }
+        });
+        Relay { port, down, conns }
+    }
+
+    fn url(&self, db: &TestSchema) -> String {
+        let cfg = tokio_postgres::Config::from_str(&db.url).expect("url");
+        let user = cfg.get_user().unwrap_or("pcrf_test");
+        let password = cfg
+            .get_password()
+            .map(|p| String::from_utf8_lossy(p).into_owned())
+            .unwrap_or_default();
+        let dbname = cfg.get_dbname().unwrap_or("pcrf_test");
+        format!(
+            "postgres://{user}:{password}@127.0.0.1:{}/{dbname}?options=-csearch_path%3D{}",
+            self.port, db.name
+        )
+    }
+
+    fn set_down(&self, down: bool) {
+        self.down.store(down, Ordering::SeqCst);
+        if down {
+            for s in self.conns.lock().expect("relay list").drain(..) {
+                let _ = s.shutdown(Shutdown::Both);
+            }
+        }
+    }
+}
+
+fn pump(mut from: TcpStream, mut to: TcpStream, delay: Duration) {
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = match from.read(&mut buf) {
+            Ok(0) | Err(_) => break,
+            Ok(n) => n,
+        };
+        if !delay.is_zero() {
+            std::thread::sleep(delay);
+        }
+        if to.write_all(&buf[..n]).is_err() {
+            break;
+        }
+    }
+    let _ = to.shutdown(Shutdown::Both);
+}
+
+#[test]
+fn a_batch_of_100_changes_is_one_round_trip() {
+    let db = TestSchema::new();
+    // Schema first, directly (the relay makes the migration slow).
+    drop(db.open());
+    let delay = Duration::from_millis(40);
+    let relay = Relay::start(delay);
+    let mut opts = PostgresOptions::new(relay.url(&db));
+    opts.timeout = Duration::from_secs(30);
+    let mut st = PostgresStore::open(opts).expect("open through relay");
+    let batch: Vec<Change> = (0..100)
+        .map(|i| put(session(&format!("gx;rt{i}"), "001010000000001", i)))
+        .collect();
+    let t = Instant::now();
+    assert_eq!(st.apply(&batch).expect("apply"), 100);
+    let took = t.elapsed();
+    // BEGIN + 100 statements in one flight, then COMMIT: a few delayed
+    // chunks, where one round trip per statement would be 100 or more.
+    assert!(
+        took < delay * 12,
+        "100 changes took {took:?} with {delay:?} per client send: not pipelined"
+    );
+    assert_eq!(
+        db.query_i64(&format!("SELECT count(*) FROM {}.sessions", db.name)),
+        100
+    );
+}
+
+#[test]
+fn reconnects_after_its_connection_is_terminated() {
+    let db = TestSchema::new();
+    let mut st = db.open();
+    st.apply(&[put(session("gx;a", "1", 1))])
+        .expect("before termination");
+    let pid = st.backend_pid().expect("pid");
+    db.terminate(pid);
+    // Give the server time to close the socket.
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        st.apply(&[put(session("gx;b", "1", 2))])
+            .expect("after termination, on a new connection"),
+        1
+    );
+    assert!(st.reconnects() >= 1);
+    assert_ne!(st.backend_pid().expect("pid"), pid);
+    assert_eq!(st.open_sessions().expect("load").len(), 2);
+}
+
+#[test]
+fn database_outage_fails_fast_then_recovers_without_loss() {
+    let db = TestSchema::new();
+    drop(db.open());
+    let relay = Relay::start(Duration::ZERO);
+    let mut opts = PostgresOptions::new(relay.url(&db));
+    opts.timeout = Duration::from_millis(500);
+    opts.backoff_max = Duration::from_millis(200);
+    let mut st = PostgresStore::open(opts).expect("open through relay");
+    assert_eq!(
+        st.apply(&[put(session("gx;acked", "1", 1))]).expect("up"),
+        1
+    );
+    relay.set_down(true);
+    for i in 0..5 {
+        let t = Instant::now();
+        match st.apply(&[put(session(&format!("gx;down{i}"), "1", 1))]) {
+            Err(StoreError::Unavailable(_)) => {}
+            other => panic!("expected unavailable while down, got {other:?}"),
+        }
+        assert!(
+            t.elapsed() < Duration::from_millis(1500),
+            "a call while down took {:?}",
+            t.elapsed()
+        );
+        assert!(!st.is_connected());
+    }
+    relay.set_down(false);
+    let t = Instant::now();
+    loop {
+        match st.apply(&[put(session("gx;after", "1", 2))]) {
+            Ok(n) => {
+                assert_eq!(n, 1);
+                break;
+            }
+            Err(StoreError::Unavailable(_)) if t.elapsed() < Duration::from_secs(10) => {
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Err(e) => panic!("did not recover: {e}"),
+        }
+    }
+    let mut ids: Vec<String> = st
+        .open_sessions()
+        .expect("load")
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    ids.sort();
+    assert_eq!(ids, vec!["gx;acked".to_string(), "gx;after".to_string()]);
+}
+
+#[test]
+fn connection_is_replaced_after_its_lifetime() {
+    let db = TestSchema::new();
+    let mut opts = db.options();
+    opts.lifetime_min = Duration::from_millis(300);
+    opts.lifetime_max = Duration::from_millis(400);
+    let mut st = PostgresStore::open(opts).expect("open");
+    let first = st.backend_pid().expect("pid");
+    assert_eq!(st.reconnects(), 0);
+    std::thread::sleep(Duration::from_millis(450));
+    assert_eq!(st.apply(&[put(session("gx;l", "1", 1))]).expect("apply"), 1);
+    // At least once (a slow machine may age the new one too).
+    assert!(st.reconnects() >= 1);
+    assert_ne!(st.backend_pid().expect("pid"), first);
+}
+
+#[test]
+fn profiler_counts_each_statement_only_when_on() {
+    let db = TestSchema::new();
+    let mut st = db.open();
+    let profiler = st.profiler();
+    let api_handle = profiler.clone();
+    st.apply(&[put(session("gx;p0", "1", 1))]).expect("apply");
+    assert!(
+        profiler.snapshot().statements.is_empty(),
+        "off records nothing"
+    );
+    api_handle.set_enabled(true);
+    let batch: Vec<Change> = (0..5)
+        .map(|i| put(session(&format!("gx;p{i}"), "1", 2)))
+        .collect();
+    assert_eq!(st.apply(&batch).expect("apply"), 5);
+    assert_eq!(st.open_sessions().expect("load").len(), 5);
+    assert!(st.session("gx;p1").expect("get").is_some());
+    st.purge_closed(0, 10).expect("purge");
+    let snap = profiler.snapshot();
+    assert!(snap.enabled);
+    let stat = |name: &str| {
+        snap.statements
+            .iter()
+            .find(|q| q.name == name)
+            .unwrap_or_else(|| panic!("{name} not profiled: {snap:?}"))
+    };
+    assert_eq!(stat("upsert_session").calls, 5);
+    assert_eq!(stat("upsert_session").rows, 5);
+    assert_eq!(stat("begin").calls, 1);
+    assert_eq!(stat("commit").calls, 1);
+    assert_eq!(stat("load_open_sessions").calls, 1);
+    assert_eq!(stat("load_open_sessions").rows, 5);
+    assert_eq!(stat("get_session").calls, 1);
+    assert_eq!(stat("purge_closed").calls, 1);
+    assert!(stat("commit").sql.contains("COMMIT"));
+    // Sorted by total time, shares add up to the whole.
+    let totals: Vec<u64> = snap
+        .statements
+        .iter()
+        .map(|q| q.exec_us_total + q.fetch_us_total)
+        .collect();
+    assert!(totals.windows(2).all(|w| w[0] >= w[1]), "{totals:?}");
+    let share: f64 = snap.statements.iter().map(|q| q.share_pct).sum();
+    assert!(
+        snap.total_us == 0 || (share - 100.0).abs() < 0.01,
+        "{share}"
+    );
+    api_handle.set_enabled(false);
+    st.apply(&[put(session("gx;p9", "1", 3))]).expect("apply");
+    let calls = |s: &pcrf::store::postgres::ProfileSnapshot| -> Vec<(&'static str, u64)> {
+        s.statements.iter().map(|q| (q.name, q.calls)).collect()
+    };
+    assert_eq!(calls(&profiler.snapshot()), calls(&snap));
+}
+
+#[test]
+fn newer_schema_is_refused() {
+    let db = TestSchema::new();
+    drop(db.open());
+    db.rt.block_on(async {
+        db.admin
+            .execute(
+                &format!(
+                    "INSERT INTO {}.schema_migrations (version, description) VALUES (99, 'future')",
+                    db.name
+                ),
+                &[],
+            )
+            .await
+            .expect("bump");
+    });
+    match PostgresStore::open(db.options()) {
+        Err(StoreError::Unavailable(m)) => assert!(m.contains("newer"), "{m}"),
+        other => panic!("expected refusal, got {other:?}"),
+    }
+}
