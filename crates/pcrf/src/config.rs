@@ -63,6 +63,14 @@ pub struct DiameterConfig {
     /// Requests in flight per connection before DIAMETER_TOO_BUSY.
     #[serde(default = "default_in_flight")]
     pub max_in_flight: usize,
+    /// Gx requests being worked on across the node before DIAMETER_TOO_BUSY;
+    /// new sessions (CCR-I) are refused from 80% of it, so CCR-U/T go first.
+    #[serde(default = "default_pending")]
+    pub max_pending_requests: usize,
+}
+
+fn default_pending() -> usize {
+    20_000
 }
 
 fn default_listen() -> SocketAddr {
@@ -89,6 +97,7 @@ impl Default for DiameterConfig {
             request_timeout_ms: default_request_timeout(),
             max_message_bytes: default_max_message(),
             max_in_flight: default_in_flight(),
+            max_pending_requests: default_pending(),
         }
     }
 }
@@ -344,6 +353,12 @@ impl Config {
         }
         if self.diameter.max_in_flight == 0 {
             bad("[diameter].max_in_flight", "must be at least 1".into());
+        }
+        if self.diameter.max_pending_requests < 10 {
+            bad(
+                "[diameter].max_pending_requests",
+                "must be at least 10".into(),
+            );
         }
         if self.diameter.request_timeout_ms == 0 {
             bad("[diameter].request_timeout_ms", "must be at least 1".into());

@@ -1,6 +1,7 @@
 //! The PCRF: Gx (and later Rx, Sd, Sy) sessions decided by a hot-reloadable
 //! Lua policy, kept in memory, made durable through a group-commit writer.
 
+pub mod admission;
 pub mod api;
 pub mod client;
 pub mod config;

@@ -177,7 +177,7 @@ fn serve(path: Option<PathBuf>) -> ExitCode {
         },
         None => Config::zero_config(),
     };
-    let _log = match pcrf::logging::init(&cfg.log) {
+    let log = match pcrf::logging::init(&cfg.log) {
         Ok(h) => h,
         Err(e) => {
             eprintln!("error: logging: {e}");
@@ -194,7 +194,11 @@ fn serve(path: Option<PathBuf>) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    match rt.block_on(pcrf::server::run(cfg, pcrf::server::shutdown_signal())) {
+    match rt.block_on(pcrf::server::run(
+        cfg,
+        Some(log),
+        pcrf::server::shutdown_signal(),
+    )) {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             tracing::error!(error = %e, "cannot start");
@@ -213,6 +217,10 @@ fn check_config(file: &std::path::Path) -> ExitCode {
         }
     };
     let mut ok = true;
+    if let Err(e) = pcrf::logging::check_level(&cfg.log.level) {
+        eprintln!("{}: [log].level: {e}", file.display());
+        ok = false;
+    }
     if let Err(e) = cfg.api.validate() {
         eprintln!("{}: [api]: {e}", file.display());
         ok = false;

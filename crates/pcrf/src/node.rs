@@ -4,13 +4,14 @@
 //! memo), persisted through the group commit, and only then answered.
 //! The REST API drives the same operations through the `Control` trait.
 
+use crate::admission::{Admission, Class};
 use crate::api::control::{
     Control, ControlError, ReauthOutcome, ReleaseCause, ReleaseOutcome, ReloadError, SessionFilter,
 };
 use crate::config::{Config, UnknownSubscriber};
 use crate::gx::{self, CcaExtras, Ccr, Identity, Outcome, RequestType};
 use crate::metrics::{
-    peer_stats, write_peers, Command, CommitStats, Exposition, HistogramSnapshot, Metrics,
+    peer_stats, write_peers, Command, CommitStats, Exposition, HistogramSnapshot, Kind, Metrics,
     MetricsSource, PolicyStats as MetricsPolicyStats, SessionStats,
 };
 use crate::policy::decision::{Decision, Reject};
@@ -53,9 +54,27 @@ pub struct NodeCounters {
     pub writes_skipped: AtomicU64,
 }
 
+/// The parts of the configuration that change without a restart.
+struct Live {
+    cfg: Arc<Config>,
+    catalog_rules: HashSet<String>,
+    catalog_bases: HashSet<String>,
+}
+
+impl Live {
+    fn of(cfg: Arc<Config>) -> Live {
+        Live {
+            catalog_rules: cfg.rules.predefined.iter().cloned().collect(),
+            catalog_bases: cfg.rules.base_names.iter().cloned().collect(),
+            cfg,
+        }
+    }
+}
+
 /// The PCRF node.
 pub struct Node {
-    cfg: Arc<Config>,
+    live: arc_swap::ArcSwap<Live>,
+    admission: Admission,
     me: Identity,
     subscribers: SubscriberTable,
     sessions: SessionTable,
@@ -65,8 +84,6 @@ pub struct Node {
     /// Congestion level by cell (ECGI, 14 lowercase hex digits).
     congestion: RwLock<HashMap<String, u32>>,
     tz: jiff::tz::TimeZone,
-    catalog_rules: HashSet<String>,
-    catalog_bases: HashSet<String>,
     metrics: Arc<Metrics>,
     counters: NodeCounters,
 }
@@ -109,9 +126,8 @@ impl Node {
                 origin_host: cfg.node.origin_host.clone(),
                 origin_realm: cfg.node.origin_realm.clone(),
             },
-            catalog_rules: cfg.rules.predefined.iter().cloned().collect(),
-            catalog_bases: cfg.rules.base_names.iter().cloned().collect(),
-            cfg,
+            admission: Admission::new(cfg.diameter.max_pending_requests),
+            live: arc_swap::ArcSwap::from_pointee(Live::of(cfg)),
             subscribers: sub_table,
             sessions: session_table,
             policy,
@@ -173,6 +189,19 @@ impl Node {
             Some(RequestType::Update) => Command::CcrUpdate,
             _ => Command::CcrTermination,
         };
+        let class = if command == Command::CcrInitial {
+            Class::New
+        } else {
+            Class::Existing
+        };
+        let Some(_permit) = self.admission.admit(class) else {
+            self.metrics
+                .request(command, result_code::DIAMETER_TOO_BUSY, started.elapsed());
+            return Err(DiameterError::new(
+                result_code::DIAMETER_TOO_BUSY,
+                "PCRF overloaded; retry later",
+            ));
+        };
         let result = match ccr.request_type {
             Some(RequestType::Initial) => self.ccr_initial(&req, &ccr).await,
             Some(RequestType::Update) => self.ccr_update(&req, &ccr).await,
@@ -217,7 +246,9 @@ impl Node {
             }
         }
         let sub = self.find_subscriber(c.imsi, c.msisdn);
-        if sub.is_none() && self.cfg.policy.unknown_subscriber == UnknownSubscriber::Reject {
+        if sub.is_none()
+            && self.live.load().cfg.policy.unknown_subscriber == UnknownSubscriber::Reject
+        {
             tracing::info!(session = c.session_id, imsi = ?c.imsi, msisdn = ?c.msisdn, "unknown subscriber rejected");
             return Ok(self.cca(req, c, Outcome::Result(USER_UNKNOWN), None, None));
         }
@@ -478,9 +509,10 @@ impl Node {
 
     /// Drops rule names the PCEFs do not know (when a catalog is configured).
     fn check_catalog(&self, session: &str, mut d: Decision) -> Decision {
-        if !self.catalog_rules.is_empty() {
+        let live = self.live.load();
+        if !live.catalog_rules.is_empty() {
             d.rules.retain(|r| {
-                let ok = self.catalog_rules.contains(r);
+                let ok = live.catalog_rules.contains(r);
                 if !ok {
                     self.counters.unknown_rule_names.fetch_add(1, Relaxed);
                     tracing::warn!(session, rule = %r, "policy named a predefined rule not in [rules].predefined; dropped");
@@ -488,9 +520,9 @@ impl Node {
                 ok
             });
         }
-        if !self.catalog_bases.is_empty() {
+        if !live.catalog_bases.is_empty() {
             d.base_names.retain(|r| {
-                let ok = self.catalog_bases.contains(r);
+                let ok = live.catalog_bases.contains(r);
                 if !ok {
                     self.counters.unknown_rule_names.fetch_add(1, Relaxed);
                     tracing::warn!(session, base = %r, "policy named a rule base not in [rules].base_names; dropped");
@@ -689,9 +721,56 @@ impl Node {
         }
     }
 
+    /// Applies a reloaded configuration: the rule catalog, the unknown-
+    /// subscriber rule and the retention change at once; returns the keys
+    /// whose change needs a restart (they keep their running value).
+    pub fn apply_config(&self, new: Config) -> Vec<&'static str> {
+        let old = self.live.load().cfg.clone();
+        let mut restart = Vec::new();
+        if old.node.origin_host != new.node.origin_host
+            || old.node.origin_realm != new.node.origin_realm
+        {
+            restart.push("[node]");
+        }
+        if old.diameter.listen != new.diameter.listen
+            || old.diameter.watchdog_secs != new.diameter.watchdog_secs
+            || old.diameter.max_message_bytes != new.diameter.max_message_bytes
+            || old.diameter.max_in_flight != new.diameter.max_in_flight
+            || old.diameter.max_pending_requests != new.diameter.max_pending_requests
+            || old.diameter.request_timeout_ms != new.diameter.request_timeout_ms
+        {
+            restart.push("[diameter]");
+        }
+        let peers = |c: &Config| -> Vec<(String, Vec<std::net::IpAddr>)> {
+            c.peers
+                .iter()
+                .map(|p| (p.origin_host.clone(), p.addresses.clone()))
+                .collect()
+        };
+        if peers(&old) != peers(&new) {
+            restart.push("[[peers]]");
+        }
+        if old.store != new.store {
+            restart.push("[store]");
+        }
+        if old.policy.path != new.policy.path
+            || old.policy.time_zone != new.policy.time_zone
+            || old.policy.instruction_limit != new.policy.instruction_limit
+            || old.policy.memory_limit_mib != new.policy.memory_limit_mib
+            || old.policy.fallback != new.policy.fallback
+        {
+            restart.push("[policy] (except unknown_subscriber)");
+        }
+        if old.api != new.api {
+            restart.push("[api]");
+        }
+        self.live.store(Arc::new(Live::of(Arc::new(new))));
+        restart
+    }
+
     /// Removes closed sessions older than the retention, from memory and store.
     pub async fn purge_closed(&self) -> Result<usize, StoreError> {
-        let before = now_ms() - (self.cfg.sessions.retention_secs as i64) * 1000;
+        let before = now_ms() - (self.live.load().cfg.sessions.retention_secs as i64) * 1000;
         let ids = self.sessions.closed_before(before);
         for id in &ids {
             self.sessions.remove(id);
@@ -833,6 +912,8 @@ impl MetricsSource for Node {
         .write(out);
         self.write_store_metrics(out);
         let configured: Vec<String> = self
+            .live
+            .load()
             .cfg
             .peers
             .iter()
@@ -840,6 +921,19 @@ impl MetricsSource for Node {
             .collect();
         write_peers(out, &peer_stats(&self.peers, &configured));
         let c = &self.counters;
+        let (shed_new, shed_existing) = self.admission.shed();
+        out.family(
+            "pcrf_overload_shed_total",
+            "Gx requests answered DIAMETER_TOO_BUSY because the node was at [diameter].max_pending_requests (new = CCR-I, shed first).",
+            Kind::Counter,
+        )
+        .sample(&[("class", "new")], shed_new)
+        .sample(&[("class", "existing")], shed_existing);
+        out.gauge(
+            "pcrf_gx_in_flight",
+            "Gx requests being worked on now.",
+            self.admission.in_flight(),
+        );
         out.counter(
             "pcrf_policy_fallbacks_total",
             "Decisions that fell back to [policy].fallback because the script failed.",
@@ -975,7 +1069,7 @@ impl Control for Node {
     }
 
     fn config_checksum(&self) -> String {
-        self.cfg.checksum_hex()
+        self.live.load().cfg.checksum_hex()
     }
 
     fn render_metrics(&self) -> String {

@@ -6,6 +6,7 @@
 use crate::api;
 use crate::config::Config;
 use crate::gx;
+use crate::logging::LogHandle;
 use crate::metrics::Metrics;
 use crate::node::Node;
 use crate::policy::{EngineConfig, Limits, PolicyEngine};
@@ -63,9 +64,12 @@ impl Handler for GxHandler {
     }
 }
 
-/// Runs the PCRF until `shutdown` resolves.
+/// Runs the PCRF until `shutdown` resolves. With a log handle, SIGHUP
+/// reloads the configuration file: the live parts apply at once (see
+/// `Node::apply_config`), the rest is logged as needing a restart.
 pub async fn run(
     cfg: Config,
+    log: Option<LogHandle>,
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), StartError> {
     let cfg = Arc::new(cfg);
@@ -202,11 +206,17 @@ pub async fn run(
         let _ = rx.wait_for(|v| *v).await;
     };
 
-    let api_task = tokio::spawn(api::server::serve(
+    let api_task = tokio::spawn(api::serve_with(
         api_listener,
         router,
         wait(stop_rx.clone()),
+        cfg.api.limits(),
     ));
+
+    #[cfg(unix)]
+    if let Some(source) = cfg.source.clone() {
+        spawn_reload_on_sighup(node.clone(), source, log, stop_rx.clone());
+    }
 
     // Purge closed sessions past retention, once a minute.
     let purge_node = node.clone();
@@ -240,6 +250,58 @@ pub async fn run(
         Err(e) => tracing::error!(error = %e, "store flush failed"),
     }
     Ok(())
+}
+
+/// On SIGHUP, re-reads the configuration file; a bad file changes nothing.
+#[cfg(unix)]
+fn spawn_reload_on_sighup(
+    node: Arc<Node>,
+    source: std::path::PathBuf,
+    log: Option<LogHandle>,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+        Ok(s) => s,
+        Err(e) => {
+            tracing::warn!(error = %e, "cannot listen for SIGHUP; configuration reload disabled");
+            return;
+        }
+    };
+    tokio::spawn(async move {
+        loop {
+            tokio::select! {
+                got = hup.recv() => {
+                    if got.is_none() {
+                        break;
+                    }
+                }
+                changed = stop.changed() => {
+                    if changed.is_err() || *stop.borrow() {
+                        break;
+                    }
+                    continue;
+                }
+            }
+            let new = match Config::load(&source) {
+                Ok(c) => c,
+                Err(e) => {
+                    tracing::error!(file = %source.display(), "configuration reload refused, the running one stays:\n{e}");
+                    continue;
+                }
+            };
+            if let Some(log) = &log {
+                if let Err(e) = log.set_level(&new.log.level) {
+                    tracing::error!(error = %e, "log level not changed");
+                }
+            }
+            let checksum = new.checksum_hex();
+            let restart = node.apply_config(new);
+            tracing::info!(%checksum, "configuration reloaded");
+            if !restart.is_empty() {
+                tracing::warn!(sections = ?restart, "changed settings that apply only after a restart");
+            }
+        }
+    });
 }
 
 /// Resolves on SIGTERM or Ctrl-C.

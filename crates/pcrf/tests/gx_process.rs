@@ -415,3 +415,49 @@ async fn sigterm_is_graceful() {
             == diameter::peer::PeerState::Closed
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads_the_live_parts_of_the_config() {
+    let p = Pcrf::start("[rules]\npredefined = [\"internet\"]\nbase_names = [\"other\"]\n");
+    basic(&p);
+    let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
+    // The catalog does not list "consumer": the policy's base name is dropped.
+    let cca = pcef.ccr_i("pgw.test.local;7;1", IMSI).await;
+    assert_eq!(rule_changes(&cca).0, vec!["internet".to_string()]);
+    let (_, before) = p.http("GET", "/v1/config", None);
+
+    // A broken file is refused and changes nothing.
+    let good = std::fs::read_to_string(&p.config).expect("config");
+    std::fs::write(&p.config, "[rules\n").expect("write");
+    p.signal("-HUP");
+    std::thread::sleep(std::time::Duration::from_millis(500));
+    let (_, same) = p.http("GET", "/v1/config", None);
+    assert_eq!(same, before);
+
+    std::fs::write(
+        &p.config,
+        good.replace("base_names = [\"other\"]", "base_names = [\"consumer\"]"),
+    )
+    .expect("write");
+    p.signal("-HUP");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let (_, now) = p.http("GET", "/v1/config", None);
+        if now != before {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "SIGHUP did not reload:\n{}",
+            p.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let cca = pcef.ccr_i("pgw.test.local;7;2", IMSI).await;
+    assert_eq!(
+        rule_changes(&cca).0,
+        vec!["consumer".to_string(), "internet".to_string()]
+    );
+    assert!(p.log().contains("configuration reload refused"));
+    pcef.close().await;
+}

@@ -8,7 +8,7 @@
 
 mod avp;
 mod builder;
-mod def_index;
+pub(crate) mod def_index;
 mod error;
 mod frame;
 mod header;

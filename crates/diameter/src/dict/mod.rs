@@ -110,6 +110,12 @@ pub struct CommandDef {
 
 /// Finds an AVP by code and vendor id.
 pub fn avp(code: u32, vendor: u32) -> Option<&'static AvpDef> {
+    crate::codec::def_index::avp_def(code, vendor)
+}
+
+/// Binary search of the sorted table: the fallback of the direct index
+/// for rare vendors, and the independent answer its test compares with.
+pub(crate) fn avp_by_search(code: u32, vendor: u32) -> Option<&'static AvpDef> {
     AVPS.binary_search_by(|d| (d.vendor, d.code).cmp(&(vendor, code)))
         .ok()
         .map(|i| &AVPS[i])

@@ -172,6 +172,16 @@ level = "info"
         }
     }
 
+    /// Sends a signal ("-HUP", "-TERM") to the server.
+    pub fn signal(&self, sig: &str) {
+        let pid = self.child.as_ref().expect("running").id().to_string();
+        let st = Command::new("kill")
+            .args([sig, &pid])
+            .status()
+            .expect("kill");
+        assert!(st.success());
+    }
+
     /// Starts it again on the same configuration and data.
     pub fn restart(&mut self) {
         self.kill9();
