@@ -5,6 +5,7 @@ use crate::session::RequestSpec;
 use crate::stats::{Outcome, ResultKind};
 use diameter::dict::{app, avp, cmd};
 use diameter::transport::{PeerHandle, RequestError};
+use diameter::Message;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -17,6 +18,26 @@ pub struct Exchanged {
     /// The answering server's Origin-Host (a CCR-I's answer names the PCRF
     /// that later requests of the session go to).
     pub origin_host: Option<Arc<str>>,
+}
+
+/// The answer's result; a success answer that does not echo the request's
+/// Session-Id and CC-Request-Number counts as [`ResultKind::Mismatched`]
+/// (a server bug the transport's hop-by-hop matching cannot see).
+pub fn classify(answer: &Message, spec: &RequestSpec) -> ResultKind {
+    let r = ResultKind::of(answer);
+    if !r.is_success() {
+        return r;
+    }
+    let Ok([sid, number]) = answer.pick(&[avp::SESSION_ID, avp::CC_REQUEST_NUMBER]) else {
+        return ResultKind::Mismatched;
+    };
+    let same_session = sid.and_then(|a| a.as_str().ok()) == Some(spec.identity.session_id.as_str());
+    let same_number = number.and_then(|a| a.as_u32().ok()) == Some(spec.number);
+    if same_session && same_number {
+        r
+    } else {
+        ResultKind::Mismatched
+    }
 }
 
 /// Sends the request and waits for its answer (the transport's request
@@ -34,7 +55,7 @@ pub async fn exchange(peer: &PeerHandle, spec: &RequestSpec) -> Exchanged {
                 .ok()
                 .flatten()
                 .and_then(|a| a.as_identity().ok().map(Arc::from));
-            (Outcome::Answered(ResultKind::of(&answer)), host)
+            (Outcome::Answered(classify(&answer, spec)), host)
         }
         Err(RequestError::Timeout) => (Outcome::Timeout, None),
         Err(_) => (Outcome::SendFailed, None),
@@ -44,5 +65,70 @@ pub async fn exchange(peer: &PeerHandle, spec: &RequestSpec) -> Exchanged {
         sent_at,
         done_at,
         origin_host,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::echo_server::EchoHandler;
+    use crate::gx::Gateway;
+    use crate::population::Population;
+    use crate::session::{RequestKind, SessionIdentity};
+    use bytes::BytesMut;
+    use diameter::MessageBuilder;
+    use std::net::Ipv4Addr;
+
+    fn spec(number: u32) -> RequestSpec {
+        let gateway = Arc::new(Gateway {
+            origin_host: "pgw-1.bench.test".into(),
+            origin_realm: "bench.test".into(),
+            destination_realm: "pcrf.test".into(),
+            destination_host: None,
+            origin_state_id: 1,
+            pgw_address: Ipv4Addr::LOCALHOST,
+            sgw_address: Ipv4Addr::LOCALHOST,
+            mcc_mnc: "00101".into(),
+            apn: "internet".into(),
+        });
+        let pop = Population::new("001010000000001", "79000000001", 5).expect("pop");
+        RequestSpec {
+            identity: Arc::new(SessionIdentity::new(&gateway, 7, 3, &pop, 1)),
+            gateway,
+            kind: RequestKind::Update(vec![]),
+            number,
+            destination_host: None,
+        }
+    }
+
+    fn request(spec: &RequestSpec) -> Message {
+        Message::parse(crate::gx::encode(1, 2, |b| spec.build(b))).expect("request")
+    }
+
+    #[test]
+    fn success_must_echo_session_and_number() {
+        let echo = EchoHandler::new("echo.pcrf.test", "pcrf.test");
+        let s = spec(4);
+        let ok = Message::parse(echo.answer(&request(&s)).expect("answer")).expect("parse");
+        assert_eq!(classify(&ok, &s), ResultKind::Code(2001));
+        // The same answer read as the answer to request number 5, or to another session.
+        assert_eq!(classify(&ok, &spec(5)), ResultKind::Mismatched);
+        let mut other = spec(4);
+        other.identity = Arc::new(SessionIdentity {
+            session_id: "pgw-1.bench.test;7;999".into(),
+            ..(*other.identity).clone()
+        });
+        assert_eq!(classify(&ok, &other), ResultKind::Mismatched);
+    }
+
+    #[test]
+    fn error_answers_keep_their_code() {
+        let s = spec(1);
+        let req = request(&s);
+        let mut buf = BytesMut::new();
+        let err = diameter::DiameterError::new(3004, "busy");
+        MessageBuilder::error_answer(&mut buf, &req, "pcrf", "pcrf.test", &err);
+        let ans = Message::parse(buf.freeze()).expect("parse");
+        assert_eq!(classify(&ans, &s), ResultKind::Code(3004));
     }
 }

@@ -63,6 +63,9 @@ pub enum ResultKind {
     Experimental(u32, u32),
     /// Neither was present (a malformed answer).
     Missing,
+    /// A success answer for another request: its Session-Id or
+    /// CC-Request-Number differs from the request's (RFC 4006 §8.2).
+    Mismatched,
 }
 
 impl ResultKind {
@@ -95,7 +98,7 @@ impl ResultKind {
     pub fn is_success(self) -> bool {
         match self {
             ResultKind::Code(c) | ResultKind::Experimental(_, c) => (2000..3000).contains(&c),
-            ResultKind::Missing => false,
+            ResultKind::Missing | ResultKind::Mismatched => false,
         }
     }
 
@@ -105,6 +108,7 @@ impl ResultKind {
             ResultKind::Code(c) => c.to_string(),
             ResultKind::Experimental(v, c) => format!("{v}:{c}"),
             ResultKind::Missing => "none".to_string(),
+            ResultKind::Mismatched => "mismatched".to_string(),
         }
     }
 }
