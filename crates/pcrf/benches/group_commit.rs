@@ -1,8 +1,9 @@
 //! What a commit costs and how group commit amortises it: commits/s and
 //! changes/s of the SQLite store for batch sizes 1, 16 and 128, on tmpfs
 //! and on the real disk, in both durability modes; the group-commit writer
-//! end to end with many concurrent submitters; and the session blob format
-//! (JSON, chosen, against CBOR). Figures go to docs/durability.md.
+//! end to end with many concurrent submitters; recovery at start-up; and
+//! the session blob format (JSON, chosen, against CBOR). Figures go to
+//! docs/durability.md.
 //!
 //! Directories: tmpfs `PCRF_BENCH_TMPFS_DIR` (default /dev/shm), disk
 //! `PCRF_BENCH_DISK_DIR` (default the system temp dir).
@@ -230,6 +231,39 @@ fn writer_round(c: &mut Criterion) {
     group.finish();
 }
 
+/// Start-up: loading every open session back (rows read and blobs
+/// decoded); sessions/s extrapolates to the time to recover a million.
+fn recovery(c: &mut Criterion) {
+    const SESSIONS: usize = 10_000;
+    let mut group = c.benchmark_group("recovery");
+    group
+        .sample_size(10)
+        .warm_up_time(Duration::from_millis(500))
+        .measurement_time(Duration::from_secs(5))
+        .throughput(Throughput::Elements(SESSIONS as u64));
+    for (fs, dir) in bench_dirs() {
+        let path = dir.join("recovery");
+        let _ = std::fs::remove_dir_all(&path);
+        let mut store = SqliteStore::open(&path, Durability::Relaxed).expect("open");
+        let all: Vec<Change> = (0..SESSIONS)
+            .map(|i| Change::PutSession(Arc::new(session(&format!("pgw1;{i};rec"), 1))))
+            .collect();
+        for chunk in all.chunks(1000) {
+            store.apply(chunk).expect("seed");
+        }
+        group.bench_function(BenchmarkId::new(fs, SESSIONS), |b| {
+            b.iter(|| {
+                let open = store.open_sessions().expect("load");
+                assert_eq!(open.len(), SESSIONS);
+                open
+            })
+        });
+        drop(store);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    group.finish();
+}
+
 /// The blob: serde_json (chosen) against CBOR, encode and decode. Formats
 /// that are not self-describing (bincode, postcard) cannot decode the
 /// decision inputs (`serde_json::Value`), so they are not candidates.
@@ -267,5 +301,5 @@ fn blob_format(c: &mut Criterion) {
     group.finish();
 }
 
-criterion_group!(benches, store_apply, writer_round, blob_format);
+criterion_group!(benches, store_apply, writer_round, recovery, blob_format);
 criterion_main!(benches);
