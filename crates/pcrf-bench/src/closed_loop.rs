@@ -73,8 +73,12 @@ async fn worker(
         out.counts.started += 1;
         let mut index = 0;
         while index <= last {
-            // Past the window: close the session now (the drain).
-            if Instant::now() >= window_end && index > 0 {
+            // Past the window (the drain), or released by the PCRF: close the session now.
+            if index > 0
+                && index < last
+                && (Instant::now() >= window_end
+                    || pcefs.counters.take_release(&identity.session_id))
+            {
                 index = last;
             }
             let command = match index {

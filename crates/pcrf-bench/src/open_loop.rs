@@ -84,6 +84,9 @@ struct Live {
     queued: VecDeque<(u32, Instant)>,
     destination_host: Option<Arc<str>>,
     failed: bool,
+    /// The PCRF asked (RAR with Session-Release-Cause) to end the session:
+    /// its CCR-T goes now and its planned requests no longer come.
+    released: bool,
     next_number: u32,
 }
 
@@ -162,6 +165,7 @@ impl Scheduler<'_> {
                             queued: VecDeque::new(),
                             destination_host: None,
                             failed: true,
+                            released: false,
                             next_number: 0,
                         },
                     );
@@ -188,6 +192,7 @@ impl Scheduler<'_> {
                         queued: VecDeque::new(),
                         destination_host: None,
                         failed: false,
+                        released: false,
                         next_number: 0,
                     },
                 );
@@ -197,6 +202,9 @@ impl Scheduler<'_> {
                 let Some(live) = self.sessions.get_mut(&session) else {
                     return;
                 };
+                if live.released {
+                    return;
+                }
                 if live.failed {
                     let command = live.command(index);
                     if index >= live.last_index {
@@ -337,9 +345,36 @@ impl Scheduler<'_> {
         }
         if let Some((index, intended)) = live.queued.pop_front() {
             self.send(d.session, index, intended);
-        } else if self.draining {
+        } else if self.draining || live.released {
             let last = live.last_index;
             self.send(d.session, last, Instant::now());
+        }
+    }
+
+    /// The PCRF released a session (RAR with Session-Release-Cause): send
+    /// its CCR-T now, or as soon as its request in flight is answered.
+    fn release(&mut self, session_id: &str) {
+        let mut parts = session_id.rsplit(';');
+        let (Some(id), Some(tag)) = (parts.next(), parts.next()) else {
+            return;
+        };
+        let (Ok(id), Ok(tag)) = (id.parse::<u64>(), tag.parse::<u32>()) else {
+            return;
+        };
+        if tag != self.run_tag {
+            return;
+        }
+        let Some(live) = self.sessions.get_mut(&id) else {
+            return;
+        };
+        if live.failed || live.released || live.identity.session_id != session_id {
+            return;
+        }
+        live.released = true;
+        live.queued.clear();
+        if !live.in_flight {
+            let last = live.last_index;
+            self.send(id, last, Instant::now());
         }
     }
 
@@ -416,6 +451,17 @@ pub fn run(
         );
         for d in finished.drain(..) {
             s.done(d);
+        }
+        let released: Vec<String> = {
+            let mut r = pcefs.counters.lock_releases();
+            if r.is_empty() {
+                Vec::new()
+            } else {
+                r.drain().collect()
+            }
+        };
+        for sid in released {
+            s.release(&sid);
         }
         let now = Instant::now();
         cpu.tick(now, window_start, window_end);

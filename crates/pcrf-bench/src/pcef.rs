@@ -1,15 +1,18 @@
 //! The emulated PCEFs (P-GWs): P Gx client connections to the PCRF, each
 //! its own Diameter node (Origin-Host pgw-N.<realm>) with CER/CEA and the
 //! RFC 3539 watchdog, answering the PCRF's RARs with RAA 2001 as a gateway
-//! that applied the change would, and counting them.
+//! that applied the change would, and counting them. A RAR carrying
+//! Session-Release-Cause asks the gateway to end the session: its
+//! Session-Id is queued for the runner, which sends the CCR-T.
 
 use crate::gx::Gateway;
 use crate::scenario::GxSettings;
 use bytes::{Bytes, BytesMut};
-use diameter::dict::{app, cmd};
+use diameter::dict::{app, avp, cmd};
 use diameter::peer::{Application, CloseReason, DisconnectCause, LocalNode, PeerSettings};
 use diameter::transport::{Handler, Initiator, Node, PeerHandle, PeerTable};
 use diameter::{DiameterError, Message, MessageBuilder};
+use std::collections::HashSet;
 use std::future::Future;
 use std::net::{Ipv4Addr, SocketAddr};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -21,8 +24,23 @@ use std::time::Duration;
 pub struct PcefCounters {
     pub rar_received: AtomicU64,
     pub raa_sent: AtomicU64,
+    /// RARs with Session-Release-Cause.
+    pub release_requests: AtomicU64,
+    /// Session-Ids the PCRF asked to release, not yet acted on.
+    pub releases: Mutex<HashSet<String>>,
     /// Connection events worth reporting (a PCEF losing its PCRF).
     pub events: Mutex<Vec<String>>,
+}
+
+impl PcefCounters {
+    pub fn lock_releases(&self) -> std::sync::MutexGuard<'_, HashSet<String>> {
+        self.releases.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Whether the PCRF asked to release this session (forgets the request).
+    pub fn take_release(&self, session_id: &str) -> bool {
+        self.lock_releases().remove(session_id)
+    }
 }
 
 /// Answers RAR with RAA; every other request is refused by the transport
@@ -45,6 +63,14 @@ impl Handler for PcefHandler {
         let counters = self.counters.clone();
         async move {
             counters.rar_received.fetch_add(1, Relaxed);
+            if let Ok([Some(sid), Some(_)]) =
+                req.pick(&[avp::SESSION_ID, avp::SESSION_RELEASE_CAUSE])
+            {
+                if let Ok(sid) = sid.as_str() {
+                    counters.release_requests.fetch_add(1, Relaxed);
+                    counters.lock_releases().insert(sid.to_string());
+                }
+            }
             let mut buf = BytesMut::with_capacity(256);
             let mut b = MessageBuilder::answer(&mut buf, &req);
             let local = peer.local();
@@ -268,6 +294,27 @@ mod tests {
         assert_eq!(oh.map(|a| a.as_str()), Some(Ok("pgw-2.bench.test")));
         assert_eq!(pcefs.counters.rar_received.load(Relaxed), 1);
         assert_eq!(pcefs.counters.raa_sent.load(Relaxed), 1);
+        assert_eq!(pcefs.counters.release_requests.load(Relaxed), 0);
+
+        // A RAR that releases the session queues it for the runner.
+        let raa = pgw
+            .request(app::GX, cmd::RE_AUTH, |b| {
+                b.str(avp::SESSION_ID, "pgw-2.bench.test;1;8")
+                    .u32(avp::AUTH_APPLICATION_ID, app::GX)
+                    .origin("pcrf.pcrf.test", "pcrf.test")
+                    .str(avp::DESTINATION_REALM, "bench.test")
+                    .i32(avp::RE_AUTH_REQUEST_TYPE, 0)
+                    .i32(avp::SESSION_RELEASE_CAUSE, 0);
+            })
+            .await
+            .expect("RAA");
+        assert_eq!(
+            raa.find(avp::RESULT_CODE).expect("ok").map(|a| a.as_u32()),
+            Some(Ok(2001))
+        );
+        assert_eq!(pcefs.counters.release_requests.load(Relaxed), 1);
+        assert!(pcefs.counters.take_release("pgw-2.bench.test;1;8"));
+        assert!(!pcefs.counters.take_release("pgw-2.bench.test;1;8"));
         pcefs.shutdown().await;
     }
 

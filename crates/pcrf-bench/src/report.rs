@@ -109,6 +109,8 @@ pub struct SessionCounts {
 pub struct RarCounts {
     pub received: u64,
     pub answered: u64,
+    /// RARs with Session-Release-Cause (the session then ends with CCR-T).
+    pub release_requests: u64,
 }
 
 /// Requests of the warm-up and of the final drain (CCR-T of sessions still
@@ -259,8 +261,8 @@ impl Report {
         if self.rar.received > 0 {
             let _ = writeln!(
                 s,
-                "RAR: {} received, {} answered with RAA 2001",
-                self.rar.received, self.rar.answered
+                "RAR: {} received, {} answered with RAA 2001, {} asked to release the session",
+                self.rar.received, self.rar.answered, self.rar.release_requests
             );
         }
         if let Some(l) = &self.send_lag {

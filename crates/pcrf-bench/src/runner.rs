@@ -104,6 +104,7 @@ pub async fn measure(setup: &RunSetup, load: Load) -> Result<Report, String> {
     let rar = RarCounts {
         received: pcefs.counters.rar_received.load(Relaxed),
         answered: pcefs.counters.raa_sent.load(Relaxed),
+        release_requests: pcefs.counters.release_requests.load(Relaxed),
     };
     let peer_events = pcefs.events();
     pcefs.shutdown().await;
