@@ -560,3 +560,90 @@ fn newer_schema_is_refused() {
         other => panic!("expected refusal, got {other:?}"),
     }
 }
+
+/// The way `pcrf serve` uses it: opened from async code through the
+/// configuration, driven by the group-commit writer; while the database is
+/// down requests fail within the bound, and every request that was
+/// acknowledged is in the database afterwards.
+#[test]
+fn behind_group_commit_nothing_acknowledged_is_lost_across_an_outage() {
+    use pcrf::store::{open_store_with_profiler, GroupCommit, StoreConfig, StoreKind};
+    let db = TestSchema::new();
+    drop(db.open());
+    let relay = Relay::start(Duration::ZERO);
+    let cfg = StoreConfig {
+        kind: StoreKind::Postgres,
+        url: Some(relay.url(&db)),
+        timeout_ms: 500,
+        ..StoreConfig::default()
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let (store, profiler) = open_store_with_profiler(&cfg).expect("open in async code");
+        assert!(profiler.is_some());
+        let gc = Arc::new(GroupCommit::start(store).expect("start writer"));
+        let acked = Arc::new(Mutex::new(Vec::<String>::new()));
+        let wave = |tag: &'static str, n: usize| {
+            let (gc, acked) = (gc.clone(), acked.clone());
+            async move {
+                let tasks: Vec<_> = (0..n)
+                    .map(|i| {
+                        let (gc, acked) = (gc.clone(), acked.clone());
+                        tokio::spawn(async move {
+                            let id = format!("gx;{tag}{i}");
+                            let r = gc.submit(vec![put(session(&id, "1", 1))]).await;
+                            if r.is_ok() {
+                                acked.lock().expect("acked").push(id);
+                            }
+                            r
+                        })
+                    })
+                    .collect();
+                let mut ok = 0;
+                for t in tasks {
+                    match t.await.expect("task") {
+                        Ok(()) => ok += 1,
+                        Err(StoreError::Unavailable(_)) => {}
+                        Err(e) => panic!("unexpected error {e}"),
+                    }
+                }
+                ok
+            }
+        };
+        assert_eq!(wave("up", 50).await, 50);
+        let commits = gc.stats().commits;
+        assert!(
+            commits < 50,
+            "{commits} commits for 50 requests: not grouped"
+        );
+        relay.set_down(true);
+        let t = Instant::now();
+        assert_eq!(wave("down", 20).await, 0, "nothing acknowledged while down");
+        assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+        relay.set_down(false);
+        let t = Instant::now();
+        while wave("back", 1).await == 0 {
+            assert!(t.elapsed() < Duration::from_secs(10), "did not recover");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert_eq!(wave("again", 20).await, 20);
+        let gc = Arc::try_unwrap(gc).unwrap_or_else(|_| panic!("writer still shared"));
+        let mut store = gc.shutdown().await.expect("shutdown");
+        let stored: std::collections::HashSet<String> = store
+            .open_sessions()
+            .expect("load")
+            .into_iter()
+            .map(|s| s.id)
+            .collect();
+        let acked = acked.lock().expect("acked").clone();
+        assert!(acked.len() >= 71, "{}", acked.len());
+        for id in &acked {
+            assert!(stored.contains(id), "acknowledged {id} lost");
+        }
+        drop(store);
+    });
+}
