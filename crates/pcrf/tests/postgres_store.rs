@@ -567,7 +567,7 @@ fn newer_schema_is_refused() {
 /// acknowledged is in the database afterwards.
 #[test]
 fn behind_group_commit_nothing_acknowledged_is_lost_across_an_outage() {
-    use pcrf::store::{open_store_with_profiler, GroupCommit, StoreConfig, StoreKind};
+    use pcrf::store::{open_store_with_handles, GroupCommit, StoreConfig, StoreKind};
     let db = TestSchema::new();
     drop(db.open());
     let relay = Relay::start(Duration::ZERO);
@@ -583,8 +583,9 @@ fn behind_group_commit_nothing_acknowledged_is_lost_across_an_outage() {
         .build()
         .expect("runtime");
     rt.block_on(async {
-        let (store, profiler) = open_store_with_profiler(&cfg).expect("open in async code");
-        assert!(profiler.is_some());
+        let (store, handles) = open_store_with_handles(&cfg).expect("open in async code");
+        let health = handles.expect("postgres has handles").connection;
+        assert!(health.is_up());
         let gc = Arc::new(GroupCommit::start(store).expect("start writer"));
         let acked = Arc::new(Mutex::new(Vec::<String>::new()));
         let wave = |tag: &'static str, n: usize| {
@@ -623,6 +624,8 @@ fn behind_group_commit_nothing_acknowledged_is_lost_across_an_outage() {
         relay.set_down(true);
         let t = Instant::now();
         assert_eq!(wave("down", 20).await, 0, "nothing acknowledged while down");
+        assert!(!health.is_up(), "readiness must see the outage");
+        assert!(health.failures() >= 1);
         assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
         relay.set_down(false);
         let t = Instant::now();
@@ -631,6 +634,8 @@ fn behind_group_commit_nothing_acknowledged_is_lost_across_an_outage() {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         assert_eq!(wave("again", 20).await, 20);
+        assert!(health.is_up());
+        assert!(health.reconnects() >= 1);
         let gc = Arc::try_unwrap(gc).unwrap_or_else(|_| panic!("writer still shared"));
         let mut store = gc.shutdown().await.expect("shutdown");
         let stored: std::collections::HashSet<String> = store

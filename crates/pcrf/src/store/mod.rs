@@ -90,16 +90,17 @@ pub trait Store: Send + 'static {
     fn skipped_corrupt(&self) -> u64;
 }
 
-/// Opens the store like `open_store`, also returning the query profiler
-/// handle when the store has one (PostgreSQL), for the API to hold.
-pub fn open_store_with_profiler(
+/// Opens the store like `open_store`, also returning the handles the API
+/// holds when the store has them (PostgreSQL: query profiler, connection
+/// health for `/v1/ready`).
+pub fn open_store_with_handles(
     config: &StoreConfig,
-) -> Result<(Box<dyn Store>, Option<postgres::QueryProfiler>), StoreError> {
+) -> Result<(Box<dyn Store>, Option<postgres::PostgresHandles>), StoreError> {
     match config.kind {
         StoreKind::Postgres => {
             let store = postgres::PostgresStore::open(config.postgres_options()?)?;
-            let profiler = store.profiler();
-            Ok((Box::new(store), Some(profiler)))
+            let handles = store.handles();
+            Ok((Box::new(store), Some(handles)))
         }
         StoreKind::Sqlite => Ok((open_store(config)?, None)),
     }

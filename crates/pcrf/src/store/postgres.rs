@@ -7,10 +7,19 @@
 //! 5012) so nothing unacknowledged is ever reported durable.
 
 pub mod migrations;
+pub mod monitor;
 mod pipeline;
 pub mod profiler;
 
+pub use monitor::ConnectionMonitor;
 pub use profiler::{ProfileSnapshot, QueryProfiler, QueryStat};
+
+/// What the API and metrics hold of a PostgreSQL store (both cloneable).
+#[derive(Clone, Debug)]
+pub struct PostgresHandles {
+    pub profiler: QueryProfiler,
+    pub connection: ConnectionMonitor,
+}
 
 use super::{Change, Store, StoreError};
 use crate::session::{GxSession, SessionState};
@@ -505,7 +514,7 @@ pub struct PostgresStore {
     retry_at: Instant,
     backoff: Duration,
     last_error: String,
-    reconnects: u64,
+    monitor: ConnectionMonitor,
     profiler: QueryProfiler,
     skipped_corrupt: u64,
 }
@@ -514,7 +523,7 @@ impl std::fmt::Debug for PostgresStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("PostgresStore")
             .field("connected", &self.live.is_some())
-            .field("reconnects", &self.reconnects)
+            .field("reconnects", &self.monitor.reconnects())
             .finish()
     }
 }
@@ -522,6 +531,7 @@ impl std::fmt::Debug for PostgresStore {
 impl Drop for PostgresStore {
     fn drop(&mut self) {
         self.live = None;
+        self.monitor.closed();
         if let Some(rt) = self.rt.take() {
             // Never blocks, so dropping the store in async code is safe.
             rt.shutdown_background();
@@ -550,12 +560,13 @@ impl PostgresStore {
             retry_at: Instant::now(),
             backoff: BACKOFF_MIN,
             last_error: String::new(),
-            reconnects: 0,
+            monitor: ConnectionMonitor::default(),
             profiler: QueryProfiler::new(),
             skipped_corrupt: 0,
         };
         let live = store.connect(true)?;
         store.live = Some(live);
+        store.monitor.connected(true);
         Ok(store)
     }
 
@@ -564,10 +575,27 @@ impl PostgresStore {
         self.profiler.clone()
     }
 
+    /// The handles the API and metrics hold (clones share state).
+    pub fn handles(&self) -> PostgresHandles {
+        PostgresHandles {
+            profiler: self.profiler.clone(),
+            connection: self.monitor.clone(),
+        }
+    }
+
     /// Connections opened after the first (lifetime replacements and
     /// reconnects after failures).
     pub fn reconnects(&self) -> u64 {
-        self.reconnects
+        self.monitor.reconnects()
+    }
+
+    /// Drops the connection after a failure (the server rolls back what it
+    /// had open) and records why.
+    fn lose(&mut self, why: String) {
+        if self.live.take().is_some() {
+            self.monitor.lost();
+        }
+        self.last_error = why;
     }
 
     /// Whether a connection is up now (as last seen; for readiness).
@@ -681,6 +709,7 @@ impl PostgresStore {
                 self.last_error.clear();
             }
             Err(StoreError::Unavailable(m) | StoreError::Corrupt(m)) => {
+                self.monitor.attempt_failed();
                 self.last_error = m.clone();
                 self.retry_at = Instant::now() + random_between(self.backoff / 2, self.backoff);
                 self.backoff = (self.backoff * 2).min(self.opts.backoff_max.max(BACKOFF_MIN));
@@ -700,8 +729,7 @@ impl PostgresStore {
         }
         if self.live.as_ref().is_some_and(|l| l.client.is_closed()) {
             tracing::warn!("database connection lost; reconnecting");
-            self.live = None;
-            self.last_error = "connection lost".into();
+            self.lose("connection lost".into());
         }
         let now = Instant::now();
         match &self.live {
@@ -712,7 +740,7 @@ impl PostgresStore {
                 match self.connect(false) {
                     Ok(new) => {
                         self.live = Some(new);
-                        self.reconnects += 1;
+                        self.monitor.connected(false);
                         tracing::debug!("database connection replaced after its lifetime");
                     }
                     Err(e) => {
@@ -731,7 +759,7 @@ impl PostgresStore {
                     e
                 })?;
                 self.live = Some(new);
-                self.reconnects += 1;
+                self.monitor.connected(false);
                 tracing::info!("database connection established");
                 Ok(())
             }
@@ -741,8 +769,7 @@ impl PostgresStore {
     /// Maps a failure, dropping the connection when it is to blame.
     fn failed(&mut self, context: &str, f: PgFailure) -> StoreError {
         if let PgFailure::Connection(m) = &f {
-            self.live = None;
-            self.last_error = m.clone();
+            self.lose(m.clone());
         }
         pg_error(context, f)
     }
@@ -750,11 +777,10 @@ impl PostgresStore {
     /// A call that outlived the bound: the connection's state is unknown,
     /// so it is dropped (the server rolls back what it had open).
     fn timed_out(&mut self, context: &str) -> StoreError {
-        self.live = None;
-        self.last_error = format!(
+        self.lose(format!(
             "{context}: no answer within {} ms",
             self.opts.timeout.as_millis()
-        );
+        ));
         StoreError::Unavailable(self.last_error.clone())
     }
 
@@ -910,8 +936,7 @@ impl Store for PostgresStore {
                 Ok(Ok(rows)) => return Ok(rows),
                 Ok(Err(PgFailure::Connection(m))) if !retried => {
                     tracing::warn!(error = %m, "database connection failed mid-batch; retrying once");
-                    self.live = None;
-                    self.last_error = m;
+                    self.lose(m);
                     self.retry_at = Instant::now();
                     retried = true;
                 }
