@@ -1,7 +1,7 @@
 //! Codec benchmarks on realistic Gx messages (a P-GW's CCR-I, the PCRF's
 //! CCA-I with three Charging-Rule-Install), each measured side by side, in
 //! the same run, with the crates.io `diameter` 0.7 crate as the outside
-//! reference. Method and figures: `bench/BENCHMARKS-codec.md`.
+//! reference. Method and figures: `BENCHMARKS.md`.
 //!
 //! Run: `cargo bench -p pcrf-diameter --bench codec -- --warm-up-time 1 --measurement-time 3`
 
