@@ -238,10 +238,9 @@ impl Node {
         if let Some(slot) = self.sessions.get(c.session_id) {
             let _g = slot.lock().await;
             let cur = slot.load();
-            if cur.state == SessionState::Open && cur.last_request_number == c.request_number {
-                if let Some(ans) = &cur.last_answer {
-                    self.counters.retransmissions.fetch_add(1, Relaxed);
-                    return Ok(replay(ans, req));
+            if cur.state == SessionState::Open {
+                if let Some(again) = self.replay_retransmission(&cur, req, c) {
+                    return Ok(again);
                 }
             }
         }
@@ -309,30 +308,15 @@ impl Node {
 
     async fn ccr_update(&self, req: &Message, c: &Ccr<'_>) -> Result<Answered, DiameterError> {
         let Some(slot) = self.sessions.get(c.session_id) else {
-            return Ok(self.cca(
-                req,
-                c,
-                Outcome::Result(result_code::DIAMETER_UNKNOWN_SESSION_ID),
-                None,
-                None,
-            ));
+            return Ok(self.unknown_session(req, c));
         };
         let _g = slot.lock().await;
         let cur = slot.load();
         if cur.state == SessionState::Closed {
-            return Ok(self.cca(
-                req,
-                c,
-                Outcome::Result(result_code::DIAMETER_UNKNOWN_SESSION_ID),
-                None,
-                None,
-            ));
+            return Ok(self.unknown_session(req, c));
         }
-        if c.request_number == cur.last_request_number {
-            if let Some(ans) = &cur.last_answer {
-                self.counters.retransmissions.fetch_add(1, Relaxed);
-                return Ok(replay(ans, req));
-            }
+        if let Some(again) = self.replay_retransmission(&cur, req, c) {
+            return Ok(again);
         }
         let now = now_ms();
         let mut s = (*cur).clone();
@@ -382,30 +366,15 @@ impl Node {
 
     async fn ccr_termination(&self, req: &Message, c: &Ccr<'_>) -> Result<Answered, DiameterError> {
         let Some(slot) = self.sessions.get(c.session_id) else {
-            return Ok(self.cca(
-                req,
-                c,
-                Outcome::Result(result_code::DIAMETER_UNKNOWN_SESSION_ID),
-                None,
-                None,
-            ));
+            return Ok(self.unknown_session(req, c));
         };
         let _g = slot.lock().await;
         let cur = slot.load();
         if cur.state == SessionState::Closed {
-            if c.request_number == cur.last_request_number {
-                if let Some(ans) = &cur.last_answer {
-                    self.counters.retransmissions.fetch_add(1, Relaxed);
-                    return Ok(replay(ans, req));
-                }
+            if let Some(again) = self.replay_retransmission(&cur, req, c) {
+                return Ok(again);
             }
-            return Ok(self.cca(
-                req,
-                c,
-                Outcome::Result(result_code::DIAMETER_UNKNOWN_SESSION_ID),
-                None,
-                None,
-            ));
+            return Ok(self.unknown_session(req, c));
         }
         let now = now_ms();
         let mut s = (*cur).clone();
@@ -427,6 +396,27 @@ impl Node {
         self.commit(vec![Change::PutSession(s.clone())]).await?;
         slot.publish(s);
         Ok(answer)
+    }
+
+    /// 5002 DIAMETER_UNKNOWN_SESSION_ID.
+    fn unknown_session(&self, req: &Message, c: &Ccr<'_>) -> Answered {
+        let rc = result_code::DIAMETER_UNKNOWN_SESSION_ID;
+        self.cca(req, c, Outcome::Result(rc), None, None)
+    }
+
+    /// The stored answer again when `c` repeats the last CCR applied.
+    fn replay_retransmission(
+        &self,
+        cur: &GxSession,
+        req: &Message,
+        c: &Ccr<'_>,
+    ) -> Option<Answered> {
+        if c.request_number != cur.last_request_number {
+            return None;
+        }
+        let ans = cur.last_answer.as_deref()?;
+        self.counters.retransmissions.fetch_add(1, Relaxed);
+        Some(replay(ans, req))
     }
 
     /// Persists changes; the caller answers only after this returns Ok.
