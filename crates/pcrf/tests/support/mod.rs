@@ -141,6 +141,11 @@ level = "info"
         panic!("pcrf did not become healthy:\n{}", self.log());
     }
 
+    /// The server's process id.
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().expect("running").id()
+    }
+
     /// The server's log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("pcrf.log")).unwrap_or_default()
