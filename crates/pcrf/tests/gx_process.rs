@@ -93,7 +93,10 @@ async fn ccr_i_answers_the_whole_decision() {
     assert_eq!(s["apn"], "internet");
     assert_eq!(s["ue_ipv4"], "10.45.0.2");
     assert_eq!(s["last_decision"]["inputs"]["session"]["rat"], "EUTRAN");
-    assert!(s["last_decision"]["script_version"].as_u64().is_some());
+    assert_eq!(
+        s["last_decision"]["script_version"].as_str().map(str::len),
+        Some(16)
+    );
     pcef.close().await;
 }
 

@@ -19,7 +19,10 @@ pub enum SessionState {
 /// the decision itself, and the inputs as JSON for `GET /v1/sessions/{id}`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct DecisionRecord {
+    /// Hex in JSON: 64-bit hashes lose precision as JSON numbers in most tools.
+    #[serde(with = "hex_u64")]
     pub input_hash: u64,
+    #[serde(with = "hex_u64")]
     pub script_version: u64,
     pub decision: Decision,
     pub inputs: serde_json::Value,
@@ -127,6 +130,20 @@ impl GxSession {
             ..s.clone()
         };
         strip(self) == strip(other)
+    }
+}
+
+/// A u64 as 16 hex digits (as the logs and the reload answer show it).
+mod hex_u64 {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("{v:016x}"))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        let text = String::deserialize(d)?;
+        u64::from_str_radix(&text, 16).map_err(serde::de::Error::custom)
     }
 }
 
