@@ -123,13 +123,57 @@ impl GxSession {
     /// the update time) is ignored, so a CCR-U that changes nothing else
     /// causes no write (the source article's optimization 1).
     pub fn durably_equal(&self, other: &GxSession) -> bool {
-        let strip = |s: &GxSession| GxSession {
-            last_request_number: 0,
-            last_answer: None,
-            updated_ms: 0,
-            ..s.clone()
-        };
-        strip(self) == strip(other)
+        // Destructured so that a new field must be placed on one side or
+        // the other here; compared in place (no clones on the hot path).
+        let GxSession {
+            id,
+            state,
+            subscriber,
+            imsi,
+            msisdn,
+            pcef_host,
+            pcef_realm,
+            apn,
+            ue_ipv4,
+            ue_ipv6_prefix,
+            rat_type,
+            ip_can_type,
+            location,
+            ms_timezone,
+            device,
+            supported_features,
+            installed,
+            rule_failures,
+            last_request_number: _,
+            revalidation_at_ms,
+            last_decision,
+            last_answer: _,
+            created_ms,
+            updated_ms: _,
+            closed_ms,
+        } = self;
+        *id == other.id
+            && *state == other.state
+            && *subscriber == other.subscriber
+            && *imsi == other.imsi
+            && *msisdn == other.msisdn
+            && *pcef_host == other.pcef_host
+            && *pcef_realm == other.pcef_realm
+            && *apn == other.apn
+            && *ue_ipv4 == other.ue_ipv4
+            && *ue_ipv6_prefix == other.ue_ipv6_prefix
+            && *rat_type == other.rat_type
+            && *ip_can_type == other.ip_can_type
+            && *location == other.location
+            && *ms_timezone == other.ms_timezone
+            && *device == other.device
+            && *supported_features == other.supported_features
+            && *installed == other.installed
+            && *rule_failures == other.rule_failures
+            && *revalidation_at_ms == other.revalidation_at_ms
+            && *last_decision == other.last_decision
+            && *created_ms == other.created_ms
+            && *closed_ms == other.closed_ms
     }
 }
 
@@ -174,5 +218,43 @@ mod hex_bytes {
             })
             .collect::<Result<Vec<u8>, _>>()
             .map(Some)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bookkeeping_is_not_a_durable_change() {
+        let a = GxSession::new("s".into(), "001".into(), "pgw".into(), "r".into(), 1);
+        let mut b = a.clone();
+        b.last_request_number = 7;
+        b.last_answer = Some(vec![1, 2, 3]);
+        b.updated_ms = 99;
+        assert!(a.durably_equal(&b));
+        b.apn = Some("ims".into());
+        assert!(!a.durably_equal(&b));
+        let mut c = a.clone();
+        c.installed.rules.push("internet".into());
+        assert!(!a.durably_equal(&c));
+    }
+
+    #[test]
+    fn hex_fields_round_trip_through_json() {
+        let mut s = GxSession::new("s".into(), "001".into(), "pgw".into(), "r".into(), 1);
+        s.last_answer = Some(vec![0, 0xab, 0xff]);
+        s.last_decision = Some(DecisionRecord {
+            input_hash: u64::MAX,
+            script_version: 0x0123_4567_89ab_cdef,
+            decision: Decision::default(),
+            inputs: serde_json::Value::Null,
+            at_ms: 5,
+        });
+        let json = serde_json::to_value(&s).expect("serialises");
+        assert_eq!(json["last_answer"], "00abff");
+        assert_eq!(json["last_decision"]["script_version"], "0123456789abcdef");
+        let back: GxSession = serde_json::from_value(json).expect("deserialises");
+        assert_eq!(back, s);
     }
 }
