@@ -1032,6 +1032,45 @@ mod tests {
     }
 
     #[test]
+    fn configuration_section_maps_to_options() {
+        use crate::store::config::{StoreConfig, StoreKind, DATABASE_URL_ENV};
+        let c: StoreConfig = toml::from_str(
+            "kind = \"postgres\"\nurl = \"postgres://pcrf@127.0.0.1/pcrf\"\n\
+             lifetime_min_secs = 60\nlifetime_max_secs = 120\ntimeout_ms = 750",
+        )
+        .expect("parses");
+        assert_eq!(c.kind, StoreKind::Postgres);
+        assert!(c.validate().is_ok());
+        let o = c.postgres_options().expect("options");
+        assert_eq!(o.lifetime_min, Duration::from_secs(60));
+        assert_eq!(o.lifetime_max, Duration::from_secs(120));
+        assert_eq!(o.timeout, Duration::from_millis(750));
+        if std::env::var_os(DATABASE_URL_ENV).is_none() {
+            assert_eq!(o.url, "postgres://pcrf@127.0.0.1/pcrf");
+            let no_url: StoreConfig = toml::from_str("kind = \"postgres\"").expect("parses");
+            let e = no_url.validate().expect_err("needs a URL");
+            assert!(e.contains(DATABASE_URL_ENV), "{e}");
+        }
+        let defaults: StoreConfig =
+            toml::from_str("kind = \"postgres\"\nurl = \"postgres://x@127.0.0.1/y\"")
+                .expect("parses");
+        let o = defaults.postgres_options().expect("options");
+        assert_eq!(o.lifetime_min, Duration::from_secs(1800));
+        assert_eq!(o.lifetime_max, Duration::from_secs(3600));
+        for bad in [
+            "lifetime_min_secs = 0",
+            "lifetime_min_secs = 100\nlifetime_max_secs = 50",
+            "timeout_ms = 0",
+        ] {
+            let c: StoreConfig = toml::from_str(&format!(
+                "kind = \"postgres\"\nurl = \"postgres://x@127.0.0.1/y\"\n{bad}"
+            ))
+            .expect("parses");
+            assert!(c.validate().is_err(), "{bad} accepted");
+        }
+    }
+
+    #[test]
     fn bad_url_is_named_without_echoing_it() {
         match PostgresStore::open(PostgresOptions::new("postgres://u:secret@host:notaport/db")) {
             Err(StoreError::Unavailable(m)) => {
