@@ -94,6 +94,12 @@ pub async fn run(
     let mut store = open_store(&cfg.store)?;
     let subscribers = store.subscribers()?;
     let sessions = store.open_sessions()?;
+    if store.skipped_corrupt() > 0 {
+        tracing::error!(
+            records = store.skipped_corrupt(),
+            "corrupt store records skipped at start-up (each is logged above with its key)"
+        );
+    }
     tracing::info!(
         subscribers = subscribers.len(),
         open_sessions = sessions.len(),
