@@ -1,7 +1,7 @@
 //! A received message: the original bytes and accessors that read from
 //! them. Nothing is decoded until asked; nothing is copied.
 
-use super::avp::{Avp, AvpCode, AvpIter};
+use super::avp::{Avp, AvpCode, AvpIter, AVP_FLAG_P};
 use super::def_index;
 use super::error::DiameterError;
 use super::header::{Header, FLAG_E, FLAG_R, HEADER_LEN, VERSION};
@@ -171,6 +171,15 @@ fn validate_run(mut iter: AvpIter<'_>, depth: u32) -> Result<usize, DiameterErro
             Err(m) => return Err(iter.malformed(m)),
         };
         n += 1;
+        if avp.flags() & AVP_FLAG_P != 0 {
+            // RFC 6733 §4.1: P is reserved and MUST be zero; a set P bit is
+            // a flag value this protocol version does not define (§7.1.3).
+            return Err(DiameterError::with_failed_avp(
+                result_code::DIAMETER_INVALID_AVP_BITS,
+                avp.raw().to_vec(),
+                "AVP with the reserved P bit set",
+            ));
+        }
         let Some(def) = def_index::avp_def(avp.code(), avp.vendor()) else {
             if avp.is_mandatory() {
                 return Err(DiameterError::with_failed_avp(
@@ -318,6 +327,22 @@ mod tests {
         assert_eq!(
             &e.failed_avp.expect("failed")[..4],
             &999_998u32.to_be_bytes()
+        );
+    }
+
+    #[test]
+    fn validate_rejects_the_reserved_p_bit_with_3009() {
+        let m = sample();
+        let mut v = m.bytes().to_vec();
+        // The first AVP (Session-Id) starts right after the header; flags at +4.
+        v[HEADER_LEN + 4] |= crate::codec::AVP_FLAG_P;
+        let m = Message::parse(v.into()).expect("header fine");
+        let e = m.validate().expect_err("P bit");
+        assert_eq!(e.result_code, result_code::DIAMETER_INVALID_AVP_BITS);
+        assert!(e.is_protocol_error(), "answered with the E bit");
+        assert_eq!(
+            &e.failed_avp.expect("Failed-AVP")[..4],
+            &263u32.to_be_bytes()
         );
     }
 }
