@@ -35,6 +35,22 @@ enum Cmd {
         #[command(subcommand)]
         command: PolicyCmd,
     },
+    /// Database tools (the PostgreSQL store).
+    Db {
+        #[command(subcommand)]
+        command: DbCmd,
+    },
+    /// Look inside a running PCRF through its HTTP API.
+    Debug {
+        /// The API's address.
+        #[arg(long, default_value = "127.0.0.1:8080", global = true)]
+        api: std::net::SocketAddr,
+        /// Bearer token, when the API requires one.
+        #[arg(long, env = "PCRF_API_TOKEN", global = true)]
+        token: Option<String>,
+        #[command(subcommand)]
+        command: DebugCmd,
+    },
     /// Diameter clients for trying a PCRF by hand.
     Client {
         #[command(subcommand)]
@@ -48,6 +64,31 @@ enum Cmd {
         hex: Option<String>,
         /// A .pcap file, or a text file holding hex.
         file: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum DbCmd {
+    /// Create or upgrade the PostgreSQL schema to this version's, then exit.
+    /// The URL comes from PCRF_DATABASE_URL or the config's [store].url.
+    Migrate {
+        #[arg(long, short, env = "PCRF_CONFIG")]
+        config: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum DebugCmd {
+    /// The query profiler's table: per statement calls, calls/s, execution
+    /// and fetch time, rows and share of database time (PostgreSQL store).
+    Queries {
+        #[arg(long, default_value_t = 15)]
+        top: usize,
+    },
+    /// Switch the query profiler on (a new window) or off.
+    QueryProfiler {
+        #[arg(value_parser = ["on", "off"])]
+        state: String,
     },
 }
 
@@ -118,6 +159,14 @@ fn main() -> ExitCode {
             }
         },
         Cmd::Decode { hex, file } => decode(hex, file),
+        Cmd::Db {
+            command: DbCmd::Migrate { config },
+        } => db_migrate(config),
+        Cmd::Debug {
+            api,
+            token,
+            command,
+        } => debug(api, token.as_deref(), command),
         Cmd::Client {
             command:
                 ClientCmd::Gx {
@@ -326,4 +375,133 @@ fn parse_hex(text: &str) -> Result<Vec<u8>, String> {
                 .ok_or_else(|| format!("not hex: {:?}", String::from_utf8_lossy(pair)))
         })
         .collect()
+}
+
+fn db_migrate(config: Option<PathBuf>) -> ExitCode {
+    let cfg = match &config {
+        Some(p) => match Config::load(p) {
+            Ok(c) => c,
+            Err(e) => {
+                eprintln!("error: invalid configuration:\n{e}");
+                return ExitCode::from(2);
+            }
+        },
+        None => Config::zero_config(),
+    };
+    let Some(url) = cfg.store.database_url() else {
+        eprintln!("error: no database URL: set PCRF_DATABASE_URL or [store].url (with kind = \"postgres\")");
+        return ExitCode::from(2);
+    };
+    match pcrf::store::postgres::migrate(&url) {
+        Ok(version) => {
+            println!("schema at version {version}");
+            ExitCode::SUCCESS
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// One HTTP/1.1 request to the API; the status and the body.
+fn api_call(
+    api: std::net::SocketAddr,
+    token: Option<&str>,
+    method: &str,
+    path: &str,
+    body: &str,
+) -> Result<(u16, String), String> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect_timeout(&api, std::time::Duration::from_secs(5))
+        .map_err(|e| format!("cannot reach the API at {api}: {e}"))?;
+    let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(10)));
+    let auth = token.map_or_else(String::new, |t| format!("Authorization: Bearer {t}\r\n"));
+    write!(
+        s,
+        "{method} {path} HTTP/1.1\r\nHost: {api}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .map_err(|e| e.to_string())?;
+    let mut resp = String::new();
+    s.read_to_string(&mut resp).map_err(|e| e.to_string())?;
+    let status = resp
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = resp
+        .split_once("\r\n\r\n")
+        .map(|(_, b)| b.to_string())
+        .unwrap_or_default();
+    Ok((status, body))
+}
+
+fn debug(api: std::net::SocketAddr, token: Option<&str>, command: DebugCmd) -> ExitCode {
+    let res = match &command {
+        DebugCmd::Queries { top } => api_call(
+            api,
+            token,
+            "GET",
+            &format!("/v1/debug/queries?top={top}"),
+            "",
+        ),
+        DebugCmd::QueryProfiler { state } => api_call(
+            api,
+            token,
+            "POST",
+            "/v1/debug/query-profiler",
+            &format!("{{\"enabled\":{}}}", state == "on"),
+        ),
+    };
+    let (status, body) = match res {
+        Ok(r) => r,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let json: serde_json::Value = serde_json::from_str(&body).unwrap_or(serde_json::Value::Null);
+    if status != 200 {
+        eprintln!(
+            "error: HTTP {status}: {}",
+            json["error"].as_str().unwrap_or(&body)
+        );
+        return ExitCode::FAILURE;
+    }
+    match command {
+        DebugCmd::QueryProfiler { .. } => println!(
+            "query profiler {}",
+            if json["enabled"] == true { "on" } else { "off" }
+        ),
+        DebugCmd::Queries { .. } => print_profile(&json),
+    }
+    ExitCode::SUCCESS
+}
+
+fn print_profile(p: &serde_json::Value) {
+    println!(
+        "profiler {} | window {:.1} s | database time {} µs",
+        if p["enabled"] == true { "on" } else { "off" },
+        p["window_secs"].as_f64().unwrap_or(0.0),
+        p["total_us"].as_u64().unwrap_or(0)
+    );
+    println!(
+        "{:<28} {:>10} {:>9} {:>12} {:>9} {:>12} {:>9} {:>10} {:>7}",
+        "statement", "calls", "calls/s", "exec µs", "mean", "fetch µs", "mean", "rows", "share"
+    );
+    for q in p["statements"].as_array().into_iter().flatten() {
+        println!(
+            "{:<28} {:>10} {:>9.1} {:>12} {:>9.1} {:>12} {:>9.1} {:>10} {:>6.1}%",
+            q["name"].as_str().unwrap_or("?"),
+            q["calls"].as_u64().unwrap_or(0),
+            q["calls_per_sec"].as_f64().unwrap_or(0.0),
+            q["exec_us_total"].as_u64().unwrap_or(0),
+            q["exec_us_mean"].as_f64().unwrap_or(0.0),
+            q["fetch_us_total"].as_u64().unwrap_or(0),
+            q["fetch_us_mean"].as_f64().unwrap_or(0.0),
+            q["rows"].as_u64().unwrap_or(0),
+            q["share_pct"].as_f64().unwrap_or(0.0)
+        );
+    }
 }

@@ -22,6 +22,7 @@ use crate::policy::{PolicyEngine, Ran};
 use crate::session::{GxSession, RuleDiff, SessionState, SessionTable};
 use crate::store::group_commit::GroupCommit;
 use crate::store::group_commit::BATCH_SIZE_BOUNDS;
+use crate::store::postgres::{PostgresHandles, QueryProfiler};
 use crate::store::{Change, StoreError};
 use crate::subscriber::Subscriber;
 use crate::subscribers::SubscriberTable;
@@ -86,6 +87,8 @@ pub struct Node {
     tz: jiff::tz::TimeZone,
     metrics: Arc<Metrics>,
     counters: NodeCounters,
+    /// The PostgreSQL store's profiler and connection state, when it is one.
+    pg: Option<PostgresHandles>,
 }
 
 fn now_ms() -> i64 {
@@ -112,6 +115,7 @@ impl Node {
         peers: PeerTable,
         metrics: Arc<Metrics>,
         tz: jiff::tz::TimeZone,
+        pg: Option<PostgresHandles>,
     ) -> Node {
         let sub_table = SubscriberTable::default();
         for s in subscribers {
@@ -137,6 +141,7 @@ impl Node {
             tz,
             metrics,
             counters: NodeCounters::default(),
+            pg,
         }
     }
 
@@ -1051,6 +1056,14 @@ impl Control for Node {
     }
 
     async fn ready(&self) -> Result<(), String> {
+        if let Some(pg) = &self.pg {
+            if !pg.connection.is_up() {
+                return Err(
+                    "store: PostgreSQL is unreachable (requests needing a write are answered 5012)"
+                        .into(),
+                );
+            }
+        }
         match tokio::time::timeout(Duration::from_secs(2), self.store.flush()).await {
             Ok(Ok(())) => Ok(()),
             Ok(Err(e)) => Err(format!("store: {e}")),
@@ -1064,6 +1077,10 @@ impl Control for Node {
 
     fn render_metrics(&self) -> String {
         self.metrics.render()
+    }
+
+    fn query_profiler(&self) -> Option<QueryProfiler> {
+        self.pg.as_ref().map(|h| h.profiler.clone())
     }
 }
 

@@ -11,7 +11,7 @@ use crate::metrics::Metrics;
 use crate::node::Node;
 use crate::policy::{EngineConfig, Limits, PolicyEngine};
 use crate::store::group_commit::{GroupCommit, GroupCommitOptions};
-use crate::store::open_store;
+use crate::store::open_store_with_handles;
 use bytes::Bytes;
 use diameter::codec::{DiameterError, Message};
 use diameter::peer::{AllowedPeer, Application, CloseReason, LocalNode, PeerSettings};
@@ -91,7 +91,7 @@ pub async fn run(
     }
 
     // Store: read what it holds, then hand it to the writer thread.
-    let mut store = open_store(&cfg.store)?;
+    let (mut store, pg) = open_store_with_handles(&cfg.store)?;
     let subscribers = store.subscribers()?;
     let sessions = store.open_sessions()?;
     if store.skipped_corrupt() > 0 {
@@ -104,6 +104,7 @@ pub async fn run(
         subscribers = subscribers.len(),
         open_sessions = sessions.len(),
         durability = cfg.store.durability.risk(),
+        kind = ?cfg.store.kind,
         path = %cfg.store.path.display(),
         "store opened"
     );
@@ -141,6 +142,7 @@ pub async fn run(
         peers.clone(),
         metrics.clone(),
         tz,
+        pg,
     ));
     metrics.register(node.clone());
 

@@ -57,6 +57,11 @@ pub trait Control: Send + Sync + 'static {
 
     /// The Prometheus scrape (see [`crate::metrics::Metrics::render`]).
     fn render_metrics(&self) -> String;
+
+    /// The store's query profiler; only the PostgreSQL store has one.
+    fn query_profiler(&self) -> Option<crate::store::postgres::QueryProfiler> {
+        None
+    }
 }
 
 /// Why an operation failed; each maps to one HTTP status.

@@ -8,6 +8,7 @@ pub mod access_log;
 pub mod auth;
 pub mod config;
 pub mod control;
+pub mod debug;
 pub mod error;
 pub mod extract;
 pub mod http_stats;
@@ -93,6 +94,12 @@ fn routes<C: Control>() -> Vec<Route<C>> {
         },
         r(Method::GET, "/v1/ready", get(status::ready::<C>)),
         r(Method::GET, "/v1/config", get(status::config::<C>)),
+        r(
+            Method::POST,
+            "/v1/debug/query-profiler",
+            post(debug::switch::<C>),
+        ),
+        r(Method::GET, "/v1/debug/queries", get(debug::queries::<C>)),
         r(
             Method::GET,
             "/v1/openapi.json",

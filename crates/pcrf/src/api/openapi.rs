@@ -163,6 +163,22 @@ pub fn document() -> Value {
                     "responses": {"200": json_response("Checksum", "ConfigInfo"), "401": unauthorized}
                 }
             },
+            "/v1/debug/query-profiler": {
+                "post": {
+                    "operationId": "switchQueryProfiler",
+                    "summary": "Switch the store's query profiler on (new window) or off (figures kept); PostgreSQL store only",
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"type": "object", "required": ["enabled"], "properties": {"enabled": {"type": "boolean"}}, "additionalProperties": false}}}},
+                    "responses": {"200": {"description": "The profiler's state", "content": {"application/json": {"schema": {"type": "object", "properties": {"enabled": {"type": "boolean"}}}}}}, "400": {"description": "Bad body"}, "401": unauthorized, "409": {"description": "The store has no profiler (embedded SQLite)"}}
+                }
+            },
+            "/v1/debug/queries": {
+                "get": {
+                    "operationId": "queries",
+                    "summary": "Per statement: calls, calls/s, execution and fetch time (µs), rows, share of database time; costliest first",
+                    "parameters": [{"name": "top", "in": "query", "required": false, "schema": {"type": "integer", "minimum": 1, "default": 15}}],
+                    "responses": {"200": {"description": "The profile", "content": {"application/json": {"schema": {"type": "object"}}}}, "401": unauthorized, "409": {"description": "The store has no profiler (embedded SQLite)"}}
+                }
+            },
             "/v1/openapi.json": {
                 "get": {
                     "operationId": "openapi",

@@ -61,6 +61,12 @@ impl Pcrf {
     /// Starts the server with the default policy copied into its own
     /// directory and `extra` appended to the generated configuration.
     pub fn start(extra: &str) -> Pcrf {
+        Self::start_with_store(None, extra)
+    }
+
+    /// As `start`, with `store` as the `[store]` section's body (default:
+    /// the embedded store in the scratch directory).
+    pub fn start_with_store(store: Option<&str>, extra: &str) -> Pcrf {
         let dir = scratch_dir("pcrf");
         let policy = dir.join("policy.lua");
         std::fs::copy(repo_root().join("policies/default.lua"), &policy).expect("copy policy");
@@ -83,7 +89,7 @@ origin_host = "pgw.test.local"
 addresses = ["127.0.0.1"]
 
 [store]
-path = "{data}"
+{store}
 
 [policy]
 path = "{policy}"
@@ -96,7 +102,10 @@ listen = "{api}"
 level = "info"
 {extra}
 "#,
-            data = dir.join("data").display(),
+            store = store.map_or_else(
+                || format!("path = \"{}\"", dir.join("data").display()),
+                str::to_owned
+            ),
             policy = policy.display(),
         );
         std::fs::write(&config, text).expect("write config");
