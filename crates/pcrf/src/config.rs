@@ -345,10 +345,12 @@ impl Config {
                 "must be between 6 and 3600 (RFC 3539)".into(),
             );
         }
-        if self.diameter.max_message_bytes < 4096 {
+        // The length field is 24 bits, and an error answer may copy parts of
+        // the request (Failed-AVP, Proxy-Info): keep room for both.
+        if !(4096..=8 << 20).contains(&self.diameter.max_message_bytes) {
             bad(
                 "[diameter].max_message_bytes",
-                "must be at least 4096".into(),
+                "must be between 4096 and 8388608 (8 MiB)".into(),
             );
         }
         if self.diameter.max_in_flight == 0 {
