@@ -70,7 +70,7 @@ pub struct DiameterConfig {
 }
 
 fn default_pending() -> usize {
-    20_000
+    2_000
 }
 
 fn default_listen() -> SocketAddr {
