@@ -929,36 +929,17 @@ impl MetricsSource for Node {
             "Gx requests being worked on now.",
             self.admission.in_flight(),
         );
-        out.counter(
-            "pcrf_policy_fallbacks_total",
-            "Decisions that fell back to [policy].fallback because the script failed.",
-            c.policy_fallbacks.load(Relaxed),
-        );
-        out.counter(
-            "pcrf_unknown_rule_names_total",
-            "Rule or base names a decision named that the [rules] catalog does not list (dropped).",
-            c.unknown_rule_names.load(Relaxed),
-        );
-        out.counter(
-            "pcrf_rule_failures_reported_total",
-            "Rules the PCEFs reported as failed (Charging-Rule-Report).",
-            c.rule_failures_reported.load(Relaxed),
-        );
-        out.counter(
-            "pcrf_retransmissions_total",
-            "Retransmitted CCRs answered again without being applied twice.",
-            c.retransmissions.load(Relaxed),
-        );
-        out.counter(
-            "pcrf_store_failures_total",
-            "Requests answered 5012 because their state change could not be committed.",
-            c.store_failures.load(Relaxed),
-        );
-        out.counter(
-            "pcrf_writes_skipped_total",
-            "CCR-U whose session changed nothing durable: no write (optimization 1).",
-            c.writes_skipped.load(Relaxed),
-        );
+        let counters: [(&str, &str, &AtomicU64); 6] = [
+            ("pcrf_policy_fallbacks_total", "Decisions that fell back to [policy].fallback because the script failed.", &c.policy_fallbacks),
+            ("pcrf_unknown_rule_names_total", "Rule or base names a decision named that the [rules] catalog does not list (dropped).", &c.unknown_rule_names),
+            ("pcrf_rule_failures_reported_total", "Rules the PCEFs reported as failed (Charging-Rule-Report).", &c.rule_failures_reported),
+            ("pcrf_retransmissions_total", "Retransmitted CCRs answered again without being applied twice.", &c.retransmissions),
+            ("pcrf_store_failures_total", "Requests answered 5012 because their state change could not be committed.", &c.store_failures),
+            ("pcrf_writes_skipped_total", "CCR-U whose session changed nothing durable: no write (optimization 1).", &c.writes_skipped),
+        ];
+        for (name, help, value) in counters {
+            out.counter(name, help, value.load(Relaxed));
+        }
     }
 }
 
