@@ -2,10 +2,9 @@
 # The test command: runs the whole test suite on a fresh Debian 12 machine
 # with Rust, and is what CI runs (.ci/run). In order:
 #   1. installs the tools the interop tests use (scripts/install-test-deps.sh);
-#   2. starts PostgreSQL on 127.0.0.1:5432 unless one is already answering,
-#      creates the role and database pcrf_test (password pcrf_test) if
-#      missing, and exports PCRF_TEST_DATABASE_URL for the PostgreSQL tests
-#      (set it yourself to use another server; then nothing is created);
+#   2. uses PCRF_TEST_DATABASE_URL for the PostgreSQL tests if set;
+#      otherwise starts a throwaway PostgreSQL cluster (initdb + pg_ctl in a
+#      temporary directory, a free port on 127.0.0.1) and removes it on exit;
 #   3. checks formatting (cargo fmt) and lints (cargo clippy, warnings denied);
 #   4. runs every test: cargo nextest when installed (plus the doc tests,
 #      which nextest does not run), cargo test otherwise.
@@ -16,65 +15,52 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 step() { printf '\n==> %s\n' "$*" >&2; }
 
-as_root() {
-    if [ "$(id -u)" -eq 0 ]; then
-        "$@"
-    else
-        sudo -n "$@"
-    fi
-}
-
 step "test dependencies"
 scripts/install-test-deps.sh
 
-start_postgres() {
-    if pg_isready -q -h 127.0.0.1 -p 5432; then
-        echo "PostgreSQL already running on 127.0.0.1:5432" >&2
-        return 0
+# A throwaway PostgreSQL cluster for the tests: initdb in a temporary
+# directory, a free port on 127.0.0.1, removed when the script exits.
+# Runs as the postgres user when we are root (initdb refuses root).
+PG_TMP=""
+cleanup_postgres() {
+    if [ -n "$PG_TMP" ] && [ -d "$PG_TMP" ]; then
+        as_pg "$PG_BIN/pg_ctl" -D "$PG_TMP/data" -m immediate stop >/dev/null 2>&1 || true
+        rm -rf "$PG_TMP"
     fi
-    local ver
-    ver=$(pg_lsclusters --no-header 2>/dev/null | awk '$2 == "main" { print $1; exit }')
-    if [ -z "$ver" ]; then
-        ver=$(ls /usr/lib/postgresql | sort -V | tail -n 1)
-        as_root pg_createcluster "$ver" main
-    fi
-    as_root pg_ctlcluster --skip-systemctl-redirect "$ver" main start
-    for _ in $(seq 1 60); do
-        if pg_isready -q -h 127.0.0.1 -p 5432; then
-            echo "PostgreSQL $ver started on 127.0.0.1:5432" >&2
-            return 0
-        fi
-        sleep 0.5
-    done
-    echo "PostgreSQL $ver did not start; see /var/log/postgresql/" >&2
-    return 1
 }
-
-# The test role and database, created once (idempotent).
-provision_test_database() {
-    local psql
-    if ! id postgres >/dev/null 2>&1; then
-        echo "no local postgres user: not creating the test database" >&2
-        return 0
-    fi
+as_pg() {
     if [ "$(id -u)" -eq 0 ]; then
-        psql=(runuser -u postgres -- psql -X -q -v ON_ERROR_STOP=1 -d postgres)
+        runuser -u postgres -- "$@"
     else
-        psql=(sudo -n -u postgres psql -X -q -v ON_ERROR_STOP=1 -d postgres)
+        "$@"
     fi
-    if [ "$("${psql[@]}" -tAc "SELECT 1 FROM pg_roles WHERE rolname = 'pcrf_test'")" != 1 ]; then
-        "${psql[@]}" -c "CREATE ROLE pcrf_test LOGIN PASSWORD 'pcrf_test' CREATEDB"
+}
+start_throwaway_postgres() {
+    PG_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+    if [ -z "$PG_BIN" ] || [ ! -x "$PG_BIN/initdb" ]; then
+        echo "PostgreSQL server binaries not found under /usr/lib/postgresql (scripts/install-test-deps.sh installs them)" >&2
+        return 1
     fi
-    if [ "$("${psql[@]}" -tAc "SELECT 1 FROM pg_database WHERE datname = 'pcrf_test'")" != 1 ]; then
-        "${psql[@]}" -c "CREATE DATABASE pcrf_test OWNER pcrf_test"
+    PG_TMP=$(mktemp -d "${TMPDIR:-/tmp}/pcrf-test-pg.XXXXXX")
+    trap cleanup_postgres EXIT
+    if [ "$(id -u)" -eq 0 ]; then
+        chown postgres "$PG_TMP"
     fi
+    local port
+    port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+    as_pg "$PG_BIN/initdb" -D "$PG_TMP/data" -U pcrf_test --auth=trust -E UTF8 >"$PG_TMP/initdb.log" 2>&1 ||
+        { cat "$PG_TMP/initdb.log" >&2; return 1; }
+    as_pg "$PG_BIN/pg_ctl" -D "$PG_TMP/data" -l "$PG_TMP/server.log" -w -t 60 \
+        -o "-c listen_addresses=127.0.0.1 -p $port -k $PG_TMP -c fsync=on -c max_connections=200" start >/dev/null ||
+        { cat "$PG_TMP/server.log" >&2; return 1; }
+    as_pg "$PG_BIN/createdb" -h 127.0.0.1 -p "$port" -U pcrf_test pcrf_test
+    export PCRF_TEST_DATABASE_URL="postgres://pcrf_test@127.0.0.1:$port/pcrf_test"
+    echo "throwaway PostgreSQL ($PG_BIN) on 127.0.0.1:$port in $PG_TMP" >&2
 }
 
 step "PostgreSQL"
-start_postgres
 if [ -z "${PCRF_TEST_DATABASE_URL:-}" ]; then
-    provision_test_database
-    export PCRF_TEST_DATABASE_URL="postgres://pcrf_test:pcrf_test@127.0.0.1:5432/pcrf_test"
+    start_throwaway_postgres
 fi
 if ! psql "$PCRF_TEST_DATABASE_URL" -X -q -tAc 'SELECT 1' >/dev/null; then
     echo "cannot connect to PCRF_TEST_DATABASE_URL=$PCRF_TEST_DATABASE_URL" >&2
