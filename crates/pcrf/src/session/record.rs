@@ -120,7 +120,8 @@ impl GxSession {
 impl GxSession {
     /// Equal in everything the store must keep: bookkeeping that is only
     /// needed while the process lives (the last request number and answer,
-    /// the update time) is ignored, so a CCR-U that changes nothing else
+    /// the update time, the memo key and input snapshot of an unchanged
+    /// decision) is ignored, so a CCR-U that changes nothing else
     /// causes no write (the source article's optimization 1).
     pub fn durably_equal(&self, other: &GxSession) -> bool {
         // Destructured so that a new field must be placed on one side or
@@ -171,7 +172,10 @@ impl GxSession {
             && *installed == other.installed
             && *rule_failures == other.rule_failures
             && *revalidation_at_ms == other.revalidation_at_ms
-            && *last_decision == other.last_decision
+            // The decision is durable; the memo key and input snapshot that
+            // came with it are not (after a restart the memo misses once).
+            && last_decision.as_ref().map(|d| &d.decision)
+                == other.last_decision.as_ref().map(|d| &d.decision)
             && *created_ms == other.created_ms
             && *closed_ms == other.closed_ms
     }
@@ -238,6 +242,25 @@ mod tests {
         let mut c = a.clone();
         c.installed.rules.push("internet".into());
         assert!(!a.durably_equal(&c));
+        // The same decision reached from other inputs is not a write...
+        let record = |hash: u64, rules: Vec<String>| DecisionRecord {
+            input_hash: hash,
+            script_version: 1,
+            decision: Decision {
+                rules,
+                ..Default::default()
+            },
+            inputs: serde_json::Value::Null,
+            at_ms: hash as i64,
+        };
+        let mut d = a.clone();
+        d.last_decision = Some(record(1, vec!["internet".into()]));
+        let mut e = a.clone();
+        e.last_decision = Some(record(2, vec!["internet".into()]));
+        assert!(d.durably_equal(&e));
+        // ...a different decision is.
+        e.last_decision = Some(record(2, vec!["throttled".into()]));
+        assert!(!d.durably_equal(&e));
     }
 
     #[test]
