@@ -3,6 +3,7 @@
 //! path; the store is written through the group-commit writer and read only
 //! at start-up (recovery) and for cold subscribers.
 
+pub(crate) mod blob;
 pub mod config;
 pub mod group_commit;
 pub mod postgres;

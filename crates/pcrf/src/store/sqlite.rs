@@ -3,6 +3,7 @@
 //! lock wider than a row's page), a transaction commits only if a row really
 //! changed (the article's optimization 1), and each record is one JSON blob.
 
+use super::blob::{decode_session, decode_subscriber};
 use super::config::Durability;
 use super::{Change, Store, StoreError};
 use crate::session::GxSession;
@@ -317,36 +318,6 @@ impl SqliteStore {
                 .prepare_cached(DELETE_SUBSCRIBER)
                 .and_then(|mut st| st.execute(params![imsi]))
                 .map_err(|e| db_error(ctx, e)),
-        }
-    }
-}
-
-/// Decodes a session blob; `None` (logged, counted) when it is corrupt.
-fn decode_session(skipped: &mut u64, id: &str, data: &[u8]) -> Option<GxSession> {
-    match serde_json::from_slice::<GxSession>(data) {
-        Ok(s) if s.id == id => Some(s),
-        Ok(s) => {
-            *skipped += 1;
-            tracing::error!(session_id = %id, blob_id = %s.id,
-                "stored session record names another Session-Id; skipped");
-            None
-        }
-        Err(e) => {
-            *skipped += 1;
-            tracing::error!(session_id = %id, error = %e,
-                "stored session record cannot be decoded; skipped");
-            None
-        }
-    }
-}
-
-fn decode_subscriber(skipped: &mut u64, imsi: &str, data: &[u8]) -> Option<Subscriber> {
-    match serde_json::from_slice::<Subscriber>(data) {
-        Ok(s) if s.imsi == imsi => Some(s),
-        Ok(_) | Err(_) => {
-            *skipped += 1;
-            tracing::error!(imsi = %imsi, "stored subscriber record cannot be decoded; skipped");
-            None
         }
     }
 }
