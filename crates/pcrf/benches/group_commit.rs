@@ -63,7 +63,7 @@ fn session(id: &str, updated_ms: i64) -> GxSession {
         event_triggers: vec![1, 2, 13, 17, 20],
         revalidation_secs: Some(3600),
         reject: None,
-        usage_grants: Default::default(),
+        monitoring: Default::default(),
     };
     let mut s = GxSession::new(
         id.into(),

@@ -15,3 +15,4 @@ pub mod session;
 pub mod store;
 pub mod subscriber;
 pub mod subscribers;
+pub mod usage;

@@ -22,6 +22,14 @@ pub struct Subscriber {
     /// Free-form operator attributes the policy may read (e.g. "blocked": true).
     #[serde(default)]
     pub attributes: BTreeMap<String, serde_json::Value>,
+    /// Day of the month (1..=28) on which monthly accumulators reset;
+    /// the usage file's default when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub billing_day: Option<u8>,
+    /// Quotas by accumulator name, octets per period; override the plan's
+    /// quotas from the usage file.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub quotas: BTreeMap<String, u64>,
 }
 
 /// Why a subscriber profile was refused.
@@ -31,6 +39,8 @@ pub enum SubscriberError {
     BadImsi(String),
     #[error("msisdn must be 5 to 15 digits, got {0:?}")]
     BadMsisdn(String),
+    #[error("billing_day must be 1 to 28, got {0}")]
+    BadBillingDay(u8),
 }
 
 fn digits(s: &str) -> bool {
@@ -46,6 +56,11 @@ impl Subscriber {
         if let Some(m) = &self.msisdn {
             if !digits(m) {
                 return Err(SubscriberError::BadMsisdn(m.clone()));
+            }
+        }
+        if let Some(d) = self.billing_day {
+            if !(1..=28).contains(&d) {
+                return Err(SubscriberError::BadBillingDay(d));
             }
         }
         Ok(())

@@ -133,6 +133,7 @@ fn subscriber(imsi: &str) -> Subscriber {
         attributes: [("blocked".to_string(), serde_json::json!(false))]
             .into_iter()
             .collect(),
+        ..Default::default()
     }
 }
 

@@ -241,7 +241,7 @@ fn schemas() -> Value {
                 "event_triggers": {"type": "array", "items": {"type": "integer"}},
                 "revalidation_secs": {"type": "integer"},
                 "reject": {"type": "object"},
-                "usage_grants": {"type": "object", "additionalProperties": {"type": "integer"}}
+                "monitoring": {"type": "array", "items": {"type": "string"}}
             }
         },
         "DecisionRecord": {

@@ -33,6 +33,11 @@ pub struct SubscriberBody {
     pub services: Vec<String>,
     #[serde(default)]
     pub attributes: BTreeMap<String, serde_json::Value>,
+    #[serde(default)]
+    pub billing_day: Option<u8>,
+    /// Octets per period by accumulator name.
+    #[serde(default)]
+    pub quotas: BTreeMap<String, u64>,
 }
 
 fn check_name(what: &str, s: &str) -> Result<(), ApiError> {
@@ -72,6 +77,9 @@ pub fn profile(imsi: String, body: SubscriberBody) -> Result<Subscriber, ApiErro
     for k in body.attributes.keys() {
         check_name("attribute name", k)?;
     }
+    for k in body.quotas.keys() {
+        check_name("accumulator name", k)?;
+    }
     let mut services = body.services;
     services.sort();
     services.dedup();
@@ -81,6 +89,8 @@ pub fn profile(imsi: String, body: SubscriberBody) -> Result<Subscriber, ApiErro
         plan: body.plan,
         services,
         attributes: body.attributes,
+        billing_day: body.billing_day,
+        quotas: body.quotas,
     };
     s.validate()
         .map_err(|e| ApiError::bad_request(e.to_string()))?;

@@ -4,7 +4,6 @@
 //! AVPs, and the session diff compares two of them.
 
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 
 /// Allocation-Retention-Priority (TS 29.212 §5.3.32).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -125,7 +124,9 @@ pub struct Decision {
     /// Set to refuse the session instead.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub reject: Option<Reject>,
-    /// Usage-monitoring grants by Monitoring-Key (octets), once usage lands.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub usage_grants: BTreeMap<String, u64>,
+    /// Monitoring-Keys to monitor (configured in the usage file); the PCRF
+    /// grants each min(remaining quota, the key's chunk). A key dropped from
+    /// this list is stopped at the PCEF (Usage-Monitoring-Support DISABLED).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub monitoring: Vec<String>,
 }

@@ -89,12 +89,31 @@ pub struct NetworkInput {
     pub congestion: u32,
 }
 
-/// Usage per accumulator, filled in once usage monitoring lands.
+/// One accumulator as the policy sees it. Whole megabytes (10^6 octets)
+/// and whole percent, not octets: the input hash then changes only when a
+/// figure the policy can act on changes, so most usage reports are decided
+/// from the memo (optimization 4). Exact octets are in the API.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AccumulatorInput {
+    /// Used in the current period, MB (floor).
+    pub used_mb: u64,
+    /// The period's allowance (quota + top-ups), MB (floor); absent when
+    /// the subscriber has no quota on this accumulator.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub quota_mb: Option<u64>,
+    /// used / allowance, whole percent (floor; may exceed 100).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub percent: Option<u64>,
+    /// The allowance is used up (exact, in octets).
+    pub exhausted: bool,
+}
+
+/// Usage per accumulator (named in the usage file).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct UsageInput {
-    pub used: BTreeMap<String, u64>,
-    pub quota: BTreeMap<String, u64>,
+    pub accumulators: BTreeMap<String, AccumulatorInput>,
 }
 
 /// The whole input of one policy run.

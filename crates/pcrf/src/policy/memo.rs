@@ -61,7 +61,13 @@ mod tests {
             .attributes
             .insert("blocked".into(), true.into());
         let mut e = base.clone();
-        e.usage.used.insert("k".into(), 1);
+        e.usage.accumulators.insert(
+            "monthly".into(),
+            crate::policy::input::AccumulatorInput {
+                used_mb: 1,
+                ..Default::default()
+            },
+        );
         for other in [a, b, c, d, e] {
             assert_ne!(input_hash(&other), h);
         }

@@ -60,6 +60,13 @@ pub struct GxSession {
     /// What the PCEF has installed now (our view after the last answer).
     pub installed: Decision,
     pub rule_failures: Vec<RuleFailure>,
+    /// Usage monitoring at the PCEF: keys and their grants (one blob with
+    /// the session, optimization 3).
+    #[serde(
+        default,
+        skip_serializing_if = "crate::usage::SessionMonitoring::is_idle"
+    )]
+    pub monitoring: crate::usage::SessionMonitoring,
     /// CC-Request-Number of the last CCR applied (retransmission detection).
     pub last_request_number: u32,
     /// When the PCEF was told to come back (Revalidation-Time), Unix ms; a
@@ -106,6 +113,7 @@ impl GxSession {
             supported_features: Vec::new(),
             installed: Decision::default(),
             rule_failures: Vec::new(),
+            monitoring: Default::default(),
             last_request_number: 0,
             revalidation_at_ms: None,
             last_decision: None,
@@ -145,6 +153,7 @@ impl GxSession {
             supported_features,
             installed,
             rule_failures,
+            monitoring,
             last_request_number: _,
             revalidation_at_ms,
             last_decision,
@@ -171,6 +180,7 @@ impl GxSession {
             && *supported_features == other.supported_features
             && *installed == other.installed
             && *rule_failures == other.rule_failures
+            && *monitoring == other.monitoring
             && *revalidation_at_ms == other.revalidation_at_ms
             // The decision is durable; the memo key and input snapshot that
             // came with it are not (after a restart the memo misses once).

@@ -68,5 +68,6 @@ pub fn subscriber(imsi: &str) -> Subscriber {
         attributes: [("blocked".to_string(), serde_json::json!(false))]
             .into_iter()
             .collect(),
+        ..Default::default()
     }
 }
