@@ -8,10 +8,12 @@
 use crate::policy::decision::{Arp, RuleDefinition, RuleQos};
 use crate::policy::input::RuleFailure;
 use crate::session::RuleDiff;
+use crate::usage::ServiceUnits;
 use bytes::BytesMut;
 use diameter::codec::{missing_avp, Avp, DiameterError, Message, MessageBuilder};
 use diameter::dict::{app, avp, cmd, enums, vendor};
 use diameter::result_code;
+use std::borrow::Cow;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, SystemTime};
 
@@ -67,6 +69,9 @@ pub struct Ccr<'a> {
     pub event_triggers: Vec<i32>,
     pub rule_reports: Vec<RuleFailure>,
     pub termination_cause: Option<i32>,
+    /// Usage-Monitoring-Information that carried Used-Service-Unit, in
+    /// the order received.
+    pub usage_reports: Vec<UsageReport<'a>>,
     /// The Auth-Application-Id the request names (must be Gx).
     pub auth_application_id: Option<u32>,
 }
@@ -198,6 +203,11 @@ pub fn decode_ccr(msg: &Message) -> Result<Ccr<'_>, DiameterError> {
             _ if a.is(avp::EVENT_TRIGGER) => c.event_triggers.push(a.as_enum()?),
             _ if a.is(avp::CHARGING_RULE_REPORT) => decode_rule_report(&a, &mut c.rule_reports)?,
             _ if a.is(avp::TERMINATION_CAUSE) => c.termination_cause = Some(a.as_enum()?),
+            _ if a.is(avp::USAGE_MONITORING_INFORMATION) => {
+                if let Some(r) = decode_usage_report(&a)? {
+                    c.usage_reports.push(r);
+                }
+            }
             _ => {}
         }
     }
@@ -251,6 +261,146 @@ fn decode_rule_report(a: &Avp<'_>, out: &mut Vec<RuleFailure>) -> Result<(), Dia
         });
     }
     Ok(())
+}
+
+/// The most octets one report may claim for one key: 2^50 (1 PiB). More is
+/// not traffic but a bug, typically a PCEF encoding a negative number,
+/// which arrives with the top bit set; counting it would exhaust any quota.
+pub const MAX_REPORTED_OCTETS: u64 = 1 << 50;
+
+/// The longest CC-Time one report may claim: ten years (3653 days).
+pub const MAX_REPORTED_SECONDS: u32 = 3653 * 86_400;
+
+/// One Usage-Monitoring-Information with Used-Service-Unit (TS 29.212
+/// §4.5.17.3): what the PCEF counted for `key` since its last report.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UsageReport<'a> {
+    /// Monitoring-Key, an OctetString (see [`key_text`]).
+    pub key: &'a [u8],
+    /// Usage-Monitoring-Level as sent, if sent.
+    pub level: Option<i32>,
+    /// The Used-Service-Units of the report, summed.
+    pub used: ServiceUnits,
+}
+
+/// Decodes one Usage-Monitoring-Information of a CCR. `None` when it
+/// carries no Used-Service-Unit (nothing was counted).
+fn decode_usage_report<'a>(a: &Avp<'a>) -> Result<Option<UsageReport<'a>>, DiameterError> {
+    let mut key = None;
+    let mut level = None;
+    let mut used: Option<ServiceUnits> = None;
+    for g in a.grouped() {
+        let g = g?;
+        if g.is(avp::MONITORING_KEY) {
+            key.get_or_insert(g.as_octets());
+        } else if g.is(avp::USAGE_MONITORING_LEVEL) {
+            level = Some(g.as_enum()?);
+        } else if g.is(avp::USED_SERVICE_UNIT) {
+            // The grammar allows two (before and after a tariff change);
+            // both are usage, so they add up. A third is out of grammar but
+            // still usage, so it is counted rather than refused.
+            let u = decode_used_units(&g)?;
+            used = Some(match used {
+                Some(prev) => add_units(prev, u),
+                None => u,
+            });
+        }
+    }
+    let Some(used) = used else {
+        return Ok(None);
+    };
+    let Some(key) = key else {
+        return Err(missing_avp(avp::MONITORING_KEY, "Monitoring-Key"));
+    };
+    Ok(Some(UsageReport { key, level, used }))
+}
+
+/// The units of one Used-Service-Unit, refusing absurd amounts (5004 with
+/// the offending AVP as Failed-AVP).
+fn decode_used_units(usu: &Avp<'_>) -> Result<ServiceUnits, DiameterError> {
+    let mut u = ServiceUnits::default();
+    for g in usu.grouped() {
+        let g = g?;
+        let octets = |g: &Avp<'_>| -> Result<u64, DiameterError> {
+            let v = g.as_u64()?;
+            if v > MAX_REPORTED_OCTETS {
+                return Err(g.invalid_value("reported octets above 2^50 (1 PiB)"));
+            }
+            Ok(v)
+        };
+        if g.is(avp::CC_TOTAL_OCTETS) {
+            u.total = Some(octets(&g)?);
+        } else if g.is(avp::CC_INPUT_OCTETS) {
+            u.input = Some(octets(&g)?);
+        } else if g.is(avp::CC_OUTPUT_OCTETS) {
+            u.output = Some(octets(&g)?);
+        } else if g.is(avp::CC_TIME) {
+            let v = g.as_u32()?;
+            if v > MAX_REPORTED_SECONDS {
+                return Err(g.invalid_value("reported CC-Time above ten years"));
+            }
+            u.time = Some(v);
+        }
+    }
+    Ok(u)
+}
+
+/// Sum of two amounts; a unit present in either is present in the sum.
+fn add_units(a: ServiceUnits, b: ServiceUnits) -> ServiceUnits {
+    fn add<T: Copy + Default>(x: Option<T>, y: Option<T>, sat: fn(T, T) -> T) -> Option<T> {
+        match (x, y) {
+            (None, None) => None,
+            (x, y) => Some(sat(x.unwrap_or_default(), y.unwrap_or_default())),
+        }
+    }
+    ServiceUnits {
+        total: add(a.total, b.total, u64::saturating_add),
+        input: add(a.input, b.input, u64::saturating_add),
+        output: add(a.output, b.output, u64::saturating_add),
+        time: add(a.time, b.time, u32::saturating_add),
+    }
+}
+
+const HEX_KEY: &str = "hex:";
+
+/// A Monitoring-Key as text, to use as a map key and in logs: the key
+/// itself when it is UTF-8, otherwise `hex:` and its bytes in lowercase
+/// hex. A UTF-8 key that itself starts with `hex:` is written in hex too,
+/// so that [`key_bytes`] gives back exactly the bytes received.
+pub fn key_text(key: &[u8]) -> Cow<'_, str> {
+    match std::str::from_utf8(key) {
+        Ok(s) if !s.starts_with(HEX_KEY) => Cow::Borrowed(s),
+        _ => Cow::Owned(format!("{HEX_KEY}{}", hex(key))),
+    }
+}
+
+/// The bytes of a Monitoring-Key written by [`key_text`]: `hex:` followed
+/// by an even number of hex digits is decoded, anything else is the text's
+/// own bytes.
+pub fn key_bytes(text: &str) -> Cow<'_, [u8]> {
+    fn nibble(c: u8) -> Option<u8> {
+        match c {
+            b'0'..=b'9' => Some(c - b'0'),
+            b'a'..=b'f' => Some(c - b'a' + 10),
+            b'A'..=b'F' => Some(c - b'A' + 10),
+            _ => None,
+        }
+    }
+    let Some(digits) = text.strip_prefix(HEX_KEY) else {
+        return Cow::Borrowed(text.as_bytes());
+    };
+    let d = digits.as_bytes();
+    if d.len() % 2 != 0 {
+        return Cow::Borrowed(text.as_bytes());
+    }
+    let decoded: Option<Vec<u8>> = d
+        .chunks_exact(2)
+        .map(|p| Some(nibble(p[0])? << 4 | nibble(p[1])?))
+        .collect();
+    match decoded {
+        Some(v) => Cow::Owned(v),
+        None => Cow::Borrowed(text.as_bytes()),
+    }
 }
 
 /// User-Equipment-Value of type IMEISV: UTF-8 digits per TS 29.212, though
@@ -712,5 +862,330 @@ mod tests {
             .expect("avps")
             .is_some());
         assert_eq!(rar.session_id(), Ok(Some("pgw;1;2")));
+    }
+
+    /// A CCR-U reporting usage; `umis` adds the reports.
+    fn ccr_u(umis: impl FnOnce(&mut MessageBuilder<'_>)) -> Message {
+        let mut buf = BytesMut::new();
+        let mut b = MessageBuilder::request(&mut buf, cmd::CREDIT_CONTROL, GX, 3, 4);
+        b.str(avp::SESSION_ID, "pgw;1;2")
+            .u32(avp::AUTH_APPLICATION_ID, GX)
+            .origin("pgw.example", "example")
+            .str(avp::DESTINATION_REALM, "example")
+            .i32(avp::CC_REQUEST_TYPE, 2)
+            .u32(avp::CC_REQUEST_NUMBER, 1)
+            .i32(avp::EVENT_TRIGGER, enums::EVENT_TRIGGER::USAGE_REPORT);
+        umis(&mut b);
+        b.finish();
+        let m = Message::parse(buf.freeze()).expect("valid");
+        m.validate().expect("our test CCR is valid");
+        m
+    }
+
+    fn usu(b: &mut MessageBuilder<'_>, total: u64, input: u64, output: u64) {
+        b.group(avp::USED_SERVICE_UNIT, |s| {
+            s.u64(avp::CC_TOTAL_OCTETS, total)
+                .u64(avp::CC_INPUT_OCTETS, input)
+                .u64(avp::CC_OUTPUT_OCTETS, output);
+        });
+    }
+
+    #[test]
+    fn decodes_one_and_several_usage_reports() {
+        let m = ccr_u(|b| {
+            b.group(avp::USAGE_MONITORING_INFORMATION, |g| {
+                g.bytes(avp::MONITORING_KEY, b"internet");
+                usu(g, 300, 100, 200);
+                g.i32(avp::USAGE_MONITORING_LEVEL, 0);
+            });
+        });
+        let c = decode_ccr(&m).expect("decodes");
+        assert_eq!(c.event_triggers, vec![33]);
+        assert_eq!(
+            c.usage_reports,
+            vec![UsageReport {
+                key: b"internet",
+                level: Some(0),
+                used: ServiceUnits {
+                    total: Some(300),
+                    input: Some(100),
+                    output: Some(200),
+                    time: None
+                },
+            }]
+        );
+
+        let m = ccr_u(|b| {
+            b.group(avp::USAGE_MONITORING_INFORMATION, |g| {
+                g.bytes(avp::MONITORING_KEY, b"video");
+                usu(g, 7, 3, 4);
+                g.i32(avp::USAGE_MONITORING_LEVEL, 1);
+            })
+            // A UMI without Used-Service-Unit reports nothing.
+            .group(avp::USAGE_MONITORING_INFORMATION, |g| {
+                g.bytes(avp::MONITORING_KEY, b"idle");
+            })
+            .group(avp::USAGE_MONITORING_INFORMATION, |g| {
+                g.bytes(avp::MONITORING_KEY, b"voice")
+                    .group(avp::USED_SERVICE_UNIT, |s| {
+                        s.u32(avp::CC_TIME, 60);
+                    });
+            });
+        });
+        let c = decode_ccr(&m).expect("decodes");
+        assert_eq!(
+            c.usage_reports,
+            vec![
+                UsageReport {
+                    key: b"video",
+                    level: Some(1),
+                    used: ServiceUnits {
+                        total: Some(7),
+                        input: Some(3),
+                        output: Some(4),
+                        time: None
+                    },
+                },
+                UsageReport {
+                    key: b"voice",
+                    level: None,
+                    used: ServiceUnits {
+                        time: Some(60),
+                        ..Default::default()
+                    },
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn two_used_service_units_add_up_and_directions_alone_count() {
+        let m = ccr_u(|b| {
+            b.group(avp::USAGE_MONITORING_INFORMATION, |g| {
+                g.bytes(avp::MONITORING_KEY, b"internet");
+                // Before and after a tariff change; the second has no total.
+                usu(g, 1_000, 400, 600);
+                g.group(avp::USED_SERVICE_UNIT, |s| {
+                    s.u64(avp::CC_INPUT_OCTETS, 5)
+                        .u64(avp::CC_OUTPUT_OCTETS, 6)
+                        .u32(avp::CC_TIME, 9);
+                });
+            })
+            .group(avp::USAGE_MONITORING_INFORMATION, |g| {
+                g.bytes(avp::MONITORING_KEY, b"dirs")
+                    .group(avp::USED_SERVICE_UNIT, |s| {
+                        s.u64(avp::CC_INPUT_OCTETS, 11)
+                            .u64(avp::CC_OUTPUT_OCTETS, 22);
+                    });
+            });
+        });
+        let c = decode_ccr(&m).expect("decodes");
+        assert_eq!(c.usage_reports.len(), 2);
+        assert_eq!(
+            c.usage_reports[0].used,
+            ServiceUnits {
+                total: Some(1_000),
+                input: Some(405),
+                output: Some(606),
+                time: Some(9)
+            }
+        );
+        assert_eq!(
+            c.usage_reports[1].used,
+            ServiceUnits {
+                total: None,
+                input: Some(11),
+                output: Some(22),
+                time: None
+            }
+        );
+        assert_eq!(c.usage_reports[1].used.octets(), 33);
+        // Sums saturate rather than wrap (each part is bounded, the
+        // helper is not).
+        let big = ServiceUnits {
+            total: Some(u64::MAX - 1),
+            time: Some(u32::MAX),
+            ..Default::default()
+        };
+        let sum = add_units(big, big);
+        assert_eq!((sum.total, sum.time), (Some(u64::MAX), Some(u32::MAX)));
+    }
+
+    #[test]
+    fn a_report_without_monitoring_key_is_5005() {
+        let m = ccr_u(|b| {
+            b.group(avp::USAGE_MONITORING_INFORMATION, |g| {
+                usu(g, 1, 1, 0);
+            });
+        });
+        let e = decode_ccr(&m).expect_err("no Monitoring-Key");
+        assert_eq!(e.result_code, result_code::DIAMETER_MISSING_AVP);
+        let failed = e.failed_avp.expect("Failed-AVP");
+        assert_eq!(&failed[..4], &1066u32.to_be_bytes());
+        // Vendor-specific example: V flag and the 3GPP vendor id.
+        assert_eq!(failed[4] & 0x80, 0x80);
+        assert_eq!(&failed[8..12], &TGPP.to_be_bytes());
+    }
+
+    #[test]
+    fn absurd_usage_is_5004_naming_the_avp() {
+        // What a PCEF sends for -1 octets: the top bit set.
+        let negative = (-1i64) as u64;
+        let m = ccr_u(|b| {
+            b.group(avp::USAGE_MONITORING_INFORMATION, |g| {
+                g.bytes(avp::MONITORING_KEY, b"internet");
+                usu(g, 10, 10, negative);
+            });
+        });
+        let e = decode_ccr(&m).expect_err("negative octets");
+        assert_eq!(e.result_code, result_code::DIAMETER_INVALID_AVP_VALUE);
+        let failed = e.failed_avp.expect("Failed-AVP");
+        // CC-Output-Octets, M flag, length 16, the value as received.
+        let mut want = Vec::new();
+        want.extend_from_slice(&414u32.to_be_bytes());
+        want.push(0x40);
+        want.extend_from_slice(&16u32.to_be_bytes()[1..]);
+        want.extend_from_slice(&negative.to_be_bytes());
+        assert_eq!(&failed[..], &want[..]);
+
+        // The limit itself is accepted, one more is not.
+        let at = |v: u64| {
+            ccr_u(|b| {
+                b.group(avp::USAGE_MONITORING_INFORMATION, |g| {
+                    g.bytes(avp::MONITORING_KEY, b"k");
+                    g.group(avp::USED_SERVICE_UNIT, |s| {
+                        s.u64(avp::CC_TOTAL_OCTETS, v);
+                    });
+                });
+            })
+        };
+        let ok = at(MAX_REPORTED_OCTETS);
+        assert_eq!(
+            decode_ccr(&ok).expect("at the limit").usage_reports[0]
+                .used
+                .total,
+            Some(MAX_REPORTED_OCTETS)
+        );
+        let over = at(MAX_REPORTED_OCTETS + 1);
+        let e = decode_ccr(&over).expect_err("above the limit");
+        assert_eq!(e.result_code, result_code::DIAMETER_INVALID_AVP_VALUE);
+        assert_eq!(
+            &e.failed_avp.expect("Failed-AVP")[..4],
+            &421u32.to_be_bytes()
+        );
+
+        let m = ccr_u(|b| {
+            b.group(avp::USAGE_MONITORING_INFORMATION, |g| {
+                g.bytes(avp::MONITORING_KEY, b"k");
+                g.group(avp::USED_SERVICE_UNIT, |s| {
+                    s.u32(avp::CC_TIME, MAX_REPORTED_SECONDS + 1);
+                });
+            });
+        });
+        let e = decode_ccr(&m).expect_err("eleven years");
+        assert_eq!(e.result_code, result_code::DIAMETER_INVALID_AVP_VALUE);
+        let failed = e.failed_avp.expect("Failed-AVP");
+        assert_eq!(&failed[..4], &420u32.to_be_bytes());
+        assert_eq!(&failed[8..], &(MAX_REPORTED_SECONDS + 1).to_be_bytes());
+    }
+
+    #[test]
+    fn non_utf8_keys_become_hex_text_and_back() {
+        let raw = [0xff, 0x00, 0x41];
+        let m = ccr_u(|b| {
+            b.group(avp::USAGE_MONITORING_INFORMATION, |g| {
+                g.bytes(avp::MONITORING_KEY, &raw);
+                usu(g, 1, 0, 1);
+            });
+        });
+        let c = decode_ccr(&m).expect("decodes");
+        assert_eq!(c.usage_reports[0].key, &raw[..]);
+        let text = key_text(c.usage_reports[0].key);
+        assert_eq!(text, "hex:ff0041");
+        assert_eq!(&*key_bytes(&text), &raw[..]);
+        assert!(matches!(key_text(b"internet"), Cow::Borrowed("internet")));
+        assert_eq!(&*key_bytes("internet"), b"internet");
+        // A UTF-8 key that looks like hex text is escaped, so it round-trips.
+        assert_eq!(key_text(b"hex:41"), "hex:6865783a3431");
+        assert_eq!(&*key_bytes(&key_text(b"hex:41")), b"hex:41");
+        // Text that is not valid hex after the prefix stays text.
+        assert_eq!(&*key_bytes("hex:4"), b"hex:4");
+        assert_eq!(&*key_bytes("hex:zz"), b"hex:zz");
+    }
+
+    #[test]
+    fn the_load_generators_reports_decode() {
+        use pcrf_bench::gx as bench;
+        let gw = bench::Gateway {
+            origin_host: "pgw-1.bench.test".into(),
+            origin_realm: "bench.test".into(),
+            destination_realm: "pcrf.test".into(),
+            destination_host: None,
+            origin_state_id: 1,
+            pgw_address: Ipv4Addr::new(192, 0, 2, 1),
+            sgw_address: Ipv4Addr::new(192, 0, 2, 2),
+            mcc_mnc: "00101".into(),
+            apn: "internet".into(),
+        };
+        let sub = bench::Subscriber {
+            imsi: "001010000000001".into(),
+            msisdn: "79000000001".into(),
+            ue_ip: Ipv4Addr::new(10, 0, 0, 1),
+            imeisv: "3534900698733101".into(),
+            cell_id: 1,
+            tac: 1,
+        };
+        let r = bench::Request {
+            session_id: "pgw-1.bench.test;1;1",
+            gateway: &gw,
+            destination_host: Some("pcrf.test"),
+            subscriber: &sub,
+            number: 1,
+            charging_id: 1,
+        };
+        let usage = [
+            bench::Usage {
+                monitoring_key: "mk-internet".into(),
+                input_octets: 1_000,
+                output_octets: 20_000,
+            },
+            bench::Usage {
+                monitoring_key: "mk-video".into(),
+                input_octets: 5,
+                output_octets: 6,
+            },
+        ];
+        let u = Message::parse(bench::encode(1, 1, |b| bench::ccr_update(b, &r, &usage)))
+            .expect("parse");
+        let c = decode_ccr(&u).expect("decodes");
+        assert_eq!(c.request_type, Some(RequestType::Update));
+        assert!(c
+            .event_triggers
+            .contains(&enums::EVENT_TRIGGER::USAGE_REPORT));
+        let got: Vec<(Cow<'_, str>, Option<i32>, ServiceUnits)> = c
+            .usage_reports
+            .iter()
+            .map(|r| (key_text(r.key), r.level, r.used))
+            .collect();
+        let units = |i, o| ServiceUnits {
+            total: Some(i + o),
+            input: Some(i),
+            output: Some(o),
+            time: None,
+        };
+        assert_eq!(
+            got,
+            vec![
+                ("mk-internet".into(), Some(0), units(1_000, 20_000)),
+                ("mk-video".into(), Some(0), units(5, 6)),
+            ]
+        );
+        let t = Message::parse(bench::encode(2, 2, |b| {
+            bench::ccr_terminate(b, &r, &usage[1..], 1)
+        }))
+        .expect("parse");
+        let c = decode_ccr(&t).expect("decodes");
+        assert_eq!(c.usage_reports.len(), 1);
+        assert_eq!(c.usage_reports[0].used, units(5, 6));
     }
 }
