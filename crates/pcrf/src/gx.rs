@@ -8,7 +8,7 @@
 use crate::policy::decision::{Arp, RuleDefinition, RuleQos};
 use crate::policy::input::RuleFailure;
 use crate::session::RuleDiff;
-use crate::usage::ServiceUnits;
+use crate::usage::{MonitoringLevel, ServiceUnits};
 use bytes::BytesMut;
 use diameter::codec::{missing_avp, Avp, DiameterError, Message, MessageBuilder};
 use diameter::dict::{app, avp, cmd, enums, vendor};
@@ -453,6 +453,143 @@ pub struct CcaExtras {
     pub supported_features: Vec<(u32, u32)>,
     /// Set when the PCEF sent Network-Request-Support.
     pub bearer_control_mode: Option<i32>,
+    /// Usage-monitoring grants, disables and report requests. Left out of
+    /// a CCA-T: the session is over, there is nothing left to monitor.
+    pub usage: UsageInstructions,
+}
+
+/// One Monitoring-Key granted to the PCEF (TS 29.212 §4.5.17.1): the
+/// threshold after which it reports, incremental from its last report.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UsageGrant {
+    /// The key as [`key_text`] writes it (`hex:` keys go out as bytes).
+    pub key: String,
+    pub level: MonitoringLevel,
+    /// Written as Granted-Service-Unit with the units present.
+    pub units: ServiceUnits,
+}
+
+/// What a CCA or RAR tells the PCEF about usage monitoring, each as its own
+/// Usage-Monitoring-Information.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct UsageInstructions {
+    pub grants: Vec<UsageGrant>,
+    /// Keys whose monitoring stops (Usage-Monitoring-Support =
+    /// USAGE_MONITORING_DISABLED); the PCEF answers with a last report.
+    pub disable: Vec<String>,
+    /// Ask for a report now (Usage-Monitoring-Report =
+    /// USAGE_MONITORING_REPORT_REQUIRED): of these keys, or of every key
+    /// when the list is empty.
+    pub report: Option<Vec<String>>,
+}
+
+impl UsageInstructions {
+    /// Nothing to say about usage monitoring (no AVP is written).
+    pub fn is_empty(&self) -> bool {
+        self.grants.is_empty() && self.disable.is_empty() && self.report.is_none()
+    }
+}
+
+/// Writes one Usage-Monitoring-Information per grant, disabled key and
+/// report request (shared by CCA and RAR).
+fn encode_usage(b: &mut MessageBuilder<'_>, u: &UsageInstructions) {
+    for grant in &u.grants {
+        b.group(avp::USAGE_MONITORING_INFORMATION, |g| {
+            g.bytes(avp::MONITORING_KEY, &key_bytes(&grant.key));
+            g.group(avp::GRANTED_SERVICE_UNIT, |s| {
+                // RFC 4006 §8.17 order: CC-Time, then the octet counts.
+                let units = &grant.units;
+                if let Some(v) = units.time {
+                    s.u32(avp::CC_TIME, v);
+                }
+                if let Some(v) = units.total {
+                    s.u64(avp::CC_TOTAL_OCTETS, v);
+                }
+                if let Some(v) = units.input {
+                    s.u64(avp::CC_INPUT_OCTETS, v);
+                }
+                if let Some(v) = units.output {
+                    s.u64(avp::CC_OUTPUT_OCTETS, v);
+                }
+            });
+            g.i32(avp::USAGE_MONITORING_LEVEL, grant.level.code());
+        });
+    }
+    for key in &u.disable {
+        b.group(avp::USAGE_MONITORING_INFORMATION, |g| {
+            g.bytes(avp::MONITORING_KEY, &key_bytes(key)).i32(
+                avp::USAGE_MONITORING_SUPPORT,
+                enums::USAGE_MONITORING_SUPPORT::USAGE_MONITORING_DISABLED,
+            );
+        });
+    }
+    let required = enums::USAGE_MONITORING_REPORT::USAGE_MONITORING_REPORT_REQUIRED;
+    match u.report.as_deref() {
+        None => {}
+        // Without Monitoring-Key the request covers every key (§5.3.59).
+        Some([]) => {
+            b.group(avp::USAGE_MONITORING_INFORMATION, |g| {
+                g.i32(avp::USAGE_MONITORING_REPORT, required);
+            });
+        }
+        Some(keys) => {
+            for key in keys {
+                b.group(avp::USAGE_MONITORING_INFORMATION, |g| {
+                    g.bytes(avp::MONITORING_KEY, &key_bytes(key))
+                        .i32(avp::USAGE_MONITORING_REPORT, required);
+                });
+            }
+        }
+    }
+}
+
+/// Reads back the usage-monitoring instructions of a CCA or RAR, as a PCEF
+/// would: the inverse of what [`encode_cca`] and [`encode_rar`] write.
+/// Keys come back through [`key_text`]. A Usage-Monitoring-Level other than
+/// session or rule level gives 5004.
+pub fn decode_usage_instructions(msg: &Message) -> Result<UsageInstructions, DiameterError> {
+    let mut u = UsageInstructions::default();
+    for a in msg.avps().filter_code(avp::USAGE_MONITORING_INFORMATION) {
+        let a = a?;
+        let mut key = None;
+        let mut granted = None;
+        let mut level = MonitoringLevel::default();
+        let mut disabled = false;
+        let mut report = false;
+        for g in a.grouped() {
+            let g = g?;
+            if g.is(avp::MONITORING_KEY) {
+                key.get_or_insert(key_text(g.as_octets()).into_owned());
+            } else if g.is(avp::GRANTED_SERVICE_UNIT) {
+                granted = Some(decode_used_units(&g)?);
+            } else if g.is(avp::USAGE_MONITORING_LEVEL) {
+                level = match g.as_enum()? {
+                    0 => MonitoringLevel::Session,
+                    1 => MonitoringLevel::Rule,
+                    _ => return Err(g.invalid_value("Usage-Monitoring-Level not 0 or 1")),
+                };
+            } else if g.is(avp::USAGE_MONITORING_SUPPORT) {
+                disabled =
+                    g.as_enum()? == enums::USAGE_MONITORING_SUPPORT::USAGE_MONITORING_DISABLED;
+            } else if g.is(avp::USAGE_MONITORING_REPORT) {
+                report = g.as_enum()?
+                    == enums::USAGE_MONITORING_REPORT::USAGE_MONITORING_REPORT_REQUIRED;
+            }
+        }
+        if report {
+            let keys = u.report.get_or_insert_with(Vec::new);
+            keys.extend(key.clone());
+        }
+        match (key, granted, disabled) {
+            (Some(key), _, true) => u.disable.push(key),
+            (Some(key), Some(units), false) => u.grants.push(UsageGrant { key, level, units }),
+            (None, Some(_), _) | (None, _, true) => {
+                return Err(missing_avp(avp::MONITORING_KEY, "Monitoring-Key"))
+            }
+            _ => {}
+        }
+    }
+    Ok(u)
 }
 
 /// Encodes a CCA. `diff` is None for error answers and CCA-T.
@@ -499,6 +636,9 @@ pub fn encode_cca(
     }
     if let Some(d) = diff {
         encode_diff(&mut b, d);
+    }
+    if ccr.request_type != Some(RequestType::Termination) {
+        encode_usage(&mut b, &extras.usage);
     }
     b.proxy_info_from(req);
     b.finish()
@@ -642,6 +782,7 @@ pub fn encode_rar(
     dest_realm: &str,
     diff: Option<&RuleDiff<'_>>,
     release_cause: Option<i32>,
+    usage: &UsageInstructions,
 ) {
     b.str(avp::SESSION_ID, session_id)
         .u32(avp::AUTH_APPLICATION_ID, GX)
@@ -658,6 +799,7 @@ pub fn encode_rar(
     if let Some(d) = diff {
         encode_diff(b, d);
     }
+    encode_usage(b, usage);
 }
 
 /// The result of an RAA: its Result-Code or Experimental-Result-Code, and
@@ -853,6 +995,7 @@ mod tests {
             "example",
             None,
             Some(0),
+            &UsageInstructions::default(),
         );
         b.finish();
         let rar = Message::parse(buf.freeze()).expect("valid RAR");
@@ -888,6 +1031,13 @@ mod tests {
                 .u64(avp::CC_INPUT_OCTETS, input)
                 .u64(avp::CC_OUTPUT_OCTETS, output);
         });
+    }
+
+    fn me() -> Identity {
+        Identity {
+            origin_host: "pcrf.example".into(),
+            origin_realm: "example".into(),
+        }
     }
 
     #[test]
@@ -1111,6 +1261,185 @@ mod tests {
         // Text that is not valid hex after the prefix stays text.
         assert_eq!(&*key_bytes("hex:4"), b"hex:4");
         assert_eq!(&*key_bytes("hex:zz"), b"hex:zz");
+    }
+
+    fn instructions() -> UsageInstructions {
+        UsageInstructions {
+            grants: vec![
+                UsageGrant {
+                    key: "internet".into(),
+                    level: MonitoringLevel::Session,
+                    units: ServiceUnits {
+                        total: Some(10_000_000),
+                        ..Default::default()
+                    },
+                },
+                UsageGrant {
+                    key: "hex:ff01".into(),
+                    level: MonitoringLevel::Rule,
+                    units: ServiceUnits {
+                        total: None,
+                        input: Some(1),
+                        output: Some(2),
+                        time: Some(3_600),
+                    },
+                },
+            ],
+            disable: vec!["video".into()],
+            report: None,
+        }
+    }
+
+    #[test]
+    fn cca_with_grants_and_disable_decodes_back() {
+        let req = ccr_u(|_| {});
+        let c = decode_ccr(&req).expect("decodes");
+        let extras = CcaExtras {
+            usage: instructions(),
+            ..Default::default()
+        };
+        let old = Decision {
+            rules: vec!["a".into()],
+            ..Default::default()
+        };
+        let new = Decision {
+            rules: vec!["b".into()],
+            ..Default::default()
+        };
+        let diff = RuleDiff::between(&old, &new);
+        let mut out = BytesMut::new();
+        encode_cca(
+            &mut out,
+            &req,
+            &me(),
+            &c,
+            Outcome::Result(2001),
+            &extras,
+            Some(&diff),
+        );
+        let cca = Message::parse(out.freeze()).expect("valid CCA");
+        cca.validate().expect("CCA passes validation");
+        assert_eq!(decode_usage_instructions(&cca), Ok(instructions()));
+        // The non-UTF-8 key went out as its bytes.
+        let keys: Vec<Vec<u8>> = cca
+            .avps()
+            .filter_code(avp::USAGE_MONITORING_INFORMATION)
+            .map(|a| {
+                let a = a.expect("AVP");
+                let k = a.grouped().find(avp::MONITORING_KEY).expect("ok");
+                k.expect("key").as_octets().to_vec()
+            })
+            .collect();
+        assert_eq!(
+            keys,
+            vec![b"internet".to_vec(), vec![0xff, 0x01], b"video".to_vec()]
+        );
+        // UMIs come after the rule AVPs.
+        let order: Vec<u32> = cca.avps().map(|a| a.expect("AVP").code()).collect();
+        let last_rule = order
+            .iter()
+            .rposition(|c| *c == avp::CHARGING_RULE_INSTALL.code)
+            .expect("install");
+        let first_umi = order
+            .iter()
+            .position(|c| *c == avp::USAGE_MONITORING_INFORMATION.code)
+            .expect("umi");
+        assert!(last_rule < first_umi, "{order:?}");
+        // We do not add Event-Trigger; that is the node's decision.
+        assert!(cca.find(avp::EVENT_TRIGGER).expect("avps").is_none());
+
+        // Nothing of it in a CCA-T.
+        let mut buf = BytesMut::new();
+        let mut b = MessageBuilder::request(&mut buf, cmd::CREDIT_CONTROL, GX, 7, 8);
+        b.str(avp::SESSION_ID, "pgw;1;2")
+            .origin("pgw.example", "example")
+            .i32(avp::CC_REQUEST_TYPE, 3)
+            .u32(avp::CC_REQUEST_NUMBER, 2);
+        b.finish();
+        let req_t = Message::parse(buf.freeze()).expect("valid");
+        let t = decode_ccr(&req_t).expect("decodes");
+        let mut out = BytesMut::new();
+        encode_cca(
+            &mut out,
+            &req_t,
+            &me(),
+            &t,
+            Outcome::Result(2001),
+            &extras,
+            None,
+        );
+        let cca_t = Message::parse(out.freeze()).expect("valid CCA-T");
+        cca_t.validate().expect("CCA-T passes validation");
+        assert_eq!(
+            decode_usage_instructions(&cca_t),
+            Ok(UsageInstructions::default())
+        );
+    }
+
+    fn rar_with(usage: &UsageInstructions) -> Message {
+        let mut buf = BytesMut::new();
+        let mut b = MessageBuilder::request(&mut buf, cmd::RE_AUTH, GX, 5, 6);
+        encode_rar(
+            &mut b,
+            "pgw;1;2",
+            &me(),
+            "pgw.example",
+            "example",
+            None,
+            None,
+            usage,
+        );
+        b.finish();
+        let rar = Message::parse(buf.freeze()).expect("valid RAR");
+        rar.validate().expect("RAR passes validation");
+        rar
+    }
+
+    #[test]
+    fn rar_asks_for_reports_of_all_keys_or_some() {
+        let all = UsageInstructions {
+            report: Some(vec![]),
+            ..Default::default()
+        };
+        assert!(!all.is_empty());
+        assert!(UsageInstructions::default().is_empty());
+        let rar = rar_with(&all);
+        let umis: Vec<Avp<'_>> = rar
+            .avps()
+            .filter_code(avp::USAGE_MONITORING_INFORMATION)
+            .collect::<Result<_, _>>()
+            .expect("AVPs");
+        assert_eq!(umis.len(), 1);
+        let inner: Vec<(u32, i32)> = umis[0]
+            .grouped()
+            .map(|g| {
+                let g = g.expect("AVP");
+                (g.code(), g.as_enum().expect("enum"))
+            })
+            .collect();
+        // Only Usage-Monitoring-Report = USAGE_MONITORING_REPORT_REQUIRED.
+        assert_eq!(inner, vec![(1069, 0)]);
+        assert_eq!(decode_usage_instructions(&rar), Ok(all));
+
+        let one = UsageInstructions {
+            report: Some(vec!["internet".into()]),
+            ..Default::default()
+        };
+        let rar = rar_with(&one);
+        assert_eq!(decode_usage_instructions(&rar), Ok(one));
+        let umi = rar
+            .find(avp::USAGE_MONITORING_INFORMATION)
+            .expect("avps")
+            .expect("UMI");
+        let key = umi.grouped().find(avp::MONITORING_KEY).expect("ok");
+        assert_eq!(key.map(|k| k.as_octets()), Some(&b"internet"[..]));
+
+        // No instructions, no UMI.
+        let rar = rar_with(&UsageInstructions::default());
+        assert!(rar
+            .find(avp::USAGE_MONITORING_INFORMATION)
+            .expect("avps")
+            .is_none());
     }
 
     #[test]

@@ -492,6 +492,7 @@ impl Node {
             bearer_control_mode: c
                 .network_request_support
                 .map(|nrs| if nrs == 1 { 2 } else { 0 }),
+            usage: Default::default(),
         }
     }
 
@@ -691,6 +692,7 @@ impl Node {
                     &s.pcef_realm,
                     diff,
                     release,
+                    &gx::UsageInstructions::default(),
                 )
             })
             .await;
