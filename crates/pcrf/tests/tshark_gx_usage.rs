@@ -1,0 +1,243 @@
+//! Wireshark's Diameter dissector, independent of our codec, reads the
+//! usage-monitoring AVPs the PCRF writes: a CCA-U granting thresholds and
+//! disabling a key, and RARs asking for reports of every key and of one.
+//! tshark must find nothing malformed or worth a warning, count exactly as
+//! many AVPs as our own validator visits, and show the values we meant.
+//! Needs tshark (scripts/install-test-deps.sh installs it).
+
+use bytes::BytesMut;
+use diameter::dict::cmd;
+use diameter::pcap::{Direction, PcapWriter};
+use diameter::{Message, MessageBuilder};
+use pcrf::gx::{self, CcaExtras, Identity, Outcome, UsageGrant, UsageInstructions, GX};
+use pcrf::policy::decision::Decision;
+use pcrf::session::RuleDiff;
+use pcrf::usage::{MonitoringLevel, ServiceUnits};
+use pcrf_bench::gx::{self as bench, Gateway, Request, Subscriber, Usage};
+use std::net::Ipv4Addr;
+use std::path::Path;
+use std::process::Command;
+
+fn tshark(pcap: &Path, args: &[&str]) -> String {
+    let out = Command::new("tshark")
+        .args(["-n", "-r"])
+        .arg(pcap)
+        .args(args)
+        .output()
+        .unwrap_or_else(|e| panic!("cannot run tshark ({e}); run scripts/install-test-deps.sh"));
+    assert!(
+        out.status.success(),
+        "tshark {args:?} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn rar(me: &Identity, hop: u32, usage: &UsageInstructions) -> bytes::Bytes {
+    let mut buf = BytesMut::new();
+    let mut b = MessageBuilder::request(&mut buf, cmd::RE_AUTH, GX, hop, hop);
+    gx::encode_rar(
+        &mut b,
+        "pgw-1.bench.test;1767225600;42",
+        me,
+        "pgw-1.bench.test",
+        "bench.test",
+        None,
+        None,
+        usage,
+    );
+    b.finish();
+    buf.freeze()
+}
+
+#[test]
+fn tshark_reads_our_usage_monitoring_grants_and_report_requests() {
+    let gw = Gateway {
+        origin_host: "pgw-1.bench.test".into(),
+        origin_realm: "bench.test".into(),
+        destination_realm: "pcrf.test".into(),
+        destination_host: None,
+        origin_state_id: 1_767_225_600,
+        pgw_address: Ipv4Addr::new(192, 0, 2, 1),
+        sgw_address: Ipv4Addr::new(198, 51, 100, 1),
+        mcc_mnc: "00101".into(),
+        apn: "internet".into(),
+    };
+    let sub = Subscriber {
+        imsi: "001010000000001".into(),
+        msisdn: "79000000001".into(),
+        ue_ip: Ipv4Addr::new(10, 0, 0, 1),
+        imeisv: "3534900698733101".into(),
+        cell_id: 1,
+        tac: 1,
+    };
+    let usage = [Usage {
+        monitoring_key: "mk-internet".into(),
+        input_octets: 123_456,
+        output_octets: 7_654_321,
+    }];
+    let r = Request {
+        session_id: "pgw-1.bench.test;1767225600;42",
+        gateway: &gw,
+        destination_host: Some("pcrf.test"),
+        subscriber: &sub,
+        number: 1,
+        charging_id: 99,
+    };
+    let ccr_u = bench::encode(2, 2, |b| bench::ccr_update(b, &r, &usage));
+    let req = Message::parse(ccr_u.clone()).expect("parse CCR-U");
+    let ccr = gx::decode_ccr(&req).expect("decode CCR-U");
+
+    let me = Identity {
+        origin_host: "pcrf.test".into(),
+        origin_realm: "pcrf.test".into(),
+    };
+    let extras = CcaExtras {
+        usage: UsageInstructions {
+            grants: vec![
+                UsageGrant {
+                    key: "mk-internet".into(),
+                    level: MonitoringLevel::Session,
+                    units: ServiceUnits {
+                        total: Some(50_000_000),
+                        ..Default::default()
+                    },
+                },
+                UsageGrant {
+                    key: "hex:ff01".into(),
+                    level: MonitoringLevel::Rule,
+                    units: ServiceUnits {
+                        total: None,
+                        input: Some(1_000),
+                        output: Some(2_000),
+                        time: Some(3_600),
+                    },
+                },
+            ],
+            disable: vec!["mk-video".into()],
+            report: None,
+        },
+        ..Default::default()
+    };
+    let new = Decision {
+        rules: vec!["internet".into()],
+        ..Default::default()
+    };
+    let before = Decision::default();
+    let diff = RuleDiff::between(&before, &new);
+    let mut out = BytesMut::new();
+    gx::encode_cca(
+        &mut out,
+        &req,
+        &me,
+        &ccr,
+        Outcome::Result(2001),
+        &extras,
+        Some(&diff),
+    );
+    let cca_u = out.freeze();
+    let rar_all = rar(
+        &me,
+        10,
+        &UsageInstructions {
+            report: Some(vec![]),
+            ..Default::default()
+        },
+    );
+    let rar_one = rar(
+        &me,
+        11,
+        &UsageInstructions {
+            report: Some(vec!["mk-internet".into()]),
+            ..Default::default()
+        },
+    );
+
+    let messages = [
+        (Direction::ToServer, ccr_u),
+        (Direction::ToClient, cca_u),
+        (Direction::ToClient, rar_all),
+        (Direction::ToClient, rar_one),
+    ];
+    let mut w = PcapWriter::loopback(Vec::new()).expect("pcap header");
+    for (dir, m) in &messages {
+        w.message(*dir, m).expect("write");
+    }
+    let dir = std::env::temp_dir().join(format!("pcrf-tshark-usage-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    let pcap = dir.join("gx-usage.pcap");
+    std::fs::write(&pcap, w.finish().expect("finish")).expect("write pcap");
+
+    let bad = tshark(
+        &pcap,
+        &["-Y", "_ws.malformed || _ws.expert.severity >= 0x00600000"],
+    );
+    assert!(bad.trim().is_empty(), "tshark complains:\n{bad}");
+
+    // Every AVP we wrote (nested ones too) is one tshark decodes.
+    let pdml = tshark(&pcap, &["-Y", "diameter", "-T", "pdml"]);
+    let per_packet: Vec<usize> = pdml
+        .split("<packet>")
+        .skip(1)
+        .map(|p| p.matches("<field name=\"diameter.avp\" ").count())
+        .collect();
+    let ours: Vec<usize> = messages
+        .iter()
+        .map(|(_, m)| {
+            Message::parse(m.clone())
+                .expect("parse")
+                .validate()
+                .expect("valid")
+        })
+        .collect();
+    assert_eq!(per_packet, ours);
+
+    // The values, per message, in the order written (occurrences joined
+    // by ',', fields by '|').
+    let fields = [
+        "diameter.cmd.code",
+        "diameter.flags.request",
+        "diameter.Monitoring-Key",
+        "diameter.CC-Total-Octets",
+        "diameter.CC-Input-Octets",
+        "diameter.CC-Output-Octets",
+        "diameter.CC-Time",
+        "diameter.Usage-Monitoring-Level",
+        "diameter.Usage-Monitoring-Support",
+        "diameter.Usage-Monitoring-Report",
+    ];
+    let mut args = vec!["-Y", "diameter", "-T", "fields", "-E", "separator=|"];
+    for f in &fields {
+        args.extend(["-e", f]);
+    }
+    let got = tshark(&pcap, &args);
+    let got: Vec<&str> = got.lines().collect();
+    let hex = |s: &str| gx::hex(s.as_bytes());
+    let (internet, video) = (hex("mk-internet"), hex("mk-video"));
+    assert_eq!(
+        got,
+        vec![
+            // CCR-U from the generator: its report.
+            format!("272|1|{internet}|7777777|123456|7654321||0||"),
+            // CCA-U: two grants, then the disabled key.
+            format!("272|0|{internet},ff01,{video}|50000000|1000|2000|3600|0,1|0|"),
+            // RAR for every key: no Monitoring-Key.
+            "258|1||||||||0".to_string(),
+            // RAR for one key.
+            format!("258|1|{internet}|||||||0"),
+        ]
+    );
+
+    let text = tshark(&pcap, &["-V", "-Y", "diameter"]);
+    for name in [
+        "Usage-Monitoring-Level: PCC_RULE_LEVEL (1)",
+        "Usage-Monitoring-Level: SESSION_LEVEL (0)",
+        "Usage-Monitoring-Support: USAGE_MONITORING_DISABLED (0)",
+        "Usage-Monitoring-Report: USAGE_MONITORING_REPORT_REQUIRED (0)",
+        "Granted-Service-Unit",
+        "CC-Total-Octets: 50000000",
+    ] {
+        assert!(text.contains(name), "tshark does not show {name:?}");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
