@@ -353,8 +353,12 @@ fn add_units(a: ServiceUnits, b: ServiceUnits) -> ServiceUnits {
             (x, y) => Some(sat(x.unwrap_or_default(), y.unwrap_or_default())),
         }
     }
+    // `octets()` prefers the total: when only one part has CC-Total-Octets,
+    // the other part's directions must enter the summed total, not vanish.
+    let total =
+        (a.total.is_some() || b.total.is_some()).then(|| a.octets().saturating_add(b.octets()));
     ServiceUnits {
-        total: add(a.total, b.total, u64::saturating_add),
+        total,
         input: add(a.input, b.input, u64::saturating_add),
         output: add(a.output, b.output, u64::saturating_add),
         time: add(a.time, b.time, u32::saturating_add),
@@ -1131,10 +1135,11 @@ mod tests {
         });
         let c = decode_ccr(&m).expect("decodes");
         assert_eq!(c.usage_reports.len(), 2);
+        // The second part's directions count in the total too.
         assert_eq!(
             c.usage_reports[0].used,
             ServiceUnits {
-                total: Some(1_000),
+                total: Some(1_011),
                 input: Some(405),
                 output: Some(606),
                 time: Some(9)
