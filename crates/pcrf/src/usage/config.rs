@@ -472,32 +472,31 @@ impl Walk<'_> {
                 }
             }
         }
-        for name in ["keys", "accumulators", "plans"] {
-            for (_, v) in sections.iter().filter(|(k, _)| k.get_ref() == name) {
-                let Some(table) = self.table(v, name) else {
+        for (k, v) in &sections {
+            let section = k.get_ref().as_ref();
+            let Some(table) = self.table(v, section) else {
+                continue;
+            };
+            for (entry, value) in table.iter() {
+                let entry_name = entry.get_ref().as_ref();
+                let path = format!("[{section}.{entry_name}]");
+                let Some(fields) = self.table(value, &path) else {
                     continue;
                 };
-                for (entry, value) in table.iter() {
-                    let entry_name = entry.get_ref().as_ref();
-                    let path = format!("[{name}.{entry_name}]");
-                    let Some(fields) = self.table(value, &path) else {
-                        continue;
-                    };
-                    match name {
-                        "keys" => {
-                            if let Some(key) = self.key(entry, fields, &path) {
-                                cfg.keys.insert(entry_name.to_string(), key);
-                            }
+                match section {
+                    "keys" => {
+                        if let Some(key) = self.key(entry, fields, &path) {
+                            cfg.keys.insert(entry_name.to_string(), key);
                         }
-                        "accumulators" => {
-                            if let Some(acc) = self.accumulator(entry, fields, &path) {
-                                cfg.accumulators.insert(entry_name.to_string(), acc);
-                            }
+                    }
+                    "accumulators" => {
+                        if let Some(acc) = self.accumulator(entry, fields, &path) {
+                            cfg.accumulators.insert(entry_name.to_string(), acc);
                         }
-                        _ => {
-                            let quotas = self.plan(fields, &path);
-                            cfg.plans.insert(entry_name.to_string(), quotas);
-                        }
+                    }
+                    _ => {
+                        let quotas = self.plan(fields, &path);
+                        cfg.plans.insert(entry_name.to_string(), quotas);
                     }
                 }
             }
