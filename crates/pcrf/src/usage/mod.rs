@@ -20,6 +20,9 @@
 //! - `grant.rs`: what to grant per key (min(remaining, chunk)) and the
 //!   policy's view of usage.
 //! - `spread.rs`: when each of many pushes goes out, spread over a window.
+//!
+//! The operator's view (file format, counting, periods, grants, reloads) is
+//! `docs/usage.md`; `config/usage.toml` is the example for the default policy.
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -29,6 +32,10 @@ pub mod config;
 pub mod grant;
 pub mod period;
 pub mod spread;
+
+pub use account::Counted;
+pub use config::{Interface, UsageConfig, UsageConfigError};
+pub use period::Reset;
 
 /// Amounts of service, as in Used-Service-Unit / Granted-Service-Unit
 /// (RFC 4006 §8.17-8.21): octets in total and per direction, and seconds.
