@@ -1,5 +1,7 @@
 //! `pcrf`: the server and its admin commands.
 
+mod import;
+
 use clap::{Parser, Subcommand};
 use pcrf::config::Config;
 use std::path::PathBuf;
@@ -35,6 +37,11 @@ enum Cmd {
         #[command(subcommand)]
         command: PolicyCmd,
     },
+    /// Subscriber provisioning tools.
+    Subscribers {
+        #[command(subcommand)]
+        command: SubscribersCmd,
+    },
     /// Database tools (the PostgreSQL store).
     Db {
         #[command(subcommand)]
@@ -64,6 +71,30 @@ enum Cmd {
         hex: Option<String>,
         /// A .pcap file, or a text file holding hex.
         file: Option<PathBuf>,
+    },
+}
+
+#[derive(Subcommand)]
+enum SubscribersCmd {
+    /// Provision every profile of a file through the API's batch endpoint:
+    /// CSV (header row; columns imsi, msisdn, plan, services separated by
+    /// ';', billing_day, quota.<accumulator>) or JSON lines (.jsonl,
+    /// .ndjson; one profile per line). The whole file is validated first:
+    /// a bad file imports nothing. Exit status 0 when all were imported,
+    /// 2 for a bad file, 1 when the API failed midway.
+    Import {
+        /// The file: .csv, .jsonl or .ndjson.
+        file: PathBuf,
+        /// The API's base URL.
+        #[arg(long, default_value = "http://127.0.0.1:8080")]
+        api: String,
+        /// Bearer token, when the API requires one.
+        #[arg(long, env = "PCRF_API_TOKEN", hide_env_values = true)]
+        token: Option<String>,
+        /// Profiles per batch request (one store transaction each).
+        #[arg(long, default_value_t = 10_000,
+              value_parser = clap::value_parser!(u32).range(1..=100_000))]
+        batch: u32,
     },
 }
 
@@ -162,6 +193,20 @@ fn main() -> ExitCode {
         Cmd::Db {
             command: DbCmd::Migrate { config },
         } => db_migrate(config),
+        Cmd::Subscribers {
+            command:
+                SubscribersCmd::Import {
+                    file,
+                    api,
+                    token,
+                    batch,
+                },
+        } => import_subscribers(import::ImportOptions {
+            file,
+            api,
+            token,
+            batch: batch as usize,
+        }),
         Cmd::Debug {
             api,
             token,
@@ -375,6 +420,50 @@ fn parse_hex(text: &str) -> Result<Vec<u8>, String> {
                 .ok_or_else(|| format!("not hex: {:?}", String::from_utf8_lossy(pair)))
         })
         .collect()
+}
+
+fn import_subscribers(opts: import::ImportOptions) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the runtime: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let name = opts.file.display().to_string();
+    let result = rt.block_on(import::run(&opts, |p| {
+        eprintln!(
+            "{name}: {}/{} ({:.0}%), {:.0} profiles/s",
+            p.imported(),
+            p.total,
+            100.0 * p.imported() as f64 / (p.total.max(1) as f64),
+            p.rate()
+        );
+    }));
+    match result {
+        Ok(s) => {
+            println!(
+                "{name}: imported {} profiles ({} created, {} updated) in {:.1} s, {:.0} profiles/s",
+                s.imported(),
+                s.created,
+                s.updated,
+                s.elapsed.as_secs_f64(),
+                s.rate()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(e @ import::ImportError::Invalid(_)) => {
+            eprintln!("error: {e}");
+            ExitCode::from(2)
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            ExitCode::FAILURE
+        }
+    }
 }
 
 fn db_migrate(config: Option<PathBuf>) -> ExitCode {

@@ -1065,6 +1065,37 @@ impl Control for Node {
     fn query_profiler(&self) -> Option<QueryProfiler> {
         self.pg.as_ref().map(|h| h.profiler.clone())
     }
+
+    // Bulk provisioning: one submit, so the whole batch is one transaction
+    // (all or none); the table is updated only once it is durable.
+    async fn put_subscribers(
+        &self,
+        subscribers: Vec<Subscriber>,
+    ) -> Result<crate::api::control::BatchOutcome, ControlError> {
+        for (i, s) in subscribers.iter().enumerate() {
+            s.validate()
+                .map_err(|e| ControlError::Invalid(format!("entry {i}: {e}")))?;
+        }
+        let subscribers: Vec<Arc<Subscriber>> = subscribers.into_iter().map(Arc::new).collect();
+        if !subscribers.is_empty() {
+            let changes = subscribers
+                .iter()
+                .map(|s| Change::PutSubscriber(s.clone()))
+                .collect();
+            self.store
+                .submit(changes)
+                .await
+                .map_err(|e| ControlError::Unavailable(e.to_string()))?;
+        }
+        let mut outcome = crate::api::control::BatchOutcome::default();
+        for s in subscribers {
+            match self.subscribers.put(s) {
+                None => outcome.created += 1,
+                Some(_) => outcome.updated += 1,
+            }
+        }
+        Ok(outcome)
+    }
 }
 
 #[cfg(test)]

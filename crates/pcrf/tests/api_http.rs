@@ -5,8 +5,8 @@
 //! tests drive the real node).
 
 use pcrf::api::{
-    self, openapi, ApiConfig, Control, ControlError, ReauthOutcome, ReleaseCause, ReleaseOutcome,
-    ReloadError, SessionFilter,
+    self, openapi, ApiConfig, BatchOutcome, Control, ControlError, ReauthOutcome, ReleaseCause,
+    ReleaseOutcome, ReloadError, SessionFilter,
 };
 use pcrf::metrics::{Command, Metrics};
 use pcrf::policy::Decision;
@@ -40,6 +40,18 @@ impl Control for MapNode {
     async fn put_subscriber(&self, s: Subscriber) -> Result<bool, ControlError> {
         let mut t = self.subscribers.lock().expect("lock");
         Ok(t.insert(s.imsi.clone(), Arc::new(s)).is_none())
+    }
+
+    async fn put_subscribers(&self, batch: Vec<Subscriber>) -> Result<BatchOutcome, ControlError> {
+        let mut t = self.subscribers.lock().expect("lock");
+        let mut out = BatchOutcome::default();
+        for s in batch {
+            match t.insert(s.imsi.clone(), Arc::new(s)) {
+                None => out.created += 1,
+                Some(_) => out.updated += 1,
+            }
+        }
+        Ok(out)
     }
 
     fn subscriber(&self, imsi: &str) -> Option<Arc<Subscriber>> {
@@ -859,5 +871,102 @@ async fn openapi_document_matches_the_router() {
             "{method} {path} documented but not routed ({status} {text})"
         );
     }
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn subscriber_batch_all_or_nothing_with_its_own_body_limit() {
+    let cfg = ApiConfig {
+        max_body_bytes: 2048,
+        max_batch_bytes: 64 * 1024,
+        ..Default::default()
+    };
+    let s = Server::start(cfg).await;
+    let path = "/v1/subscribers/batch";
+    // 200 profiles: far above the single-request limit, within the batch one.
+    let many: Vec<Value> = (0..200)
+        .map(|i| json!({"imsi": format!("0010100{i:08}"), "plan": "basic", "quotas": {"monthly": 1000}}))
+        .collect();
+    let body = serde_json::to_vec(&many).expect("json");
+    assert!(body.len() > 2048);
+    let (status, got) = s.json("POST", path, &[], Some(Value::Array(many))).await;
+    assert_eq!(status, 200, "{got}");
+    assert_eq!(got, json!({"created": 200, "updated": 0}));
+    let (status, got) = s
+        .json("GET", "/v1/subscribers/001010000000007", &[], None)
+        .await;
+    assert_eq!(status, 200);
+    assert_eq!(got["quotas"]["monthly"], 1000);
+
+    // JSON lines: one existing, one new.
+    let lines =
+        "{\"imsi\":\"001010000000007\",\"plan\":\"gold\"}\n\n{\"imsi\":\"001010000009999\"}\n";
+    let (status, _, raw) = s
+        .call(
+            "POST",
+            path,
+            &[("Content-Type", "application/x-ndjson")],
+            Some(lines.as_bytes()),
+        )
+        .await;
+    assert_eq!(status, 200, "{}", String::from_utf8_lossy(&raw));
+    let got: Value = serde_json::from_slice(&raw).expect("json");
+    assert_eq!(got, json!({"created": 1, "updated": 1}));
+
+    // A bad entry refuses the whole batch, named by its index.
+    let before = s.node.subscribers.lock().expect("lock").len();
+    let bad = json!([{"imsi": "001010000100001"}, {"imsi": "001010000100002", "billing_day": 40}]);
+    let got = s.json("POST", path, &[], Some(bad)).await;
+    assert_error(&got, 400);
+    let msg = got.1["error"].as_str().unwrap_or_default();
+    assert!(
+        msg.starts_with("entry 1: ") && msg.contains("billing_day"),
+        "{msg}"
+    );
+    let bad_line = "{\"imsi\":\"001010000100001\"}\n{\"imsi\":\"001010000100002\",\"colour\":1}\n";
+    let (status, _, raw) = s
+        .call(
+            "POST",
+            path,
+            &[("Content-Type", "application/x-ndjson")],
+            Some(bad_line.as_bytes()),
+        )
+        .await;
+    assert_eq!(status, 400);
+    let v: Value = serde_json::from_slice(&raw).expect("json");
+    let msg = v["error"].as_str().unwrap_or_default();
+    assert!(
+        msg.starts_with("entry 1 (line 2): ") && msg.contains("colour"),
+        "{msg}"
+    );
+    assert_eq!(s.node.subscribers.lock().expect("lock").len(), before);
+
+    // Wrong content type, and a body above the batch limit.
+    let (status, _, _) = s
+        .call(
+            "POST",
+            path,
+            &[("Content-Type", "text/csv")],
+            Some(b"imsi\n1"),
+        )
+        .await;
+    assert_eq!(status, 415);
+    let huge = vec![b' '; 65 * 1024];
+    let (status, _, raw) = s
+        .call(
+            "POST",
+            path,
+            &[("Content-Type", "application/json")],
+            Some(&huge),
+        )
+        .await;
+    assert_eq!(status, 413, "{}", String::from_utf8_lossy(&raw));
+    // The single-profile route keeps its own, smaller limit.
+    let big_put = json!({"plan": "x".repeat(100), "attributes": {"note": "y".repeat(3000)}});
+    assert_error(
+        &s.json("PUT", "/v1/subscribers/001010000000001", &[], Some(big_put))
+            .await,
+        413,
+    );
     s.shutdown().await;
 }

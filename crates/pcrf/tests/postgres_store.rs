@@ -8,6 +8,7 @@ use pcrf::session::{GxSession, SessionState};
 use pcrf::store::postgres::{migrate, PostgresOptions, PostgresStore};
 use pcrf::store::{Change, Store, StoreError};
 use pcrf::subscriber::Subscriber;
+use pcrf::usage::{Accumulator, SubscriberUsage};
 use std::io::{Read, Write};
 use std::net::{Shutdown, TcpListener, TcpStream};
 use std::str::FromStr;
@@ -137,6 +138,28 @@ fn subscriber(imsi: &str) -> Subscriber {
     }
 }
 
+fn usage(subscriber: &str, used: u64) -> SubscriberUsage {
+    SubscriberUsage {
+        subscriber: subscriber.into(),
+        accumulators: [(
+            "monthly".to_string(),
+            Accumulator {
+                used,
+                topup: 0,
+                period_start_ms: 1_700_000_000_000,
+                period_end_ms: Some(1_702_592_000_000),
+            },
+        )]
+        .into_iter()
+        .collect(),
+        ..Default::default()
+    }
+}
+
+fn put_usage(u: SubscriberUsage) -> Change {
+    Change::PutUsage(Arc::new(u))
+}
+
 fn put(s: GxSession) -> Change {
     Change::PutSession(Arc::new(s))
 }
@@ -151,7 +174,7 @@ fn round_trip_reopen_and_migrate() {
     let sub = subscriber("001010000000001");
     {
         let mut st = db.open();
-        assert_eq!(st.schema_version().expect("version"), 1);
+        assert_eq!(st.schema_version().expect("version"), 2);
         let rows = st
             .apply(&[
                 put(s1.clone()),
@@ -162,13 +185,13 @@ fn round_trip_reopen_and_migrate() {
         assert_eq!(rows, 3);
     }
     // Migrating again is a no-op at the same version.
-    assert_eq!(migrate(&db.url).expect("migrate"), 1);
+    assert_eq!(migrate(&db.url).expect("migrate"), 2);
     assert_eq!(
         db.query_i64(&format!(
             "SELECT count(*) FROM {}.schema_migrations",
             db.name
         )),
-        1
+        2
     );
     let mut st = db.open();
     assert_eq!(st.open_sessions().expect("load"), vec![s1.clone()]);
@@ -652,4 +675,136 @@ fn behind_group_commit_nothing_acknowledged_is_lost_across_an_outage() {
         }
         drop(store);
     });
+}
+
+#[test]
+fn usage_round_trip_pages_and_delete() {
+    let db = TestSchema::new();
+    let mut st = db.open();
+    // More than one recovery page (1000 rows).
+    let all: Vec<SubscriberUsage> = (0..1203)
+        .map(|i| usage(&format!("0010100{i:08}"), i))
+        .collect();
+    for chunk in all.chunks(500) {
+        let changes: Vec<Change> = chunk.iter().cloned().map(put_usage).collect();
+        assert_eq!(st.apply(&changes).expect("apply"), chunk.len());
+    }
+    let mut st = db.open();
+    assert_eq!(st.usage_records().expect("load"), all);
+    assert_eq!(st.skipped_corrupt(), 0);
+    assert_eq!(
+        st.usage(&all[7].subscriber).expect("get"),
+        Some(all[7].clone())
+    );
+    assert_eq!(st.usage("nobody").expect("get"), None);
+    assert_eq!(
+        st.apply(&[
+            Change::DeleteUsage(all[7].subscriber.clone()),
+            Change::DeleteUsage("nobody".into()),
+        ])
+        .expect("delete"),
+        1
+    );
+    assert_eq!(st.usage(&all[7].subscriber).expect("get"), None);
+}
+
+#[test]
+fn identical_usage_put_does_not_commit() {
+    let db = TestSchema::new();
+    let mut st = db.open();
+    let profiler = st.profiler();
+    profiler.set_enabled(true);
+    let batch = [
+        put(session("gx;u", "001010000000009", 7)),
+        put_usage(usage("001010000000009", 42)),
+    ];
+    assert_eq!(st.apply(&batch).expect("first"), 2);
+    let xmin = || {
+        db.query_i64(&format!(
+            "SELECT xmin::text::bigint FROM {}.usage WHERE subscriber = '001010000000009'",
+            db.name
+        ))
+    };
+    let before = xmin();
+    assert_eq!(st.apply(&batch).expect("again"), 0);
+    assert_eq!(xmin(), before);
+    let calls = |name: &str| {
+        profiler
+            .snapshot()
+            .statements
+            .iter()
+            .find(|q| q.name == name)
+            .map(|q| q.calls)
+            .unwrap_or(0)
+    };
+    assert_eq!(calls("commit"), 1);
+    assert_eq!(calls("rollback"), 1);
+    assert_eq!(calls("upsert_usage"), 2);
+    // The accumulator moved: one row, committed.
+    assert_eq!(
+        st.apply(&[batch[0].clone(), put_usage(usage("001010000000009", 43))])
+            .expect("changed"),
+        1
+    );
+    assert_eq!(calls("commit"), 2);
+    assert_ne!(xmin(), before);
+    assert_eq!(
+        st.usage("001010000000009").expect("get"),
+        Some(usage("001010000000009", 43))
+    );
+}
+
+#[test]
+fn session_and_usage_of_one_batch_commit_together() {
+    let db = TestSchema::new();
+    let mut st = db.open();
+    // The database refuses one usage row: the session written before it in
+    // the same batch must not be committed either.
+    db.rt.block_on(async {
+        db.admin
+            .batch_execute(&format!(
+                "ALTER TABLE {}.usage ADD CONSTRAINT no_poison CHECK (subscriber <> 'poison')",
+                db.name
+            ))
+            .await
+            .expect("add constraint");
+    });
+    let r = st.apply(&[
+        put(session("gx;a", "poison", 1)),
+        put_usage(usage("poison", 10)),
+    ]);
+    assert!(matches!(r, Err(StoreError::Unavailable(_))), "{r:?}");
+    assert_eq!(st.session("gx;a").expect("get"), None);
+    assert_eq!(st.usage("poison").expect("get"), None);
+    // The store goes on; a good pair lands as one.
+    assert_eq!(
+        st.apply(&[
+            put(session("gx;b", "001010000000001", 1)),
+            put_usage(usage("001010000000001", 10)),
+        ])
+        .expect("good batch"),
+        2
+    );
+    assert!(st.session("gx;b").expect("get").is_some());
+    assert!(st.usage("001010000000001").expect("get").is_some());
+}
+
+#[test]
+fn corrupt_usage_rows_are_skipped_and_counted() {
+    let db = TestSchema::new();
+    let mut st = db.open();
+    st.apply(&[put_usage(usage("good", 1)), put_usage(usage("bad", 1))])
+        .expect("apply");
+    db.rt.block_on(async {
+        db.admin
+            .batch_execute(&format!(
+                "UPDATE {}.usage SET data = '\\x7b'::bytea WHERE subscriber = 'bad'",
+                db.name
+            ))
+            .await
+            .expect("damage");
+    });
+    assert_eq!(st.usage_records().expect("load"), vec![usage("good", 1)]);
+    assert_eq!(st.skipped_corrupt(), 1);
+    assert!(matches!(st.usage("bad"), Err(StoreError::Corrupt(_))));
 }

@@ -1,10 +1,13 @@
 //! `[api]` in the configuration file: where the HTTP API listens, its
-//! bearer token, its request size limit and its connection limits.
+//! bearer token, its request size limits and its connection limits.
 
 use super::listener::ConnectionLimits;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::time::Duration;
+
+/// Ceiling of `api.max_batch_bytes` (256 MiB).
+pub const MAX_BATCH_BYTES: usize = 256 * 1024 * 1024;
 
 /// The HTTP API's settings.
 #[derive(Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -16,6 +19,9 @@ pub struct ApiConfig {
     pub token: Option<String>,
     /// Largest request body accepted (413 above).
     pub max_body_bytes: usize,
+    /// Largest body of `POST /v1/subscribers/batch` (413 above): bulk
+    /// provisioning sends thousands of profiles per request.
+    pub max_batch_bytes: usize,
     /// Connections served at once; more wait in the accept backlog.
     pub max_connections: usize,
     /// A connection with nothing read or written for this long is closed.
@@ -28,6 +34,7 @@ impl Default for ApiConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             token: None,
             max_body_bytes: 64 * 1024,
+            max_batch_bytes: 16 * 1024 * 1024,
             max_connections: 256,
             idle_timeout_secs: 60,
         }
@@ -41,6 +48,7 @@ impl std::fmt::Debug for ApiConfig {
             .field("listen", &self.listen)
             .field("token", &self.token.as_ref().map(|_| "<set>"))
             .field("max_body_bytes", &self.max_body_bytes)
+            .field("max_batch_bytes", &self.max_batch_bytes)
             .field("max_connections", &self.max_connections)
             .field("idle_timeout_secs", &self.idle_timeout_secs)
             .finish()
@@ -64,6 +72,14 @@ impl ApiConfig {
         }
         if self.max_body_bytes < 1024 {
             return Err("api.max_body_bytes must be at least 1024".into());
+        }
+        // A batch of one profile must fit wherever a single PUT does; the
+        // ceiling keeps one request's parsed profiles far below a node's memory.
+        if self.max_batch_bytes < self.max_body_bytes || self.max_batch_bytes > MAX_BATCH_BYTES {
+            return Err(format!(
+                "api.max_batch_bytes must be between api.max_body_bytes ({}) and {MAX_BATCH_BYTES}",
+                self.max_body_bytes
+            ));
         }
         if self.max_connections == 0 {
             return Err("api.max_connections must be at least 1".into());
@@ -122,6 +138,13 @@ mod tests {
         assert!(zero.validate().is_err());
         let idle: ApiConfig = toml::from_str("idle_timeout_secs = 0").expect("parse");
         assert!(idle.validate().is_err());
+        assert_eq!(c.max_batch_bytes, 16 * 1024 * 1024);
+        let small: ApiConfig = toml::from_str("max_batch_bytes = 1000").expect("parse");
+        assert!(small.validate().is_err());
+        let huge: ApiConfig = toml::from_str("max_batch_bytes = 1000000000").expect("parse");
+        assert!(huge.validate().is_err());
+        let fits: ApiConfig = toml::from_str("max_batch_bytes = 65536").expect("parse");
+        assert!(fits.validate().is_ok());
         assert!(!format!("{good:?}").contains("0123456789abcdef"));
     }
 }

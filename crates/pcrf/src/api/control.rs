@@ -18,6 +18,14 @@ pub trait Control: Send + Sync + 'static {
         subscriber: Subscriber,
     ) -> impl Future<Output = Result<bool, ControlError>> + Send;
 
+    /// Creates or replaces many profiles (already validated, distinct
+    /// IMSIs) in one durable change: all of them are durable when the
+    /// future resolves, or none is applied.
+    fn put_subscribers(
+        &self,
+        subscribers: Vec<Subscriber>,
+    ) -> impl Future<Output = Result<BatchOutcome, ControlError>> + Send;
+
     fn subscriber(&self, imsi: &str) -> Option<Arc<Subscriber>>;
 
     /// `Ok(false)` when there was no such subscriber.
@@ -219,4 +227,14 @@ pub struct ReleaseOutcome {
     /// The RAA's Result-Code or Experimental-Result-Code.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub result_code: Option<u32>,
+}
+
+/// What a batch of profiles did (`POST /v1/subscribers/batch`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchOutcome {
+    /// Profiles that did not exist before.
+    pub created: u64,
+    /// Profiles that existed and were replaced (possibly by the same
+    /// profile: an unchanged row is not rewritten by the store).
+    pub updated: u64,
 }

@@ -23,7 +23,8 @@ pub mod subscribers;
 
 pub use config::ApiConfig;
 pub use control::{
-    Control, ControlError, ReauthOutcome, ReleaseCause, ReleaseOutcome, ReloadError, SessionFilter,
+    BatchOutcome, Control, ControlError, ReauthOutcome, ReleaseCause, ReleaseOutcome, ReloadError,
+    SessionFilter,
 };
 pub use listener::ConnectionLimits;
 pub use server::{serve, serve_with};
@@ -41,6 +42,8 @@ struct Route<C: Control> {
     method: Method,
     path: &'static str,
     public: bool,
+    /// Bodies up to `[api].max_batch_bytes` instead of `max_body_bytes`.
+    batch: bool,
     handler: MethodRouter<Arc<C>>,
 }
 
@@ -49,12 +52,21 @@ fn r<C: Control>(method: Method, path: &'static str, handler: MethodRouter<Arc<C
         method,
         path,
         public: false,
+        batch: false,
         handler,
     }
 }
 
 fn routes<C: Control>() -> Vec<Route<C>> {
     vec![
+        Route {
+            batch: true,
+            ..r(
+                Method::POST,
+                "/v1/subscribers/batch",
+                post(subscribers::put_batch::<C>),
+            )
+        },
         r(
             Method::PUT,
             "/v1/subscribers/{imsi}",
@@ -124,7 +136,13 @@ pub fn router<C: Control>(ctl: Arc<C>, cfg: &ApiConfig) -> Router {
     let http = Arc::new(http_stats::HttpStats::default());
     let mut protected = Router::new();
     let mut public = Router::new();
-    for route in routes::<C>() {
+    for mut route in routes::<C>() {
+        if route.batch {
+            // Inner to the router-wide limit below, so it wins for this route.
+            route.handler = route
+                .handler
+                .layer(DefaultBodyLimit::max(cfg.max_batch_bytes));
+        }
         if route.public {
             public = public.route(route.path, route.handler);
         } else {

@@ -31,6 +31,36 @@ fn session_param() -> Value {
     path_param("id", "Session-Id (percent-encoded)")
 }
 
+/// `POST /v1/subscribers/batch` (its own function: the document is one
+/// `json!` and would otherwise pass the macro's recursion limit).
+fn batch_path() -> Value {
+    let body = |schema: Value| json!({"schema": schema});
+    let array = json!({"type": "array", "maxItems": super::subscribers::MAX_BATCH_ENTRIES, "items": {"$ref": "#/components/schemas/BatchEntry"}});
+    let lines = json!({"type": "string", "description": "One BatchEntry as JSON per line; blank lines are skipped"});
+    json!({
+        "post": {
+            "operationId": "putSubscribersBatch",
+            "summary": "Create or replace many subscriber profiles in one durable change",
+            "description": format!(
+                "Every entry is validated as PUT /v1/subscribers/{{imsi}} validates its body, and must name its imsi; IMSIs must be distinct. The first bad entry refuses the whole batch (400, the message starts with \"entry N\", 0-based, and for JSON lines gives the line); otherwise all profiles are written in one store transaction (all or none). At most {} entries; the body limit is [api].max_batch_bytes (default 16 MiB).",
+                super::subscribers::MAX_BATCH_ENTRIES
+            ),
+            "requestBody": {"required": true, "content": {
+                "application/json": body(array),
+                super::subscribers::NDJSON: body(lines)
+            }},
+            "responses": {
+                "200": json_response("Every profile written", "BatchOutcome"),
+                "400": error_response("An entry is invalid (named by index), repeats an IMSI, the body is not JSON, or more than the maximum entries"),
+                "401": error_response("Missing or wrong bearer token (only when api.token is set)"),
+                "413": error_response("Body larger than [api].max_batch_bytes"),
+                "415": error_response("Content-Type is neither application/json nor application/x-ndjson"),
+                "503": error_response("Store unavailable: nothing was written")
+            }
+        }
+    })
+}
+
 /// The document.
 pub fn document() -> Value {
     let unauthorized = error_response("Missing or wrong bearer token (only when api.token is set)");
@@ -45,6 +75,7 @@ pub fn document() -> Value {
         },
         "security": [{"bearerAuth": []}],
         "paths": {
+            "/v1/subscribers/batch": batch_path(),
             "/v1/subscribers/{imsi}": {
                 "parameters": [imsi_param()],
                 "put": {
@@ -217,7 +248,9 @@ fn schemas() -> Value {
                 "msisdn": {"type": "string", "pattern": "^[0-9]{5,15}$"},
                 "plan": {"type": "string"},
                 "services": string_list,
-                "attributes": {"type": "object", "additionalProperties": true}
+                "attributes": {"type": "object", "additionalProperties": true},
+                "billing_day": {"type": "integer", "minimum": 1, "maximum": 28},
+                "quotas": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}}
             }
         },
         "SubscriberBody": {
@@ -227,7 +260,19 @@ fn schemas() -> Value {
                 "msisdn": {"type": "string", "pattern": "^[0-9]{5,15}$"},
                 "plan": {"type": "string", "maxLength": 128},
                 "services": {"type": "array", "items": {"type": "string", "maxLength": 128}, "maxItems": 256},
-                "attributes": {"type": "object", "additionalProperties": true, "maxProperties": 256}
+                "attributes": {"type": "object", "additionalProperties": true, "maxProperties": 256},
+                "billing_day": {"type": "integer", "minimum": 1, "maximum": 28, "description": "Day of the month monthly accumulators reset"},
+                "quotas": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}, "description": "Octets per period by accumulator name"}
+            }
+        },
+        "BatchEntry": {
+            "allOf": [{"$ref": "#/components/schemas/SubscriberBody"}, {"type": "object", "required": ["imsi"], "properties": {"imsi": {"type": "string", "pattern": "^[0-9]{5,15}$"}}}]
+        },
+        "BatchOutcome": {
+            "type": "object", "required": ["created", "updated"],
+            "properties": {
+                "created": {"type": "integer", "description": "Profiles that did not exist before"},
+                "updated": {"type": "integer", "description": "Profiles that existed and were replaced"}
             }
         },
         "Decision": {

@@ -1,22 +1,31 @@
 //! `PUT/GET/DELETE /v1/subscribers/{imsi}`: provisioning of subscriber
 //! profiles. The body is the profile without the IMSI, which the path gives.
+//! `POST /v1/subscribers/batch`: many profiles (each with its IMSI) in one
+//! durable change, for bulk provisioning (`pcrf subscribers import`).
 
-use super::control::Control;
+use super::control::{BatchOutcome, Control};
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath};
 use crate::subscriber::Subscriber;
+use axum::body::Bytes;
+use axum::extract::rejection::BytesRejection;
 use axum::extract::State;
-use axum::http::{header, HeaderValue, StatusCode};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::Deserialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 /// Bounds that keep one profile (and the policy input built from it) small.
 const MAX_SERVICES: usize = 256;
 const MAX_ATTRIBUTES: usize = 256;
 const MAX_NAME_LEN: usize = 128;
+/// Most profiles in one batch request: one batch is one transaction, and
+/// every Gx write queued behind it waits for it.
+pub const MAX_BATCH_ENTRIES: usize = 100_000;
+/// The batch body as JSON lines, one profile per line.
+pub const NDJSON: &str = "application/x-ndjson";
 
 /// The request body of `PUT /v1/subscribers/{imsi}`.
 #[derive(Debug, Deserialize)]
@@ -145,5 +154,195 @@ pub async fn delete<C: Control>(
         Ok(StatusCode::NO_CONTENT)
     } else {
         Err(ApiError::not_found(format!("no subscriber {imsi}")))
+    }
+}
+
+/// A batch entry: the body of a PUT that must name its IMSI.
+pub fn batch_entry(body: SubscriberBody) -> Result<Subscriber, ApiError> {
+    let Some(imsi) = body.imsi.clone() else {
+        return Err(ApiError::bad_request("imsi is required"));
+    };
+    profile(imsi, body)
+}
+
+/// How the batch body is framed, from its content type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum BatchFormat {
+    Array,
+    Lines,
+}
+
+fn batch_format(headers: &HeaderMap) -> Result<BatchFormat, ApiError> {
+    let ct = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("");
+    let mime = ct.split(';').next().unwrap_or("").trim();
+    if mime.eq_ignore_ascii_case("application/json") {
+        Ok(BatchFormat::Array)
+    } else if mime.eq_ignore_ascii_case(NDJSON) {
+        Ok(BatchFormat::Lines)
+    } else {
+        Err(ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            format!(
+                "content-type must be application/json (an array of profiles) or {NDJSON} \
+                 (one profile per line), got {ct:?}"
+            ),
+        ))
+    }
+}
+
+fn too_many() -> ApiError {
+    ApiError::bad_request(format!("at most {MAX_BATCH_ENTRIES} profiles per batch"))
+}
+
+/// Parses and validates every entry; the first bad one refuses the batch,
+/// named by its index (0-based; JSON lines also give the line).
+fn parse_batch(body: &[u8], format: BatchFormat) -> Result<Vec<Subscriber>, ApiError> {
+    let mut out = Vec::new();
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    let mut add = |index: usize, where_: String, s: Subscriber| -> Result<(), ApiError> {
+        if let Some(first) = seen.insert(s.imsi.clone(), index) {
+            return Err(ApiError::bad_request(format!(
+                "{where_}: imsi {} repeats entry {first}",
+                s.imsi
+            )));
+        }
+        out.push(s);
+        Ok(())
+    };
+    match format {
+        BatchFormat::Array => {
+            let entries: Vec<serde_json::Value> = serde_json::from_slice(body).map_err(|e| {
+                ApiError::bad_request(format!("body must be a JSON array of profiles: {e}"))
+            })?;
+            if entries.len() > MAX_BATCH_ENTRIES {
+                return Err(too_many());
+            }
+            for (i, v) in entries.into_iter().enumerate() {
+                let where_ = format!("entry {i}");
+                let s = serde_json::from_value::<SubscriberBody>(v)
+                    .map_err(|e| ApiError::bad_request(format!("{where_}: {e}")))
+                    .and_then(|b| {
+                        batch_entry(b)
+                            .map_err(|e| ApiError::bad_request(format!("{where_}: {}", e.message)))
+                    })?;
+                add(i, where_, s)?;
+            }
+        }
+        BatchFormat::Lines => {
+            let mut i = 0;
+            for (n, line) in body.split(|b| *b == b'\n').enumerate() {
+                if line.iter().all(u8::is_ascii_whitespace) {
+                    continue;
+                }
+                if i == MAX_BATCH_ENTRIES {
+                    return Err(too_many());
+                }
+                let where_ = format!("entry {i} (line {})", n + 1);
+                let s = serde_json::from_slice::<SubscriberBody>(line)
+                    .map_err(|e| ApiError::bad_request(format!("{where_}: {e}")))
+                    .and_then(|b| {
+                        batch_entry(b)
+                            .map_err(|e| ApiError::bad_request(format!("{where_}: {}", e.message)))
+                    })?;
+                add(i, where_, s)?;
+                i += 1;
+            }
+        }
+    }
+    Ok(out)
+}
+
+pub async fn put_batch<C: Control>(
+    State(ctl): State<Arc<C>>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Result<Json<BatchOutcome>, ApiError> {
+    let format = batch_format(&headers)?;
+    let body = body.map_err(|r| {
+        if r.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(
+                r.status(),
+                "batch body larger than [api].max_batch_bytes: send fewer profiles per request",
+            )
+        } else {
+            ApiError::new(r.status(), r.body_text())
+        }
+    })?;
+    let subscribers = parse_batch(&body, format)?;
+    Ok(Json(ctl.put_subscribers(subscribers).await?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lines(body: &str) -> Result<Vec<Subscriber>, String> {
+        parse_batch(body.as_bytes(), BatchFormat::Lines).map_err(|e| e.message)
+    }
+
+    fn array(body: &str) -> Result<Vec<Subscriber>, String> {
+        parse_batch(body.as_bytes(), BatchFormat::Array).map_err(|e| e.message)
+    }
+
+    #[test]
+    fn batch_entries_are_validated_like_put_and_named() {
+        let ok = array(
+            r#"[{"imsi":"001010000000001","services":["b","a","a"]},
+                {"imsi":"001010000000002","quotas":{"monthly":5}}]"#,
+        )
+        .expect("valid");
+        assert_eq!(ok.len(), 2);
+        assert_eq!(ok[0].services, vec!["a".to_string(), "b".to_string()]);
+        assert_eq!(ok[1].quotas.get("monthly"), Some(&5));
+        let e = array(r#"[{"imsi":"001010000000001"},{"msisdn":"123456"}]"#).expect_err("no imsi");
+        assert!(
+            e.starts_with("entry 1: ") && e.contains("imsi is required"),
+            "{e}"
+        );
+        let e = array(r#"[{"imsi":"001010000000001"},{"imsi":"12"}]"#).expect_err("bad imsi");
+        assert!(
+            e.starts_with("entry 1: ") && e.contains("5 to 15 digits"),
+            "{e}"
+        );
+        let e = array(r#"[{"imsi":"001010000000001","colour":"red"}]"#).expect_err("unknown");
+        assert!(e.starts_with("entry 0: ") && e.contains("colour"), "{e}");
+        let e = array(r#"[{"imsi":"001010000000001"},{"imsi":"001010000000001"}]"#)
+            .expect_err("duplicate");
+        assert!(
+            e.contains("entry 1: imsi 001010000000001 repeats entry 0"),
+            "{e}"
+        );
+        let e = array(r#"{"imsi":"001010000000001"}"#).expect_err("not an array");
+        assert!(e.contains("JSON array"), "{e}");
+        assert_eq!(array("[]").expect("empty"), vec![]);
+    }
+
+    #[test]
+    fn json_lines_skip_blank_lines_and_name_the_line() {
+        let ok = lines("{\"imsi\":\"001010000000001\"}\n\n{\"imsi\":\"001010000000002\"}\n")
+            .expect("valid");
+        assert_eq!(ok.len(), 2);
+        let e = lines(
+            "{\"imsi\":\"001010000000001\"}\n\n{\"imsi\":\"001010000000002\",\"billing_day\":31}",
+        )
+        .expect_err("bad billing day");
+        assert!(
+            e.starts_with("entry 1 (line 3): ") && e.contains("billing_day"),
+            "{e}"
+        );
+        let e = lines("{\"imsi\":").expect_err("syntax");
+        assert!(e.starts_with("entry 0 (line 1): "), "{e}");
+    }
+
+    #[test]
+    fn more_than_the_maximum_is_refused() {
+        let body: String = (0..=MAX_BATCH_ENTRIES)
+            .map(|i| format!("{{\"imsi\":\"{i:015}\"}}\n"))
+            .collect();
+        let e = lines(&body).expect_err("too many");
+        assert!(e.contains("at most 100000"), "{e}");
     }
 }

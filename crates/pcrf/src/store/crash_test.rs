@@ -2,10 +2,12 @@
 //! (this test binary, re-run on one ignored test) writes through the
 //! group-commit writer and prints each change once it is acknowledged; the
 //! parent kills it with SIGKILL at a random point, reopens the store and
-//! checks that every acknowledged change is there.
+//! checks that every acknowledged change is there. With usage, each batch
+//! is a session and its subscriber's usage row carrying the same counter:
+//! after the kill both rows must hold the same value (both or neither).
 
 use super::config::Durability;
-use super::fixtures::{session, TestDir};
+use super::fixtures::{session, usage, TestDir};
 use super::group_commit::GroupCommit;
 use super::sqlite::SqliteStore;
 use super::{Change, Store};
@@ -17,6 +19,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 const DIR_ENV: &str = "PCRF_STORE_CRASH_CHILD_DIR";
 const MODE_ENV: &str = "PCRF_STORE_CRASH_CHILD_MODE";
+/// Set: each batch also writes the usage row of the session's key.
+const PAIRS_ENV: &str = "PCRF_STORE_CRASH_CHILD_PAIRS";
 const TASKS: usize = 8;
 /// Each task rewrites a small set of rows, so updates (not only inserts)
 /// must survive too.
@@ -32,6 +36,7 @@ fn crash_child() {
         Ok("relaxed") => Durability::Relaxed,
         _ => Durability::Full,
     };
+    let pairs = std::env::var_os(PAIRS_ENV).is_some();
     let store = SqliteStore::open(std::path::Path::new(&dir), durability).expect("open");
     let gc = GroupCommit::start(Box::new(store)).expect("start");
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -47,9 +52,13 @@ fn crash_child() {
                 for i in 1_i64.. {
                     let id = format!("t{t}-k{}", i % KEYS_PER_TASK);
                     let s = session(&id, "001010000000001", i);
-                    gc.submit(vec![Change::PutSession(Arc::new(s))])
-                        .await
-                        .expect("submit");
+                    let mut batch = vec![Change::PutSession(Arc::new(s))];
+                    if pairs {
+                        // The usage row is keyed like the session, so the
+                        // parent can pair them; the counter is the same.
+                        batch.push(Change::PutUsage(Arc::new(usage(&id, i as u64))));
+                    }
+                    gc.submit(batch).await.expect("submit");
                     // Written straight to the pipe (not the test harness's
                     // captured output), one whole line per acknowledgement.
                     let mut out = std::io::stdout().lock();
@@ -74,10 +83,14 @@ fn run_entropy() -> u64 {
     nanos ^ (std::process::id() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
-fn crash_and_check(durability: Durability, mode: &str) {
-    let dir = TestDir::new(&format!("crash-{mode}"));
+fn crash_and_check(durability: Durability, mode: &str, pairs: bool) {
+    let dir = TestDir::new(&format!("crash-{mode}-{pairs}"));
     let exe = std::env::current_exe().expect("test binary path");
-    let mut child = Command::new(exe)
+    let mut command = Command::new(exe);
+    if pairs {
+        command.env(PAIRS_ENV, "1");
+    }
+    let mut child = command
         .args([
             "store::crash_test::crash_child",
             "--exact",
@@ -139,6 +152,24 @@ fn crash_and_check(durability: Durability, mode: &str) {
     let open = store.open_sessions().expect("recovery load");
     assert_eq!(store.skipped_corrupt(), 0);
     assert!(open.len() >= acked.len());
+    let usage_rows = store.usage_records().expect("usage load");
+    assert_eq!(store.skipped_corrupt(), 0);
+    if !pairs {
+        assert!(usage_rows.is_empty());
+        return;
+    }
+    // Every session has its usage row at the same counter, and no usage
+    // row exists without its session: the batch was all or nothing, also
+    // for the batch the kill interrupted.
+    let sessions: HashMap<&str, i64> = open.iter().map(|s| (s.id.as_str(), s.updated_ms)).collect();
+    let used: HashMap<&str, i64> = usage_rows
+        .iter()
+        .map(|u| {
+            let used = u.accumulators.get("monthly").map(|a| a.used).unwrap_or(0);
+            (u.subscriber.as_str(), i64::try_from(used).unwrap_or(-1))
+        })
+        .collect();
+    assert_eq!(sessions, used, "{mode}: session and usage rows disagree");
 }
 
 /// Parses "ACK <id> <n>", keeping the highest n per id; false for any
@@ -160,6 +191,12 @@ fn record_ack(line: &str, acked: &mut HashMap<String, i64>) -> bool {
 
 #[test]
 fn acknowledged_changes_survive_kill_9() {
-    crash_and_check(Durability::Full, "full");
-    crash_and_check(Durability::Relaxed, "relaxed");
+    crash_and_check(Durability::Full, "full", false);
+    crash_and_check(Durability::Relaxed, "relaxed", false);
+}
+
+#[test]
+fn session_and_usage_of_one_batch_survive_kill_9_together() {
+    crash_and_check(Durability::Full, "full", true);
+    crash_and_check(Durability::Relaxed, "relaxed", true);
 }

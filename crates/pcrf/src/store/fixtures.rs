@@ -1,9 +1,10 @@
 //! Test fixtures for the store: a unique temporary directory removed on
-//! drop, and realistic session and subscriber records.
+//! drop, and realistic session, subscriber and usage records.
 
 use crate::policy::decision::Decision;
 use crate::session::GxSession;
 use crate::subscriber::Subscriber;
+use crate::usage::{Accumulator, LastReport, ServiceUnits, SubscriberUsage};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
@@ -69,5 +70,38 @@ pub fn subscriber(imsi: &str) -> Subscriber {
             .into_iter()
             .collect(),
         ..Default::default()
+    }
+}
+
+/// A subscriber's usage with one monthly accumulator at `used` octets and
+/// the report that brought it there.
+pub fn usage(subscriber: &str, used: u64) -> SubscriberUsage {
+    SubscriberUsage {
+        subscriber: subscriber.into(),
+        accumulators: [(
+            "monthly".to_string(),
+            Accumulator {
+                used,
+                topup: 0,
+                period_start_ms: 1_700_000_000_000,
+                period_end_ms: Some(1_702_592_000_000),
+            },
+        )]
+        .into_iter()
+        .collect(),
+        last_reports: [(
+            "mk-internet".to_string(),
+            LastReport {
+                at_ms: 1_700_000_100_000,
+                session: "gx;1".into(),
+                used: ServiceUnits {
+                    total: Some(used),
+                    ..Default::default()
+                },
+            },
+        )]
+        .into_iter()
+        .collect(),
+        unknown_key_reports: 0,
     }
 }

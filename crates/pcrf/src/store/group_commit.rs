@@ -731,6 +731,15 @@ mod tests {
         ) -> Result<Option<crate::subscriber::Subscriber>, StoreError> {
             self.0.subscriber(imsi)
         }
+        fn usage_records(&mut self) -> Result<Vec<crate::usage::SubscriberUsage>, StoreError> {
+            self.0.usage_records()
+        }
+        fn usage(
+            &mut self,
+            subscriber: &str,
+        ) -> Result<Option<crate::usage::SubscriberUsage>, StoreError> {
+            self.0.usage(subscriber)
+        }
         fn purge_closed(&mut self, before_ms: i64, limit: usize) -> Result<usize, StoreError> {
             self.0.purge_closed(before_ms, limit)
         }

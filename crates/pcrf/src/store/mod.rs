@@ -20,6 +20,7 @@ pub use sqlite::SqliteStore;
 
 use crate::session::GxSession;
 use crate::subscriber::Subscriber;
+use crate::usage::SubscriberUsage;
 use std::sync::Arc;
 
 /// One state change to persist.
@@ -31,6 +32,12 @@ pub enum Change {
     DeleteSession(String),
     PutSubscriber(Arc<Subscriber>),
     DeleteSubscriber(String),
+    /// Insert or replace a subscriber's usage accumulators (one row per
+    /// subscriber key, written in the same batch as the session whose
+    /// report changed them).
+    PutUsage(Arc<SubscriberUsage>),
+    /// Remove a subscriber's usage row (by `SubscriberUsage::subscriber`).
+    DeleteUsage(String),
 }
 
 /// The row a change touches: two changes with the same key in one batch
@@ -39,6 +46,7 @@ pub enum Change {
 pub enum ChangeKey<'a> {
     Session(&'a str),
     Subscriber(&'a str),
+    Usage(&'a str),
 }
 
 impl Change {
@@ -49,6 +57,8 @@ impl Change {
             Change::DeleteSession(id) => ChangeKey::Session(id),
             Change::PutSubscriber(s) => ChangeKey::Subscriber(&s.imsi),
             Change::DeleteSubscriber(imsi) => ChangeKey::Subscriber(imsi),
+            Change::PutUsage(u) => ChangeKey::Usage(&u.subscriber),
+            Change::DeleteUsage(subscriber) => ChangeKey::Usage(subscriber),
         }
     }
 }
@@ -81,12 +91,17 @@ pub trait Store: Send + 'static {
     fn session(&mut self, id: &str) -> Result<Option<GxSession>, StoreError>;
     /// One subscriber by IMSI (cold profiles behind the LRU).
     fn subscriber(&mut self, imsi: &str) -> Result<Option<Subscriber>, StoreError>;
+    /// Every subscriber's usage row, for recovery at start-up (corrupt rows
+    /// are skipped, logged and counted in `skipped_corrupt`).
+    fn usage_records(&mut self) -> Result<Vec<SubscriberUsage>, StoreError>;
+    /// One subscriber's usage row by its key (`SubscriberUsage::subscriber`).
+    fn usage(&mut self, subscriber: &str) -> Result<Option<SubscriberUsage>, StoreError>;
     /// Deletes at most `limit` sessions closed before `before_ms` (in one
     /// short transaction, so the writer is never held long); returns how
     /// many. The caller repeats while it returns `limit`.
     fn purge_closed(&mut self, before_ms: i64, limit: usize) -> Result<usize, StoreError>;
-    /// Records found undecodable by the last `open_sessions` or
-    /// `subscribers` call (skipped, each logged with its key); call it after
+    /// Records found undecodable by the last `open_sessions`,
+    /// `subscribers` or `usage_records` call (skipped, each logged with its key); call it after
     /// each of them to report the count at start-up.
     fn skipped_corrupt(&self) -> u64;
 }

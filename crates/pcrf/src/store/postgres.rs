@@ -21,10 +21,11 @@ pub struct PostgresHandles {
     pub connection: ConnectionMonitor,
 }
 
-use super::blob::{decode_session, decode_subscriber};
+use super::blob::{decode_session, decode_subscriber, decode_usage};
 use super::{Change, Store, StoreError};
 use crate::session::{GxSession, SessionState};
 use crate::subscriber::Subscriber;
+use crate::usage::SubscriberUsage;
 use pipeline::{run_all, Request};
 use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
@@ -208,6 +209,10 @@ struct Statements {
     get_session: Statement,
     get_subscriber: Statement,
     purge_closed: Statement,
+    upsert_usage: Statement,
+    delete_usage: Statement,
+    all_usage: Statement,
+    get_usage: Statement,
 }
 
 /// Statement texts with the profiler's names. Portable SQL only: the
@@ -257,6 +262,20 @@ mod sql {
         "DELETE FROM sessions WHERE id IN (SELECT id FROM sessions \
          WHERE state = 'closed' AND closed_ms < $1 LIMIT $2)",
     );
+    pub const UPSERT_USAGE: (&str, &str) = (
+        "upsert_usage",
+        "INSERT INTO usage (subscriber, data) VALUES ($1, $2) \
+         ON CONFLICT (subscriber) DO UPDATE SET data = excluded.data \
+         WHERE usage.data IS DISTINCT FROM excluded.data",
+    );
+    pub const DELETE_USAGE: (&str, &str) =
+        ("delete_usage", "DELETE FROM usage WHERE subscriber = $1");
+    pub const ALL_USAGE: (&str, &str) = (
+        "load_usage",
+        "SELECT subscriber, data FROM usage WHERE subscriber > $1 ORDER BY subscriber LIMIT $2",
+    );
+    pub const GET_USAGE: (&str, &str) =
+        ("get_usage", "SELECT data FROM usage WHERE subscriber = $1");
 }
 
 impl Statements {
@@ -275,6 +294,10 @@ impl Statements {
             sql::GET_SESSION,
             sql::GET_SUBSCRIBER,
             sql::PURGE_CLOSED,
+            sql::UPSERT_USAGE,
+            sql::DELETE_USAGE,
+            sql::ALL_USAGE,
+            sql::GET_USAGE,
         ];
         let requests: Vec<Request<'_, Result<Statement, tokio_postgres::Error>>> = texts
             .iter()
@@ -289,8 +312,8 @@ impl Statements {
             .map(|(r, _)| r)
             .collect::<Result<Vec<Statement>, _>>()?;
         let Ok(
-            [begin, commit, rollback, upsert_session, delete_session, upsert_subscriber, delete_subscriber, open_sessions, all_subscribers, get_session, get_subscriber, purge_closed],
-        ) = <[Statement; 12]>::try_from(prepared)
+            [begin, commit, rollback, upsert_session, delete_session, upsert_subscriber, delete_subscriber, open_sessions, all_subscribers, get_session, get_subscriber, purge_closed, upsert_usage, delete_usage, all_usage, get_usage],
+        ) = <[Statement; 16]>::try_from(prepared)
         else {
             unreachable!("run_all returns one result per request")
         };
@@ -307,6 +330,10 @@ impl Statements {
             get_session,
             get_subscriber,
             purge_closed,
+            upsert_usage,
+            delete_usage,
+            all_usage,
+            get_usage,
         })
     }
 }
@@ -344,6 +371,11 @@ enum Encoded<'a> {
         data: Vec<u8>,
     },
     DeleteSubscriber(&'a str),
+    Usage {
+        subscriber: &'a str,
+        data: Vec<u8>,
+    },
+    DeleteUsage(&'a str),
 }
 
 fn encode(change: &Change) -> Result<Encoded<'_>, StoreError> {
@@ -370,6 +402,13 @@ fn encode(change: &Change) -> Result<Encoded<'_>, StoreError> {
             })?,
         },
         Change::DeleteSubscriber(imsi) => Encoded::DeleteSubscriber(imsi),
+        Change::PutUsage(u) => Encoded::Usage {
+            subscriber: &u.subscriber,
+            data: serde_json::to_vec(&**u).map_err(|e| {
+                StoreError::Corrupt(format!("encoding usage of {:?}: {e}", u.subscriber))
+            })?,
+        },
+        Change::DeleteUsage(subscriber) => Encoded::DeleteUsage(subscriber),
     })
 }
 
@@ -415,6 +454,14 @@ impl Encoded<'_> {
             Encoded::DeleteSubscriber(imsi) => (
                 sql::DELETE_SUBSCRIBER,
                 Box::pin(c.execute_raw(&st.delete_subscriber, [p(imsi)])),
+            ),
+            Encoded::Usage { subscriber, data } => (
+                sql::UPSERT_USAGE,
+                Box::pin(c.execute_raw(&st.upsert_usage, [p(subscriber), p(data)])),
+            ),
+            Encoded::DeleteUsage(subscriber) => (
+                sql::DELETE_USAGE,
+                Box::pin(c.execute_raw(&st.delete_usage, [p(subscriber)])),
             ),
         }
     }
@@ -800,6 +847,8 @@ impl PostgresStore {
             let (rt, live) = self.parts()?;
             let stmt = if which == sql::OPEN_SESSIONS {
                 &live.st.open_sessions
+            } else if which == sql::ALL_USAGE {
+                &live.st.all_usage
             } else {
                 &live.st.all_subscribers
             };
@@ -850,6 +899,8 @@ impl PostgresStore {
         let (rt, live) = self.parts()?;
         let stmt = if which == sql::GET_SESSION {
             &live.st.get_session
+        } else if which == sql::GET_USAGE {
+            &live.st.get_usage
         } else {
             &live.st.get_subscriber
         };
@@ -948,6 +999,22 @@ impl Store for PostgresStore {
                 Some(s) => Ok(Some(s)),
                 None => Err(StoreError::Corrupt(format!(
                     "subscriber {imsi:?}: stored record cannot be decoded"
+                ))),
+            },
+        }
+    }
+
+    fn usage_records(&mut self) -> Result<Vec<SubscriberUsage>, StoreError> {
+        self.load_all(sql::ALL_USAGE, "loading usage", decode_usage)
+    }
+
+    fn usage(&mut self, subscriber: &str) -> Result<Option<SubscriberUsage>, StoreError> {
+        match self.get_one(sql::GET_USAGE, subscriber, "reading a usage record")? {
+            None => Ok(None),
+            Some(d) => match decode_usage(&mut self.skipped_corrupt, subscriber, &d) {
+                Some(u) => Ok(Some(u)),
+                None => Err(StoreError::Corrupt(format!(
+                    "usage of {subscriber:?}: stored record cannot be decoded"
                 ))),
             },
         }

@@ -3,11 +3,12 @@
 //! lock wider than a row's page), a transaction commits only if a row really
 //! changed (the article's optimization 1), and each record is one JSON blob.
 
-use super::blob::{decode_session, decode_subscriber};
+use super::blob::{decode_session, decode_subscriber, decode_usage};
 use super::config::Durability;
 use super::{Change, Store, StoreError};
 use crate::session::GxSession;
 use crate::subscriber::Subscriber;
+use crate::usage::SubscriberUsage;
 use rusqlite::{params, Connection, ErrorCode, OptionalExtension, TransactionBehavior};
 use std::fs::File;
 use std::os::fd::AsRawFd;
@@ -43,6 +44,12 @@ const MIGRATIONS: &[&str] = &[
     );
     CREATE INDEX sessions_open ON sessions (subscriber) WHERE state = 'open';
     CREATE INDEX sessions_closed ON sessions (closed_ms) WHERE state = 'closed';",
+    // 2: per-subscriber usage accumulators, one blob per subscriber key,
+    // written in the same batch as the session whose report changed them.
+    "CREATE TABLE usage (
+        subscriber TEXT PRIMARY KEY NOT NULL,
+        data BLOB NOT NULL
+    );",
 ];
 
 // The WHERE of each upsert makes an identical record count 0 changes, so a
@@ -61,6 +68,10 @@ const UPSERT_SUBSCRIBER: &str = "INSERT INTO subscribers (imsi, msisdn, data)
     ON CONFLICT (imsi) DO UPDATE SET msisdn = excluded.msisdn, data = excluded.data
     WHERE subscribers.data IS DISTINCT FROM excluded.data";
 const DELETE_SUBSCRIBER: &str = "DELETE FROM subscribers WHERE imsi = ?1";
+const UPSERT_USAGE: &str = "INSERT INTO usage (subscriber, data) VALUES (?1, ?2)
+    ON CONFLICT (subscriber) DO UPDATE SET data = excluded.data
+    WHERE usage.data IS DISTINCT FROM excluded.data";
+const DELETE_USAGE: &str = "DELETE FROM usage WHERE subscriber = ?1";
 const PURGE_CLOSED: &str = "DELETE FROM sessions WHERE id IN (
         SELECT id FROM sessions WHERE state = 'closed' AND closed_ms < ?1 LIMIT ?2)";
 
@@ -318,6 +329,18 @@ impl SqliteStore {
                 .prepare_cached(DELETE_SUBSCRIBER)
                 .and_then(|mut st| st.execute(params![imsi]))
                 .map_err(|e| db_error(ctx, e)),
+            Change::PutUsage(u) => {
+                let data = serde_json::to_vec(&**u).map_err(|e| {
+                    StoreError::Corrupt(format!("encoding usage of {:?}: {e}", u.subscriber))
+                })?;
+                tx.prepare_cached(UPSERT_USAGE)
+                    .and_then(|mut st| st.execute(params![u.subscriber, data]))
+                    .map_err(|e| db_error(ctx, e))
+            }
+            Change::DeleteUsage(subscriber) => tx
+                .prepare_cached(DELETE_USAGE)
+                .and_then(|mut st| st.execute(params![subscriber]))
+                .map_err(|e| db_error(ctx, e)),
         }
     }
 }
@@ -500,6 +523,39 @@ impl Store for SqliteStore {
         }
     }
 
+    fn usage_records(&mut self) -> Result<Vec<SubscriberUsage>, StoreError> {
+        let mut skipped = 0;
+        let out = load_all(
+            &self.conn,
+            "SELECT subscriber, data FROM usage",
+            "loading usage",
+            &mut skipped,
+            decode_usage,
+        );
+        self.skipped_corrupt = skipped;
+        out
+    }
+
+    fn usage(&mut self, subscriber: &str) -> Result<Option<SubscriberUsage>, StoreError> {
+        let data: Option<Vec<u8>> = self
+            .conn
+            .prepare_cached("SELECT data FROM usage WHERE subscriber = ?1")
+            .and_then(|mut st| {
+                st.query_row(params![subscriber], |r| Ok(blob_bytes(r.get(0)?)))
+                    .optional()
+            })
+            .map_err(|e| db_error("reading a usage record", e))?;
+        match data {
+            None => Ok(None),
+            Some(d) => match decode_usage(&mut self.skipped_corrupt, subscriber, &d) {
+                Some(u) => Ok(Some(u)),
+                None => Err(StoreError::Corrupt(format!(
+                    "usage of {subscriber:?}: stored record cannot be decoded"
+                ))),
+            },
+        }
+    }
+
     fn purge_closed(&mut self, before_ms: i64, limit: usize) -> Result<usize, StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.conn
@@ -517,7 +573,7 @@ impl Store for SqliteStore {
 mod tests {
     use super::*;
     use crate::session::SessionState;
-    use crate::store::fixtures::{session, subscriber, TestDir};
+    use crate::store::fixtures::{session, subscriber, usage, TestDir};
     use std::sync::Arc;
 
     #[test]
@@ -530,7 +586,7 @@ mod tests {
         let sub = subscriber("001010000000001");
         {
             let mut st = SqliteStore::open(dir.path(), Durability::Full).expect("open");
-            assert_eq!(st.schema_version().expect("version"), 1);
+            assert_eq!(st.schema_version().expect("version"), 2);
             let rows = st
                 .apply(&[
                     Change::PutSession(Arc::new(s1.clone())),
@@ -541,7 +597,7 @@ mod tests {
             assert_eq!(rows, 3);
         }
         let mut st = SqliteStore::open(dir.path(), Durability::Relaxed).expect("reopen");
-        assert_eq!(st.schema_version().expect("version"), 1);
+        assert_eq!(st.schema_version().expect("version"), 2);
         assert_eq!(st.open_sessions().expect("load"), vec![s1.clone()]);
         assert_eq!(st.session("gx;2").expect("get"), Some(s2));
         assert_eq!(st.session("gx;3").expect("get"), None);
@@ -557,6 +613,126 @@ mod tests {
         assert_eq!(rows, 2);
         assert!(st.open_sessions().expect("load").is_empty());
         assert!(st.subscribers().expect("subs").is_empty());
+    }
+
+    #[test]
+    fn usage_round_trip_reopen_and_delete() {
+        let dir = TestDir::new("usage");
+        let a = usage("001010000000001", 1000);
+        let b = usage("4915112345678", 2000);
+        {
+            let mut st = SqliteStore::open(dir.path(), Durability::Full).expect("open");
+            let rows = st
+                .apply(&[
+                    Change::PutUsage(Arc::new(a.clone())),
+                    Change::PutUsage(Arc::new(b.clone())),
+                ])
+                .expect("apply");
+            assert_eq!(rows, 2);
+        }
+        let mut st = SqliteStore::open(dir.path(), Durability::Full).expect("reopen");
+        let mut all = st.usage_records().expect("load");
+        all.sort_by(|x, y| x.subscriber.cmp(&y.subscriber));
+        assert_eq!(all, vec![a.clone(), b.clone()]);
+        assert_eq!(st.skipped_corrupt(), 0);
+        assert_eq!(st.usage(&a.subscriber).expect("get"), Some(a.clone()));
+        assert_eq!(st.usage("nobody").expect("get"), None);
+        // A changed accumulator replaces the row.
+        let a2 = usage(&a.subscriber, 1500);
+        assert_eq!(
+            st.apply(&[Change::PutUsage(Arc::new(a2.clone()))])
+                .expect("update"),
+            1
+        );
+        assert_eq!(st.usage(&a.subscriber).expect("get"), Some(a2));
+        assert_eq!(
+            st.apply(&[
+                Change::DeleteUsage(b.subscriber.clone()),
+                Change::DeleteUsage("nobody".into()),
+            ])
+            .expect("delete"),
+            1
+        );
+        assert_eq!(st.usage_records().expect("load").len(), 1);
+    }
+
+    #[test]
+    fn identical_usage_put_does_not_commit() {
+        let dir = TestDir::new("usage-unchanged");
+        let mut st = SqliteStore::open(dir.path(), Durability::Full).expect("open");
+        let s = Arc::new(session("gx;u", "001010000000009", 7));
+        let u = Arc::new(usage("001010000000009", 42));
+        let batch = [Change::PutSession(s), Change::PutUsage(u.clone())];
+        assert_eq!(st.apply(&batch).expect("first"), 2);
+        let wal_before = wal_frames(dir.path());
+        let changes_before = total_changes(&st);
+        assert_eq!(st.apply(&batch).expect("again"), 0);
+        assert_eq!(st.apply(&[Change::PutUsage(u)]).expect("usage only"), 0);
+        assert_eq!(total_changes(&st), changes_before);
+        assert_eq!(wal_frames(dir.path()), wal_before);
+        // The accumulator moved: one row, committed.
+        let moved = Arc::new(usage("001010000000009", 43));
+        assert_eq!(
+            st.apply(&[batch[0].clone(), Change::PutUsage(moved)])
+                .expect("changed"),
+            1
+        );
+        assert!(wal_frames(dir.path()) > wal_before);
+    }
+
+    #[test]
+    fn corrupt_usage_rows_are_skipped_and_counted() {
+        let dir = TestDir::new("usage-corrupt");
+        let mut st = SqliteStore::open(dir.path(), Durability::Full).expect("open");
+        st.apply(&[
+            Change::PutUsage(Arc::new(usage("good", 1))),
+            Change::PutUsage(Arc::new(usage("bad", 1))),
+            Change::PutUsage(Arc::new(usage("moved", 1))),
+        ])
+        .expect("apply");
+        // One undecodable blob, one blob that names another subscriber.
+        st.conn
+            .execute_batch(
+                "UPDATE usage SET data = x'7b' WHERE subscriber = 'bad';
+                 UPDATE usage SET data = (SELECT data FROM usage WHERE subscriber = 'good')
+                     WHERE subscriber = 'moved';",
+            )
+            .expect("damage");
+        let all = st.usage_records().expect("load despite bad rows");
+        assert_eq!(all, vec![usage("good", 1)]);
+        assert_eq!(st.skipped_corrupt(), 2);
+        match st.usage("bad") {
+            Err(StoreError::Corrupt(m)) => assert!(m.contains("\"bad\""), "{m}"),
+            other => panic!("expected a corrupt error, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn schema_1_database_is_migrated_to_usage() {
+        let dir = TestDir::new("usage-migrate");
+        let sub = subscriber("001010000000001");
+        {
+            // A database as the previous release left it: schema 1 only.
+            let conn = Connection::open(dir.path().join(DB_FILE)).expect("create");
+            conn.execute_batch(MIGRATIONS[0]).expect("schema 1");
+            conn.execute_batch("PRAGMA user_version = 1")
+                .expect("version");
+            let data = serde_json::to_vec(&sub).expect("encode");
+            conn.execute(
+                "INSERT INTO subscribers (imsi, msisdn, data) VALUES (?1, ?2, ?3)",
+                params![sub.imsi, sub.msisdn, data],
+            )
+            .expect("row");
+        }
+        let mut st = SqliteStore::open(dir.path(), Durability::Full).expect("open migrates");
+        assert_eq!(st.schema_version().expect("version"), 2);
+        assert_eq!(st.subscribers().expect("kept"), vec![sub]);
+        assert!(st.usage_records().expect("empty table").is_empty());
+        assert_eq!(
+            st.apply(&[Change::PutUsage(Arc::new(usage("001010000000001", 5)))])
+                .expect("write"),
+            1
+        );
     }
 
     fn total_changes(st: &SqliteStore) -> u64 {

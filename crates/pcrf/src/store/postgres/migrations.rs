@@ -11,14 +11,15 @@ use tokio_postgres::Client;
 
 /// (version, description, SQL), in order. Append only: a released
 /// migration never changes.
-pub const MIGRATIONS: &[(i32, &str, &str)] = &[(
-    1,
-    "subscribers and sessions, one blob per record",
-    // The same model as the embedded store. The record is BYTEA, not JSONB:
-    // the database never looks inside it, BYTEA costs no parsing on every
-    // upsert, and IS DISTINCT FROM compares bytes (a memcmp), which is what
-    // "did this row change" needs.
-    "CREATE TABLE subscribers (
+pub const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (
+        1,
+        "subscribers and sessions, one blob per record",
+        // The same model as the embedded store. The record is BYTEA, not JSONB:
+        // the database never looks inside it, BYTEA costs no parsing on every
+        // upsert, and IS DISTINCT FROM compares bytes (a memcmp), which is what
+        // "did this row change" needs.
+        "CREATE TABLE subscribers (
         imsi TEXT PRIMARY KEY,
         msisdn TEXT,
         data BYTEA NOT NULL
@@ -35,7 +36,18 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[(
     );
     CREATE INDEX sessions_open ON sessions (subscriber) WHERE state = 'open';
     CREATE INDEX sessions_closed ON sessions (closed_ms) WHERE state = 'closed';",
-)];
+    ),
+    (
+        2,
+        "per-subscriber usage accumulators, one blob per subscriber",
+        // Written in the same batch as the session whose report changed
+        // it; BYTEA for the same reasons as the other records.
+        "CREATE TABLE usage (
+        subscriber TEXT PRIMARY KEY,
+        data BYTEA NOT NULL
+    );",
+    ),
+];
 
 /// The newest schema version this build knows.
 pub fn latest() -> i32 {
