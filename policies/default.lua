@@ -11,7 +11,12 @@
 --   * unknown subscribers (when the server is configured to apply the default
 --     policy to them) get a small guest profile;
 --   * a congested cell (network.congestion >= 2) halves the downlink AMBR of
---     plans without a congestion guarantee.
+--     plans without a congestion guarantee;
+--   * usage is monitored under the keys "total" (the whole session) and
+--     "vip" (the VIP rule), counted into the accumulators of the usage file
+--     (config/usage.toml); once the monthly allowance is used up the session
+--     is throttled ("throttled" rule instead of "internet", a low APN-AMBR)
+--     until a top-up or the monthly reset restores it.
 --
 -- Rules for policy authors: decide() must depend on its input only (the
 -- server skips it when the input did not change), so no os.time, no random,
@@ -35,6 +40,8 @@ local PLANS = {
 }
 local DEFAULT_PLAN = "basic"
 local GUEST = { ul = 1 * MBPS, dl = 2 * MBPS }
+-- Fair-usage throttle once the monthly allowance is used up.
+local THROTTLED = { ul = 256000, dl = 1 * MBPS }
 
 -- Night boost window, local hours [NIGHT_START, NIGHT_END).
 local NIGHT_START = 1
@@ -153,14 +160,23 @@ function decide(input)
     dl = math.floor(dl / 2)
   end
 
+  local monthly = input.usage.accumulators.monthly
+  local throttled = monthly ~= nil and monthly.exhausted
+  local rule = "internet"
+  if throttled then
+    rule = "throttled"
+    ul, dl = THROTTLED.ul, THROTTLED.dl
+  end
+
   local decision = {
-    rules = { "internet" },
+    rules = { rule },
     base_names = { "consumer" },
     definitions = {},
     apn_ambr = { ul = ul, dl = dl },
     default_bearer_qos = default_bearer(session.apn, plan.arp),
     event_triggers = TRIGGERS,
     revalidation_secs = secs_to_next_boundary(time),
+    monitoring = { "total" },
   }
 
   if has(sub.services, "vip") then
@@ -170,6 +186,7 @@ function decide(input)
       log("vip rule failed at " .. session.pcef .. ", not reinstalled")
     else
       decision.definitions[#decision.definitions + 1] = vip_rule()
+      decision.monitoring[#decision.monitoring + 1] = "vip"
     end
   end
 

@@ -217,6 +217,71 @@ impl Default for SessionsConfig {
     }
 }
 
+/// `[usage]`: usage monitoring and the pushes that follow inputs changing
+/// outside a CCR.
+#[derive(Clone, Debug, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct UsageSection {
+    /// The usage file (monitoring keys, accumulators, quotas; see
+    /// docs/usage.md). When the default file does not exist, usage
+    /// monitoring is off; a path set explicitly must exist.
+    #[serde(default = "default_usage_path")]
+    pub path: PathBuf,
+    /// Pushes caused by one event (a reset instant, a time-of-day boundary,
+    /// a congested cell) are spread evenly over this many seconds, so a
+    /// million sessions do not get their RAR in the same second.
+    #[serde(default = "default_spread")]
+    pub spread_secs: u64,
+    /// Local times ("HH:MM", in [policy].time_zone) at which every open
+    /// session is re-decided, e.g. the policy's night-boost boundaries.
+    #[serde(default)]
+    pub time_boundaries: Vec<String>,
+}
+
+fn default_usage_path() -> PathBuf {
+    PathBuf::from("config/usage.toml")
+}
+fn default_spread() -> u64 {
+    60
+}
+
+impl Default for UsageSection {
+    fn default() -> Self {
+        UsageSection {
+            path: default_usage_path(),
+            spread_secs: default_spread(),
+            time_boundaries: Vec::new(),
+        }
+    }
+}
+
+impl UsageSection {
+    /// Whether `path` is the default one (whose absence turns monitoring off).
+    pub fn is_default_path(&self) -> bool {
+        self.path == default_usage_path()
+    }
+
+    /// The time boundaries as (hour, minute); bad entries are reported by
+    /// `Config::validate`, so they are skipped here.
+    pub fn boundaries(&self) -> Vec<(u8, u8)> {
+        self.time_boundaries
+            .iter()
+            .filter_map(|t| parse_hh_mm(t))
+            .collect()
+    }
+}
+
+/// "HH:MM" with HH 0..=23 and MM 0..=59.
+pub fn parse_hh_mm(t: &str) -> Option<(u8, u8)> {
+    let (h, m) = t.split_once(':')?;
+    if h.len() != 2 || m.len() != 2 {
+        return None;
+    }
+    let h: u8 = h.parse().ok()?;
+    let m: u8 = m.parse().ok()?;
+    (h < 24 && m < 60).then_some((h, m))
+}
+
 /// The whole configuration.
 #[derive(Clone, Debug, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -235,6 +300,8 @@ pub struct Config {
     pub rules: RuleCatalog,
     #[serde(default)]
     pub sessions: SessionsConfig,
+    #[serde(default)]
+    pub usage: UsageSection,
     #[serde(default)]
     pub api: ApiConfig,
     #[serde(default)]
@@ -395,6 +462,20 @@ impl Config {
         if self.sessions.retention_secs == 0 {
             bad("[sessions].retention_secs", "must be at least 1".into());
         }
+        if self.usage.spread_secs > 86_400 {
+            bad(
+                "[usage].spread_secs",
+                "must be at most 86400 (one day)".into(),
+            );
+        }
+        for t in &self.usage.time_boundaries {
+            if parse_hh_mm(t).is_none() {
+                bad(
+                    "[usage].time_boundaries",
+                    format!("{t:?} is not a local time \"HH:MM\""),
+                );
+            }
+        }
         p
     }
 
@@ -470,6 +551,23 @@ origin_host = "PGW.example"
                 "c.toml: [policy].time_zone",
             ]
         );
+    }
+
+    #[test]
+    fn usage_section_checks_times_and_window() {
+        let e = Config::parse(
+            "[usage]\nspread_secs = 100000\ntime_boundaries = [\"01:00\", \"25:00\", \"6:00\"]\n",
+            "c.toml",
+        )
+        .expect_err("bad");
+        assert_eq!(e.problems.len(), 3, "{e}");
+        let c = Config::parse(
+            "[usage]\ntime_boundaries = [\"01:00\", \"06:30\"]\n",
+            "c.toml",
+        )
+        .expect("valid");
+        assert_eq!(c.usage.boundaries(), vec![(1, 0), (6, 30)]);
+        assert!(c.usage.is_default_path());
     }
 
     #[test]

@@ -4,12 +4,18 @@
 //! memo), persisted through the group commit, and only then answered.
 //! The REST API drives the same operations through the `Control` trait.
 
+mod monitoring;
+mod pushes;
+
+pub use monitoring::UsageCounters;
+
 use crate::admission::{Admission, Class};
 use crate::api::control::{
     Control, ControlError, ReauthOutcome, ReleaseCause, ReleaseOutcome, ReloadError, SessionFilter,
 };
+use crate::api::usage::{AccumulatorView, ReportView, UsageChange, UsageView};
 use crate::config::{Config, UnknownSubscriber};
-use crate::gx::{self, CcaExtras, Ccr, Identity, Outcome, RequestType};
+use crate::gx::{self, CcaExtras, Ccr, Identity, Outcome, RequestType, UsageInstructions};
 use crate::metrics::{
     peer_stats, write_peers, Command, CommitStats, Exposition, HistogramSnapshot, Kind, Metrics,
     MetricsSource, PolicyStats as MetricsPolicyStats, SessionStats,
@@ -26,6 +32,9 @@ use crate::store::postgres::{PostgresHandles, QueryProfiler};
 use crate::store::{Change, StoreError};
 use crate::subscriber::Subscriber;
 use crate::subscribers::SubscriberTable;
+use crate::usage::config::UsageConfig;
+use crate::usage::table::UsageTable;
+use crate::usage::SubscriberUsage;
 use bytes::{Bytes, BytesMut};
 use diameter::codec::{missing_avp, DiameterError, Message};
 use diameter::dict::{self, avp, cmd};
@@ -41,7 +50,8 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// (§5.5) uses in a CCA-I for a subscriber the PCRF does not know.
 pub const USER_UNKNOWN: u32 = 5030;
 
-/// How long a request waits for the store before it is answered 5012.
+/// How long a request waits for the store (or for a subscriber's usage
+/// held by another request) before it is answered 5012.
 const COMMIT_WAIT: Duration = Duration::from_secs(5);
 
 /// Counters of the node's own decisions, rendered into /metrics.
@@ -89,6 +99,29 @@ pub struct Node {
     counters: NodeCounters,
     /// The PostgreSQL store's profiler and connection state, when it is one.
     pg: Option<PostgresHandles>,
+    /// Every subscriber's accumulators (the read path; the store has them too).
+    usage: UsageTable,
+    /// The usage file in force (replaced by a reload that passes its checks).
+    usage_cfg: arc_swap::ArcSwap<UsageConfig>,
+    usage_counters: UsageCounters,
+    push_counters: pushes::PushCounters,
+    /// This node, for the background pushes it starts.
+    me_ref: std::sync::Weak<Node>,
+}
+
+/// What start-up hands to the node.
+pub struct NodeParts {
+    pub cfg: Arc<Config>,
+    pub policy: Arc<PolicyEngine>,
+    pub store: GroupCommit,
+    pub subscribers: Vec<Subscriber>,
+    pub sessions: Vec<GxSession>,
+    pub usage: Vec<SubscriberUsage>,
+    pub usage_cfg: UsageConfig,
+    pub peers: PeerTable,
+    pub metrics: Arc<Metrics>,
+    pub tz: jiff::tz::TimeZone,
+    pub pg: Option<PostgresHandles>,
 }
 
 fn now_ms() -> i64 {
@@ -105,27 +138,21 @@ struct Answered {
 
 impl Node {
     /// Assembles a node from what start-up loaded.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        cfg: Arc<Config>,
-        policy: Arc<PolicyEngine>,
-        store: GroupCommit,
-        subscribers: Vec<Subscriber>,
-        sessions: Vec<GxSession>,
-        peers: PeerTable,
-        metrics: Arc<Metrics>,
-        tz: jiff::tz::TimeZone,
-        pg: Option<PostgresHandles>,
-    ) -> Node {
+    pub fn new(p: NodeParts) -> Arc<Node> {
         let sub_table = SubscriberTable::default();
-        for s in subscribers {
+        for s in p.subscribers {
             sub_table.put(Arc::new(s));
         }
         let session_table = SessionTable::default();
-        for s in sessions {
+        for s in p.sessions {
             session_table.replace(Arc::new(s));
         }
-        Node {
+        let usage = UsageTable::default();
+        for u in p.usage {
+            usage.recover(u);
+        }
+        let cfg = p.cfg;
+        Arc::new_cyclic(|me| Node {
             me: Identity {
                 origin_host: cfg.node.origin_host.clone(),
                 origin_realm: cfg.node.origin_realm.clone(),
@@ -134,15 +161,20 @@ impl Node {
             live: arc_swap::ArcSwap::from_pointee(Live::of(cfg)),
             subscribers: sub_table,
             sessions: session_table,
-            policy,
-            store,
-            peers,
+            policy: p.policy,
+            store: p.store,
+            peers: p.peers,
             congestion: RwLock::new(HashMap::new()),
-            tz,
-            metrics,
+            tz: p.tz,
+            metrics: p.metrics,
             counters: NodeCounters::default(),
-            pg,
-        }
+            pg: p.pg,
+            usage,
+            usage_cfg: arc_swap::ArcSwap::from_pointee(p.usage_cfg),
+            usage_counters: UsageCounters::default(),
+            push_counters: Default::default(),
+            me_ref: me.clone(),
+        })
     }
 
     pub fn metrics(&self) -> &Arc<Metrics> {
@@ -276,17 +308,34 @@ impl Node {
         apply_reported(&mut s, c);
         s.last_request_number = c.request_number;
 
-        let input = self.policy_input(&s, sub.as_deref());
+        let mut usage = self.begin_usage(&s.subscriber, sub.as_deref(), now).await?;
+        if let Some(step) = usage.as_mut() {
+            self.count_reports(step, &mut s, &c.usage_reports, now);
+        }
+        let mut input = self.policy_input(&s, sub.as_deref());
+        if let Some(step) = &usage {
+            input.usage = step.view(sub.as_deref());
+        }
         let out = self.policy.decide(&input, None);
         self.note_fallback(&s.id, &out);
         if let Some(rej) = &out.decision.reject {
             return Ok(self.reject(req, c, rej));
         }
-        let decision = self.check_catalog(&s.id, out.decision.clone());
+        let mut decision = self.check_catalog(&s.id, out.decision.clone());
+        let mut extras = self.extras(c);
+        if let Some(step) = &usage {
+            extras.usage = self.monitoring_answer(
+                &step.next,
+                sub.as_deref(),
+                &mut s,
+                &mut decision,
+                &step.reported,
+                now,
+            );
+        }
         let empty = Decision::default();
         let mut diff = RuleDiff::between(&empty, &decision);
         settle_revalidation(&mut diff, &mut s.revalidation_at_ms, now);
-        let extras = self.extras(c);
         let answer = self.cca(
             req,
             c,
@@ -303,11 +352,16 @@ impl Node {
             Err(_) => self.sessions.replace(s.clone()),
         };
         let _g = slot.lock().await;
-        if let Err(e) = self.commit(vec![Change::PutSession(s.clone())]).await {
+        let mut changes = vec![Change::PutSession(s.clone())];
+        changes.extend(usage_change(&usage));
+        if let Err(e) = self.commit(changes).await {
             self.sessions.remove(&s.id);
             return Err(e);
         }
         slot.publish(s);
+        if let Some(step) = usage {
+            Node::finish_usage(step);
+        }
         Ok(answer)
     }
 
@@ -336,13 +390,44 @@ impl Node {
         s.updated_ms = now;
 
         let sub = self.find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
-        let input = self.policy_input(&s, sub.as_deref());
+        let mut usage = self.begin_usage(&s.subscriber, sub.as_deref(), now).await?;
+        if let Some(step) = usage.as_mut() {
+            self.count_reports(step, &mut s, &c.usage_reports, now);
+        }
+        let mut input = self.policy_input(&s, sub.as_deref());
+        if let Some(step) = &usage {
+            input.usage = step.view(sub.as_deref());
+        }
         let out = self.policy.decide(&input, s.last_decision.as_ref());
         self.note_fallback(&s.id, &out);
         if let Some(rej) = &out.decision.reject {
-            return Ok(self.reject(req, c, rej));
+            let answer = self.reject(req, c, rej);
+            if !c.usage_reports.is_empty() {
+                // Refused or not, the usage happened: count it, once.
+                s.last_answer = Some(answer.bytes.to_vec());
+                let s = Arc::new(s);
+                let mut changes = vec![Change::PutSession(s.clone())];
+                changes.extend(usage_change(&usage));
+                self.commit(changes).await?;
+                slot.publish(s);
+                if let Some(step) = usage {
+                    Node::finish_usage(step);
+                }
+            }
+            return Ok(answer);
         }
-        let decision = self.check_catalog(&s.id, out.decision.clone());
+        let mut decision = self.check_catalog(&s.id, out.decision.clone());
+        let mut extras = CcaExtras::default();
+        if let Some(step) = &usage {
+            extras.usage = self.monitoring_answer(
+                &step.next,
+                sub.as_deref(),
+                &mut s,
+                &mut decision,
+                &step.reported,
+                now,
+            );
+        }
         let answer = {
             let mut diff = RuleDiff::between(&s.installed, &decision);
             settle_revalidation(&mut diff, &mut s.revalidation_at_ms, now);
@@ -350,7 +435,7 @@ impl Node {
                 req,
                 c,
                 Outcome::Result(result_code::DIAMETER_SUCCESS),
-                Some(&CcaExtras::default()),
+                Some(&extras),
                 Some(&diff),
             )
         };
@@ -360,12 +445,19 @@ impl Node {
         s.installed = decision;
         s.last_answer = Some(answer.bytes.to_vec());
         let s = Arc::new(s);
-        if s.durably_equal(&cur) {
+        // A request that reported usage is always written, with its answer:
+        // a retransmission after a restart must be replayed, not counted again.
+        if s.durably_equal(&cur) && c.usage_reports.is_empty() && !usage_changed(&usage) {
             self.counters.writes_skipped.fetch_add(1, Relaxed);
         } else {
-            self.commit(vec![Change::PutSession(s.clone())]).await?;
+            let mut changes = vec![Change::PutSession(s.clone())];
+            changes.extend(usage_change(&usage));
+            self.commit(changes).await?;
         }
         slot.publish(s);
+        if let Some(step) = usage {
+            Node::finish_usage(step);
+        }
         Ok(answer)
     }
 
@@ -385,6 +477,15 @@ impl Node {
         let mut s = (*cur).clone();
         apply_reported(&mut s, c);
         self.apply_rule_reports(&mut s, &c.rule_reports);
+        // The final usage (CCR-T) is counted like any report.
+        let mut usage = None;
+        if !c.usage_reports.is_empty() {
+            let sub = self.find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
+            usage = self.begin_usage(&s.subscriber, sub.as_deref(), now).await?;
+            if let Some(step) = usage.as_mut() {
+                self.count_reports(step, &mut s, &c.usage_reports, now);
+            }
+        }
         s.state = SessionState::Closed;
         s.closed_ms = Some(now);
         s.updated_ms = now;
@@ -398,8 +499,13 @@ impl Node {
         );
         s.last_answer = Some(answer.bytes.to_vec());
         let s = Arc::new(s);
-        self.commit(vec![Change::PutSession(s.clone())]).await?;
+        let mut changes = vec![Change::PutSession(s.clone())];
+        changes.extend(usage_change(&usage));
+        self.commit(changes).await?;
         slot.publish(s);
+        if let Some(step) = usage {
+            Node::finish_usage(step);
+        }
         Ok(answer)
     }
 
@@ -591,7 +697,7 @@ impl Node {
     /// Re-decides a session and, if the decision changed, pushes the
     /// difference to its PCEF in a RAR (holding the session's lock, so a
     /// CCR for it waits for the RAA).
-    async fn push(&self, id: &str) -> Result<ReauthOutcome, ControlError> {
+    async fn push(&self, id: &str, ask_report: bool) -> Result<ReauthOutcome, ControlError> {
         let slot = self
             .sessions
             .get(id)
@@ -602,13 +708,27 @@ impl Node {
             return Err(ControlError::Conflict(format!("session {id} is closed")));
         }
         let sub = self.find_subscriber(cur.imsi.as_deref(), cur.msisdn.as_deref());
-        let input = self.policy_input(&cur, sub.as_deref());
+        let now = now_ms();
+        let mut input = self.policy_input(&cur, sub.as_deref());
+        input.usage = self.usage_view(&cur.subscriber, sub.as_deref(), now);
         let out = self.policy.decide(&input, cur.last_decision.as_ref());
         self.note_fallback(id, &out);
-        let decision = self.check_catalog(id, out.decision.clone());
+        let mut decision = self.check_catalog(id, out.decision.clone());
         let mut pending = (*cur).clone();
+        let mut usage = UsageInstructions::default();
+        if !self.usage_cfg.load().is_empty() {
+            let accumulators = self.usage.load(&cur.subscriber);
+            usage = self.monitoring_answer(
+                &accumulators,
+                sub.as_deref(),
+                &mut pending,
+                &mut decision,
+                &Default::default(),
+                now,
+            );
+        }
         let mut diff = RuleDiff::between(&cur.installed, &decision);
-        settle_revalidation(&mut diff, &mut pending.revalidation_at_ms, now_ms());
+        settle_revalidation(&mut diff, &mut pending.revalidation_at_ms, now);
         let installed_names: Vec<String> = diff
             .install_names
             .iter()
@@ -622,7 +742,7 @@ impl Node {
             .chain(diff.remove_base_names.iter())
             .map(|s| s.to_string())
             .collect();
-        if diff.is_empty() {
+        if diff.is_empty() && usage.is_empty() {
             return Ok(ReauthOutcome {
                 rar_sent: false,
                 result_code: None,
@@ -631,7 +751,11 @@ impl Node {
                 script_version: out.script_version,
             });
         }
-        let answer = self.send_rar(&cur, Some(&diff), None).await?;
+        if ask_report && !pending.monitoring.keys.is_empty() {
+            // Every key: the PCEF reports what it counted since its last report.
+            usage.report = Some(Vec::new());
+        }
+        let answer = self.send_rar(&cur, Some(&diff), None, &usage).await?;
         drop(diff);
         let raa =
             gx::decode_raa(&answer).map_err(|e| ControlError::Peer(format!("bad RAA: {e}")))?;
@@ -647,6 +771,10 @@ impl Node {
             return Err(ControlError::Peer(format!(
                 "PCEF does not know session {id} (5002); removed"
             )));
+        }
+        if code != result_code::DIAMETER_SUCCESS {
+            // Not installed: the grants and stops did not happen either.
+            s.monitoring = cur.monitoring.clone();
         }
         if code == result_code::DIAMETER_SUCCESS {
             s.installed = decision;
@@ -676,6 +804,7 @@ impl Node {
         s: &GxSession,
         diff: Option<&RuleDiff<'_>>,
         release: Option<i32>,
+        usage: &UsageInstructions,
     ) -> Result<Message, ControlError> {
         let peer: PeerHandle = self
             .peers
@@ -692,7 +821,7 @@ impl Node {
                     &s.pcef_realm,
                     diff,
                     release,
-                    &gx::UsageInstructions::default(),
+                    usage,
                 )
             })
             .await;
@@ -765,6 +894,115 @@ impl Node {
         restart
     }
 
+    /// A subscriber's usage as the API shows it, rolled to `now`.
+    fn usage_of(&self, profile: &Subscriber, now: i64) -> UsageView {
+        let cfg = self.usage_cfg.load();
+        let day = cfg.billing_day_for(profile.billing_day);
+        let mut u = (*self.usage.load(&profile.imsi)).clone();
+        u.roll(&cfg, Some(day), now);
+        let rfc3339 = |ms: i64| {
+            jiff::Timestamp::from_millisecond(ms).map_or_else(|_| ms.to_string(), |t| t.to_string())
+        };
+        let accumulators = cfg
+            .accumulators()
+            .iter()
+            .map(|(name, acfg)| {
+                let a = u.accumulators.get(name).cloned().unwrap_or_default();
+                let allowance = u.allowance(&cfg, name, Some(profile));
+                let view = AccumulatorView {
+                    reset: acfg.reset.name().to_string(),
+                    used: a.used,
+                    topup: a.topup,
+                    quota: allowance.map(|al| al.saturating_sub(a.topup)),
+                    allowance,
+                    remaining: allowance.map(|al| al.saturating_sub(a.used)),
+                    exhausted: allowance.is_some_and(|al| a.used >= al),
+                    period_start: rfc3339(a.period_start_ms),
+                    period_end: a.period_end_ms.map(rfc3339),
+                };
+                (name.clone(), view)
+            })
+            .collect();
+        UsageView {
+            subscriber: profile.imsi.clone(),
+            billing_day: day,
+            accumulators,
+            last_reports: u
+                .last_reports
+                .iter()
+                .map(|(k, r)| {
+                    (
+                        k.clone(),
+                        ReportView {
+                            at: rfc3339(r.at_ms),
+                            session: r.session.clone(),
+                            used: r.used,
+                        },
+                    )
+                })
+                .collect(),
+            unknown_key_reports: u.unknown_key_reports,
+            usage_config: cfg.checksum_hex(),
+        }
+    }
+
+    /// Changes a provisioned subscriber's accumulators under their lock,
+    /// commits, publishes, then re-decides the subscriber's open sessions.
+    async fn change_usage(
+        &self,
+        imsi: &str,
+        reason: pushes::PushReason,
+        change: impl FnOnce(&mut SubscriberUsage, &UsageConfig, Option<u8>, i64) -> Result<(), String>,
+    ) -> Result<UsageChange, ControlError> {
+        let profile = self
+            .subscribers
+            .get(imsi)
+            .ok_or_else(|| ControlError::NotFound(format!("no subscriber {imsi}")))?;
+        let cfg = self.usage_cfg.load_full();
+        if cfg.is_empty() {
+            return Err(ControlError::Conflict(
+                "usage monitoring is off (no usage file)".into(),
+            ));
+        }
+        let now = now_ms();
+        let day = profile.billing_day;
+        let slot = self.usage.slot(imsi);
+        {
+            let _g = tokio::time::timeout(COMMIT_WAIT, slot.lock())
+                .await
+                .map_err(|_| ControlError::Unavailable("subscriber usage busy".into()))?;
+            let mut next = (*slot.load()).clone();
+            next.roll(&cfg, day, now);
+            change(&mut next, &cfg, day, now).map_err(ControlError::Invalid)?;
+            let next = Arc::new(next);
+            self.store
+                .submit(vec![Change::PutUsage(next.clone())])
+                .await
+                .map_err(|e| ControlError::Unavailable(e.to_string()))?;
+            slot.publish(next);
+        }
+        let pushed = self.push_subscriber(imsi, reason).await;
+        Ok(UsageChange {
+            usage: self.usage_of(&profile, now),
+            sessions: pushed.sessions,
+            rar_sent: pushed.rar_sent,
+            rar_failed: pushed.failed,
+        })
+    }
+
+    /// Refuses a usage file that would orphan running grants.
+    pub fn check_usage_config(&self, new: &UsageConfig) -> Result<(), String> {
+        new.check_reload(&self.usage_cfg.load(), &self.granted_keys())
+    }
+
+    /// Puts a checked usage file in force.
+    pub fn apply_usage_config(&self, new: UsageConfig) {
+        if new.checksum() != self.usage_cfg.load().checksum() {
+            tracing::info!(checksum = %new.checksum_hex(), "usage file reloaded");
+        }
+        self.usage_cfg.store(Arc::new(new));
+    }
+
     /// Removes closed sessions older than the retention, from memory and store.
     pub async fn purge_closed(&self) -> Result<usize, StoreError> {
         let before = now_ms() - (self.live.load().cfg.sessions.retention_secs as i64) * 1000;
@@ -783,6 +1021,18 @@ impl Node {
             cached_subscribers: self.subscribers.len() as u64,
         }
     }
+}
+
+/// The accumulators to write with a request, when they changed.
+fn usage_change(usage: &Option<monitoring::UsageStep>) -> Option<Change> {
+    usage
+        .as_ref()
+        .filter(|u| u.changed())
+        .map(|u| Change::PutUsage(Arc::new(u.next.clone())))
+}
+
+fn usage_changed(usage: &Option<monitoring::UsageStep>) -> bool {
+    usage.as_ref().is_some_and(|u| u.changed())
 }
 
 /// Revalidation-Time is an instant: send it only when the decision asks
@@ -942,6 +1192,28 @@ impl MetricsSource for Node {
         for (name, help, value) in counters {
             out.counter(name, help, value.load(Relaxed));
         }
+        let u = &self.usage_counters;
+        let p = &self.push_counters;
+        let usage: [(&str, &str, &AtomicU64); 10] = [
+            ("pcrf_usage_reports_total", "Usage reports (Used-Service-Unit per Monitoring-Key) counted, each once.", &u.reports),
+            ("pcrf_usage_reported_octets_total", "Octets in those reports.", &u.octets),
+            ("pcrf_usage_unknown_key_reports_total", "Reports for Monitoring-Keys the usage file does not define (counted in no accumulator).", &u.unknown_key_reports),
+            ("pcrf_usage_unknown_keys_decided_total", "Monitoring-Keys a decision named that the usage file does not define (ignored).", &u.unknown_keys_decided),
+            ("pcrf_usage_grants_total", "Granted-Service-Unit sent (initial grants and re-grants).", &u.grants),
+            ("pcrf_pushes_decided_total", "Sessions re-decided because an input changed outside a CCR.", &p.decided),
+            ("pcrf_pushes_rar_total", "Of them, sessions whose decision changed and got a RAR.", &p.rar_sent),
+            ("pcrf_pushes_unchanged_total", "Of them, sessions whose decision did not change (no RAR).", &p.unchanged),
+            ("pcrf_pushes_failed_total", "Pushes that failed (PCEF not connected, no RAA, error answer).", &p.failed),
+            ("pcrf_usage_period_resets_total", "Subscribers whose accumulators were reset at a period boundary.", &p.resets),
+        ];
+        for (name, help, value) in usage {
+            out.counter(name, help, value.load(Relaxed));
+        }
+        out.gauge(
+            "pcrf_usage_subscribers",
+            "Subscribers with usage accumulators in memory.",
+            self.usage.len() as u64,
+        );
     }
 }
 
@@ -955,7 +1227,13 @@ impl Control for Node {
             .submit(vec![Change::PutSubscriber(s.clone())])
             .await
             .map_err(|e| ControlError::Unavailable(e.to_string()))?;
-        Ok(self.subscribers.put(s).is_none())
+        let old = self.subscribers.put(s.clone());
+        if old.as_deref() != Some(&*s) {
+            // Services, plan or quota changed: the sessions follow now.
+            self.push_subscriber(&s.imsi, pushes::PushReason::Provisioning)
+                .await;
+        }
+        Ok(old.is_none())
     }
 
     fn subscriber(&self, imsi: &str) -> Option<Arc<Subscriber>> {
@@ -993,7 +1271,7 @@ impl Control for Node {
     }
 
     async fn reauth(&self, id: &str) -> Result<ReauthOutcome, ControlError> {
-        self.push(id).await
+        self.push(id, false).await
     }
 
     async fn release(&self, id: &str, cause: ReleaseCause) -> Result<ReleaseOutcome, ControlError> {
@@ -1007,7 +1285,14 @@ impl Control for Node {
         }
         // Not under the session lock: the PCEF answers with RAA and then
         // sends CCR-T, which needs that lock.
-        let answer = self.send_rar(&cur, None, Some(cause.code() as i32)).await?;
+        let answer = self
+            .send_rar(
+                &cur,
+                None,
+                Some(cause.code() as i32),
+                &UsageInstructions::default(),
+            )
+            .await?;
         let raa =
             gx::decode_raa(&answer).map_err(|e| ControlError::Peer(format!("bad RAA: {e}")))?;
         Ok(ReleaseOutcome {
@@ -1029,13 +1314,56 @@ impl Control for Node {
         })
     }
 
-    fn set_congestion(&self, cell: &str, level: u32) {
-        let mut map = self.congestion.write();
-        if level == 0 {
-            map.remove(cell);
-        } else {
-            map.insert(cell.to_ascii_lowercase(), level);
+    fn set_congestion(&self, cell: &str, level: u32) -> usize {
+        {
+            let mut map = self.congestion.write();
+            let before = map.get(cell).copied().unwrap_or(0);
+            if level == 0 {
+                map.remove(cell);
+            } else {
+                map.insert(cell.to_ascii_lowercase(), level);
+            }
+            if before == level {
+                return 0;
+            }
         }
+        let ids = self.sessions_in_cell(cell);
+        self.push_spread(ids, pushes::PushReason::Congestion)
+    }
+
+    fn usage(&self, imsi: &str) -> Option<UsageView> {
+        let profile = self.subscribers.get(imsi)?;
+        Some(self.usage_of(&profile, now_ms()))
+    }
+
+    async fn topup(
+        &self,
+        imsi: &str,
+        accumulator: &str,
+        octets: u64,
+    ) -> Result<UsageChange, ControlError> {
+        self.change_usage(imsi, pushes::PushReason::TopUp, |u, cfg, day, now| {
+            u.topup(cfg, accumulator, octets, now, day)
+        })
+        .await
+    }
+
+    async fn reset_usage(
+        &self,
+        imsi: &str,
+        accumulator: Option<&str>,
+    ) -> Result<UsageChange, ControlError> {
+        if let Some(a) = accumulator {
+            if !self.usage_cfg.load().accumulators().contains_key(a) {
+                return Err(ControlError::Invalid(format!(
+                    "no accumulator {a:?} in the usage file"
+                )));
+            }
+        }
+        self.change_usage(imsi, pushes::PushReason::UsageReset, |u, cfg, day, now| {
+            u.reset(cfg, accumulator, now, day).map(|_| ())
+        })
+        .await
     }
 
     async fn ready(&self) -> Result<(), String> {

@@ -8,10 +8,11 @@ use crate::config::Config;
 use crate::gx;
 use crate::logging::LogHandle;
 use crate::metrics::Metrics;
-use crate::node::Node;
+use crate::node::{Node, NodeParts};
 use crate::policy::{EngineConfig, Limits, PolicyEngine};
 use crate::store::group_commit::{GroupCommit, GroupCommitOptions};
 use crate::store::open_store_with_handles;
+use crate::usage::config::UsageConfig;
 use bytes::Bytes;
 use diameter::codec::{DiameterError, Message};
 use diameter::peer::{AllowedPeer, Application, CloseReason, LocalNode, PeerSettings};
@@ -92,8 +93,10 @@ pub async fn run(
 
     // Store: read what it holds, then hand it to the writer thread.
     let (mut store, pg) = open_store_with_handles(&cfg.store)?;
+    let usage_cfg = load_usage_config(&cfg)?;
     let subscribers = store.subscribers()?;
     let sessions = store.open_sessions()?;
+    let usage_records = store.usage_records()?;
     if store.skipped_corrupt() > 0 {
         tracing::error!(
             records = store.skipped_corrupt(),
@@ -103,6 +106,7 @@ pub async fn run(
     tracing::info!(
         subscribers = subscribers.len(),
         open_sessions = sessions.len(),
+        usage_records = usage_records.len(),
         durability = cfg.store.durability.risk(),
         kind = ?cfg.store.kind,
         path = %cfg.store.path.display(),
@@ -133,17 +137,19 @@ pub async fn run(
 
     let metrics = Arc::new(Metrics::new());
     let peers = PeerTable::new();
-    let node = Arc::new(Node::new(
-        cfg.clone(),
+    let node = Node::new(NodeParts {
+        cfg: cfg.clone(),
         policy,
-        writer.clone(),
+        store: writer.clone(),
         subscribers,
         sessions,
-        peers.clone(),
-        metrics.clone(),
+        usage: usage_records,
+        usage_cfg,
+        peers: peers.clone(),
+        metrics: metrics.clone(),
         tz,
         pg,
-    ));
+    });
     metrics.register(node.clone());
 
     let mut local = LocalNode::new(cfg.node.origin_host.clone(), cfg.node.origin_realm.clone())
@@ -227,6 +233,8 @@ pub async fn run(
     }
 
     // Purge closed sessions past retention, once a minute.
+    let schedule_task = tokio::spawn(node.clone().run_schedule(stop_rx.clone()));
+
     let purge_node = node.clone();
     let mut purge_stop = stop_rx.clone();
     let purge_task = tokio::spawn(async move {
@@ -253,6 +261,7 @@ pub async fn run(
     tracing::info!("Diameter server stopped; flushing the store");
     let _ = api_task.await;
     let _ = purge_task.await;
+    let _ = schedule_task.await;
     match writer.shutdown().await {
         Ok(_) => tracing::info!("store flushed; bye"),
         Err(e) => tracing::error!(error = %e, "store flush failed"),
@@ -261,6 +270,19 @@ pub async fn run(
 }
 
 /// On SIGHUP, re-reads the configuration file; a bad file changes nothing.
+/// The usage file `[usage].path` names; monitoring is off when the
+/// default file is absent (an explicit path must exist).
+pub fn load_usage_config(cfg: &Config) -> Result<UsageConfig, StartError> {
+    let path = &cfg.usage.path;
+    if cfg.usage.is_default_path() && !path.exists() {
+        tracing::warn!(path = %path.display(), "no usage file: usage monitoring is off");
+        return Ok(UsageConfig::empty());
+    }
+    let u = UsageConfig::load(path).map_err(|e| StartError::Config(format!("usage file: {e}")))?;
+    tracing::info!(path = %path.display(), checksum = %u.checksum_hex(), "usage file loaded");
+    Ok(u)
+}
+
 #[cfg(unix)]
 fn spawn_reload_on_sighup(
     node: Arc<Node>,
@@ -297,12 +319,26 @@ fn spawn_reload_on_sighup(
                     continue;
                 }
             };
+            let usage = match load_usage_config(&new) {
+                Ok(u) => u,
+                Err(e) => {
+                    tracing::error!("configuration reload refused, the running one stays: {e}");
+                    continue;
+                }
+            };
+            if let Err(e) = node.check_usage_config(&usage) {
+                tracing::error!(
+                    "configuration reload refused, the running one stays: usage file: {e}"
+                );
+                continue;
+            }
             if let Some(log) = &log {
                 if let Err(e) = log.set_level(&new.log.level) {
                     tracing::error!(error = %e, "log level not changed");
                 }
             }
             let checksum = new.checksum_hex();
+            node.apply_usage_config(usage);
             let restart = node.apply_config(new);
             tracing::info!(%checksum, "configuration reloaded");
             if !restart.is_empty() {

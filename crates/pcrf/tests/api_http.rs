@@ -4,6 +4,7 @@
 //! in-test implementation of `Control` over plain maps (the process-level
 //! tests drive the real node).
 
+use pcrf::api::usage::{AccumulatorView, UsageChange, UsageView};
 use pcrf::api::{
     self, openapi, ApiConfig, BatchOutcome, Control, ControlError, ReauthOutcome, ReleaseCause,
     ReleaseOutcome, ReloadError, SessionFilter,
@@ -34,6 +35,22 @@ struct MapNode {
     version: Mutex<u64>,
     not_ready: Mutex<Option<String>>,
     metrics: Metrics,
+    /// (used, topup) octets of "monthly" by IMSI.
+    usage: Mutex<HashMap<String, (u64, u64)>>,
+}
+
+impl MapNode {
+    fn usage_change(&self, imsi: &str) -> Result<UsageChange, ControlError> {
+        let usage = self
+            .usage(imsi)
+            .ok_or_else(|| ControlError::NotFound(imsi.to_string()))?;
+        Ok(UsageChange {
+            usage,
+            sessions: 2,
+            rar_sent: 1,
+            rar_failed: 0,
+        })
+    }
 }
 
 impl Control for MapNode {
@@ -118,11 +135,83 @@ impl Control for MapNode {
         Ok(*v)
     }
 
-    fn set_congestion(&self, cell: &str, level: u32) {
+    fn set_congestion(&self, cell: &str, level: u32) -> usize {
         self.cells
             .lock()
             .expect("lock")
             .insert(cell.to_string(), level);
+        7
+    }
+
+    fn usage(&self, imsi: &str) -> Option<UsageView> {
+        self.subscriber(imsi)?;
+        let (used, topup) = self
+            .usage
+            .lock()
+            .expect("lock")
+            .get(imsi)
+            .copied()
+            .unwrap_or((0, 0));
+        let allowance = 1000 + topup;
+        Some(UsageView {
+            subscriber: imsi.to_string(),
+            billing_day: 1,
+            accumulators: BTreeMap::from([(
+                "monthly".to_string(),
+                AccumulatorView {
+                    reset: "monthly".into(),
+                    used,
+                    topup,
+                    quota: Some(1000),
+                    allowance: Some(allowance),
+                    remaining: Some(allowance.saturating_sub(used)),
+                    exhausted: used >= allowance,
+                    period_start: "2026-11-01T00:00:00Z".into(),
+                    period_end: Some("2026-12-01T00:00:00Z".into()),
+                },
+            )]),
+            last_reports: BTreeMap::new(),
+            unknown_key_reports: 0,
+            usage_config: "0011223344556677".into(),
+        })
+    }
+
+    async fn topup(
+        &self,
+        imsi: &str,
+        accumulator: &str,
+        octets: u64,
+    ) -> Result<UsageChange, ControlError> {
+        if self.subscriber(imsi).is_none() {
+            return Err(ControlError::NotFound(format!("no subscriber {imsi}")));
+        }
+        if accumulator != "monthly" {
+            return Err(ControlError::Invalid(format!(
+                "no accumulator {accumulator:?}"
+            )));
+        }
+        self.usage
+            .lock()
+            .expect("lock")
+            .entry(imsi.to_string())
+            .or_default()
+            .1 += octets;
+        self.usage_change(imsi)
+    }
+
+    async fn reset_usage(
+        &self,
+        imsi: &str,
+        accumulator: Option<&str>,
+    ) -> Result<UsageChange, ControlError> {
+        if self.subscriber(imsi).is_none() {
+            return Err(ControlError::NotFound(format!("no subscriber {imsi}")));
+        }
+        if accumulator.is_some_and(|a| a != "monthly") {
+            return Err(ControlError::Invalid("no such accumulator".into()));
+        }
+        self.usage.lock().expect("lock").remove(imsi);
+        self.usage_change(imsi)
     }
 
     async fn ready(&self) -> Result<(), String> {
@@ -327,6 +416,83 @@ async fn subscriber_lifecycle() {
     assert_error(&s.json("GET", path, &[], None).await, 404);
     assert_error(&s.json("DELETE", path, &[], None).await, 404);
     assert!(s.node.subscribers.lock().expect("lock").is_empty());
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn usage_top_up_and_reset() {
+    let s = Server::start(ApiConfig::default()).await;
+    let imsi = "001010000000001";
+    let usage = format!("/v1/subscribers/{imsi}/usage");
+    let topup = format!("/v1/subscribers/{imsi}/topup");
+    let reset = format!("/v1/subscribers/{imsi}/usage/reset");
+    assert_error(&s.json("GET", &usage, &[], None).await, 404);
+    assert_error(
+        &s.json("GET", "/v1/subscribers/12ab/usage", &[], None).await,
+        400,
+    );
+    let (status, _) = s
+        .json(
+            "PUT",
+            &format!("/v1/subscribers/{imsi}"),
+            &[],
+            Some(json!({"plan": "basic", "billing_day": 15, "quotas": {"monthly": 1000}})),
+        )
+        .await;
+    assert_eq!(status, 201);
+    let (status, v) = s.json("GET", &usage, &[], None).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["accumulators"]["monthly"]["allowance"], 1000);
+
+    let (status, v) = s
+        .json(
+            "POST",
+            &topup,
+            &[],
+            Some(json!({"accumulator": "monthly", "octets": 500})),
+        )
+        .await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["usage"]["accumulators"]["monthly"]["allowance"], 1500);
+    assert_eq!(
+        (v["sessions"].as_u64(), v["rar_sent"].as_u64()),
+        (Some(2), Some(1))
+    );
+    for bad in [
+        json!({"accumulator": "monthly", "octets": 0}),
+        json!({"accumulator": "monthly", "octets": 1_000_000_000_000_000_001_u64}),
+        json!({"accumulator": "nope", "octets": 5}),
+    ] {
+        assert_error(&s.json("POST", &topup, &[], Some(bad)).await, 400);
+    }
+    assert_error(
+        &s.json("POST", &topup, &[], Some(json!({"accumulator": "monthly"})))
+            .await,
+        422,
+    );
+    assert_error(
+        &s.json(
+            "POST",
+            "/v1/subscribers/001010000000009/topup",
+            &[],
+            Some(json!({"accumulator": "monthly", "octets": 5})),
+        )
+        .await,
+        404,
+    );
+
+    let (status, v) = s.json("POST", &reset, &[], Some(json!({}))).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(v["usage"]["accumulators"]["monthly"]["topup"], 0);
+    assert_error(
+        &s.json("POST", &reset, &[], Some(json!({"accumulator": "nope"})))
+            .await,
+        400,
+    );
+    assert_error(
+        &s.json("POST", &reset, &[], Some(json!({"bogus": 1}))).await,
+        422,
+    );
     s.shutdown().await;
 }
 
@@ -549,13 +715,16 @@ async fn policy_cells_health_ready_config_metrics() {
     let (status, v) = s
         .json(
             "PUT",
-            "/v1/network/cells/00F1102A3B4C5D",
+            "/v1/cells/00F1102A3B4C5D/congestion",
             &[],
             Some(json!({"congestion": 3})),
         )
         .await;
     assert_eq!(status, 200);
-    assert_eq!(v, json!({"cell": "00f1102a3b4c5d", "congestion": 3}));
+    assert_eq!(
+        v,
+        json!({"cell": "00f1102a3b4c5d", "congestion": 3, "sessions": 7})
+    );
     assert_eq!(
         s.node.cells.lock().expect("lock").get("00f1102a3b4c5d"),
         Some(&3)
@@ -563,7 +732,7 @@ async fn policy_cells_health_ready_config_metrics() {
     assert_error(
         &s.json(
             "PUT",
-            "/v1/network/cells/00f110",
+            "/v1/cells/00f110/congestion",
             &[],
             Some(json!({"congestion": 1})),
         )
@@ -573,7 +742,7 @@ async fn policy_cells_health_ready_config_metrics() {
     assert_error(
         &s.json(
             "PUT",
-            "/v1/network/cells/00f1102a3b4c5z",
+            "/v1/cells/00f1102a3b4c5z/congestion",
             &[],
             Some(json!({"congestion": 1})),
         )
@@ -583,7 +752,7 @@ async fn policy_cells_health_ready_config_metrics() {
     assert_error(
         &s.json(
             "PUT",
-            "/v1/network/cells/00f1102a3b4c5d",
+            "/v1/cells/00f1102a3b4c5d/congestion",
             &[],
             Some(json!({"congestion": 101})),
         )
@@ -593,7 +762,7 @@ async fn policy_cells_health_ready_config_metrics() {
     assert_error(
         &s.json(
             "PUT",
-            "/v1/network/cells/00f1102a3b4c5d",
+            "/v1/cells/00f1102a3b4c5d/congestion",
             &[],
             Some(json!({"congestion": -1})),
         )
@@ -640,7 +809,7 @@ async fn policy_cells_health_ready_config_metrics() {
     for line in [
         "pcrf_api_requests_total{route=\"/v1/policy/reload\",method=\"POST\",status=\"422\"} 1\n",
         "pcrf_api_requests_total{route=\"/v1/policy/reload\",method=\"POST\",status=\"200\"} 2\n",
-        "pcrf_api_requests_total{route=\"/v1/network/cells/{cell}\",method=\"PUT\",status=\"400\"} 3\n",
+        "pcrf_api_requests_total{route=\"/v1/cells/{cell}/congestion\",method=\"PUT\",status=\"400\"} 3\n",
         "pcrf_api_requests_total{route=\"unmatched\",method=\"GET\",status=\"404\"} 1\n",
         "pcrf_api_requests_total{route=\"/metrics\",method=\"GET\",status=\"200\"} 1\n",
     ] {

@@ -114,11 +114,20 @@ async fn ccr_u_carries_only_the_difference_and_retransmissions_apply_once() {
     assert_eq!(rule_changes(&cca), (vec![], vec![]));
     assert!(apn_ambr(&cca).is_none(), "unchanged AMBR is not re-sent");
 
-    // The subscriber buys the VIP service; the next CCR-U installs just it.
+    // The subscriber buys the VIP service. The provisioning pushes it at
+    // once, but this PCEF refuses the RAR (5012), so nothing is installed
+    // and the next CCR-U carries just the new rule.
+    pcef.handler
+        .raa_code
+        .store(5012, std::sync::atomic::Ordering::Relaxed);
     p.provision(
         IMSI,
         r#"{"msisdn":"491700000001","plan":"basic","services":["vip"]}"#,
     );
+    assert_eq!(pcef.rars().len(), 1);
+    pcef.handler
+        .raa_code
+        .store(2001, std::sync::atomic::Ordering::Relaxed);
     let cca = pcef
         .ccr_u(sid, 2, |b| {
             b.i32(avp::EVENT_TRIGGER, enums::EVENT_TRIGGER::RAT_CHANGE)
@@ -156,10 +165,17 @@ async fn ccr_u_carries_only_the_difference_and_retransmissions_apply_once() {
     );
     assert!(p.metrics().contains("pcrf_retransmissions_total 1"));
 
-    // The service is dropped: only a remove goes out.
+    // The service is dropped: the provisioning's RAR removes just it, and
+    // the next CCR-U has nothing left to change.
     p.provision(IMSI, r#"{"msisdn":"491700000001","plan":"basic"}"#);
+    let rars = pcef.rars();
+    assert_eq!(rars.len(), 2);
+    assert_eq!(
+        rule_changes(&rars[1]),
+        (vec![], vec!["vip-video".to_string()])
+    );
     let cca = pcef.ccr_u(sid, 3, |_| {}).await;
-    assert_eq!(rule_changes(&cca), (vec![], vec!["vip-video".to_string()]));
+    assert_eq!(rule_changes(&cca), (vec![], vec![]));
 
     // CCR-T closes it; later CCRs for it are 5002.
     assert_eq!(result_of(&pcef.ccr_t(sid, 4).await), 2001);
@@ -300,12 +316,16 @@ async fn api_pushes_rar_and_release() {
     assert_eq!(out["rar_sent"], false);
     assert!(pcef.rars().is_empty());
 
-    // A plan change re-decided on reauth: the RAR carries the new AMBR only.
+    // A plan change is pushed by the provisioning itself (before its
+    // answer): the RAR carries the new AMBR only; a reauth then finds
+    // nothing left to send.
     p.provision(IMSI, r#"{"msisdn":"491700000001","plan":"unlimited"}"#);
     let (st, out) = p.http("POST", &format!("/v1/sessions/{sid}/reauth"), None);
     assert_eq!(st, 200, "{out}");
-    assert_eq!(out["rar_sent"], true);
-    assert_eq!(out["result_code"], 2001);
+    assert_eq!(out["rar_sent"], false);
+    assert!(p
+        .metrics()
+        .contains(r#"pcrf_requests_total{command="RAR",result_code="2001"} 1"#));
     let rars = pcef.rars();
     assert_eq!(rars.len(), 1);
     assert_eq!(apn_ambr(&rars[0]).map(|a| a.0), Some(50_000_000));
@@ -321,13 +341,14 @@ async fn api_pushes_rar_and_release() {
         .expect("avps")
         .is_some());
 
-    // An RAA 5002 from the PCEF removes the session.
-    p.provision(IMSI, r#"{"msisdn":"491700000001","plan":"plus"}"#);
+    // An RAA 5002 from the PCEF (here to the push of a plan change)
+    // removes the session.
     pcef.handler
         .raa_code
         .store(5002, std::sync::atomic::Ordering::Relaxed);
+    p.provision(IMSI, r#"{"msisdn":"491700000001","plan":"plus"}"#);
     let (st, _) = p.http("POST", &format!("/v1/sessions/{sid}/reauth"), None);
-    assert!(st >= 400);
+    assert_eq!(st, 404);
     let (st, _) = p.http("GET", &format!("/v1/sessions/{sid}"), None);
     assert_eq!(st, 404);
     pcef.close().await;

@@ -3,6 +3,7 @@
 //! implementor (the node), so the API can be tested on its own and the node
 //! knows nothing of HTTP.
 
+use crate::api::usage::{UsageChange, UsageView};
 use crate::session::GxSession;
 use crate::subscriber::Subscriber;
 use serde::{Deserialize, Serialize};
@@ -54,8 +55,30 @@ pub trait Control: Send + Sync + 'static {
     fn reload_policy(&self) -> impl Future<Output = Result<u64, ReloadError>> + Send;
 
     /// Sets the congestion level of a cell (`cell` is 14 lowercase hex
-    /// digits: the ECGI as in 3GPP-User-Location-Info); 0 clears it.
-    fn set_congestion(&self, cell: &str, level: u32);
+    /// digits: the ECGI as in 3GPP-User-Location-Info); 0 clears it. The
+    /// sessions located there are re-decided (spread over time); returns
+    /// how many.
+    fn set_congestion(&self, cell: &str, level: u32) -> usize;
+
+    /// A subscriber's usage; `None` when the subscriber is not provisioned.
+    fn usage(&self, imsi: &str) -> Option<UsageView>;
+
+    /// Adds octets to this period's allowance of one accumulator, durably,
+    /// then re-decides the subscriber's open sessions.
+    fn topup(
+        &self,
+        imsi: &str,
+        accumulator: &str,
+        octets: u64,
+    ) -> impl Future<Output = Result<UsageChange, ControlError>> + Send;
+
+    /// Starts a new period now for one accumulator (or all), durably, then
+    /// re-decides the subscriber's open sessions.
+    fn reset_usage(
+        &self,
+        imsi: &str,
+        accumulator: Option<&str>,
+    ) -> impl Future<Output = Result<UsageChange, ControlError>> + Send;
 
     /// Ready to serve: `Err(reason)` when, e.g., the store is not writable.
     fn ready(&self) -> impl Future<Output = Result<(), String>> + Send;

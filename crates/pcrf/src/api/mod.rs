@@ -20,6 +20,7 @@ pub mod server;
 pub mod sessions;
 pub mod status;
 pub mod subscribers;
+pub mod usage;
 
 pub use config::ApiConfig;
 pub use control::{
@@ -96,8 +97,23 @@ fn routes<C: Control>() -> Vec<Route<C>> {
         ),
         r(Method::POST, "/v1/policy/reload", post(policy::reload::<C>)),
         r(
+            Method::GET,
+            "/v1/subscribers/{imsi}/usage",
+            get(usage::get::<C>),
+        ),
+        r(
+            Method::POST,
+            "/v1/subscribers/{imsi}/topup",
+            post(usage::topup::<C>),
+        ),
+        r(
+            Method::POST,
+            "/v1/subscribers/{imsi}/usage/reset",
+            post(usage::reset::<C>),
+        ),
+        r(
             Method::PUT,
-            "/v1/network/cells/{cell}",
+            "/v1/cells/{cell}/congestion",
             put(network::put_cell::<C>),
         ),
         Route {

@@ -1,5 +1,6 @@
-//! `PUT /v1/network/cells/{cell}`: the congestion level of a cell, which the
-//! policy sees for every subscriber located there. The cell is the E-UTRAN
+//! `PUT /v1/cells/{cell}/congestion`: the congestion level of a cell, which
+//! the policy sees for every subscriber located there; the sessions in the
+//! cell are re-decided, spread over `[usage].spread_secs`. The cell is the E-UTRAN
 //! Cell Global Identifier as it appears in 3GPP-User-Location-Info: 7 octets
 //! (MCC/MNC, 28-bit ECI) written as 14 hex digits.
 
@@ -24,6 +25,8 @@ pub struct Congestion {
 pub struct CellState {
     pub cell: String,
     pub congestion: u32,
+    /// Open sessions located in the cell, re-decided over the spread window.
+    pub sessions: usize,
 }
 
 /// The cell id normalised to lowercase, or why it is not an ECGI.
@@ -47,14 +50,16 @@ pub async fn put_cell<C: Control>(
             "congestion must be 0 to {MAX_CONGESTION}"
         )));
     }
-    ctl.set_congestion(&cell, body.congestion);
+    let sessions = ctl.set_congestion(&cell, body.congestion);
     tracing::info!(
         cell,
         congestion = body.congestion,
+        sessions,
         "cell congestion set by API"
     );
     Ok(Json(CellState {
         cell,
         congestion: body.congestion,
+        sessions,
     }))
 }

@@ -163,11 +163,37 @@ pub fn document() -> Value {
                     }
                 }
             },
-            "/v1/network/cells/{cell}": {
+            "/v1/subscribers/{imsi}/usage": {
+                "parameters": [imsi_param()],
+                "get": {
+                    "operationId": "getUsage",
+                    "summary": "A subscriber's accumulators (used, allowance, period), the last report per Monitoring-Key",
+                    "responses": {"200": json_response("Usage", "Usage"), "400": bad, "401": unauthorized, "404": missing}
+                }
+            },
+            "/v1/subscribers/{imsi}/topup": {
+                "parameters": [imsi_param()],
+                "post": {
+                    "operationId": "topUp",
+                    "summary": "Add octets to this period's allowance of one accumulator; the subscriber's sessions are re-decided (RAR where the decision changed)",
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/TopUp"}}}},
+                    "responses": {"200": json_response("Topped up", "UsageChange"), "400": bad, "401": unauthorized, "404": missing, "409": error_response("Usage monitoring is off"), "415": error_response("Content-Type is not application/json"), "422": error_response("JSON of the wrong shape"), "503": error_response("Store unavailable")}
+                }
+            },
+            "/v1/subscribers/{imsi}/usage/reset": {
+                "parameters": [imsi_param()],
+                "post": {
+                    "operationId": "resetUsage",
+                    "summary": "Start a new period now for one accumulator ({} for all); the subscriber's sessions are re-decided and asked for a usage report",
+                    "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/UsageReset"}}}},
+                    "responses": {"200": json_response("Reset", "UsageChange"), "400": bad, "401": unauthorized, "404": missing, "409": error_response("Usage monitoring is off"), "415": error_response("Content-Type is not application/json"), "422": error_response("JSON of the wrong shape"), "503": error_response("Store unavailable")}
+                }
+            },
+            "/v1/cells/{cell}/congestion": {
                 "parameters": [path_param("cell", "ECGI as 14 hex digits, as in 3GPP-User-Location-Info")],
                 "put": {
                     "operationId": "putCellCongestion",
-                    "summary": "Set a cell's congestion level (0 = none)",
+                    "summary": "Set a cell's congestion level (0 = none); the sessions located there are re-decided, spread over [usage].spread_secs",
                     "requestBody": {"required": true, "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Congestion"}}}},
                     "responses": {"200": json_response("Set", "CellState"), "400": bad, "401": unauthorized, "415": error_response("Content-Type is not application/json"), "422": error_response("JSON of the wrong shape")}
                 }
@@ -250,7 +276,7 @@ fn schemas() -> Value {
                 "services": string_list,
                 "attributes": {"type": "object", "additionalProperties": true},
                 "billing_day": {"type": "integer", "minimum": 1, "maximum": 28},
-                "quotas": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}}
+                "quotas": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}, "description": "Octets per period by accumulator"}
             }
         },
         "SubscriberBody": {
@@ -261,8 +287,8 @@ fn schemas() -> Value {
                 "plan": {"type": "string", "maxLength": 128},
                 "services": {"type": "array", "items": {"type": "string", "maxLength": 128}, "maxItems": 256},
                 "attributes": {"type": "object", "additionalProperties": true, "maxProperties": 256},
-                "billing_day": {"type": "integer", "minimum": 1, "maximum": 28, "description": "Day of the month monthly accumulators reset"},
-                "quotas": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}, "description": "Octets per period by accumulator name"}
+                "billing_day": {"type": "integer", "minimum": 1, "maximum": 28, "description": "Day of the month monthly accumulators reset; the usage file's default when absent"},
+                "quotas": {"type": "object", "additionalProperties": {"type": "integer", "minimum": 0}, "description": "Octets per period by accumulator; overrides the plan's quota"}
             }
         },
         "BatchEntry": {
@@ -343,7 +369,45 @@ fn schemas() -> Value {
             "type": "object", "required": ["congestion"], "additionalProperties": false,
             "properties": {"congestion": {"type": "integer", "minimum": 0, "maximum": super::network::MAX_CONGESTION}}
         },
-        "CellState": {"type": "object", "properties": {"cell": {"type": "string"}, "congestion": {"type": "integer"}}},
+        "CellState": {"type": "object", "properties": {"cell": {"type": "string"}, "congestion": {"type": "integer"}, "sessions": {"type": "integer", "description": "Open sessions in the cell, re-decided over the spread window"}}},
+        "TopUp": {
+            "type": "object", "required": ["accumulator", "octets"], "additionalProperties": false,
+            "properties": {"accumulator": {"type": "string"}, "octets": {"type": "integer", "minimum": 1, "maximum": super::usage::MAX_TOPUP_OCTETS}}
+        },
+        "UsageReset": {"type": "object", "additionalProperties": false, "properties": {"accumulator": {"type": "string", "description": "Absent: every accumulator"}}},
+        "ServiceUnits": {"type": "object", "properties": {"total": {"type": "integer"}, "input": {"type": "integer"}, "output": {"type": "integer"}, "time": {"type": "integer"}}},
+        "Accumulator": {
+            "type": "object",
+            "properties": {
+                "reset": {"type": "string", "enum": ["never", "daily", "weekly", "monthly"]},
+                "used": {"type": "integer", "description": "Octets counted in this period"},
+                "topup": {"type": "integer"},
+                "quota": {"type": "integer", "description": "Subscriber's or plan's quota; absent: none"},
+                "allowance": {"type": "integer", "description": "quota + topup"},
+                "remaining": {"type": "integer"},
+                "exhausted": {"type": "boolean"},
+                "period_start": {"type": "string", "format": "date-time"},
+                "period_end": {"type": "string", "format": "date-time"}
+            }
+        },
+        "Usage": {
+            "type": "object",
+            "properties": {
+                "subscriber": {"type": "string"},
+                "billing_day": {"type": "integer"},
+                "accumulators": {"type": "object", "additionalProperties": {"$ref": "#/components/schemas/Accumulator"}},
+                "last_reports": {"type": "object", "additionalProperties": {"type": "object", "properties": {"at": {"type": "string", "format": "date-time"}, "session": {"type": "string"}, "used": {"$ref": "#/components/schemas/ServiceUnits"}}}},
+                "unknown_key_reports": {"type": "integer"},
+                "usage_config": {"type": "string", "description": "Checksum of the usage file"}
+            }
+        },
+        "UsageChange": {
+            "type": "object",
+            "properties": {
+                "usage": {"$ref": "#/components/schemas/Usage"},
+                "sessions": {"type": "integer"}, "rar_sent": {"type": "integer"}, "rar_failed": {"type": "integer"}
+            }
+        },
         "Health": {"type": "object", "properties": {"status": {"type": "string", "enum": ["ok"]}}},
         "Ready": {"type": "object", "required": ["ready"], "properties": {"ready": {"type": "boolean"}, "error": {"type": "string"}}},
         "ConfigInfo": {"type": "object", "properties": {"checksum": {"type": "string"}}}

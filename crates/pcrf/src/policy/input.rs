@@ -114,6 +114,10 @@ pub struct AccumulatorInput {
 #[serde(default, deny_unknown_fields)]
 pub struct UsageInput {
     pub accumulators: BTreeMap<String, AccumulatorInput>,
+    /// Monitoring-Keys reported in this request that the usage file does
+    /// not know (counted nowhere; the policy may react).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub unknown_keys: Vec<String>,
 }
 
 /// The whole input of one policy run.

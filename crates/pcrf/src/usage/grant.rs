@@ -91,7 +91,10 @@ pub fn policy_view(
             (name.clone(), view)
         })
         .collect();
-    UsageInput { accumulators }
+    UsageInput {
+        accumulators,
+        unknown_keys: Vec::new(),
+    }
 }
 
 /// How many sessions hold a grant for each key, for

@@ -20,6 +20,7 @@
 //! - `grant.rs`: what to grant per key (min(remaining, chunk)) and the
 //!   policy's view of usage.
 //! - `spread.rs`: when each of many pushes goes out, spread over a window.
+//! - `table.rs`: every subscriber's usage in memory, with a writer lock.
 //!
 //! The operator's view (file format, counting, periods, grants, reloads) is
 //! `docs/usage.md`; `config/usage.toml` is the example for the default policy.
@@ -32,6 +33,7 @@ pub mod config;
 pub mod grant;
 pub mod period;
 pub mod spread;
+pub mod table;
 
 pub use account::Counted;
 pub use config::{Interface, UsageConfig, UsageConfigError};

@@ -250,6 +250,47 @@ level = "info"
     }
 }
 
+/// A usage file for tests: a session-level key "total" (100 MB chunks) and
+/// a rule-level key "vip" (50 MB), both summed into "monthly"; "vip-video"
+/// counts the VIP key alone; the basic plan has 10 GB a month.
+pub const USAGE_FILE: &str = r#"
+time_zone = "UTC"
+billing_day = 1
+
+[keys.total]
+level = "session"
+chunk = "100 MB"
+
+[keys.vip]
+level = "rule"
+chunk = "50 MB"
+
+[accumulators.monthly]
+reset = "monthly"
+sources = ["total", "vip"]
+
+[accumulators.vip-video]
+reset = "monthly"
+sources = ["vip"]
+
+[plans.basic]
+monthly = "10 GB"
+"#;
+
+impl Pcrf {
+    /// As `start`, with `USAGE_FILE` as the usage file and pushes spread
+    /// over 2 s; `extra` follows the `[usage]` section.
+    pub fn start_with_usage(extra: &str) -> Pcrf {
+        let dir = scratch_dir("usage-file");
+        let path = dir.join("usage.toml");
+        std::fs::write(&path, USAGE_FILE).expect("write usage file");
+        Pcrf::start(&format!(
+            "[usage]\npath = \"{}\"\nspread_secs = 2\n{extra}",
+            path.display()
+        ))
+    }
+}
+
 impl Drop for Pcrf {
     fn drop(&mut self) {
         self.kill9();
@@ -259,7 +300,7 @@ impl Drop for Pcrf {
 
 /// A RAR the PCEF received.
 #[derive(Clone)]
-pub struct ReceivedRar(pub Message);
+pub struct ReceivedRar(pub Message, pub Instant);
 
 /// The PCEF side: answers RARs with a configurable Result-Code.
 pub struct PcefHandler {
@@ -276,7 +317,7 @@ impl Handler for PcefHandler {
         self.rars
             .lock()
             .expect("lock")
-            .push(ReceivedRar(req.clone()));
+            .push(ReceivedRar(req.clone(), Instant::now()));
         let mut buf = bytes::BytesMut::new();
         let mut b = MessageBuilder::answer(&mut buf, &req);
         b.origin(&peer.local().origin_host, &peer.local().origin_realm)
@@ -295,6 +336,14 @@ pub struct Pcef {
 
 impl Pcef {
     pub async fn connect(addr: SocketAddr, origin_host: &str) -> Pcef {
+        match Self::try_connect(addr, origin_host).await {
+            Some(p) => p,
+            None => panic!("PCEF could not open a Diameter connection to the PCRF"),
+        }
+    }
+
+    /// As `connect`, `None` when no connection opened within 10 s.
+    pub async fn try_connect(addr: SocketAddr, origin_host: &str) -> Option<Pcef> {
         let local = LocalNode::new(origin_host, "test.local")
             .with_application(Application::auth_vendor(GX, TGPP));
         let handler = Arc::new(PcefHandler {
@@ -312,16 +361,15 @@ impl Pcef {
             diameter::transport::PeerTable::new(),
         );
         let initiator = node.connect(addr, Some("pcrf.test.local"));
-        assert!(
-            initiator.wait_open(Duration::from_secs(10)).await,
-            "PCEF could not open a Diameter connection to the PCRF"
-        );
+        if !initiator.wait_open(Duration::from_secs(10)).await {
+            return None;
+        }
         let peer = initiator.handle();
-        Pcef {
+        Some(Pcef {
             handler,
             initiator: Some(initiator),
             peer,
-        }
+        })
     }
 
     pub async fn close(mut self) {

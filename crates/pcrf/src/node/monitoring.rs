@@ -1,0 +1,263 @@
+//! Usage monitoring on the node: counting the reports of a CCR into the
+//! subscriber's accumulators, giving the policy its view of them, and turning
+//! the decision's Monitoring-Keys into grants and stops at the PCEF.
+//!
+//! A CCR that touches usage holds the subscriber's usage lock from reading
+//! the accumulators until the commit that carries both the session (with its
+//! answer, for replay) and the accumulators; only then are both published.
+//! A retransmission is answered from the stored answer and never counted
+//! again, before or after a restart.
+
+use super::{Node, COMMIT_WAIT};
+use crate::gx::{self, UsageGrant, UsageInstructions, UsageReport};
+use crate::policy::decision::Decision;
+use crate::policy::input::UsageInput;
+use crate::session::GxSession;
+use crate::subscriber::Subscriber;
+use crate::usage::config::{Interface, UsageConfig};
+use crate::usage::grant::{grant_for, policy_view};
+use crate::usage::table::UsageSlot;
+use crate::usage::{KeyGrant, SubscriberUsage};
+use diameter::codec::DiameterError;
+use diameter::result_code;
+use std::collections::BTreeSet;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+/// Event-Trigger USAGE_REPORT (TS 29.212 §5.3.7): sent with any grant.
+pub const USAGE_REPORT: u32 = 33;
+
+/// Counters of usage monitoring, rendered into /metrics.
+#[derive(Default)]
+pub struct UsageCounters {
+    pub reports: AtomicU64,
+    pub octets: AtomicU64,
+    pub unknown_key_reports: AtomicU64,
+    pub unknown_keys_decided: AtomicU64,
+    pub grants: AtomicU64,
+}
+
+/// The usage side of one request: the subscriber's accumulators being
+/// changed, and the lock that keeps other writers out until the commit.
+pub(super) struct UsageStep {
+    pub cfg: Arc<UsageConfig>,
+    pub slot: Arc<UsageSlot>,
+    _guard: tokio::sync::OwnedMutexGuard<()>,
+    pub next: SubscriberUsage,
+    pub billing_day: Option<u8>,
+    /// Keys reported in this request (they are granted again).
+    pub reported: BTreeSet<String>,
+    /// Reported keys the usage file does not know.
+    pub unknown: Vec<String>,
+}
+
+impl UsageStep {
+    /// Whether the accumulators differ from the committed ones.
+    pub fn changed(&self) -> bool {
+        *self.slot.load() != self.next
+    }
+
+    /// What the policy sees.
+    pub fn view(&self, profile: Option<&Subscriber>) -> UsageInput {
+        let mut v = policy_view(&self.cfg, &self.next, profile);
+        v.unknown_keys = self.unknown.clone();
+        v
+    }
+}
+
+/// The subscriber's own billing day, if any (the usage file's default
+/// applies otherwise).
+pub(super) fn billing_day(profile: Option<&Subscriber>) -> Option<u8> {
+    profile.and_then(|p| p.billing_day)
+}
+
+impl Node {
+    /// Starts the usage side of a request for `subscriber`: takes the lock
+    /// (bounded: a request never waits forever for another) and rolls the
+    /// accumulators whose period ended. `None` when monitoring is off.
+    pub(super) async fn begin_usage(
+        &self,
+        subscriber: &str,
+        profile: Option<&Subscriber>,
+        now: i64,
+    ) -> Result<Option<UsageStep>, DiameterError> {
+        let cfg = self.usage_cfg.load_full();
+        if cfg.is_empty() {
+            return Ok(None);
+        }
+        let slot = self.usage.slot(subscriber);
+        let guard = tokio::time::timeout(COMMIT_WAIT, slot.lock())
+            .await
+            .map_err(|_| {
+                tracing::error!(
+                    subscriber,
+                    "usage of this subscriber stayed locked too long; answering 5012"
+                );
+                DiameterError::new(
+                    result_code::DIAMETER_UNABLE_TO_COMPLY,
+                    "subscriber usage busy",
+                )
+            })?;
+        let mut next = (*slot.load()).clone();
+        let billing_day = billing_day(profile);
+        next.roll(&cfg, billing_day, now);
+        Ok(Some(UsageStep {
+            cfg,
+            slot,
+            _guard: guard,
+            next,
+            billing_day,
+            reported: BTreeSet::new(),
+            unknown: Vec::new(),
+        }))
+    }
+
+    /// Counts a CCR's usage reports (each exactly once: the caller commits
+    /// them with the session and its answer).
+    pub(super) fn count_reports(
+        &self,
+        step: &mut UsageStep,
+        s: &mut GxSession,
+        reports: &[UsageReport<'_>],
+        now: i64,
+    ) {
+        for r in reports {
+            let key = gx::key_text(r.key).into_owned();
+            let octets = r.used.octets();
+            let counted = step.next.count(
+                &step.cfg,
+                Interface::Gx,
+                &key,
+                &s.id,
+                &r.used,
+                now,
+                step.billing_day,
+            );
+            self.usage_counters.reports.fetch_add(1, Relaxed);
+            self.usage_counters.octets.fetch_add(octets, Relaxed);
+            if !counted.known_key {
+                self.usage_counters
+                    .unknown_key_reports
+                    .fetch_add(1, Relaxed);
+                tracing::warn!(session = %s.id, key = %key, octets, "usage report for a Monitoring-Key the usage file does not know; counted nowhere");
+                step.unknown.push(key.clone());
+            }
+            if let Some(g) = s.monitoring.keys.get_mut(&key) {
+                g.reported_octets = g.reported_octets.saturating_add(octets);
+            }
+            step.reported.insert(key);
+        }
+    }
+
+    /// The policy's usage input for a session when no request holds the
+    /// lock (pushes): the committed accumulators, rolled to `now`.
+    pub(super) fn usage_view(
+        &self,
+        subscriber: &str,
+        profile: Option<&Subscriber>,
+        now: i64,
+    ) -> UsageInput {
+        let cfg = self.usage_cfg.load();
+        if cfg.is_empty() {
+            return UsageInput::default();
+        }
+        let mut u = (*self.usage.load(subscriber)).clone();
+        u.roll(&cfg, billing_day(profile), now);
+        policy_view(&cfg, &u, profile)
+    }
+
+    /// Turns the decision's Monitoring-Keys into what the answer (or RAR)
+    /// carries: a grant for each key newly monitored or just reported, a
+    /// stop for each key no longer wanted. Updates the session's grants and
+    /// adds the USAGE_REPORT trigger to the decision while anything is
+    /// monitored. `usage` is the subscriber's accumulators after counting.
+    pub(super) fn monitoring_answer(
+        &self,
+        usage: &SubscriberUsage,
+        profile: Option<&Subscriber>,
+        s: &mut GxSession,
+        decision: &mut Decision,
+        reported: &BTreeSet<String>,
+        now: i64,
+    ) -> UsageInstructions {
+        let cfg = self.usage_cfg.load();
+        let mut out = UsageInstructions::default();
+        let mut wanted: Vec<String> = Vec::new();
+        for k in &decision.monitoring {
+            if cfg.key(k).is_none() {
+                self.usage_counters
+                    .unknown_keys_decided
+                    .fetch_add(1, Relaxed);
+                tracing::warn!(session = %s.id, key = %k, "policy asked to monitor a key the usage file does not define; ignored");
+            } else if !wanted.contains(k) {
+                wanted.push(k.clone());
+            }
+        }
+        decision.monitoring.clone_from(&wanted);
+        if !wanted.is_empty() && !decision.event_triggers.contains(&USAGE_REPORT) {
+            decision.event_triggers.push(USAGE_REPORT);
+        }
+        for k in &wanted {
+            let fresh = !s.monitoring.keys.contains_key(k);
+            if !fresh && !reported.contains(k) {
+                continue;
+            }
+            let Some((level, units)) = grant_for(&cfg, usage, profile, Interface::Gx, k, now)
+            else {
+                continue;
+            };
+            let reported_octets = s.monitoring.keys.get(k).map_or(0, |g| g.reported_octets);
+            s.monitoring.keys.insert(
+                k.clone(),
+                KeyGrant {
+                    granted: units,
+                    level,
+                    granted_ms: now,
+                    reported_octets,
+                },
+            );
+            self.usage_counters.grants.fetch_add(1, Relaxed);
+            out.grants.push(UsageGrant {
+                key: k.clone(),
+                level,
+                units,
+            });
+        }
+        let stopped: Vec<String> = s
+            .monitoring
+            .keys
+            .keys()
+            .filter(|k| !wanted.contains(k))
+            .cloned()
+            .collect();
+        for k in stopped {
+            s.monitoring.keys.remove(&k);
+            out.disable.push(k);
+        }
+        out
+    }
+
+    /// Publishes the accumulators a commit made durable.
+    pub(super) fn finish_usage(step: UsageStep) {
+        let UsageStep {
+            slot, next, _guard, ..
+        } = step;
+        slot.publish(Arc::new(next));
+    }
+
+    /// Monitoring keys with running grants, and in how many open sessions
+    /// (what a usage-file reload must not orphan).
+    pub fn granted_keys(&self) -> std::collections::BTreeMap<String, usize> {
+        let mut out = std::collections::BTreeMap::new();
+        for s in self.sessions.list(
+            None,
+            |s| s.state == crate::session::SessionState::Open,
+            usize::MAX,
+        ) {
+            for k in s.monitoring.keys.keys() {
+                *out.entry(k.clone()).or_insert(0) += 1;
+            }
+        }
+        out
+    }
+}

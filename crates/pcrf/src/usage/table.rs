@@ -1,0 +1,150 @@
+//! Every subscriber's usage in memory: the read path for policy inputs and
+//! grants. Like the session table, sharded, with a per-subscriber async lock
+//! that a writer holds from reading the accumulators until their new value
+//! is committed, so two sessions of one subscriber reporting at once add up
+//! and a failed commit leaves memory as the store has it.
+
+use super::SubscriberUsage;
+use arc_swap::ArcSwap;
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::sync::Arc;
+
+const SHARDS: usize = 64;
+
+/// One subscriber's usage and the lock its writers hold.
+pub struct UsageSlot {
+    current: ArcSwap<SubscriberUsage>,
+    update: Arc<tokio::sync::Mutex<()>>,
+}
+
+impl UsageSlot {
+    fn new(u: Arc<SubscriberUsage>) -> UsageSlot {
+        UsageSlot {
+            current: ArcSwap::new(u),
+            update: Arc::new(tokio::sync::Mutex::new(())),
+        }
+    }
+    /// The committed usage.
+    pub fn load(&self) -> Arc<SubscriberUsage> {
+        self.current.load_full()
+    }
+    /// Held while computing, committing and publishing the next value;
+    /// owned, so it can travel with the value being computed.
+    pub async fn lock(&self) -> tokio::sync::OwnedMutexGuard<()> {
+        self.update.clone().lock_owned().await
+    }
+    /// Publishes a committed value (call with the lock held).
+    pub fn publish(&self, u: Arc<SubscriberUsage>) {
+        self.current.store(u);
+    }
+}
+
+/// Subscriber key -> usage.
+pub struct UsageTable {
+    shards: Vec<Mutex<HashMap<String, Arc<UsageSlot>>>>,
+    hasher: std::collections::hash_map::RandomState,
+}
+
+impl Default for UsageTable {
+    fn default() -> Self {
+        UsageTable {
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            hasher: Default::default(),
+        }
+    }
+}
+
+impl UsageTable {
+    fn shard(&self, key: &str) -> &Mutex<HashMap<String, Arc<UsageSlot>>> {
+        let i = (self.hasher.hash_one(key) as usize) % SHARDS;
+        &self.shards[i]
+    }
+
+    /// The subscriber's slot, if any usage was ever recorded.
+    pub fn get(&self, subscriber: &str) -> Option<Arc<UsageSlot>> {
+        self.shard(subscriber).lock().get(subscriber).cloned()
+    }
+
+    /// The subscriber's slot, created empty when missing (nothing is
+    /// written until a writer commits a value).
+    pub fn slot(&self, subscriber: &str) -> Arc<UsageSlot> {
+        self.shard(subscriber)
+            .lock()
+            .entry(subscriber.to_owned())
+            .or_insert_with(|| {
+                Arc::new(UsageSlot::new(Arc::new(SubscriberUsage {
+                    subscriber: subscriber.to_owned(),
+                    ..Default::default()
+                })))
+            })
+            .clone()
+    }
+
+    /// The committed usage of a subscriber, empty when none.
+    pub fn load(&self, subscriber: &str) -> Arc<SubscriberUsage> {
+        match self.get(subscriber) {
+            Some(s) => s.load(),
+            None => Arc::new(SubscriberUsage {
+                subscriber: subscriber.to_owned(),
+                ..Default::default()
+            }),
+        }
+    }
+
+    /// Puts a recovered record (start-up).
+    pub fn recover(&self, u: SubscriberUsage) {
+        let key = u.subscriber.clone();
+        self.shard(&key)
+            .lock()
+            .insert(key, Arc::new(UsageSlot::new(Arc::new(u))));
+    }
+
+    /// Subscribers with a usage record.
+    pub fn subscribers(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        for s in &self.shards {
+            out.extend(s.lock().keys().cloned());
+        }
+        out
+    }
+
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn slot_is_shared_and_publishes() {
+        let t = UsageTable::default();
+        assert!(t.get("001").is_none());
+        assert_eq!(t.load("001").subscriber, "001");
+        let a = t.slot("001");
+        let b = t.slot("001");
+        assert!(Arc::ptr_eq(&a, &b));
+        {
+            let _g = a.lock().await;
+            let mut u = (*a.load()).clone();
+            u.unknown_key_reports = 3;
+            a.publish(Arc::new(u));
+        }
+        assert_eq!(t.load("001").unknown_key_reports, 3);
+        t.recover(SubscriberUsage {
+            subscriber: "002".into(),
+            ..Default::default()
+        });
+        let mut subs = t.subscribers();
+        subs.sort();
+        assert_eq!(subs, vec!["001".to_string(), "002".to_string()]);
+        assert_eq!(t.len(), 2);
+    }
+}
