@@ -5,6 +5,7 @@ pub mod admission;
 pub mod api;
 pub mod client;
 pub mod config;
+pub mod file_watch;
 pub mod gx;
 pub mod logging;
 pub mod metrics;

@@ -151,6 +151,7 @@ pub async fn run(
         pg,
     });
     metrics.register(node.clone());
+    let _usage_watcher = watch_usage_file(&node, &cfg);
 
     let mut local = LocalNode::new(cfg.node.origin_host.clone(), cfg.node.origin_realm.clone())
         .with_application(Application::auth_vendor(gx::GX, gx::TGPP));
@@ -281,6 +282,37 @@ pub fn load_usage_config(cfg: &Config) -> Result<UsageConfig, StartError> {
     let u = UsageConfig::load(path).map_err(|e| StartError::Config(format!("usage file: {e}")))?;
     tracing::info!(path = %path.display(), checksum = %u.checksum_hex(), "usage file loaded");
     Ok(u)
+}
+
+/// Reloads the usage file when it changes, if it was loaded at start-up:
+/// a file that fails to load, or would orphan running grants, is refused
+/// with its reasons and the running one stays.
+fn watch_usage_file(node: &Arc<Node>, cfg: &Config) -> Option<crate::file_watch::WatcherGuard> {
+    let path = cfg.usage.path.clone();
+    if !path.exists() {
+        return None;
+    }
+    let node = node.clone();
+    let shown = path.display().to_string();
+    let watched = path.clone();
+    let reload = move || match UsageConfig::load(&watched) {
+        Ok(u) => match node.check_usage_config(&u) {
+            Ok(()) => node.apply_usage_config(u),
+            Err(e) => {
+                tracing::error!(file = %watched.display(), "usage file reload refused, the running one stays: {e}")
+            }
+        },
+        Err(e) => {
+            tracing::error!(file = %watched.display(), "usage file reload refused, the running one stays:\n{e}")
+        }
+    };
+    match crate::file_watch::watch_file(&path, "usage-watch", reload) {
+        Ok(g) => Some(g),
+        Err(e) => {
+            tracing::warn!(file = %shown, error = %e, "cannot watch the usage file; reload it with SIGHUP");
+            None
+        }
+    }
 }
 
 #[cfg(unix)]

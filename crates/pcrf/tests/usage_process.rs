@@ -378,3 +378,57 @@ async fn congestion_pushes_are_spread_over_the_window() {
     }
     pcef.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_usage_file_change_that_orphans_grants_is_refused_a_harmless_one_applies() {
+    let (p, path) = Pcrf::start_with_usage_file(USAGE_FILE, "");
+    p.provision(IMSI, r#"{"plan":"basic","services":["vip"]}"#);
+    let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
+    let cca = pcef.ccr_i("pgw.test.local;u;5", IMSI).await;
+    assert!(grants(&cca).0.contains_key("vip"));
+    let checksum = |p: &Pcrf| {
+        let (_, v) = p.http("GET", &format!("/v1/subscribers/{IMSI}/usage"), None);
+        v["usage_config"].as_str().expect("checksum").to_string()
+    };
+    let before = checksum(&p);
+
+    // Dropping the key "vip" while a session holds a grant for it: refused.
+    let orphaning = USAGE_FILE
+        .replace("[keys.vip]\nlevel = \"rule\"\nchunk = \"50 MB\"\n", "")
+        .replace("sources = [\"total\", \"vip\"]", "sources = [\"total\"]")
+        .replace(
+            "[accumulators.vip-video]\nreset = \"monthly\"\nsources = [\"vip\"]\n",
+            "",
+        );
+    assert!(!orphaning.contains("vip"), "{orphaning}");
+    std::fs::write(&path, &orphaning).expect("write");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !p.log().contains("usage file reload refused") && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let log = p.log();
+    let refusal = log
+        .lines()
+        .find(|l| l.contains("usage file reload refused"))
+        .unwrap_or_else(|| panic!("no refusal logged:\n{log}"));
+    assert!(
+        refusal.contains("vip"),
+        "the message names the key: {refusal}"
+    );
+    assert_eq!(checksum(&p), before, "the running file stays");
+
+    // A harmless change (a bigger plan quota) applies.
+    std::fs::write(
+        &path,
+        USAGE_FILE.replace("monthly = \"10 GB\"", "monthly = \"20 GB\""),
+    )
+    .expect("write");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while checksum(&p) == before && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_ne!(checksum(&p), before, "reloaded:\n{}", p.log());
+    let (_, v) = p.http("GET", &format!("/v1/subscribers/{IMSI}/usage"), None);
+    assert_eq!(v["accumulators"]["monthly"]["quota"], 20_000_000_000_u64);
+    pcef.close().await;
+}

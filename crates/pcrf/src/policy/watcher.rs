@@ -1,97 +1,20 @@
-//! Reloads the policy when its file changes. Watches the directory, not the
-//! file, because editors and deploy tools replace files by rename; bursts of
-//! events are debounced into one reload.
+//! Reloads the policy when its file changes (see `file_watch.rs` for how
+//! changes are seen and debounced).
 
 use super::engine::PolicyEngine;
 use super::error::PolicyError;
-use notify::event::{AccessKind, AccessMode};
-use notify::{Event, EventKind, RecommendedWatcher, RecursiveMode, Watcher};
-use std::sync::mpsc;
+use crate::file_watch::watch_file;
+pub use crate::file_watch::WatcherGuard;
 use std::sync::Arc;
-use std::thread::JoinHandle;
-use std::time::Duration;
-
-/// Quiet time after the last change before reloading.
-const DEBOUNCE: Duration = Duration::from_millis(250);
-
-/// Keeps the watch alive; dropping it stops watching and joins the thread.
-pub struct WatcherGuard {
-    watcher: Option<RecommendedWatcher>,
-    thread: Option<JoinHandle<()>>,
-}
-
-impl Drop for WatcherGuard {
-    fn drop(&mut self) {
-        // Dropping the watcher closes the channel, which ends the thread.
-        drop(self.watcher.take());
-        if let Some(t) = self.thread.take() {
-            let _ = t.join();
-        }
-    }
-}
-
-fn relevant(kind: &EventKind) -> bool {
-    matches!(
-        kind,
-        EventKind::Create(_)
-            | EventKind::Modify(_)
-            | EventKind::Remove(_)
-            | EventKind::Access(AccessKind::Close(AccessMode::Write))
-    )
-}
 
 impl PolicyEngine {
     /// Starts reloading this engine whenever its file changes.
     pub fn watch(self: Arc<Self>) -> Result<WatcherGuard, PolicyError> {
         let path = self.path().to_path_buf();
-        let failed = |e: notify::Error| PolicyError::Watch {
-            path: path.clone(),
-            message: e.to_string(),
-        };
-        let name = path.file_name().map(|n| n.to_os_string());
-        let dir = match path.parent() {
-            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
-            _ => std::path::PathBuf::from("."),
-        };
-        let (tx, rx) = mpsc::channel::<()>();
-        let mut watcher = notify::recommended_watcher(move |event: notify::Result<Event>| {
-            if let Ok(event) = event {
-                let ours = event
-                    .paths
-                    .iter()
-                    .any(|p| p.file_name().map(|n| n.to_os_string()) == name);
-                if ours && relevant(&event.kind) {
-                    let _ = tx.send(());
-                }
-            }
+        watch_file(&path, "policy-watch", move || {
+            // reload() logs and counts both outcomes.
+            let _ = self.reload();
         })
-        .map_err(failed)?;
-        watcher
-            .watch(&dir, RecursiveMode::NonRecursive)
-            .map_err(failed)?;
-        let thread = std::thread::Builder::new()
-            .name("policy-watch".into())
-            .spawn(move || {
-                while rx.recv().is_ok() {
-                    // Wait for the writes to settle.
-                    loop {
-                        match rx.recv_timeout(DEBOUNCE) {
-                            Ok(()) => continue,
-                            Err(mpsc::RecvTimeoutError::Timeout) => break,
-                            Err(mpsc::RecvTimeoutError::Disconnected) => return,
-                        }
-                    }
-                    // reload() logs and counts both outcomes.
-                    let _ = self.reload();
-                }
-            })
-            .map_err(|e| PolicyError::Watch {
-                path: path.clone(),
-                message: e.to_string(),
-            })?;
-        Ok(WatcherGuard {
-            watcher: Some(watcher),
-            thread: Some(thread),
-        })
+        .map_err(|message| PolicyError::Watch { path, message })
     }
 }

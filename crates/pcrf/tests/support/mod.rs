@@ -281,13 +281,20 @@ impl Pcrf {
     /// As `start`, with `USAGE_FILE` as the usage file and pushes spread
     /// over 2 s; `extra` follows the `[usage]` section.
     pub fn start_with_usage(extra: &str) -> Pcrf {
+        Self::start_with_usage_file(USAGE_FILE, extra).0
+    }
+
+    /// As `start_with_usage` with `text` as the usage file; also returns
+    /// the file's path (for reload tests).
+    pub fn start_with_usage_file(text: &str, extra: &str) -> (Pcrf, PathBuf) {
         let dir = scratch_dir("usage-file");
         let path = dir.join("usage.toml");
-        std::fs::write(&path, USAGE_FILE).expect("write usage file");
-        Pcrf::start(&format!(
+        std::fs::write(&path, text).expect("write usage file");
+        let p = Pcrf::start(&format!(
             "[usage]\npath = \"{}\"\nspread_secs = 2\n{extra}",
             path.display()
-        ))
+        ));
+        (p, path)
     }
 }
 
