@@ -808,3 +808,36 @@ fn corrupt_usage_rows_are_skipped_and_counted() {
     assert_eq!(st.skipped_corrupt(), 1);
     assert!(matches!(st.usage("bad"), Err(StoreError::Corrupt(_))));
 }
+
+#[test]
+fn a_schema_1_database_is_upgraded_in_place() {
+    let db = TestSchema::new();
+    // The database as the previous release left it: migration 1 only, with
+    // a subscriber in it.
+    let (version, description, sql) = pcrf::store::postgres::migrations::MIGRATIONS[0];
+    db.rt.block_on(async {
+        let n = &db.name;
+        db.admin
+            .batch_execute(&format!(
+                "SET search_path TO {n};
+                 CREATE TABLE schema_migrations (version INT PRIMARY KEY,
+                     description TEXT NOT NULL, applied_at TIMESTAMPTZ NOT NULL DEFAULT now());
+                 {sql}
+                 INSERT INTO schema_migrations (version, description) VALUES ({version}, '{description}');
+                 INSERT INTO subscribers (imsi, data) VALUES ('001010000000001',
+                     convert_to('{{\"imsi\":\"001010000000001\"}}', 'UTF8'));
+                 SET search_path TO DEFAULT;"
+            ))
+            .await
+            .expect("schema 1");
+    });
+    let mut st = db.open();
+    assert_eq!(st.schema_version().expect("version"), 2);
+    assert_eq!(st.subscribers().expect("kept").len(), 1);
+    assert!(st.usage_records().expect("empty").is_empty());
+    assert_eq!(
+        st.apply(&[put_usage(usage("001010000000001", 5))])
+            .expect("write"),
+        1
+    );
+}
