@@ -94,12 +94,16 @@ pub async fn run(
     // Store: read what it holds, then hand it to the writer thread.
     let (mut store, pg) = open_store_with_handles(&cfg.store)?;
     let usage_cfg = load_usage_config(&cfg)?;
+    // skipped_corrupt() reports the last load only: add up all three.
     let subscribers = store.subscribers()?;
+    let mut corrupt = store.skipped_corrupt();
     let sessions = store.open_sessions()?;
+    corrupt += store.skipped_corrupt();
     let usage_records = store.usage_records()?;
-    if store.skipped_corrupt() > 0 {
+    corrupt += store.skipped_corrupt();
+    if corrupt > 0 {
         tracing::error!(
-            records = store.skipped_corrupt(),
+            records = corrupt,
             "corrupt store records skipped at start-up (each is logged above with its key)"
         );
     }
