@@ -136,7 +136,9 @@ fn value(f: &mut fmt::Formatter<'_>, avp: &Avp<'_>, d: &dict::AvpDef) -> fmt::Re
         None => write!(f, "{v}"),
     };
     let shown = match d.ty {
-        AvpType::OctetString => return hex(f, avp.data()),
+        // Names (Charging-Rule-Name, Monitoring-Key) are octets on the wire
+        // but text to a reader: printable ASCII is shown quoted, the rest in hex.
+        AvpType::OctetString => return octets(f, avp.data()),
         AvpType::UTF8String
         | AvpType::DiameterIdentity
         | AvpType::DiameterURI
@@ -159,6 +161,14 @@ fn value(f: &mut fmt::Formatter<'_>, avp: &Avp<'_>, d: &dict::AvpDef) -> fmt::Re
             write!(f, " (invalid {}: {})", d.ty.name(), e.message)
         }
     }
+}
+
+fn octets(f: &mut fmt::Formatter<'_>, data: &[u8]) -> fmt::Result {
+    if !data.is_empty() && data.iter().all(|b| b.is_ascii_graphic() || *b == b' ') {
+        // Printable ASCII is valid UTF-8.
+        return write!(f, "{:?}", String::from_utf8_lossy(data));
+    }
+    hex(f, data)
 }
 
 fn hex(f: &mut fmt::Formatter<'_>, data: &[u8]) -> fmt::Result {
@@ -228,6 +238,25 @@ mod tests {
             .bytes(AvpCode::new(999_999, 0, false), b"\x01\x02");
         b.finish();
         Message::parse(buf.freeze()).expect("valid")
+    }
+
+    #[test]
+    fn printable_octet_strings_read_as_text() {
+        let mut buf = BytesMut::new();
+        let mut b = MessageBuilder::request(&mut buf, cmd::RE_AUTH, app::GX, 1, 2);
+        b.bytes(avp::CHARGING_RULE_NAME, b"vip-video")
+            .bytes(avp::MONITORING_KEY, b"\x00\x01")
+            .bytes(avp::CHARGING_RULE_BASE_NAME, b"");
+        b.finish();
+        let d = dump(&Message::parse(buf.freeze()).expect("valid"));
+        assert!(
+            d.contains("Charging-Rule-Name (1005, vendor 10415 3GPP) [VM] = \"vip-video\""),
+            "{d}"
+        );
+        assert!(
+            d.contains("Monitoring-Key (1066, vendor 10415 3GPP) [V] = 0x0001"),
+            "{d}"
+        );
     }
 
     #[test]
