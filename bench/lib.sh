@@ -64,7 +64,7 @@ start_echo() {
 }
 
 # start_pcrf WORKDIR PEERS: `pcrf serve` on the embedded store (durability
-# full) in WORKDIR/data, the example policy, PEERS emulated gateways
+# full) in WORKDIR/data, the example policy and usage file, PEERS emulated gateways
 # allowed; sets SERVER_PID, DIAMETER_PORT, API_URL.
 start_pcrf() {
   local work="$1" peers="$2" i
@@ -91,6 +91,8 @@ start_pcrf() {
     echo '[policy]'
     echo "path = \"$BENCH_ROOT/policies/default.lua\""
     echo 'watch = false'
+    echo '[usage]'
+    echo "path = \"$BENCH_ROOT/config/usage.toml\""
     echo '[api]'
     echo "listen = \"127.0.0.1:$api_port\""
     echo '[log]'

@@ -120,6 +120,7 @@ pub async fn run(
         store,
         GroupCommitOptions {
             queue_depth: cfg.store.queue_depth,
+            commit_window: Duration::from_micros(cfg.store.commit_window_us),
             ..Default::default()
         },
     )?;

@@ -91,7 +91,17 @@ pub struct StoreConfig {
     /// the requests waiting on the write are answered 5012.
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
+    /// Group-commit window, µs: once a change arrives, the writer waits up to
+    /// this long for more before committing (PostgreSQL's commit_delay, on
+    /// our side). 0: commit what is queued at once. Fewer commits per
+    /// transaction, for up to this much more latency per answer.
+    #[serde(default)]
+    pub commit_window_us: u64,
 }
+
+/// The longest group-commit window accepted: past it answers would wait
+/// longer than a PCEF's usual Tx timer allows.
+pub const MAX_COMMIT_WINDOW_US: u64 = 100_000;
 
 fn default_lifetime_min_secs() -> u64 {
     30 * 60
@@ -117,6 +127,7 @@ impl Default for StoreConfig {
             lifetime_min_secs: default_lifetime_min_secs(),
             lifetime_max_secs: default_lifetime_max_secs(),
             timeout_ms: default_timeout_ms(),
+            commit_window_us: 0,
         }
     }
 }
@@ -129,6 +140,11 @@ impl StoreConfig {
         }
         if self.path.as_os_str().is_empty() {
             return Err("store.path must not be empty".into());
+        }
+        if self.commit_window_us > MAX_COMMIT_WINDOW_US {
+            return Err(format!(
+                "store.commit_window_us must be at most {MAX_COMMIT_WINDOW_US} (100 ms)"
+            ));
         }
         if self.kind == StoreKind::Postgres {
             self.postgres_options().map_err(|e| e.to_string())?;

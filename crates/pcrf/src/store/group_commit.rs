@@ -34,6 +34,9 @@ pub struct GroupCommitOptions {
     /// Closed sessions deleted per purge transaction; batches of requests
     /// run between chunks, so a large purge never stalls the answers.
     pub purge_chunk: usize,
+    /// Once a batch has its first change, wait up to this long for more
+    /// before committing (zero: commit what is queued at once).
+    pub commit_window: std::time::Duration,
 }
 
 impl Default for GroupCommitOptions {
@@ -42,6 +45,7 @@ impl Default for GroupCommitOptions {
             queue_depth: 4096,
             max_batch_changes: 8192,
             purge_chunk: 2000,
+            commit_window: std::time::Duration::ZERO,
         }
     }
 }
@@ -196,12 +200,27 @@ impl GroupCommit {
     pub fn start_with(store: Box<dyn Store>, opts: GroupCommitOptions) -> Result<Self, StoreError> {
         let (tx, rx) = mpsc::channel(opts.queue_depth.max(1));
         let metrics = Arc::new(Metrics::default());
+        let window_clock = if opts.commit_window.is_zero() {
+            None
+        } else {
+            Some(
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_time()
+                    .build()
+                    .map_err(|e| {
+                        StoreError::Unavailable(format!(
+                            "cannot start the commit-window timer: {e}"
+                        ))
+                    })?,
+            )
+        };
         let writer = Writer {
             store,
             rx,
             metrics: metrics.clone(),
             opts,
             purge: None,
+            window_clock,
         };
         std::thread::Builder::new()
             .name("pcrf-store-writer".into())
@@ -292,6 +311,9 @@ struct Writer {
     metrics: Arc<Metrics>,
     opts: GroupCommitOptions,
     purge: Option<PurgeJob>,
+    /// A timer-only runtime for waiting within the commit window (the
+    /// writer is a plain thread); only when there is a window.
+    window_clock: Option<tokio::runtime::Runtime>,
 }
 
 impl Writer {
@@ -353,18 +375,36 @@ impl Writer {
         }
     }
 
-    /// Takes every change request already queued, up to the batch limit;
-    /// returns a non-change job met on the way (handled after this batch).
+    /// Takes every change request already queued, and with a commit window
+    /// those arriving within it, up to the batch limit; returns a
+    /// non-change job met on the way (handled after this batch).
     fn drain_into(&mut self, batch: &mut Vec<(Vec<Change>, Ack<()>)>) -> Option<Job> {
         let mut n: usize = batch.iter().map(|(c, _)| c.len()).sum();
+        let deadline = tokio::time::Instant::now() + self.opts.commit_window;
         while n < self.opts.max_batch_changes {
-            match self.rx.try_recv() {
-                Ok(Job::Changes(changes, ack)) => {
+            let next = match self.rx.try_recv() {
+                Ok(job) => Some(job),
+                Err(mpsc::error::TryRecvError::Disconnected) => None,
+                Err(mpsc::error::TryRecvError::Empty) => match &self.window_clock {
+                    // Nothing queued: wait for the next job until the window closes.
+                    Some(clock) => {
+                        let rx = &mut self.rx;
+                        // The timer must be made inside the clock's runtime.
+                        clock
+                            .block_on(async { tokio::time::timeout_at(deadline, rx.recv()).await })
+                            .ok()
+                            .flatten()
+                    }
+                    None => None,
+                },
+            };
+            match next {
+                Some(Job::Changes(changes, ack)) => {
                     n += changes.len();
                     batch.push((changes, ack));
                 }
-                Ok(other) => return Some(other),
-                Err(_) => return None,
+                Some(other) => return Some(other),
+                None => return None,
             }
         }
         None
@@ -545,6 +585,45 @@ mod tests {
             "every batch had one request: {st:?}"
         );
         assert_eq!(st.queued, 0);
+    }
+
+    /// One request, then nine more 30 ms later: how many commits.
+    async fn staggered_commits(window: Duration, tag: &str) -> GroupCommitStats {
+        let dir = TestDir::new(tag);
+        let store = SqliteStore::open(dir.path(), Durability::Relaxed).expect("open");
+        let gc = GroupCommit::start_with(
+            Box::new(store),
+            GroupCommitOptions {
+                commit_window: window,
+                ..Default::default()
+            },
+        )
+        .expect("start");
+        let mut tasks = Vec::new();
+        for i in 0..10 {
+            let gc = gc.clone();
+            tasks.push(tokio::spawn(async move {
+                if i > 0 {
+                    tokio::time::sleep(Duration::from_millis(30)).await;
+                }
+                let s = session(&format!("gx;{i}"), "001010000000001", 1);
+                gc.submit(vec![Change::PutSession(Arc::new(s))])
+                    .await
+                    .expect("submit");
+            }));
+        }
+        for t in tasks {
+            t.await.expect("task");
+        }
+        gc.stats()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_commit_window_gathers_later_requests_into_one_commit() {
+        let without = staggered_commits(Duration::ZERO, "gc-window-0").await;
+        assert!(without.commits >= 2, "{without:?}");
+        let with = staggered_commits(Duration::from_millis(500), "gc-window-500").await;
+        assert_eq!((with.commits, with.requests), (1, 10), "{with:?}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
