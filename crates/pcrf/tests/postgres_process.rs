@@ -1,5 +1,5 @@
-//! `pcrf serve` on the PostgreSQL store, as a process: sessions survive
-//! `kill -9`, `/v1/ready` reflects the database, and the query profiler is
+//! `pcrf serve` on the PostgreSQL store, as a process: sessions and usage
+//! accumulators survive `kill -9`, `/v1/ready` reflects the database, and the query profiler is
 //! switched and read over the API and the `pcrf debug` CLI. Needs a real
 //! server: PCRF_TEST_DATABASE_URL (scripts/test.sh sets it up).
 
@@ -36,7 +36,11 @@ async fn test_schema() -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_store_end_to_end() {
     let url = test_schema().await;
-    let mut p = Pcrf::start_with_store(Some(&format!("kind = \"postgres\"\nurl = \"{url}\"")), "");
+    let (usage, _) = usage_section(USAGE_FILE);
+    let mut p = Pcrf::start_with_store(
+        Some(&format!("kind = \"postgres\"\nurl = \"{url}\"")),
+        &usage,
+    );
     let (st, ready) = p.http("GET", "/v1/ready", None);
     assert_eq!(st, 200, "{ready}\n{}", p.log());
     p.provision(IMSI, r#"{"msisdn":"491700000001","plan":"basic"}"#);
@@ -73,12 +77,41 @@ async fn postgres_store_end_to_end() {
     );
     assert!(String::from_utf8_lossy(&out.stdout).contains("calls/s"));
 
+    // A usage report in each session: the accumulators are rows too.
+    for s in &sids {
+        let cca = pcef
+            .ccr_u(s, 1, |b| {
+                b.i32(diameter::dict::avp::EVENT_TRIGGER, 33).group(
+                    diameter::dict::avp::USAGE_MONITORING_INFORMATION,
+                    |g| {
+                        g.bytes(diameter::dict::avp::MONITORING_KEY, b"total")
+                            .group(diameter::dict::avp::USED_SERVICE_UNIT, |u| {
+                                u.u64(diameter::dict::avp::CC_TOTAL_OCTETS, 1_000_000);
+                            });
+                    },
+                );
+            })
+            .await;
+        assert_eq!(result_of(&cca), 2001);
+    }
+    let used = |p: &Pcrf| {
+        let (st, v) = p.http("GET", &format!("/v1/subscribers/{IMSI}/usage"), None);
+        assert_eq!(st, 200, "{v}");
+        v["accumulators"]["monthly"]["used"].as_u64()
+    };
+    assert_eq!(used(&p), Some(10_000_000));
+
     pcef.close().await;
     p.restart(); // SIGKILL, then start on the same database
+    assert_eq!(
+        used(&p),
+        Some(10_000_000),
+        "usage recovered from PostgreSQL"
+    );
     let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
     for s in &sids {
         assert_eq!(
-            result_of(&pcef.ccr_u(s, 1, |_| {}).await),
+            result_of(&pcef.ccr_u(s, 2, |_| {}).await),
             2001,
             "session {s} lost after kill -9 on PostgreSQL:\n{}",
             p.log()

@@ -277,6 +277,19 @@ sources = ["vip"]
 monthly = "10 GB"
 "#;
 
+/// Writes `text` as a usage file in a scratch directory; returns the
+/// configuration's `[usage]` section naming it (pushes spread over 2 s) and
+/// the file's path.
+pub fn usage_section(text: &str) -> (String, PathBuf) {
+    let dir = scratch_dir("usage-file");
+    let path = dir.join("usage.toml");
+    std::fs::write(&path, text).expect("write usage file");
+    (
+        format!("[usage]\npath = \"{}\"\nspread_secs = 2\n", path.display()),
+        path,
+    )
+}
+
 impl Pcrf {
     /// As `start`, with `USAGE_FILE` as the usage file and pushes spread
     /// over 2 s; `extra` follows the `[usage]` section.
@@ -287,14 +300,8 @@ impl Pcrf {
     /// As `start_with_usage` with `text` as the usage file; also returns
     /// the file's path (for reload tests).
     pub fn start_with_usage_file(text: &str, extra: &str) -> (Pcrf, PathBuf) {
-        let dir = scratch_dir("usage-file");
-        let path = dir.join("usage.toml");
-        std::fs::write(&path, text).expect("write usage file");
-        let p = Pcrf::start(&format!(
-            "[usage]\npath = \"{}\"\nspread_secs = 2\n{extra}",
-            path.display()
-        ));
-        (p, path)
+        let (section, path) = usage_section(text);
+        (Pcrf::start(&format!("{section}{extra}")), path)
     }
 }
 
