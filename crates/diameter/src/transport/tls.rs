@@ -191,12 +191,16 @@ impl TlsConfig {
         let verifier = verifier
             .build()
             .map_err(|e| TlsError::BadCa(format!("{ca_name}: {e}")))?;
-        let server = ServerConfig::builder_with_provider(provider.clone())
+        let mut server = ServerConfig::builder_with_provider(provider.clone())
             .with_protocol_versions(versions)
             .map_err(|e| TlsError::Config(e.to_string()))?
             .with_client_cert_verifier(verifier)
             .with_single_cert(chain.clone(), key.clone_key())
             .map_err(key_error)?;
+        // Diameter connections live for days: resumption buys nothing, and
+        // TLS 1.3 tickets sent after the handshake make freeDiameter
+        // (GnuTLS) log a spurious "Resource temporarily unavailable" error.
+        server.send_tls13_tickets = 0;
         let client = ClientConfig::builder_with_provider(provider)
             .with_protocol_versions(versions)
             .map_err(|e| TlsError::Config(e.to_string()))?
