@@ -7,6 +7,7 @@
 
 pub mod codec;
 pub mod dict;
+pub mod doic;
 pub mod dump;
 #[doc(hidden)]
 pub mod fuzz;

@@ -2,7 +2,9 @@
 //! connects (CER/CEA), opens a Gx session with a CCR-I as a P-GW would,
 //! prints every answer decoded, answers RARs with RAA 2001 (printing them),
 //! and on request sends CCR-U and CCR-T. Not a load generator: that is
-//! `pcrf-bench`.
+//! `pcrf-bench`. Over TLS ([`run_with_tls`]) it connects as a TLS-only
+//! PCEF would: handshake first, its certificate presented, the PCRF's
+//! verified against the CA and the PCRF's Origin-Host.
 
 use bytes::{Bytes, BytesMut};
 use diameter::codec::{DiameterError, Message, MessageBuilder};
@@ -31,6 +33,17 @@ pub struct GxClientOptions {
     pub hold: Duration,
 }
 
+/// TLS for the client: our certificate and key, the CA the PCRF's
+/// certificate must chain to, and the PCRF's Origin-Host (the name its
+/// certificate must carry).
+#[derive(Debug, Clone)]
+pub struct GxClientTls {
+    pub certificate: std::path::PathBuf,
+    pub private_key: std::path::PathBuf,
+    pub ca: std::path::PathBuf,
+    pub server_host: String,
+}
+
 /// Answers RARs and prints them.
 struct PrintingPcef;
 
@@ -57,8 +70,13 @@ impl Handler for PrintingPcef {
     }
 }
 
-/// Runs the client; an error says what failed.
+/// Runs the client over plain TCP; an error says what failed.
 pub async fn run(o: GxClientOptions) -> Result<(), String> {
+    run_with_tls(o, None).await
+}
+
+/// Runs the client, over TLS when `tls` is given; an error says what failed.
+pub async fn run_with_tls(o: GxClientOptions, tls: Option<GxClientTls>) -> Result<(), String> {
     let local = LocalNode::new(o.origin_host.clone(), o.origin_realm.clone())
         .with_application(Application::auth_vendor(crate::gx::GX, crate::gx::TGPP));
     let node = Node::with_parts(
@@ -67,12 +85,31 @@ pub async fn run(o: GxClientOptions) -> Result<(), String> {
         Arc::new(PrintingPcef),
         PeerTable::new(),
     );
-    let ini = node.connect(o.server, None);
+    let ini = match &tls {
+        None => node.connect(o.server, None),
+        Some(t) => {
+            let cfg = diameter::transport::TlsConfig::from_pem_files(
+                &t.certificate,
+                &t.private_key,
+                &t.ca,
+                true,
+            )
+            .map_err(|e| format!("TLS: {e}"))?;
+            node.connect_tls(o.server, &t.server_host, &cfg)
+        }
+    };
     if !ini.wait_open(Duration::from_secs(10)).await {
         ini.shutdown(DisconnectCause::DoNotWantToTalkToYou).await;
         return Err(format!(
-            "could not open a Diameter connection to {} (is the PCRF running, and is {} an allowed peer?)",
-            o.server, o.origin_host
+            "could not open a Diameter {}connection to {} (is the PCRF running, and is {} an allowed peer?{})",
+            if tls.is_some() { "TLS " } else { "" },
+            o.server,
+            o.origin_host,
+            if tls.is_some() {
+                " Is our certificate signed by a CA it trusts, and does its certificate name the PCRF's Origin-Host?"
+            } else {
+                ""
+            }
         ));
     }
     let peer = ini.handle();

@@ -67,6 +67,46 @@ pub struct DiameterConfig {
     /// new sessions (CCR-I) are refused from 80% of it, so CCR-U/T go first.
     #[serde(default = "default_pending")]
     pub max_pending_requests: usize,
+    /// `[diameter.tls]`: a second listener where peers start with a TLS
+    /// handshake (RFC 6733 §13); absent, there is none.
+    #[serde(default)]
+    pub tls: Option<TlsSection>,
+}
+
+/// `[diameter.tls]`: Diameter over TLS "on connect" (see docs/tls.md).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TlsSection {
+    /// Where TLS peers connect (the IANA port for Diameter over TLS is 5658).
+    #[serde(default = "default_listen_tls")]
+    pub listen: SocketAddr,
+    /// Our certificate chain, PEM, end-entity first; it must name
+    /// `[node].origin_host` (subjectAltName dNSName).
+    pub certificate: PathBuf,
+    /// Its private key, PEM (PKCS#8, PKCS#1 or SEC1).
+    pub private_key: PathBuf,
+    /// The CA certificate(s), PEM, that peers' certificates must chain to.
+    pub ca: PathBuf,
+    /// Peers must present a certificate (mutual TLS). Default true.
+    #[serde(default = "yes")]
+    pub require_client_certificate: bool,
+}
+
+fn default_listen_tls() -> SocketAddr {
+    SocketAddr::from(([0, 0, 0, 0], 5658))
+}
+
+impl TlsSection {
+    /// Reads and checks the files: readable, PEM, the key matching the
+    /// certificate.
+    pub fn load(&self) -> Result<diameter::transport::TlsConfig, diameter::transport::TlsError> {
+        diameter::transport::TlsConfig::from_pem_files(
+            &self.certificate,
+            &self.private_key,
+            &self.ca,
+            self.require_client_certificate,
+        )
+    }
 }
 
 fn default_pending() -> usize {
@@ -98,6 +138,7 @@ impl Default for DiameterConfig {
             max_message_bytes: default_max_message(),
             max_in_flight: default_in_flight(),
             max_pending_requests: default_pending(),
+            tls: None,
         }
     }
 }
@@ -110,6 +151,10 @@ pub struct PeerConfig {
     /// Source addresses it may connect from; empty means any.
     #[serde(default)]
     pub addresses: Vec<IpAddr>,
+    /// The peer must connect over TLS (to `[diameter.tls].listen`); over
+    /// plain TCP its CER is refused with 3010 DIAMETER_UNKNOWN_PEER.
+    #[serde(default)]
+    pub tls: bool,
 }
 
 /// What to do with a CCR-I for a subscriber nobody provisioned.
@@ -432,8 +477,28 @@ impl Config {
         if self.diameter.request_timeout_ms == 0 {
             bad("[diameter].request_timeout_ms", "must be at least 1".into());
         }
+        if let Some(tls) = &self.diameter.tls {
+            if tls.listen == self.diameter.listen {
+                bad(
+                    "[diameter.tls].listen",
+                    "must differ from [diameter].listen (one port is plain TCP, the other TLS)"
+                        .into(),
+                );
+            }
+            // The files are read now, so that `pcrf check-config` and a
+            // SIGHUP reload report them as start-up would.
+            if let Err(e) = tls.load() {
+                bad("[diameter.tls]", e.to_string());
+            }
+        }
         let mut seen = std::collections::HashSet::new();
         for (i, peer) in self.peers.iter().enumerate() {
+            if peer.tls && self.diameter.tls.is_none() {
+                bad(
+                    &format!("[[peers]] #{}.tls", i + 1),
+                    "needs a [diameter.tls] section (there is no TLS listener)".into(),
+                );
+            }
             if !is_fqdn(&peer.origin_host) {
                 bad(
                     &format!("[[peers]] #{}.origin_host", i + 1),
@@ -568,6 +633,97 @@ origin_host = "PGW.example"
         .expect("valid");
         assert_eq!(c.usage.boundaries(), vec![(1, 0), (6, 30)]);
         assert!(c.usage.is_default_path());
+    }
+
+    /// Writes PEM text to a scratch file (the TLS checks read files).
+    fn pem_file(dir: &Path, name: &str, text: &str) -> PathBuf {
+        let p = dir.join(name);
+        std::fs::write(&p, text).expect("write pem");
+        p
+    }
+
+    fn tls_config(cert: &Path, key: &Path, ca: &Path) -> String {
+        format!(
+            "[diameter]\nlisten = \"127.0.0.1:3868\"\n[diameter.tls]\nlisten = \"127.0.0.1:5658\"\n\
+             certificate = {cert:?}\nprivate_key = {key:?}\nca = {ca:?}\n\
+             [[peers]]\norigin_host = \"pgw.example\"\ntls = true\n"
+        )
+    }
+
+    #[test]
+    fn tls_section_is_loaded_and_its_files_checked() {
+        let dir = std::env::temp_dir().join(format!("pcrf-config-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let ca_key = rcgen::KeyPair::generate().expect("key");
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca_cert = ca_params.self_signed(&ca_key).expect("ca");
+        let issuer = rcgen::Issuer::new(ca_params, ca_key);
+        let leaf = |name: &str| {
+            let k = rcgen::KeyPair::generate().expect("key");
+            let c = rcgen::CertificateParams::new(vec![name.to_string()])
+                .expect("params")
+                .signed_by(&k, &issuer)
+                .expect("leaf");
+            (c.pem(), k.serialize_pem())
+        };
+        let (cert, key) = leaf("pcrf.localdomain");
+        let (_, other_key) = leaf("pcrf.localdomain");
+        let cert = pem_file(&dir, "cert.pem", &cert);
+        let key = pem_file(&dir, "key.pem", &key);
+        let other_key = pem_file(&dir, "other.key", &other_key);
+        let ca = pem_file(&dir, "ca.pem", &ca_cert.pem());
+
+        let c = Config::parse(&tls_config(&cert, &key, &ca), "c.toml").expect("valid");
+        let t = c.diameter.tls.as_ref().expect("tls section");
+        assert!(t.require_client_certificate, "mutual TLS by default");
+        assert_eq!(t.listen, "127.0.0.1:5658".parse().expect("addr"));
+        assert!(c.peers[0].tls);
+
+        // A key of another certificate.
+        let e = Config::parse(&tls_config(&cert, &other_key, &ca), "c.toml").expect_err("mismatch");
+        assert_eq!(
+            e.to_string(),
+            "c.toml: [diameter.tls]: the private key does not match the certificate"
+        );
+        // A missing file names itself.
+        let gone = dir.join("missing.pem");
+        let e = Config::parse(&tls_config(&cert, &gone, &ca), "c.toml").expect_err("gone");
+        assert!(
+            e.to_string().contains(&format!(
+                "cannot read the private key file {}",
+                gone.display()
+            )),
+            "{e}"
+        );
+        // Not a key at all.
+        let e = Config::parse(&tls_config(&cert, &cert, &ca), "c.toml").expect_err("cert");
+        assert!(e.to_string().contains("no PEM private key found"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    #[test]
+    fn a_tls_peer_needs_a_tls_listener_on_another_port() {
+        let e = Config::parse(
+            "[[peers]]\norigin_host = \"pgw.example\"\ntls = true\n",
+            "c.toml",
+        )
+        .expect_err("no listener");
+        assert_eq!(
+            e.to_string(),
+            "c.toml: [[peers]] #1.tls: needs a [diameter.tls] section (there is no TLS listener)"
+        );
+        let e = Config::parse(
+            "[diameter]\nlisten = \"0.0.0.0:3868\"\n[diameter.tls]\nlisten = \"0.0.0.0:3868\"\n\
+             certificate = \"/nonexistent/c\"\nprivate_key = \"/nonexistent/k\"\nca = \"/nonexistent/ca\"\n",
+            "c.toml",
+        )
+        .expect_err("same port");
+        let keys: Vec<&str> = e.problems.iter().map(|p| p.location.as_str()).collect();
+        assert_eq!(
+            keys,
+            vec!["c.toml: [diameter.tls].listen", "c.toml: [diameter.tls]"]
+        );
     }
 
     #[test]

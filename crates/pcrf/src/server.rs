@@ -57,7 +57,7 @@ impl Handler for GxHandler {
     }
 
     fn peer_up(&self, peer: &PeerHandle) {
-        tracing::info!(peer = ?peer.origin_host(), addr = ?peer.remote_addr(), "Diameter peer open");
+        tracing::info!(peer = ?peer.origin_host(), addr = ?peer.remote_addr(), tls = peer.is_tls(), "Diameter peer open");
     }
 
     fn peer_down(&self, peer: &PeerHandle, reason: CloseReason) {
@@ -190,7 +190,23 @@ pub async fn run(
                     .collect(),
             )
         },
+        tls_required: cfg
+            .peers
+            .iter()
+            .filter(|p| p.tls)
+            .map(|p| p.origin_host.clone())
+            .collect(),
         ..PeerSettings::default()
+    };
+    // Validated with the configuration; read again here, so what runs is
+    // what the files hold now.
+    let tls = match &cfg.diameter.tls {
+        Some(t) => Some((
+            t.listen,
+            t.load()
+                .map_err(|e| StartError::Config(format!("[diameter.tls]: {e}")))?,
+        )),
+        None => None,
     };
     let dnode = transport::Node::with_parts(
         Arc::new(local),
@@ -207,6 +223,21 @@ pub async fn run(
         })?;
     let diameter_addr = server.local_addr().unwrap_or(cfg.diameter.listen);
     tracing::info!(addr = %diameter_addr, origin_host = %cfg.node.origin_host, "Diameter listening");
+    let tls_server = match &tls {
+        Some((addr, tls)) => {
+            let s = dnode
+                .listen_tls(*addr, tls)
+                .await
+                .map_err(|err| StartError::Diameter { addr: *addr, err })?;
+            tracing::info!(
+                addr = %s.local_addr().unwrap_or(*addr),
+                client_certificate = if tls.requires_client_certificate() { "required" } else { "optional" },
+                "Diameter over TLS listening"
+            );
+            Some(s)
+        }
+        None => None,
+    };
 
     let api_listener = tokio::net::TcpListener::bind(cfg.api.listen)
         .await
@@ -261,8 +292,14 @@ pub async fn run(
         }
     });
 
+    let tls_task = tls_server.map(|s| tokio::spawn(s.run(wait(stop_rx.clone()))));
     if let Err(e) = server.run(wait(stop_rx.clone())).await {
         tracing::error!(error = %e, "Diameter server stopped with an error");
+    }
+    if let Some(t) = tls_task {
+        if let Ok(Err(e)) = t.await {
+            tracing::error!(error = %e, "Diameter TLS server stopped with an error");
+        }
     }
     tracing::info!("Diameter server stopped; flushing the store");
     let _ = api_task.await;

@@ -442,6 +442,16 @@ impl PeerMachine {
         self.finish_with(CloseReason::Refused(result_code));
     }
 
+    /// Initiator: the transport refuses the peer whose CEA just opened the
+    /// connection (e.g. its TLS certificate does not name the Origin-Host
+    /// it sent). Closes at once, without DPR: the peer is not who the
+    /// connection says it is.
+    pub fn reject(&mut self, result_code: u32) {
+        if self.role == Role::Initiator && self.state == PeerState::Open {
+            self.finish_with(CloseReason::Rejected(result_code));
+        }
+    }
+
     fn open(&mut self, now: Instant) {
         self.state = PeerState::Open;
         self.deadline = None;

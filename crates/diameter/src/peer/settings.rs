@@ -41,6 +41,9 @@ pub struct PeerSettings {
     /// `None` accepts any peer; otherwise a peer not listed gets 3010
     /// DIAMETER_UNKNOWN_PEER and is disconnected.
     pub allowed_peers: Option<Vec<AllowedPeer>>,
+    /// Origin-Hosts that must connect over TLS: over plain TCP their CER is
+    /// answered 3010 DIAMETER_UNKNOWN_PEER. Case-insensitive.
+    pub tls_required: Vec<String>,
 }
 
 impl Default for PeerSettings {
@@ -56,11 +59,19 @@ impl Default for PeerSettings {
             max_message_len: 1 << 20,
             max_in_flight: 4096,
             allowed_peers: None,
+            tls_required: Vec::new(),
         }
     }
 }
 
 impl PeerSettings {
+    /// Whether this peer may only talk to us over TLS.
+    pub fn requires_tls(&self, origin_host: &str) -> bool {
+        self.tls_required
+            .iter()
+            .any(|h| h.eq_ignore_ascii_case(origin_host))
+    }
+
     /// Whether a peer with this Origin-Host connecting from `addr` may talk
     /// to us. Origin-Host compares case-insensitively (it is an FQDN).
     pub fn is_allowed(&self, origin_host: &str, addr: Option<IpAddr>) -> bool {

@@ -9,6 +9,7 @@ use super::handler::Handler;
 use super::node::NodeShared;
 use super::peer_handle::{Control, Link, PeerHandle, PeerShared};
 use super::peer_table::Admission;
+use super::tls::TlsPeer;
 use super::writer::write_loop;
 use crate::codec::{frame_len, DiameterError, Message};
 use crate::peer::{
@@ -74,6 +75,8 @@ struct Conn<H> {
     machine: PeerMachine,
     role: Role,
     expected_host: Option<Arc<str>>,
+    /// `Some` when the connection runs over TLS.
+    tls: Option<TlsPeer>,
     in_flight: Arc<Semaphore>,
     was_open: bool,
 }
@@ -88,6 +91,7 @@ pub(crate) async fn run<S, H>(
     role: Role,
     shared: Arc<PeerShared>,
     expected_host: Option<Arc<str>>,
+    tls: Option<TlsPeer>,
     mut shutdown: watch::Receiver<Option<DisconnectCause>>,
 ) -> Ended
 where
@@ -113,6 +117,7 @@ where
         c.caps = None;
         c.origin_host = None;
         c.negotiated = Default::default();
+        c.tls = tls.is_some();
     }
     shared.set_watchdog(crate::peer::WatchdogState::Okay);
     PeerCounters::add(&shared.counters.connects, 1);
@@ -151,6 +156,7 @@ where
         machine,
         role,
         expected_host,
+        tls,
         was_open: false,
     };
     let max_len = settings.max_message_len;
@@ -231,14 +237,24 @@ impl<H: Handler> Conn<H> {
                 Action::Send(b) => self.send(b).await,
                 Action::Admit => {
                     self.publish_peer();
-                    match self
-                        .node
-                        .table
-                        .admit(&self.handle, &self.node.local.origin_host)
-                    {
-                        Admission::Accept => self.machine.accept(now()),
-                        Admission::Refuse(rc, text) => self.machine.refuse(rc, text),
+                    if let Err(text) = self.check_transport() {
+                        self.machine
+                            .refuse(result_code::DIAMETER_UNKNOWN_PEER, text);
+                    } else {
+                        match self
+                            .node
+                            .table
+                            .admit(&self.handle, &self.node.local.origin_host)
+                        {
+                            Admission::Accept => self.machine.accept(now()),
+                            Admission::Refuse(rc, text) => self.machine.refuse(rc, text),
+                        }
                     }
+                }
+                Action::Open if self.role == Role::Initiator && self.check_transport().is_err() => {
+                    // The CEA came from a peer our TLS session does not
+                    // authenticate: close without a word (no DPR to it).
+                    self.machine.reject(result_code::DIAMETER_UNKNOWN_PEER);
                 }
                 Action::Open => {
                     self.publish_peer();
@@ -266,6 +282,42 @@ impl<H: Handler> Conn<H> {
             self.shared.set_state(self.machine.state());
         }
         None
+    }
+
+    /// The checks that depend on the transport, once the peer told its
+    /// Origin-Host (CER or CEA): a peer configured as TLS-only must not be
+    /// on plain TCP, and over TLS the peer's certificate must name that
+    /// Origin-Host (RFC 6733 §13.1). `Err` is the text for the CEA; the
+    /// reason is logged here.
+    fn check_transport(&self) -> Result<(), &'static str> {
+        let Some(host) = self.machine.peer().map(|p| p.origin_host.as_str()) else {
+            return Ok(());
+        };
+        let remote = self.machine.remote_addr();
+        match &self.tls {
+            None if self.node.settings.requires_tls(host) => {
+                tracing::warn!(
+                    peer = host,
+                    ?remote,
+                    "peer refused: it must connect over TLS, and came over plain TCP"
+                );
+                Err("this peer must connect over TLS")
+            }
+            None => Ok(()),
+            // Our own certificate check (when we required one) already ran
+            // in the handshake; a peer that presented none is identified by
+            // the allow-list alone.
+            Some(t) if t.certificate.is_none() => Ok(()),
+            Some(t) => t.check_identity(host).map_err(|reason| {
+                tracing::warn!(
+                    peer = host,
+                    ?remote,
+                    %reason,
+                    "peer refused: its TLS certificate does not name the Origin-Host it sent"
+                );
+                "the TLS certificate does not match the Origin-Host"
+            }),
+        }
     }
 
     /// Copies what the machine learned about the peer where handles see it.

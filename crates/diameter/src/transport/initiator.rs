@@ -1,12 +1,15 @@
 //! The connecting side: keeps one connection to a configured peer, with
 //! reconnection after failures by jittered exponential backoff (Tc as the
-//! cap) and the Disconnect-Cause rules of RFC 6733 §5.4.3.
+//! cap) and the Disconnect-Cause rules of RFC 6733 §5.4.3. Over TLS each
+//! connection starts with the handshake (RFC 6733 §13), bounded by the CEA
+//! timeout; a failed handshake counts as a failed connection.
 
 use super::connection;
 use super::handler::Handler;
 use super::node::Node;
 use super::peer_handle::{PeerHandle, PeerShared};
-use crate::peer::{Backoff, CloseReason, DisconnectCause, Jitter, PeerState, Role};
+use super::tls::{server_name, TlsPeer};
+use crate::peer::{Backoff, CloseReason, DisconnectCause, Jitter, PeerSettings, PeerState, Role};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -38,6 +41,7 @@ impl Initiator {
         node: Node<H>,
         addr: SocketAddr,
         expected_host: Option<Arc<str>>,
+        tls: Option<tokio_rustls::TlsConnector>,
     ) -> Initiator {
         let mut jitter = Jitter::from_entropy();
         let shared = Arc::new(PeerShared::new(
@@ -52,6 +56,7 @@ impl Initiator {
             node,
             addr,
             expected_host,
+            tls,
             shared,
             stop_rx,
             jitter,
@@ -100,6 +105,7 @@ async fn keep_connected<H: Handler>(
     node: Node<H>,
     addr: SocketAddr,
     expected_host: Option<Arc<str>>,
+    tls: Option<tokio_rustls::TlsConnector>,
     shared: Arc<PeerShared>,
     mut stop: watch::Receiver<Option<DisconnectCause>>,
     jitter: Jitter,
@@ -125,23 +131,58 @@ async fn keep_connected<H: Handler>(
             Ok(Ok(stream)) => {
                 let _ = stream.set_nodelay(true);
                 let local_ip = stream.local_addr().ok().map(|a| a.ip());
-                let ended = connection::run(
-                    node.inner.clone(),
-                    stream,
-                    Some(addr),
-                    local_ip,
-                    Role::Initiator,
-                    shared.clone(),
-                    expected_host.clone(),
-                    stop.clone(),
-                )
-                .await;
-                if ended.was_open {
-                    backoff.reset();
-                }
-                match ended.reason {
-                    CloseReason::PeerDisconnect(cause) => backoff.after_peer_disconnect(cause),
-                    _ => Some(backoff.next_delay()),
+                let ended = match &tls {
+                    None => Some(
+                        connection::run(
+                            node.inner.clone(),
+                            stream,
+                            Some(addr),
+                            local_ip,
+                            Role::Initiator,
+                            shared.clone(),
+                            expected_host.clone(),
+                            None,
+                            stop.clone(),
+                        )
+                        .await,
+                    ),
+                    Some(connector) => {
+                        match handshake(connector, stream, addr, expected_host.as_deref(), &s).await
+                        {
+                            Some(stream) => {
+                                let peer = TlsPeer::from_connection(stream.get_ref().1);
+                                Some(
+                                    connection::run(
+                                        node.inner.clone(),
+                                        stream,
+                                        Some(addr),
+                                        local_ip,
+                                        Role::Initiator,
+                                        shared.clone(),
+                                        expected_host.clone(),
+                                        Some(peer),
+                                        stop.clone(),
+                                    )
+                                    .await,
+                                )
+                            }
+                            None => None,
+                        }
+                    }
+                };
+                match ended {
+                    Some(ended) => {
+                        if ended.was_open {
+                            backoff.reset();
+                        }
+                        match ended.reason {
+                            CloseReason::PeerDisconnect(cause) => {
+                                backoff.after_peer_disconnect(cause)
+                            }
+                            _ => Some(backoff.next_delay()),
+                        }
+                    }
+                    None => Some(backoff.next_delay()),
                 }
             }
             Ok(Err(e)) => {
@@ -163,4 +204,38 @@ async fn keep_connected<H: Handler>(
         }
     }
     shared.set_state(PeerState::Closed);
+}
+
+/// The client half of the TLS handshake, verifying the server's
+/// certificate against the Origin-Host we expect there; `None` (logged)
+/// when it fails or takes longer than the CEA timeout.
+async fn handshake(
+    connector: &tokio_rustls::TlsConnector,
+    stream: TcpStream,
+    addr: SocketAddr,
+    expected_host: Option<&str>,
+    s: &PeerSettings,
+) -> Option<tokio_rustls::client::TlsStream<TcpStream>> {
+    let Some(host) = expected_host else {
+        tracing::warn!(%addr, "TLS needs the peer's Origin-Host to verify its certificate");
+        return None;
+    };
+    let name = match server_name(host) {
+        Ok(n) => n,
+        Err(e) => {
+            tracing::warn!(%addr, error = %e, "cannot start TLS");
+            return None;
+        }
+    };
+    match tokio::time::timeout(s.cer_timeout, connector.connect(name, stream)).await {
+        Ok(Ok(t)) => Some(t),
+        Ok(Err(e)) => {
+            tracing::warn!(%addr, peer = host, error = %e, "TLS handshake failed");
+            None
+        }
+        Err(_) => {
+            tracing::warn!(%addr, peer = host, "TLS handshake timed out");
+            None
+        }
+    }
 }

@@ -12,7 +12,8 @@
 //!   queue into one buffer per wakeup.
 //! - Requests we originate ([`PeerHandle::request`]) are matched to their
 //!   answers by hop-by-hop id, with a timeout.
-//! - Generic over `AsyncRead + AsyncWrite` inside, so TLS can be layered later.
+//! - Generic over `AsyncRead + AsyncWrite` inside: TLS on connect (RFC 6733
+//!   §13) is [`Node::listen_tls`] / [`Node::connect_tls`] with a [`TlsConfig`].
 //!
 //! A server (the PCRF) and a client (a load generator, an emulated PCEF):
 //!
@@ -82,6 +83,7 @@ mod peer_handle;
 mod peer_table;
 mod request_error;
 mod server;
+mod tls;
 mod writer;
 
 pub use counters::{PeerCounters, PeerCountersSnapshot};
@@ -92,3 +94,4 @@ pub use peer_handle::PeerHandle;
 pub use peer_table::PeerTable;
 pub use request_error::RequestError;
 pub use server::Server;
+pub use tls::{TlsConfig, TlsError};

@@ -7,6 +7,7 @@ use super::initiator::Initiator;
 use super::peer_handle::{PeerHandle, PeerShared};
 use super::peer_table::PeerTable;
 use super::server::Server;
+use super::tls::TlsConfig;
 use crate::peer::{CloseReason, Jitter, LocalNode, PeerSettings, PeerState, Role};
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -95,7 +96,21 @@ impl<H: Handler> Node<H> {
     /// Binds a TCP listener; call [`Server::run`] to accept peers.
     pub async fn listen(&self, addr: impl ToSocketAddrs) -> std::io::Result<Server<H>> {
         let listener = TcpListener::bind(addr).await?;
-        Ok(Server::new(listener, self.clone()))
+        Ok(Server::new(listener, self.clone(), None))
+    }
+
+    /// Binds a TCP listener whose peers start with a TLS handshake (RFC
+    /// 6733 §13 "TLS on connect"; the IANA port is 5658). Each peer's
+    /// certificate must chain to `tls`'s CA (and be presented at all when
+    /// it requires client certificates) and name the Origin-Host of its
+    /// CER, else the CER is answered 3010 DIAMETER_UNKNOWN_PEER.
+    pub async fn listen_tls(
+        &self,
+        addr: impl ToSocketAddrs,
+        tls: &TlsConfig,
+    ) -> std::io::Result<Server<H>> {
+        let listener = TcpListener::bind(addr).await?;
+        Ok(Server::new(listener, self.clone(), Some(tls)))
     }
 
     /// Keeps a connection to the peer at `addr`, reconnecting with backoff.
@@ -103,7 +118,21 @@ impl<H: Handler> Node<H> {
     /// RFC 6733 §5.6.4 and to skip reconnecting while that peer is open
     /// through a connection it made to us); `None` when unknown.
     pub fn connect(&self, addr: SocketAddr, peer_host: Option<&str>) -> Initiator {
-        Initiator::start(self.clone(), addr, peer_host.map(Arc::from))
+        Initiator::start(self.clone(), addr, peer_host.map(Arc::from), None)
+    }
+
+    /// As [`connect`](Self::connect), over TLS: each connection starts with
+    /// a TLS handshake in which the server's certificate must chain to
+    /// `tls`'s CA and name `peer_host`; we present our own certificate.
+    /// The certificate must also name the Origin-Host of the CEA, else the
+    /// connection closes (CloseReason::Rejected(3010)).
+    pub fn connect_tls(&self, addr: SocketAddr, peer_host: &str, tls: &TlsConfig) -> Initiator {
+        Initiator::start(
+            self.clone(),
+            addr,
+            Some(Arc::from(peer_host)),
+            Some(tls.connector()),
+        )
     }
 
     /// Runs one connection over any byte stream (a TLS stream, an
@@ -138,9 +167,11 @@ impl<H: Handler> Node<H> {
         // No node-wide shutdown for a lone connection: the sender goes away.
         let (_, never) = watch::channel(None);
         let task = tokio::spawn(async move {
-            connection::run(node, stream, remote, None, role, shared, expected, never)
-                .await
-                .reason
+            connection::run(
+                node, stream, remote, None, role, shared, expected, None, never,
+            )
+            .await
+            .reason
         });
         (handle, task)
     }

@@ -62,6 +62,8 @@ pub(crate) struct ConnInfo {
     pub(crate) caps: Option<Arc<PeerCapabilities>>,
     pub(crate) origin_host: Option<Arc<str>>,
     pub(crate) negotiated: NegotiatedApps,
+    /// Whether the connection runs over TLS.
+    pub(crate) tls: bool,
 }
 
 pub(crate) struct PeerShared {
@@ -165,6 +167,11 @@ impl PeerHandle {
     /// The peer's transport address (the current connection's).
     pub fn remote_addr(&self) -> Option<SocketAddr> {
         self.inner.conn().remote_addr
+    }
+
+    /// Whether the current (or last) connection runs over TLS.
+    pub fn is_tls(&self) -> bool {
+        self.inner.conn().tls
     }
 
     /// The connection state.

@@ -1,13 +1,16 @@
 //! The accepting side: a TCP listener that runs one connection task per
 //! peer, and on shutdown sends DPR to every peer, waits (bounded) for the
-//! DPAs and closes.
+//! DPAs and closes. A TLS listener runs the handshake first (RFC 6733 §13,
+//! TLS on connect), bounded by the CER timeout, and only then the
+//! Diameter connection; a failed handshake is logged and closes the socket.
 
 use super::connection;
 use super::handler::Handler;
 use super::node::Node;
 use super::peer_handle::PeerShared;
 use super::peer_table::PeerTable;
-use crate::peer::{DisconnectCause, Jitter, LocalNode, PeerSettings, PeerState, Role};
+use super::tls::{TlsConfig, TlsPeer};
+use crate::peer::{CloseReason, DisconnectCause, Jitter, LocalNode, PeerSettings, PeerState, Role};
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -21,11 +24,28 @@ use tokio::task::JoinSet;
 pub struct Server<H> {
     listener: TcpListener,
     node: Node<H>,
+    tls: Option<tokio_rustls::TlsAcceptor>,
+}
+
+fn handshake_failed() -> connection::Ended {
+    connection::Ended {
+        reason: CloseReason::TransportClosed,
+        was_open: false,
+    }
 }
 
 impl<H: Handler> Server<H> {
-    pub(crate) fn new(listener: TcpListener, node: Node<H>) -> Server<H> {
-        Server { listener, node }
+    pub(crate) fn new(listener: TcpListener, node: Node<H>, tls: Option<&TlsConfig>) -> Server<H> {
+        Server {
+            listener,
+            node,
+            tls: tls.map(TlsConfig::acceptor),
+        }
+    }
+
+    /// Whether this listener speaks TLS.
+    pub fn is_tls(&self) -> bool {
+        self.tls.is_some()
     }
 
     /// Binds `addr` for a node made of these parts (shorthand for
@@ -75,16 +95,53 @@ impl<H: Handler> Server<H> {
                             PeerState::WaitCer,
                             jitter.next_u64() as u32,
                         ));
-                        tasks.spawn(connection::run(
-                            self.node.inner.clone(),
-                            stream,
-                            Some(remote),
-                            local_ip,
-                            Role::Responder,
-                            shared,
-                            None,
-                            stop_rx.clone(),
-                        ));
+                        let node = self.node.inner.clone();
+                        let stop = stop_rx.clone();
+                        match &self.tls {
+                            None => {
+                                tasks.spawn(connection::run(
+                                    node,
+                                    stream,
+                                    Some(remote),
+                                    local_ip,
+                                    Role::Responder,
+                                    shared,
+                                    None,
+                                    None,
+                                    stop,
+                                ));
+                            }
+                            Some(acceptor) => {
+                                let acceptor = acceptor.clone();
+                                tasks.spawn(async move {
+                                    let limit = node.settings.cer_timeout;
+                                    let stream = match tokio::time::timeout(limit, acceptor.accept(stream)).await {
+                                        Ok(Ok(s)) => s,
+                                        Ok(Err(e)) => {
+                                            tracing::warn!(%remote, error = %e, "TLS handshake failed; connection closed");
+                                            return handshake_failed();
+                                        }
+                                        Err(_) => {
+                                            tracing::warn!(%remote, "no TLS handshake within the CER timeout; connection closed");
+                                            return handshake_failed();
+                                        }
+                                    };
+                                    let peer = TlsPeer::from_connection(stream.get_ref().1);
+                                    connection::run(
+                                        node,
+                                        stream,
+                                        Some(remote),
+                                        local_ip,
+                                        Role::Responder,
+                                        shared,
+                                        None,
+                                        Some(peer),
+                                        stop,
+                                    )
+                                    .await
+                                });
+                            }
+                        }
                     }
                     Err(e) => {
                         // EMFILE and friends: back off briefly instead of spinning.
