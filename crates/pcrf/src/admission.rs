@@ -64,6 +64,11 @@ impl Admission {
         Some(Permit(self))
     }
 
+    /// The bound.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
     pub fn in_flight(&self) -> usize {
         self.in_flight.load(Relaxed)
     }

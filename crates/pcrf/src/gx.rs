@@ -12,6 +12,7 @@ use crate::usage::{MonitoringLevel, ServiceUnits};
 use bytes::BytesMut;
 use diameter::codec::{missing_avp, Avp, DiameterError, Message, MessageBuilder};
 use diameter::dict::{app, avp, cmd, enums, vendor};
+use diameter::doic::OverloadReporter;
 use diameter::result_code;
 use std::borrow::Cow;
 use std::net::{IpAddr, Ipv4Addr};
@@ -597,6 +598,9 @@ pub fn decode_usage_instructions(msg: &Message) -> Result<UsageInstructions, Dia
 }
 
 /// Encodes a CCA. `diff` is None for error answers and CCA-T.
+// Each argument is a separate input of the answer; a struct would only
+// rename them.
+#[allow(clippy::too_many_arguments)]
 pub fn encode_cca(
     out: &mut BytesMut,
     req: &Message,
@@ -605,6 +609,7 @@ pub fn encode_cca(
     outcome: Outcome,
     extras: &CcaExtras,
     diff: Option<&RuleDiff<'_>>,
+    overload: Option<&OverloadReporter>,
 ) -> usize {
     let mut b = MessageBuilder::answer(out, req);
     b.u32(avp::AUTH_APPLICATION_ID, GX)
@@ -645,6 +650,10 @@ pub fn encode_cca(
         encode_usage(&mut b, &extras.usage);
     }
     b.proxy_info_from(req);
+    // DOIC (RFC 7683): only to a PCEF whose request advertised it.
+    if let Some(r) = overload {
+        r.append_to_answer(req, &mut b);
+    }
     b.finish()
 }
 
@@ -968,6 +977,7 @@ mod tests {
             Outcome::Result(2001),
             &CcaExtras::default(),
             Some(&diff),
+            None,
         );
         let cca = Message::parse(out.freeze()).expect("valid CCA");
         assert_eq!(cca.validate().map(|n| n > 10), Ok(true));
@@ -1321,6 +1331,7 @@ mod tests {
             Outcome::Result(2001),
             &extras,
             Some(&diff),
+            None,
         );
         let cca = Message::parse(out.freeze()).expect("valid CCA");
         cca.validate().expect("CCA passes validation");
@@ -1371,6 +1382,7 @@ mod tests {
             &t,
             Outcome::Result(2001),
             &extras,
+            None,
             None,
         );
         let cca_t = Message::parse(out.freeze()).expect("valid CCA-T");

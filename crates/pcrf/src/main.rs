@@ -153,6 +153,19 @@ enum ClientCmd {
         /// End the session with a CCR-T before exiting.
         #[arg(long)]
         terminate: bool,
+        /// Connect over TLS (RFC 6733 TLS on connect) with this certificate
+        /// chain (PEM); needs --tls-key and --tls-ca.
+        #[arg(long, requires_all = ["tls_key", "tls_ca"])]
+        tls_cert: Option<std::path::PathBuf>,
+        /// The certificate's private key (PEM).
+        #[arg(long, requires = "tls_cert")]
+        tls_key: Option<std::path::PathBuf>,
+        /// The CA (PEM) the PCRF's certificate must chain to.
+        #[arg(long, requires = "tls_cert")]
+        tls_ca: Option<std::path::PathBuf>,
+        /// The name the PCRF's certificate must carry (its Origin-Host).
+        #[arg(long, default_value = "pcrf.localdomain")]
+        tls_server_host: String,
     },
 }
 
@@ -225,8 +238,23 @@ fn main() -> ExitCode {
                     updates,
                     hold,
                     terminate,
+                    tls_cert,
+                    tls_key,
+                    tls_ca,
+                    tls_server_host,
                 },
         } => {
+            let tls = match (tls_cert, tls_key, tls_ca) {
+                (Some(certificate), Some(private_key), Some(ca)) => {
+                    Some(pcrf::client::GxClientTls {
+                        certificate,
+                        private_key,
+                        ca,
+                        server_host: tls_server_host,
+                    })
+                }
+                _ => None,
+            };
             let opts = pcrf::client::GxClientOptions {
                 server,
                 origin_host,
@@ -249,7 +277,7 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
-            match rt.block_on(pcrf::client::run(opts)) {
+            match rt.block_on(pcrf::client::run_with_tls(opts, tls)) {
                 Ok(()) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("error: {e}");

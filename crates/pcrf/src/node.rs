@@ -36,8 +36,9 @@ use crate::usage::config::UsageConfig;
 use crate::usage::table::UsageTable;
 use crate::usage::SubscriberUsage;
 use bytes::{Bytes, BytesMut};
-use diameter::codec::{missing_avp, DiameterError, Message};
+use diameter::codec::{missing_avp, DiameterError, Message, MessageBuilder, FLAG_E};
 use diameter::dict::{self, avp, cmd};
+use diameter::doic::OverloadReporter;
 use diameter::result_code;
 use diameter::transport::{PeerHandle, PeerTable, RequestError};
 use parking_lot::RwLock;
@@ -49,6 +50,11 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// DIAMETER_USER_UNKNOWN: a Result-Code of RFC 4006 (§9.1) that TS 29.212
 /// (§5.5) uses in a CCA-I for a subscriber the PCRF does not know.
 pub const USER_UNKNOWN: u32 = 5030;
+
+/// What a DOIC report asks of reacting PCEFs while requests are shed: send
+/// 30% less, for 10 s at a time (renewed while shedding goes on).
+const OVERLOAD_REDUCTION_PERCENT: u32 = 30;
+const OVERLOAD_REPORT_VALIDITY: Duration = Duration::from_secs(10);
 
 /// How long a request waits for the store (or for a subscriber's usage
 /// held by another request) before it is answered 5012.
@@ -107,6 +113,10 @@ pub struct Node {
     push_counters: pushes::PushCounters,
     /// This node, for the background pushes it starts.
     me_ref: std::sync::Weak<Node>,
+    /// DOIC overload reports to the PCEFs that asked for them.
+    overload: OverloadReporter,
+    /// A report is out (checked without the reporter's lock per request).
+    overload_reported: std::sync::atomic::AtomicBool,
 }
 
 /// What start-up hands to the node.
@@ -174,6 +184,8 @@ impl Node {
             usage_counters: UsageCounters::default(),
             push_counters: Default::default(),
             me_ref: me.clone(),
+            overload: OverloadReporter::new(),
+            overload_reported: Default::default(),
         })
     }
 
@@ -234,11 +246,19 @@ impl Node {
         let Some(_permit) = self.admission.admit(class) else {
             self.metrics
                 .request(command, result_code::DIAMETER_TOO_BUSY, started.elapsed());
-            return Err(DiameterError::new(
-                result_code::DIAMETER_TOO_BUSY,
-                "PCRF overloaded; retry later",
-            ));
+            // Peers that speak DOIC are asked to send less for a while.
+            self.overload
+                .report(OVERLOAD_REDUCTION_PERCENT, OVERLOAD_REPORT_VALIDITY);
+            self.overload_reported.store(true, Relaxed);
+            return Ok(too_busy_answer(&req, &self.me, &self.overload));
         };
+        if self.overload_reported.load(Relaxed)
+            && self.admission.in_flight() < self.admission.limit() / 2
+        {
+            // Load is back under half the bound: the report is withdrawn.
+            self.overload_reported.store(false, Relaxed);
+            self.overload.end();
+        }
         let result = match ccr.request_type {
             Some(RequestType::Initial) => self.ccr_initial(&req, &ccr).await,
             Some(RequestType::Update) => self.ccr_update(&req, &ccr).await,
@@ -564,6 +584,7 @@ impl Node {
             outcome,
             extras.unwrap_or(&empty),
             diff,
+            Some(&self.overload),
         );
         Answered {
             bytes: buf.freeze(),
@@ -864,13 +885,14 @@ impl Node {
             || old.diameter.max_in_flight != new.diameter.max_in_flight
             || old.diameter.max_pending_requests != new.diameter.max_pending_requests
             || old.diameter.request_timeout_ms != new.diameter.request_timeout_ms
+            || old.diameter.tls != new.diameter.tls
         {
             restart.push("[diameter]");
         }
-        let peers = |c: &Config| -> Vec<(String, Vec<std::net::IpAddr>)> {
+        let peers = |c: &Config| -> Vec<(String, Vec<std::net::IpAddr>, bool)> {
             c.peers
                 .iter()
-                .map(|p| (p.origin_host.clone(), p.addresses.clone()))
+                .map(|p| (p.origin_host.clone(), p.addresses.clone(), p.tls))
                 .collect()
         };
         if peers(&old) != peers(&new) {
@@ -1021,6 +1043,20 @@ impl Node {
             cached_subscribers: self.subscribers.len() as u64,
         }
     }
+}
+
+/// DIAMETER_TOO_BUSY (3004, a protocol error: E bit) for a shed request,
+/// with an OC-OLR when the PCEF advertised DOIC.
+fn too_busy_answer(req: &Message, me: &Identity, overload: &OverloadReporter) -> Bytes {
+    let mut buf = BytesMut::with_capacity(256);
+    let mut b = MessageBuilder::answer(&mut buf, req);
+    b.set_flags(b.flags() | FLAG_E);
+    b.result_code(result_code::DIAMETER_TOO_BUSY)
+        .origin(&me.origin_host, &me.origin_realm)
+        .str(avp::ERROR_MESSAGE, "PCRF overloaded; retry later");
+    overload.append_to_answer(req, &mut b);
+    b.finish();
+    buf.freeze()
 }
 
 /// The accumulators to write with a request, when they changed.
@@ -1441,6 +1477,47 @@ mod tests {
         );
         assert_eq!(ecgi_of_location("01"), None);
         assert_eq!(ecgi_of_location("zz"), None);
+    }
+
+    #[test]
+    fn a_shed_request_gets_3004_and_an_olr_only_if_it_speaks_doic() {
+        let me = Identity {
+            origin_host: "pcrf.test".into(),
+            origin_realm: "test".into(),
+        };
+        let request = |doic: bool| {
+            let mut buf = BytesMut::new();
+            let mut b = MessageBuilder::request(&mut buf, cmd::CREDIT_CONTROL, gx::GX, 7, 9);
+            b.str(avp::SESSION_ID, "pgw;1");
+            if doic {
+                b.group(avp::OC_SUPPORTED_FEATURES, |g| {
+                    g.u64(avp::OC_FEATURE_VECTOR, 1);
+                });
+            }
+            b.finish();
+            Message::parse(buf.freeze()).expect("request")
+        };
+        let reporter = OverloadReporter::new();
+        reporter.report(OVERLOAD_REDUCTION_PERCENT, OVERLOAD_REPORT_VALIDITY);
+        let ans = Message::parse(too_busy_answer(&request(true), &me, &reporter)).expect("answer");
+        assert_ne!(ans.flags() & FLAG_E, 0, "3004 is a protocol error");
+        assert_eq!(ans.hop_by_hop(), 7);
+        let rc = ans
+            .find(avp::RESULT_CODE)
+            .expect("avps")
+            .expect("Result-Code");
+        assert_eq!(rc.as_u32(), Ok(result_code::DIAMETER_TOO_BUSY));
+        let olr = ans.find(avp::OC_OLR).expect("avps").expect("OC-OLR");
+        let pct = olr
+            .grouped()
+            .find(avp::OC_REDUCTION_PERCENTAGE)
+            .expect("grouped")
+            .expect("reduction");
+        assert_eq!(pct.as_u32(), Ok(OVERLOAD_REDUCTION_PERCENT));
+        ans.validate().expect("a valid answer");
+        let plain =
+            Message::parse(too_busy_answer(&request(false), &me, &reporter)).expect("answer");
+        assert!(plain.find(avp::OC_OLR).expect("avps").is_none());
     }
 
     #[test]

@@ -134,6 +134,7 @@ fn tshark_reads_our_usage_monitoring_grants_and_report_requests() {
         Outcome::Result(2001),
         &extras,
         Some(&diff),
+        None,
     );
     let cca_u = out.freeze();
     let rar_all = rar(
