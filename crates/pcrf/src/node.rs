@@ -36,7 +36,7 @@ use crate::usage::config::UsageConfig;
 use crate::usage::table::UsageTable;
 use crate::usage::SubscriberUsage;
 use bytes::{Bytes, BytesMut};
-use diameter::codec::{missing_avp, DiameterError, Message, MessageBuilder, FLAG_E};
+use diameter::codec::{missing_avp, DiameterError, Message, MessageBuilder, FLAG_E, FLAG_T};
 use diameter::dict::{self, avp, cmd};
 use diameter::doic::OverloadReporter;
 use diameter::result_code;
@@ -387,7 +387,7 @@ impl Node {
 
     async fn ccr_update(&self, req: &Message, c: &Ccr<'_>) -> Result<Answered, DiameterError> {
         let Some(slot) = self.sessions.get(c.session_id) else {
-            return Ok(self.unknown_session(req, c));
+            return Ok(self.cold_retransmission(req, c).await);
         };
         let _g = slot.lock().await;
         let cur = slot.load();
@@ -483,7 +483,7 @@ impl Node {
 
     async fn ccr_termination(&self, req: &Message, c: &Ccr<'_>) -> Result<Answered, DiameterError> {
         let Some(slot) = self.sessions.get(c.session_id) else {
-            return Ok(self.unknown_session(req, c));
+            return Ok(self.cold_retransmission(req, c).await);
         };
         let _g = slot.lock().await;
         let cur = slot.load();
@@ -533,6 +533,24 @@ impl Node {
     fn unknown_session(&self, req: &Message, c: &Ccr<'_>) -> Answered {
         let rc = result_code::DIAMETER_UNKNOWN_SESSION_ID;
         self.cca(req, c, Outcome::Result(rc), None, None)
+    }
+
+    /// A CCR for a session not in memory: 5002, unless it is a
+    /// retransmission (T flag) of the last CCR applied to a session the
+    /// store still has (a CCR-T whose answer was lost when the node died:
+    /// closed sessions are not loaded at start-up). Only retransmissions
+    /// read the store, so unknown Session-Ids cannot make the writer busy.
+    async fn cold_retransmission(&self, req: &Message, c: &Ccr<'_>) -> Answered {
+        if req.flags() & FLAG_T != 0 {
+            let read = tokio::time::timeout(COMMIT_WAIT, self.store.read_session(c.session_id));
+            if let Ok(Ok(Some(stored))) = read.await {
+                if let Some(again) = self.replay_retransmission(&stored, req, c) {
+                    self.sessions.replace(Arc::new(stored));
+                    return again;
+                }
+            }
+        }
+        self.unknown_session(req, c)
     }
 
     /// The stored answer again when `c` repeats the last CCR applied.

@@ -262,8 +262,38 @@ async fn each_report_counts_once_across_retransmission_and_kill_9() {
         .await;
     assert_eq!(result_of(&cct), 2001);
     assert_eq!(used(&p, "monthly"), 12 * MB);
+    pcef.close().await;
     p.restart();
     assert_eq!(used(&p, "monthly"), 12 * MB, "durable across kill -9");
+
+    // The CCR-T's answer was lost with the node: its retransmission is
+    // answered from the closed session in the store, not 5002, and the
+    // final report is not counted again.
+    let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
+    let again = pcef
+        .peer
+        .request(GX, diameter::dict::cmd::CREDIT_CONTROL, |b| {
+            b.set_retransmit();
+            b.str(avp::SESSION_ID, sid)
+                .u32(avp::AUTH_APPLICATION_ID, GX)
+                .origin("pgw.test.local", "test.local")
+                .str(avp::DESTINATION_REALM, "test.local")
+                .i32(avp::CC_REQUEST_TYPE, 3)
+                .u32(avp::CC_REQUEST_NUMBER, 3)
+                .i32(avp::TERMINATION_CAUSE, 1);
+            report(b, "total", 2 * MB);
+        })
+        .await
+        .expect("answer");
+    assert_eq!(result_of(&again), 2001, "{}", p.log());
+    assert_eq!(&again.bytes()[20..], &cct.bytes()[20..]);
+    assert_eq!(used(&p, "monthly"), 12 * MB);
+    // Without the T flag an unknown session stays 5002 (no store read).
+    assert_eq!(
+        result_of(&pcef.ccr_u("pgw.test.local;nope", 1, |_| {}).await),
+        5002
+    );
+    pcef.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -131,6 +131,8 @@ enum Job {
     Changes(Vec<Change>, Ack<()>),
     Purge(i64, Ack<usize>),
     Flush(Ack<()>),
+    /// A session no longer in memory (a closed one after a restart).
+    ReadSession(String, Ack<Option<crate::session::GxSession>>),
     Stop(oneshot::Sender<Box<dyn Store>>),
 }
 
@@ -267,6 +269,20 @@ impl GroupCommit {
         rx.await.unwrap_or_else(|_| Err(stopped()))
     }
 
+    /// Reads one session from the store, after everything queued before
+    /// it was written: the cold path for a record no longer in memory.
+    pub async fn read_session(
+        &self,
+        id: &str,
+    ) -> Result<Option<crate::session::GxSession>, StoreError> {
+        let (ack, rx) = oneshot::channel();
+        self.tx
+            .send(Job::ReadSession(id.to_owned(), ack))
+            .await
+            .map_err(|_| stopped())?;
+        rx.await.unwrap_or_else(|_| Err(stopped()))
+    }
+
     /// Writes everything queued before it, stops the writer and hands the
     /// store back (to close it, or to read from it). Later requests get
     /// `Unavailable`.
@@ -366,6 +382,10 @@ impl Writer {
                 },
                 Job::Flush(ack) => {
                     let _ = ack.send(Ok(()));
+                }
+                Job::ReadSession(id, ack) => {
+                    let got = guard("reading a session", || self.store.session(&id));
+                    let _ = ack.send(got);
                 }
                 Job::Stop(ack) => {
                     let _ = ack.send(self.store);
