@@ -60,7 +60,9 @@ pub struct DiameterConfig {
     /// Larger messages close the connection.
     #[serde(default = "default_max_message")]
     pub max_message_bytes: u32,
-    /// Requests in flight per connection before DIAMETER_TOO_BUSY.
+    /// Requests in flight per connection before DIAMETER_TOO_BUSY. Below
+    /// the node-wide bound, so that one flooding peer cannot take all of it
+    /// and get the other peers' new sessions refused.
     #[serde(default = "default_in_flight")]
     pub max_in_flight: usize,
     /// Gx requests being worked on across the node before DIAMETER_TOO_BUSY;
@@ -126,7 +128,9 @@ fn default_max_message() -> u32 {
     1 << 20
 }
 fn default_in_flight() -> usize {
-    4096
+    // Half the default node-wide bound: one connection alone stays below
+    // the 80% at which CCR-I are shed for everyone.
+    default_pending() / 2
 }
 
 impl Default for DiameterConfig {

@@ -45,6 +45,43 @@ pub enum StartError {
 /// The Diameter application handler: Gx requests go to the node.
 struct GxHandler {
     node: Arc<Node>,
+    closes: PeerCloseLog,
+}
+
+/// Logs peer closes at most once a second per Origin-Host, with how many
+/// were not logged: a peer that flaps thousands of times a second must not
+/// flood the log (the peer metrics still count every close).
+#[derive(Default)]
+struct PeerCloseLog(
+    parking_lot::Mutex<std::collections::HashMap<String, (std::time::Instant, u64)>>,
+);
+
+impl PeerCloseLog {
+    /// How many earlier closes went unlogged, or None to stay quiet now.
+    fn admit(&self, host: &str) -> Option<u64> {
+        let now = std::time::Instant::now();
+        let mut m = self.0.lock();
+        if m.len() > 10_000 {
+            // Bounded memory with peers of ever new names.
+            m.retain(|_, (at, _)| now.duration_since(*at) < Duration::from_secs(1));
+        }
+        match m.get_mut(host) {
+            Some((at, quiet)) if now.duration_since(*at) < Duration::from_secs(1) => {
+                *quiet += 1;
+                None
+            }
+            Some((at, quiet)) => {
+                let q = *quiet;
+                *at = now;
+                *quiet = 0;
+                Some(q)
+            }
+            None => {
+                m.insert(host.to_owned(), (now, 0));
+                Some(0)
+            }
+        }
+    }
 }
 
 impl Handler for GxHandler {
@@ -61,7 +98,11 @@ impl Handler for GxHandler {
     }
 
     fn peer_down(&self, peer: &PeerHandle, reason: CloseReason) {
-        tracing::warn!(peer = ?peer.origin_host(), ?reason, "Diameter peer closed");
+        let host = peer.origin_host();
+        let key = host.as_deref().unwrap_or("(before CER)");
+        if let Some(unlogged) = self.closes.admit(key) {
+            tracing::warn!(peer = ?host, ?reason, unlogged, "Diameter peer closed");
+        }
     }
 }
 
@@ -211,7 +252,10 @@ pub async fn run(
     let dnode = transport::Node::with_parts(
         Arc::new(local),
         Arc::new(settings),
-        Arc::new(GxHandler { node: node.clone() }),
+        Arc::new(GxHandler {
+            node: node.clone(),
+            closes: PeerCloseLog::default(),
+        }),
         peers,
     );
     let server = dnode
@@ -443,5 +487,21 @@ pub async fn shutdown_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn peer_closes_are_logged_once_a_second_per_peer() {
+        let log = PeerCloseLog::default();
+        assert_eq!(log.admit("pgw1"), Some(0));
+        assert_eq!(log.admit("pgw1"), None);
+        assert_eq!(log.admit("pgw1"), None);
+        assert_eq!(log.admit("pgw2"), Some(0), "another peer is not held back");
+        std::thread::sleep(Duration::from_millis(1100));
+        assert_eq!(log.admit("pgw1"), Some(2), "the quiet ones are counted");
     }
 }
