@@ -310,6 +310,14 @@ fn text_seeds(target: &str) -> Vec<(&'static str, &'static str)> {
                 "function decide(input)\n  local s = ('%s-%d'):format(input.session.apn or 'x', 7)\n  local a, b = s:match('^(%w+)%-(%d+)$')\n  return { rules = { a, (s:gsub('%d', 'n')) }, event_triggers = { tonumber(b) } }\nend\n",
             ),
             (
+                "seed-pattern-bomb",
+                "function decide(input) return { rules = { tostring(string.find(string.rep('a', 30), ('a*'):rep(30) .. 'b')) } } end\n",
+            ),
+            (
+                "seed-c-loops",
+                "function decide(input)\n  local r = string.rep('', 1 << 62) .. ('%b()'):rep(3)\n  pcall(table.move, {}, 1, math.maxinteger - 1, 1, {})\n  return { rules = { r, (('x'):rep(9):gsub('(x)%1', '%%1')) } }\nend\n",
+            ),
+            (
                 "seed-escape-attempts",
                 "local ok = pcall(function() return io.open('/tmp/x', 'w') end)\nlocal mt = getmetatable('')\nfunction decide(input) rawset(_G, 'x', 1) return { rules = { tostring(ok), mt } } end\n",
             ),
