@@ -244,7 +244,12 @@ fn check_answer(req: &Message, answer: Bytes) {
         .find(avp::EXPERIMENTAL_RESULT)
         .ok()
         .flatten()
-        .and_then(|g| g.grouped().find(avp::EXPERIMENTAL_RESULT_CODE).ok().flatten())
+        .and_then(|g| {
+            g.grouped()
+                .find(avp::EXPERIMENTAL_RESULT_CODE)
+                .ok()
+                .flatten()
+        })
         .and_then(|a| a.as_u32().ok());
     assert!(
         rc.is_some() || experimental.is_some(),

@@ -127,11 +127,7 @@ fn gx_seeds() -> Vec<(&'static str, Vec<u8>)> {
     let vip = "pgw.fuzz.test;2;1";
     let vip_init = ccr(vip, IMSI_VIP, 0, bench_gx::ccr_initial);
     let vip_update = ccr(vip, IMSI_VIP, 1, |b, r| {
-        bench_gx::ccr_update(
-            b,
-            r,
-            &[usage("total", 5, 6), usage("vip", 70_000_000, 1)],
-        )
+        bench_gx::ccr_update(b, r, &[usage("total", 5, 6), usage("vip", 70_000_000, 1)])
     });
     let absurd = ccr(sid, IMSI_BASIC, 1, |b, r| {
         bench_gx::ccr_update(
@@ -186,7 +182,10 @@ fn gx_seeds() -> Vec<(&'static str, Vec<u8>)> {
         m.finish();
     }
     let unknown_avp = b[20..].to_vec();
-    s.push(("seed-unknown-m-bit-avp", with_avp(init.clone(), &unknown_avp)));
+    s.push((
+        "seed-unknown-m-bit-avp",
+        with_avp(init.clone(), &unknown_avp),
+    ));
     let mut no_m = unknown_avp.clone();
     no_m[4] &= !0x40;
     s.push(("seed-unknown-avp-no-m-bit", with_avp(init.clone(), &no_m)));
@@ -444,7 +443,13 @@ fn gx_seeds_are_what_they_say() {
         let m = get(ok).expect(ok);
         assert!(m.validate().is_ok(), "{ok}");
     }
-    let invalid = |name: &str| get(name).expect(name).validate().err().map(|e| e.result_code);
+    let invalid = |name: &str| {
+        get(name)
+            .expect(name)
+            .validate()
+            .err()
+            .map(|e| e.result_code)
+    };
     assert_eq!(invalid("seed-unknown-m-bit-avp"), Some(5001));
     assert_eq!(invalid("seed-avp-len-too-long"), Some(5014));
     assert_eq!(invalid("seed-avp-len-too-short"), Some(5014));

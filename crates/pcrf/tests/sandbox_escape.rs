@@ -69,14 +69,17 @@ fn refused(source: &str, expect: &str) -> String {
 /// `body` runs inside decide (so at validation, on the sample inputs).
 fn refused_in_decide(body: &str, expect: &str) -> String {
     refused(
-        &format!("function decide(input)\ndo\n{body}\nend\nreturn {{ rules = {{ 'internet' }} }}\nend\n"),
+        &format!(
+            "function decide(input)\ndo\n{body}\nend\nreturn {{ rules = {{ 'internet' }} }}\nend\n"
+        ),
         expect,
     )
 }
 
 fn host_still_works() {
-    let engine = load("function decide(input) return { rules = { 'internet', string.upper('x') } } end\n")
-        .expect("a good policy still loads");
+    let engine =
+        load("function decide(input) return { rules = { 'internet', string.upper('x') } } end\n")
+            .expect("a good policy still loads");
     let d = engine
         .evaluate(&pcrf::policy::PolicyInput::default())
         .expect("and decides");
@@ -120,15 +123,27 @@ fn os_execute_cannot_run_a_command() {
 
 #[test]
 fn no_module_or_file_loaders() {
-    refused_in_decide("require('os')", "attempt to call a nil value (global 'require')");
-    refused_in_decide("dofile('/etc/passwd')", "attempt to call a nil value (global 'dofile')");
-    refused_in_decide("loadfile('/etc/passwd')", "attempt to call a nil value (global 'loadfile')");
+    refused_in_decide(
+        "require('os')",
+        "attempt to call a nil value (global 'require')",
+    );
+    refused_in_decide(
+        "dofile('/etc/passwd')",
+        "attempt to call a nil value (global 'dofile')",
+    );
+    refused_in_decide(
+        "loadfile('/etc/passwd')",
+        "attempt to call a nil value (global 'loadfile')",
+    );
     refused_in_decide("package.loadlib('libc.so.6', 'system')", "global 'package'");
 }
 
 #[test]
 fn no_bytecode_by_any_route() {
-    refused_in_decide("string.dump(decide)", "attempt to call a nil value (field 'dump')");
+    refused_in_decide(
+        "string.dump(decide)",
+        "attempt to call a nil value (field 'dump')",
+    );
     refused_in_decide("local s = (''):dump()", "method 'dump'");
     refused_in_decide(
         "load('\\27Lua', 'x', 'b')",
@@ -161,7 +176,10 @@ fn no_bytecode_by_any_route() {
 
 #[test]
 fn no_debug_library() {
-    refused_in_decide("debug.sethook()", "attempt to index a nil value (global 'debug')");
+    refused_in_decide(
+        "debug.sethook()",
+        "attempt to index a nil value (global 'debug')",
+    );
     refused_in_decide("return debug.getregistry()", "global 'debug'");
     refused_in_decide("debug.setmetatable('', nil)", "global 'debug'");
 }
@@ -175,9 +193,18 @@ fn shared_metatables_cannot_be_changed() {
         "attempt to index a nil value",
     );
     refused_in_decide("setmetatable('', {})", "table expected, got string");
-    refused_in_decide("setmetatable(string, nil)", "cannot change a protected metatable");
-    refused_in_decide("setmetatable(_G, {})", "cannot change a protected metatable");
-    refused_in_decide("setmetatable(math, {})", "cannot change a protected metatable");
+    refused_in_decide(
+        "setmetatable(string, nil)",
+        "cannot change a protected metatable",
+    );
+    refused_in_decide(
+        "setmetatable(_G, {})",
+        "cannot change a protected metatable",
+    );
+    refused_in_decide(
+        "setmetatable(math, {})",
+        "cannot change a protected metatable",
+    );
     refused_in_decide("string.upper = nil", "read-only library 'string'");
     refused_in_decide("table.insert = print", "read-only library 'table'");
 }
@@ -187,7 +214,10 @@ fn rawset_cannot_write_globals_or_libraries() {
     refused_in_decide("rawset(_G, 'io', {})", "read-only");
     refused_in_decide("rawset(_ENV, 'decide', nil)", "read-only");
     refused_in_decide("rawset(string, 'upper', print)", "read-only");
-    refused("rawset(_G, 'x', 1)\nfunction decide() return {} end\n", "read-only");
+    refused(
+        "rawset(_G, 'x', 1)\nfunction decide() return {} end\n",
+        "read-only",
+    );
 }
 
 #[test]
@@ -204,7 +234,10 @@ fn no_collectgarbage_or_coroutines() {
 #[test]
 fn env_tricks_reach_nothing() {
     // A new _ENV only holds what the script put there.
-    refused_in_decide("local _ENV = { x = 1 }\nreturn io.open('/etc/passwd')", "global 'io'");
+    refused_in_decide(
+        "local _ENV = { x = 1 }\nreturn io.open('/etc/passwd')",
+        "global 'io'",
+    );
     // The environment's metatable is locked; its fields are a string's.
     refused_in_decide(
         "local real = getmetatable(_ENV).__index\nreturn real.io.open('/etc/passwd')",
@@ -213,7 +246,10 @@ fn env_tricks_reach_nothing() {
     refused_in_decide("return _G._G._G.os.exit()", "field 'os'");
     // Replacing the chunk's _ENV upvalue leaves it with nothing.
     refused_in_decide("_ENV = nil\nreturn string.rep('x', 2)", "upvalue '_ENV'");
-    refused_in_decide("setmetatable(_ENV, nil)", "cannot change a protected metatable");
+    refused_in_decide(
+        "setmetatable(_ENV, nil)",
+        "cannot change a protected metatable",
+    );
 }
 
 #[test]
@@ -244,7 +280,10 @@ fn cpu_and_memory_bombs_are_stopped() {
         "local function f() return (string.gsub('x', 'x', f)) end\nreturn f()",
         "",
     );
-    assert!(err.contains("stack overflow") || err.contains("C stack"), "{err}");
+    assert!(
+        err.contains("stack overflow") || err.contains("C stack"),
+        "{err}"
+    );
 }
 
 #[test]
