@@ -19,8 +19,10 @@ use pcrf_bench::gx::{self as bench_gx, Gateway, Request, Subscriber, Usage};
 use std::net::Ipv4Addr;
 use std::path::{Path, PathBuf};
 
-/// Every target: its name, its function, and the shipped files it reads.
-const TARGETS: [(&str, fn(&[u8]), &[&str]); 5] = [
+/// A target: its name, its function, and the shipped files it reads.
+type Target = (&'static str, fn(&[u8]), &'static [&'static str]);
+
+const TARGETS: [Target; 5] = [
     ("gx_handler", pcrf::fuzz::gx_handler, &[]),
     ("config", pcrf::fuzz::config, &["config/pcrf.example.toml"]),
     ("usage_file", pcrf::fuzz::usage_file, &["config/usage.toml"]),
