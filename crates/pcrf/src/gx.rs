@@ -12,7 +12,6 @@ use crate::usage::{MonitoringLevel, ServiceUnits};
 use bytes::BytesMut;
 use diameter::codec::{missing_avp, Avp, DiameterError, Message, MessageBuilder};
 use diameter::dict::{app, avp, cmd, enums, vendor};
-use diameter::result_code;
 use std::borrow::Cow;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, SystemTime};
@@ -846,6 +845,7 @@ pub fn ue_ip(c: &Ccr<'_>) -> Option<IpAddr> {
 mod tests {
     use super::*;
     use crate::policy::decision::{Ambr, BearerQos, Decision};
+    use diameter::result_code;
 
     fn ccr_i() -> Message {
         let mut buf = BytesMut::new();
