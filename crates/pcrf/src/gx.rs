@@ -13,7 +13,6 @@ use bytes::BytesMut;
 use diameter::codec::{missing_avp, Avp, DiameterError, Message, MessageBuilder};
 use diameter::dict::{app, avp, cmd, enums, vendor};
 use diameter::doic::OverloadReporter;
-use diameter::result_code;
 use std::borrow::Cow;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, SystemTime};
@@ -112,7 +111,14 @@ pub fn decode_ccr(msg: &Message) -> Result<Ccr<'_>, DiameterError> {
                 c.origin_realm = a.as_identity()?;
                 have.2 = true;
             }
-            (0, 258) => c.auth_application_id = Some(a.as_u32()?),
+            (0, 258) => {
+                let id = a.as_u32()?;
+                if id != GX {
+                    // 5004 must name the offending AVP (RFC 6733 §7.1.5).
+                    return Err(a.invalid_value("Auth-Application-Id is not Gx"));
+                }
+                c.auth_application_id = Some(id);
+            }
             _ if a.is(avp::CC_REQUEST_TYPE) => {
                 let v = a.as_enum()?;
                 c.request_type =
@@ -226,14 +232,6 @@ pub fn decode_ccr(msg: &Message) -> Result<Ccr<'_>, DiameterError> {
     }
     if !have.4 {
         return Err(missing_avp(avp::CC_REQUEST_NUMBER, "CC-Request-Number"));
-    }
-    if let Some(id) = c.auth_application_id {
-        if id != GX {
-            return Err(DiameterError::new(
-                result_code::DIAMETER_INVALID_AVP_VALUE,
-                "Auth-Application-Id is not Gx",
-            ));
-        }
     }
     Ok(c)
 }
@@ -856,6 +854,7 @@ pub fn ue_ip(c: &Ccr<'_>) -> Option<IpAddr> {
 mod tests {
     use super::*;
     use crate::policy::decision::{Ambr, BearerQos, Decision};
+    use diameter::result_code;
 
     fn ccr_i() -> Message {
         let mut buf = BytesMut::new();
@@ -939,6 +938,22 @@ mod tests {
         let m = Message::parse(buf.freeze()).expect("valid");
         let e = decode_ccr(&m).expect_err("3-byte address");
         assert_eq!(e.result_code, result_code::DIAMETER_INVALID_AVP_VALUE);
+
+        // Found by the gx_handler fuzz target: 5004 without its Failed-AVP.
+        let mut buf = BytesMut::new();
+        let mut b = MessageBuilder::request(&mut buf, cmd::CREDIT_CONTROL, GX, 1, 2);
+        b.str(avp::SESSION_ID, "s")
+            .u32(avp::AUTH_APPLICATION_ID, 4)
+            .origin("h", "r")
+            .i32(avp::CC_REQUEST_TYPE, 2)
+            .u32(avp::CC_REQUEST_NUMBER, 1);
+        b.finish();
+        let m = Message::parse(buf.freeze()).expect("valid");
+        let e = decode_ccr(&m).expect_err("not Gx");
+        assert_eq!(e.result_code, result_code::DIAMETER_INVALID_AVP_VALUE);
+        let failed = e.failed_avp.expect("Failed-AVP");
+        assert_eq!(&failed[..4], &avp::AUTH_APPLICATION_ID.code.to_be_bytes());
+        assert_eq!(&failed[8..], &4u32.to_be_bytes());
     }
 
     #[test]

@@ -6,6 +6,7 @@ pub mod api;
 pub mod client;
 pub mod config;
 pub mod file_watch;
+pub mod fuzz;
 pub mod gx;
 pub mod logging;
 pub mod metrics;

@@ -50,6 +50,159 @@ end
 G.string.dump = nil
 getmetatable("").__metatable = "locked"
 
+-- C functions whose work one call can make unbounded. The instruction hook
+-- only runs between VM instructions, never inside a C function, so each is
+-- replaced (in the real string/table libraries, which ("").find reaches too)
+-- by a guard that refuses a call whose worst case is too large. What is left
+-- is bounded per call by the memory limit, and repeated calls by the
+-- instruction budget and the time limit.
+local MAX_STEPS = 2e7
+local floor, huge = math.floor, math.huge
+local s_byte, s_find, s_match, s_gmatch, s_gsub, s_rep =
+  G.string.byte, G.string.find, G.string.match, G.string.gmatch, G.string.gsub, G.string.rep
+local t_move = G.table.move
+
+local function len(v)
+  local t = type(v)
+  if t == "string" then
+    return #v
+  elseif t == "number" then
+    return #tostring(v)
+  end
+  return 0 -- the C function raises its own error for anything else
+end
+
+-- Index just past the set starting at p[i] == "[" (Lua's classEnd).
+local function set_end(p, i, m)
+  i = i + 1
+  if s_byte(p, i) == 94 then -- ^
+    i = i + 1
+  end
+  repeat
+    local c = s_byte(p, i)
+    i = i + 1
+    if c == 37 then -- %
+      i = i + 1
+    end
+  until i > m or s_byte(p, i) == 93 -- ]
+  return i + 1
+end
+
+-- An upper bound on the matcher's steps for pattern p on a subject of n
+-- bytes: each of the q repetitions (* + - ?) takes a run of the subject,
+-- so one attempt explores at most (q+1) * C(n+q, q) states, each costing
+-- the pattern's length plus n per back-reference or %b; unanchored, there
+-- are n+1 attempts. Patterns without specials are a plain search: n * m.
+local function match_cost(n, p, plain)
+  local m = len(p)
+  if type(p) ~= "string" then
+    return (n + 1) * (m + 1)
+  end
+  if plain or not s_find(p, "[%^%$%*%+%?%.%(%)%[%]%%%-]") then
+    return (n + 1) * (m + 1)
+  end
+  local i, q, scans, starts = 1, 0, 0, n + 1
+  if s_byte(p, 1) == 94 then -- ^
+    starts, i = 1, 2
+  end
+  while i <= m do
+    local c = s_byte(p, i)
+    local single = true
+    if c == 37 then -- %
+      local d = s_byte(p, i + 1)
+      if d == 98 then -- %bxy
+        scans, i, single = scans + 1, i + 4, false
+      elseif d == 102 then -- %f[set]
+        i, single = set_end(p, i + 2, m), false
+      elseif d and d >= 48 and d <= 57 then -- %0-%9
+        scans, i, single = scans + 1, i + 2, false
+      else
+        i = i + 2
+      end
+    elseif c == 40 or c == 41 then -- ( )
+      i, single = i + 1, false
+    elseif c == 91 then -- [
+      i = set_end(p, i, m)
+    else
+      i = i + 1
+    end
+    if single then
+      local r = s_byte(p, i)
+      if r == 42 or r == 43 or r == 45 or r == 63 then -- * + - ?
+        q, i = q + 1, i + 1
+      end
+    end
+  end
+  local states = q + 1
+  for j = 1, q do
+    states = states * (n + j) / j
+    if states > MAX_STEPS then
+      return huge
+    end
+  end
+  return starts * states * (m + 1 + scans * (n + 1))
+end
+
+local function check(what, s, p, plain)
+  local n = len(s)
+  local cost = match_cost(n, p, plain)
+  if cost > MAX_STEPS then
+    error(what .. ": pattern too complex for a subject of " .. n .. " bytes (worst case about "
+      .. (cost == huge and "infinite" or floor(cost)) .. " steps, limit " .. floor(MAX_STEPS)
+      .. "); anchor it with ^, use fewer repetitions or a shorter subject", 3)
+  end
+end
+
+-- Errors of the real function name the script's line, not the guard's.
+local function relay(ok, ...)
+  if ok then
+    return ...
+  end
+  local e = ...
+  if type(e) ~= "string" then
+    error(e, 0)
+  end
+  e = s_match(e, "^sandbox:%d+: (.*)$") or e
+  if s_find(e, "^[^\n]-:%d+: ") then
+    error(e, 0) -- already says where (e.g. an error in a gsub callback)
+  end
+  error(e, 2) -- relay is tail-called: level 2 is the script
+end
+
+G.string.find = function(s, p, init, plain)
+  check("string.find", s, p, plain)
+  return relay(pcall(s_find, s, p, init, plain))
+end
+G.string.match = function(s, p, init)
+  check("string.match", s, p)
+  return relay(pcall(s_match, s, p, init))
+end
+G.string.gmatch = function(s, p, init)
+  check("string.gmatch", s, p)
+  return relay(pcall(s_gmatch, s, p, init))
+end
+G.string.gsub = function(s, p, repl, n)
+  check("string.gsub", s, p)
+  return relay(pcall(s_gsub, s, p, repl, n))
+end
+-- An empty string repeated n times loops n times in C without allocating.
+G.string.rep = function(s, n, sep)
+  if type(n) == "number" and n > 1 and n == floor(n) and len(s) + len(sep) == 0 then
+    n = 1
+  end
+  return relay(pcall(s_rep, s, n, sep))
+end
+-- Moving nils over a huge range loops in C without allocating.
+local MAX_MOVE = 1e7
+if t_move then -- Lua 5.3+
+  G.table.move = function(a1, f, e, t, a2)
+    if type(f) == "number" and type(e) == "number" and e - f >= MAX_MOVE then
+      error("table.move of " .. floor(e - f + 1) .. " elements refused (limit " .. floor(MAX_MOVE) .. ")", 2)
+    end
+    return relay(pcall(t_move, a1, f, e, t, a2))
+  end
+end
+
 -- A budget error must end the call: pcall/xpcall may not swallow it.
 local function rethrow_if_exhausted(...)
   local over = budget_exceeded()

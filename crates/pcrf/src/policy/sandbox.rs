@@ -11,6 +11,7 @@ use mlua::serde::{DeserializeOptions, SerializeOptions};
 use mlua::{Function, HookTriggers, Lua, LuaOptions, LuaSerdeExt, StdLib, Table, Value, VmState};
 use std::cell::Cell;
 use std::rc::Rc;
+use std::time::{Duration, Instant};
 
 /// Resource limits of one VM.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -36,11 +37,43 @@ const HOOK_EVERY: u32 = 1000;
 
 const PRELUDE: &str = include_str!("sandbox.lua");
 
+/// Wall-clock time one call (or the script's top level) may take. The
+/// instruction budget bounds Lua code, but one instruction (a `..` of two
+/// 8 MB strings, a C function such as `table.insert` on a big table) can
+/// take milliseconds: this bounds what many of them add up to. Far above
+/// what a real policy needs (tens of microseconds), so only a runaway
+/// script ever meets it.
+pub const TIME_LIMIT: Duration = Duration::from_secs(1);
+
+/// Why a call was stopped.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Stop {
+    Instructions,
+    Time,
+}
+
 /// The budget shared by the hook and the `pcall` wrappers.
 struct Budget {
     left: Cell<i64>,
-    exceeded: Cell<bool>,
+    deadline: Cell<Instant>,
+    exceeded: Cell<Option<Stop>>,
     limit: u64,
+}
+
+impl Budget {
+    /// A full budget for the call starting now.
+    fn reset(&self) {
+        self.left.set(self.limit as i64);
+        self.deadline.set(Instant::now() + TIME_LIMIT);
+        self.exceeded.set(None);
+    }
+
+    fn message(&self) -> Option<String> {
+        self.exceeded.get().map(|stop| match stop {
+            Stop::Instructions => budget_message(self.limit),
+            Stop::Time => format!("time limit of {} ms exceeded", TIME_LIMIT.as_millis()),
+        })
+    }
 }
 
 /// A VM with the script loaded and sealed, ready for `decide` calls.
@@ -82,7 +115,8 @@ impl Vm {
             .map_err(|e| PolicyError::Setup(e.to_string()))?;
         let budget = Rc::new(Budget {
             left: Cell::new(limits.instructions as i64),
-            exceeded: Cell::new(false),
+            deadline: Cell::new(Instant::now() + TIME_LIMIT),
+            exceeded: Cell::new(None),
             limit: limits.instructions,
         });
         let setup = |e: mlua::Error| PolicyError::Setup(e.to_string());
@@ -94,22 +128,21 @@ impl Vm {
                 let left = hook_budget.left.get() - i64::from(HOOK_EVERY);
                 hook_budget.left.set(left);
                 if left < 0 {
-                    hook_budget.exceeded.set(true);
-                    return Err(mlua::Error::RuntimeError(budget_message(hook_budget.limit)));
+                    hook_budget.exceeded.set(Some(Stop::Instructions));
+                } else if Instant::now() > hook_budget.deadline.get() {
+                    hook_budget.exceeded.set(Some(Stop::Time));
                 }
-                Ok(VmState::Continue)
+                match hook_budget.message() {
+                    Some(m) => Err(mlua::Error::RuntimeError(m)),
+                    None => Ok(VmState::Continue),
+                }
             },
         )
         .map_err(setup)?;
 
         let flag_budget = budget.clone();
         let exceeded = lua
-            .create_function(move |_, ()| {
-                Ok(flag_budget
-                    .exceeded
-                    .get()
-                    .then(|| budget_message(flag_budget.limit)))
-            })
+            .create_function(move |_, ()| Ok(flag_budget.message()))
             .map_err(setup)?;
         let chunk_for_log = chunk.to_string();
         let log = lua
@@ -148,8 +181,7 @@ impl Vm {
                     message,
                 }
             })?;
-        budget.left.set(limits.instructions as i64);
-        budget.exceeded.set(false);
+        budget.reset();
         main.call::<()>(()).map_err(|e| {
             let message = lua_message(&e);
             PolicyError::Invalid {
@@ -190,8 +222,7 @@ impl Vm {
     /// Any failure (Lua error, budget, memory, a return value that is not a
     /// Decision) is a `PolicyError::Runtime` with the Lua traceback.
     pub fn decide(&self, input: &PolicyInput) -> Result<Decision, PolicyError> {
-        self.budget.left.set(self.budget.limit as i64);
-        self.budget.exceeded.set(false);
+        self.budget.reset();
         let runtime = |e: mlua::Error| {
             let message = lua_message(&e);
             PolicyError::Runtime {

@@ -1,0 +1,10 @@
+//! Fuzz target: arbitrary bytes as Diameter messages through the whole Gx
+//! handler (`Node::handle_gx`) of an in-process node on the embedded store
+//! (`pcrf::fuzz::gx_handler`, also replayed by tests/fuzz_corpus.rs).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    pcrf::fuzz::gx_handler(data);
+});
