@@ -7,6 +7,7 @@
 pub mod apdex;
 pub mod closed_loop;
 pub mod cpu;
+pub mod delivery;
 pub mod duration;
 pub mod echo_server;
 pub mod exchange;
@@ -26,5 +27,6 @@ pub mod scenario;
 pub mod schedule;
 pub mod session;
 pub mod stats;
+pub mod verify;
 pub mod zero_loss;
 pub mod zero_loss_run;

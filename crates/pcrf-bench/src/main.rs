@@ -4,6 +4,7 @@
 
 use clap::{Args, Parser, Subcommand};
 use pcrf_bench::closed_loop::ClosedLoop;
+use pcrf_bench::delivery::{AnswerLog, Delivery, Retransmit};
 use pcrf_bench::duration::parse_duration;
 use pcrf_bench::echo_server;
 use pcrf_bench::http_client::BaseUrl;
@@ -12,6 +13,7 @@ use pcrf_bench::pcef::PcefOptions;
 use pcrf_bench::provision::provision;
 use pcrf_bench::runner::{measure, CpuTargets, Load, RunSetup};
 use pcrf_bench::scenario::Scenario;
+use pcrf_bench::verify::{self, load_log, Api};
 use pcrf_bench::zero_loss::Criteria;
 use pcrf_bench::zero_loss_run::{search, SearchSettings};
 use serde::Serialize;
@@ -42,6 +44,10 @@ enum Cmd {
     EchoServer(EchoArgs),
     /// PUT the scenario's subscribers through the REST API, then exit.
     Provision(ProvisionArgs),
+    /// Compare an answer log (`--answer-log`) with what the server stored:
+    /// usage per subscriber and the state of each session. Exits non-zero
+    /// on any acknowledged change lost or any usage counted twice.
+    Verify(VerifyArgs),
 }
 
 #[derive(Args, Clone)]
@@ -98,6 +104,20 @@ struct Common {
     /// Also write the JSON report to this file.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Resend a request that timed out or lost its connection, with the T
+    /// flag and the same CC-Request-Number, up to this many times, as a
+    /// PCEF does; gateways then also reconnect fast (100 ms, at most 2 s
+    /// apart). 0: never (the benchmark's default).
+    #[arg(long, default_value_t = 0)]
+    retransmit: u32,
+    /// With --retransmit: the longest wait for the connection to be open
+    /// again before a resend.
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    retransmit_wait: Duration,
+    /// Write every request's final outcome as a JSON line here (session,
+    /// IMSI, command, request number, result, octets, tries), for `verify`.
+    #[arg(long, value_name = "FILE")]
+    answer_log: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -155,6 +175,28 @@ struct EchoArgs {
 }
 
 #[derive(Args)]
+struct VerifyArgs {
+    /// The answer log written by `run --answer-log`.
+    #[arg(long, value_name = "FILE")]
+    answer_log: PathBuf,
+    /// The server's REST API (http://host:port).
+    #[arg(long, value_name = "URL")]
+    api: String,
+    /// Bearer token of the API (when `[api] token` is set).
+    #[arg(long, env = "PCRF_API_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// The accumulator that sums the reported octets.
+    #[arg(long, default_value = "monthly")]
+    accumulator: String,
+    /// API connections used at once.
+    #[arg(long, default_value_t = 4)]
+    connections: usize,
+    /// Also write the verdict as JSON here.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+#[derive(Args)]
 struct ProvisionArgs {
     #[arg(long, default_value = "bench/scenarios/seed.toml")]
     scenario: PathBuf,
@@ -202,6 +244,7 @@ async fn dispatch(cmd: Cmd) -> Result<(), String> {
         Cmd::ZeroLoss(a) => zero_loss(a).await,
         Cmd::EchoServer(a) => echo(a).await,
         Cmd::Provision(a) => provision_only(a).await,
+        Cmd::Verify(a) => verify(a).await,
     }
 }
 
@@ -271,6 +314,7 @@ async fn setup(c: &Common) -> Result<RunSetup, String> {
             request_timeout: scenario.timeout,
             watchdog: c.watchdog,
             connect_timeout: Duration::from_secs(5),
+            fast_reconnect: c.retransmit > 0,
         },
         scenario: Arc::new(scenario),
         cpu: CpuTargets {
@@ -280,6 +324,16 @@ async fn setup(c: &Common) -> Result<RunSetup, String> {
             db_name: c.db_name.clone(),
         },
         progress: !c.json,
+        delivery: Arc::new(Delivery::new(
+            Retransmit {
+                max_retries: c.retransmit,
+                wait_open: c.retransmit_wait,
+            },
+            match &c.answer_log {
+                Some(p) => Some(AnswerLog::create(p)?),
+                None => None,
+            },
+        )),
     })
 }
 
@@ -331,8 +385,42 @@ async fn run(a: RunArgs) -> Result<(), String> {
             seed: c.seed,
         }),
     };
-    let report = measure(&setup, load).await?;
-    emit(c, &report, &report.summary())
+    let report = measure(&setup, load).await;
+    let logged = finish_log(&setup);
+    let report = report?;
+    emit(c, &report, &report.summary())?;
+    logged
+}
+
+/// Closes the answer log; says how many lines it has.
+fn finish_log(setup: &RunSetup) -> Result<(), String> {
+    if let Some(log) = &setup.delivery.log {
+        let n = log.finish()?;
+        eprintln!("answer log: {n} requests");
+    }
+    Ok(())
+}
+
+async fn verify(a: VerifyArgs) -> Result<(), String> {
+    let records = load_log(&a.answer_log)?;
+    let api = Api {
+        base: BaseUrl::parse(&a.api).map_err(|e| e.to_string())?,
+        token: a.token.clone(),
+        connections: a.connections,
+        accumulator: a.accumulator.clone(),
+    };
+    let v = verify::verify(&records, &api).await?;
+    print!("{}", v.summary());
+    if let Some(path) = &a.out {
+        let json = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;
+        std::fs::write(path, format!("{json}\n"))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if v.passed() {
+        Ok(())
+    } else {
+        Err("verify: acknowledged changes lost or usage counted twice (see above)".into())
+    }
 }
 
 async fn zero_loss(a: ZeroLossArgs) -> Result<(), String> {
@@ -358,8 +446,11 @@ async fn zero_loss(a: ZeroLossArgs) -> Result<(), String> {
         pause: a.pause,
         seed: c.seed,
     };
-    let report = search(&setup, settings, |line| eprintln!("{line}")).await?;
-    emit(c, &report, &report.summary())
+    let report = search(&setup, settings, |line| eprintln!("{line}")).await;
+    let logged = finish_log(&setup);
+    let report = report?;
+    emit(c, &report, &report.summary())?;
+    logged
 }
 
 async fn echo(a: EchoArgs) -> Result<(), String> {

@@ -15,7 +15,7 @@
 //! session is closed with a CCR-T (the drain), outside the figures.
 
 use crate::cpu::CpuWindow;
-use crate::exchange::{exchange, Exchanged};
+use crate::exchange::Exchanged;
 use crate::latency::Latency;
 use crate::pcef::Pcefs;
 use crate::plan::{Event, Planned, Planner};
@@ -269,11 +269,13 @@ impl Scheduler<'_> {
         }
         let batch = std::mem::take(&mut self.ready);
         let done = self.done.clone();
+        let delivery = self.pcefs.delivery.clone();
         self.rt.spawn(async move {
             for r in batch {
                 let done = done.clone();
+                let delivery = delivery.clone();
                 tokio::spawn(async move {
-                    let ex = exchange(&r.peer, &r.spec).await;
+                    let ex = delivery.exchange(&r.peer, &r.spec).await;
                     done.lock().unwrap_or_else(|e| e.into_inner()).push(Done {
                         session: r.session,
                         command: r.command,
@@ -419,7 +421,14 @@ pub fn run(
     let start = Instant::now() + Duration::from_millis(20);
     let window_start = start + cfg.warmup;
     let window_end = window_start + cfg.duration;
-    let drain_deadline = window_end + scenario.timeout * 2 + Duration::from_secs(1);
+    // Every request still in flight gets its answer, its timeout, or (with
+    // retransmission) all its tries.
+    let per_request = pcefs
+        .delivery
+        .retransmit
+        .worst_case(scenario.timeout)
+        .max(scenario.timeout * 2);
+    let drain_deadline = window_end + per_request + Duration::from_secs(1);
     let mut planner = Planner::new(scenario, cfg.rate, cfg.seed, cfg.warmup + cfg.duration)?;
     let done: DoneQueue = Arc::new(Mutex::new(Vec::new()));
     let mut finished = Vec::new();

@@ -5,6 +5,7 @@
 //! Session-Release-Cause asks the gateway to end the session: its
 //! Session-Id is queued for the runner, which sends the CCR-T.
 
+use crate::delivery::Delivery;
 use crate::gx::Gateway;
 use crate::scenario::GxSettings;
 use bytes::{Bytes, BytesMut};
@@ -105,6 +106,8 @@ pub struct Pcefs {
     handles: Vec<PeerHandle>,
     gateways: Vec<Arc<Gateway>>,
     pub counters: Arc<PcefCounters>,
+    /// Retransmission and the answer log, for every request of the run.
+    pub delivery: Arc<Delivery>,
 }
 
 /// How the emulated gateways connect.
@@ -116,6 +119,9 @@ pub struct PcefOptions {
     /// RFC 3539 Tw (at least 6 s).
     pub watchdog: Duration,
     pub connect_timeout: Duration,
+    /// Reconnect after 100 ms, backing off to at most 2 s (instead of 1 s
+    /// up to Tc = 30 s): for chaos runs, where the server restarts.
+    pub fast_reconnect: bool,
 }
 
 impl Pcefs {
@@ -134,6 +140,15 @@ impl Pcefs {
             cer_timeout: opts.connect_timeout,
             ..PeerSettings::default()
         });
+        let settings = if opts.fast_reconnect {
+            Arc::new(PeerSettings {
+                reconnect_initial: Duration::from_millis(100),
+                tc: Duration::from_secs(2),
+                ..(*settings).clone()
+            })
+        } else {
+            settings
+        };
         let mut initiators = Vec::with_capacity(opts.peers);
         let mut gateways = Vec::with_capacity(opts.peers);
         for i in 0..opts.peers {
@@ -169,6 +184,7 @@ impl Pcefs {
                     initiators: Mutex::new(initiators),
                     gateways,
                     counters,
+                    delivery: Arc::default(),
                 };
                 pcefs.shutdown().await;
                 return Err(format!(
@@ -185,6 +201,7 @@ impl Pcefs {
             handles,
             gateways,
             counters,
+            delivery: Arc::default(),
         })
     }
 
@@ -268,6 +285,7 @@ mod tests {
             request_timeout: Duration::from_secs(5),
             watchdog: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
+            fast_reconnect: false,
         };
         let pcefs = Pcefs::connect(&opts, &gx).await.expect("gateways open");
         assert_eq!(pcefs.len(), 2);
@@ -333,6 +351,7 @@ mod tests {
             request_timeout: Duration::from_secs(1),
             watchdog: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(1),
+            fast_reconnect: false,
         };
         assert!(Pcefs::connect(&opts, &gx).await.is_err());
     }

@@ -4,6 +4,7 @@
 
 use crate::closed_loop::{self, ClosedLoop};
 use crate::cpu::{find_pids_by_name, CpuSampler, CpuWindow};
+use crate::delivery::Delivery;
 use crate::open_loop::{self, OpenLoop};
 use crate::pcef::{PcefOptions, Pcefs};
 use crate::progress::Progress;
@@ -47,6 +48,8 @@ pub struct RunSetup {
     pub pcef: PcefOptions,
     pub cpu: CpuTargets,
     pub progress: bool,
+    /// Retransmission and the answer log (off by default).
+    pub delivery: Arc<Delivery>,
 }
 
 /// Connects the gateways, offers the load, and reports.
@@ -71,7 +74,9 @@ pub async fn measure(setup: &RunSetup, load: Load) -> Result<Report, String> {
     }
     let cpu = CpuWindow::new(samplers);
 
-    let pcefs = Arc::new(Pcefs::connect(&setup.pcef, &setup.scenario.gx).await?);
+    let mut pcefs = Pcefs::connect(&setup.pcef, &setup.scenario.gx).await?;
+    pcefs.delivery = setup.delivery.clone();
+    let pcefs = Arc::new(pcefs);
     let progress = Progress::new();
     let printer = if setup.progress {
         progress.spawn_printer()
@@ -107,6 +112,15 @@ pub async fn measure(setup: &RunSetup, load: Load) -> Result<Report, String> {
         release_requests: pcefs.counters.release_requests.load(Relaxed),
     };
     let peer_events = pcefs.events();
+    if pcefs.delivery.log.is_some() || pcefs.delivery.retransmit.enabled() {
+        // Every request's final outcome must reach the log before the
+        // gateways go: an unlogged request would look like a double count.
+        let bound = pcefs.delivery.retransmit.worst_case(setup.scenario.timeout);
+        let left = pcefs.delivery.wait_idle(bound).await;
+        if left > 0 {
+            eprintln!("pcrf-bench: {left} requests still unfinished after {bound:?}; the answer log lacks them");
+        }
+    }
     pcefs.shutdown().await;
     let r = result?;
     let (commands, total) = command_reports(&r.stats, r.window_s);
@@ -139,5 +153,6 @@ pub async fn measure(setup: &RunSetup, load: Load) -> Result<Report, String> {
         db_cpu: cpu_at(slots[1]),
         generator_cpu: cpu_at(slots[2]),
         peer_events,
+        delivery: pcefs.delivery.counts(),
     })
 }
