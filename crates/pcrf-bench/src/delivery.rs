@@ -70,6 +70,9 @@ pub struct AnswerRecord {
     pub octets: u64,
     /// Sends (1 when the first was answered).
     pub tries: u32,
+    /// When the final outcome came (Unix milliseconds).
+    #[serde(default)]
+    pub at_ms: u64,
 }
 
 impl AnswerRecord {
@@ -96,6 +99,9 @@ impl AnswerRecord {
             result,
             octets,
             tries: ex.tries,
+            at_ms: std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map_or(0, |d| d.as_millis() as u64),
         }
     }
 
@@ -403,6 +409,7 @@ mod tests {
             .lines()
             .map(|l| serde_json::from_str(l).expect("json line"))
             .collect();
+        assert!(r.at_ms > 1_600_000_000_000);
         assert_eq!(lines, vec![r.clone(), r]);
         std::fs::remove_dir_all(&dir).expect("cleanup");
     }
@@ -416,5 +423,112 @@ mod tests {
         assert!(r.enabled());
         assert!(!Retransmit::OFF.enabled());
         assert!(r.worst_case(Duration::from_secs(1)) >= Duration::from_secs(12));
+    }
+
+    /// Drops the first copy of every request unanswered; answers the rest
+    /// with the echo server's CCA and remembers their T flags.
+    struct DropsFirst {
+        echo: crate::echo_server::EchoHandler,
+        seen: Mutex<Vec<bool>>,
+    }
+
+    impl diameter::transport::Handler for DropsFirst {
+        fn serves(&self, app_id: u32, command: u32) -> bool {
+            app_id == app::GX && command == cmd::CREDIT_CONTROL
+        }
+
+        fn handle(
+            &self,
+            req: diameter::Message,
+            _peer: PeerHandle,
+        ) -> impl std::future::Future<Output = Result<bytes::Bytes, diameter::DiameterError>> + Send
+        {
+            let retransmitted = req.header().is_retransmit();
+            let first = {
+                let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
+                seen.push(retransmitted);
+                seen.len() == 1
+            };
+            let answer = self.echo.answer(&req);
+            async move {
+                if first {
+                    tokio::time::sleep(Duration::from_secs(3)).await;
+                }
+                answer
+            }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_timed_out_request_is_resent_with_the_t_flag_and_logged_once() {
+        use diameter::peer::{Application, LocalNode, PeerSettings};
+        use diameter::transport::Node;
+        let local = LocalNode::new("echo.pcrf.test", "pcrf.test")
+            .with_application(Application::auth_vendor(app::GX, crate::gx::VENDOR_3GPP));
+        let handler = DropsFirst {
+            echo: crate::echo_server::EchoHandler::new("echo.pcrf.test", "pcrf.test"),
+            seen: Mutex::new(Vec::new()),
+        };
+        let node = Node::new(local, PeerSettings::default(), handler);
+        let server = node.listen("127.0.0.1:0").await.expect("listen");
+        let addr = server.local_addr().expect("addr");
+        let handler = server.node().handler().clone();
+        tokio::spawn(server.run(std::future::pending()));
+
+        let gx = crate::scenario::GxSettings {
+            origin_realm: "bench.test".into(),
+            destination_realm: "pcrf.test".into(),
+            destination_host: None,
+            apn: "internet".into(),
+            mcc_mnc: "00101".into(),
+        };
+        let opts = crate::pcef::PcefOptions {
+            target: addr,
+            peers: 1,
+            request_timeout: Duration::from_millis(300),
+            watchdog: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(5),
+            fast_reconnect: true,
+        };
+        let pcefs = crate::pcef::Pcefs::connect(&opts, &gx).await.expect("open");
+        let dir = std::env::temp_dir().join(format!("pcrf-bench-rtx-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let path = dir.join("answers.jsonl");
+        let delivery = Delivery::new(
+            Retransmit {
+                max_retries: 2,
+                wait_open: Duration::from_secs(1),
+            },
+            Some(AnswerLog::create(&path).expect("log")),
+        );
+        let mut s = spec(
+            RequestKind::Update(vec![Usage {
+                monitoring_key: "total".into(),
+                input_octets: 1,
+                output_octets: 2,
+            }]),
+            1,
+        );
+        s.gateway = pcefs.gateway(0).clone();
+        let ex = delivery.exchange(pcefs.handle(0), &s).await;
+        assert_eq!(ex.outcome, Outcome::Answered(ResultKind::Code(2001)));
+        assert_eq!(ex.tries, 2);
+        assert_eq!(delivery.counts().retransmissions, 1);
+        assert_eq!(delivery.counts().answered_after_retransmission, 1);
+        assert_eq!(
+            *handler.seen.lock().expect("seen"),
+            vec![false, true],
+            "the resend carries the T flag, the first send does not"
+        );
+        assert_eq!(delivery.wait_idle(Duration::from_secs(1)).await, 0);
+        assert_eq!(delivery.log.as_ref().expect("log").finish(), Ok(1));
+        let line = std::fs::read_to_string(&path).expect("read");
+        let r: AnswerRecord = serde_json::from_str(line.trim()).expect("json");
+        assert_eq!(
+            (r.number, r.tries, r.octets, r.result),
+            (1, 2, 3, Some(2001))
+        );
+        pcefs.shutdown().await;
+        std::fs::remove_dir_all(&dir).expect("cleanup");
     }
 }

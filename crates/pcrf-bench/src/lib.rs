@@ -14,6 +14,7 @@ pub mod exchange;
 pub mod gx;
 pub mod http_client;
 pub mod latency;
+pub mod misbehave;
 pub mod open_loop;
 pub mod pcef;
 pub mod plan;

@@ -48,6 +48,10 @@ enum Cmd {
     /// usage per subscriber and the state of each session. Exits non-zero
     /// on any acknowledged change lost or any usage counted twice.
     Verify(VerifyArgs),
+    /// Misbehave as a Diameter peer (flap, stall, half messages, flood) for
+    /// --duration, then print what happened as JSON: the chaos suite runs it
+    /// beside a well-behaved `run`.
+    Misbehave(MisbehaveArgs),
 }
 
 #[derive(Args, Clone)]
@@ -175,6 +179,38 @@ struct EchoArgs {
 }
 
 #[derive(Args)]
+struct MisbehaveArgs {
+    #[arg(long, value_enum)]
+    mode: pcrf_bench::misbehave::Mode,
+    /// The server's Diameter address.
+    #[arg(long, default_value = "127.0.0.1:3868")]
+    target: String,
+    #[arg(long, value_parser = parse_duration, default_value = "20s")]
+    duration: Duration,
+    /// Our Origin-Host (the server must allow it as a peer).
+    #[arg(long, default_value = "bad-1.bench.test")]
+    origin_host: String,
+    #[arg(long, default_value = "bench.test")]
+    origin_realm: String,
+    #[arg(long, default_value = "pcrf.test")]
+    destination_realm: String,
+    /// Subscribers (the seed scenario's population) used in CCR-Is.
+    #[arg(long, default_value = "bench/scenarios/seed.toml")]
+    scenario: PathBuf,
+    #[arg(long)]
+    subscribers: Option<u64>,
+    /// The REST API (stall: asks the server for RARs through it).
+    #[arg(long, value_name = "URL")]
+    api: Option<String>,
+    /// Half: connections; stall: sessions.
+    #[arg(long, default_value_t = 20)]
+    count: usize,
+    /// Flood: at most this many requests.
+    #[arg(long, default_value_t = 1_000_000)]
+    max_requests: u64,
+}
+
+#[derive(Args)]
 struct VerifyArgs {
     /// The answer log written by `run --answer-log`.
     #[arg(long, value_name = "FILE")]
@@ -245,6 +281,7 @@ async fn dispatch(cmd: Cmd) -> Result<(), String> {
         Cmd::EchoServer(a) => echo(a).await,
         Cmd::Provision(a) => provision_only(a).await,
         Cmd::Verify(a) => verify(a).await,
+        Cmd::Misbehave(a) => misbehave(a).await,
     }
 }
 
@@ -398,6 +435,31 @@ fn finish_log(setup: &RunSetup) -> Result<(), String> {
         let n = log.finish()?;
         eprintln!("answer log: {n} requests");
     }
+    Ok(())
+}
+
+async fn misbehave(a: MisbehaveArgs) -> Result<(), String> {
+    let scenario = load_scenario(&a.scenario, a.subscribers)?;
+    let opts = pcrf_bench::misbehave::Options {
+        target: resolve(&a.target).await?,
+        mode: a.mode,
+        duration: a.duration,
+        origin_host: a.origin_host,
+        origin_realm: a.origin_realm,
+        destination_realm: a.destination_realm,
+        population: scenario.population.clone(),
+        api: match &a.api {
+            Some(u) => Some(BaseUrl::parse(u).map_err(|e| e.to_string())?),
+            None => None,
+        },
+        count: a.count,
+        max_requests: a.max_requests,
+    };
+    let r = pcrf_bench::misbehave::run(&opts).await;
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?
+    );
     Ok(())
 }
 

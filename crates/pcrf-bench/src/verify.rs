@@ -531,6 +531,7 @@ mod tests {
             result,
             octets,
             tries: 1,
+            at_ms: 0,
         }
     }
 
