@@ -26,6 +26,7 @@ pub mod run_result;
 pub mod runner;
 pub mod scenario;
 pub mod schedule;
+pub mod series;
 pub mod session;
 pub mod stats;
 pub mod verify;

@@ -13,6 +13,7 @@ use pcrf_bench::pcef::PcefOptions;
 use pcrf_bench::provision::provision;
 use pcrf_bench::runner::{measure, CpuTargets, Load, RunSetup};
 use pcrf_bench::scenario::Scenario;
+use pcrf_bench::series::SeriesSpec;
 use pcrf_bench::verify::{self, load_log, Api};
 use pcrf_bench::zero_loss::Criteria;
 use pcrf_bench::zero_loss_run::{search, SearchSettings};
@@ -122,6 +123,13 @@ struct Common {
     /// IMSI, command, request number, result, octets, tries), for `verify`.
     #[arg(long, value_name = "FILE")]
     answer_log: Option<PathBuf>,
+    /// Open loop: write a CSV row every --series-every (requests finished,
+    /// latency percentiles of that interval, the server's RSS with
+    /// --server-pid), for soaks.
+    #[arg(long, value_name = "FILE")]
+    series: Option<PathBuf>,
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    series_every: Duration,
 }
 
 #[derive(Args)]
@@ -371,6 +379,11 @@ async fn setup(c: &Common) -> Result<RunSetup, String> {
                 None => None,
             },
         )),
+        series: c.series.as_ref().map(|p| SeriesSpec {
+            path: p.clone(),
+            every: c.series_every,
+            rss_pid: c.server_pid,
+        }),
     })
 }
 

@@ -10,6 +10,7 @@ use crate::pcef::{PcefOptions, Pcefs};
 use crate::progress::Progress;
 use crate::report::{command_reports, Machine, RarCounts, Report};
 use crate::scenario::Scenario;
+use crate::series::SeriesSpec;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
@@ -50,6 +51,8 @@ pub struct RunSetup {
     pub progress: bool,
     /// Retransmission and the answer log (off by default).
     pub delivery: Arc<Delivery>,
+    /// Open loop: a CSV row of figures every interval.
+    pub series: Option<SeriesSpec>,
 }
 
 /// Connects the gateways, offers the load, and reports.
@@ -87,9 +90,13 @@ pub async fn measure(setup: &RunSetup, load: Load) -> Result<Report, String> {
         Load::Open(cfg) => {
             let rt = tokio::runtime::Handle::current();
             let (p, s, pr) = (pcefs.clone(), setup.scenario.clone(), progress.clone());
-            tokio::task::spawn_blocking(move || open_loop::run(&rt, &p, &s, cfg, cpu, &pr))
+            let series = setup.series.clone();
+            tokio::task::spawn_blocking(move || open_loop::run(&rt, &p, &s, cfg, cpu, &pr, series))
                 .await
                 .map_err(|e| format!("scheduler failed: {e}"))?
+        }
+        Load::Closed(_) if setup.series.is_some() => {
+            Err("--series needs an open-loop run (--rate)".to_string())
         }
         Load::Closed(cfg) => {
             closed_loop::run(

@@ -113,6 +113,7 @@ async fn setup() -> RunSetup {
         cpu: CpuTargets::default(),
         progress: false,
         delivery: Arc::default(),
+        series: None,
     }
 }
 
