@@ -107,7 +107,7 @@ server_report() {
   local n
   n=$(grep -c 'state change not committed' "$dir/pcrf.err" || true)
   echo "$name: log: $n lines 'state change not committed; answering DIAMETER_UNABLE_TO_COMPLY'; first error lines:"
-  grep -E 'ERROR|error' "$dir/pcrf.err" | head -3 | cut -c1-300 | sed 's/^/    /'
+  { grep -E 'ERROR|error' "$dir/pcrf.err" || true; } | sed -n '1,3p' | cut -c1-300 | sed 's/^/    /'
 }
 
 run_verify() {
@@ -182,7 +182,7 @@ phase_sqlite() {
   echo "sqlite: after kill -9: PRAGMA integrity_check: $check"
   [[ "$check" == ok ]] || failures=$((failures + 1))
   chaos_start "$dir" || die "pcrf serve did not restart on the database after the disk-full phase"
-  grep -E 'corrupt' "$dir/pcrf.err" | tail -2 | cut -c1-300 | sed 's/^/    /' || true
+  { grep -E 'corrupt' "$dir/pcrf.err" || true; } | tail -2 | cut -c1-300 | sed 's/^/    /'
   run_verify sqlite "$dir"
   chaos_stop
   umount "$vol"

@@ -16,15 +16,17 @@
 #   ZERO_LOSS_TPS=3000 DURATION=600 chaos/soak.sh # 10 minutes
 #
 # Environment: ZERO_LOSS_TPS (required: from bench/zero-loss.sh or
-# BENCHMARKS.md), DURATION (3600 s), SLICE (10 s), SUBSCRIBERS (20000),
-# OUT, BUILD, KEEP.
+# BENCHMARKS.md), DURATION (3600 s), SLICE (10 s), SUBSCRIBERS (100000),
+# SCENARIO (bench/scenarios/seed-fast.toml, the mix bench/zero-loss.sh
+# measures), OUT, BUILD, KEEP.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
 [[ -n "${ZERO_LOSS_TPS:-}" ]] || die "set ZERO_LOSS_TPS (the zero-loss throughput measured on this machine)"
 DURATION="${DURATION:-3600}"
 SLICE="${SLICE:-10}"
-SUBSCRIBERS="${SUBSCRIBERS:-20000}"
+SUBSCRIBERS="${SUBSCRIBERS:-100000}"
+SCENARIO="${SCENARIO:-$CHAOS_ROOT/bench/scenarios/seed-fast.toml}"
 ((DURATION >= SLICE && DURATION <= 86400)) || die "DURATION must be SLICE..86400 s"
 rate=$(python3 -c "print(round(0.8 * float('$ZERO_LOSS_TPS')))")
 mkdir -p "$CHAOS_ROOT/chaos/results"
@@ -46,9 +48,9 @@ provision_population "$SUBSCRIBERS"
 log "soak: $rate TPS (80% of $ZERO_LOSS_TPS) for ${DURATION}s in ${SLICE}s slices -> $OUT"
 
 rc=0
-"$BIN/pcrf-bench" run --scenario "$CHAOS_ROOT/bench/scenarios/seed.toml" \
+"$BIN/pcrf-bench" run \
   --target "127.0.0.1:$DIAMETER_PORT" --peers 4 --subscribers "$SUBSCRIBERS" \
-  --rate "$rate" --duration "${DURATION}s" --server-pid "$PCRF_PID" \
+  --scenario "$SCENARIO" --rate "$rate" --duration "${DURATION}s" --server-pid "$PCRF_PID" \
   --series "$OUT" --series-every "${SLICE}s" \
   --json --out "$work/report.json" >/dev/null 2>"$work/run.err" || rc=$?
 ((rc == 0)) || log "pcrf-bench run exited $rc: $(tail -2 "$work/run.err")"
