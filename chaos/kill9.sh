@@ -56,9 +56,9 @@ chaos_start "$work" || die "pcrf serve did not start"
 log "pcrf serve (pid $PCRF_PID, $STORE) on 127.0.0.1:$DIAMETER_PORT, API $API_URL; provisioning $SUBSCRIBERS subscribers"
 provision_population "$SUBSCRIBERS"
 
-# The load lasts about as long as the cycles (mean up time + ~1.5 s to
+# The load lasts about as long as the cycles (mean up time + ~1 s to
 # restart each); the kill loop stops when the load ends.
-duration=$((CYCLES * ((MIN_UP + MAX_UP) / 2 + 2)))
+duration=$((CYCLES * ((MIN_UP + MAX_UP) / 2 + 1)))
 log "load: $RATE requests/s for ${duration}s, retransmitting up to $RETRANSMIT times; $CYCLES kill -9 cycles"
 "$BIN/pcrf-bench" run --scenario "$CHAOS_ROOT/bench/scenarios/seed.toml" \
   --target "127.0.0.1:$DIAMETER_PORT" --peers 4 --subscribers "$SUBSCRIBERS" \

@@ -488,9 +488,10 @@ mod tests {
             request_timeout: Duration::from_millis(300),
             watchdog: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
-            fast_reconnect: true,
         };
-        let pcefs = crate::pcef::Pcefs::connect(&opts, &gx).await.expect("open");
+        let pcefs = crate::pcef::Pcefs::connect_tuned(&opts, &gx, true)
+            .await
+            .expect("open");
         let dir = std::env::temp_dir().join(format!("pcrf-bench-rtx-{}", std::process::id()));
         std::fs::create_dir_all(&dir).expect("dir");
         let path = dir.join("answers.jsonl");

@@ -11,7 +11,7 @@ use pcrf_bench::http_client::BaseUrl;
 use pcrf_bench::open_loop::OpenLoop;
 use pcrf_bench::pcef::PcefOptions;
 use pcrf_bench::provision::provision;
-use pcrf_bench::runner::{measure, CpuTargets, Load, RunSetup};
+use pcrf_bench::runner::{measure_with, CpuTargets, Load, RunExtras, RunSetup};
 use pcrf_bench::scenario::Scenario;
 use pcrf_bench::series::SeriesSpec;
 use pcrf_bench::verify::{self, load_log, Api};
@@ -359,7 +359,6 @@ async fn setup(c: &Common) -> Result<RunSetup, String> {
             request_timeout: scenario.timeout,
             watchdog: c.watchdog,
             connect_timeout: Duration::from_secs(5),
-            fast_reconnect: c.retransmit > 0,
         },
         scenario: Arc::new(scenario),
         cpu: CpuTargets {
@@ -369,21 +368,6 @@ async fn setup(c: &Common) -> Result<RunSetup, String> {
             db_name: c.db_name.clone(),
         },
         progress: !c.json,
-        delivery: Arc::new(Delivery::new(
-            Retransmit {
-                max_retries: c.retransmit,
-                wait_open: c.retransmit_wait,
-            },
-            match &c.answer_log {
-                Some(p) => Some(AnswerLog::create(p)?),
-                None => None,
-            },
-        )),
-        series: c.series.as_ref().map(|p| SeriesSpec {
-            path: p.clone(),
-            every: c.series_every,
-            rss_pid: c.server_pid,
-        }),
     })
 }
 
@@ -415,8 +399,30 @@ fn emit<T: Serialize>(c: &Common, report: &T, summary: &str) -> Result<(), Strin
     Ok(())
 }
 
+/// Retransmission, answer log and series from the command line.
+fn extras(c: &Common) -> Result<RunExtras, String> {
+    Ok(RunExtras {
+        delivery: Arc::new(Delivery::new(
+            Retransmit {
+                max_retries: c.retransmit,
+                wait_open: c.retransmit_wait,
+            },
+            match &c.answer_log {
+                Some(p) => Some(AnswerLog::create(p)?),
+                None => None,
+            },
+        )),
+        series: c.series.as_ref().map(|p| SeriesSpec {
+            path: p.clone(),
+            every: c.series_every,
+            rss_pid: c.server_pid,
+        }),
+    })
+}
+
 async fn run(a: RunArgs) -> Result<(), String> {
     let setup = setup(&a.common).await?;
+    let extras = extras(&a.common)?;
     let c = &a.common;
     let load = match a.rate {
         Some(rate) if !(rate.is_finite() && rate > 0.0) => {
@@ -435,16 +441,16 @@ async fn run(a: RunArgs) -> Result<(), String> {
             seed: c.seed,
         }),
     };
-    let report = measure(&setup, load).await;
-    let logged = finish_log(&setup);
+    let report = measure_with(&setup, load, &extras).await;
+    let logged = finish_log(&extras);
     let report = report?;
     emit(c, &report, &report.summary())?;
     logged
 }
 
 /// Closes the answer log; says how many lines it has.
-fn finish_log(setup: &RunSetup) -> Result<(), String> {
-    if let Some(log) = &setup.delivery.log {
+fn finish_log(extras: &RunExtras) -> Result<(), String> {
+    if let Some(log) = &extras.delivery.log {
         let n = log.finish()?;
         eprintln!("answer log: {n} requests");
     }
@@ -505,8 +511,11 @@ async fn zero_loss(a: ZeroLossArgs) -> Result<(), String> {
             a.min_achieved
         ));
     }
-    let setup = setup(&a.common).await?;
     let c = &a.common;
+    if c.retransmit > 0 || c.answer_log.is_some() || c.series.is_some() {
+        return Err("--retransmit, --answer-log and --series are for `run`, not zero-loss".into());
+    }
+    let setup = setup(c).await?;
     let settings = SearchSettings {
         min: a.min,
         max: a.max,
@@ -521,11 +530,8 @@ async fn zero_loss(a: ZeroLossArgs) -> Result<(), String> {
         pause: a.pause,
         seed: c.seed,
     };
-    let report = search(&setup, settings, |line| eprintln!("{line}")).await;
-    let logged = finish_log(&setup);
-    let report = report?;
-    emit(c, &report, &report.summary())?;
-    logged
+    let report = search(&setup, settings, |line| eprintln!("{line}")).await?;
+    emit(c, &report, &report.summary())
 }
 
 async fn echo(a: EchoArgs) -> Result<(), String> {

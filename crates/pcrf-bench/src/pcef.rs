@@ -119,14 +119,22 @@ pub struct PcefOptions {
     /// RFC 3539 Tw (at least 6 s).
     pub watchdog: Duration,
     pub connect_timeout: Duration,
-    /// Reconnect after 100 ms, backing off to at most 2 s (instead of 1 s
-    /// up to Tc = 30 s): for chaos runs, where the server restarts.
-    pub fast_reconnect: bool,
 }
 
 impl Pcefs {
     /// Connects `opts.peers` gateways and waits until every one is open.
     pub async fn connect(opts: &PcefOptions, gx: &GxSettings) -> Result<Pcefs, String> {
+        Pcefs::connect_tuned(opts, gx, false).await
+    }
+
+    /// [`connect`](Self::connect); with `fast_reconnect` the gateways
+    /// reconnect after 100 ms, backing off to at most 2 s (instead of 1 s
+    /// up to Tc = 30 s): for chaos runs, where the server restarts.
+    pub async fn connect_tuned(
+        opts: &PcefOptions,
+        gx: &GxSettings,
+        fast_reconnect: bool,
+    ) -> Result<Pcefs, String> {
         if opts.peers == 0 || opts.peers > 250 {
             return Err(format!("--peers must be 1..=250, not {}", opts.peers));
         }
@@ -140,7 +148,7 @@ impl Pcefs {
             cer_timeout: opts.connect_timeout,
             ..PeerSettings::default()
         });
-        let settings = if opts.fast_reconnect {
+        let settings = if fast_reconnect {
             Arc::new(PeerSettings {
                 reconnect_initial: Duration::from_millis(100),
                 tc: Duration::from_secs(2),
@@ -285,7 +293,6 @@ mod tests {
             request_timeout: Duration::from_secs(5),
             watchdog: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
-            fast_reconnect: false,
         };
         let pcefs = Pcefs::connect(&opts, &gx).await.expect("gateways open");
         assert_eq!(pcefs.len(), 2);
@@ -351,7 +358,6 @@ mod tests {
             request_timeout: Duration::from_secs(1),
             watchdog: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(1),
-            fast_reconnect: false,
         };
         assert!(Pcefs::connect(&opts, &gx).await.is_err());
     }

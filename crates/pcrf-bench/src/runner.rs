@@ -49,7 +49,12 @@ pub struct RunSetup {
     pub pcef: PcefOptions,
     pub cpu: CpuTargets,
     pub progress: bool,
-    /// Retransmission and the answer log (off by default).
+}
+
+/// What a chaos run adds to a measurement (nothing by default).
+#[derive(Clone, Debug, Default)]
+pub struct RunExtras {
+    /// Retransmission and the answer log.
     pub delivery: Arc<Delivery>,
     /// Open loop: a CSV row of figures every interval.
     pub series: Option<SeriesSpec>,
@@ -57,6 +62,15 @@ pub struct RunSetup {
 
 /// Connects the gateways, offers the load, and reports.
 pub async fn measure(setup: &RunSetup, load: Load) -> Result<Report, String> {
+    measure_with(setup, load, &RunExtras::default()).await
+}
+
+/// [`measure`] with retransmission, an answer log or a series.
+pub async fn measure_with(
+    setup: &RunSetup,
+    load: Load,
+    extras: &RunExtras,
+) -> Result<Report, String> {
     // Samplers first: a wrong pid fails before any traffic.
     let server = CpuTargets::resolve(&setup.cpu.server_pids, &setup.cpu.server_name)?;
     let db = CpuTargets::resolve(&setup.cpu.db_pids, &setup.cpu.db_name)?;
@@ -77,8 +91,9 @@ pub async fn measure(setup: &RunSetup, load: Load) -> Result<Report, String> {
     }
     let cpu = CpuWindow::new(samplers);
 
-    let mut pcefs = Pcefs::connect(&setup.pcef, &setup.scenario.gx).await?;
-    pcefs.delivery = setup.delivery.clone();
+    let fast_reconnect = extras.delivery.retransmit.enabled();
+    let mut pcefs = Pcefs::connect_tuned(&setup.pcef, &setup.scenario.gx, fast_reconnect).await?;
+    pcefs.delivery = extras.delivery.clone();
     let pcefs = Arc::new(pcefs);
     let progress = Progress::new();
     let printer = if setup.progress {
@@ -90,12 +105,12 @@ pub async fn measure(setup: &RunSetup, load: Load) -> Result<Report, String> {
         Load::Open(cfg) => {
             let rt = tokio::runtime::Handle::current();
             let (p, s, pr) = (pcefs.clone(), setup.scenario.clone(), progress.clone());
-            let series = setup.series.clone();
+            let series = extras.series.clone();
             tokio::task::spawn_blocking(move || open_loop::run(&rt, &p, &s, cfg, cpu, &pr, series))
                 .await
                 .map_err(|e| format!("scheduler failed: {e}"))?
         }
-        Load::Closed(_) if setup.series.is_some() => {
+        Load::Closed(_) if extras.series.is_some() => {
             Err("--series needs an open-loop run (--rate)".to_string())
         }
         Load::Closed(cfg) => {

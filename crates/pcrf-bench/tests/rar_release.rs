@@ -108,12 +108,9 @@ async fn setup() -> RunSetup {
             request_timeout: Duration::from_secs(2),
             watchdog: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
-            fast_reconnect: false,
         },
         cpu: CpuTargets::default(),
         progress: false,
-        delivery: Arc::default(),
-        series: None,
     }
 }
 
