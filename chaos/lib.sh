@@ -21,6 +21,8 @@ now_ms() { date +%s%3N; }
 # sqlite (data in WORK/data unless DATA_DIR is set) or postgres (the cluster
 # of start_postgres). Allowed peers: the generator's pgw-1..8.bench.test
 # and EXTRA_PEERS more named bad-1..N.bench.test (chaos/peers.sh).
+# RETENTION sets [sessions].retention_secs (how long closed sessions are
+# kept; the server's default is a day); MAX_PENDING, LOG_LEVEL likewise.
 chaos_config() {
   local work="$1" store="$2" extra="${3:-0}" i
   DIAMETER_PORT="${DIAMETER_PORT:-$(free_port)}"
@@ -51,6 +53,10 @@ chaos_config() {
       echo 'kind = "sqlite"'
       echo "path = \"${DATA_DIR:-$work/data}\""
       echo 'durability = "full"'
+    fi
+    if [[ -n "${RETENTION:-}" ]]; then
+      echo '[sessions]'
+      echo "retention_secs = $RETENTION"
     fi
     echo '[policy]'
     echo "path = \"$CHAOS_ROOT/policies/default.lua\""

@@ -31,9 +31,11 @@ CASES="${CASES:-baseline flap stall half flood}"
 build_release pcrf pcrf-bench
 work="$(mktemp -d "${TMPDIR:-/tmp}/pcrf-chaos-peers.XXXXXX")"
 BAD_PID=""
+GOOD_PID=""
 cleanup() {
   set +e
   [[ -n "$BAD_PID" ]] && kill -TERM "$BAD_PID" 2>/dev/null && wait "$BAD_PID" 2>/dev/null
+  [[ -n "$GOOD_PID" ]] && kill -TERM "$GOOD_PID" 2>/dev/null && wait "$GOOD_PID" 2>/dev/null
   chaos_stop
   if [[ "${KEEP:-0}" == 1 ]]; then echo "work directory kept: $work" >&2; else rm -rf "$work"; fi
 }
@@ -61,8 +63,10 @@ for c in $CASES; do
   "$BIN/pcrf-bench" run --scenario "$CHAOS_ROOT/bench/scenarios/seed.toml" \
     --target "127.0.0.1:$DIAMETER_PORT" --peers 2 --subscribers "$SUBSCRIBERS" \
     --rate "$RATE" --duration "${DURATION}s" --warmup 2s \
-    --json --out "$work/good-$c.json" >/dev/null 2>"$work/good-$c.err" \
-    || log "$c: the good peer's run exited non-zero: $(tail -2 "$work/good-$c.err")"
+    --json --out "$work/good-$c.json" >/dev/null 2>"$work/good-$c.err" &
+  GOOD_PID=$!
+  wait "$GOOD_PID" || log "$c: the good peer's run exited non-zero: $(tail -2 "$work/good-$c.err")"
+  GOOD_PID=""
   if [[ -n "$BAD_PID" ]]; then
     wait "$BAD_PID" || true
     BAD_PID=""
