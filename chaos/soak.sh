@@ -34,8 +34,10 @@ OUT="${OUT:-$CHAOS_ROOT/chaos/results/soak-$(date +%Y%m%d-%H%M%S).csv}"
 
 build_release pcrf pcrf-bench
 work="$(mktemp -d "${TMPDIR:-/tmp}/pcrf-chaos-soak.XXXXXX")"
+GEN_PID=""
 cleanup() {
   set +e
+  [[ -n "$GEN_PID" ]] && kill -TERM "$GEN_PID" 2>/dev/null && wait "$GEN_PID" 2>/dev/null
   chaos_stop
   if [[ "${KEEP:-0}" == 1 ]]; then echo "work directory kept: $work" >&2; else rm -rf "$work"; fi
 }
@@ -52,7 +54,11 @@ rc=0
   --target "127.0.0.1:$DIAMETER_PORT" --peers 4 --subscribers "$SUBSCRIBERS" \
   --scenario "$SCENARIO" --rate "$rate" --duration "${DURATION}s" --server-pid "$PCRF_PID" \
   --series "$OUT" --series-every "${SLICE}s" \
-  --json --out "$work/report.json" >/dev/null 2>"$work/run.err" || rc=$?
+  --json --out "$work/report.json" >/dev/null 2>"$work/run.err" &
+# In the background, so that a signal to this script is handled at once.
+GEN_PID=$!
+wait "$GEN_PID" || rc=$?
+GEN_PID=""
 ((rc == 0)) || log "pcrf-bench run exited $rc: $(tail -2 "$work/run.err")"
 kill -0 "$PCRF_PID" 2>/dev/null || die "pcrf serve died during the soak: $(tail -5 "$work/pcrf.err")"
 grep -E '^(results|achieved|server CPU)' "$work/run.err" || true
