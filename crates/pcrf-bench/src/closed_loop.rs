@@ -5,7 +5,6 @@
 //! intended time), so it is not comparable with open-loop latency.
 
 use crate::cpu::CpuWindow;
-use crate::exchange::exchange;
 use crate::pcef::Pcefs;
 use crate::progress::Progress;
 use crate::report::{OutsideWindow, SessionCounts};
@@ -99,7 +98,7 @@ async fn worker(
                 destination_host: destination_host.clone(),
             };
             progress.sent.fetch_add(1, Relaxed);
-            let ex = exchange(&peer, &spec).await;
+            let ex = pcefs.delivery.exchange(&peer, &spec).await;
             let in_window = ex.sent_at >= window_start && ex.sent_at < window_end;
             let success = matches!(ex.outcome, Outcome::Answered(r) if r.is_success());
             match ex.outcome {

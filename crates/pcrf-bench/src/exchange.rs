@@ -18,6 +18,8 @@ pub struct Exchanged {
     /// The answering server's Origin-Host (a CCR-I's answer names the PCRF
     /// that later requests of the session go to).
     pub origin_host: Option<Arc<str>>,
+    /// Sends it took (more than 1 with retransmission, see `delivery`).
+    pub tries: u32,
 }
 
 /// The answer's result; a success answer that does not echo the request's
@@ -65,6 +67,7 @@ pub async fn exchange(peer: &PeerHandle, spec: &RequestSpec) -> Exchanged {
         sent_at,
         done_at,
         origin_host,
+        tries: 1,
     }
 }
 

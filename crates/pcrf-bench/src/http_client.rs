@@ -100,9 +100,24 @@ impl HttpConnection {
 
     /// Appends one request to `out` (send several with [`send`](Self::send)).
     pub fn encode(&self, out: &mut Vec<u8>, method: &str, path: &str, json: Option<&[u8]>) {
+        self.encode_with(out, method, path, None, json)
+    }
+
+    /// [`encode`](Self::encode) with an optional bearer token.
+    pub fn encode_with(
+        &self,
+        out: &mut Vec<u8>,
+        method: &str,
+        path: &str,
+        bearer: Option<&str>,
+        json: Option<&[u8]>,
+    ) {
         out.extend_from_slice(
             format!("{method} {path} HTTP/1.1\r\nHost: {}\r\n", self.host).as_bytes(),
         );
+        if let Some(t) = bearer {
+            out.extend_from_slice(format!("Authorization: Bearer {t}\r\n").as_bytes());
+        }
         match json {
             Some(b) => {
                 out.extend_from_slice(

@@ -4,14 +4,17 @@
 
 use clap::{Args, Parser, Subcommand};
 use pcrf_bench::closed_loop::ClosedLoop;
+use pcrf_bench::delivery::{AnswerLog, Delivery, Retransmit};
 use pcrf_bench::duration::parse_duration;
 use pcrf_bench::echo_server;
 use pcrf_bench::http_client::BaseUrl;
 use pcrf_bench::open_loop::OpenLoop;
 use pcrf_bench::pcef::PcefOptions;
 use pcrf_bench::provision::provision;
-use pcrf_bench::runner::{measure, CpuTargets, Load, RunSetup};
+use pcrf_bench::runner::{measure_with, CpuTargets, Load, RunExtras, RunSetup};
 use pcrf_bench::scenario::Scenario;
+use pcrf_bench::series::SeriesSpec;
+use pcrf_bench::verify::{self, load_log, Api};
 use pcrf_bench::zero_loss::Criteria;
 use pcrf_bench::zero_loss_run::{search, SearchSettings};
 use serde::Serialize;
@@ -42,6 +45,14 @@ enum Cmd {
     EchoServer(EchoArgs),
     /// PUT the scenario's subscribers through the REST API, then exit.
     Provision(ProvisionArgs),
+    /// Compare an answer log (`--answer-log`) with what the server stored:
+    /// usage per subscriber and the state of each session. Exits non-zero
+    /// on any acknowledged change lost or any usage counted twice.
+    Verify(VerifyArgs),
+    /// Misbehave as a Diameter peer (flap, stall, half messages, flood) for
+    /// --duration, then print what happened as JSON: the chaos suite runs it
+    /// beside a well-behaved `run`.
+    Misbehave(MisbehaveArgs),
 }
 
 #[derive(Args, Clone)]
@@ -98,6 +109,27 @@ struct Common {
     /// Also write the JSON report to this file.
     #[arg(long)]
     out: Option<PathBuf>,
+    /// Resend a request that timed out or lost its connection, with the T
+    /// flag and the same CC-Request-Number, up to this many times, as a
+    /// PCEF does; gateways then also reconnect fast (100 ms, at most 2 s
+    /// apart). 0: never (the benchmark's default).
+    #[arg(long, default_value_t = 0)]
+    retransmit: u32,
+    /// With --retransmit: the longest wait for the connection to be open
+    /// again before a resend.
+    #[arg(long, value_parser = parse_duration, default_value = "5s")]
+    retransmit_wait: Duration,
+    /// Write every request's final outcome as a JSON line here (session,
+    /// IMSI, command, request number, result, octets, tries), for `verify`.
+    #[arg(long, value_name = "FILE")]
+    answer_log: Option<PathBuf>,
+    /// Open loop: write a CSV row every --series-every (requests finished,
+    /// latency percentiles of that interval, the server's RSS with
+    /// --server-pid), for soaks.
+    #[arg(long, value_name = "FILE")]
+    series: Option<PathBuf>,
+    #[arg(long, value_parser = parse_duration, default_value = "10s")]
+    series_every: Duration,
 }
 
 #[derive(Args)]
@@ -155,6 +187,60 @@ struct EchoArgs {
 }
 
 #[derive(Args)]
+struct MisbehaveArgs {
+    #[arg(long, value_enum)]
+    mode: pcrf_bench::misbehave::Mode,
+    /// The server's Diameter address.
+    #[arg(long, default_value = "127.0.0.1:3868")]
+    target: String,
+    #[arg(long, value_parser = parse_duration, default_value = "20s")]
+    duration: Duration,
+    /// Our Origin-Host (the server must allow it as a peer).
+    #[arg(long, default_value = "bad-1.bench.test")]
+    origin_host: String,
+    #[arg(long, default_value = "bench.test")]
+    origin_realm: String,
+    #[arg(long, default_value = "pcrf.test")]
+    destination_realm: String,
+    /// Subscribers (the seed scenario's population) used in CCR-Is.
+    #[arg(long, default_value = "bench/scenarios/seed.toml")]
+    scenario: PathBuf,
+    #[arg(long)]
+    subscribers: Option<u64>,
+    /// The REST API (stall: asks the server for RARs through it).
+    #[arg(long, value_name = "URL")]
+    api: Option<String>,
+    /// Half: connections; stall: sessions.
+    #[arg(long, default_value_t = 20)]
+    count: usize,
+    /// Flood: at most this many requests.
+    #[arg(long, default_value_t = 1_000_000)]
+    max_requests: u64,
+}
+
+#[derive(Args)]
+struct VerifyArgs {
+    /// The answer log written by `run --answer-log`.
+    #[arg(long, value_name = "FILE")]
+    answer_log: PathBuf,
+    /// The server's REST API (http://host:port).
+    #[arg(long, value_name = "URL")]
+    api: String,
+    /// Bearer token of the API (when `[api] token` is set).
+    #[arg(long, env = "PCRF_API_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// The accumulator that sums the reported octets.
+    #[arg(long, default_value = "monthly")]
+    accumulator: String,
+    /// API connections used at once.
+    #[arg(long, default_value_t = 4)]
+    connections: usize,
+    /// Also write the verdict as JSON here.
+    #[arg(long)]
+    out: Option<PathBuf>,
+}
+
+#[derive(Args)]
 struct ProvisionArgs {
     #[arg(long, default_value = "bench/scenarios/seed.toml")]
     scenario: PathBuf,
@@ -202,6 +288,8 @@ async fn dispatch(cmd: Cmd) -> Result<(), String> {
         Cmd::ZeroLoss(a) => zero_loss(a).await,
         Cmd::EchoServer(a) => echo(a).await,
         Cmd::Provision(a) => provision_only(a).await,
+        Cmd::Verify(a) => verify(a).await,
+        Cmd::Misbehave(a) => misbehave(a).await,
     }
 }
 
@@ -311,8 +399,30 @@ fn emit<T: Serialize>(c: &Common, report: &T, summary: &str) -> Result<(), Strin
     Ok(())
 }
 
+/// Retransmission, answer log and series from the command line.
+fn extras(c: &Common) -> Result<RunExtras, String> {
+    Ok(RunExtras {
+        delivery: Arc::new(Delivery::new(
+            Retransmit {
+                max_retries: c.retransmit,
+                wait_open: c.retransmit_wait,
+            },
+            match &c.answer_log {
+                Some(p) => Some(AnswerLog::create(p)?),
+                None => None,
+            },
+        )),
+        series: c.series.as_ref().map(|p| SeriesSpec {
+            path: p.clone(),
+            every: c.series_every,
+            rss_pid: c.server_pid,
+        }),
+    })
+}
+
 async fn run(a: RunArgs) -> Result<(), String> {
     let setup = setup(&a.common).await?;
+    let extras = extras(&a.common)?;
     let c = &a.common;
     let load = match a.rate {
         Some(rate) if !(rate.is_finite() && rate > 0.0) => {
@@ -331,8 +441,67 @@ async fn run(a: RunArgs) -> Result<(), String> {
             seed: c.seed,
         }),
     };
-    let report = measure(&setup, load).await?;
-    emit(c, &report, &report.summary())
+    let report = measure_with(&setup, load, &extras).await;
+    let logged = finish_log(&extras);
+    let report = report?;
+    emit(c, &report, &report.summary())?;
+    logged
+}
+
+/// Closes the answer log; says how many lines it has.
+fn finish_log(extras: &RunExtras) -> Result<(), String> {
+    if let Some(log) = &extras.delivery.log {
+        let n = log.finish()?;
+        eprintln!("answer log: {n} requests");
+    }
+    Ok(())
+}
+
+async fn misbehave(a: MisbehaveArgs) -> Result<(), String> {
+    let scenario = load_scenario(&a.scenario, a.subscribers)?;
+    let opts = pcrf_bench::misbehave::Options {
+        target: resolve(&a.target).await?,
+        mode: a.mode,
+        duration: a.duration,
+        origin_host: a.origin_host,
+        origin_realm: a.origin_realm,
+        destination_realm: a.destination_realm,
+        population: scenario.population.clone(),
+        api: match &a.api {
+            Some(u) => Some(BaseUrl::parse(u).map_err(|e| e.to_string())?),
+            None => None,
+        },
+        count: a.count,
+        max_requests: a.max_requests,
+    };
+    let r = pcrf_bench::misbehave::run(&opts).await;
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&r).map_err(|e| e.to_string())?
+    );
+    Ok(())
+}
+
+async fn verify(a: VerifyArgs) -> Result<(), String> {
+    let records = load_log(&a.answer_log)?;
+    let api = Api {
+        base: BaseUrl::parse(&a.api).map_err(|e| e.to_string())?,
+        token: a.token.clone(),
+        connections: a.connections,
+        accumulator: a.accumulator.clone(),
+    };
+    let v = verify::verify(&records, &api).await?;
+    print!("{}", v.summary());
+    if let Some(path) = &a.out {
+        let json = serde_json::to_string_pretty(&v).map_err(|e| e.to_string())?;
+        std::fs::write(path, format!("{json}\n"))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    if v.passed() {
+        Ok(())
+    } else {
+        Err("verify: acknowledged changes lost or usage counted twice (see above)".into())
+    }
 }
 
 async fn zero_loss(a: ZeroLossArgs) -> Result<(), String> {
@@ -342,8 +511,11 @@ async fn zero_loss(a: ZeroLossArgs) -> Result<(), String> {
             a.min_achieved
         ));
     }
-    let setup = setup(&a.common).await?;
     let c = &a.common;
+    if c.retransmit > 0 || c.answer_log.is_some() || c.series.is_some() {
+        return Err("--retransmit, --answer-log and --series are for `run`, not zero-loss".into());
+    }
+    let setup = setup(c).await?;
     let settings = SearchSettings {
         min: a.min,
         max: a.max,

@@ -15,7 +15,7 @@
 //! session is closed with a CCR-T (the drain), outside the figures.
 
 use crate::cpu::CpuWindow;
-use crate::exchange::{exchange, Exchanged};
+use crate::exchange::Exchanged;
 use crate::latency::Latency;
 use crate::pcef::Pcefs;
 use crate::plan::{Event, Planned, Planner};
@@ -24,6 +24,7 @@ use crate::progress::Progress;
 use crate::report::{OutsideWindow, SessionCounts};
 use crate::run_result::{run_tag, RunResult};
 use crate::scenario::Scenario;
+use crate::series::{Series, SeriesSpec};
 use crate::session::{usage, RequestKind, RequestSpec, SessionIdentity};
 use crate::stats::{Command, Outcome, RunStats};
 use diameter::transport::PeerHandle;
@@ -122,6 +123,7 @@ struct Scheduler<'a> {
     in_flight: u64,
     draining: bool,
     last_answer: Option<Instant>,
+    series: Option<Series>,
 }
 
 impl Scheduler<'_> {
@@ -269,11 +271,13 @@ impl Scheduler<'_> {
         }
         let batch = std::mem::take(&mut self.ready);
         let done = self.done.clone();
+        let delivery = self.pcefs.delivery.clone();
         self.rt.spawn(async move {
             for r in batch {
                 let done = done.clone();
+                let delivery = delivery.clone();
                 tokio::spawn(async move {
-                    let ex = exchange(&r.peer, &r.spec).await;
+                    let ex = delivery.exchange(&r.peer, &r.spec).await;
                     done.lock().unwrap_or_else(|e| e.into_inner()).push(Done {
                         session: r.session,
                         command: r.command,
@@ -289,6 +293,13 @@ impl Scheduler<'_> {
     fn done(&mut self, d: Done) {
         self.in_flight = self.in_flight.saturating_sub(1);
         let success = matches!(d.ex.outcome, Outcome::Answered(r) if r.is_success());
+        if let Some(series) = self.series.as_mut() {
+            series.record(
+                d.ex.done_at.saturating_duration_since(d.intended),
+                success,
+                d.ex.outcome == Outcome::Timeout,
+            );
+        }
         match d.ex.outcome {
             Outcome::Timeout => self.progress.timeouts.fetch_add(1, Relaxed),
             _ if success => self.progress.succeeded.fetch_add(1, Relaxed),
@@ -406,6 +417,7 @@ pub fn run(
     cfg: OpenLoop,
     mut cpu: CpuWindow,
     progress: &Progress,
+    series: Option<SeriesSpec>,
 ) -> Result<RunResult, String> {
     // A precise sleeper: intended times are microseconds apart at high rates.
     // SAFETY: prctl(PR_SET_TIMERSLACK) only changes this thread's timer slack.
@@ -419,8 +431,16 @@ pub fn run(
     let start = Instant::now() + Duration::from_millis(20);
     let window_start = start + cfg.warmup;
     let window_end = window_start + cfg.duration;
-    let drain_deadline = window_end + scenario.timeout * 2 + Duration::from_secs(1);
+    // Every request still in flight gets its answer, its timeout, or (with
+    // retransmission) all its tries.
+    let per_request = pcefs
+        .delivery
+        .retransmit
+        .worst_case(scenario.timeout)
+        .max(scenario.timeout * 2);
+    let drain_deadline = window_end + per_request + Duration::from_secs(1);
     let mut planner = Planner::new(scenario, cfg.rate, cfg.seed, cfg.warmup + cfg.duration)?;
+    let series = series.map(|s| Series::create(s, start)).transpose()?;
     let done: DoneQueue = Arc::new(Mutex::new(Vec::new()));
     let mut finished = Vec::new();
     let mut s = Scheduler {
@@ -443,6 +463,7 @@ pub fn run(
         in_flight: 0,
         draining: false,
         last_answer: None,
+        series,
     };
     loop {
         std::mem::swap(
@@ -465,6 +486,9 @@ pub fn run(
         }
         let now = Instant::now();
         cpu.tick(now, window_start, window_end);
+        if let Some(series) = s.series.as_mut() {
+            series.tick(now);
+        }
         if !s.draining {
             if now >= window_end {
                 s.begin_drain();
@@ -489,6 +513,9 @@ pub fn run(
         if let Some(c) = cpu.next_due(window_start, window_end) {
             wake = wake.min(c);
         }
+        if let Some(series) = &s.series {
+            wake = wake.min(series.next_due());
+        }
         let wait = wake.saturating_duration_since(Instant::now());
         if !wait.is_zero() {
             std::thread::sleep(wait);
@@ -501,6 +528,11 @@ pub fn run(
             l.saturating_duration_since(window_start).as_secs_f64()
         })
         .max(window_s);
+    if let Some(series) = s.series.take() {
+        let path = series.path().display().to_string();
+        let rows = series.finish(Instant::now())?;
+        eprintln!("series: {rows} rows in {path}");
+    }
     let total = s.stats.total();
     Ok(RunResult {
         achieved_tps: total.succeeded as f64 / measured_s,

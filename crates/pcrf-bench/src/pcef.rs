@@ -5,6 +5,7 @@
 //! Session-Release-Cause asks the gateway to end the session: its
 //! Session-Id is queued for the runner, which sends the CCR-T.
 
+use crate::delivery::Delivery;
 use crate::gx::Gateway;
 use crate::scenario::GxSettings;
 use bytes::{Bytes, BytesMut};
@@ -105,6 +106,8 @@ pub struct Pcefs {
     handles: Vec<PeerHandle>,
     gateways: Vec<Arc<Gateway>>,
     pub counters: Arc<PcefCounters>,
+    /// Retransmission and the answer log, for every request of the run.
+    pub delivery: Arc<Delivery>,
 }
 
 /// How the emulated gateways connect.
@@ -121,6 +124,17 @@ pub struct PcefOptions {
 impl Pcefs {
     /// Connects `opts.peers` gateways and waits until every one is open.
     pub async fn connect(opts: &PcefOptions, gx: &GxSettings) -> Result<Pcefs, String> {
+        Pcefs::connect_tuned(opts, gx, false).await
+    }
+
+    /// [`connect`](Self::connect); with `fast_reconnect` the gateways
+    /// reconnect after 100 ms, backing off to at most 2 s (instead of 1 s
+    /// up to Tc = 30 s): for chaos runs, where the server restarts.
+    pub async fn connect_tuned(
+        opts: &PcefOptions,
+        gx: &GxSettings,
+        fast_reconnect: bool,
+    ) -> Result<Pcefs, String> {
         if opts.peers == 0 || opts.peers > 250 {
             return Err(format!("--peers must be 1..=250, not {}", opts.peers));
         }
@@ -134,6 +148,15 @@ impl Pcefs {
             cer_timeout: opts.connect_timeout,
             ..PeerSettings::default()
         });
+        let settings = if fast_reconnect {
+            Arc::new(PeerSettings {
+                reconnect_initial: Duration::from_millis(100),
+                tc: Duration::from_secs(2),
+                ..(*settings).clone()
+            })
+        } else {
+            settings
+        };
         let mut initiators = Vec::with_capacity(opts.peers);
         let mut gateways = Vec::with_capacity(opts.peers);
         for i in 0..opts.peers {
@@ -169,6 +192,7 @@ impl Pcefs {
                     initiators: Mutex::new(initiators),
                     gateways,
                     counters,
+                    delivery: Arc::default(),
                 };
                 pcefs.shutdown().await;
                 return Err(format!(
@@ -185,6 +209,7 @@ impl Pcefs {
             handles,
             gateways,
             counters,
+            delivery: Arc::default(),
         })
     }
 

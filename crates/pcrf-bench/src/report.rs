@@ -4,6 +4,7 @@
 
 use crate::apdex::ApdexSummary;
 use crate::cpu::CpuReport;
+use crate::delivery::DeliveryCounts;
 use crate::latency::Percentiles;
 use crate::stats::{Command, CommandStats, RunStats};
 use serde::{Deserialize, Serialize};
@@ -156,6 +157,10 @@ pub struct Report {
     pub generator_cpu: Option<CpuReport>,
     /// Connection problems seen (peer down, reconnects).
     pub peer_events: Vec<String>,
+    /// Retransmissions (T flag, same CC-Request-Number) after timeouts and
+    /// lost connections; all zero unless `--retransmit` was given.
+    #[serde(default)]
+    pub delivery: DeliveryCounts,
 }
 
 /// The per-command and total sections of a report from the run's counters.
@@ -265,6 +270,15 @@ impl Report {
                 self.rar.received, self.rar.answered, self.rar.release_requests
             );
         }
+        if self.delivery.max_retries > 0 {
+            let _ = writeln!(
+                s,
+                "retransmissions: {} (T flag, up to {} per request), {} requests answered after one",
+                self.delivery.retransmissions,
+                self.delivery.max_retries,
+                self.delivery.answered_after_retransmission
+            );
+        }
         if let Some(l) = &self.send_lag {
             let _ = writeln!(
                 s,
@@ -341,6 +355,7 @@ mod tests {
             db_cpu: None,
             generator_cpu: None,
             peer_events: vec![],
+            delivery: DeliveryCounts::default(),
         }
     }
 

@@ -4,11 +4,13 @@
 
 use crate::closed_loop::{self, ClosedLoop};
 use crate::cpu::{find_pids_by_name, CpuSampler, CpuWindow};
+use crate::delivery::Delivery;
 use crate::open_loop::{self, OpenLoop};
 use crate::pcef::{PcefOptions, Pcefs};
 use crate::progress::Progress;
 use crate::report::{command_reports, Machine, RarCounts, Report};
 use crate::scenario::Scenario;
+use crate::series::SeriesSpec;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
@@ -49,8 +51,26 @@ pub struct RunSetup {
     pub progress: bool,
 }
 
+/// What a chaos run adds to a measurement (nothing by default).
+#[derive(Clone, Debug, Default)]
+pub struct RunExtras {
+    /// Retransmission and the answer log.
+    pub delivery: Arc<Delivery>,
+    /// Open loop: a CSV row of figures every interval.
+    pub series: Option<SeriesSpec>,
+}
+
 /// Connects the gateways, offers the load, and reports.
 pub async fn measure(setup: &RunSetup, load: Load) -> Result<Report, String> {
+    measure_with(setup, load, &RunExtras::default()).await
+}
+
+/// [`measure`] with retransmission, an answer log or a series.
+pub async fn measure_with(
+    setup: &RunSetup,
+    load: Load,
+    extras: &RunExtras,
+) -> Result<Report, String> {
     // Samplers first: a wrong pid fails before any traffic.
     let server = CpuTargets::resolve(&setup.cpu.server_pids, &setup.cpu.server_name)?;
     let db = CpuTargets::resolve(&setup.cpu.db_pids, &setup.cpu.db_name)?;
@@ -71,7 +91,10 @@ pub async fn measure(setup: &RunSetup, load: Load) -> Result<Report, String> {
     }
     let cpu = CpuWindow::new(samplers);
 
-    let pcefs = Arc::new(Pcefs::connect(&setup.pcef, &setup.scenario.gx).await?);
+    let fast_reconnect = extras.delivery.retransmit.enabled();
+    let mut pcefs = Pcefs::connect_tuned(&setup.pcef, &setup.scenario.gx, fast_reconnect).await?;
+    pcefs.delivery = extras.delivery.clone();
+    let pcefs = Arc::new(pcefs);
     let progress = Progress::new();
     let printer = if setup.progress {
         progress.spawn_printer()
@@ -82,9 +105,13 @@ pub async fn measure(setup: &RunSetup, load: Load) -> Result<Report, String> {
         Load::Open(cfg) => {
             let rt = tokio::runtime::Handle::current();
             let (p, s, pr) = (pcefs.clone(), setup.scenario.clone(), progress.clone());
-            tokio::task::spawn_blocking(move || open_loop::run(&rt, &p, &s, cfg, cpu, &pr))
+            let series = extras.series.clone();
+            tokio::task::spawn_blocking(move || open_loop::run(&rt, &p, &s, cfg, cpu, &pr, series))
                 .await
                 .map_err(|e| format!("scheduler failed: {e}"))?
+        }
+        Load::Closed(_) if extras.series.is_some() => {
+            Err("--series needs an open-loop run (--rate)".to_string())
         }
         Load::Closed(cfg) => {
             closed_loop::run(
@@ -107,6 +134,15 @@ pub async fn measure(setup: &RunSetup, load: Load) -> Result<Report, String> {
         release_requests: pcefs.counters.release_requests.load(Relaxed),
     };
     let peer_events = pcefs.events();
+    if pcefs.delivery.log.is_some() || pcefs.delivery.retransmit.enabled() {
+        // Every request's final outcome must reach the log before the
+        // gateways go: an unlogged request would look like a double count.
+        let bound = pcefs.delivery.retransmit.worst_case(setup.scenario.timeout);
+        let left = pcefs.delivery.wait_idle(bound).await;
+        if left > 0 {
+            eprintln!("pcrf-bench: {left} requests still unfinished after {bound:?}; the answer log lacks them");
+        }
+    }
     pcefs.shutdown().await;
     let r = result?;
     let (commands, total) = command_reports(&r.stats, r.window_s);
@@ -139,5 +175,6 @@ pub async fn measure(setup: &RunSetup, load: Load) -> Result<Report, String> {
         db_cpu: cpu_at(slots[1]),
         generator_cpu: cpu_at(slots[2]),
         peer_events,
+        delivery: pcefs.delivery.counts(),
     })
 }

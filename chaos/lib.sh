@@ -1,0 +1,171 @@
+# Shared by the chaos scripts (issue 8): release binaries, a `pcrf serve`
+# on free loopback ports with usage monitoring on, restartable on the same
+# data (embedded SQLite or a throwaway PostgreSQL cluster), and the load
+# generator with retransmission and an answer log. Source it; do not run it.
+# Everything here talks to 127.0.0.1 only.
+
+CHAOS_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+# shellcheck source=../bench/lib.sh
+source "$CHAOS_ROOT/bench/lib.sh"
+
+PCRF_PID=""
+PG_TMP=""
+PG_BIN=""
+PG_PORT=""
+
+log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
+
+now_ms() { date +%s%3N; }
+
+# chaos_config WORK STORE [EXTRA_PEERS]: writes WORK/pcrf.toml; STORE is
+# sqlite (data in WORK/data unless DATA_DIR is set) or postgres (the cluster
+# of start_postgres). Allowed peers: the generator's pgw-1..8.bench.test
+# and EXTRA_PEERS more named bad-1..N.bench.test (chaos/peers.sh).
+# RETENTION sets [sessions].retention_secs (how long closed sessions are
+# kept; the server's default is a day); MAX_PENDING, LOG_LEVEL likewise.
+chaos_config() {
+  local work="$1" store="$2" extra="${3:-0}" i
+  DIAMETER_PORT="${DIAMETER_PORT:-$(free_port)}"
+  API_PORT="${API_PORT:-$(free_port)}"
+  API_URL="http://127.0.0.1:$API_PORT"
+  {
+    echo '[node]'
+    echo 'origin_host = "pcrf.pcrf.test"'
+    echo 'origin_realm = "pcrf.test"'
+    echo '[diameter]'
+    echo "listen = \"127.0.0.1:$DIAMETER_PORT\""
+    [[ -n "${MAX_PENDING:-}" ]] && echo "max_pending_requests = $MAX_PENDING"
+    for i in $(seq 8); do
+      echo '[[peers]]'
+      echo "origin_host = \"pgw-$i.bench.test\""
+      echo 'addresses = ["127.0.0.1"]'
+    done
+    for i in $(seq "$extra"); do
+      echo '[[peers]]'
+      echo "origin_host = \"bad-$i.bench.test\""
+      echo 'addresses = ["127.0.0.1"]'
+    done
+    echo '[store]'
+    if [[ $store == postgres ]]; then
+      echo 'kind = "postgres"'
+      echo "url = \"postgres://pcrf_chaos@127.0.0.1:$PG_PORT/pcrf_chaos\""
+    else
+      echo 'kind = "sqlite"'
+      echo "path = \"${DATA_DIR:-$work/data}\""
+      echo 'durability = "full"'
+    fi
+    if [[ -n "${RETENTION:-}" ]]; then
+      echo '[sessions]'
+      echo "retention_secs = $RETENTION"
+    fi
+    echo '[policy]'
+    echo "path = \"$CHAOS_ROOT/policies/default.lua\""
+    echo 'watch = false'
+    echo '[usage]'
+    echo "path = \"$CHAOS_ROOT/config/usage.toml\""
+    echo '[api]'
+    echo "listen = \"127.0.0.1:$API_PORT\""
+    echo '[log]'
+    echo "level = \"${LOG_LEVEL:-warn}\""
+  } >"$work/pcrf.toml"
+}
+
+# chaos_start WORK: `pcrf serve` on WORK/pcrf.toml; logs appended to
+# WORK/pcrf.err across restarts; sets PCRF_PID; returns non-zero if it does
+# not listen within 60 s.
+chaos_start() {
+  local work="$1"
+  echo "--- start $(date +%T.%N)" >>"$work/pcrf.err"
+  "$BIN/pcrf" serve --config "$work/pcrf.toml" >>"$work/pcrf.out" 2>>"$work/pcrf.err" &
+  PCRF_PID=$!
+  local deadline=$((SECONDS + 60))
+  while ((SECONDS < deadline)); do
+    if ! kill -0 "$PCRF_PID" 2>/dev/null; then
+      log "pcrf serve exited: $(tail -5 "$work/pcrf.err")"
+      return 1
+    fi
+    if (exec 3<>"/dev/tcp/127.0.0.1/$DIAMETER_PORT") 2>/dev/null \
+      && (exec 3<>"/dev/tcp/127.0.0.1/$API_PORT") 2>/dev/null; then
+      return 0
+    fi
+    sleep 0.05
+  done
+  log "pcrf serve did not listen within 60 s: $(tail -5 "$work/pcrf.err")"
+  return 1
+}
+
+# chaos_kill9: SIGKILL the server and reap it.
+chaos_kill9() {
+  if [[ -n "$PCRF_PID" ]] && kill -0 "$PCRF_PID" 2>/dev/null; then
+    kill -KILL "$PCRF_PID" 2>/dev/null || true
+    wait "$PCRF_PID" 2>/dev/null || true
+  fi
+  PCRF_PID=""
+}
+
+# chaos_stop: SIGTERM (graceful), then SIGKILL after 20 s.
+chaos_stop() {
+  if [[ -n "$PCRF_PID" ]] && kill -0 "$PCRF_PID" 2>/dev/null; then
+    kill -TERM "$PCRF_PID" 2>/dev/null || true
+    local i
+    for i in $(seq 200); do
+      kill -0 "$PCRF_PID" 2>/dev/null || break
+      sleep 0.1
+    done
+    kill -KILL "$PCRF_PID" 2>/dev/null || true
+    wait "$PCRF_PID" 2>/dev/null || true
+  fi
+  PCRF_PID=""
+}
+
+as_pg() {
+  if [[ "$(id -u)" -eq 0 ]]; then
+    runuser -u postgres -- "$@"
+  else
+    "$@"
+  fi
+}
+
+# start_postgres: a throwaway cluster (as scripts/test.sh makes one) on a
+# free 127.0.0.1 port with database pcrf_chaos; sets PG_TMP, PG_BIN, PG_PORT.
+start_postgres() {
+  PG_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+  [[ -n "$PG_BIN" && -x "$PG_BIN/initdb" ]] \
+    || die "PostgreSQL server binaries not found under /usr/lib/postgresql (scripts/install-test-deps.sh installs them)"
+  PG_TMP=$(mktemp -d "${TMPDIR:-/tmp}/pcrf-chaos-pg.XXXXXX")
+  [[ "$(id -u)" -eq 0 ]] && chown postgres "$PG_TMP"
+  PG_PORT="$(free_port)"
+  as_pg "$PG_BIN/initdb" -D "$PG_TMP/data" -U pcrf_chaos --auth=trust -E UTF8 >"$PG_TMP/initdb.log" 2>&1 \
+    || die "initdb failed: $(tail -5 "$PG_TMP/initdb.log")"
+  pg_up || die "PostgreSQL did not start: $(tail -5 "$PG_TMP/server.log")"
+  as_pg "$PG_BIN/createdb" -h 127.0.0.1 -p "$PG_PORT" -U pcrf_chaos pcrf_chaos
+}
+
+pg_up() {
+  as_pg "$PG_BIN/pg_ctl" -D "$PG_TMP/data" -l "$PG_TMP/server.log" -w -t 60 \
+    -o "-c listen_addresses=127.0.0.1 -p $PG_PORT -k $PG_TMP -c fsync=on -c max_connections=100" start >/dev/null
+}
+
+# pg_down MODE: stops the cluster's server (fast or immediate).
+pg_down() {
+  as_pg "$PG_BIN/pg_ctl" -D "$PG_TMP/data" -m "${1:-fast}" -w -t 60 stop >/dev/null
+}
+
+stop_postgres() {
+  if [[ -n "$PG_TMP" && -d "$PG_TMP" ]]; then
+    as_pg "$PG_BIN/pg_ctl" -D "$PG_TMP/data" -m immediate stop >/dev/null 2>&1 || true
+    rm -rf "$PG_TMP"
+  fi
+  PG_TMP=""
+}
+
+# provision_population SUBSCRIBERS: PUTs the seed scenario's subscribers.
+provision_population() {
+  "$BIN/pcrf-bench" provision --scenario "$CHAOS_ROOT/bench/scenarios/seed.toml" \
+    --api "$API_URL" --subscribers "$1" >/dev/null
+}
+
+# rss_kb PID: resident set size in kB (0 when the process is gone).
+rss_kb() {
+  awk '/^VmRSS:/ {print $2}' "/proc/$1/status" 2>/dev/null || echo 0
+}
