@@ -523,6 +523,10 @@ impl Node {
         changes.extend(usage_change(&usage));
         self.commit(changes).await?;
         slot.publish(s);
+        // Closed records live in the store only (API look-ups and late
+        // retransmissions read them there): memory stays the size of the
+        // open sessions whatever the churn and the retention.
+        self.sessions.remove(c.session_id);
         if let Some(step) = usage {
             Node::finish_usage(step);
         }
@@ -545,7 +549,6 @@ impl Node {
             let read = tokio::time::timeout(COMMIT_WAIT, self.store.read_session(c.session_id));
             if let Ok(Ok(Some(stored))) = read.await {
                 if let Some(again) = self.replay_retransmission(&stored, req, c) {
-                    self.sessions.replace(Arc::new(stored));
                     return again;
                 }
             }
@@ -1320,8 +1323,16 @@ impl Control for Node {
             .list(key.as_deref(), |s| f.matches(s), filter.limit)
     }
 
-    fn session(&self, id: &str) -> Option<Arc<GxSession>> {
-        self.sessions.get(id).map(|s| s.load())
+    async fn session(&self, id: &str) -> Option<Arc<GxSession>> {
+        if let Some(s) = self.sessions.get(id) {
+            return Some(s.load());
+        }
+        // Closed sessions live in the store only (until the retention ends).
+        let read = tokio::time::timeout(COMMIT_WAIT, self.store.read_session(id)).await;
+        match read {
+            Ok(Ok(found)) => found.map(Arc::new),
+            _ => None,
+        }
     }
 
     async fn reauth(&self, id: &str) -> Result<ReauthOutcome, ControlError> {

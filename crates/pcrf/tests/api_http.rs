@@ -93,13 +93,14 @@ impl Control for MapNode {
             .collect()
     }
 
-    fn session(&self, id: &str) -> Option<Arc<GxSession>> {
+    async fn session(&self, id: &str) -> Option<Arc<GxSession>> {
         self.sessions.lock().expect("lock").get(id).cloned()
     }
 
     async fn reauth(&self, id: &str) -> Result<ReauthOutcome, ControlError> {
         let s = self
             .session(id)
+            .await
             .ok_or_else(|| ControlError::NotFound(format!("no session {id}")))?;
         if s.state == SessionState::Closed {
             return Err(ControlError::Conflict(format!("session {id} is closed")));
@@ -114,7 +115,7 @@ impl Control for MapNode {
     }
 
     async fn release(&self, id: &str, cause: ReleaseCause) -> Result<ReleaseOutcome, ControlError> {
-        if self.session(id).is_none() {
+        if self.session(id).await.is_none() {
             return Err(ControlError::NotFound(format!("no session {id}")));
         }
         self.releases

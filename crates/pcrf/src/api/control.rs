@@ -38,7 +38,8 @@ pub trait Control: Send + Sync + 'static {
     /// Sessions matching every set field of `filter`, at most `filter.limit`.
     fn sessions(&self, filter: &SessionFilter) -> Vec<Arc<GxSession>>;
 
-    fn session(&self, id: &str) -> Option<Arc<GxSession>>;
+    /// One session, open or closed (closed ones are read from the store).
+    fn session(&self, id: &str) -> impl Future<Output = Option<Arc<GxSession>>> + Send;
 
     /// Re-decides the session and pushes the difference to its PCEF in a RAR.
     fn reauth(&self, id: &str) -> impl Future<Output = Result<ReauthOutcome, ControlError>> + Send;

@@ -52,7 +52,7 @@ pub async fn get<C: Control>(
     ApiPath(id): ApiPath<String>,
 ) -> Result<Response, ApiError> {
     check_id(&id)?;
-    match ctl.session(&id) {
+    match ctl.session(&id).await {
         Some(s) => Ok(Json(&*s).into_response()),
         None => Err(ApiError::not_found(format!("no session {id}"))),
     }
