@@ -1238,20 +1238,15 @@ impl MetricsSource for Node {
             "Gx requests being worked on now.",
             self.admission.in_flight(),
         );
-        let counters: [(&str, &str, &AtomicU64); 6] = [
+        let u = &self.usage_counters;
+        let p = &self.push_counters;
+        let counters: [(&str, &str, &AtomicU64); 16] = [
             ("pcrf_policy_fallbacks_total", "Decisions that fell back to [policy].fallback because the script failed.", &c.policy_fallbacks),
             ("pcrf_unknown_rule_names_total", "Rule or base names a decision named that the [rules] catalog does not list (dropped).", &c.unknown_rule_names),
             ("pcrf_rule_failures_reported_total", "Rules the PCEFs reported as failed (Charging-Rule-Report).", &c.rule_failures_reported),
             ("pcrf_retransmissions_total", "Retransmitted CCRs answered again without being applied twice.", &c.retransmissions),
             ("pcrf_store_failures_total", "Requests answered 5012 because their state change could not be committed.", &c.store_failures),
             ("pcrf_writes_skipped_total", "CCR-U whose session changed nothing durable: no write (optimization 1).", &c.writes_skipped),
-        ];
-        for (name, help, value) in counters {
-            out.counter(name, help, value.load(Relaxed));
-        }
-        let u = &self.usage_counters;
-        let p = &self.push_counters;
-        let usage: [(&str, &str, &AtomicU64); 10] = [
             ("pcrf_usage_reports_total", "Usage reports (Used-Service-Unit per Monitoring-Key) counted, each once.", &u.reports),
             ("pcrf_usage_reported_octets_total", "Octets in those reports.", &u.octets),
             ("pcrf_usage_unknown_key_reports_total", "Reports for Monitoring-Keys the usage file does not define (counted in no accumulator).", &u.unknown_key_reports),
@@ -1263,7 +1258,7 @@ impl MetricsSource for Node {
             ("pcrf_pushes_failed_total", "Pushes that failed (PCEF not connected, no RAA, error answer).", &p.failed),
             ("pcrf_usage_period_resets_total", "Subscribers whose accumulators were reset at a period boundary.", &p.resets),
         ];
-        for (name, help, value) in usage {
+        for (name, help, value) in counters {
             out.counter(name, help, value.load(Relaxed));
         }
         out.gauge(

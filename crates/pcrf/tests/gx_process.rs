@@ -139,20 +139,11 @@ async fn ccr_u_carries_only_the_difference_and_retransmissions_apply_once() {
 
     // Retransmission of that CCR-U (T flag, same number): the same answer, not re-applied.
     let again = pcef
-        .peer
-        .request(GX, diameter::dict::cmd::CREDIT_CONTROL, |b| {
-            b.set_retransmit();
-            b.str(avp::SESSION_ID, sid)
-                .u32(avp::AUTH_APPLICATION_ID, GX)
-                .origin("pgw.test.local", "test.local")
-                .str(avp::DESTINATION_REALM, "test.local")
-                .i32(avp::CC_REQUEST_TYPE, 2)
-                .u32(avp::CC_REQUEST_NUMBER, 2)
-                .i32(avp::EVENT_TRIGGER, enums::EVENT_TRIGGER::RAT_CHANGE)
+        .ccr_again(sid, 2, 2, |b| {
+            b.i32(avp::EVENT_TRIGGER, enums::EVENT_TRIGGER::RAT_CHANGE)
                 .i32(avp::RAT_TYPE, 1000);
         })
-        .await
-        .expect("answer");
+        .await;
     assert_eq!(again.flags() & FLAG_T, 0);
     assert_eq!(
         rule_changes(&again),

@@ -218,19 +218,8 @@ async fn each_report_counts_once_across_retransmission_and_kill_9() {
 
     // The same CCR-U again (T flag): answered again, not counted again.
     let again = pcef
-        .peer
-        .request(GX, diameter::dict::cmd::CREDIT_CONTROL, |b| {
-            b.set_retransmit();
-            b.str(avp::SESSION_ID, sid)
-                .u32(avp::AUTH_APPLICATION_ID, GX)
-                .origin("pgw.test.local", "test.local")
-                .str(avp::DESTINATION_REALM, "test.local")
-                .i32(avp::CC_REQUEST_TYPE, 2)
-                .u32(avp::CC_REQUEST_NUMBER, 1);
-            usage_report(b, "total", 7 * MB);
-        })
-        .await
-        .expect("answer");
+        .ccr_again(sid, 2, 1, |b| usage_report(b, "total", 7 * MB))
+        .await;
     assert_eq!(&again.bytes()[20..], &cca.bytes()[20..]);
     assert_eq!(used(&p, "monthly"), 7 * MB);
     pcef.close().await;
@@ -271,20 +260,11 @@ async fn each_report_counts_once_across_retransmission_and_kill_9() {
     // final report is not counted again.
     let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
     let again = pcef
-        .peer
-        .request(GX, diameter::dict::cmd::CREDIT_CONTROL, |b| {
-            b.set_retransmit();
-            b.str(avp::SESSION_ID, sid)
-                .u32(avp::AUTH_APPLICATION_ID, GX)
-                .origin("pgw.test.local", "test.local")
-                .str(avp::DESTINATION_REALM, "test.local")
-                .i32(avp::CC_REQUEST_TYPE, 3)
-                .u32(avp::CC_REQUEST_NUMBER, 3)
-                .i32(avp::TERMINATION_CAUSE, 1);
+        .ccr_again(sid, 3, 3, |b| {
+            b.i32(avp::TERMINATION_CAUSE, 1);
             report(b, "total", 2 * MB);
         })
-        .await
-        .expect("answer");
+        .await;
     assert_eq!(result_of(&again), 2001, "{}", p.log());
     assert_eq!(&again.bytes()[20..], &cct.bytes()[20..]);
     assert_eq!(used(&p, "monthly"), 12 * MB);

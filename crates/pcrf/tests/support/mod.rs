@@ -402,6 +402,19 @@ impl Pcef {
             .collect()
     }
 
+    /// As `ccr`, sent again: the T flag set, as a PCEF retransmits a
+    /// request whose answer it did not get.
+    pub async fn ccr_again(
+        &self,
+        session: &str,
+        request_type: i32,
+        number: u32,
+        extra: impl FnOnce(&mut MessageBuilder<'_>),
+    ) -> Message {
+        self.send_ccr(true, session, request_type, number, extra)
+            .await
+    }
+
     /// Sends a CCR built by `extra` after the common AVPs; returns the CCA.
     pub async fn ccr(
         &self,
@@ -410,9 +423,24 @@ impl Pcef {
         number: u32,
         extra: impl FnOnce(&mut MessageBuilder<'_>),
     ) -> Message {
+        self.send_ccr(false, session, request_type, number, extra)
+            .await
+    }
+
+    async fn send_ccr(
+        &self,
+        retransmit: bool,
+        session: &str,
+        request_type: i32,
+        number: u32,
+        extra: impl FnOnce(&mut MessageBuilder<'_>),
+    ) -> Message {
         let local = self.peer.local().clone();
         self.peer
             .request(GX, cmd::CREDIT_CONTROL, |b| {
+                if retransmit {
+                    b.set_retransmit();
+                }
                 b.str(avp::SESSION_ID, session)
                     .u32(avp::AUTH_APPLICATION_ID, GX)
                     .origin(&local.origin_host, &local.origin_realm)
