@@ -218,10 +218,14 @@ pub fn ccr_initial(b: &mut MessageBuilder<'_>, r: &Request<'_>) {
         .i32(avp::OFFLINE, enums::OFFLINE::ENABLE_OFFLINE);
 }
 
-/// CCR-U: a usage report (Event-Trigger USAGE_REPORT) for each monitoring key.
+/// CCR-U: a usage report (Event-Trigger USAGE_REPORT) for each monitoring
+/// key; without usage, a plain update (a PCEF sets the trigger only when it
+/// reports).
 pub fn ccr_update(b: &mut MessageBuilder<'_>, r: &Request<'_>, usage: &[Usage]) {
     header_avps(b, r, enums::CC_REQUEST_TYPE::UPDATE_REQUEST);
-    b.i32(avp::EVENT_TRIGGER, enums::EVENT_TRIGGER::USAGE_REPORT);
+    if !usage.is_empty() {
+        b.i32(avp::EVENT_TRIGGER, enums::EVENT_TRIGGER::USAGE_REPORT);
+    }
     usage_avps(b, usage);
     location_avps(b, r);
 }
