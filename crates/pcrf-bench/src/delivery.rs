@@ -8,18 +8,18 @@
 //! suite (`chaos/`), where the server is killed, starved of its store or
 //! disturbed while the load runs.
 
-use crate::exchange::{classify, Exchanged};
+use crate::exchange::{send_once, Exchanged};
 use crate::session::{RequestKind, RequestSpec};
 use crate::stats::{Command, Outcome, ResultKind};
-use diameter::dict::{app, avp, cmd};
+
 use diameter::peer::PeerState;
-use diameter::transport::{PeerHandle, RequestError};
+use diameter::transport::PeerHandle;
 use serde::{Deserialize, Serialize};
 use std::fs::File;
 use std::io::{BufWriter, Write};
 use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 /// How often and how patiently a request is sent again.
@@ -229,26 +229,9 @@ impl Delivery {
         let mut tries = 0u32;
         let (outcome, origin_host) = loop {
             tries += 1;
-            let resend = tries > 1;
-            let r = peer
-                .request(app::GX, cmd::CREDIT_CONTROL, |b| {
-                    if resend {
-                        b.set_retransmit();
-                    }
-                    spec.build(b)
-                })
-                .await;
-            let failed = match r {
-                Ok(answer) => {
-                    let host = answer
-                        .find(avp::ORIGIN_HOST)
-                        .ok()
-                        .flatten()
-                        .and_then(|a| a.as_identity().ok().map(Arc::from));
-                    break (Outcome::Answered(classify(&answer, spec)), host);
-                }
-                Err(RequestError::Timeout) => Outcome::Timeout,
-                Err(_) => Outcome::SendFailed,
+            let failed = match send_once(peer, spec, tries > 1).await {
+                answered @ (Outcome::Answered(_), _) => break answered,
+                (failed, _) => failed,
             };
             if tries > self.retransmit.max_retries {
                 break (failed, None);
@@ -309,7 +292,9 @@ mod tests {
     use crate::gx::{Gateway, Usage};
     use crate::population::Population;
     use crate::session::SessionIdentity;
+    use diameter::dict::{app, cmd};
     use std::net::Ipv4Addr;
+    use std::sync::Arc;
 
     fn spec(kind: RequestKind, number: u32) -> RequestSpec {
         let gateway = Arc::new(Gateway {

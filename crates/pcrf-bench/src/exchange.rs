@@ -42,15 +42,23 @@ pub fn classify(answer: &Message, spec: &RequestSpec) -> ResultKind {
     }
 }
 
-/// Sends the request and waits for its answer (the transport's request
-/// timeout bounds the wait).
-pub async fn exchange(peer: &PeerHandle, spec: &RequestSpec) -> Exchanged {
-    let sent_at = Instant::now();
+/// Sends the request once (with the T flag when `retransmit`) and waits
+/// for its answer (the transport's request timeout bounds the wait): the
+/// outcome and the answering node's Origin-Host.
+pub async fn send_once(
+    peer: &PeerHandle,
+    spec: &RequestSpec,
+    retransmit: bool,
+) -> (Outcome, Option<Arc<str>>) {
     let r = peer
-        .request(app::GX, cmd::CREDIT_CONTROL, |b| spec.build(b))
+        .request(app::GX, cmd::CREDIT_CONTROL, |b| {
+            if retransmit {
+                b.set_retransmit();
+            }
+            spec.build(b)
+        })
         .await;
-    let done_at = Instant::now();
-    let (outcome, origin_host) = match r {
+    match r {
         Ok(answer) => {
             let host = answer
                 .find(avp::ORIGIN_HOST)
@@ -61,7 +69,14 @@ pub async fn exchange(peer: &PeerHandle, spec: &RequestSpec) -> Exchanged {
         }
         Err(RequestError::Timeout) => (Outcome::Timeout, None),
         Err(_) => (Outcome::SendFailed, None),
-    };
+    }
+}
+
+/// Sends the request and waits for its answer.
+pub async fn exchange(peer: &PeerHandle, spec: &RequestSpec) -> Exchanged {
+    let sent_at = Instant::now();
+    let (outcome, origin_host) = send_once(peer, spec, false).await;
+    let done_at = Instant::now();
     Exchanged {
         outcome,
         sent_at,
