@@ -467,11 +467,12 @@ impl Node {
         let s = Arc::new(s);
         // A request that reported usage is always written, with its answer:
         // a retransmission after a restart must be replayed, not counted again.
-        if s.durably_equal(&cur) && c.usage_reports.is_empty() && !usage_changed(&usage) {
+        let usage_write = usage_change(&usage);
+        if s.durably_equal(&cur) && c.usage_reports.is_empty() && usage_write.is_none() {
             self.counters.writes_skipped.fetch_add(1, Relaxed);
         } else {
             let mut changes = vec![Change::PutSession(s.clone())];
-            changes.extend(usage_change(&usage));
+            changes.extend(usage_write);
             self.commit(changes).await?;
         }
         slot.publish(s);
@@ -1085,11 +1086,7 @@ fn usage_change(usage: &Option<monitoring::UsageStep>) -> Option<Change> {
     usage
         .as_ref()
         .filter(|u| u.changed())
-        .map(|u| Change::PutUsage(Arc::new(u.next.clone())))
-}
-
-fn usage_changed(usage: &Option<monitoring::UsageStep>) -> bool {
-    usage.as_ref().is_some_and(|u| u.changed())
+        .map(|u| Change::PutUsage(u.next.clone()))
 }
 
 /// Revalidation-Time is an instant: send it only when the decision asks

@@ -43,7 +43,9 @@ pub(super) struct UsageStep {
     pub cfg: Arc<UsageConfig>,
     pub slot: Arc<UsageSlot>,
     _guard: tokio::sync::OwnedMutexGuard<()>,
-    pub next: SubscriberUsage,
+    /// The next value: changed in place (the only reference until the
+    /// commit), then shared by the commit and the table without a copy.
+    pub next: Arc<SubscriberUsage>,
     pub billing_day: Option<u8>,
     /// Keys reported in this request (they are granted again).
     pub reported: BTreeSet<String>,
@@ -54,7 +56,7 @@ pub(super) struct UsageStep {
 impl UsageStep {
     /// Whether the accumulators differ from the committed ones.
     pub fn changed(&self) -> bool {
-        *self.slot.load() != self.next
+        *self.slot.load() != *self.next
     }
 
     /// What the policy sees.
@@ -101,6 +103,7 @@ impl Node {
         let mut next = (*slot.load()).clone();
         let billing_day = billing_day(profile);
         next.roll(&cfg, billing_day, now);
+        let next = Arc::new(next);
         Ok(Some(UsageStep {
             cfg,
             slot,
@@ -124,7 +127,7 @@ impl Node {
         for r in reports {
             let key = gx::key_text(r.key).into_owned();
             let octets = r.used.octets();
-            let counted = step.next.count(
+            let counted = Arc::make_mut(&mut step.next).count(
                 &step.cfg,
                 Interface::Gx,
                 &key,
@@ -242,7 +245,7 @@ impl Node {
         let UsageStep {
             slot, next, _guard, ..
         } = step;
-        slot.publish(Arc::new(next));
+        slot.publish(next);
     }
 
     /// Monitoring keys with running grants, and in how many open sessions
