@@ -106,7 +106,7 @@ pub fn profile(imsi: String, body: SubscriberBody) -> Result<Subscriber, ApiErro
     Ok(s)
 }
 
-fn check_imsi(imsi: &str) -> Result<(), ApiError> {
+pub(crate) fn check_imsi(imsi: &str) -> Result<(), ApiError> {
     Subscriber {
         imsi: imsi.to_string(),
         ..Default::default()

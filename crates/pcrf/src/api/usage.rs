@@ -7,6 +7,7 @@
 use super::control::Control;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath};
+use super::subscribers::check_imsi;
 use crate::usage::ServiceUnits;
 use axum::extract::State;
 use axum::Json;
@@ -89,15 +90,6 @@ pub struct Reset {
 /// The largest top-up accepted: 1 PB, far above any plan, well below
 /// overflow.
 pub const MAX_TOPUP_OCTETS: u64 = 1_000_000_000_000_000;
-
-fn check_imsi(imsi: &str) -> Result<(), ApiError> {
-    crate::subscriber::Subscriber {
-        imsi: imsi.to_string(),
-        ..Default::default()
-    }
-    .validate()
-    .map_err(|e| ApiError::bad_request(e.to_string()))
-}
 
 pub async fn get<C: Control>(
     State(ctl): State<Arc<C>>,
