@@ -1,6 +1,7 @@
 //! Sessions and their state, in memory (the read path) and as records for
 //! the store (durability).
 
+pub mod binding;
 pub mod diff;
 pub mod record;
 pub mod table;

@@ -4,6 +4,7 @@
 //! the same session (a retransmission racing the original) apply in order,
 //! while readers (the API, policy pushes) read the current record lock-free.
 
+use super::binding::Bindings;
 use super::record::{GxSession, SessionState};
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
@@ -18,6 +19,8 @@ const SHARDS: usize = 64;
 pub struct SessionSlot {
     current: ArcSwap<GxSession>,
     update: tokio::sync::Mutex<()>,
+    /// The table's address index, kept right as records are published.
+    bindings: Arc<Bindings>,
 }
 
 impl std::fmt::Debug for SessionSlot {
@@ -29,10 +32,11 @@ impl std::fmt::Debug for SessionSlot {
 }
 
 impl SessionSlot {
-    fn new(s: Arc<GxSession>) -> SessionSlot {
+    fn new(s: Arc<GxSession>, bindings: Arc<Bindings>) -> SessionSlot {
         SessionSlot {
             current: ArcSwap::new(s),
             update: tokio::sync::Mutex::new(()),
+            bindings,
         }
     }
     /// The current record.
@@ -45,15 +49,18 @@ impl SessionSlot {
     }
     /// Publishes a new record (call with the update lock held).
     pub fn publish(&self, s: Arc<GxSession>) {
-        self.current.store(s);
+        let old = self.current.swap(s.clone());
+        self.bindings.moved(&old, &s);
     }
 }
 
 /// All Gx sessions, open and recently closed, by Session-Id, with an index
-/// by subscriber for policy pushes.
+/// by subscriber for policy pushes and one by UE address for binding Rx
+/// and Sd sessions.
 pub struct SessionTable {
     shards: Vec<Mutex<HashMap<String, Arc<SessionSlot>>>>,
     by_subscriber: Vec<Mutex<HashMap<String, HashSet<String>>>>,
+    bindings: Arc<Bindings>,
     hasher: std::collections::hash_map::RandomState,
 }
 
@@ -62,6 +69,7 @@ impl Default for SessionTable {
         SessionTable {
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             by_subscriber: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            bindings: Arc::new(Bindings::default()),
             hasher: Default::default(),
         }
     }
@@ -82,7 +90,7 @@ impl SessionTable {
     pub fn insert(&self, s: Arc<GxSession>) -> Result<Arc<SessionSlot>, Arc<SessionSlot>> {
         let id = s.id.clone();
         let sub = s.subscriber.clone();
-        let slot = Arc::new(SessionSlot::new(s));
+        let slot = Arc::new(SessionSlot::new(s.clone(), self.bindings.clone()));
         {
             let mut shard = self.shards[self.shard_of(&id)].lock();
             if let Some(existing) = shard.get(&id) {
@@ -90,6 +98,7 @@ impl SessionTable {
             }
             shard.insert(id.clone(), slot.clone());
         }
+        self.bindings.bind(&s);
         self.by_subscriber[self.shard_of(&sub)]
             .lock()
             .entry(sub)
@@ -103,10 +112,14 @@ impl SessionTable {
     pub fn replace(&self, s: Arc<GxSession>) -> Arc<SessionSlot> {
         let id = s.id.clone();
         let sub = s.subscriber.clone();
-        let slot = Arc::new(SessionSlot::new(s));
+        let slot = Arc::new(SessionSlot::new(s.clone(), self.bindings.clone()));
         let old = self.shards[self.shard_of(&id)]
             .lock()
             .insert(id.clone(), slot.clone());
+        if let Some(old) = &old {
+            self.bindings.unbind(&old.load());
+        }
+        self.bindings.bind(&s);
         if let Some(old) = old {
             let old_sub = old.load().subscriber.clone();
             if old_sub != sub {
@@ -124,8 +137,9 @@ impl SessionTable {
     /// Forgets a session entirely.
     pub fn remove(&self, id: &str) -> Option<Arc<SessionSlot>> {
         let slot = self.shards[self.shard_of(id)].lock().remove(id)?;
-        let sub = slot.load().subscriber.clone();
-        self.unindex(&sub, id);
+        let cur = slot.load();
+        self.bindings.unbind(&cur);
+        self.unindex(&cur.subscriber, id);
         Some(slot)
     }
 
@@ -137,6 +151,21 @@ impl SessionTable {
                 idx.remove(sub);
             }
         }
+    }
+
+    /// Slots of the open sessions holding a UE address (TS 29.213 §8.2
+    /// binding): the IPv4 address, or an IPv6 prefix containing it.
+    pub fn bound_to(&self, addr: std::net::IpAddr) -> Vec<Arc<SessionSlot>> {
+        self.bindings
+            .find(addr)
+            .iter()
+            .filter_map(|id| self.get(id))
+            .collect()
+    }
+
+    /// The address index (for gauges and tests).
+    pub fn bindings(&self) -> &Bindings {
+        &self.bindings
     }
 
     /// Session ids of a subscriber (open and closed).
@@ -243,6 +272,28 @@ mod tests {
         t.replace(session("b", "003", "ims"));
         assert!(t.ids_of_subscriber("001").is_empty());
         assert_eq!(t.ids_of_subscriber("003"), vec!["b".to_string()]);
+    }
+
+    #[test]
+    fn the_address_index_follows_insert_publish_replace_and_remove() {
+        let t = SessionTable::default();
+        let mut s = (*session("a", "001", "internet")).clone();
+        s.ue_ipv4 = Some([10, 1, 0, 1].into());
+        let slot = t.insert(Arc::new(s.clone())).expect("new");
+        let ip = |v: [u8; 4]| std::net::IpAddr::from(v);
+        assert_eq!(t.bound_to(ip([10, 1, 0, 1])).len(), 1);
+        // A CCR-U moved the UE to another address.
+        s.ue_ipv4 = Some([10, 1, 0, 2].into());
+        slot.publish(Arc::new(s.clone()));
+        assert!(t.bound_to(ip([10, 1, 0, 1])).is_empty());
+        assert_eq!(t.bound_to(ip([10, 1, 0, 2])).len(), 1);
+        // A new CCR-I reusing the id with another address.
+        s.ue_ipv4 = Some([10, 1, 0, 3].into());
+        t.replace(Arc::new(s.clone()));
+        assert!(t.bound_to(ip([10, 1, 0, 2])).is_empty());
+        assert_eq!(t.bound_to(ip([10, 1, 0, 3])).len(), 1);
+        t.remove("a");
+        assert!(t.bindings().is_empty());
     }
 
     #[tokio::test]

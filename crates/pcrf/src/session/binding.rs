@@ -1,0 +1,285 @@
+//! The binding index: which open Gx sessions hold a UE address. An AF (Rx)
+//! or a TDF (Sd, unsolicited mode) names the IP-CAN session only by the
+//! UE's IPv4 address or IPv6 address (TS 29.213 §8.2); this finds it
+//! without walking the table. The session table keeps it on insert,
+//! publish and remove, so it stays right as sessions come, change address
+//! (UE_IP_ADDRESS_ALLOCATE/RELEASE) and go.
+//!
+//! Several sessions may hold one address (private IPv4 pools per APN or
+//! per gateway), so a key maps to a list and callers narrow by APN or
+//! subscriber. IPv6 is indexed by the session's prefix; a look-up by a
+//! full address tries every prefix length in use (usually only /64).
+
+use super::record::{GxSession, SessionState};
+use parking_lot::Mutex;
+use std::collections::HashMap;
+use std::hash::BuildHasher;
+use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+
+const SHARDS: usize = 64;
+
+/// An indexed address: a whole IPv4 address, or an IPv6 prefix (masked
+/// address and length).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+enum Key {
+    V4(u32),
+    V6(u128, u8),
+}
+
+/// UE address → ids of the open sessions holding it.
+pub struct Bindings {
+    shards: Vec<Mutex<HashMap<Key, Vec<String>>>>,
+    /// Bit n set: some session holds an IPv6 prefix of length n (0..=128).
+    v6_lengths: [AtomicU64; 3],
+    hasher: std::collections::hash_map::RandomState,
+}
+
+impl Default for Bindings {
+    fn default() -> Self {
+        Bindings {
+            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
+            v6_lengths: Default::default(),
+            hasher: Default::default(),
+        }
+    }
+}
+
+/// The IPv6 prefix of Framed-IPv6-Prefix data (RFC 3162 §2.3: reserved,
+/// prefix length, then the prefix's significant octets).
+pub fn ipv6_prefix(data: &[u8]) -> Option<(Ipv6Addr, u8)> {
+    let (&len, rest) = data.get(1..)?.split_first()?;
+    if len > 128 || rest.len() < usize::from(len).div_ceil(8) || rest.len() > 16 {
+        return None;
+    }
+    let mut octets = [0u8; 16];
+    octets[..rest.len()].copy_from_slice(rest);
+    Some((Ipv6Addr::from(mask(u128::from_be_bytes(octets), len)), len))
+}
+
+/// The IPv6 prefix of a session record (stored as hex of the AVP data).
+fn session_prefix(hex: &str) -> Option<(Ipv6Addr, u8)> {
+    if hex.len() % 2 != 0 || hex.len() > 36 {
+        return None;
+    }
+    let bytes: Option<Vec<u8>> = (0..hex.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
+        .collect();
+    ipv6_prefix(&bytes?)
+}
+
+fn mask(v: u128, len: u8) -> u128 {
+    match len {
+        0 => 0,
+        l if l >= 128 => v,
+        l => v & !(u128::MAX >> l),
+    }
+}
+
+/// The keys a session is indexed under (none once it is closed).
+fn keys_of(s: &GxSession) -> Vec<Key> {
+    if s.state != SessionState::Open {
+        return Vec::new();
+    }
+    let mut keys = Vec::new();
+    if let Some(v4) = s.ue_ipv4 {
+        keys.push(Key::V4(u32::from(v4)));
+    }
+    if let Some((p, len)) = s.ue_ipv6_prefix.as_deref().and_then(session_prefix) {
+        keys.push(Key::V6(u128::from(p), len));
+    }
+    keys
+}
+
+impl Bindings {
+    fn shard(&self, k: &Key) -> &Mutex<HashMap<Key, Vec<String>>> {
+        &self.shards[(self.hasher.hash_one(k) as usize) % SHARDS]
+    }
+
+    fn add(&self, k: Key, id: &str) {
+        if let Key::V6(_, len) = k {
+            let len = usize::from(len);
+            self.v6_lengths[len / 64].fetch_or(1 << (len % 64), Relaxed);
+        }
+        let mut shard = self.shard(&k).lock();
+        let ids = shard.entry(k).or_default();
+        if !ids.iter().any(|i| i == id) {
+            ids.push(id.to_owned());
+        }
+    }
+
+    fn drop_key(&self, k: Key, id: &str) {
+        let mut shard = self.shard(&k).lock();
+        if let Some(ids) = shard.get_mut(&k) {
+            ids.retain(|i| i != id);
+            if ids.is_empty() {
+                shard.remove(&k);
+            }
+        }
+    }
+
+    /// Indexes a session that entered the table.
+    pub fn bind(&self, s: &GxSession) {
+        for k in keys_of(s) {
+            self.add(k, &s.id);
+        }
+    }
+
+    /// Forgets a session that left the table.
+    pub fn unbind(&self, s: &GxSession) {
+        for k in keys_of(s) {
+            self.drop_key(k, &s.id);
+        }
+    }
+
+    /// Follows a session from one record to the next (address or state
+    /// changed); costs two small comparisons when nothing did.
+    pub fn moved(&self, old: &GxSession, new: &GxSession) {
+        if old.state == new.state
+            && old.ue_ipv4 == new.ue_ipv4
+            && old.ue_ipv6_prefix == new.ue_ipv6_prefix
+        {
+            return;
+        }
+        let before = keys_of(old);
+        let after = keys_of(new);
+        for k in before.iter().filter(|k| !after.contains(k)) {
+            self.drop_key(*k, &old.id);
+        }
+        for k in after.iter().filter(|k| !before.contains(k)) {
+            self.add(*k, &new.id);
+        }
+    }
+
+    /// Ids of the open sessions holding `addr`: the IPv4 address itself,
+    /// or an IPv6 prefix containing the address (an AF sends the UE's
+    /// full IPv6 address, the PCEF the prefix it delegated).
+    pub fn find(&self, addr: IpAddr) -> Vec<String> {
+        match addr {
+            IpAddr::V4(v4) => self.lookup(Key::V4(u32::from(v4))),
+            IpAddr::V6(v6) => {
+                let a = u128::from(v6);
+                let lengths: [u64; 3] = std::array::from_fn(|i| self.v6_lengths[i].load(Relaxed));
+                let mut out = Vec::new();
+                // Longest prefix first: the most specific binding comes first.
+                for len in (0..=128u8).rev() {
+                    let l = usize::from(len);
+                    if lengths[l / 64] & (1 << (l % 64)) == 0 {
+                        continue;
+                    }
+                    for id in self.lookup(Key::V6(mask(a, len), len)) {
+                        if !out.contains(&id) {
+                            out.push(id);
+                        }
+                    }
+                }
+                out
+            }
+        }
+    }
+
+    /// Ids under the address of an IPv6 prefix as an AF sends it
+    /// (Framed-IPv6-Prefix data).
+    pub fn find_prefix(&self, data: &[u8]) -> Vec<String> {
+        match ipv6_prefix(data) {
+            Some((p, _)) => self.find(IpAddr::V6(p)),
+            None => Vec::new(),
+        }
+    }
+
+    fn lookup(&self, k: Key) -> Vec<String> {
+        self.shard(&k).lock().get(&k).cloned().unwrap_or_default()
+    }
+
+    /// Addresses indexed (a gauge for tests and metrics).
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().len()).sum()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// An IPv4 address from Framed-IP-Address data.
+pub fn ipv4(data: &[u8]) -> Option<Ipv4Addr> {
+    <[u8; 4]>::try_from(data).ok().map(Ipv4Addr::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn session(id: &str, v4: Option<[u8; 4]>, v6_hex: Option<&str>) -> GxSession {
+        let mut s = GxSession::new(id.into(), "001".into(), "pgw".into(), "realm".into(), 1);
+        s.ue_ipv4 = v4.map(Ipv4Addr::from);
+        s.ue_ipv6_prefix = v6_hex.map(str::to_owned);
+        s
+    }
+
+    // 2001:db8:1:2::/64 as Framed-IPv6-Prefix data.
+    const P64: &str = "004020010db800010002";
+
+    #[test]
+    fn finds_by_ipv4_and_by_an_address_inside_the_ipv6_prefix() {
+        let b = Bindings::default();
+        b.bind(&session("a", Some([10, 0, 0, 1]), Some(P64)));
+        assert_eq!(b.find("10.0.0.1".parse().unwrap()), vec!["a"]);
+        assert!(b.find("10.0.0.2".parse().unwrap()).is_empty());
+        assert_eq!(b.find("2001:db8:1:2::77".parse().unwrap()), vec!["a"]);
+        assert!(b.find("2001:db8:1:3::77".parse().unwrap()).is_empty());
+        // An AF's Framed-IPv6-Prefix with the full address (/128).
+        let mut af = vec![0u8, 128];
+        af.extend_from_slice(&"2001:db8:1:2::9".parse::<Ipv6Addr>().unwrap().octets());
+        assert_eq!(b.find_prefix(&af), vec!["a"]);
+    }
+
+    #[test]
+    fn shared_addresses_list_every_session_and_unbind_forgets_one() {
+        let b = Bindings::default();
+        let x = session("x", Some([10, 0, 0, 1]), None);
+        b.bind(&x);
+        b.bind(&session("y", Some([10, 0, 0, 1]), None));
+        let mut found = b.find("10.0.0.1".parse().unwrap());
+        found.sort();
+        assert_eq!(found, vec!["x", "y"]);
+        b.unbind(&x);
+        assert_eq!(b.find("10.0.0.1".parse().unwrap()), vec!["y"]);
+    }
+
+    #[test]
+    fn follows_address_changes_and_closing() {
+        let b = Bindings::default();
+        let s1 = session("a", Some([10, 0, 0, 1]), None);
+        b.bind(&s1);
+        let s2 = session("a", Some([10, 0, 0, 9]), Some(P64));
+        b.moved(&s1, &s2);
+        assert!(b.find("10.0.0.1".parse().unwrap()).is_empty());
+        assert_eq!(b.find("10.0.0.9".parse().unwrap()), vec!["a"]);
+        let mut closed = s2.clone();
+        closed.state = SessionState::Closed;
+        b.moved(&s2, &closed);
+        assert!(b.is_empty(), "a closed session is bound to nothing");
+    }
+
+    #[test]
+    fn bad_prefix_data_is_ignored() {
+        assert_eq!(ipv6_prefix(&[]), None);
+        assert_eq!(ipv6_prefix(&[0, 129]), None);
+        assert_eq!(ipv6_prefix(&[0, 64, 1, 2]), None, "too short for /64");
+        assert_eq!(session_prefix("zz40"), None);
+        let b = Bindings::default();
+        b.bind(&session("a", None, Some("0040ab")));
+        assert!(b.is_empty());
+    }
+
+    #[test]
+    fn shorter_prefixes_are_found_too() {
+        let b = Bindings::default();
+        // 2001:db8:100::/40 delegated.
+        b.bind(&session("d", None, Some("00282001 0db801".replace(' ', "").as_str())));
+        assert_eq!(b.find("2001:db8:1ff:ffff::1".parse().unwrap()), vec!["d"]);
+        assert!(b.find("2001:db8:200::1".parse().unwrap()).is_empty());
+    }
+}
