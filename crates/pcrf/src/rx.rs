@@ -168,7 +168,7 @@ fn status(a: &Avp<'_>) -> Result<Option<u32>, DiameterError> {
 fn media_type_name(a: &Avp<'_>) -> Result<String, DiameterError> {
     let v = a.as_enum()?;
     diameter::dict::avp(avp::MEDIA_TYPE.code, avp::MEDIA_TYPE.vendor)
-        .and_then(|d| d.enums.iter().find(|(n, _)| i64::from(*n) == i64::from(v)))
+        .and_then(|d| d.enums.iter().find(|(n, _)| *n == i64::from(v)))
         .map(|(_, name)| (*name).to_owned())
         .ok_or_else(|| a.invalid_value("unknown Media-Type"))
 }
