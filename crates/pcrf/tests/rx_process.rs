@@ -294,6 +294,17 @@ async fn volte_call_installs_a_gbr_rule_modifies_it_and_str_removes_it() {
     assert_eq!(st, 200, "{s}");
     assert_eq!(s["af"][0]["id"], "pcscf.test.local;call;1");
     assert_eq!(s["af"][0]["media"][0]["media_type"], "AUDIO");
+    let (st, s) = p.http("GET", &format!("/v1/subscribers/{IMSI}/sessions"), None);
+    assert_eq!(st, 200, "{s}");
+    assert_eq!(s["subscriber"], IMSI);
+    assert_eq!(s["sessions"][0]["id"], gx_sid);
+    assert_eq!(s["sessions"][0]["af"][0]["af_host"], AF);
+    assert_eq!(
+        s["sessions"][0]["af"][0]["rules"][0]["name"],
+        voice_rule.as_str()
+    );
+    let (st, _) = p.http("GET", "/v1/subscribers/001019999999999/sessions", None);
+    assert_eq!(st, 404);
 
     // Modification: a video component joins; only its rule is pushed.
     let aaa = af
