@@ -409,7 +409,8 @@ impl Node {
             s.pcef_host = c.origin_host.to_owned();
             s.pcef_realm = c.origin_realm.to_owned();
         }
-        let af_notices = self.af_rule_failures(&mut s, &c.rule_reports);
+        let mut af_notices = self.af_rule_failures(&mut s, &c.rule_reports);
+        af_notices.extend(self.af_access_changes(&cur, &s));
         self.apply_rule_reports(&mut s, &c.rule_reports);
         s.last_request_number = c.request_number;
         s.updated_ms = now;
@@ -813,6 +814,7 @@ impl Node {
             gx::decode_raa(&answer).map_err(|e| ControlError::Peer(format!("bad RAA: {e}")))?;
         let code = raa.result_code.or(raa.experimental_result).unwrap_or(0);
         let mut s = pending;
+        let af_notices = self.af_rule_failures(&mut s, &raa.rule_reports);
         self.apply_rule_reports(&mut s, &raa.rule_reports);
         if code == result_code::DIAMETER_UNKNOWN_SESSION_ID {
             // The PCEF no longer has it: forget it here too.
@@ -842,6 +844,7 @@ impl Node {
                 .map_err(|e| ControlError::Unavailable(e.message.to_string()))?;
         }
         slot.publish(s);
+        self.spawn_af_notices(af_notices);
         Ok(ReauthOutcome {
             rar_sent: true,
             result_code: Some(code),

@@ -609,3 +609,82 @@ async fn after_kill_9_the_rx_session_is_still_bound() {
     af.close().await;
     pcef.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answer_first_then_a_pcef_refusal_is_undone_and_notified() {
+    let p = Pcrf::start(&format!("{AF_PEER}\n[rx]\nanswer_after_raa = false\n"));
+    let gx_sid = "pgw.test.local;rx;8";
+    let (pcef, af) = attach(&p, gx_sid).await;
+    pcef.rec.code.store(5012, Ordering::Relaxed);
+    // Answered before the PCEF was asked.
+    assert_eq!(
+        result_of(&af.aar("pcscf.test.local;call;8", call).await),
+        2001
+    );
+    assert_eq!(definitions(&pcef.nth(1).await)[0].1, 1);
+    let note = af.nth(1).await;
+    assert_eq!(note.command_code(), cmd::RE_AUTH);
+    let action = note
+        .find(avp::SPECIFIC_ACTION)
+        .expect("avps")
+        .expect("action");
+    assert_eq!(
+        action.as_i32(),
+        Ok(enums::SPECIFIC_ACTION::INDICATION_OF_FAILED_RESOURCES_ALLOCATION)
+    );
+    // Undone: the AF session holds no rules, the Gx session installed none.
+    let (_, s) = p.http("GET", &format!("/v1/sessions/{gx_sid}"), None);
+    assert_eq!(s["af"][0]["rules"], serde_json::json!([]), "{s}");
+    assert_eq!(s["installed"]["definitions"], serde_json::json!([]), "{s}");
+    af.close().await;
+    pcef.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rat_change_is_notified_to_an_af_that_asked_for_ip_can_change() {
+    let p = Pcrf::start(AF_PEER);
+    let gx_sid = "pgw.test.local;rx;9";
+    let (pcef, af) = attach(&p, gx_sid).await;
+    let aaa = af
+        .aar("pcscf.test.local;call;9", |b| {
+            b.bytes(avp::FRAMED_IP_ADDRESS, &UE)
+                .i32(avp::SPECIFIC_ACTION, enums::SPECIFIC_ACTION::IP_CAN_CHANGE);
+            voice(b, 1, 0, DOWNLINK);
+        })
+        .await;
+    assert_eq!(result_of(&aaa), 2001);
+    let [rat] = aaa.pick(&[avp::RAT_TYPE]).expect("avps");
+    assert_eq!(rat.map(|a| a.as_i32()), Some(Ok(1004)), "AAA names the RAT");
+    // Same RAT: nothing to say.
+    assert_eq!(
+        result_of(
+            &pcef
+                .ccr(gx_sid, 2, 1, |b| {
+                    b.i32(avp::RAT_TYPE, 1004);
+                })
+                .await
+        ),
+        2001
+    );
+    // EUTRAN -> UTRAN.
+    let cca = pcef
+        .ccr(gx_sid, 2, 2, |b| {
+            b.i32(avp::EVENT_TRIGGER, enums::EVENT_TRIGGER::RAT_CHANGE)
+                .i32(avp::RAT_TYPE, 1000);
+        })
+        .await;
+    assert_eq!(result_of(&cca), 2001);
+    let note = af.nth(1).await;
+    let [action, rat] = note
+        .pick(&[avp::SPECIFIC_ACTION, avp::RAT_TYPE])
+        .expect("avps");
+    assert_eq!(
+        action.map(|a| a.as_i32()),
+        Some(Ok(enums::SPECIFIC_ACTION::IP_CAN_CHANGE))
+    );
+    assert_eq!(rat.map(|a| a.as_i32()), Some(Ok(1000)));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(af.received().len(), 1, "one change, one notification");
+    af.close().await;
+    pcef.close().await;
+}

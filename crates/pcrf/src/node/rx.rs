@@ -63,6 +63,16 @@ impl RxState {
     }
 }
 
+/// A notification for one AF session: the Specific-Action and, for
+/// IP-CAN_CHANGE, the access the UE is on now.
+#[derive(Clone, Debug)]
+pub(super) struct AfNote {
+    af: AfSession,
+    action: i32,
+    rat_type: Option<i32>,
+    ip_can_type: Option<i32>,
+}
+
 /// An answer and its result for the metrics.
 struct RxAnswer {
     bytes: Bytes,
@@ -269,10 +279,37 @@ impl Node {
                 Some(reason),
             ));
         }
-        let old_rules = old.map(|o| o.rules.as_slice()).unwrap_or_default();
-        let installed = replace_af_rules(&cur.installed, old_rules, &decided.rules);
+        let old_rules = old.map(|o| o.rules.clone()).unwrap_or_default();
+        let installed = replace_af_rules(&cur.installed, &old_rules, &decided.rules);
         let diff = RuleDiff::between(&cur.installed, &installed);
         let mut next = (*cur).clone();
+        if !diff.is_empty() && !self.live.load().cfg.rx.answer_after_raa {
+            // Answer first: store the rules as installed, answer, and push
+            // in the background; a refusal is undone and notified.
+            drop(diff);
+            let new_rules = decided.rules.clone();
+            next.installed = installed;
+            af.rules = decided.rules;
+            next.af.retain(|x| x.id != af.id);
+            next.af.push(af.clone());
+            next.updated_ms = now;
+            let next = Arc::new(next);
+            self.commit(vec![Change::PutSession(next.clone())]).await?;
+            slot.publish(next.clone());
+            if let Some(node) = self.me_ref.upgrade() {
+                let (gx_id, before) = (cur.id.clone(), cur.installed.clone());
+                tokio::spawn(async move {
+                    node.push_af_rules(&gx_id, before, af, old_rules, new_rules)
+                        .await;
+                });
+            }
+            return Ok(self.aaa(
+                req,
+                Outcome::Result(result_code::DIAMETER_SUCCESS),
+                Some(&next),
+                None,
+            ));
+        }
         if !diff.is_empty() {
             let pushed = self
                 .send_rar(&cur, Some(&diff), None, &UsageInstructions::default())
@@ -394,6 +431,91 @@ impl Node {
         Ok(sta(result_code::DIAMETER_SUCCESS))
     }
 
+    /// The background push of `answer_after_raa = false`: the RAR moving
+    /// the PCEF from `before` to the AF's new rules, under the Gx session's
+    /// lock; if the PCEF refuses, the AF session gets its old rules back
+    /// and the AF is told (INDICATION_OF_FAILED_RESOURCES_ALLOCATION).
+    async fn push_af_rules(
+        &self,
+        gx_id: &str,
+        before: crate::policy::Decision,
+        af: AfSession,
+        old_rules: Vec<crate::policy::decision::RuleDefinition>,
+        new_rules: Vec<crate::policy::decision::RuleDefinition>,
+    ) {
+        let Some(slot) = self.sessions.get(gx_id) else {
+            return;
+        };
+        let _g = slot.lock().await;
+        let cur = slot.load();
+        if cur.state != SessionState::Open {
+            return;
+        }
+        let after = replace_af_rules(&before, &old_rules, &new_rules);
+        let diff = RuleDiff::between(&before, &after);
+        let res = self
+            .send_rar(&cur, Some(&diff), None, &UsageInstructions::default())
+            .await;
+        drop(diff);
+        let raa = res.ok().and_then(|m| gx::decode_raa(&m).ok());
+        let code = raa
+            .as_ref()
+            .and_then(|r| r.result_code.or(r.experimental_result));
+        let mut next = (*cur).clone();
+        let mut notes = Vec::new();
+        if code == Some(result_code::DIAMETER_SUCCESS) {
+            if let Some(raa) = raa {
+                notes = self.af_rule_failures(&mut next, &raa.rule_reports);
+                self.apply_rule_reports(&mut next, &raa.rule_reports);
+            }
+        } else {
+            tracing::warn!(session = %af.id, code = ?code, "PCEF refused the Rx rules after the AAA; undone");
+            next.installed = replace_af_rules(&cur.installed, &new_rules, &old_rules);
+            if let Some(x) = next.af.iter_mut().find(|x| x.id == af.id) {
+                x.rules = old_rules;
+                if x.subscribed(enums::SPECIFIC_ACTION::INDICATION_OF_FAILED_RESOURCES_ALLOCATION) {
+                    notes.push(AfNote {
+                        af: x.clone(),
+                        action: enums::SPECIFIC_ACTION::INDICATION_OF_FAILED_RESOURCES_ALLOCATION,
+                        rat_type: None,
+                        ip_can_type: None,
+                    });
+                }
+            }
+        }
+        if !next.durably_equal(&cur) {
+            next.updated_ms = now_ms();
+            let next = Arc::new(next);
+            if self
+                .commit(vec![Change::PutSession(next.clone())])
+                .await
+                .is_err()
+            {
+                return;
+            }
+            slot.publish(next);
+        }
+        self.spawn_af_notices(notes);
+    }
+
+    /// AF sessions subscribed to IP-CAN_CHANGE when a CCR-U reports another
+    /// RAT or IP-CAN type.
+    pub(super) fn af_access_changes(&self, before: &GxSession, now: &GxSession) -> Vec<AfNote> {
+        if before.rat_type == now.rat_type && before.ip_can_type == now.ip_can_type {
+            return Vec::new();
+        }
+        now.af
+            .iter()
+            .filter(|af| af.subscribed(enums::SPECIFIC_ACTION::IP_CAN_CHANGE))
+            .map(|af| AfNote {
+                af: af.clone(),
+                action: enums::SPECIFIC_ACTION::IP_CAN_CHANGE,
+                rat_type: now.rat_type,
+                ip_can_type: now.ip_can_type,
+            })
+            .collect()
+    }
+
     /// AF sessions whose rules the PCEF reports as failed: the rules leave
     /// the AF session (so no re-decision installs them again) and the
     /// notices to send are returned (only for subscribed Specific-Actions).
@@ -401,7 +523,7 @@ impl Node {
         &self,
         s: &mut GxSession,
         reports: &[RuleFailure],
-    ) -> Vec<(AfSession, i32)> {
+    ) -> Vec<AfNote> {
         let mut notices = Vec::new();
         for af in s.af.iter_mut() {
             let failed: Vec<&RuleFailure> = reports
@@ -423,14 +545,19 @@ impl Node {
             .into_iter()
             .find(|a| af.subscribed(*a));
             if let Some(action) = action {
-                notices.push((af.clone(), action));
+                notices.push(AfNote {
+                    af: af.clone(),
+                    action,
+                    rat_type: None,
+                    ip_can_type: None,
+                });
             }
         }
         notices
     }
 
     /// Sends the AF notices in the background (never holding up an answer).
-    pub(super) fn spawn_af_notices(&self, notices: Vec<(AfSession, i32)>) {
+    pub(super) fn spawn_af_notices(&self, notices: Vec<AfNote>) {
         if notices.is_empty() {
             return;
         }
@@ -438,19 +565,22 @@ impl Node {
             return;
         };
         tokio::spawn(async move {
-            for (af, action) in notices {
-                node.notify_af(&af, action).await;
+            for note in notices {
+                node.notify_af(&note).await;
             }
         });
     }
 
-    async fn notify_af(&self, af: &AfSession, action: i32) {
+    async fn notify_af(&self, note: &AfNote) {
+        let (af, action) = (&note.af, note.action);
         let Some(peer) = self.peers.get(&af.af_host) else {
             tracing::warn!(af = %af.af_host, session = %af.id, "AF not connected; notification dropped");
             return;
         };
         let notice = AfNotice {
             actions: vec![action],
+            rat_type: note.rat_type,
+            ip_can_type: note.ip_can_type,
             ..Default::default()
         };
         let started = Instant::now();
