@@ -39,6 +39,7 @@ const ABORTED_REMEMBERED: usize = 4096;
 pub struct RxState {
     pub binding_failures: AtomicU64,
     pub af_notifications: AtomicU64,
+    pub policy_errors: AtomicU64,
     aborted: Mutex<VecDeque<String>>,
 }
 
@@ -256,7 +257,7 @@ impl Node {
         let decided = match self.policy.authorize_media(&input) {
             Ok(d) => d,
             Err(e) => {
-                self.counters.policy_fallbacks.fetch_add(1, Relaxed);
+                self.rx.policy_errors.fetch_add(1, Relaxed);
                 tracing::error!(session = a.session_id, error = %e, "authorize_media failed; AAR refused");
                 return Ok(self.aaa(
                     req,
@@ -655,6 +656,11 @@ impl Node {
             "pcrf_rx_af_notifications_total",
             "RARs sent to AFs for a subscribed Specific-Action",
             self.rx.af_notifications.load(Relaxed),
+        );
+        out.counter(
+            "pcrf_rx_policy_errors_total",
+            "AARs answered 5012 because authorize_media failed (error, budget, bad return value)",
+            self.rx.policy_errors.load(Relaxed),
         );
         out.gauge(
             "pcrf_rx_sessions",
