@@ -688,3 +688,66 @@ async fn a_rat_change_is_notified_to_an_af_that_asked_for_ip_can_change() {
     af.close().await;
     pcef.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn charging_ids_from_the_pcef_reach_an_af_that_asked_for_correlation() {
+    let p = Pcrf::start(AF_PEER);
+    let gx_sid = "pgw.test.local;rx;10";
+    let (pcef, af) = attach(&p, gx_sid).await;
+    let aaa = af
+        .aar("pcscf.test.local;call;10", |b| {
+            b.bytes(avp::FRAMED_IP_ADDRESS, &UE).i32(
+                avp::SPECIFIC_ACTION,
+                enums::SPECIFIC_ACTION::CHARGING_CORRELATION_EXCHANGE,
+            );
+            voice(b, 1, 0, DOWNLINK);
+        })
+        .await;
+    assert_eq!(result_of(&aaa), 2001);
+    let rule = definitions(&pcef.nth(1).await)[0].0.clone();
+    // The dedicated bearer got its charging id.
+    let cca = pcef
+        .ccr(gx_sid, 2, 1, |b| {
+            b.group(avp::ACCESS_NETWORK_CHARGING_IDENTIFIER_GX, |g| {
+                g.bytes(
+                    avp::ACCESS_NETWORK_CHARGING_IDENTIFIER_VALUE,
+                    &[0, 0, 0, 77],
+                )
+                .str(avp::CHARGING_RULE_NAME, &rule);
+            });
+        })
+        .await;
+    assert_eq!(result_of(&cca), 2001);
+    let note = af.nth(1).await;
+    let [action, anci] = note
+        .pick(&[
+            avp::SPECIFIC_ACTION,
+            avp::ACCESS_NETWORK_CHARGING_IDENTIFIER,
+        ])
+        .expect("avps");
+    assert_eq!(
+        action.map(|a| a.as_i32()),
+        Some(Ok(enums::SPECIFIC_ACTION::CHARGING_CORRELATION_EXCHANGE))
+    );
+    let value = anci
+        .expect("Access-Network-Charging-Identifier")
+        .grouped()
+        .find(avp::ACCESS_NETWORK_CHARGING_IDENTIFIER_VALUE)
+        .expect("grouped")
+        .expect("value");
+    assert_eq!(value.as_octets(), &[0, 0, 0, 77]);
+    // A charging id for another rule is not this AF's business.
+    let cca = pcef
+        .ccr(gx_sid, 2, 2, |b| {
+            b.group(avp::ACCESS_NETWORK_CHARGING_IDENTIFIER_GX, |g| {
+                g.bytes(avp::ACCESS_NETWORK_CHARGING_IDENTIFIER_VALUE, &[1])
+                    .str(avp::CHARGING_RULE_NAME, "internet");
+            });
+        })
+        .await;
+    assert_eq!(result_of(&cca), 2001);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(af.received().len(), 1);
+    af.close().await;
+    pcef.close().await;
+}

@@ -72,6 +72,20 @@ pub(super) struct AfNote {
     action: i32,
     rat_type: Option<i32>,
     ip_can_type: Option<i32>,
+    /// Access-Network-Charging-Identifier-Value (CHARGING_CORRELATION_EXCHANGE).
+    charging_id: Option<Vec<u8>>,
+}
+
+impl AfNote {
+    fn new(af: &AfSession, action: i32) -> AfNote {
+        AfNote {
+            af: af.clone(),
+            action,
+            rat_type: None,
+            ip_can_type: None,
+            charging_id: None,
+        }
+    }
 }
 
 /// An answer and its result for the metrics.
@@ -356,7 +370,8 @@ impl Node {
             next.af.retain(|x| x.id != af.id);
             next.af.push(af);
             // A rule accepted in the RAA but reported failed with it.
-            let failed = self.af_rule_failures(&mut next, &raa.rule_reports);
+            let failed =
+                self.af_notes_from_pcef(&cur, &mut next, &raa.rule_reports, &raa.charging_ids);
             self.apply_rule_reports(&mut next, &raa.rule_reports);
             self.spawn_af_notices(failed);
         } else {
@@ -466,7 +481,8 @@ impl Node {
         let mut notes = Vec::new();
         if code == Some(result_code::DIAMETER_SUCCESS) {
             if let Some(raa) = raa {
-                notes = self.af_rule_failures(&mut next, &raa.rule_reports);
+                notes =
+                    self.af_notes_from_pcef(&cur, &mut next, &raa.rule_reports, &raa.charging_ids);
                 self.apply_rule_reports(&mut next, &raa.rule_reports);
             }
         } else {
@@ -475,12 +491,10 @@ impl Node {
             if let Some(x) = next.af.iter_mut().find(|x| x.id == af.id) {
                 x.rules = old_rules;
                 if x.subscribed(enums::SPECIFIC_ACTION::INDICATION_OF_FAILED_RESOURCES_ALLOCATION) {
-                    notes.push(AfNote {
-                        af: x.clone(),
-                        action: enums::SPECIFIC_ACTION::INDICATION_OF_FAILED_RESOURCES_ALLOCATION,
-                        rat_type: None,
-                        ip_can_type: None,
-                    });
+                    notes.push(AfNote::new(
+                        x,
+                        enums::SPECIFIC_ACTION::INDICATION_OF_FAILED_RESOURCES_ALLOCATION,
+                    ));
                 }
             }
         }
@@ -499,9 +513,29 @@ impl Node {
         self.spawn_af_notices(notes);
     }
 
+    /// What the PCEF just reported (in a CCR-U or an RAA) that AFs asked
+    /// to hear about: failed Rx rules (which leave their AF session), a RAT
+    /// or IP-CAN change, charging ids of the access network. Call before
+    /// `apply_rule_reports`; `before` is the record as it was.
+    pub(super) fn af_notes_from_pcef(
+        &self,
+        before: &GxSession,
+        s: &mut GxSession,
+        reports: &[RuleFailure],
+        charging_ids: &[gx::ChargingId],
+    ) -> Vec<AfNote> {
+        if s.af.is_empty() {
+            return Vec::new();
+        }
+        let mut notes = self.af_rule_failures(s, reports);
+        notes.extend(self.af_access_changes(before, s));
+        notes.extend(af_charging_ids(s, charging_ids));
+        notes
+    }
+
     /// AF sessions subscribed to IP-CAN_CHANGE when a CCR-U reports another
     /// RAT or IP-CAN type.
-    pub(super) fn af_access_changes(&self, before: &GxSession, now: &GxSession) -> Vec<AfNote> {
+    fn af_access_changes(&self, before: &GxSession, now: &GxSession) -> Vec<AfNote> {
         if before.rat_type == now.rat_type && before.ip_can_type == now.ip_can_type {
             return Vec::new();
         }
@@ -509,10 +543,9 @@ impl Node {
             .iter()
             .filter(|af| af.subscribed(enums::SPECIFIC_ACTION::IP_CAN_CHANGE))
             .map(|af| AfNote {
-                af: af.clone(),
-                action: enums::SPECIFIC_ACTION::IP_CAN_CHANGE,
                 rat_type: now.rat_type,
                 ip_can_type: now.ip_can_type,
+                ..AfNote::new(af, enums::SPECIFIC_ACTION::IP_CAN_CHANGE)
             })
             .collect()
     }
@@ -520,11 +553,7 @@ impl Node {
     /// AF sessions whose rules the PCEF reports as failed: the rules leave
     /// the AF session (so no re-decision installs them again) and the
     /// notices to send are returned (only for subscribed Specific-Actions).
-    pub(super) fn af_rule_failures(
-        &self,
-        s: &mut GxSession,
-        reports: &[RuleFailure],
-    ) -> Vec<AfNote> {
+    fn af_rule_failures(&self, s: &mut GxSession, reports: &[RuleFailure]) -> Vec<AfNote> {
         let mut notices = Vec::new();
         for af in s.af.iter_mut() {
             let failed: Vec<&RuleFailure> = reports
@@ -546,12 +575,7 @@ impl Node {
             .into_iter()
             .find(|a| af.subscribed(*a));
             if let Some(action) = action {
-                notices.push(AfNote {
-                    af: af.clone(),
-                    action,
-                    rat_type: None,
-                    ip_can_type: None,
-                });
+                notices.push(AfNote::new(af, action));
             }
         }
         notices
@@ -582,6 +606,7 @@ impl Node {
             actions: vec![action],
             rat_type: note.rat_type,
             ip_can_type: note.ip_can_type,
+            charging_id: note.charging_id.as_deref(),
             ..Default::default()
         };
         let started = Instant::now();
@@ -668,4 +693,23 @@ impl Node {
             self.sessions.af_index().len() as u64,
         );
     }
+}
+
+/// CHARGING_CORRELATION_EXCHANGE: each AF session that subscribed hears
+/// the access network's charging ids for its own rules (or for the whole
+/// IP-CAN session when the PCEF named no rule).
+fn af_charging_ids(s: &GxSession, ids: &[gx::ChargingId]) -> Vec<AfNote> {
+    let action = enums::SPECIFIC_ACTION::CHARGING_CORRELATION_EXCHANGE;
+    let mut notes = Vec::new();
+    for af in s.af.iter().filter(|af| af.subscribed(action)) {
+        for id in ids {
+            if id.rules.is_empty() || id.rules.iter().any(|r| af.owns(r)) {
+                notes.push(AfNote {
+                    charging_id: Some(id.value.clone()),
+                    ..AfNote::new(af, action)
+                });
+            }
+        }
+    }
+    notes
 }
