@@ -27,6 +27,10 @@ const AF_PEER: &str = r#"
 [[peers]]
 origin_host = "pcscf.test.local"
 addresses = ["127.0.0.1"]
+
+[[peers]]
+origin_host = "pcscf2.test.local"
+addresses = ["127.0.0.1"]
 "#;
 
 /// A peer that records the requests it receives (RAR, ASR) and answers
@@ -509,7 +513,7 @@ async fn pcef_refusal_fails_the_aar_and_a_failed_rule_is_notified_to_the_af() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn gx_termination_aborts_the_af_session() {
+async fn gx_termination_aborts_every_af_session_of_every_af() {
     let p = Pcrf::start(AF_PEER);
     let gx_sid = "pgw.test.local;rx;5";
     let (pcef, af) = attach(&p, gx_sid).await;
@@ -517,6 +521,15 @@ async fn gx_termination_aborts_the_af_session() {
         result_of(&af.aar("pcscf.test.local;call;5", call).await),
         2001
     );
+    // A second AF node with its own Rx session on the same Gx session.
+    let af2 = Peer::connect(&p, "pcscf2.test.local", RX).await;
+    assert_eq!(
+        result_of(&af2.aar("pcscf2.test.local;call;5", call).await),
+        2001
+    );
+    let (_, s) = p.http("GET", &format!("/v1/sessions/{gx_sid}"), None);
+    assert_eq!(s["af"].as_array().map(Vec::len), Some(2), "{s}");
+    assert_eq!(pcef.received().len(), 2, "one RAR per AF session");
 
     let cca = pcef
         .ccr(gx_sid, 3, 1, |b| {
@@ -535,16 +548,29 @@ async fn gx_termination_aborts_the_af_session() {
         .expect("avps")
         .expect("Abort-Cause");
     assert_eq!(cause.as_i32(), Ok(enums::ABORT_CAUSE::BEARER_RELEASED));
-    // The AF closes its side with STR, answered success.
+    let asr2 = af2.nth(1).await;
+    assert_eq!(asr2.command_code(), cmd::ABORT_SESSION);
+    assert_eq!(
+        asr2.session_id().ok().flatten(),
+        Some("pcscf2.test.local;call;5")
+    );
+    assert_eq!(
+        af.received().len(),
+        1,
+        "each AF hears of its own session only"
+    );
+    // The AFs close their side with STR, answered success.
     assert_eq!(result_of(&af.str_("pcscf.test.local;call;5").await), 2001);
+    assert_eq!(result_of(&af2.str_("pcscf2.test.local;call;5").await), 2001);
     let deadline = Instant::now() + Duration::from_secs(5);
     while !p
         .metrics()
-        .contains("pcrf_requests_total{command=\"ASR\",result_code=\"2001\"} 1")
+        .contains("pcrf_requests_total{command=\"ASR\",result_code=\"2001\"} 2")
     {
-        assert!(Instant::now() < deadline, "ASR not counted");
+        assert!(Instant::now() < deadline, "ASRs not counted");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    af2.close().await;
     af.close().await;
     pcef.close().await;
 }
