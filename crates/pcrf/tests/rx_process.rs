@@ -454,6 +454,26 @@ end
         1,
         "only the accepted call was pushed"
     );
+
+    // A hook naming its rule as the session's predefined rule is refused
+    // (5012, counted), not allowed to replace it at the PCEF.
+    let mut script = std::fs::read_to_string(&p.policy).expect("policy");
+    script.push_str(
+        r#"
+function authorize_media(input)
+  return { rules = { { name = "internet", qos = { qci = 1 } } } }
+end
+"#,
+    );
+    std::fs::write(&p.policy, script).expect("write policy");
+    let (st, body) = p.http("POST", "/v1/policy/reload", None);
+    assert_eq!(st, 200, "{body}");
+    assert_eq!(
+        result_of(&af.aar("pcscf.test.local;clash", call).await),
+        5012
+    );
+    assert_eq!(metric(&p, "pcrf_rx_policy_errors_total "), Some(1.0));
+    assert_eq!(pcef.received().len(), 1);
     af.close().await;
     pcef.close().await;
 }

@@ -268,7 +268,12 @@ impl Node {
                 None => gx_input.subscriber,
             },
         };
-        let decided = match self.policy.authorize_media(&input) {
+        let decided = self
+            .policy
+            .authorize_media(&input)
+            .map_err(|e| e.to_string())
+            .and_then(|d| check_rule_names(&cur, &af.id, d));
+        let decided = match decided {
             Ok(d) => d,
             Err(e) => {
                 self.rx.policy_errors.fetch_add(1, Relaxed);
@@ -712,4 +717,32 @@ fn af_charging_ids(s: &GxSession, ids: &[gx::ChargingId]) -> Vec<AfNote> {
         }
     }
     notes
+}
+
+/// The hook's rules must have names, distinct from each other and from any
+/// rule that is not this AF session's (the policy's own dynamic rules,
+/// other AF sessions'): installing one would replace that rule at the PCEF.
+fn check_rule_names(
+    s: &GxSession,
+    rx_session: &str,
+    d: crate::policy::media::MediaDecision,
+) -> Result<crate::policy::media::MediaDecision, String> {
+    let mine = |name: &str| s.af.iter().any(|af| af.id == rx_session && af.owns(name));
+    for (i, r) in d.rules.iter().enumerate() {
+        if r.name.is_empty() {
+            return Err("authorize_media returned a rule without a name".into());
+        }
+        if d.rules[..i].iter().any(|o| o.name == r.name) {
+            return Err(format!("authorize_media returned rule {:?} twice", r.name));
+        }
+        let taken = s.installed.definitions.iter().any(|x| x.name == r.name)
+            || s.installed.rules.iter().any(|x| *x == r.name);
+        if taken && !mine(&r.name) {
+            return Err(format!(
+                "authorize_media returned rule {:?}, a name another rule of the session has",
+                r.name
+            ));
+        }
+    }
+    Ok(d)
 }
