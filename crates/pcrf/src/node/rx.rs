@@ -736,7 +736,7 @@ fn check_rule_names(
             return Err(format!("authorize_media returned rule {:?} twice", r.name));
         }
         let taken = s.installed.definitions.iter().any(|x| x.name == r.name)
-            || s.installed.rules.iter().any(|x| *x == r.name);
+            || s.installed.rules.contains(&r.name);
         if taken && !mine(&r.name) {
             return Err(format!(
                 "authorize_media returned rule {:?}, a name another rule of the session has",
