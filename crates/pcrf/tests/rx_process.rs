@@ -742,15 +742,35 @@ async fn charging_ids_from_the_pcef_reach_an_af_that_asked_for_correlation() {
     let (pcef, af) = attach(&p, gx_sid).await;
     let aaa = af
         .aar("pcscf.test.local;call;10", |b| {
-            b.bytes(avp::FRAMED_IP_ADDRESS, &UE).i32(
-                avp::SPECIFIC_ACTION,
-                enums::SPECIFIC_ACTION::CHARGING_CORRELATION_EXCHANGE,
-            );
+            b.bytes(avp::FRAMED_IP_ADDRESS, &UE)
+                .i32(
+                    avp::SPECIFIC_ACTION,
+                    enums::SPECIFIC_ACTION::CHARGING_CORRELATION_EXCHANGE,
+                )
+                .i32(
+                    avp::SPECIFIC_ACTION,
+                    enums::SPECIFIC_ACTION::INDICATION_OF_SUCCESSFUL_RESOURCES_ALLOCATION,
+                );
             voice(b, 1, 0, DOWNLINK);
         })
         .await;
     assert_eq!(result_of(&aaa), 2001);
-    let rule = definitions(&pcef.nth(1).await)[0].0.clone();
+    let rar = pcef.nth(1).await;
+    let rule = definitions(&rar)[0].0.clone();
+    // The PCEF is asked for what these Specific-Actions need.
+    let triggers: Vec<i32> = rar
+        .avps()
+        .flatten()
+        .filter(|a| a.is(avp::EVENT_TRIGGER))
+        .map(|a| a.as_i32().expect("enum"))
+        .collect();
+    for t in [
+        enums::EVENT_TRIGGER::CHARGING_CORRELATION_EXCHANGE,
+        enums::EVENT_TRIGGER::SUCCESSFUL_RESOURCE_ALLOCATION,
+        enums::EVENT_TRIGGER::RAT_CHANGE,
+    ] {
+        assert!(triggers.contains(&t), "{t} missing in {triggers:?}");
+    }
     // The dedicated bearer got its charging id.
     let cca = pcef
         .ccr(gx_sid, 2, 1, |b| {
@@ -794,6 +814,28 @@ async fn charging_ids_from_the_pcef_reach_an_af_that_asked_for_correlation() {
     assert_eq!(result_of(&cca), 2001);
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(af.received().len(), 1);
+    // The bearer is up: the rule is reported active.
+    let cca = pcef
+        .ccr(gx_sid, 2, 3, |b| {
+            b.group(avp::CHARGING_RULE_REPORT, |g| {
+                g.str(avp::CHARGING_RULE_NAME, &rule)
+                    .i32(avp::PCC_RULE_STATUS, 0);
+            });
+        })
+        .await;
+    assert_eq!(result_of(&cca), 2001);
+    let note = af.nth(2).await;
+    let action = note
+        .find(avp::SPECIFIC_ACTION)
+        .expect("avps")
+        .expect("action");
+    assert_eq!(
+        action.as_i32(),
+        Ok(enums::SPECIFIC_ACTION::INDICATION_OF_SUCCESSFUL_RESOURCES_ALLOCATION)
+    );
+    // A Gx re-decision keeps the triggers the AF needs: nothing re-sent.
+    assert_eq!(rule_changes(&cca), (vec![], vec![]));
+    assert!(cca.find(avp::EVENT_TRIGGER).expect("avps").is_none());
     af.close().await;
     pcef.close().await;
 }

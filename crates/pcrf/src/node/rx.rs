@@ -12,7 +12,7 @@ use crate::metrics::{Command, Exposition, NO_ANSWER};
 use crate::policy::input::{RuleFailure, SubscriberInput};
 use crate::policy::media::{af_tag, AfInput, MediaInput};
 use crate::rx::{self, AaaExtras, Aar, AfNotice, RxRequestType};
-use crate::session::af::{merge_media, replace_af_rules, AfSession};
+use crate::session::af::{add_af_triggers, merge_media, replace_af_rules, AfSession};
 use crate::session::{GxSession, RuleDiff, SessionSlot, SessionState};
 use crate::store::Change;
 use bytes::{Bytes, BytesMut};
@@ -300,7 +300,9 @@ impl Node {
             ));
         }
         let old_rules = old.map(|o| o.rules.clone()).unwrap_or_default();
-        let installed = replace_af_rules(&cur.installed, &old_rules, &decided.rules);
+        let mut installed = replace_af_rules(&cur.installed, &old_rules, &decided.rules);
+        let others = cur.af.iter().filter(|x| x.id != af.id);
+        add_af_triggers(others.chain(std::iter::once(&af)), &mut installed);
         let diff = RuleDiff::between(&cur.installed, &installed);
         let mut next = (*cur).clone();
         if !diff.is_empty() && !self.live.load().cfg.rx.answer_after_raa {
@@ -532,7 +534,7 @@ impl Node {
         if s.af.is_empty() {
             return Vec::new();
         }
-        let mut notes = self.af_rule_failures(s, reports);
+        let mut notes = self.af_rule_reports(s, reports);
         notes.extend(self.af_access_changes(before, s));
         notes.extend(af_charging_ids(s, charging_ids));
         notes
@@ -555,12 +557,17 @@ impl Node {
             .collect()
     }
 
-    /// AF sessions whose rules the PCEF reports as failed: the rules leave
-    /// the AF session (so no re-decision installs them again) and the
-    /// notices to send are returned (only for subscribed Specific-Actions).
-    fn af_rule_failures(&self, s: &mut GxSession, reports: &[RuleFailure]) -> Vec<AfNote> {
+    /// AF sessions whose rules the PCEF reports on. Failed rules leave the
+    /// AF session (so no re-decision installs them again); an AF that
+    /// subscribed hears of the failure, or of the rules now active
+    /// (INDICATION_OF_SUCCESSFUL_RESOURCES_ALLOCATION).
+    fn af_rule_reports(&self, s: &mut GxSession, reports: &[RuleFailure]) -> Vec<AfNote> {
         let mut notices = Vec::new();
         for af in s.af.iter_mut() {
+            let success = enums::SPECIFIC_ACTION::INDICATION_OF_SUCCESSFUL_RESOURCES_ALLOCATION;
+            if af.subscribed(success) && reports.iter().any(|r| r.status == 0 && af.owns(&r.rule)) {
+                notices.push(AfNote::new(af, success));
+            }
             let failed: Vec<&RuleFailure> = reports
                 .iter()
                 .filter(|r| r.status != 0 && af.owns(&r.rule))
