@@ -528,6 +528,37 @@ async fn pcef_refusal_fails_the_aar_and_a_failed_rule_is_notified_to_the_af() {
         action.as_i32(),
         Ok(enums::SPECIFIC_ACTION::INDICATION_OF_FAILED_RESOURCES_ALLOCATION)
     );
+
+    // A second call whose bearer is lost (TEMPORARILY_INACTIVE): the AF,
+    // subscribed to both, hears of the loss of bearer.
+    assert_eq!(
+        result_of(&af.aar("pcscf.test.local;call;4b", call).await),
+        2001
+    );
+    let rule = definitions(&pcef.nth(3).await)[0].0.clone();
+    let cca = pcef
+        .ccr(gx_sid, 2, 2, |b| {
+            b.i32(avp::EVENT_TRIGGER, enums::EVENT_TRIGGER::LOSS_OF_BEARER)
+                .group(avp::CHARGING_RULE_REPORT, |g| {
+                    g.str(avp::CHARGING_RULE_NAME, &rule)
+                        .i32(avp::PCC_RULE_STATUS, 2);
+                });
+        })
+        .await;
+    assert_eq!(result_of(&cca), 2001);
+    let note = af.nth(2).await;
+    assert_eq!(
+        note.session_id().ok().flatten(),
+        Some("pcscf.test.local;call;4b")
+    );
+    let action = note
+        .find(avp::SPECIFIC_ACTION)
+        .expect("avps")
+        .expect("Specific-Action");
+    assert_eq!(
+        action.as_i32(),
+        Ok(enums::SPECIFIC_ACTION::INDICATION_OF_LOSS_OF_BEARER)
+    );
     af.close().await;
     pcef.close().await;
 }

@@ -577,15 +577,19 @@ impl Node {
             }
             af.rules
                 .retain(|r| !failed.iter().any(|f| f.rule == r.name));
-            // PCC-Rule-Status INACTIVE with a bearer-level cause means the
-            // bearer is gone; any other failure is a failed allocation.
-            let action = [
-                enums::SPECIFIC_ACTION::INDICATION_OF_FAILED_RESOURCES_ALLOCATION,
-                enums::SPECIFIC_ACTION::INDICATION_OF_LOSS_OF_BEARER,
-                enums::SPECIFIC_ACTION::INDICATION_OF_RELEASE_OF_BEARER,
-            ]
-            .into_iter()
-            .find(|a| af.subscribed(*a));
+            // TEMPORARILY_INACTIVE (2) is a bearer lost for now; INACTIVE
+            // a rule that could not be (or is no longer) installed. The AF
+            // hears the most fitting action it subscribed to.
+            use enums::SPECIFIC_ACTION::{
+                INDICATION_OF_FAILED_RESOURCES_ALLOCATION as FAILED,
+                INDICATION_OF_LOSS_OF_BEARER as LOST, INDICATION_OF_RELEASE_OF_BEARER as RELEASED,
+            };
+            let preference = if failed.iter().all(|f| f.status == 2) {
+                [LOST, FAILED, RELEASED]
+            } else {
+                [FAILED, RELEASED, LOST]
+            };
+            let action = preference.into_iter().find(|a| af.subscribed(*a));
             if let Some(action) = action {
                 notices.push(AfNote::new(af, action));
             }
