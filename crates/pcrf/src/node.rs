@@ -6,6 +6,7 @@
 
 mod monitoring;
 mod pushes;
+mod sd;
 
 pub use monitoring::UsageCounters;
 
@@ -117,6 +118,8 @@ pub struct Node {
     overload: OverloadReporter,
     /// A report is out (checked without the reporter's lock per request).
     overload_reported: std::sync::atomic::AtomicBool,
+    /// Sd: which Gx session holds each TDF session (node/sd.rs).
+    sd: sd::SdState,
 }
 
 /// What start-up hands to the node.
@@ -154,6 +157,7 @@ impl Node {
             sub_table.put(Arc::new(s));
         }
         let session_table = SessionTable::default();
+        let sd = sd::SdState::from_sessions(&p.sessions);
         for s in p.sessions {
             session_table.replace(Arc::new(s));
         }
@@ -186,6 +190,7 @@ impl Node {
             me_ref: me.clone(),
             overload: OverloadReporter::new(),
             overload_reported: Default::default(),
+            sd,
         })
     }
 
@@ -378,7 +383,8 @@ impl Node {
             self.sessions.remove(&s.id);
             return Err(e);
         }
-        slot.publish(s);
+        slot.publish(s.clone());
+        self.sd_follow(&s);
         if let Some(step) = usage {
             Node::finish_usage(step);
         }
@@ -475,7 +481,8 @@ impl Node {
             changes.extend(usage_write);
             self.commit(changes).await?;
         }
-        slot.publish(s);
+        slot.publish(s.clone());
+        self.sd_follow(&s);
         if let Some(step) = usage {
             Node::finish_usage(step);
         }
@@ -523,6 +530,7 @@ impl Node {
         let mut changes = vec![Change::PutSession(s.clone())];
         changes.extend(usage_change(&usage));
         self.commit(changes).await?;
+        self.sd_release(&s);
         slot.publish(s);
         // Closed records live in the store only (API look-ups and late
         // retransmissions read them there): memory stays the size of the
@@ -734,6 +742,7 @@ impl Node {
             time: TimeInput::now(&self.tz),
             network: NetworkInput { congestion },
             usage: Default::default(),
+            applications: s.tdf.as_ref().map(|t| t.applications()).unwrap_or_default(),
         }
     }
 
@@ -832,7 +841,8 @@ impl Node {
                 .await
                 .map_err(|e| ControlError::Unavailable(e.message.to_string()))?;
         }
-        slot.publish(s);
+        slot.publish(s.clone());
+        self.sd_follow(&s);
         Ok(ReauthOutcome {
             rar_sent: true,
             result_code: Some(code),
@@ -1258,6 +1268,7 @@ impl MetricsSource for Node {
         for (name, help, value) in counters {
             out.counter(name, help, value.load(Relaxed));
         }
+        self.write_sd_metrics(out);
         out.gauge(
             "pcrf_usage_subscribers",
             "Subscribers with usage accumulators in memory.",

@@ -129,4 +129,8 @@ pub struct PolicyInput {
     pub time: TimeInput,
     pub network: NetworkInput,
     pub usage: UsageInput,
+    /// TDF-Application-Identifiers the TDF reports running now (started,
+    /// not stopped; Sd), sorted. Empty without a TDF.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub applications: Vec<String>,
 }
