@@ -435,3 +435,353 @@ pub fn decode_answer(msg: &Message) -> Result<SdAnswer, DiameterError> {
 pub fn serves(application_id: u32, command_code: u32) -> bool {
     application_id == SD && command_code == cmd::CREDIT_CONTROL
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use diameter::result_code;
+
+    fn me() -> Identity {
+        Identity {
+            origin_host: "pcrf.test".into(),
+            origin_realm: "test".into(),
+        }
+    }
+
+    fn ccr(
+        request_type: i32,
+        extra: impl FnOnce(&mut MessageBuilder<'_>),
+    ) -> Result<Message, DiameterError> {
+        let mut buf = BytesMut::new();
+        let mut b = MessageBuilder::request(&mut buf, cmd::CREDIT_CONTROL, SD, 1, 2);
+        b.str(avp::SESSION_ID, "tdf;1")
+            .u32(avp::AUTH_APPLICATION_ID, SD)
+            .origin("tdf.test", "test")
+            .str(avp::DESTINATION_REALM, "test")
+            .i32(avp::CC_REQUEST_TYPE, request_type)
+            .u32(avp::CC_REQUEST_NUMBER, 3);
+        extra(&mut b);
+        b.finish();
+        Message::parse(buf.freeze())
+    }
+
+    fn detection(b: &mut MessageBuilder<'_>, app: &str, trigger: Option<i32>) {
+        b.group(avp::APPLICATION_DETECTION_INFORMATION, |g| {
+            g.bytes(avp::TDF_APPLICATION_IDENTIFIER, app.as_bytes())
+                .bytes(avp::TDF_APPLICATION_INSTANCE_IDENTIFIER, b"i1");
+            if let Some(t) = trigger {
+                g.i32(avp::EVENT_TRIGGER, t);
+            }
+        });
+    }
+
+    fn rule(name: &str, app: Option<&str>, key: Option<&str>) -> AdcRule {
+        AdcRule {
+            name: Some(name.into()),
+            base: None,
+            application: app.map(str::to_owned),
+            monitoring_key: key.map(str::to_owned),
+        }
+    }
+
+    #[test]
+    fn tdf_ccr_i_with_address_and_subscriber() {
+        let m = ccr(1, |b| {
+            b.group(avp::SUBSCRIPTION_ID, |g| {
+                g.i32(avp::SUBSCRIPTION_ID_TYPE, 1)
+                    .str(avp::SUBSCRIPTION_ID_DATA, "001010000000001");
+            })
+            .bytes(avp::FRAMED_IP_ADDRESS, &[10, 45, 0, 2]);
+        })
+        .expect("message");
+        m.validate().expect("valid");
+        let c = decode_ccr(&m).expect("decodes");
+        assert_eq!(c.session_id, "tdf;1");
+        assert_eq!(c.origin_host, "tdf.test");
+        assert_eq!(c.request_type, Some(RequestType::Initial));
+        assert_eq!(c.request_number, 3);
+        assert_eq!(c.imsi, Some("001010000000001"));
+        assert_eq!(c.ue_ipv4, Some(Ipv4Addr::new(10, 45, 0, 2)));
+    }
+
+    #[test]
+    fn start_and_stop_from_the_request_or_the_detection() {
+        let m = ccr(2, |b| {
+            b.i32(avp::EVENT_TRIGGER, APPLICATION_START);
+            detection(b, "video-streaming", None);
+            detection(b, "p2p", Some(APPLICATION_STOP));
+        })
+        .expect("message");
+        let c = decode_ccr(&m).expect("decodes");
+        assert_eq!(
+            c.detections,
+            vec![
+                Detection {
+                    application: "video-streaming",
+                    instance: Some(b"i1"),
+                    started: true
+                },
+                Detection {
+                    application: "p2p",
+                    instance: Some(b"i1"),
+                    started: false
+                },
+            ]
+        );
+    }
+
+    #[test]
+    fn usage_reports_are_read_as_on_gx() {
+        let m = ccr(2, |b| {
+            b.group(avp::USAGE_MONITORING_INFORMATION, |g| {
+                g.bytes(avp::MONITORING_KEY, b"video")
+                    .group(avp::USED_SERVICE_UNIT, |u| {
+                        u.u64(avp::CC_TOTAL_OCTETS, 1234);
+                    });
+            });
+        })
+        .expect("message");
+        let c = decode_ccr(&m).expect("decodes");
+        assert_eq!(c.usage_reports.len(), 1);
+        assert_eq!(c.usage_reports[0].key, b"video");
+        assert_eq!(c.usage_reports[0].used.octets(), 1234);
+    }
+
+    #[test]
+    fn bad_input_gets_the_rfc_code_and_failed_avp() {
+        // No CC-Request-Number: 5005.
+        let mut buf = BytesMut::new();
+        let mut b = MessageBuilder::request(&mut buf, cmd::CREDIT_CONTROL, SD, 1, 2);
+        b.str(avp::SESSION_ID, "tdf;1")
+            .origin("tdf.test", "test")
+            .i32(avp::CC_REQUEST_TYPE, 1);
+        b.finish();
+        let m = Message::parse(buf.freeze()).expect("message");
+        let e = decode_ccr(&m).expect_err("refused");
+        assert_eq!(e.result_code, result_code::DIAMETER_MISSING_AVP);
+        assert!(e.failed_avp.is_some());
+        // A detection that says neither start nor stop: 5005 Event-Trigger.
+        let m = ccr(2, |b| detection(b, "video", None)).expect("message");
+        let e = decode_ccr(&m).expect_err("refused");
+        assert_eq!(e.result_code, result_code::DIAMETER_MISSING_AVP);
+        // Both in the request and none in the detection: ambiguous, 5004.
+        let m = ccr(2, |b| {
+            b.i32(avp::EVENT_TRIGGER, APPLICATION_START)
+                .i32(avp::EVENT_TRIGGER, APPLICATION_STOP);
+            detection(b, "video", None);
+        })
+        .expect("message");
+        let e = decode_ccr(&m).expect_err("refused");
+        assert_eq!(e.result_code, result_code::DIAMETER_INVALID_AVP_VALUE);
+        // A detection without TDF-Application-Identifier: 5005.
+        let m = ccr(2, |b| {
+            b.group(avp::APPLICATION_DETECTION_INFORMATION, |g| {
+                g.i32(avp::EVENT_TRIGGER, APPLICATION_START);
+            });
+        })
+        .expect("message");
+        let e = decode_ccr(&m).expect_err("refused");
+        assert_eq!(e.result_code, result_code::DIAMETER_MISSING_AVP);
+        // A three-octet IPv4 address, a CC-Request-Type 4, the Gx app id: 5004.
+        for bad in [
+            ccr(1, |b| {
+                b.bytes(avp::FRAMED_IP_ADDRESS, &[10, 0, 0]);
+            }),
+            ccr(4, |_| {}),
+        ] {
+            let e = decode_ccr(&bad.expect("message")).expect_err("refused");
+            assert_eq!(e.result_code, result_code::DIAMETER_INVALID_AVP_VALUE);
+            assert!(e.failed_avp.is_some());
+        }
+        let mut buf = BytesMut::new();
+        let mut b = MessageBuilder::request(&mut buf, cmd::CREDIT_CONTROL, SD, 1, 2);
+        b.str(avp::SESSION_ID, "tdf;1")
+            .u32(avp::AUTH_APPLICATION_ID, gx::GX);
+        b.finish();
+        let e = decode_ccr(&Message::parse(buf.freeze()).expect("message")).expect_err("refused");
+        assert_eq!(e.result_code, result_code::DIAMETER_INVALID_AVP_VALUE);
+    }
+
+    #[test]
+    fn truncated_grouped_avp_is_refused_not_a_panic() {
+        let m = ccr(2, |b| {
+            // An ADI whose inner AVP claims more bytes than it has.
+            b.raw_avp(&[
+                0, 0, 0x04, 0x4a, 0x80, 0, 0, 24, 0, 0, 0x28, 0xaf, 0, 0, 0x04, 0x40, 0x80, 0,
+                0, 99, 0, 0, 0x28, 0xaf,
+            ]);
+        });
+        let m = m.expect("the outer lengths are consistent");
+        let e = decode_ccr(&m).expect_err("the inner length is not");
+        assert_eq!(e.result_code, result_code::DIAMETER_INVALID_AVP_LENGTH);
+        assert!(m.validate().is_err());
+    }
+
+    #[test]
+    fn cca_carries_adc_rules_and_grants_and_validates() {
+        let req = ccr(1, |b| {
+            b.bytes(avp::FRAMED_IP_ADDRESS, &[10, 45, 0, 2]);
+        })
+        .expect("message");
+        let c = decode_ccr(&req).expect("decodes");
+        let defined = rule("video", Some("video-streaming"), Some("video"));
+        let named = rule("p2p-block", None, None);
+        let base = AdcRule {
+            name: None,
+            base: Some("dpi-default".into()),
+            application: None,
+            monitoring_key: None,
+        };
+        let usage = UsageInstructions {
+            grants: vec![gx::UsageGrant {
+                key: "video".into(),
+                level: Default::default(),
+                units: crate::usage::ServiceUnits {
+                    total: Some(1000),
+                    ..Default::default()
+                },
+            }],
+            ..Default::default()
+        };
+        let mut buf = BytesMut::new();
+        encode_cca(
+            &mut buf,
+            &req,
+            &me(),
+            &c,
+            Outcome::Result(2001),
+            &AdcChanges {
+                install: vec![&defined, &named, &base],
+                remove: vec!["old".into()],
+            },
+            &usage,
+        );
+        let ans = Message::parse(buf.freeze()).expect("answer");
+        ans.validate().expect("valid against the dictionary");
+        assert_eq!(ans.application_id(), SD);
+        let install = ans.find(avp::ADC_RULE_INSTALL).expect("avps").expect("install");
+        let def = install
+            .grouped()
+            .find(avp::ADC_RULE_DEFINITION)
+            .expect("grouped")
+            .expect("definition");
+        let app = def
+            .grouped()
+            .find(avp::TDF_APPLICATION_IDENTIFIER)
+            .expect("grouped")
+            .expect("app id");
+        assert_eq!(app.as_octets(), b"video-streaming");
+        let name = install
+            .grouped()
+            .find(avp::ADC_RULE_NAME)
+            .expect("grouped")
+            .expect("name");
+        assert_eq!(name.as_octets(), b"p2p-block");
+        assert!(install
+            .grouped()
+            .find(avp::ADC_RULE_BASE_NAME)
+            .expect("grouped")
+            .is_some());
+        assert!(ans.find(avp::ADC_RULE_REMOVE).expect("avps").is_some());
+        let back = gx::decode_usage_instructions(&ans).expect("usage");
+        assert_eq!(back.grants.len(), 1);
+        let trigger = ans.find(avp::EVENT_TRIGGER).expect("avps").expect("trigger");
+        assert_eq!(trigger.as_enum(), Ok(USAGE_REPORT));
+        // An error answer carries no rules.
+        let mut buf = BytesMut::new();
+        encode_cca(
+            &mut buf,
+            &req,
+            &me(),
+            &c,
+            Outcome::Experimental(NO_IP_CAN_SESSION),
+            &AdcChanges {
+                install: vec![&defined],
+                remove: vec![],
+            },
+            &usage,
+        );
+        let ans = Message::parse(buf.freeze()).expect("answer");
+        assert!(ans.find(avp::ADC_RULE_INSTALL).expect("avps").is_none());
+        assert_eq!(decode_answer(&ans).expect("decodes").code(), NO_IP_CAN_SESSION);
+    }
+
+    #[test]
+    fn tsr_and_rar_encode_valid_requests() {
+        let defined = rule("video", Some("video-streaming"), None);
+        let mut buf = BytesMut::new();
+        let mut b = MessageBuilder::request(&mut buf, cmd::TDF_SESSION, SD, 5, 6);
+        encode_tsr(
+            &mut b,
+            "pcrf;sd;1",
+            &me(),
+            "tdf.test",
+            "test",
+            &TsrSubject {
+                imsi: Some("001010000000001"),
+                msisdn: Some("491700000001"),
+                ue_ipv4: Some(Ipv4Addr::new(10, 45, 0, 2)),
+                ue_ipv6_prefix: Some(&[0, 64, 0x20, 1, 0xd, 0xb8, 0, 0, 0, 1]),
+                apn: Some("internet"),
+            },
+            &AdcChanges {
+                install: vec![&defined],
+                remove: vec![],
+            },
+            &UsageInstructions::default(),
+        );
+        b.finish();
+        let tsr = Message::parse(buf.freeze()).expect("tsr");
+        tsr.validate().expect("valid");
+        assert_eq!(tsr.command_code(), cmd::TDF_SESSION);
+        assert!(tsr.find(avp::ADC_RULE_INSTALL).expect("avps").is_some());
+        assert_eq!(
+            tsr.find(avp::FRAMED_IP_ADDRESS).expect("avps").expect("ip").as_octets(),
+            &[10, 45, 0, 2]
+        );
+
+        let mut buf = BytesMut::new();
+        let mut b = MessageBuilder::request(&mut buf, cmd::RE_AUTH, SD, 5, 6);
+        encode_rar(
+            &mut b,
+            "pcrf;sd;1",
+            &me(),
+            "tdf.test",
+            "test",
+            Some(0),
+            &AdcChanges {
+                install: vec![&defined],
+                remove: vec![],
+            },
+            &UsageInstructions::default(),
+        );
+        b.finish();
+        let rar = Message::parse(buf.freeze()).expect("rar");
+        rar.validate().expect("valid");
+        assert!(rar.find(avp::SESSION_RELEASE_CAUSE).expect("avps").is_some());
+        assert!(
+            rar.find(avp::ADC_RULE_INSTALL).expect("avps").is_none(),
+            "a release carries no rules"
+        );
+    }
+
+    #[test]
+    fn tsa_with_a_failed_adc_rule() {
+        let tsr = {
+            let mut buf = BytesMut::new();
+            let mut b = MessageBuilder::request(&mut buf, cmd::TDF_SESSION, SD, 5, 6);
+            b.str(avp::SESSION_ID, "pcrf;sd;1");
+            b.finish();
+            Message::parse(buf.freeze()).expect("tsr")
+        };
+        let mut buf = BytesMut::new();
+        let mut b = MessageBuilder::answer(&mut buf, &tsr);
+        b.result_code(2001).origin("tdf.test", "test").group(avp::ADC_RULE_REPORT, |g| {
+            g.bytes(avp::ADC_RULE_NAME, b"video");
+        });
+        b.finish();
+        let a = decode_answer(&Message::parse(buf.freeze()).expect("tsa")).expect("decodes");
+        assert_eq!(a.code(), 2001);
+        assert_eq!(a.failed_rules, vec!["video".to_string()]);
+    }
+}

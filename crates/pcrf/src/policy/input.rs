@@ -131,6 +131,5 @@ pub struct PolicyInput {
     pub usage: UsageInput,
     /// TDF-Application-Identifiers the TDF reports running now (started,
     /// not stopped; Sd), sorted. Empty without a TDF.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub applications: Vec<String>,
 }
