@@ -607,8 +607,8 @@ mod tests {
         let m = ccr(2, |b| {
             // An ADI whose inner AVP claims more bytes than it has.
             b.raw_avp(&[
-                0, 0, 0x04, 0x4a, 0x80, 0, 0, 24, 0, 0, 0x28, 0xaf, 0, 0, 0x04, 0x40, 0x80, 0,
-                0, 99, 0, 0, 0x28, 0xaf,
+                0, 0, 0x04, 0x4a, 0x80, 0, 0, 24, 0, 0, 0x28, 0xaf, 0, 0, 0x04, 0x40, 0x80, 0, 0,
+                99, 0, 0, 0x28, 0xaf,
             ]);
         });
         let m = m.expect("the outer lengths are consistent");
@@ -659,7 +659,10 @@ mod tests {
         let ans = Message::parse(buf.freeze()).expect("answer");
         ans.validate().expect("valid against the dictionary");
         assert_eq!(ans.application_id(), SD);
-        let install = ans.find(avp::ADC_RULE_INSTALL).expect("avps").expect("install");
+        let install = ans
+            .find(avp::ADC_RULE_INSTALL)
+            .expect("avps")
+            .expect("install");
         let def = install
             .grouped()
             .find(avp::ADC_RULE_DEFINITION)
@@ -685,7 +688,10 @@ mod tests {
         assert!(ans.find(avp::ADC_RULE_REMOVE).expect("avps").is_some());
         let back = gx::decode_usage_instructions(&ans).expect("usage");
         assert_eq!(back.grants.len(), 1);
-        let trigger = ans.find(avp::EVENT_TRIGGER).expect("avps").expect("trigger");
+        let trigger = ans
+            .find(avp::EVENT_TRIGGER)
+            .expect("avps")
+            .expect("trigger");
         assert_eq!(trigger.as_enum(), Ok(USAGE_REPORT));
         // An error answer carries no rules.
         let mut buf = BytesMut::new();
@@ -703,7 +709,10 @@ mod tests {
         );
         let ans = Message::parse(buf.freeze()).expect("answer");
         assert!(ans.find(avp::ADC_RULE_INSTALL).expect("avps").is_none());
-        assert_eq!(decode_answer(&ans).expect("decodes").code(), NO_IP_CAN_SESSION);
+        assert_eq!(
+            decode_answer(&ans).expect("decodes").code(),
+            NO_IP_CAN_SESSION
+        );
     }
 
     #[test]
@@ -736,7 +745,10 @@ mod tests {
         assert_eq!(tsr.command_code(), cmd::TDF_SESSION);
         assert!(tsr.find(avp::ADC_RULE_INSTALL).expect("avps").is_some());
         assert_eq!(
-            tsr.find(avp::FRAMED_IP_ADDRESS).expect("avps").expect("ip").as_octets(),
+            tsr.find(avp::FRAMED_IP_ADDRESS)
+                .expect("avps")
+                .expect("ip")
+                .as_octets(),
             &[10, 45, 0, 2]
         );
 
@@ -758,7 +770,10 @@ mod tests {
         b.finish();
         let rar = Message::parse(buf.freeze()).expect("rar");
         rar.validate().expect("valid");
-        assert!(rar.find(avp::SESSION_RELEASE_CAUSE).expect("avps").is_some());
+        assert!(rar
+            .find(avp::SESSION_RELEASE_CAUSE)
+            .expect("avps")
+            .is_some());
         assert!(
             rar.find(avp::ADC_RULE_INSTALL).expect("avps").is_none(),
             "a release carries no rules"
@@ -776,9 +791,11 @@ mod tests {
         };
         let mut buf = BytesMut::new();
         let mut b = MessageBuilder::answer(&mut buf, &tsr);
-        b.result_code(2001).origin("tdf.test", "test").group(avp::ADC_RULE_REPORT, |g| {
-            g.bytes(avp::ADC_RULE_NAME, b"video");
-        });
+        b.result_code(2001)
+            .origin("tdf.test", "test")
+            .group(avp::ADC_RULE_REPORT, |g| {
+                g.bytes(avp::ADC_RULE_NAME, b"video");
+            });
         b.finish();
         let a = decode_answer(&Message::parse(buf.freeze()).expect("tsa")).expect("decodes");
         assert_eq!(a.code(), 2001);
