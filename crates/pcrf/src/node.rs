@@ -662,6 +662,9 @@ impl Node {
 
     /// Drops rule names the PCEFs do not know (when a catalog is configured).
     fn check_catalog(&self, session: &str, mut d: Decision) -> Decision {
+        if !d.adc.is_empty() {
+            d.adc = self.valid_adc(session, &d.adc);
+        }
         let live = self.live.load();
         if !live.catalog_rules.is_empty() {
             d.rules.retain(|r| {

@@ -153,7 +153,7 @@ impl Node {
 
     /// The ADC rules of a decision that are well formed (the rest dropped,
     /// counted and logged).
-    fn valid_adc(&self, session: &str, rules: &[AdcRule]) -> Vec<AdcRule> {
+    pub(super) fn valid_adc(&self, session: &str, rules: &[AdcRule]) -> Vec<AdcRule> {
         let mut out: Vec<AdcRule> = Vec::with_capacity(rules.len());
         for r in rules {
             match r.check() {

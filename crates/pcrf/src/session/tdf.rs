@@ -126,6 +126,38 @@ mod tests {
     }
 
     #[test]
+    fn an_adc_rule_is_a_name_a_base_or_a_definition() {
+        assert!(named("a", None).check().is_ok());
+        assert!(named("v", Some("video")).check().is_ok());
+        let base = AdcRule {
+            name: None,
+            base: Some("dpi".into()),
+            application: None,
+            monitoring_key: None,
+        };
+        assert!(base.check().is_ok());
+        assert_eq!(base.key(), "dpi");
+        let both = AdcRule {
+            name: Some("a".into()),
+            ..base.clone()
+        };
+        assert!(both.check().is_err());
+        let based_app = AdcRule {
+            application: Some("video".into()),
+            ..base
+        };
+        assert!(based_app.check().is_err());
+        assert!(named("", None).check().is_err());
+        let nothing = AdcRule {
+            name: None,
+            base: None,
+            application: Some("video".into()),
+            monitoring_key: None,
+        };
+        assert!(nothing.check().is_err());
+    }
+
+    #[test]
     fn bookkeeping_is_not_durable_and_old_blobs_load() {
         let a = TdfSession::new("sd;1".into(), TdfMode::Solicited, "tdf".into(), "r".into());
         let mut b = a.clone();
