@@ -798,6 +798,8 @@ impl Node {
             .map(|s| s.to_string())
             .collect();
         if diff.is_empty() && usage.is_empty() {
+            // Only the TDF's part (ADC rules) may have changed: Sd follows.
+            self.adopt_adc(&slot, &cur, &decision.adc).await?;
             return Ok(ReauthOutcome {
                 rar_sent: false,
                 result_code: None,

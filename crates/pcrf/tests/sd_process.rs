@@ -603,3 +603,37 @@ async fn tdf_reports_for_unknown_sessions_get_5002_and_are_counted() {
     assert!(m.contains("command=\"SD-CCR\",result_code=\"5002\""), "{m}");
     tdf.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provisioning_that_only_adds_adc_rules_opens_the_tdf_session() {
+    let p = Pcrf::start(&format!("{TDF_PEER}{SOLICITED}"));
+    let tdf = Tdf::connect(&p).await;
+    let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
+    p.provision(IMSI, r#"{"plan":"basic"}"#);
+    assert_eq!(result_of(&pcef.ccr_i("pgw;prov;1", IMSI).await), 2001);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(tdf.requests().is_empty(), "no ADC rules, no TSR");
+
+    // The new service changes nothing at the PCEF: no Gx RAR, but a TSR.
+    p.provision(IMSI, r#"{"plan":"basic","services":["video-detect"]}"#);
+    let tsr = tdf.nth_request(1).await;
+    assert_eq!(tsr.command_code(), cmd::TDF_SESSION);
+    assert_eq!(
+        adc_changes(&tsr).0,
+        vec!["video=video-streaming".to_string()]
+    );
+    assert!(pcef.rars().is_empty());
+
+    // Taking the service away removes the rule at the TDF (Sd RAR).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while p.http("GET", "/v1/sessions/pgw;prov;1", None).1["tdf"].is_null() {
+        assert!(Instant::now() < deadline, "TDF session not recorded");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    p.provision(IMSI, r#"{"plan":"basic"}"#);
+    let rar = tdf.nth_request(2).await;
+    assert_eq!(rar.command_code(), cmd::RE_AUTH);
+    assert_eq!(adc_changes(&rar), (vec![], vec!["video".to_string()]));
+    pcef.close().await;
+    tdf.close().await;
+}

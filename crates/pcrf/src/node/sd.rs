@@ -723,6 +723,29 @@ impl Node {
         }
     }
 
+    /// A push whose decision changed only the ADC rules: record them (no
+    /// Gx RAR) and let the TDF follow. Called under the session's lock.
+    pub(super) async fn adopt_adc(
+        &self,
+        slot: &SessionSlot,
+        cur: &GxSession,
+        adc: &[AdcRule],
+    ) -> Result<(), crate::api::control::ControlError> {
+        if cur.installed.adc == adc {
+            return Ok(());
+        }
+        let mut s = cur.clone();
+        s.installed.adc = adc.to_vec();
+        s.updated_ms = now_ms();
+        let s = Arc::new(s);
+        self.commit(vec![Change::PutSession(s.clone())])
+            .await
+            .map_err(|e| crate::api::control::ControlError::Unavailable(e.message.to_string()))?;
+        slot.publish(s.clone());
+        self.sd_follow(&s);
+        Ok(())
+    }
+
     /// The Gx session ended: its TDF session is released (Sd RAR with
     /// Session-Release-Cause); the TDF's CCR-T that follows is answered 2001.
     pub(super) fn sd_release(&self, s: &GxSession) {
