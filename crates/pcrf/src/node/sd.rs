@@ -10,7 +10,8 @@
 //! Usage the TDF reports is counted through the `sd:` sources of the usage
 //! file, exactly once, in the same commit as the record and its answer.
 
-use super::{now_ms, replay, usage_change, Answered, Node};
+use super::{now_ms, replay, too_busy_answer, usage_change, Answered, Node};
+use crate::admission::Class;
 use crate::gx::{Outcome, RequestType, UsageGrant, UsageInstructions, UsageReport};
 use crate::metrics::Command;
 use crate::policy::decision::AdcRule;
@@ -95,6 +96,24 @@ impl Node {
                 "Sd serves CCR only at the PCRF",
             ));
         }
+        // Sd shares the node's bound on work in flight with Gx (overload).
+        let class = match req
+            .find(avp::CC_REQUEST_TYPE)
+            .ok()
+            .flatten()
+            .and_then(|a| a.as_u32().ok())
+        {
+            Some(1) => Class::New,
+            _ => Class::Existing,
+        };
+        let Some(_permit) = self.admission.admit(class) else {
+            self.metrics.request(
+                Command::SdCcr,
+                result_code::DIAMETER_TOO_BUSY,
+                started.elapsed(),
+            );
+            return Ok(too_busy_answer(&req, &self.me, &self.overload));
+        };
         let result = match req.validate().and_then(|_| sd::decode_ccr(&req)) {
             Ok(c) => match c.request_type {
                 Some(RequestType::Initial) => self.sd_initial(&req, &c).await,
@@ -380,34 +399,39 @@ impl Node {
         };
         let out = self.policy.decide(&input, s.last_decision.as_ref());
         self.note_fallback(&s.id, &out);
-        let decision = self.check_catalog(&s.id, out.decision.clone());
-        let wanted = self.valid_adc(&s.id, &decision.adc);
-        let reported: BTreeSet<String> = c
+        let installed = s.tdf.as_ref().map_or(Vec::new(), |t| t.installed.clone());
+        // A refusal concerns the PCEF's session; the TDF keeps its rules.
+        let wanted = match &out.decision.reject {
+            Some(_) => installed.clone(),
+            None => self.check_catalog(&s.id, out.decision.clone()).adc,
+        };
+        let (install, remove) = adc_diff(&installed, &wanted);
+        // Grants for the keys just reported and for newly installed rules.
+        let mut regrant: BTreeSet<String> = c
             .usage_reports
             .iter()
             .map(|r| crate::gx::key_text(r.key).into_owned())
             .collect();
+        regrant.extend(install.iter().filter_map(|r| r.monitoring_key.clone()));
         let grants = match &usage {
-            Some(step) if !reported.is_empty() => {
-                self.sd_grants(&s, &step.next, &wanted, Some(&reported), now)
+            Some(step) => self.sd_grants(&s, &step.next, &wanted, Some(&regrant), now),
+            None if !regrant.is_empty() => {
+                let current = self.usage.load(&s.subscriber);
+                self.sd_grants(&s, &current, &wanted, Some(&regrant), now)
             }
-            _ => UsageInstructions::default(),
+            None => UsageInstructions::default(),
         };
         // The PCEF's part follows after this answer: Node::push decides
         // again with the new applications and sends a Gx RAR if it changed.
         let apps_changed =
             cur.tdf.as_ref().map(|t| &t.running) != s.tdf.as_ref().map(|t| &t.running);
-        let answer = {
-            let installed = s.tdf.as_ref().map_or(&[][..], |t| &t.installed[..]);
-            let (install, remove) = adc_diff(installed, &wanted);
-            self.sd_cca(
-                req,
-                c,
-                Outcome::Result(result_code::DIAMETER_SUCCESS),
-                &AdcChanges { install, remove },
-                &grants,
-            )
-        };
+        let answer = self.sd_cca(
+            req,
+            c,
+            Outcome::Result(result_code::DIAMETER_SUCCESS),
+            &AdcChanges { install, remove },
+            &grants,
+        );
         if let Some(t) = s.tdf.as_mut() {
             t.installed.clone_from(&wanted);
             t.last_answer = Some(answer.bytes.to_vec());
