@@ -343,6 +343,40 @@ async fn unsolicited_tdf_ccr_i_binds_by_ue_address() {
         "{}",
         p.metrics()
     );
+
+    // An IPv6-only session: the TDF's Framed-IPv6-Prefix binds to it.
+    let imsi6 = "001010000000006";
+    p.provision(imsi6, r#"{"plan":"basic"}"#);
+    let prefix = [0u8, 64, 0x20, 0x01, 0x0d, 0xb8, 0, 6, 0, 0];
+    let cca = pcef
+        .ccr(
+            "pgw;uns;6",
+            enums::CC_REQUEST_TYPE::INITIAL_REQUEST,
+            0,
+            |b| {
+                b.group(avp::SUBSCRIPTION_ID, |g| {
+                    g.i32(avp::SUBSCRIPTION_ID_TYPE, 1)
+                        .str(avp::SUBSCRIPTION_ID_DATA, imsi6);
+                })
+                .bytes(avp::FRAMED_IPV6_PREFIX, &prefix);
+            },
+        )
+        .await;
+    assert_eq!(result_of(&cca), 2001);
+    let cca = tdf
+        .ccr(
+            "tdf;uns;6",
+            enums::CC_REQUEST_TYPE::INITIAL_REQUEST,
+            0,
+            false,
+            |b| {
+                b.bytes(avp::FRAMED_IPV6_PREFIX, &prefix);
+            },
+        )
+        .await;
+    assert_eq!(result_of(&cca), 2001);
+    let (_, v) = p.http("GET", "/v1/sessions/pgw;uns;6", None);
+    assert_eq!(v["tdf"]["id"], "tdf;uns;6");
     pcef.close().await;
     tdf.close().await;
 }
