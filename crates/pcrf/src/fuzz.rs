@@ -223,8 +223,12 @@ fn run_handler(data: &[u8], rx: bool) {
             // reach the handler.
             continue;
         }
+        // The PCRF's one Diameter handler also takes Sd (TDF) and, for
+        // the rx_handler target, Rx (AF) requests.
         let result = if rx && req.application_id() == crate::rx::RX {
             h.rt.block_on(state.node.handle_rx(req.clone()))
+        } else if req.application_id() == crate::sd::SD {
+            h.rt.block_on(state.node.handle_sd(req.clone()))
         } else {
             h.rt.block_on(state.node.handle_gx(req.clone()))
         };

@@ -129,4 +129,7 @@ pub struct PolicyInput {
     pub time: TimeInput,
     pub network: NetworkInput,
     pub usage: UsageInput,
+    /// TDF-Application-Identifiers the TDF reports running now (started,
+    /// not stopped; Sd), sorted. Empty without a TDF.
+    pub applications: Vec<String>,
 }

@@ -67,6 +67,10 @@ pub struct GxSession {
         skip_serializing_if = "crate::usage::SessionMonitoring::is_idle"
     )]
     pub monitoring: crate::usage::SessionMonitoring,
+    /// The TDF session (Sd) bound to this one, if any: in the same record
+    /// so an Sd change is one write under this session's lock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tdf: Option<super::tdf::TdfSession>,
     /// CC-Request-Number of the last CCR applied (retransmission detection).
     pub last_request_number: u32,
     /// When the PCEF was told to come back (Revalidation-Time), Unix ms; a
@@ -117,6 +121,7 @@ impl GxSession {
             installed: Decision::default(),
             rule_failures: Vec::new(),
             monitoring: Default::default(),
+            tdf: None,
             last_request_number: 0,
             revalidation_at_ms: None,
             last_decision: None,
@@ -158,6 +163,7 @@ impl GxSession {
             installed,
             rule_failures,
             monitoring,
+            tdf,
             last_request_number: _,
             revalidation_at_ms,
             last_decision,
@@ -186,6 +192,11 @@ impl GxSession {
             && *installed == other.installed
             && *rule_failures == other.rule_failures
             && *monitoring == other.monitoring
+            && match (tdf, &other.tdf) {
+                (Some(a), Some(b)) => a.durably_equal(b),
+                (None, None) => true,
+                _ => false,
+            }
             && *revalidation_at_ms == other.revalidation_at_ms
             // The decision is durable; the memo key and input snapshot that
             // came with it are not (after a restart the memo misses once).
