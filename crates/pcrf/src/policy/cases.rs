@@ -17,11 +17,17 @@
 //! `input` is a partial PolicyInput (everything else defaulted); `expect` a
 //! partial Decision: only the fields given are compared, tables field by
 //! field, lists element by element with the same length.
+//!
+//! `[[media_case]]` tests the Rx hook `authorize_media` the same way:
+//! `input` is a partial MediaInput (`af`, `media`; `session` and
+//! `subscriber` default to those of `[defaults.input]`), `expect` a partial
+//! `{ rules = [...], reject = "..." }`.
 
 use super::decision::Decision;
 use super::engine::{EngineConfig, PolicyEngine};
 use super::error::PolicyError;
 use super::input::PolicyInput;
+use super::media::MediaInput;
 use super::sandbox::Limits;
 use serde_json::Value as Json;
 use std::fmt;
@@ -103,10 +109,16 @@ impl fmt::Display for Report {
     }
 }
 
+/// What a case runs: `decide` or the Rx media hook.
+enum CaseInput {
+    Decide(Box<PolicyInput>),
+    Media(Box<MediaInput>),
+}
+
 /// A parsed case.
 struct Case {
     name: String,
-    input: PolicyInput,
+    input: CaseInput,
     expect: Json,
     absent: Vec<String>,
 }
@@ -123,7 +135,7 @@ pub fn run(policy: &Path, cases: &Path) -> Result<Report, PolicyError> {
     let parsed = parse(cases)?;
     let results = parsed
         .into_iter()
-        .map(|case| match engine.evaluate(&case.input) {
+        .map(|case| match evaluate(&engine, &case.input) {
             Ok(decision) => CaseResult {
                 diffs: compare(&case.expect, &decision, &case.absent),
                 name: case.name,
@@ -140,6 +152,15 @@ pub fn run(policy: &Path, cases: &Path) -> Result<Report, PolicyError> {
         policy: policy.to_path_buf(),
         script_version: engine.version(),
         cases: results,
+    })
+}
+
+/// The case's output as JSON, to compare with its expectation.
+fn evaluate(engine: &PolicyEngine, input: &CaseInput) -> Result<Json, PolicyError> {
+    let json = |v: Result<Json, serde_json::Error>| v.unwrap_or(Json::Null);
+    Ok(match input {
+        CaseInput::Decide(i) => json(serde_json::to_value(engine.evaluate(i)?)),
+        CaseInput::Media(i) => json(serde_json::to_value(engine.authorize_media(i)?)),
     })
 }
 
@@ -167,18 +188,28 @@ fn parse(path: &Path) -> Result<Vec<Case>, PolicyError> {
         }
         Some(_) => return Err(bad("defaults must be a table".into())),
     };
-    let list = match doc.remove("case") {
-        Some(toml::Value::Array(a)) => a,
-        Some(_) => return Err(bad("case must be an array of tables ([[case]])".into())),
-        None => return Err(bad("no [[case]] in the file".into())),
-    };
+    let mut list = Vec::new();
+    for kind in ["case", "media_case"] {
+        match doc.remove(kind) {
+            Some(toml::Value::Array(a)) => list.extend(a.into_iter().map(|c| (kind, c))),
+            Some(_) => {
+                return Err(bad(format!(
+                    "{kind} must be an array of tables ([[{kind}]])"
+                )))
+            }
+            None => {}
+        }
+    }
+    if list.is_empty() {
+        return Err(bad("no [[case]] or [[media_case]] in the file".into()));
+    }
     if let Some(k) = doc.keys().next() {
         return Err(bad(format!(
-            "unknown top-level key {k:?} (expected defaults, case)"
+            "unknown top-level key {k:?} (expected defaults, case, media_case)"
         )));
     }
     let mut cases = Vec::with_capacity(list.len());
-    for (i, item) in list.into_iter().enumerate() {
+    for (i, (kind, item)) in list.into_iter().enumerate() {
         let toml::Value::Table(mut t) = item else {
             return Err(bad(format!("case #{} is not a table", i + 1)));
         };
@@ -189,14 +220,25 @@ fn parse(path: &Path) -> Result<Vec<Case>, PolicyError> {
         };
         let at = |m: String| bad(format!("case {name:?}: {m}"));
         let mut input = defaults.clone();
+        if kind == "media_case" {
+            // The media hook sees the Gx session and subscriber only.
+            input.retain(|k, _| k == "session" || k == "subscriber");
+        }
         match t.remove("input") {
             None => {}
             Some(toml::Value::Table(over)) => merge(&mut input, over),
             Some(_) => return Err(at("input must be a table".into())),
         }
-        let input: PolicyInput = toml::Value::Table(input)
-            .try_into()
-            .map_err(|e| at(format!("input: {e}")))?;
+        let input = toml::Value::Table(input);
+        let input = if kind == "media_case" {
+            CaseInput::Media(Box::new(
+                input.try_into().map_err(|e| at(format!("input: {e}")))?,
+            ))
+        } else {
+            CaseInput::Decide(Box::new(
+                input.try_into().map_err(|e| at(format!("input: {e}")))?,
+            ))
+        };
         let expect = match t.remove("expect") {
             None => toml::Table::new(),
             Some(toml::Value::Table(e)) => e,
@@ -239,10 +281,9 @@ fn merge(base: &mut toml::Table, over: toml::Table) {
     }
 }
 
-fn compare(expect: &Json, decision: &Decision, absent: &[String]) -> Vec<FieldDiff> {
-    let actual = serde_json::to_value(decision).unwrap_or(Json::Null);
+fn compare(expect: &Json, actual: &Json, absent: &[String]) -> Vec<FieldDiff> {
     let mut diffs = Vec::new();
-    subset("", expect, &actual, &mut diffs);
+    subset("", expect, actual, &mut diffs);
     for field in absent {
         let v = actual.get(field).cloned().unwrap_or(Json::Null);
         let empty = match &v {

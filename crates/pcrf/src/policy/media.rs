@@ -193,6 +193,16 @@ end
     }
 
     #[test]
+    fn no_media_is_no_rules_not_an_error() {
+        // An empty Lua table must read as an empty list (found by the
+        // media cases of policies/default.cases.toml).
+        let (e, dir) = engine("function decide(input) return {} end");
+        let d = e.authorize_media(&MediaInput::default()).expect("decides");
+        assert_eq!(d, MediaDecision::default());
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
     fn tags_are_short_and_stable() {
         assert_eq!(af_tag("pcscf;1").len(), 8);
         assert_eq!(af_tag("pcscf;1"), af_tag("pcscf;1"));

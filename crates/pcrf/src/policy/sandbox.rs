@@ -322,14 +322,26 @@ impl Vm {
                 line: None,
             });
         }
-        let json: serde_json::Value = self
-            .lua
-            .from_value_with(ret, deserialize_options())
-            .map_err(runtime)?;
-        serde_json::from_value(whole_floats_to_integers(json)).map_err(|e| PolicyError::Runtime {
-            message: format!("{name} returned an invalid value: {e}"),
+        let invalid = |message: String| PolicyError::Runtime {
+            message: format!("{name} returned an invalid value: {message}"),
             line: None,
-        })
+        };
+        // As for `decide`: straight from Lua (an empty table is an empty
+        // list there), through JSON only for floats that are whole numbers.
+        match self
+            .lua
+            .from_value_with::<O>(ret.clone(), deserialize_options())
+        {
+            Ok(v) => Ok(v),
+            Err(first) => {
+                let json: serde_json::Value = self
+                    .lua
+                    .from_value_with(ret, deserialize_options())
+                    .map_err(|_| invalid(lua_message(&first)))?;
+                serde_json::from_value(whole_floats_to_integers(json))
+                    .map_err(|e| invalid(e.to_string()))
+            }
+        }
     }
 
     /// Bytes the VM holds now.
