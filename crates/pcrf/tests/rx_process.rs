@@ -333,20 +333,34 @@ async fn volte_call_installs_a_gbr_rule_modifies_it_and_str_removes_it() {
     assert_eq!(result_of(&cca), 2001);
     assert_eq!(rule_changes(&cca), (vec![], vec![]));
 
-    // STR: both rules are removed at the PCEF, then STA.
+    // The video is dropped (Flow-Status REMOVED): only its rule goes.
+    let aaa = af
+        .aar("pcscf.test.local;call;1", |b| {
+            b.i32(avp::RX_REQUEST_TYPE, 1)
+                .group(avp::MEDIA_COMPONENT_DESCRIPTION, |m| {
+                    m.u32(avp::MEDIA_COMPONENT_NUMBER, 2)
+                        .i32(avp::FLOW_STATUS, enums::FLOW_STATUS::REMOVED);
+                });
+        })
+        .await;
+    assert_eq!(result_of(&aaa), 2001);
+    let (installed, removed) = rule_changes(&pcef.nth(3).await);
+    assert!(installed.is_empty());
+    assert_eq!(removed.len(), 1, "{removed:?}");
+    assert!(removed[0].ends_with("-2-1"));
+
+    // STR: the voice rule is removed at the PCEF, then STA.
     let sta = af.str_("pcscf.test.local;call;1").await;
     assert_eq!(result_of(&sta), 2001);
-    let (installed, mut removed) = rule_changes(&pcef.nth(3).await);
-    removed.sort();
+    let (installed, removed) = rule_changes(&pcef.nth(4).await);
     assert!(installed.is_empty());
-    assert_eq!(removed.len(), 2, "{removed:?}");
-    assert!(removed.contains(&voice_rule));
+    assert_eq!(removed, vec![voice_rule.clone()]);
     // A second STR for it: unknown.
     assert_eq!(result_of(&af.str_("pcscf.test.local;call;1").await), 5002);
     assert_eq!(metric(&p, "pcrf_rx_sessions "), Some(0.0));
     assert!(p
         .metrics()
-        .contains("pcrf_requests_total{command=\"AAR\",result_code=\"2001\"} 2"));
+        .contains("pcrf_requests_total{command=\"AAR\",result_code=\"2001\"} 3"));
     af.close().await;
     pcef.close().await;
 }
