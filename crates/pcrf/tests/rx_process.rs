@@ -542,6 +542,14 @@ async fn pcef_refusal_fails_the_aar_and_a_failed_rule_is_notified_to_the_af() {
         action.as_i32(),
         Ok(enums::SPECIFIC_ACTION::INDICATION_OF_FAILED_RESOURCES_ALLOCATION)
     );
+    // Which flow failed: media component 1, flow 1.
+    let flows = note.find(avp::FLOWS).expect("avps").expect("Flows");
+    let numbers: Vec<(bool, u32)> = flows
+        .grouped()
+        .flatten()
+        .map(|a| (a.is(avp::MEDIA_COMPONENT_NUMBER), a.as_u32().expect("u32")))
+        .collect();
+    assert_eq!(numbers, vec![(true, 1), (false, 1)]);
 
     // A second call whose bearer is lost (TEMPORARILY_INACTIVE): the AF,
     // subscribed to both, hears of the loss of bearer.

@@ -74,6 +74,8 @@ pub(super) struct AfNote {
     ip_can_type: Option<i32>,
     /// Access-Network-Charging-Identifier-Value (CHARGING_CORRELATION_EXCHANGE).
     charging_id: Option<Vec<u8>>,
+    /// The flows concerned (Media-Component-Number, Flow-Numbers).
+    flows: Vec<(u32, Vec<u32>)>,
 }
 
 impl AfNote {
@@ -84,6 +86,7 @@ impl AfNote {
             rat_type: None,
             ip_can_type: None,
             charging_id: None,
+            flows: Vec::new(),
         }
     }
 }
@@ -565,8 +568,16 @@ impl Node {
         let mut notices = Vec::new();
         for af in s.af.iter_mut() {
             let success = enums::SPECIFIC_ACTION::INDICATION_OF_SUCCESSFUL_RESOURCES_ALLOCATION;
-            if af.subscribed(success) && reports.iter().any(|r| r.status == 0 && af.owns(&r.rule)) {
-                notices.push(AfNote::new(af, success));
+            let active: Vec<&str> = reports
+                .iter()
+                .filter(|r| r.status == 0 && af.owns(&r.rule))
+                .map(|r| r.rule.as_str())
+                .collect();
+            if af.subscribed(success) && !active.is_empty() {
+                notices.push(AfNote {
+                    flows: af.flows_of(&active),
+                    ..AfNote::new(af, success)
+                });
             }
             let failed: Vec<&RuleFailure> = reports
                 .iter()
@@ -575,6 +586,8 @@ impl Node {
             if failed.is_empty() {
                 continue;
             }
+            let names: Vec<&str> = failed.iter().map(|f| f.rule.as_str()).collect();
+            let flows = af.flows_of(&names);
             af.rules
                 .retain(|r| !failed.iter().any(|f| f.rule == r.name));
             // TEMPORARILY_INACTIVE (2) is a bearer lost for now; INACTIVE
@@ -591,7 +604,10 @@ impl Node {
             };
             let action = preference.into_iter().find(|a| af.subscribed(*a));
             if let Some(action) = action {
-                notices.push(AfNote::new(af, action));
+                notices.push(AfNote {
+                    flows,
+                    ..AfNote::new(af, action)
+                });
             }
         }
         notices
@@ -623,7 +639,7 @@ impl Node {
             rat_type: note.rat_type,
             ip_can_type: note.ip_can_type,
             charging_id: note.charging_id.as_deref(),
-            ..Default::default()
+            flows: note.flows.clone(),
         };
         let started = Instant::now();
         let res = peer

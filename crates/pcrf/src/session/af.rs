@@ -90,6 +90,34 @@ impl AfSession {
     pub fn owns(&self, rule: &str) -> bool {
         self.rules.iter().any(|r| r.name == rule)
     }
+
+    /// The media flows (Media-Component-Number, Flow-Numbers) the named
+    /// rules carry, for the Flows AVP of a notification: a sub-component
+    /// belongs to a rule that holds one of its Flow-Descriptions, whatever
+    /// the hook named the rule.
+    pub fn flows_of(&self, rule_names: &[&str]) -> Vec<(u32, Vec<u32>)> {
+        let rules: Vec<&RuleDefinition> = self
+            .rules
+            .iter()
+            .filter(|r| rule_names.contains(&r.name.as_str()))
+            .collect();
+        self.media
+            .iter()
+            .filter_map(|mc| {
+                let flows: Vec<u32> = mc
+                    .sub_components
+                    .iter()
+                    .filter(|sc| {
+                        sc.flows
+                            .iter()
+                            .any(|f| rules.iter().any(|r| r.flows.contains(f)))
+                    })
+                    .map(|sc| sc.flow_number)
+                    .collect();
+                (!flows.is_empty()).then_some((mc.number, flows))
+            })
+            .collect()
+    }
 }
 
 /// Media of an AAR modification merged into what the AF described before:
@@ -229,6 +257,26 @@ mod tests {
         assert_eq!(names, vec!["b", "a"]);
         assert!(af.subscribed(9) && !af.subscribed(2) && !af.subscribed(-1));
         assert!(af.owns("a") && !af.owns("c"));
+        let mut af = af;
+        af.rules[0].flows = vec!["permit out 17 from any to assigned 4000".into()];
+        af.media = vec![MediaComponent {
+            number: 1,
+            sub_components: vec![
+                MediaSubComponent {
+                    flow_number: 1,
+                    flows: vec!["permit out 17 from any to assigned 4000".into()],
+                    ..Default::default()
+                },
+                MediaSubComponent {
+                    flow_number: 2,
+                    flows: vec!["permit out 17 from any to assigned 4001".into()],
+                    ..Default::default()
+                },
+            ],
+            ..Default::default()
+        }];
+        assert_eq!(af.flows_of(&["a"]), vec![(1, vec![1])]);
+        assert!(af.flows_of(&["b"]).is_empty());
         let replaced = replace_af_rules(&d, &af.rules, &[rule("c")]);
         let names: Vec<&str> = replaced
             .definitions
