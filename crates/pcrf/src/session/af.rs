@@ -231,7 +231,7 @@ mod tests {
 
     #[test]
     fn af_rules_join_a_decision_once() {
-        let af = AfSession {
+        let mut af = AfSession {
             id: "pcscf;1".into(),
             af_host: "pcscf".into(),
             af_realm: "r".into(),
@@ -249,7 +249,6 @@ mod tests {
             event_triggers: vec![2, 13],
             ..Default::default()
         };
-        let mut af = af;
         af.specific_actions = vec![9, 6, 8];
         add_af_rules(std::slice::from_ref(&af), &mut d);
         assert_eq!(d.event_triggers, vec![2, 13, 7, 22]);
@@ -257,7 +256,6 @@ mod tests {
         assert_eq!(names, vec!["b", "a"]);
         assert!(af.subscribed(9) && !af.subscribed(2) && !af.subscribed(-1));
         assert!(af.owns("a") && !af.owns("c"));
-        let mut af = af;
         af.rules[0].flows = vec!["permit out 17 from any to assigned 4000".into()];
         af.media = vec![MediaComponent {
             number: 1,
