@@ -6,6 +6,7 @@
 
 mod monitoring;
 mod pushes;
+mod sy;
 
 pub use monitoring::UsageCounters;
 
@@ -117,6 +118,8 @@ pub struct Node {
     overload: OverloadReporter,
     /// A report is out (checked without the reporter's lock per request).
     overload_reported: std::sync::atomic::AtomicBool,
+    /// Sy: the subscribers' Sy sessions and the OCS connections.
+    sy: sy::SyPart,
 }
 
 /// What start-up hands to the node.
@@ -154,6 +157,7 @@ impl Node {
             sub_table.put(Arc::new(s));
         }
         let session_table = SessionTable::default();
+        let sy_part = sy::SyPart::recover(&p.sessions);
         for s in p.sessions {
             session_table.replace(Arc::new(s));
         }
@@ -186,6 +190,7 @@ impl Node {
             me_ref: me.clone(),
             overload: OverloadReporter::new(),
             overload_reported: Default::default(),
+            sy: sy_part,
         })
     }
 
@@ -338,6 +343,7 @@ impl Node {
         }
         let out = self.policy.decide(&input, None);
         self.note_fallback(&s.id, &out);
+        let out = self.settle_spending(&mut s, &mut input, out).await;
         if let Some(rej) = &out.decision.reject {
             return Ok(self.reject(req, c, rej));
         }
@@ -420,6 +426,7 @@ impl Node {
         }
         let out = self.policy.decide(&input, s.last_decision.as_ref());
         self.note_fallback(&s.id, &out);
+        let out = self.settle_spending(&mut s, &mut input, out).await;
         if let Some(rej) = &out.decision.reject {
             let answer = self.reject(req, c, rej);
             if !c.usage_reports.is_empty() {
@@ -528,6 +535,7 @@ impl Node {
         // retransmissions read them there): memory stays the size of the
         // open sessions whatever the churn and the retention.
         self.sessions.remove(c.session_id);
+        self.sy_session_ended(&cur.subscriber);
         if let Some(step) = usage {
             Node::finish_usage(step);
         }
@@ -734,6 +742,7 @@ impl Node {
             time: TimeInput::now(&self.tz),
             network: NetworkInput { congestion },
             usage: Default::default(),
+            spending: self.spending_of(&s.subscriber),
         }
     }
 
@@ -933,6 +942,9 @@ impl Node {
         }
         if old.api != new.api {
             restart.push("[api]");
+        }
+        if old.sy != new.sy {
+            restart.push("[sy]");
         }
         self.live.store(Arc::new(Live::of(Arc::new(new))));
         restart
@@ -1212,6 +1224,7 @@ impl MetricsSource for Node {
         }
         .write(out);
         self.write_store_metrics(out);
+        self.write_sy_metrics(out);
         let configured: Vec<String> = self
             .live
             .load()

@@ -86,10 +86,13 @@ impl PeerCloseLog {
 
 impl Handler for GxHandler {
     fn serves(&self, app_id: u32, cmd: u32) -> bool {
-        gx::serves(app_id, cmd)
+        gx::serves(app_id, cmd) || crate::sy::serves(app_id, cmd)
     }
 
     async fn handle(&self, req: Message, _peer: PeerHandle) -> Result<Bytes, DiameterError> {
+        if req.application_id() == crate::sy::SY {
+            return self.node.handle_sy(req).await;
+        }
         self.node.handle_gx(req).await
     }
 
@@ -116,6 +119,9 @@ pub async fn run(
 ) -> Result<(), StartError> {
     let cfg = Arc::new(cfg);
     if let Err(e) = cfg.api.validate() {
+        return Err(StartError::Config(e));
+    }
+    if let Err(e) = cfg.sy.validate() {
         return Err(StartError::Config(e));
     }
     for w in cfg.api.warnings() {
@@ -201,6 +207,9 @@ pub async fn run(
 
     let mut local = LocalNode::new(cfg.node.origin_host.clone(), cfg.node.origin_realm.clone())
         .with_application(Application::auth_vendor(gx::GX, gx::TGPP));
+    if cfg.sy.enabled() {
+        local = local.with_application(Application::auth_vendor(crate::sy::SY, gx::TGPP));
+    }
     local.product_name = "pcrf".into();
     let ips: Vec<IpAddr> = if cfg.node.host_ip_addresses.is_empty() {
         let ip = cfg.diameter.listen.ip();
@@ -228,6 +237,11 @@ pub async fn run(
                         origin_host: p.origin_host.clone(),
                         addresses: p.addresses.clone(),
                     })
+                    // The OCSs we connect to (their CEA must name them).
+                    .chain(cfg.sy.ocs.iter().map(|o| AllowedPeer {
+                        origin_host: o.origin_host.clone(),
+                        addresses: vec![o.address.ip()],
+                    }))
                     .collect(),
             )
         },
@@ -258,6 +272,7 @@ pub async fn run(
         }),
         peers,
     );
+    node.start_sy(&dnode);
     let server = dnode
         .listen(cfg.diameter.listen)
         .await

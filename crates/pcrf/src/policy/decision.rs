@@ -129,4 +129,8 @@ pub struct Decision {
     /// this list is stopped at the PCEF (Usage-Monitoring-Support DISABLED).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub monitoring: Vec<String>,
+    /// Sy Policy-Counter-Identifiers whose status the policy wants: the
+    /// PCRF subscribes to those not subscribed yet (SLR) and decides again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spending_counters: Vec<String>,
 }

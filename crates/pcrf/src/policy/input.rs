@@ -129,4 +129,8 @@ pub struct PolicyInput {
     pub time: TimeInput,
     pub network: NetworkInput,
     pub usage: UsageInput,
+    /// Sy policy counter statuses by Policy-Counter-Identifier, as the OCS
+    /// reports them ("unknown" when the OCS could not be asked).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub spending: BTreeMap<String, String>,
 }

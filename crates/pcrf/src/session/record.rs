@@ -67,6 +67,10 @@ pub struct GxSession {
         skip_serializing_if = "crate::usage::SessionMonitoring::is_idle"
     )]
     pub monitoring: crate::usage::SessionMonitoring,
+    /// The subscriber's Sy session as of this record's last write (the
+    /// newest copy among the subscriber's records wins at start-up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sy: Option<crate::sy_session::SySession>,
     /// CC-Request-Number of the last CCR applied (retransmission detection).
     pub last_request_number: u32,
     /// When the PCEF was told to come back (Revalidation-Time), Unix ms; a
@@ -114,6 +118,7 @@ impl GxSession {
             installed: Decision::default(),
             rule_failures: Vec::new(),
             monitoring: Default::default(),
+            sy: None,
             last_request_number: 0,
             revalidation_at_ms: None,
             last_decision: None,
@@ -154,6 +159,7 @@ impl GxSession {
             installed,
             rule_failures,
             monitoring,
+            sy,
             last_request_number: _,
             revalidation_at_ms,
             last_decision,
@@ -181,6 +187,7 @@ impl GxSession {
             && *installed == other.installed
             && *rule_failures == other.rule_failures
             && *monitoring == other.monitoring
+            && *sy == other.sy
             && *revalidation_at_ms == other.revalidation_at_ms
             // The decision is durable; the memo key and input snapshot that
             // came with it are not (after a restart the memo misses once).
