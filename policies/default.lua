@@ -17,6 +17,10 @@
 --     (config/usage.toml); once the monthly allowance is used up the session
 --     is throttled ("throttled" rule instead of "internet", a low APN-AMBR)
 --     until a top-up or the monthly reset restores it.
+--   * Sy (when an OCS is configured): known subscribers subscribe the OCS
+--     policy counter "monthly-data"; while the OCS reports it "exhausted"
+--     the session is throttled the same way. A status the OCS could not
+--     give ("unknown": no OCS up or no answer in time) does not throttle.
 --
 -- Rules for policy authors: decide() must depend on its input only (the
 -- server skips it when the input did not change), so no os.time, no random,
@@ -42,6 +46,8 @@ local DEFAULT_PLAN = "basic"
 local GUEST = { ul = 1 * MBPS, dl = 2 * MBPS }
 -- Fair-usage throttle once the monthly allowance is used up.
 local THROTTLED = { ul = 256000, dl = 1 * MBPS }
+-- The OCS policy counter (Sy) whose status "exhausted" also throttles.
+local SY_COUNTER = "monthly-data"
 
 -- Night boost window, local hours [NIGHT_START, NIGHT_END).
 local NIGHT_START = 1
@@ -161,7 +167,9 @@ function decide(input)
   end
 
   local monthly = input.usage.accumulators.monthly
-  local throttled = monthly ~= nil and monthly.exhausted
+  local spending = input.spending or {}
+  local throttled = (monthly ~= nil and monthly.exhausted)
+    or spending[SY_COUNTER] == "exhausted"
   local rule = "internet"
   if throttled then
     rule = "throttled"
@@ -178,6 +186,9 @@ function decide(input)
     revalidation_secs = secs_to_next_boundary(time),
     monitoring = { "total" },
   }
+  if sub.known then
+    decision.spending_counters = { SY_COUNTER }
+  end
 
   if has(sub.services, "vip") then
     if failed(session, VIP_RULE) then
