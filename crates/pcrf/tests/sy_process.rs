@@ -35,6 +35,9 @@ struct OcsState {
     peer: Mutex<Option<PeerHandle>>,
     /// How long to wait before answering (a hung OCS), ms.
     delay_ms: AtomicU64,
+    /// A status every counter takes this long after the SLA (announced as
+    /// Pending-Policy-Counter-Information).
+    pending: Mutex<Option<(String, Duration)>>,
 }
 
 struct OcsHandler(Arc<OcsState>);
@@ -64,10 +67,19 @@ impl Handler for OcsHandler {
             let unknown: Vec<&String> = asked.iter().filter(|c| !table.contains_key(*c)).collect();
             if unknown.is_empty() {
                 b.result_code(2001);
+                let pending = self.0.pending.lock().expect("lock").clone();
                 for c in &asked {
                     b.group(avp::POLICY_COUNTER_STATUS_REPORT, |g| {
                         g.str(avp::POLICY_COUNTER_IDENTIFIER, c)
                             .str(avp::POLICY_COUNTER_STATUS, &table[c]);
+                        if let Some((status, after)) = &pending {
+                            g.group(avp::PENDING_POLICY_COUNTER_INFORMATION, |p| {
+                                p.str(avp::POLICY_COUNTER_STATUS, status).time(
+                                    avp::PENDING_POLICY_COUNTER_CHANGE_TIME,
+                                    std::time::SystemTime::now() + *after,
+                                );
+                            });
+                        }
                     });
                 }
             } else {
@@ -309,6 +321,27 @@ async fn slr_at_ccr_i_snr_pushes_rar_and_last_ccr_t_sends_str() {
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(pcef.rars().len(), 2);
 
+    // A report without its status: 5005 naming the missing AVP.
+    let peer = ocs.wait_peer().await;
+    let bad = peer
+        .request(SY, cmd::SPENDING_STATUS_NOTIFICATION, |b| {
+            b.str(avp::SESSION_ID, &sy_session)
+                .u32(avp::AUTH_APPLICATION_ID, SY)
+                .origin(&ocs.host, "test.local")
+                .str(avp::DESTINATION_REALM, "test.local")
+                .group(avp::POLICY_COUNTER_STATUS_REPORT, |g| {
+                    g.str(avp::POLICY_COUNTER_IDENTIFIER, COUNTER);
+                });
+        })
+        .await
+        .expect("answer");
+    assert_eq!(result_of(&bad), 5005);
+    assert!(
+        bad.find(avp::FAILED_AVP).expect("ok").is_some(),
+        "Failed-AVP"
+    );
+    assert_eq!(pcef.rars().len(), 2, "nothing applied");
+
     // An SNR for a Sy session we do not have: 5002.
     let sna = ocs.snr("no-such-session", COUNTER, "valid").await;
     assert_eq!(result_of(&sna), 5002);
@@ -512,5 +545,24 @@ async fn the_sy_session_survives_kill_9() {
     let str_ = wait_for("STR", || ocs.requests(cmd::SESSION_TERMINATION).pop()).await;
     assert_eq!(str_.session_id().expect("sid"), Some(sy_session.as_str()));
     assert_eq!(ocs.requests(cmd::SPENDING_LIMIT).len(), 1, "no new SLR");
+    pcef.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pending_status_change_applies_at_its_time() {
+    let ocs = Ocs::start("ocs1.test.local", &[(COUNTER, "valid")]).await;
+    *ocs.state.pending.lock().expect("lock") =
+        Some(("exhausted".into(), Duration::from_millis(2500)));
+    let p = start(&sy_section(&[&ocs], 2000));
+    ocs.wait_peer().await;
+    let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
+    let t0 = Instant::now();
+    let cca = pcef.ccr_i("pgw;sy;1", IMSI).await;
+    assert_eq!(installed(&cca), ["internet"], "not yet");
+    let rar = wait_for("RAR at the change time", || pcef.rars().pop()).await;
+    // Diameter Time has whole seconds: the change is 1.5..=2.5 s away.
+    assert!(t0.elapsed() >= Duration::from_millis(1400), "too early");
+    assert_eq!(rule_changes(&rar).0, ["throttled"]);
+    assert_eq!(ocs.requests(cmd::SPENDING_LIMIT).len(), 1, "no SLR needed");
     pcef.close().await;
 }
