@@ -515,6 +515,38 @@ mod tests {
     }
 
     #[test]
+    fn mangled_answers_and_notifications_never_panic() {
+        let sla = answer(|b| {
+            b.str(avp::SESSION_ID, "s")
+                .result_code(2001)
+                .origin("ocs.example", "example");
+            report(
+                b,
+                "monthly-data",
+                "exhausted",
+                Some(("valid", 1_800_000_000)),
+            );
+        });
+        let whole = sla.bytes().to_vec();
+        let decode_all = |bytes: Vec<u8>| {
+            if let Ok(m) = Message::parse(bytes::Bytes::from(bytes)) {
+                let _ = m.validate();
+                let _ = decode_sla(&m);
+                let _ = decode_snr(&m);
+                let _ = decode_sta(&m);
+            }
+        };
+        for i in 0..whole.len() {
+            decode_all(whole[..i].to_vec());
+            for bit in [0x01u8, 0x80, 0xff] {
+                let mut m = whole.clone();
+                m[i] ^= bit;
+                decode_all(m);
+            }
+        }
+    }
+
+    #[test]
     fn str_validates_and_sta_decodes() {
         let mut buf = BytesMut::new();
         let mut b = MessageBuilder::request(&mut buf, cmd::SESSION_TERMINATION, SY, 1, 1);

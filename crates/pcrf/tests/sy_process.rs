@@ -566,3 +566,54 @@ async fn a_pending_status_change_applies_at_its_time() {
     assert_eq!(ocs.requests(cmd::SPENDING_LIMIT).len(), 1, "no SLR needed");
     pcef.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn statuses_survive_kill_9_after_the_session_holding_them_ended() {
+    let ocs = Ocs::start("ocs1.test.local", &[(COUNTER, "valid")]).await;
+    let mut p = start(&sy_section(&[&ocs], 2000));
+    ocs.wait_peer().await;
+    let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
+    for id in ["pgw;sy;1", "pgw;sy;2"] {
+        assert_eq!(installed(&pcef.ccr_i(id, IMSI).await), ["internet"]);
+    }
+    let sy_session = ocs.requests(cmd::SPENDING_LIMIT)[0]
+        .session_id()
+        .expect("sid")
+        .expect("Session-Id")
+        .to_owned();
+    ocs.snr(&sy_session, COUNTER, "exhausted").await;
+    wait_for("two RARs", || (pcef.rars().len() >= 2).then_some(())).await;
+    // End the session whose record holds the new status.
+    let status_of = |id: &str| {
+        let (_, s) = p.http("GET", &format!("/v1/sessions/{id}"), None);
+        s["sy"]["counters"][COUNTER]["status"]
+            .as_str()
+            .map(str::to_owned)
+    };
+    let (ended, left) = if status_of("pgw;sy;1").as_deref() == Some("exhausted") {
+        ("pgw;sy;1", "pgw;sy;2")
+    } else {
+        ("pgw;sy;2", "pgw;sy;1")
+    };
+    assert_eq!(status_of(ended).as_deref(), Some("exhausted"), "persisted");
+    assert_eq!(result_of(&pcef.ccr_t(ended, 1).await), 2001);
+    wait_for("the copy moved to the open record", || {
+        (status_of(left).as_deref() == Some("exhausted")).then_some(())
+    })
+    .await;
+    pcef.close().await;
+
+    p.kill9();
+    p.restart();
+    let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
+    // The remaining session still decides with "exhausted": nothing changes.
+    let cca = pcef
+        .ccr_u(left, 1, |b| {
+            b.i32(avp::EVENT_TRIGGER, 13);
+        })
+        .await;
+    assert_eq!(result_of(&cca), 2001);
+    assert_eq!(rule_changes(&cca), (vec![], vec![]), "still throttled");
+    assert_eq!(ocs.requests(cmd::SPENDING_LIMIT).len(), 1, "no new SLR");
+    pcef.close().await;
+}

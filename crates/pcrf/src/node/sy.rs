@@ -263,6 +263,14 @@ impl Node {
                 .is_some_and(|slot| slot.load().state == SessionState::Open)
         });
         if others_open {
+            // The closed record may have held the newest copy: keep one
+            // in a record that stays open.
+            if let (Some(node), Some(sy)) = (self.me_ref.upgrade(), self.sy.table.get(key)) {
+                let key = key.to_owned();
+                tokio::spawn(async move {
+                    let _ = node.persist_sy(&key, sy).await;
+                });
+            }
             return;
         }
         let Some(sy) = self.sy.table.remove(key) else {
@@ -382,6 +390,9 @@ impl Node {
             let cur = slot.load();
             if cur.state != SessionState::Open {
                 continue;
+            }
+            if cur.sy.as_ref() == Some(&sy) {
+                return Ok(());
             }
             let mut s = (*cur).clone();
             s.sy = Some(sy);
