@@ -35,6 +35,15 @@ pub struct SyConfig {
     /// The bound on one Sy exchange, failover included (ms).
     #[serde(default = "default_timeout")]
     pub timeout_ms: u64,
+    /// After an SLR got no usable answer, the subscriber's CCRs do not ask
+    /// again for this long (seconds): a hung OCS costs each subscriber one
+    /// `timeout_ms` per `retry_secs`, not one per CCR.
+    #[serde(default = "default_retry")]
+    pub retry_secs: u64,
+}
+
+fn default_retry() -> u64 {
+    30
 }
 
 fn default_timeout() -> u64 {
@@ -46,6 +55,7 @@ impl Default for SyConfig {
         SyConfig {
             ocs: Vec::new(),
             timeout_ms: default_timeout(),
+            retry_secs: default_retry(),
         }
     }
 }
@@ -217,6 +227,7 @@ mod tests {
         let c: SyConfig = toml::from_str("").expect("empty");
         assert!(!c.enabled());
         assert_eq!(c.timeout_ms, 1000);
+        assert_eq!(c.retry_secs, 30);
         let c: SyConfig = toml::from_str(
             r#"
 timeout_ms = 500

@@ -145,6 +145,9 @@ impl SySession {
 pub struct SyEntry {
     pub exchange: tokio::sync::Mutex<()>,
     pub state: parking_lot::Mutex<Option<SySession>>,
+    /// Unix ms before which no SLR is tried again after one got no usable
+    /// answer (memory only: a restart tries at once).
+    pub retry_at_ms: std::sync::atomic::AtomicI64,
 }
 
 /// Every subscriber's Sy session, and the Sy Session-Id index for SNR.

@@ -617,3 +617,46 @@ async fn statuses_survive_kill_9_after_the_session_holding_them_ended() {
     assert_eq!(ocs.requests(cmd::SPENDING_LIMIT).len(), 1, "no new SLR");
     pcef.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_hung_ocs_holds_each_subscriber_once_per_retry_period() {
+    let ocs = Ocs::start("ocs1.test.local", &[(COUNTER, "exhausted")]).await;
+    ocs.state.delay_ms.store(10_000, Ordering::Relaxed);
+    let p = start(&format!("{}retry_secs = 30\n", sy_section(&[&ocs], 300)));
+    ocs.wait_peer().await;
+    let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
+    let t0 = Instant::now();
+    let cca = pcef.ccr_i("pgw;sy;1", IMSI).await;
+    let first = t0.elapsed();
+    assert!(
+        first >= Duration::from_millis(250),
+        "waited for the OCS: {first:?}"
+    );
+    assert!(first < Duration::from_millis(1500), "bounded: {first:?}");
+    assert_eq!(installed(&cca), ["internet"], "unknown does not throttle");
+    // Within retry_secs the next CCRs of the subscriber do not wait again.
+    let t1 = Instant::now();
+    let cca = pcef
+        .ccr_u("pgw;sy;1", 1, |b| {
+            b.i32(avp::EVENT_TRIGGER, 13);
+        })
+        .await;
+    assert_eq!(result_of(&cca), 2001);
+    let cca = pcef.ccr_i("pgw;sy;2", IMSI).await;
+    assert_eq!(result_of(&cca), 2001);
+    assert!(
+        t1.elapsed() < Duration::from_millis(250),
+        "{:?}",
+        t1.elapsed()
+    );
+    assert_eq!(ocs.requests(cmd::SPENDING_LIMIT).len(), 1);
+    assert!(
+        metric(
+            &p,
+            "pcrf_requests_total{command=\"SLR\",result_code=\"none\"}"
+        ) >= 1.0,
+        "{}",
+        p.metrics()
+    );
+    pcef.close().await;
+}

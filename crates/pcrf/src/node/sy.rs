@@ -141,6 +141,13 @@ impl Node {
             input.spending = sy.statuses(now);
             return self.decide_again(s, input);
         }
+        if now < entry.retry_at_ms.load(Relaxed) {
+            // The last SLR got no usable answer a moment ago: do not hold
+            // this CCR for the OCS again yet.
+            input.spending = with_unknown(sy.statuses(now), wanted);
+            s.sy = current;
+            return self.decide_again(s, input);
+        }
         let request_type = if sy.open {
             SlRequestType::Intermediate
         } else {
@@ -226,11 +233,12 @@ impl Node {
                 log_unanswered(&key, &e);
             }
         }
-        let mut statuses = sy.statuses(now);
-        for c in wanted {
-            statuses
-                .entry(c.clone())
-                .or_insert_with(|| UNKNOWN.to_owned());
+        let statuses = with_unknown(sy.statuses(now), wanted);
+        if !changed {
+            let retry = self.live.load().cfg.sy.retry_secs.saturating_mul(1000);
+            entry
+                .retry_at_ms
+                .store(now.saturating_add(retry as i64), Relaxed);
         }
         if changed {
             if let Some(at) = sy.next_change_ms() {
@@ -473,6 +481,19 @@ impl Node {
         )
         .sample(&[], self.sy.unknown_counters.load(Relaxed));
     }
+}
+
+/// `statuses` with "unknown" for each wanted counter it lacks.
+fn with_unknown(
+    mut statuses: BTreeMap<String, String>,
+    wanted: &[String],
+) -> BTreeMap<String, String> {
+    for c in wanted {
+        statuses
+            .entry(c.clone())
+            .or_insert_with(|| UNKNOWN.to_owned());
+    }
+    statuses
 }
 
 fn log_unanswered(key: &str, e: &OcsError) {
