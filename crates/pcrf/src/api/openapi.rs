@@ -312,7 +312,8 @@ fn schemas() -> Value {
                 "event_triggers": {"type": "array", "items": {"type": "integer"}},
                 "revalidation_secs": {"type": "integer"},
                 "reject": {"type": "object"},
-                "monitoring": {"type": "array", "items": {"type": "string"}}
+                "monitoring": {"type": "array", "items": {"type": "string"}},
+                "spending_counters": {"type": "array", "items": {"type": "string"}, "description": "Sy Policy-Counter-Identifiers the policy asked the OCS about (docs/sy.md)"}
             }
         },
         "DecisionRecord": {
@@ -341,6 +342,7 @@ fn schemas() -> Value {
                 "rule_failures": {"type": "array", "items": {"type": "object", "properties": {"rule": {"type": "string"}, "status": {"type": "integer"}, "code": opt_int}}},
                 "last_request_number": {"type": "integer"},
                 "last_decision": {"allOf": [{"$ref": "#/components/schemas/DecisionRecord"}], "nullable": true},
+                "sy": {"type": "object", "description": "The subscriber's Sy session as of this record's last write (docs/sy.md): session_id, open, ocs_host, counters {id: {status, pending}}, refused, updated_ms"},
                 "created_ms": {"type": "integer"}, "updated_ms": {"type": "integer"}, "closed_ms": opt_int
             }
         },
