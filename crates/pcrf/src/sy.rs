@@ -268,10 +268,8 @@ fn decode_pending(a: &Avp<'_>) -> Result<PendingStatus, DiameterError> {
 
 /// The SNA to an SNR (TS 29.219 §5.6.5) with `result` as Result-Code.
 pub fn encode_sna(out: &mut bytes::BytesMut, req: &Message, me: &Identity, result: u32) {
+    // The builder copies the request's Session-Id first (RFC 6733 §6.2).
     let mut b = MessageBuilder::answer(out, req);
-    if let Ok(Some(sid)) = req.session_id() {
-        b.str(avp::SESSION_ID, sid);
-    }
     b.result_code(result)
         .origin(&me.origin_host, &me.origin_realm);
     b.finish();
@@ -506,6 +504,12 @@ mod tests {
         assert!(!a.is_request());
         assert_eq!(a.hop_by_hop(), 5);
         assert_eq!(a.session_id().expect("sid"), Some("pcrf;sy;1"));
+        let sids = a
+            .avps()
+            .filter_map(|x| x.ok())
+            .filter(|x| x.is(avp::SESSION_ID))
+            .count();
+        assert_eq!(sids, 1, "exactly one Session-Id");
         assert_eq!(
             a.find(avp::RESULT_CODE)
                 .expect("ok")

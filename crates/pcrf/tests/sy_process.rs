@@ -56,9 +56,6 @@ impl Handler for OcsHandler {
         }
         let mut buf = bytes::BytesMut::new();
         let mut b = MessageBuilder::answer(&mut buf, &req);
-        if let Some(sid) = req.session_id()? {
-            b.str(avp::SESSION_ID, sid);
-        }
         b.u32(avp::AUTH_APPLICATION_ID, SY)
             .origin(&peer.local().origin_host, &peer.local().origin_realm);
         if req.command_code() == cmd::SPENDING_LIMIT {
