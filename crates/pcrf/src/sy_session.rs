@@ -150,14 +150,35 @@ pub struct SyEntry {
     pub retry_at_ms: std::sync::atomic::AtomicI64,
 }
 
+/// Shards of the table: a CCR reads its subscriber's entry, so one lock
+/// for all would serialise every CCR of the node.
+const SHARDS: usize = 64;
+
 /// Every subscriber's Sy session, and the Sy Session-Id index for SNR.
-#[derive(Default)]
 pub struct SyTable {
-    by_subscriber: parking_lot::Mutex<HashMap<String, Arc<SyEntry>>>,
-    by_session: parking_lot::Mutex<HashMap<String, String>>,
+    by_subscriber: Vec<parking_lot::Mutex<HashMap<String, Arc<SyEntry>>>>,
+    by_session: Vec<parking_lot::Mutex<HashMap<String, String>>>,
+    count: std::sync::atomic::AtomicUsize,
+    hasher: std::collections::hash_map::RandomState,
+}
+
+impl Default for SyTable {
+    fn default() -> Self {
+        SyTable {
+            by_subscriber: (0..SHARDS).map(|_| Default::default()).collect(),
+            by_session: (0..SHARDS).map(|_| Default::default()).collect(),
+            count: Default::default(),
+            hasher: Default::default(),
+        }
+    }
 }
 
 impl SyTable {
+    fn shard(&self, key: &str) -> usize {
+        use std::hash::BuildHasher;
+        (self.hasher.hash_one(key) as usize) % SHARDS
+    }
+
     /// From the records loaded at start-up: per subscriber, the newest
     /// copy among its open sessions.
     pub fn recover(sessions: &[GxSession]) -> SyTable {
@@ -179,7 +200,7 @@ impl SyTable {
 
     /// The subscriber's entry, created empty if absent.
     pub fn entry(&self, key: &str) -> Arc<SyEntry> {
-        self.by_subscriber
+        self.by_subscriber[self.shard(key)]
             .lock()
             .entry(key.to_owned())
             .or_default()
@@ -188,40 +209,61 @@ impl SyTable {
 
     /// A copy of the subscriber's Sy session.
     pub fn get(&self, key: &str) -> Option<SySession> {
-        let e = self.by_subscriber.lock().get(key).cloned()?;
+        let e = self.by_subscriber[self.shard(key)]
+            .lock()
+            .get(key)
+            .cloned()?;
         let s = e.state.lock().clone();
         s
     }
 
     /// Sets the subscriber's Sy session (and indexes its Session-Id).
     pub fn put(&self, key: &str, sy: SySession) {
-        self.by_session
+        let fresh = self.by_session[self.shard(&sy.session_id)]
             .lock()
-            .insert(sy.session_id.clone(), key.to_owned());
+            .insert(sy.session_id.clone(), key.to_owned())
+            .is_none();
+        if fresh {
+            self.count
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
         *self.entry(key).state.lock() = Some(sy);
     }
 
     /// The subscriber key of a Sy Session-Id.
     pub fn subscriber_of(&self, sy_session_id: &str) -> Option<String> {
-        self.by_session.lock().get(sy_session_id).cloned()
+        self.by_session[self.shard(sy_session_id)]
+            .lock()
+            .get(sy_session_id)
+            .cloned()
     }
 
     /// Forgets the subscriber's Sy session; returns it.
     pub fn remove(&self, key: &str) -> Option<SySession> {
-        let e = self.by_subscriber.lock().remove(key)?;
+        let e = self.by_subscriber[self.shard(key)].lock().remove(key)?;
         let sy = e.state.lock().take()?;
-        self.by_session.lock().remove(&sy.session_id);
+        let gone = self.by_session[self.shard(&sy.session_id)]
+            .lock()
+            .remove(&sy.session_id)
+            .is_some();
+        if gone {
+            self.count
+                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        }
         Some(sy)
     }
 
     /// Subscribers with a Sy session.
     pub fn subscribers(&self) -> Vec<String> {
-        self.by_session.lock().values().cloned().collect()
+        self.by_session
+            .iter()
+            .flat_map(|m| m.lock().values().cloned().collect::<Vec<_>>())
+            .collect()
     }
 
     /// Sy sessions now held.
     pub fn len(&self) -> usize {
-        self.by_session.lock().len()
+        self.count.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     pub fn is_empty(&self) -> bool {

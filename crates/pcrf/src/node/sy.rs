@@ -89,7 +89,8 @@ impl Node {
 
     /// The counter statuses the policy sees for a subscriber now.
     pub(super) fn spending_of(&self, key: &str) -> BTreeMap<String, String> {
-        if self.sy.table.is_empty() {
+        // Sy off: nothing to read, no lock taken on the CCR path.
+        if self.sy.ocs.get().is_none() || self.sy.table.is_empty() {
             return BTreeMap::new();
         }
         self.sy
