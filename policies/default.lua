@@ -16,7 +16,11 @@
 --     "vip" (the VIP rule), counted into the accumulators of the usage file
 --     (config/usage.toml); once the monthly allowance is used up the session
 --     is throttled ("throttled" rule instead of "internet", a low APN-AMBR)
---     until a top-up or the monthly reset restores it.
+--     until a top-up or the monthly reset restores it;
+--   * subscribers with the "video-detect" service get an ADC rule at the TDF
+--     (Sd, docs/sd.md) detecting "video-streaming", monitored under the key
+--     "video"; while the TDF reports that application running, the PCEF
+--     gets the predefined rule "video-optimized" as well;
 --   * Sy (when an OCS is configured): known subscribers subscribe the OCS
 --     policy counter "monthly-data"; while the OCS reports it "exhausted"
 --     the session is throttled the same way. A status the OCS could not
@@ -79,6 +83,12 @@ local function vip_rule()
     offline = true,
     monitoring_key = "vip",
   }
+end
+
+-- Application detection at the TDF (Sd): an ADC rule defined here.
+local VIDEO_APP = "video-streaming"
+local function video_adc()
+  return { name = "video", application = VIDEO_APP, monitoring_key = "video" }
 end
 
 local function has(list, wanted)
@@ -198,6 +208,13 @@ function decide(input)
     else
       decision.definitions[#decision.definitions + 1] = vip_rule()
       decision.monitoring[#decision.monitoring + 1] = "vip"
+    end
+  end
+
+  if has(sub.services, "video-detect") then
+    decision.adc = { video_adc() }
+    if has(input.applications, VIDEO_APP) then
+      decision.rules[#decision.rules + 1] = "video-optimized"
     end
   end
 

@@ -64,6 +64,7 @@ fn session(id: &str, updated_ms: i64) -> GxSession {
         revalidation_secs: Some(3600),
         reject: None,
         monitoring: Default::default(),
+        adc: Vec::new(),
         spending_counters: Vec::new(),
     };
     let mut s = GxSession::new(

@@ -352,6 +352,8 @@ pub struct Config {
     #[serde(default)]
     pub usage: UsageSection,
     #[serde(default)]
+    pub sd: SdSection,
+    #[serde(default)]
     pub api: ApiConfig,
     #[serde(default)]
     pub log: LogConfig,
@@ -367,6 +369,20 @@ pub struct Config {
     /// Where it came from, for messages.
     #[serde(skip)]
     pub source: Option<PathBuf>,
+}
+
+/// `[sd]`: the TDF that solicited application detection goes to (TS
+/// 29.212 §5b). Without `tdf`, TDF sessions are only opened by the TDF
+/// (unsolicited). See docs/sd.md.
+#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SdSection {
+    /// Origin-Host of the TDF that gets the TSR (it must be a connected peer).
+    #[serde(default)]
+    pub tdf: Option<String>,
+    /// Its realm (Destination-Realm); default: [node].origin_realm.
+    #[serde(default)]
+    pub realm: Option<String>,
 }
 
 /// One problem in a configuration, with where it is.

@@ -213,7 +213,12 @@ pub fn gx_handler(data: &[u8]) {
             // reach the handler.
             continue;
         }
-        let result = h.rt.block_on(state.node.handle_gx(req.clone()));
+        // The PCRF's one Diameter handler also takes Sd (TDF) requests.
+        let result = if req.application_id() == crate::sd::SD {
+            h.rt.block_on(state.node.handle_sd(req.clone()))
+        } else {
+            h.rt.block_on(state.node.handle_gx(req.clone()))
+        };
         match result {
             Ok(answer) => check_answer(&req, answer),
             Err(e) => check_error_answer(&req, &e),

@@ -284,7 +284,9 @@ pub struct UsageReport<'a> {
 
 /// Decodes one Usage-Monitoring-Information of a CCR. `None` when it
 /// carries no Used-Service-Unit (nothing was counted).
-fn decode_usage_report<'a>(a: &Avp<'a>) -> Result<Option<UsageReport<'a>>, DiameterError> {
+pub(crate) fn decode_usage_report<'a>(
+    a: &Avp<'a>,
+) -> Result<Option<UsageReport<'a>>, DiameterError> {
     let mut key = None;
     let mut level = None;
     let mut used: Option<ServiceUnits> = None;
@@ -495,7 +497,7 @@ impl UsageInstructions {
 
 /// Writes one Usage-Monitoring-Information per grant, disabled key and
 /// report request (shared by CCA and RAR).
-fn encode_usage(b: &mut MessageBuilder<'_>, u: &UsageInstructions) {
+pub(crate) fn encode_usage(b: &mut MessageBuilder<'_>, u: &UsageInstructions) {
     for grant in &u.grants {
         b.group(avp::USAGE_MONITORING_INFORMATION, |g| {
             g.bytes(avp::MONITORING_KEY, &key_bytes(&grant.key));

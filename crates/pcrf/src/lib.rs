@@ -13,6 +13,7 @@ pub mod metrics;
 pub mod node;
 pub mod ocs;
 pub mod policy;
+pub mod sd;
 pub mod server;
 pub mod session;
 pub mod store;

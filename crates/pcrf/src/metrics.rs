@@ -474,6 +474,12 @@ pub enum Command {
     Slr,
     /// Sy Spending-Status-Notification-Request received.
     Snr,
+    /// Sd CCR from a TDF (any CC-Request-Type).
+    SdCcr,
+    /// Sd TDF-Session-Request we sent (solicited), with the TSA's code.
+    Tsr,
+    /// Sd RAR we sent to a TDF, with the RAA's code.
+    SdRar,
     /// Base protocol.
     Cer,
     Dwr,
@@ -481,7 +487,7 @@ pub enum Command {
 }
 
 impl Command {
-    pub const ALL: [Command; 13] = [
+    pub const ALL: [Command; 16] = [
         Command::CcrInitial,
         Command::CcrUpdate,
         Command::CcrTermination,
@@ -492,6 +498,9 @@ impl Command {
         Command::Asr,
         Command::Slr,
         Command::Snr,
+        Command::SdCcr,
+        Command::Tsr,
+        Command::SdRar,
         Command::Cer,
         Command::Dwr,
         Command::Dpr,
@@ -509,6 +518,9 @@ impl Command {
             Command::Asr => "ASR",
             Command::Slr => "SLR",
             Command::Snr => "SNR",
+            Command::SdCcr => "SD-CCR",
+            Command::Tsr => "TSR",
+            Command::SdRar => "SD-RAR",
             Command::Cer => "CER",
             Command::Dwr => "DWR",
             Command::Dpr => "DPR",

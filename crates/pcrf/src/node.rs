@@ -6,6 +6,7 @@
 
 mod monitoring;
 mod pushes;
+mod sd;
 mod sy;
 
 pub use monitoring::UsageCounters;
@@ -118,6 +119,8 @@ pub struct Node {
     overload: OverloadReporter,
     /// A report is out (checked without the reporter's lock per request).
     overload_reported: std::sync::atomic::AtomicBool,
+    /// Sd: which Gx session holds each TDF session (node/sd.rs).
+    sd: sd::SdState,
     /// Sy: the subscribers' Sy sessions and the OCS connections.
     sy: sy::SyPart,
 }
@@ -157,6 +160,7 @@ impl Node {
             sub_table.put(Arc::new(s));
         }
         let session_table = SessionTable::default();
+        let sd = sd::SdState::from_sessions(&p.sessions);
         let sy_part = sy::SyPart::recover(&p.sessions);
         for s in p.sessions {
             session_table.replace(Arc::new(s));
@@ -190,6 +194,7 @@ impl Node {
             me_ref: me.clone(),
             overload: OverloadReporter::new(),
             overload_reported: Default::default(),
+            sd,
             sy: sy_part,
         })
     }
@@ -384,7 +389,8 @@ impl Node {
             self.sessions.remove(&s.id);
             return Err(e);
         }
-        slot.publish(s);
+        slot.publish(s.clone());
+        self.sd_follow(&s);
         if let Some(step) = usage {
             Node::finish_usage(step);
         }
@@ -482,7 +488,8 @@ impl Node {
             changes.extend(usage_write);
             self.commit(changes).await?;
         }
-        slot.publish(s);
+        slot.publish(s.clone());
+        self.sd_follow(&s);
         if let Some(step) = usage {
             Node::finish_usage(step);
         }
@@ -530,6 +537,7 @@ impl Node {
         let mut changes = vec![Change::PutSession(s.clone())];
         changes.extend(usage_change(&usage));
         self.commit(changes).await?;
+        self.sd_release(&s);
         slot.publish(s);
         // Closed records live in the store only (API look-ups and late
         // retransmissions read them there): memory stays the size of the
@@ -662,6 +670,9 @@ impl Node {
 
     /// Drops rule names the PCEFs do not know (when a catalog is configured).
     fn check_catalog(&self, session: &str, mut d: Decision) -> Decision {
+        if !d.adc.is_empty() {
+            d.adc = self.valid_adc(session, &d.adc);
+        }
         let live = self.live.load();
         if !live.catalog_rules.is_empty() {
             d.rules.retain(|r| {
@@ -742,6 +753,7 @@ impl Node {
             time: TimeInput::now(&self.tz),
             network: NetworkInput { congestion },
             usage: Default::default(),
+            applications: s.tdf.as_ref().map(|t| t.applications()).unwrap_or_default(),
             spending: self.spending_of(&s.subscriber),
         }
     }
@@ -795,6 +807,8 @@ impl Node {
             .map(|s| s.to_string())
             .collect();
         if diff.is_empty() && usage.is_empty() {
+            // Only the TDF's part (ADC rules) may have changed: Sd follows.
+            self.adopt_adc(&slot, &cur, &decision.adc).await?;
             return Ok(ReauthOutcome {
                 rar_sent: false,
                 result_code: None,
@@ -841,7 +855,8 @@ impl Node {
                 .await
                 .map_err(|e| ControlError::Unavailable(e.message.to_string()))?;
         }
-        slot.publish(s);
+        slot.publish(s.clone());
+        self.sd_follow(&s);
         Ok(ReauthOutcome {
             rar_sent: true,
             result_code: Some(code),
@@ -1271,6 +1286,7 @@ impl MetricsSource for Node {
         for (name, help, value) in counters {
             out.counter(name, help, value.load(Relaxed));
         }
+        self.write_sd_metrics(out);
         out.gauge(
             "pcrf_usage_subscribers",
             "Subscribers with usage accumulators in memory.",

@@ -86,10 +86,13 @@ impl PeerCloseLog {
 
 impl Handler for GxHandler {
     fn serves(&self, app_id: u32, cmd: u32) -> bool {
-        gx::serves(app_id, cmd) || crate::sy::serves(app_id, cmd)
+        gx::serves(app_id, cmd) || crate::sd::serves(app_id, cmd) || crate::sy::serves(app_id, cmd)
     }
 
     async fn handle(&self, req: Message, _peer: PeerHandle) -> Result<Bytes, DiameterError> {
+        if req.application_id() == crate::sd::SD {
+            return self.node.handle_sd(req).await;
+        }
         if req.application_id() == crate::sy::SY {
             return self.node.handle_sy(req).await;
         }
@@ -206,7 +209,8 @@ pub async fn run(
     let _usage_watcher = watch_usage_file(&node, &cfg);
 
     let mut local = LocalNode::new(cfg.node.origin_host.clone(), cfg.node.origin_realm.clone())
-        .with_application(Application::auth_vendor(gx::GX, gx::TGPP));
+        .with_application(Application::auth_vendor(gx::GX, gx::TGPP))
+        .with_application(Application::auth_vendor(crate::sd::SD, gx::TGPP));
     if cfg.sy.enabled() {
         local = local.with_application(Application::auth_vendor(crate::sy::SY, gx::TGPP));
     }

@@ -114,6 +114,32 @@ fn with_avp(mut v: Vec<u8>, avp: &[u8]) -> Vec<u8> {
     v
 }
 
+/// A TDF's CCR on Sd for session `sid` (UE 10.45.0.2, the Gx seeds' address).
+fn sd_ccr(
+    sid: &str,
+    request_type: i32,
+    number: u32,
+    extra: impl FnOnce(&mut MessageBuilder<'_>),
+) -> Vec<u8> {
+    let mut buf = BytesMut::new();
+    let mut b = MessageBuilder::request(
+        &mut buf,
+        cmd::CREDIT_CONTROL,
+        app::SD,
+        100 + number,
+        100 + number,
+    );
+    b.str(avp::SESSION_ID, sid)
+        .u32(avp::AUTH_APPLICATION_ID, app::SD)
+        .origin("tdf.fuzz.test", "fuzz.test")
+        .str(avp::DESTINATION_REALM, "pcrf.fuzz.test")
+        .i32(avp::CC_REQUEST_TYPE, request_type)
+        .u32(avp::CC_REQUEST_NUMBER, number);
+    extra(&mut b);
+    b.finish();
+    buf.to_vec()
+}
+
 fn cat(parts: &[Vec<u8>]) -> Vec<u8> {
     parts.concat()
 }
@@ -176,6 +202,30 @@ fn gx_seeds() -> Vec<(&'static str, Vec<u8>)> {
             }),
         ),
     ];
+    // Sd: a TDF binds to the Gx session by address, reports an application
+    // and usage, ends; and a report for a session nobody knows.
+    let tdf = "tdf.fuzz.test;1";
+    let sd_i = sd_ccr(tdf, 1, 0, |b| {
+        b.bytes(avp::FRAMED_IP_ADDRESS, &[10, 45, 0, 2]);
+    });
+    let sd_u = sd_ccr(tdf, 2, 1, |b| {
+        b.i32(avp::EVENT_TRIGGER, 39)
+            .group(avp::APPLICATION_DETECTION_INFORMATION, |g| {
+                g.bytes(avp::TDF_APPLICATION_IDENTIFIER, b"video-streaming");
+            })
+            .group(avp::USAGE_MONITORING_INFORMATION, |g| {
+                g.bytes(avp::MONITORING_KEY, b"total")
+                    .group(avp::USED_SERVICE_UNIT, |u| {
+                        u.u64(avp::CC_TOTAL_OCTETS, 1_000);
+                    });
+            });
+    });
+    let sd_t = sd_ccr(tdf, 3, 2, |_| {});
+    s.push((
+        "seed-sd-i-u-t",
+        cat(&[init.clone(), sd_i, sd_u.clone(), sd_t]),
+    ));
+    s.push(("seed-sd-unknown-session", sd_u));
     // Unknown AVP with the M bit (5001), and without it (ignored).
     let unknown_m = AvpCode::new(4_000_000, 0, true);
     let mut b = BytesMut::new();

@@ -260,6 +260,9 @@ pub fn document() -> Value {
 
 fn schemas() -> Value {
     let string_list = json!({"type": "array", "items": {"type": "string"}});
+    // Sd (docs/sd.md); built apart to stay under json!'s recursion limit.
+    let adc_rules = json!({"type": "array", "description": "ADC rules for the TDF over Sd", "items": {"type": "object", "properties": {"name": {"type": "string"}, "base": {"type": "string"}, "application": {"type": "string"}, "monitoring_key": {"type": "string"}}}});
+    let tdf_session = json!({"type": "object", "description": "The TDF (Sd) session bound to this one", "properties": {"id": {"type": "string"}, "mode": {"type": "string", "enum": ["solicited", "unsolicited"]}, "host": {"type": "string"}, "realm": {"type": "string"}, "installed": {"type": "array", "items": {"type": "object"}}, "running": string_list}});
     let opt_string = json!({"type": "string", "nullable": true});
     let opt_int = json!({"type": "integer", "nullable": true});
     json!({
@@ -313,6 +316,7 @@ fn schemas() -> Value {
                 "revalidation_secs": {"type": "integer"},
                 "reject": {"type": "object"},
                 "monitoring": {"type": "array", "items": {"type": "string"}},
+                "adc": adc_rules,
                 "spending_counters": {"type": "array", "items": {"type": "string"}, "description": "Sy Policy-Counter-Identifiers the policy asked the OCS about (docs/sy.md)"}
             }
         },
@@ -340,6 +344,7 @@ fn schemas() -> Value {
                 "supported_features": {"type": "array", "items": {"type": "array", "items": {"type": "integer"}}},
                 "installed": {"$ref": "#/components/schemas/Decision"},
                 "rule_failures": {"type": "array", "items": {"type": "object", "properties": {"rule": {"type": "string"}, "status": {"type": "integer"}, "code": opt_int}}},
+                "tdf": tdf_session,
                 "last_request_number": {"type": "integer"},
                 "last_decision": {"allOf": [{"$ref": "#/components/schemas/DecisionRecord"}], "nullable": true},
                 "sy": {"type": "object", "description": "The subscriber's Sy session as of this record's last write (docs/sy.md): session_id, open, ocs_host, counters {id: {status, pending}}, refused, updated_ms"},

@@ -98,6 +98,44 @@ pub struct Reject {
     pub reason: Option<String>,
 }
 
+/// An ADC rule for the TDF (Sd, TS 29.212 §5b.3.3): exactly one of a
+/// predefined rule the TDF knows (`name` alone), a predefined group
+/// (`base`), or a rule defined here (`name` with `application`, the
+/// TDF-Application-Identifier to detect).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AdcRule {
+    /// ADC-Rule-Name (predefined, or the name of a definition).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// ADC-Rule-Base-Name.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub base: Option<String>,
+    /// TDF-Application-Identifier: makes the rule an ADC-Rule-Definition.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub application: Option<String>,
+    /// Monitoring-Key of the definition (usage per application over Sd).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub monitoring_key: Option<String>,
+}
+
+impl AdcRule {
+    /// The name the rule is installed and removed by.
+    pub fn key(&self) -> &str {
+        self.name.as_deref().or(self.base.as_deref()).unwrap_or("")
+    }
+
+    /// Exactly one of name or base, and a definition has a name.
+    pub fn check(&self) -> Result<(), String> {
+        match (&self.name, &self.base, &self.application) {
+            (Some(n), None, _) if !n.is_empty() => Ok(()),
+            (None, Some(b), None) if !b.is_empty() => Ok(()),
+            (None, Some(_), Some(_)) => Err("an ADC rule base cannot carry an application".into()),
+            _ => Err("an ADC rule needs exactly one non-empty `name` or `base`".into()),
+        }
+    }
+}
+
 /// The whole decision for one session.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -129,6 +167,10 @@ pub struct Decision {
     /// this list is stopped at the PCEF (Usage-Monitoring-Support DISABLED).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub monitoring: Vec<String>,
+    /// ADC rules for the subscriber's TDF over Sd (application detection);
+    /// not sent to the PCEF. See docs/sd.md.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub adc: Vec<AdcRule>,
     /// Sy Policy-Counter-Identifiers whose status the policy wants: the
     /// PCRF subscribes to those not subscribed yet (SLR) and decides again.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -5,6 +5,7 @@ pub mod binding;
 pub mod diff;
 pub mod record;
 pub mod table;
+pub mod tdf;
 
 pub use diff::RuleDiff;
 pub use record::{DecisionRecord, GxSession, SessionState};

@@ -67,6 +67,10 @@ pub struct GxSession {
         skip_serializing_if = "crate::usage::SessionMonitoring::is_idle"
     )]
     pub monitoring: crate::usage::SessionMonitoring,
+    /// The TDF session (Sd) bound to this one, if any: in the same record
+    /// so an Sd change is one write under this session's lock.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tdf: Option<super::tdf::TdfSession>,
     /// The subscriber's Sy session as of this record's last write (the
     /// newest copy among the subscriber's records wins at start-up).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -118,6 +122,7 @@ impl GxSession {
             installed: Decision::default(),
             rule_failures: Vec::new(),
             monitoring: Default::default(),
+            tdf: None,
             sy: None,
             last_request_number: 0,
             revalidation_at_ms: None,
@@ -159,6 +164,7 @@ impl GxSession {
             installed,
             rule_failures,
             monitoring,
+            tdf,
             sy,
             last_request_number: _,
             revalidation_at_ms,
@@ -187,6 +193,11 @@ impl GxSession {
             && *installed == other.installed
             && *rule_failures == other.rule_failures
             && *monitoring == other.monitoring
+            && match (tdf, &other.tdf) {
+                (Some(a), Some(b)) => a.durably_equal(b),
+                (None, None) => true,
+                _ => false,
+            }
             && *sy == other.sy
             && *revalidation_at_ms == other.revalidation_at_ms
             // The decision is durable; the memo key and input snapshot that

@@ -1,0 +1,842 @@
+//! Sd on the node (TS 29.212 §4b/§5b): the TDF session lives inside the Gx
+//! session it is bound to, so every Sd change is applied under the Gx
+//! session's lock and written with it in one commit.
+//!
+//! Solicited: when a Gx decision has ADC rules and no TDF session exists,
+//! a TSR goes to the configured TDF after the Gx answer (never holding it
+//! up). Unsolicited: the TDF's CCR-I is bound by the UE address. The TDF's
+//! APPLICATION_START/STOP reports are policy input; a changed Gx decision
+//! is pushed to the PCEF (RAR), changed ADC rules to the TDF (Sd RAR).
+//! Usage the TDF reports is counted through the `sd:` sources of the usage
+//! file, exactly once, in the same commit as the record and its answer.
+
+use super::{now_ms, replay, too_busy_answer, usage_change, Answered, Node};
+use crate::admission::Class;
+use crate::gx::{Outcome, RequestType, UsageGrant, UsageInstructions, UsageReport};
+use crate::metrics::Command;
+use crate::policy::decision::AdcRule;
+use crate::sd::{self, AdcChanges, TdfCcr, TsrSubject};
+use crate::session::tdf::{adc_diff, TdfMode, TdfSession};
+use crate::session::{GxSession, SessionSlot, SessionState};
+use crate::store::Change;
+use crate::usage::config::Interface;
+use crate::usage::grant::grant_for;
+use bytes::{Bytes, BytesMut};
+use diameter::codec::{missing_avp, DiameterError, Message};
+use diameter::dict::{avp, cmd};
+use diameter::result_code;
+use parking_lot::{Mutex, RwLock};
+use std::collections::{BTreeSet, HashMap};
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// How long the TDF's CCR-T after our release (Sd RAR with
+/// Session-Release-Cause) is still answered 2001 rather than 5002.
+const RELEASED_KEPT: Duration = Duration::from_secs(300);
+
+/// Session-Release-Cause UNSPECIFIED_REASON: the IP-CAN session ended.
+const RELEASE_UNSPECIFIED: i32 = 0;
+
+/// Counters of Sd, rendered into /metrics.
+#[derive(Default)]
+pub struct SdCounters {
+    pub unknown_sessions: AtomicU64,
+    pub unbound: AtomicU64,
+    pub opened: AtomicU64,
+    pub open_failed: AtomicU64,
+    pub app_reports: AtomicU64,
+    pub released: AtomicU64,
+    pub invalid_adc: AtomicU64,
+}
+
+/// Sd state beside the session table: which Gx session holds each Sd
+/// session (rebuilt from the records at start-up).
+pub struct SdState {
+    index: RwLock<HashMap<String, String>>,
+    released: Mutex<HashMap<String, Instant>>,
+    next_id: AtomicU64,
+    pub counters: SdCounters,
+}
+
+impl SdState {
+    /// The index of the open Gx sessions' TDF sessions.
+    pub fn from_sessions(sessions: &[GxSession]) -> SdState {
+        let index = sessions
+            .iter()
+            .filter(|s| s.state == SessionState::Open)
+            .filter_map(|s| s.tdf.as_ref().map(|t| (t.id.clone(), s.id.clone())))
+            .collect();
+        SdState {
+            index: RwLock::new(index),
+            released: Mutex::new(HashMap::new()),
+            next_id: AtomicU64::new(0),
+            counters: SdCounters::default(),
+        }
+    }
+
+    fn gx_of(&self, sd_id: &str) -> Option<String> {
+        self.index.read().get(sd_id).cloned()
+    }
+
+    /// TDF sessions in memory (a gauge).
+    pub fn len(&self) -> usize {
+        self.index.read().len()
+    }
+}
+
+impl Node {
+    /// Answers one Sd request from a TDF (its CCR).
+    pub async fn handle_sd(&self, req: Message) -> Result<Bytes, DiameterError> {
+        let started = Instant::now();
+        if req.command_code() != cmd::CREDIT_CONTROL {
+            return Err(DiameterError::new(
+                result_code::DIAMETER_COMMAND_UNSUPPORTED,
+                "Sd serves CCR only at the PCRF",
+            ));
+        }
+        // Sd shares the node's bound on work in flight with Gx (overload).
+        let class = match req
+            .find(avp::CC_REQUEST_TYPE)
+            .ok()
+            .flatten()
+            .and_then(|a| a.as_u32().ok())
+        {
+            Some(1) => Class::New,
+            _ => Class::Existing,
+        };
+        let Some(_permit) = self.admission.admit(class) else {
+            self.metrics.request(
+                Command::SdCcr,
+                result_code::DIAMETER_TOO_BUSY,
+                started.elapsed(),
+            );
+            return Ok(too_busy_answer(&req, &self.me, &self.overload));
+        };
+        let result = match req.validate().and_then(|_| sd::decode_ccr(&req)) {
+            Ok(c) => match c.request_type {
+                Some(RequestType::Initial) => self.sd_initial(&req, &c).await,
+                Some(RequestType::Update) => self.sd_update(&req, &c).await,
+                Some(RequestType::Termination) => self.sd_termination(&req, &c).await,
+                None => Err(missing_avp(avp::CC_REQUEST_TYPE, "CC-Request-Type")),
+            },
+            Err(e) => Err(e),
+        };
+        let code = match &result {
+            Ok(a) => a.code,
+            Err(e) => e.result_code,
+        };
+        self.metrics
+            .request(Command::SdCcr, code, started.elapsed());
+        if let Err(e) = &result {
+            tracing::info!(session = ?req.session_id().ok().flatten(), error = %e, "Sd CCR refused");
+        }
+        result.map(|a| a.bytes)
+    }
+
+    fn sd_cca(
+        &self,
+        req: &Message,
+        c: &TdfCcr<'_>,
+        outcome: Outcome,
+        adc: &AdcChanges<'_>,
+        usage: &UsageInstructions,
+    ) -> Answered {
+        let mut buf = BytesMut::with_capacity(256);
+        sd::encode_cca(&mut buf, req, &self.me, c, outcome, adc, usage);
+        Answered {
+            bytes: buf.freeze(),
+            code: match outcome {
+                Outcome::Result(rc) | Outcome::Experimental(rc) => rc,
+            },
+        }
+    }
+
+    fn sd_unknown(&self, req: &Message, c: &TdfCcr<'_>) -> Answered {
+        self.sd.counters.unknown_sessions.fetch_add(1, Relaxed);
+        tracing::info!(
+            session = c.session_id,
+            tdf = c.origin_host,
+            "Sd request for an unknown TDF session (5002)"
+        );
+        let rc = result_code::DIAMETER_UNKNOWN_SESSION_ID;
+        self.sd_cca(
+            req,
+            c,
+            Outcome::Result(rc),
+            &AdcChanges::default(),
+            &Default::default(),
+        )
+    }
+
+    /// The ADC rules of a decision that are well formed (the rest dropped,
+    /// counted and logged).
+    pub(super) fn valid_adc(&self, session: &str, rules: &[AdcRule]) -> Vec<AdcRule> {
+        let mut out: Vec<AdcRule> = Vec::with_capacity(rules.len());
+        for r in rules {
+            match r.check() {
+                Ok(()) if !out.iter().any(|o| o.key() == r.key()) => out.push(r.clone()),
+                Ok(()) => {
+                    self.sd.counters.invalid_adc.fetch_add(1, Relaxed);
+                    tracing::warn!(
+                        session,
+                        rule = r.key(),
+                        "policy named an ADC rule twice; the first is kept"
+                    );
+                }
+                Err(e) => {
+                    self.sd.counters.invalid_adc.fetch_add(1, Relaxed);
+                    tracing::warn!(session, error = %e, "policy returned a malformed ADC rule; dropped");
+                }
+            }
+        }
+        out
+    }
+
+    /// Grants for the Monitoring-Keys of ADC definitions (`only`: just
+    /// these keys, the ones the TDF just reported), from the accumulators
+    /// the `sd:` sources feed.
+    fn sd_grants(
+        &self,
+        s: &GxSession,
+        usage: &crate::usage::SubscriberUsage,
+        rules: &[AdcRule],
+        only: Option<&BTreeSet<String>>,
+        now: i64,
+    ) -> UsageInstructions {
+        let cfg = self.usage_cfg.load();
+        let mut out = UsageInstructions::default();
+        if cfg.is_empty() {
+            return out;
+        }
+        let profile = self.find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
+        let mut keys: Vec<&str> = rules
+            .iter()
+            .filter_map(|r| r.monitoring_key.as_deref())
+            .filter(|k| only.is_none_or(|o| o.contains(*k)))
+            .collect();
+        keys.dedup();
+        for k in keys {
+            if let Some((level, units)) =
+                grant_for(&cfg, usage, profile.as_deref(), Interface::Sd, k, now)
+            {
+                self.usage_counters.grants.fetch_add(1, Relaxed);
+                out.grants.push(UsageGrant {
+                    key: k.to_owned(),
+                    level,
+                    units,
+                });
+            }
+        }
+        out
+    }
+
+    /// The open Gx session a TDF's CCR-I binds to: by UE IPv4 address or
+    /// IPv6 prefix; among several, the one of the same subscriber.
+    fn bind_tdf(&self, c: &TdfCcr<'_>) -> Option<Arc<SessionSlot>> {
+        let mut slots = match (c.ue_ipv4, c.ue_ipv6_prefix) {
+            (Some(v4), _) => self.sessions.bound_to(IpAddr::V4(v4)),
+            (None, Some(p)) => self
+                .sessions
+                .bindings()
+                .find_prefix(p)
+                .iter()
+                .filter_map(|id| self.sessions.get(id))
+                .collect(),
+            (None, None) => Vec::new(),
+        };
+        slots.retain(|s| s.load().state == SessionState::Open);
+        let same_subscriber = |slot: &Arc<SessionSlot>| {
+            let s = slot.load();
+            (c.imsi.is_some() && s.imsi.as_deref() == c.imsi)
+                || (c.msisdn.is_some() && s.msisdn.as_deref() == c.msisdn)
+        };
+        match slots.iter().position(same_subscriber) {
+            Some(i) => Some(slots.swap_remove(i)),
+            None => slots.into_iter().next(),
+        }
+    }
+
+    /// Unsolicited mode: the TDF opens a session for a UE address.
+    async fn sd_initial(&self, req: &Message, c: &TdfCcr<'_>) -> Result<Answered, DiameterError> {
+        if c.ue_ipv4.is_none() && c.ue_ipv6_prefix.is_none() {
+            return Err(missing_avp(avp::FRAMED_IP_ADDRESS, "Framed-IP-Address"));
+        }
+        // A retransmitted CCR-I is answered again, not applied twice.
+        if let Some(slot) = self
+            .sd
+            .gx_of(c.session_id)
+            .and_then(|g| self.sessions.get(&g))
+        {
+            let _g = slot.lock().await;
+            let cur = slot.load();
+            if let Some(t) = cur.tdf.as_ref().filter(|t| t.id == c.session_id) {
+                if t.last_request_number == c.request_number {
+                    if let Some(ans) = &t.last_answer {
+                        self.counters.retransmissions.fetch_add(1, Relaxed);
+                        return Ok(replay(ans, req));
+                    }
+                }
+            }
+        }
+        let Some(slot) = self.bind_tdf(c) else {
+            self.sd.counters.unbound.fetch_add(1, Relaxed);
+            tracing::info!(session = c.session_id, ipv4 = ?c.ue_ipv4, "TDF session for an address with no IP-CAN session");
+            return Ok(self.sd_cca(
+                req,
+                c,
+                Outcome::Experimental(sd::NO_IP_CAN_SESSION),
+                &AdcChanges::default(),
+                &Default::default(),
+            ));
+        };
+        let _g = slot.lock().await;
+        let cur = slot.load();
+        if cur.state == SessionState::Closed {
+            self.sd.counters.unbound.fetch_add(1, Relaxed);
+            return Ok(self.sd_cca(
+                req,
+                c,
+                Outcome::Experimental(sd::NO_IP_CAN_SESSION),
+                &AdcChanges::default(),
+                &Default::default(),
+            ));
+        }
+        let now = now_ms();
+        let mut s = (*cur).clone();
+        let wanted = self.valid_adc(&s.id, &s.installed.adc);
+        let mut tdf = TdfSession::new(
+            c.session_id.to_owned(),
+            TdfMode::Unsolicited,
+            c.origin_host.to_owned(),
+            c.origin_realm.to_owned(),
+        );
+        tdf.last_request_number = c.request_number;
+        let usage = self.usage.load(&s.subscriber);
+        let grants = self.sd_grants(&s, &usage, &wanted, None, now);
+        let answer = self.sd_cca(
+            req,
+            c,
+            Outcome::Result(result_code::DIAMETER_SUCCESS),
+            &AdcChanges {
+                install: wanted.iter().collect(),
+                remove: Vec::new(),
+            },
+            &grants,
+        );
+        tdf.installed = wanted;
+        tdf.last_answer = Some(answer.bytes.to_vec());
+        let replaced = s.tdf.replace(tdf).map(|old| old.id);
+        s.updated_ms = now;
+        let s = Arc::new(s);
+        self.commit(vec![Change::PutSession(s.clone())]).await?;
+        slot.publish(s.clone());
+        {
+            let mut index = self.sd.index.write();
+            if let Some(old) = replaced {
+                index.remove(&old);
+            }
+            index.insert(c.session_id.to_owned(), s.id.clone());
+        }
+        self.sd.counters.opened.fetch_add(1, Relaxed);
+        tracing::info!(sd = c.session_id, gx = %s.id, tdf = c.origin_host, "TDF session bound (unsolicited)");
+        Ok(answer)
+    }
+
+    /// Application starts and stops, and usage, from the TDF.
+    async fn sd_update(&self, req: &Message, c: &TdfCcr<'_>) -> Result<Answered, DiameterError> {
+        let Some(slot) = self
+            .sd
+            .gx_of(c.session_id)
+            .and_then(|g| self.sessions.get(&g))
+        else {
+            return Ok(self.sd_unknown(req, c));
+        };
+        let _g = slot.lock().await;
+        let cur = slot.load();
+        let Some(old_tdf) = cur
+            .tdf
+            .as_ref()
+            .filter(|t| t.id == c.session_id && cur.state == SessionState::Open)
+        else {
+            return Ok(self.sd_unknown(req, c));
+        };
+        if old_tdf.last_request_number == c.request_number {
+            if let Some(ans) = &old_tdf.last_answer {
+                self.counters.retransmissions.fetch_add(1, Relaxed);
+                return Ok(replay(ans, req));
+            }
+        }
+        let now = now_ms();
+        let mut s = (*cur).clone();
+        let mut tdf = old_tdf.clone();
+        for d in &c.detections {
+            self.sd.counters.app_reports.fetch_add(1, Relaxed);
+            if d.started {
+                tdf.running.insert(d.application.to_owned());
+            } else {
+                tdf.running.remove(d.application);
+            }
+        }
+        tdf.last_request_number = c.request_number;
+        s.tdf = Some(tdf);
+        s.updated_ms = now;
+
+        let sub = self.find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
+        let mut usage = None;
+        if !c.usage_reports.is_empty() {
+            usage = self.begin_usage(&s.subscriber, sub.as_deref(), now).await?;
+            if let Some(step) = usage.as_mut() {
+                self.count_sd_reports(step, &s.id, &c.usage_reports, now);
+            }
+        }
+        // The applications are policy input: decide again.
+        let mut input = self.policy_input(&s, sub.as_deref());
+        input.usage = match &usage {
+            Some(step) => step.view(sub.as_deref()),
+            None => self.usage_view(&s.subscriber, sub.as_deref(), now),
+        };
+        let out = self.policy.decide(&input, s.last_decision.as_ref());
+        self.note_fallback(&s.id, &out);
+        let installed = s.tdf.as_ref().map_or(Vec::new(), |t| t.installed.clone());
+        // A refusal concerns the PCEF's session; the TDF keeps its rules.
+        let wanted = match &out.decision.reject {
+            Some(_) => installed.clone(),
+            None => self.check_catalog(&s.id, out.decision.clone()).adc,
+        };
+        let (install, remove) = adc_diff(&installed, &wanted);
+        // Grants for the keys just reported and for newly installed rules.
+        let mut regrant: BTreeSet<String> = c
+            .usage_reports
+            .iter()
+            .map(|r| crate::gx::key_text(r.key).into_owned())
+            .collect();
+        regrant.extend(install.iter().filter_map(|r| r.monitoring_key.clone()));
+        let grants = match &usage {
+            Some(step) => self.sd_grants(&s, &step.next, &wanted, Some(&regrant), now),
+            None if !regrant.is_empty() => {
+                let current = self.usage.load(&s.subscriber);
+                self.sd_grants(&s, &current, &wanted, Some(&regrant), now)
+            }
+            None => UsageInstructions::default(),
+        };
+        // The PCEF's part follows after this answer: Node::push decides
+        // again with the new applications and sends a Gx RAR if it changed.
+        let apps_changed =
+            cur.tdf.as_ref().map(|t| &t.running) != s.tdf.as_ref().map(|t| &t.running);
+        let answer = self.sd_cca(
+            req,
+            c,
+            Outcome::Result(result_code::DIAMETER_SUCCESS),
+            &AdcChanges { install, remove },
+            &grants,
+        );
+        if let Some(t) = s.tdf.as_mut() {
+            t.installed.clone_from(&wanted);
+            t.last_answer = Some(answer.bytes.to_vec());
+        }
+        s.installed.adc = wanted;
+        let s = Arc::new(s);
+        let mut changes = vec![Change::PutSession(s.clone())];
+        changes.extend(usage_change(&usage));
+        self.commit(changes).await?;
+        slot.publish(s.clone());
+        if let Some(step) = usage {
+            Node::finish_usage(step);
+        }
+        if apps_changed {
+            if let Some(node) = self.me_ref.upgrade() {
+                let id = s.id.clone();
+                tokio::spawn(async move {
+                    if let Err(e) = node.push(&id, false).await {
+                        tracing::warn!(session = %id, error = %e, "push after an application report failed");
+                    }
+                });
+            }
+        }
+        Ok(answer)
+    }
+
+    /// Counts the TDF's usage reports into the accumulators its `sd:`
+    /// sources feed (each once: committed with the record and its answer).
+    fn count_sd_reports(
+        &self,
+        step: &mut super::monitoring::UsageStep,
+        gx_id: &str,
+        reports: &[UsageReport<'_>],
+        now: i64,
+    ) {
+        for r in reports {
+            let key = crate::gx::key_text(r.key).into_owned();
+            let octets = r.used.octets();
+            let counted = Arc::make_mut(&mut step.next).count(
+                &step.cfg,
+                Interface::Sd,
+                &key,
+                gx_id,
+                &r.used,
+                now,
+                step.billing_day,
+            );
+            self.usage_counters.reports.fetch_add(1, Relaxed);
+            self.usage_counters.octets.fetch_add(octets, Relaxed);
+            if !counted.known_key {
+                self.usage_counters
+                    .unknown_key_reports
+                    .fetch_add(1, Relaxed);
+                tracing::warn!(session = gx_id, key = %key, octets, "Sd usage report for a Monitoring-Key the usage file does not know; counted nowhere");
+                step.unknown.push(key.clone());
+            }
+            step.reported.insert(key);
+        }
+    }
+
+    /// The TDF ends its session (on its own, or after our release).
+    async fn sd_termination(
+        &self,
+        req: &Message,
+        c: &TdfCcr<'_>,
+    ) -> Result<Answered, DiameterError> {
+        let ok = |this: &Node| {
+            this.sd_cca(
+                req,
+                c,
+                Outcome::Result(result_code::DIAMETER_SUCCESS),
+                &AdcChanges::default(),
+                &Default::default(),
+            )
+        };
+        let slot = self
+            .sd
+            .gx_of(c.session_id)
+            .and_then(|g| self.sessions.get(&g));
+        let Some(slot) = slot else {
+            if self.sd.released.lock().remove(c.session_id).is_some() {
+                return Ok(ok(self));
+            }
+            return Ok(self.sd_unknown(req, c));
+        };
+        let _g = slot.lock().await;
+        let cur = slot.load();
+        if cur.tdf.as_ref().is_none_or(|t| t.id != c.session_id) {
+            return Ok(self.sd_unknown(req, c));
+        }
+        let now = now_ms();
+        let mut s = (*cur).clone();
+        let mut usage = None;
+        if !c.usage_reports.is_empty() {
+            let sub = self.find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
+            usage = self.begin_usage(&s.subscriber, sub.as_deref(), now).await?;
+            if let Some(step) = usage.as_mut() {
+                self.count_sd_reports(step, &s.id, &c.usage_reports, now);
+            }
+        }
+        s.tdf = None;
+        s.updated_ms = now;
+        let answer = ok(self);
+        let s = Arc::new(s);
+        let mut changes = vec![Change::PutSession(s.clone())];
+        changes.extend(usage_change(&usage));
+        self.commit(changes).await?;
+        slot.publish(s);
+        self.sd.index.write().remove(c.session_id);
+        if let Some(step) = usage {
+            Node::finish_usage(step);
+        }
+        Ok(answer)
+    }
+
+    /// After a Gx answer or push: opens the TDF session (solicited) or
+    /// sends the TDF its changed ADC rules, on a task of its own.
+    pub(super) fn sd_follow(&self, s: &GxSession) {
+        if s.state != SessionState::Open {
+            return;
+        }
+        let needed = match &s.tdf {
+            None => !s.installed.adc.is_empty() && self.live.load().cfg.sd.tdf.is_some(),
+            Some(t) => t.installed != s.installed.adc,
+        };
+        if !needed {
+            return;
+        }
+        let Some(node) = self.me_ref.upgrade() else {
+            return;
+        };
+        let id = s.id.clone();
+        tokio::spawn(async move { node.sd_reconcile(&id).await });
+    }
+
+    /// Brings the TDF in line with the Gx session's decision, under the
+    /// session's lock: TSR when there is no TDF session, Sd RAR otherwise.
+    async fn sd_reconcile(&self, gx_id: &str) {
+        let Some(slot) = self.sessions.get(gx_id) else {
+            return;
+        };
+        let _g = slot.lock().await;
+        let cur = slot.load();
+        if cur.state != SessionState::Open {
+            return;
+        }
+        let wanted = self.valid_adc(&cur.id, &cur.installed.adc);
+        let mut s = (*cur).clone();
+        let outcome = match &cur.tdf {
+            None if wanted.is_empty() => return,
+            None => self.send_tsr(&cur, &wanted).await.map(|(t, failed)| {
+                let mut t = t;
+                t.installed = wanted
+                    .iter()
+                    .filter(|r| !failed.contains(&r.key().to_owned()))
+                    .cloned()
+                    .collect();
+                s.tdf = Some(t);
+            }),
+            Some(t) => {
+                let (install, remove) = adc_diff(&t.installed, &wanted);
+                if install.is_empty() && remove.is_empty() {
+                    return;
+                }
+                let changes = AdcChanges { install, remove };
+                let usage = self.usage.load(&cur.subscriber);
+                let only: BTreeSet<String> = changes
+                    .install
+                    .iter()
+                    .filter_map(|r| r.monitoring_key.clone())
+                    .collect();
+                let grants = self.sd_grants(&cur, &usage, &wanted, Some(&only), now_ms());
+                match self.send_sd_rar(t, None, &changes, &grants).await {
+                    Ok(ans) if ans.code() == result_code::DIAMETER_SUCCESS => {
+                        if let Some(t) = s.tdf.as_mut() {
+                            t.installed = wanted
+                                .iter()
+                                .filter(|r| !ans.failed_rules.contains(&r.key().to_owned()))
+                                .cloned()
+                                .collect();
+                        }
+                        Ok(())
+                    }
+                    Ok(ans) if ans.code() == result_code::DIAMETER_UNKNOWN_SESSION_ID => {
+                        // The TDF no longer has it: forget it here too.
+                        self.sd.index.write().remove(&t.id);
+                        s.tdf = None;
+                        Ok(())
+                    }
+                    Ok(ans) => Err(format!("Sd RAA {}", ans.code())),
+                    Err(e) => Err(e),
+                }
+            }
+        };
+        if let Err(e) = outcome {
+            self.sd.counters.open_failed.fetch_add(1, Relaxed);
+            tracing::warn!(session = gx_id, error = %e, "TDF not brought in line with the decision");
+            return;
+        }
+        s.updated_ms = now_ms();
+        let s = Arc::new(s);
+        if let Err(e) = self.commit(vec![Change::PutSession(s.clone())]).await {
+            tracing::error!(session = gx_id, error = %e, "TDF session state not stored");
+            return;
+        }
+        if let Some(t) = &s.tdf {
+            if cur.tdf.is_none() {
+                self.sd.index.write().insert(t.id.clone(), s.id.clone());
+                self.sd.counters.opened.fetch_add(1, Relaxed);
+                tracing::info!(sd = %t.id, gx = gx_id, tdf = %t.host, "TDF session opened (solicited)");
+            }
+        }
+        slot.publish(s);
+    }
+
+    /// Sends a TSR to the configured TDF; on success, the new TDF session
+    /// and the ADC rules it reported failed.
+    async fn send_tsr(
+        &self,
+        s: &GxSession,
+        wanted: &[AdcRule],
+    ) -> Result<(TdfSession, Vec<String>), String> {
+        let cfg = self.live.load().cfg.clone();
+        let host = cfg.sd.tdf.clone().ok_or("no [sd].tdf configured")?;
+        let realm = cfg
+            .sd
+            .realm
+            .clone()
+            .unwrap_or_else(|| cfg.node.origin_realm.clone());
+        let peer = self
+            .peers
+            .get(&host)
+            .ok_or_else(|| format!("TDF {host} is not connected"))?;
+        let n = self.sd.next_id.fetch_add(1, Relaxed);
+        let id = format!("{};sd;{};{n}", self.me.origin_host, now_ms());
+        let prefix = s.ue_ipv6_prefix.as_deref().and_then(unhex);
+        let subject = TsrSubject {
+            imsi: s.imsi.as_deref(),
+            msisdn: s.msisdn.as_deref(),
+            ue_ipv4: s.ue_ipv4,
+            ue_ipv6_prefix: prefix.as_deref(),
+            apn: s.apn.as_deref(),
+        };
+        let changes = AdcChanges {
+            install: wanted.iter().collect(),
+            remove: Vec::new(),
+        };
+        let usage = self.usage.load(&s.subscriber);
+        let grants = self.sd_grants(s, &usage, wanted, None, now_ms());
+        let started = Instant::now();
+        let res = peer
+            .request(sd::SD, cmd::TDF_SESSION, |b| {
+                sd::encode_tsr(b, &id, &self.me, &host, &realm, &subject, &changes, &grants)
+            })
+            .await;
+        let ans = match res {
+            Ok(m) => m,
+            Err(e) => {
+                self.metrics
+                    .request(Command::Tsr, crate::metrics::NO_ANSWER, started.elapsed());
+                return Err(format!("TSR to {host}: {e}"));
+            }
+        };
+        let tsa = sd::decode_answer(&ans).map_err(|e| format!("bad TSA: {e}"))?;
+        self.metrics
+            .request(Command::Tsr, tsa.code(), started.elapsed());
+        if tsa.code() != result_code::DIAMETER_SUCCESS {
+            return Err(format!("TDF {host} refused the TSR: {}", tsa.code()));
+        }
+        let realm_of_answer = ans
+            .find(avp::ORIGIN_REALM)
+            .ok()
+            .flatten()
+            .and_then(|a| a.as_identity().ok().map(str::to_owned))
+            .unwrap_or(realm);
+        Ok((
+            TdfSession::new(id, TdfMode::Solicited, host, realm_of_answer),
+            tsa.failed_rules,
+        ))
+    }
+
+    async fn send_sd_rar(
+        &self,
+        t: &TdfSession,
+        release: Option<i32>,
+        changes: &AdcChanges<'_>,
+        usage: &UsageInstructions,
+    ) -> Result<sd::SdAnswer, String> {
+        let peer = self
+            .peers
+            .get(&t.host)
+            .ok_or_else(|| format!("TDF {} is not connected", t.host))?;
+        let started = Instant::now();
+        let res = peer
+            .request(sd::SD, cmd::RE_AUTH, |b| {
+                sd::encode_rar(
+                    b, &t.id, &self.me, &t.host, &t.realm, release, changes, usage,
+                )
+            })
+            .await;
+        match res {
+            Ok(m) => {
+                let raa = sd::decode_answer(&m).map_err(|e| format!("bad Sd RAA: {e}"))?;
+                self.metrics
+                    .request(Command::SdRar, raa.code(), started.elapsed());
+                Ok(raa)
+            }
+            Err(e) => {
+                self.metrics
+                    .request(Command::SdRar, crate::metrics::NO_ANSWER, started.elapsed());
+                Err(format!("Sd RAR to {}: {e}", t.host))
+            }
+        }
+    }
+
+    /// A push whose decision changed only the ADC rules: record them (no
+    /// Gx RAR) and let the TDF follow. Called under the session's lock.
+    pub(super) async fn adopt_adc(
+        &self,
+        slot: &SessionSlot,
+        cur: &GxSession,
+        adc: &[AdcRule],
+    ) -> Result<(), crate::api::control::ControlError> {
+        if cur.installed.adc == adc {
+            return Ok(());
+        }
+        let mut s = cur.clone();
+        s.installed.adc = adc.to_vec();
+        s.updated_ms = now_ms();
+        let s = Arc::new(s);
+        self.commit(vec![Change::PutSession(s.clone())])
+            .await
+            .map_err(|e| crate::api::control::ControlError::Unavailable(e.message.to_string()))?;
+        slot.publish(s.clone());
+        self.sd_follow(&s);
+        Ok(())
+    }
+
+    /// The Gx session ended: its TDF session is released (Sd RAR with
+    /// Session-Release-Cause); the TDF's CCR-T that follows is answered 2001.
+    pub(super) fn sd_release(&self, s: &GxSession) {
+        let Some(t) = s.tdf.clone() else {
+            return;
+        };
+        self.sd.index.write().remove(&t.id);
+        {
+            let mut released = self.sd.released.lock();
+            released.retain(|_, at| at.elapsed() < RELEASED_KEPT);
+            released.insert(t.id.clone(), Instant::now());
+        }
+        self.sd.counters.released.fetch_add(1, Relaxed);
+        let Some(node) = self.me_ref.upgrade() else {
+            return;
+        };
+        tokio::spawn(async move {
+            let none = AdcChanges::default();
+            match node
+                .send_sd_rar(&t, Some(RELEASE_UNSPECIFIED), &none, &Default::default())
+                .await
+            {
+                Ok(a) if a.code() == result_code::DIAMETER_SUCCESS => {}
+                Ok(a) => {
+                    node.sd.released.lock().remove(&t.id);
+                    tracing::info!(sd = %t.id, code = a.code(), "TDF answered the release with an error");
+                }
+                Err(e) => {
+                    node.sd.released.lock().remove(&t.id);
+                    tracing::warn!(sd = %t.id, error = %e, "TDF session release not delivered");
+                }
+            }
+        });
+    }
+}
+
+/// Bytes from the hex a record keeps (Framed-IPv6-Prefix).
+fn unhex(h: &str) -> Option<Vec<u8>> {
+    if h.len() % 2 != 0 {
+        return None;
+    }
+    (0..h.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+impl Node {
+    /// Sd counters and the TDF session gauge for /metrics.
+    pub(super) fn write_sd_metrics(&self, out: &mut crate::metrics::Exposition) {
+        let c = &self.sd.counters;
+        let counters: [(&str, &str, &AtomicU64); 7] = [
+            ("pcrf_sd_unknown_sessions_total", "TDF requests for Sd sessions the PCRF does not know (answered 5002).", &c.unknown_sessions),
+            ("pcrf_sd_unbound_total", "TDF CCR-I whose UE address is held by no open Gx session (answered 5140).", &c.unbound),
+            ("pcrf_sd_sessions_opened_total", "TDF sessions opened (TSA success or TDF CCR-I bound).", &c.opened),
+            ("pcrf_sd_reconcile_failed_total", "TSRs and Sd RARs that did not bring the TDF in line (not connected, no answer, refused).", &c.open_failed),
+            ("pcrf_sd_application_reports_total", "APPLICATION_START/STOP reports from TDFs.", &c.app_reports),
+            ("pcrf_sd_released_total", "TDF sessions released because their Gx session ended.", &c.released),
+            ("pcrf_sd_invalid_adc_rules_total", "ADC rules of a decision dropped as malformed or repeated.", &c.invalid_adc),
+        ];
+        for (name, help, value) in counters {
+            out.counter(name, help, value.load(Relaxed));
+        }
+        out.gauge(
+            "pcrf_sd_sessions",
+            "TDF sessions bound to open Gx sessions.",
+            self.sd.len() as u64,
+        );
+    }
+}
