@@ -834,6 +834,7 @@ impl Node {
                 .await
                 .map_err(|e| ControlError::Unavailable(e.message.to_string()))?;
             self.sessions.remove(id);
+            self.sy_session_ended(&cur.subscriber);
             return Err(ControlError::Peer(format!(
                 "PCEF does not know session {id} (5002); removed"
             )));

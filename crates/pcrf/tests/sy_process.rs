@@ -657,3 +657,24 @@ async fn a_hung_ocs_holds_each_subscriber_once_per_retry_period() {
     );
     pcef.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pcef_forgetting_the_last_session_ends_the_sy_session() {
+    let ocs = Ocs::start("ocs1.test.local", &[(COUNTER, "valid")]).await;
+    let p = start(&sy_section(&[&ocs], 2000));
+    ocs.wait_peer().await;
+    let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
+    assert_eq!(result_of(&pcef.ccr_i("pgw;sy;1", IMSI).await), 2001);
+    let sy_session = ocs.requests(cmd::SPENDING_LIMIT)[0]
+        .session_id()
+        .expect("sid")
+        .expect("Session-Id")
+        .to_owned();
+    // The PCEF no longer knows the session: the RAR the SNR causes gets 5002.
+    pcef.handler.raa_code.store(5002, Ordering::Relaxed);
+    ocs.snr(&sy_session, COUNTER, "exhausted").await;
+    let str_ = wait_for("STR", || ocs.requests(cmd::SESSION_TERMINATION).pop()).await;
+    assert_eq!(str_.session_id().expect("sid"), Some(sy_session.as_str()));
+    assert_eq!(metric(&p, "pcrf_sy_sessions"), 0.0);
+    pcef.close().await;
+}
