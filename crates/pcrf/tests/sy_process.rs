@@ -678,3 +678,27 @@ async fn a_pcef_forgetting_the_last_session_ends_the_sy_session() {
     assert_eq!(metric(&p, "pcrf_sy_sessions"), 0.0);
     pcef.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ocs_answering_with_another_origin_host_is_not_used() {
+    // Listening where ocs1 is configured, but calling itself rogue.
+    let rogue = Ocs::start("rogue.test.local", &[(COUNTER, "exhausted")]).await;
+    let config = format!(
+        "\n[sy]\ntimeout_ms = 500\nocs = [ {{ origin_host = \"ocs1.test.local\", address = \"{}\" }} ]\n",
+        rogue.addr
+    );
+    let p = start(&config);
+    let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let cca = pcef.ccr_i("pgw;sy;1", IMSI).await;
+    assert_eq!(
+        installed(&cca),
+        ["internet"],
+        "the rogue's status is not used"
+    );
+    assert!(rogue.requests(cmd::SPENDING_LIMIT).is_empty());
+    assert!(p
+        .metrics()
+        .contains("pcrf_sy_ocs_up{ocs=\"ocs1.test.local\"} 0"));
+    pcef.close().await;
+}
