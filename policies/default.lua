@@ -21,6 +21,10 @@
 --     (Sd, docs/sd.md) detecting "video-streaming", monitored under the key
 --     "video"; while the TDF reports that application running, the PCEF
 --     gets the predefined rule "video-optimized" as well;
+--   * Sy (when an OCS is configured): known subscribers subscribe the OCS
+--     policy counter "monthly-data"; while the OCS reports it "exhausted"
+--     the session is throttled the same way. A status the OCS could not
+--     give ("unknown": no OCS up or no answer in time) does not throttle.
 --   * Rx (VoLTE): this script defines no authorize_media(input), so the
 --     built-in default_authorize_media turns an AF's media into rules
 --     (audio QCI 1 GBR, video QCI 2 GBR, IMS signalling QCI 5); define
@@ -50,6 +54,8 @@ local DEFAULT_PLAN = "basic"
 local GUEST = { ul = 1 * MBPS, dl = 2 * MBPS }
 -- Fair-usage throttle once the monthly allowance is used up.
 local THROTTLED = { ul = 256000, dl = 1 * MBPS }
+-- The OCS policy counter (Sy) whose status "exhausted" also throttles.
+local SY_COUNTER = "monthly-data"
 
 -- Night boost window, local hours [NIGHT_START, NIGHT_END).
 local NIGHT_START = 1
@@ -175,7 +181,9 @@ function decide(input)
   end
 
   local monthly = input.usage.accumulators.monthly
-  local throttled = monthly ~= nil and monthly.exhausted
+  local spending = input.spending or {}
+  local throttled = (monthly ~= nil and monthly.exhausted)
+    or spending[SY_COUNTER] == "exhausted"
   local rule = "internet"
   if throttled then
     rule = "throttled"
@@ -192,6 +200,9 @@ function decide(input)
     revalidation_secs = secs_to_next_boundary(time),
     monitoring = { "total" },
   }
+  if sub.known then
+    decision.spending_counters = { SY_COUNTER }
+  end
 
   if has(sub.services, "vip") then
     if failed(session, VIP_RULE) then

@@ -575,6 +575,42 @@ async fn peer_not_on_the_allow_list_gets_3010_and_is_closed() {
 }
 
 #[tokio::test]
+async fn initiator_refuses_a_cea_from_another_origin_host_or_one_not_allowed() {
+    // The server calls itself pcrf.test.local; we expect someone else there.
+    let srv = start(quick(), Gx::default()).await;
+    let client = Node::new(
+        server_node("client.test.local"),
+        PeerSettings::default(),
+        ServesNothing,
+    );
+    let init = client.connect(srv.addr, Some("ocs.test.local"));
+    assert!(
+        !init.wait_open(Duration::from_millis(700)).await,
+        "not opened"
+    );
+    assert!(client.peer_table().get("pcrf.test.local").is_none());
+    init.shutdown(diameter::peer::DisconnectCause::Rebooting)
+        .await;
+
+    // Expected right, but an allow-list that does not admit it from there.
+    let strict = PeerSettings {
+        allowed_peers: Some(vec![diameter::peer::AllowedPeer {
+            origin_host: "pcrf.test.local".into(),
+            addresses: vec!["192.0.2.1".parse().expect("ip")],
+        }]),
+        ..PeerSettings::default()
+    };
+    let client = Node::new(server_node("client2.test.local"), strict, ServesNothing);
+    let init = client.connect(srv.addr, Some("pcrf.test.local"));
+    assert!(
+        !init.wait_open(Duration::from_millis(700)).await,
+        "not opened"
+    );
+    init.shutdown(diameter::peer::DisconnectCause::Rebooting)
+        .await;
+}
+
+#[tokio::test]
 async fn duplicate_connection_from_an_open_peer_is_refused() {
     let srv = start(quick(), Gx::default()).await;
     let _first = Raw::open(srv.addr, "raw.test.local").await;

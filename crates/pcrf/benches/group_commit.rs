@@ -65,6 +65,7 @@ fn session(id: &str, updated_ms: i64) -> GxSession {
         reject: None,
         monitoring: Default::default(),
         adc: Vec::new(),
+        spending_counters: Vec::new(),
     };
     let mut s = GxSession::new(
         id.into(),

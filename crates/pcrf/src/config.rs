@@ -382,6 +382,9 @@ pub struct Config {
     pub api: ApiConfig,
     #[serde(default)]
     pub log: LogConfig,
+    /// Sy towards the OCS (off without OCSs).
+    #[serde(default)]
+    pub sy: crate::ocs::SyConfig,
     /// Set when no file was given: any peer may connect.
     #[serde(skip)]
     pub zero_config: bool,

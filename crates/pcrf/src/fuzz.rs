@@ -14,6 +14,9 @@
 //! - [`rx_handler`]: as `gx_handler` on the same node, Rx requests (AAR,
 //!   STR) going to `Node::handle_rx` and Gx ones to `Node::handle_gx`, so
 //!   an input can open a Gx session and then bind AF sessions to it.
+//! - [`sy_handler`]: bytes as Diameter messages through `Node::handle_sy`
+//!   (an OCS's SNRs) on the same node: the same checks on answers and
+//!   error answers, and an answer is always an SNA.
 //! - [`config`], [`usage_file`], [`policy_cases`]: text through the loaders
 //!   operators feed files to; Ok or Err, never a panic.
 //! - [`policy_script`]: text as a policy script in the sandbox, loaded and
@@ -234,6 +237,44 @@ fn run_handler(data: &[u8], rx: bool) {
         };
         match result {
             Ok(answer) => check_answer(&req, answer),
+            Err(e) => check_error_answer(&req, &e),
+        }
+    }
+}
+
+/// Bytes as one or more Diameter messages through the Sy handler (SNR
+/// from an OCS). The node knows no Sy session, so a well-formed SNR gets
+/// 5002; anything malformed must come back as an RFC 6733 error.
+pub fn sy_handler(data: &[u8]) {
+    let h = gx_harness();
+    let state = h.state.lock();
+    for req in messages(data) {
+        if !req.is_request() {
+            continue;
+        }
+        match h.rt.block_on(state.node.handle_sy(req.clone())) {
+            Ok(answer) => {
+                let ans = match Message::parse(answer) {
+                    Ok(a) => a,
+                    Err(e) => panic!("SNA does not parse: {e}"),
+                };
+                assert!(!ans.is_request(), "handler answered with a request");
+                assert_eq!(ans.command_code(), cmd::SPENDING_STATUS_NOTIFICATION);
+                assert_eq!(
+                    (ans.hop_by_hop(), ans.end_to_end()),
+                    (req.hop_by_hop(), req.end_to_end()),
+                    "answer ids differ from the request's"
+                );
+                if let Err(e) = ans.validate() {
+                    panic!("SNA does not validate against the dictionary: {e}");
+                }
+                let rc = ans
+                    .find(avp::RESULT_CODE)
+                    .ok()
+                    .flatten()
+                    .and_then(|a| a.as_u32().ok());
+                assert!(rc.is_some(), "SNA without a readable Result-Code");
+            }
             Err(e) => check_error_answer(&req, &e),
         }
     }

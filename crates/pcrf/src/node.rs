@@ -8,6 +8,7 @@ mod monitoring;
 mod pushes;
 mod rx;
 mod sd;
+mod sy;
 
 pub use monitoring::UsageCounters;
 
@@ -123,6 +124,8 @@ pub struct Node {
     rx: rx::RxState,
     /// Sd: which Gx session holds each TDF session (node/sd.rs).
     sd: sd::SdState,
+    /// Sy: the subscribers' Sy sessions and the OCS connections.
+    sy: sy::SyPart,
 }
 
 /// What start-up hands to the node.
@@ -161,6 +164,7 @@ impl Node {
         }
         let session_table = SessionTable::default();
         let sd = sd::SdState::from_sessions(&p.sessions);
+        let sy_part = sy::SyPart::recover(&p.sessions);
         for s in p.sessions {
             session_table.replace(Arc::new(s));
         }
@@ -195,6 +199,7 @@ impl Node {
             overload_reported: Default::default(),
             rx: Default::default(),
             sd,
+            sy: sy_part,
         })
     }
 
@@ -347,6 +352,7 @@ impl Node {
         }
         let out = self.policy.decide(&input, None);
         self.note_fallback(&s.id, &out);
+        let out = self.settle_spending(&mut s, &mut input, out).await;
         if let Some(rej) = &out.decision.reject {
             return Ok(self.reject(req, c, rej));
         }
@@ -431,6 +437,7 @@ impl Node {
         }
         let out = self.policy.decide(&input, s.last_decision.as_ref());
         self.note_fallback(&s.id, &out);
+        let out = self.settle_spending(&mut s, &mut input, out).await;
         if let Some(rej) = &out.decision.reject {
             let answer = self.reject(req, c, rej);
             if !c.usage_reports.is_empty() {
@@ -544,6 +551,7 @@ impl Node {
         // retransmissions read them there): memory stays the size of the
         // open sessions whatever the churn and the retention.
         self.sessions.remove(c.session_id);
+        self.sy_session_ended(&cur.subscriber);
         if let Some(step) = usage {
             Node::finish_usage(step);
         }
@@ -754,6 +762,7 @@ impl Node {
             network: NetworkInput { congestion },
             usage: Default::default(),
             applications: s.tdf.as_ref().map(|t| t.applications()).unwrap_or_default(),
+            spending: self.spending_of(&s.subscriber),
         }
     }
 
@@ -837,6 +846,7 @@ impl Node {
                 .map_err(|e| ControlError::Unavailable(e.message.to_string()))?;
             self.sessions.remove(id);
             self.abort_afs(&cur);
+            self.sy_session_ended(&cur.subscriber);
             return Err(ControlError::Peer(format!(
                 "PCEF does not know session {id} (5002); removed"
             )));
@@ -961,6 +971,9 @@ impl Node {
         }
         if old.api != new.api {
             restart.push("[api]");
+        }
+        if old.sy != new.sy {
+            restart.push("[sy]");
         }
         self.live.store(Arc::new(Live::of(Arc::new(new))));
         restart
@@ -1241,6 +1254,7 @@ impl MetricsSource for Node {
         }
         .write(out);
         self.write_store_metrics(out);
+        self.write_sy_metrics(out);
         let configured: Vec<String> = self
             .live
             .load()

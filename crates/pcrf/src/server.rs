@@ -86,7 +86,10 @@ impl PeerCloseLog {
 
 impl Handler for GxHandler {
     fn serves(&self, app_id: u32, cmd: u32) -> bool {
-        gx::serves(app_id, cmd) || crate::rx::serves(app_id, cmd) || crate::sd::serves(app_id, cmd)
+        gx::serves(app_id, cmd)
+            || crate::rx::serves(app_id, cmd)
+            || crate::sd::serves(app_id, cmd)
+            || crate::sy::serves(app_id, cmd)
     }
 
     async fn handle(&self, req: Message, _peer: PeerHandle) -> Result<Bytes, DiameterError> {
@@ -95,6 +98,9 @@ impl Handler for GxHandler {
         }
         if req.application_id() == crate::sd::SD {
             return self.node.handle_sd(req).await;
+        }
+        if req.application_id() == crate::sy::SY {
+            return self.node.handle_sy(req).await;
         }
         self.node.handle_gx(req).await
     }
@@ -122,6 +128,9 @@ pub async fn run(
 ) -> Result<(), StartError> {
     let cfg = Arc::new(cfg);
     if let Err(e) = cfg.api.validate() {
+        return Err(StartError::Config(e));
+    }
+    if let Err(e) = cfg.sy.validate() {
         return Err(StartError::Config(e));
     }
     for w in cfg.api.warnings() {
@@ -210,6 +219,9 @@ pub async fn run(
         // Rx: any configured peer may be an AF (P-CSCF).
         .with_application(Application::auth_vendor(crate::rx::RX, gx::TGPP))
         .with_application(Application::auth_vendor(crate::sd::SD, gx::TGPP));
+    if cfg.sy.enabled() {
+        local = local.with_application(Application::auth_vendor(crate::sy::SY, gx::TGPP));
+    }
     local.product_name = "pcrf".into();
     let ips: Vec<IpAddr> = if cfg.node.host_ip_addresses.is_empty() {
         let ip = cfg.diameter.listen.ip();
@@ -237,6 +249,11 @@ pub async fn run(
                         origin_host: p.origin_host.clone(),
                         addresses: p.addresses.clone(),
                     })
+                    // The OCSs we connect to (their CEA must name them).
+                    .chain(cfg.sy.ocs.iter().map(|o| AllowedPeer {
+                        origin_host: o.origin_host.clone(),
+                        addresses: vec![o.address.ip()],
+                    }))
                     .collect(),
             )
         },
@@ -267,6 +284,7 @@ pub async fn run(
         }),
         peers,
     );
+    node.start_sy(&dnode);
     let server = dnode
         .listen(cfg.diameter.listen)
         .await

@@ -22,9 +22,10 @@ use std::path::{Path, PathBuf};
 /// A target: its name, its function, and the shipped files it reads.
 type Target = (&'static str, fn(&[u8]), &'static [&'static str]);
 
-const TARGETS: [Target; 6] = [
+const TARGETS: [Target; 7] = [
     ("gx_handler", pcrf::fuzz::gx_handler, &[]),
     ("rx_handler", pcrf::fuzz::rx_handler, &[]),
+    ("sy_handler", pcrf::fuzz::sy_handler, &[]),
     ("config", pcrf::fuzz::config, &["config/pcrf.example.toml"]),
     ("usage_file", pcrf::fuzz::usage_file, &["config/usage.toml"]),
     (
@@ -454,6 +455,71 @@ fn text_seeds(target: &str) -> Vec<(&'static str, &'static str)> {
     }
 }
 
+/// One SNR from an OCS; `build` adds the AVPs after the common ones.
+fn snr(sid: Option<&str>, build: impl FnOnce(&mut MessageBuilder<'_>)) -> Vec<u8> {
+    let mut buf = BytesMut::new();
+    let mut b = MessageBuilder::request(&mut buf, cmd::SPENDING_STATUS_NOTIFICATION, SY, 1, 1);
+    if let Some(sid) = sid {
+        b.str(avp::SESSION_ID, sid);
+    }
+    b.u32(avp::AUTH_APPLICATION_ID, SY)
+        .origin("ocs.fuzz.test", "fuzz.test")
+        .str(avp::DESTINATION_REALM, "pcrf.fuzz.test")
+        .str(avp::DESTINATION_HOST, "pcrf.fuzz.test");
+    build(&mut b);
+    b.finish();
+    buf.to_vec()
+}
+
+const SY: u32 = 16_777_302;
+
+fn sy_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let sid = Some("pcrf.fuzz.test;sy;1;1");
+    let report = |b: &mut MessageBuilder<'_>, id: &[u8], status: Option<&str>| {
+        b.group(avp::POLICY_COUNTER_STATUS_REPORT, |g| {
+            g.bytes(avp::POLICY_COUNTER_IDENTIFIER, id);
+            if let Some(st) = status {
+                g.str(avp::POLICY_COUNTER_STATUS, st);
+            }
+        });
+    };
+    vec![
+        (
+            "seed-snr",
+            snr(sid, |b| {
+                report(b, b"monthly-data", Some("exhausted"));
+                b.group(avp::POLICY_COUNTER_STATUS_REPORT, |g| {
+                    g.str(avp::POLICY_COUNTER_IDENTIFIER, "roaming")
+                        .str(avp::POLICY_COUNTER_STATUS, "valid")
+                        .group(avp::PENDING_POLICY_COUNTER_INFORMATION, |p| {
+                            p.str(avp::POLICY_COUNTER_STATUS, "blocked")
+                                .u32(avp::PENDING_POLICY_COUNTER_CHANGE_TIME, 3_976_214_400);
+                        });
+                });
+            }),
+        ),
+        (
+            "seed-snr-no-session-id",
+            snr(None, |b| report(b, b"x", Some("valid"))),
+        ),
+        (
+            "seed-snr-report-without-status",
+            snr(sid, |b| report(b, b"x", None)),
+        ),
+        (
+            "seed-snr-counter-not-utf8",
+            snr(sid, |b| report(b, &[0xff, 0xfe], Some("valid"))),
+        ),
+        (
+            "seed-snr-unknown-m-avp",
+            with_avp(
+                snr(sid, |b| report(b, b"x", Some("valid"))),
+                &[0, 0, 0x99, 0x99, 0x40, 0, 0, 12, 0, 0, 0, 1],
+            ),
+        ),
+    ]
+}
+
 /// Every generated seed of `target`: (file name, bytes).
 fn seeds(target: &str) -> Vec<(&'static str, Vec<u8>)> {
     if target == "gx_handler" {
@@ -461,6 +527,9 @@ fn seeds(target: &str) -> Vec<(&'static str, Vec<u8>)> {
     }
     if target == "rx_handler" {
         return rx_seeds();
+    }
+    if target == "sy_handler" {
+        return sy_seeds();
     }
     text_seeds(target)
         .into_iter()
@@ -542,6 +611,11 @@ fn rx_handler_corpus() {
 }
 
 #[test]
+fn sy_handler_corpus() {
+    replay("sy_handler");
+}
+
+#[test]
 fn config_corpus() {
     replay("config");
 }
@@ -591,4 +665,25 @@ fn gx_seeds_are_what_they_say() {
     assert_eq!(invalid("seed-avp-len-too-long"), Some(5014));
     assert_eq!(invalid("seed-avp-len-too-short"), Some(5014));
     assert!(get("seed-msg-len-not-aligned").is_err());
+}
+
+/// The Sy seeds are what their names say: the valid SNR validates and
+/// decodes, each broken one fails with its RFC 6733 code.
+#[test]
+fn sy_seeds_are_what_they_say() {
+    use diameter::Message;
+    let all = sy_seeds();
+    let outcome = |name: &str| {
+        let b = &all.iter().find(|(n, _)| *n == name).expect("seed").1;
+        let m = Message::parse(bytes::Bytes::copy_from_slice(b)).expect("frames");
+        m.validate()
+            .and_then(|_| pcrf::sy::decode_snr(&m))
+            .map(|_| ())
+            .map_err(|e| e.result_code)
+    };
+    assert_eq!(outcome("seed-snr"), Ok(()));
+    assert_eq!(outcome("seed-snr-no-session-id"), Err(5005));
+    assert_eq!(outcome("seed-snr-report-without-status"), Err(5005));
+    assert_eq!(outcome("seed-snr-counter-not-utf8"), Err(5004));
+    assert_eq!(outcome("seed-snr-unknown-m-avp"), Err(5001));
 }

@@ -256,6 +256,12 @@ impl<H: Handler> Conn<H> {
                     // authenticate: close without a word (no DPR to it).
                     self.machine.reject(result_code::DIAMETER_UNKNOWN_PEER);
                 }
+                Action::Open
+                    if self.role == Role::Initiator && self.check_answering_peer().is_err() =>
+                {
+                    // Not the peer we meant to reach: the same.
+                    self.machine.reject(result_code::DIAMETER_UNKNOWN_PEER);
+                }
                 Action::Open => {
                     self.publish_peer();
                     self.shared.set_state(PeerState::Open);
@@ -289,6 +295,36 @@ impl<H: Handler> Conn<H> {
     /// on plain TCP, and over TLS the peer's certificate must name that
     /// Origin-Host (RFC 6733 §13.1). `Err` is the text for the CEA; the
     /// reason is logged here.
+    /// Initiator: the CEA must name the Origin-Host we expected at this
+    /// address (when we named one), and one the allow-list admits from it;
+    /// else another node answering there would pass for our peer.
+    fn check_answering_peer(&self) -> Result<(), &'static str> {
+        let Some(host) = self.machine.peer().map(|p| p.origin_host.as_str()) else {
+            return Ok(());
+        };
+        let remote = self.machine.remote_addr();
+        if let Some(expected) = &self.expected_host {
+            if !expected.eq_ignore_ascii_case(host) {
+                tracing::warn!(
+                    peer = host,
+                    expected = %expected,
+                    ?remote,
+                    "peer refused: its CEA names another Origin-Host than the one we connected to"
+                );
+                return Err("the CEA names another Origin-Host");
+            }
+        }
+        if !self.node.settings.is_allowed(host, remote.map(|a| a.ip())) {
+            tracing::warn!(
+                peer = host,
+                ?remote,
+                "peer refused: its CEA names a peer not allowed"
+            );
+            return Err("peer not allowed");
+        }
+        Ok(())
+    }
+
     fn check_transport(&self) -> Result<(), &'static str> {
         let Some(host) = self.machine.peer().map(|p| p.origin_host.as_str()) else {
             return Ok(());

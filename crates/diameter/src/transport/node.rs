@@ -116,7 +116,9 @@ impl<H: Handler> Node<H> {
     /// Keeps a connection to the peer at `addr`, reconnecting with backoff.
     /// `peer_host` is the Origin-Host we expect there (for the election of
     /// RFC 6733 §5.6.4 and to skip reconnecting while that peer is open
-    /// through a connection it made to us); `None` when unknown.
+    /// through a connection it made to us); `None` when unknown. A CEA
+    /// naming another Origin-Host, or one the allow-list does not admit
+    /// from `addr`, closes the connection (3010 DIAMETER_UNKNOWN_PEER).
     pub fn connect(&self, addr: SocketAddr, peer_host: Option<&str>) -> Initiator {
         Initiator::start(self.clone(), addr, peer_host.map(Arc::from), None)
     }

@@ -324,7 +324,8 @@ fn schemas() -> Value {
                 "revalidation_secs": {"type": "integer"},
                 "reject": {"type": "object"},
                 "monitoring": {"type": "array", "items": {"type": "string"}},
-                "adc": adc_rules
+                "adc": adc_rules,
+                "spending_counters": {"type": "array", "items": {"type": "string"}, "description": "Sy Policy-Counter-Identifiers the policy asked the OCS about (docs/sy.md)"}
             }
         },
         "DecisionRecord": {
@@ -355,6 +356,7 @@ fn schemas() -> Value {
                 "last_request_number": {"type": "integer"},
                 "last_decision": {"allOf": [{"$ref": "#/components/schemas/DecisionRecord"}], "nullable": true},
                 "af": {"type": "array", "description": "Rx (AF) sessions bound to this one", "items": {"$ref": "#/components/schemas/AfSession"}},
+                "sy": {"type": "object", "description": "The subscriber's Sy session as of this record's last write (docs/sy.md): session_id, open, ocs_host, counters {id: {status, pending}}, refused, updated_ms"},
                 "created_ms": {"type": "integer"}, "updated_ms": {"type": "integer"}, "closed_ms": opt_int
             }
         },

@@ -48,6 +48,8 @@ pub enum PushReason {
     PeriodReset,
     TimeBoundary,
     Congestion,
+    /// Sy: the OCS changed a policy counter's status (SNR or a pending change).
+    Spending,
 }
 
 impl PushReason {
@@ -59,6 +61,7 @@ impl PushReason {
             PushReason::PeriodReset => "period reset",
             PushReason::TimeBoundary => "time boundary",
             PushReason::Congestion => "congestion",
+            PushReason::Spending => "spending status",
         }
     }
 

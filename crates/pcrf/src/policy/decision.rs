@@ -171,4 +171,8 @@ pub struct Decision {
     /// not sent to the PCEF. See docs/sd.md.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub adc: Vec<AdcRule>,
+    /// Sy Policy-Counter-Identifiers whose status the policy wants: the
+    /// PCRF subscribes to those not subscribed yet (SLR) and decides again.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub spending_counters: Vec<String>,
 }

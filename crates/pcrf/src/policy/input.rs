@@ -132,4 +132,8 @@ pub struct PolicyInput {
     /// TDF-Application-Identifiers the TDF reports running now (started,
     /// not stopped; Sd), sorted. Empty without a TDF.
     pub applications: Vec<String>,
+    /// Sy policy counter statuses by Policy-Counter-Identifier, as the OCS
+    /// reports them ("unknown" when the OCS could not be asked).
+    #[serde(skip_serializing_if = "BTreeMap::is_empty")]
+    pub spending: BTreeMap<String, String>,
 }

@@ -71,6 +71,10 @@ pub struct GxSession {
     /// so an Sd change is one write under this session's lock.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tdf: Option<super::tdf::TdfSession>,
+    /// The subscriber's Sy session as of this record's last write (the
+    /// newest copy among the subscriber's records wins at start-up).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sy: Option<crate::sy_session::SySession>,
     /// CC-Request-Number of the last CCR applied (retransmission detection).
     pub last_request_number: u32,
     /// When the PCEF was told to come back (Revalidation-Time), Unix ms; a
@@ -122,6 +126,7 @@ impl GxSession {
             rule_failures: Vec::new(),
             monitoring: Default::default(),
             tdf: None,
+            sy: None,
             last_request_number: 0,
             revalidation_at_ms: None,
             last_decision: None,
@@ -164,6 +169,7 @@ impl GxSession {
             rule_failures,
             monitoring,
             tdf,
+            sy,
             last_request_number: _,
             revalidation_at_ms,
             last_decision,
@@ -197,6 +203,7 @@ impl GxSession {
                 (None, None) => true,
                 _ => false,
             }
+            && *sy == other.sy
             && *revalidation_at_ms == other.revalidation_at_ms
             // The decision is durable; the memo key and input snapshot that
             // came with it are not (after a restart the memo misses once).

@@ -1,0 +1,502 @@
+//! Sy at the node (TS 29.219, the PCRF as the OCS's client): counters the
+//! policy asks for are subscribed with an SLR during the CCR and the
+//! session is decided again with their statuses; an SNR updates statuses
+//! and re-decides the subscriber's sessions (RAR where the decision
+//! changed); the subscriber's last Gx session ending sends the STR.
+//!
+//! Fallback: when no OCS answers within `[sy].timeout_ms` (or none is up,
+//! or it answers with an error), the policy sees "unknown" for the counters
+//! it asked about and decides anyway; the next CCR asks again.
+
+use super::pushes::PushReason;
+use super::{now_ms, Node};
+use crate::metrics::{Command, Exposition, Kind, NO_ANSWER};
+use crate::ocs::{OcsError, OcsPool};
+use crate::policy::input::PolicyInput;
+use crate::policy::Outcome;
+use crate::session::{GxSession, SessionState};
+use crate::store::Change;
+use crate::sy::{self, AnswerCode, SlRequestType, Slr};
+use crate::sy_session::{SySession, SyTable, UNKNOWN};
+use bytes::{Bytes, BytesMut};
+use diameter::codec::{DiameterError, Message};
+use diameter::dict::{cmd, enums};
+use diameter::result_code;
+use diameter::transport::{self, Handler};
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// The node's Sy part: the Sy sessions, the OCS connections and counters.
+pub struct SyPart {
+    table: SyTable,
+    ocs: OnceLock<OcsPool>,
+    /// Session-Id uniqueness: start time and a counter.
+    boot_secs: u64,
+    next_id: AtomicU64,
+    /// SLRs that got no usable answer: the policy saw "unknown".
+    fallbacks: AtomicU64,
+    /// Counters the OCS said it does not know (5570).
+    unknown_counters: AtomicU64,
+}
+
+impl SyPart {
+    /// From the records loaded at start-up.
+    pub fn recover(sessions: &[GxSession]) -> SyPart {
+        SyPart {
+            table: SyTable::recover(sessions),
+            ocs: OnceLock::new(),
+            boot_secs: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0, |d| d.as_secs()),
+            next_id: AtomicU64::new(1),
+            fallbacks: AtomicU64::new(0),
+            unknown_counters: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Node {
+    /// Starts connecting to the configured OCSs from `dnode` (whose handler
+    /// receives their SNRs), and schedules the pending status changes of
+    /// recovered Sy sessions. Does nothing without `[sy].ocs`.
+    pub fn start_sy<H: Handler>(&self, dnode: &transport::Node<H>) {
+        let cfg = self.live.load().cfg.sy.clone();
+        if !cfg.enabled() {
+            return;
+        }
+        if self
+            .sy
+            .ocs
+            .set(OcsPool::start(dnode, &cfg, &self.me.origin_realm))
+            .is_err()
+        {
+            return;
+        }
+        tracing::info!(
+            ocs = ?cfg.ocs.iter().map(|o| o.origin_host.as_str()).collect::<Vec<_>>(),
+            timeout_ms = cfg.timeout_ms,
+            recovered_sessions = self.sy.table.len(),
+            "Sy: connecting to the OCSs"
+        );
+        for key in self.sy.table.subscribers() {
+            if let Some(at) = self.sy.table.get(&key).and_then(|s| s.next_change_ms()) {
+                self.schedule_pending(key, at);
+            }
+        }
+    }
+
+    /// The counter statuses the policy sees for a subscriber now.
+    pub(super) fn spending_of(&self, key: &str) -> BTreeMap<String, String> {
+        // Sy off: nothing to read, no lock taken on the CCR path.
+        if self.sy.ocs.get().is_none() || self.sy.table.is_empty() {
+            return BTreeMap::new();
+        }
+        self.sy
+            .table
+            .get(key)
+            .map(|s| s.statuses(now_ms()))
+            .unwrap_or_default()
+    }
+
+    /// After a CCR's decision: subscribes the counters it wants that are
+    /// not subscribed yet (SLR, bounded by `[sy].timeout_ms`), and if it
+    /// did, decides again with their statuses. Copies the subscriber's Sy
+    /// session into `s` so that it is stored with it.
+    pub(super) async fn settle_spending(
+        &self,
+        s: &mut GxSession,
+        input: &mut PolicyInput,
+        out: Outcome,
+    ) -> Outcome {
+        let Some(pool) = self.sy.ocs.get() else {
+            return out;
+        };
+        let key = s.subscriber.clone();
+        let wanted = &out.decision.spending_counters;
+        if wanted.is_empty() || out.decision.reject.is_some() {
+            s.sy = self.sy.table.get(&key);
+            return out;
+        }
+        let entry = self.sy.table.entry(&key);
+        // One SLR at a time per subscriber (two CCR-Is must not both send
+        // an initial SLR).
+        let _exchange = entry.exchange.lock().await;
+        let current = entry.state.lock().clone();
+        let now = now_ms();
+        let mut sy = current.clone().unwrap_or_else(|| {
+            let n = self.sy.next_id.fetch_add(1, Relaxed);
+            SySession::new(
+                format!("{};sy;{};{n}", self.me.origin_host, self.sy.boot_secs),
+                now,
+            )
+        });
+        let missing = sy.missing(wanted);
+        if missing.is_empty() {
+            s.sy = current;
+            if input.spending == sy.statuses(now) {
+                return out;
+            }
+            // Another request of the subscriber changed them meanwhile.
+            input.spending = sy.statuses(now);
+            return self.decide_again(s, input);
+        }
+        if now < entry.retry_at_ms.load(Relaxed) {
+            // The last SLR got no usable answer a moment ago: do not hold
+            // this CCR for the OCS again yet.
+            input.spending = with_unknown(sy.statuses(now), wanted);
+            s.sy = current;
+            return self.decide_again(s, input);
+        }
+        let request_type = if sy.open {
+            SlRequestType::Intermediate
+        } else {
+            SlRequestType::Initial
+        };
+        // The full list: an intermediate SLR replaces the subscription.
+        let mut counters: Vec<String> = sy.counters.keys().cloned().collect();
+        counters.extend(missing.iter().cloned());
+        let started = Instant::now();
+        let res = pool
+            .request(sy::SY, cmd::SPENDING_LIMIT, |b, host, realm| {
+                sy::encode_slr(
+                    b,
+                    &self.me,
+                    &Slr {
+                        session_id: &sy.session_id,
+                        request_type,
+                        destination_host: host,
+                        destination_realm: realm,
+                        imsi: s.imsi.as_deref(),
+                        msisdn: s.msisdn.as_deref(),
+                        counters: &counters,
+                    },
+                );
+            })
+            .await;
+        let now = now_ms();
+        let mut changed = false;
+        match res {
+            Ok(ans) => match sy::decode_sla(&ans.msg) {
+                Ok(sla) => {
+                    self.metrics
+                        .request(Command::Slr, sla.code.code(), started.elapsed());
+                    if sla.code.is_success() {
+                        sy.open = true;
+                        sy.ocs_host = Some(ans.host.clone());
+                        sy.apply(&sla.reports, now);
+                        let unreported: Vec<String> = missing
+                            .iter()
+                            .filter(|c| !sy.counters.contains_key(*c))
+                            .cloned()
+                            .collect();
+                        if !unreported.is_empty() {
+                            // Not asked again: the OCS had its chance.
+                            tracing::warn!(subscriber = %key, counters = ?unreported, ocs = %ans.host, "SLA without a status for these counters; they stay unknown");
+                            sy.refuse(&unreported, now);
+                        }
+                        changed = true;
+                    } else if sla.code == AnswerCode::Experimental(sy::UNKNOWN_POLICY_COUNTERS) {
+                        let named: Vec<String> = sla
+                            .failed_counters
+                            .iter()
+                            .filter(|c| missing.contains(c))
+                            .cloned()
+                            .collect();
+                        let refused = if named.is_empty() {
+                            missing.clone()
+                        } else {
+                            named
+                        };
+                        self.sy
+                            .unknown_counters
+                            .fetch_add(refused.len() as u64, Relaxed);
+                        tracing::warn!(subscriber = %key, counters = ?refused, ocs = %ans.host, "OCS does not know these policy counters (5570); they stay unknown");
+                        sy.refuse(&refused, now);
+                        changed = true;
+                    } else {
+                        self.sy.fallbacks.fetch_add(1, Relaxed);
+                        tracing::warn!(subscriber = %key, code = sla.code.code(), ocs = %ans.host, "SLR refused; the policy sees the counters as unknown");
+                    }
+                }
+                Err(e) => {
+                    self.metrics
+                        .request(Command::Slr, e.result_code, started.elapsed());
+                    self.sy.fallbacks.fetch_add(1, Relaxed);
+                    tracing::warn!(subscriber = %key, error = %e, ocs = %ans.host, "bad SLA; the policy sees the counters as unknown");
+                }
+            },
+            Err(e) => {
+                self.metrics
+                    .request(Command::Slr, NO_ANSWER, started.elapsed());
+                self.sy.fallbacks.fetch_add(1, Relaxed);
+                log_unanswered(&key, &e);
+            }
+        }
+        let statuses = with_unknown(sy.statuses(now), wanted);
+        if !changed {
+            let retry = self.live.load().cfg.sy.retry_secs.saturating_mul(1000);
+            entry
+                .retry_at_ms
+                .store(now.saturating_add(retry as i64), Relaxed);
+        }
+        if changed {
+            if let Some(at) = sy.next_change_ms() {
+                self.schedule_pending(key.clone(), at);
+            }
+            self.sy.table.put(&key, sy.clone());
+            s.sy = Some(sy);
+        } else {
+            s.sy = current;
+        }
+        input.spending = statuses;
+        self.decide_again(s, input)
+    }
+
+    fn decide_again(&self, s: &GxSession, input: &PolicyInput) -> Outcome {
+        let out = self.policy.decide(input, s.last_decision.as_ref());
+        self.note_fallback(&s.id, &out);
+        out
+    }
+
+    /// After a Gx session closed: when it was the subscriber's last one,
+    /// the Sy session ends (STR, in the background: the CCA does not wait).
+    pub(super) fn sy_session_ended(&self, key: &str) {
+        if self.sy.table.get(key).is_none() {
+            return;
+        }
+        let others_open = self.sessions.ids_of_subscriber(key).iter().any(|id| {
+            self.sessions
+                .get(id)
+                .is_some_and(|slot| slot.load().state == SessionState::Open)
+        });
+        if others_open {
+            // The closed record may have held the newest copy: keep one
+            // in a record that stays open.
+            if let (Some(node), Some(sy)) = (self.me_ref.upgrade(), self.sy.table.get(key)) {
+                let key = key.to_owned();
+                tokio::spawn(async move {
+                    let _ = node.persist_sy(&key, sy).await;
+                });
+            }
+            return;
+        }
+        let Some(sy) = self.sy.table.remove(key) else {
+            return;
+        };
+        if !sy.open {
+            return;
+        }
+        let Some(node) = self.me_ref.upgrade() else {
+            return;
+        };
+        let key = key.to_owned();
+        tokio::spawn(async move { node.send_sy_str(&key, &sy).await });
+    }
+
+    async fn send_sy_str(&self, key: &str, sy: &SySession) {
+        let Some(pool) = self.sy.ocs.get() else {
+            return;
+        };
+        let started = Instant::now();
+        let res = pool
+            .request(sy::SY, cmd::SESSION_TERMINATION, |b, host, realm| {
+                sy::encode_str(
+                    b,
+                    &self.me,
+                    &sy.session_id,
+                    host,
+                    realm,
+                    enums::TERMINATION_CAUSE::DIAMETER_LOGOUT,
+                );
+            })
+            .await;
+        match res {
+            Ok(ans) => {
+                let code = sy::decode_sta(&ans.msg).map_or_else(|e| e.result_code, |c| c.code());
+                self.metrics.request(Command::Str, code, started.elapsed());
+                tracing::info!(subscriber = key, sy_session = %sy.session_id, ocs = %ans.host, code, "Sy session ended");
+            }
+            Err(e) => {
+                self.metrics
+                    .request(Command::Str, NO_ANSWER, started.elapsed());
+                tracing::warn!(subscriber = key, sy_session = %sy.session_id, error = %e, "STR to the OCS unanswered; the OCS keeps the Sy session until it cleans up");
+            }
+        }
+    }
+
+    /// Answers an SNR from an OCS: new statuses are stored, then the
+    /// subscriber's sessions are re-decided (RAR where the decision
+    /// changed). An SNR for a Sy session we do not have is 5002.
+    pub async fn handle_sy(&self, req: Message) -> Result<Bytes, DiameterError> {
+        let started = Instant::now();
+        let res = self.snr(&req).await;
+        let code = match &res {
+            Ok((_, c)) => *c,
+            Err(e) => e.result_code,
+        };
+        self.metrics.request(Command::Snr, code, started.elapsed());
+        res.map(|(b, _)| b)
+    }
+
+    async fn snr(&self, req: &Message) -> Result<(Bytes, u32), DiameterError> {
+        if req.command_code() != cmd::SPENDING_STATUS_NOTIFICATION {
+            return Err(DiameterError::new(
+                result_code::DIAMETER_COMMAND_UNSUPPORTED,
+                "Sy serves SNR only",
+            ));
+        }
+        req.validate()?;
+        let snr = sy::decode_snr(req)?;
+        let answer = |code: u32| {
+            let mut out = BytesMut::with_capacity(256);
+            sy::encode_sna(&mut out, req, &self.me, code);
+            (out.freeze(), code)
+        };
+        let Some(key) = self.sy.table.subscriber_of(&snr.session_id) else {
+            tracing::info!(sy_session = %snr.session_id, "SNR for an unknown Sy session");
+            return Ok(answer(result_code::DIAMETER_UNKNOWN_SESSION_ID));
+        };
+        let entry = self.sy.table.entry(&key);
+        let updated = {
+            let _exchange = entry.exchange.lock().await;
+            let mut st = entry.state.lock();
+            match st.as_mut() {
+                Some(sy) if sy.session_id == snr.session_id => {
+                    sy.apply(&snr.reports, now_ms());
+                    Some(sy.clone())
+                }
+                _ => None,
+            }
+        };
+        let Some(sy) = updated else {
+            return Ok(answer(result_code::DIAMETER_UNKNOWN_SESSION_ID));
+        };
+        if let Err(e) = self.persist_sy(&key, sy.clone()).await {
+            return Ok(answer(e.result_code));
+        }
+        tracing::info!(subscriber = %key, sy_session = %sy.session_id, reports = snr.reports.len(), "SNR applied");
+        if let Some(at) = sy.next_change_ms() {
+            self.schedule_pending(key.clone(), at);
+        }
+        if let Some(node) = self.me_ref.upgrade() {
+            tokio::spawn(async move {
+                node.push_subscriber(&key, PushReason::Spending).await;
+            });
+        }
+        Ok(answer(result_code::DIAMETER_SUCCESS))
+    }
+
+    /// Writes the subscriber's Sy session into one of its open session
+    /// records (the newest copy wins at start-up, so one is enough).
+    async fn persist_sy(&self, key: &str, sy: SySession) -> Result<(), DiameterError> {
+        for id in self.sessions.ids_of_subscriber(key) {
+            let Some(slot) = self.sessions.get(&id) else {
+                continue;
+            };
+            let _g = slot.lock().await;
+            let cur = slot.load();
+            if cur.state != SessionState::Open {
+                continue;
+            }
+            if cur.sy.as_ref() == Some(&sy) {
+                return Ok(());
+            }
+            let mut s = (*cur).clone();
+            s.sy = Some(sy);
+            s.updated_ms = now_ms();
+            let s = Arc::new(s);
+            self.commit(vec![Change::PutSession(s.clone())]).await?;
+            slot.publish(s);
+            return Ok(());
+        }
+        Ok(())
+    }
+
+    /// At `at_ms` (Unix ms), the pending status changes then due apply:
+    /// stored, and the subscriber's sessions re-decided.
+    fn schedule_pending(&self, key: String, at_ms: i64) {
+        let Some(node) = self.me_ref.upgrade() else {
+            return;
+        };
+        let wait = Duration::from_millis(u64::try_from(at_ms - now_ms()).unwrap_or(0));
+        tokio::spawn(async move {
+            tokio::time::sleep(wait).await;
+            let entry = node.sy.table.entry(&key);
+            let settled = {
+                let _exchange = entry.exchange.lock().await;
+                let mut st = entry.state.lock();
+                match st.as_mut() {
+                    Some(sy) => sy.settle(now_ms()).then(|| {
+                        sy.updated_ms = now_ms();
+                        sy.clone()
+                    }),
+                    None => None,
+                }
+            };
+            let Some(sy) = settled else {
+                return;
+            };
+            tracing::info!(subscriber = %key, "pending policy counter statuses apply");
+            if let Some(next) = sy.next_change_ms() {
+                node.schedule_pending(key.clone(), next);
+            }
+            if node.persist_sy(&key, sy).await.is_ok() {
+                node.push_subscriber(&key, PushReason::Spending).await;
+            }
+        });
+    }
+
+    /// Sy metrics beyond the per-command counts.
+    pub(super) fn write_sy_metrics(&self, out: &mut Exposition) {
+        let Some(pool) = self.sy.ocs.get() else {
+            return;
+        };
+        {
+            let mut f = out.family(
+                "pcrf_sy_ocs_up",
+                "Each configured OCS: 1 when its connection is open and its watchdog okay.",
+                Kind::Gauge,
+            );
+            for (host, up) in pool.status() {
+                f.sample(&[("ocs", host.as_str())], u64::from(up));
+            }
+        }
+        out.family(
+            "pcrf_sy_sessions",
+            "Sy sessions held (one per subscriber with counters subscribed).",
+            Kind::Gauge,
+        )
+        .sample(&[], self.sy.table.len() as u64);
+        out.family(
+            "pcrf_sy_fallbacks_total",
+            "SLRs without a usable answer: the policy saw the counters as unknown.",
+            Kind::Counter,
+        )
+        .sample(&[], self.sy.fallbacks.load(Relaxed));
+        out.family(
+            "pcrf_sy_unknown_counters_total",
+            "Policy counters the OCS said it does not know (5570).",
+            Kind::Counter,
+        )
+        .sample(&[], self.sy.unknown_counters.load(Relaxed));
+    }
+}
+
+/// `statuses` with "unknown" for each wanted counter it lacks.
+fn with_unknown(
+    mut statuses: BTreeMap<String, String>,
+    wanted: &[String],
+) -> BTreeMap<String, String> {
+    for c in wanted {
+        statuses
+            .entry(c.clone())
+            .or_insert_with(|| UNKNOWN.to_owned());
+    }
+    statuses
+}
+
+fn log_unanswered(key: &str, e: &OcsError) {
+    tracing::warn!(subscriber = key, error = %e, "SLR unanswered; the policy sees the counters as unknown");
+}

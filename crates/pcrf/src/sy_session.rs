@@ -1,0 +1,368 @@
+//! The Sy session of one subscriber (TS 29.219 §4.5): its Session-Id, the
+//! policy counters subscribed at the OCS with their statuses (and changes
+//! the OCS announced for later), and the counters the OCS refused. One per
+//! subscriber, shared by all the subscriber's Gx sessions; a copy rides in
+//! each of their records, so it survives a restart with them.
+//!
+//! No IO here: the node drives the exchanges (`node/sy.rs`).
+
+use crate::session::{GxSession, SessionState};
+use crate::sy::{CounterReport, PendingStatus};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::sync::Arc;
+
+/// What the policy sees for a counter the OCS could not be asked about
+/// (no OCS reachable, no answer in time, or a counter the OCS refused).
+pub const UNKNOWN: &str = "unknown";
+
+/// One subscribed counter.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CounterStatus {
+    pub status: String,
+    /// Statuses the OCS announced for later (Pending-Policy-Counter-Information).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pending: Vec<PendingStatus>,
+}
+
+/// One subscriber's Sy session.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SySession {
+    /// Our Session-Id towards the OCS.
+    pub session_id: String,
+    /// The OCS accepted an initial SLR: the session exists there (and an
+    /// STR must end it).
+    pub open: bool,
+    /// The OCS that answered last (Destination-Host of the next request).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ocs_host: Option<String>,
+    #[serde(default)]
+    pub counters: BTreeMap<String, CounterStatus>,
+    /// Counters the OCS does not know (5570): not asked again.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub refused: BTreeSet<String>,
+    /// Unix ms of the last change: among the copies in a subscriber's
+    /// records, the newest wins at start-up.
+    pub updated_ms: i64,
+}
+
+impl SySession {
+    pub fn new(session_id: String, now_ms: i64) -> SySession {
+        SySession {
+            session_id,
+            open: false,
+            ocs_host: None,
+            counters: BTreeMap::new(),
+            refused: BTreeSet::new(),
+            updated_ms: now_ms,
+        }
+    }
+
+    /// Of `wanted`, the counters neither subscribed nor refused.
+    pub fn missing(&self, wanted: &[String]) -> Vec<String> {
+        let mut v: Vec<String> = wanted
+            .iter()
+            .filter(|c| !self.counters.contains_key(*c) && !self.refused.contains(*c))
+            .cloned()
+            .collect();
+        v.sort();
+        v.dedup();
+        v
+    }
+
+    /// Applies the OCS's reports (SLA or SNR): a report replaces the
+    /// counter's status and its pending changes. Reports for counters not
+    /// subscribed are taken too (the OCS may report more than asked).
+    pub fn apply(&mut self, reports: &[CounterReport], now_ms: i64) {
+        for r in reports {
+            let mut pending = r.pending.clone();
+            pending.sort_by_key(|p| p.at_ms);
+            self.refused.remove(&r.id);
+            self.counters.insert(
+                r.id.clone(),
+                CounterStatus {
+                    status: r.status.clone(),
+                    pending,
+                },
+            );
+        }
+        self.settle(now_ms);
+        self.updated_ms = now_ms;
+    }
+
+    /// Marks counters the OCS refused.
+    pub fn refuse(&mut self, ids: &[String], now_ms: i64) {
+        for id in ids {
+            self.counters.remove(id);
+            self.refused.insert(id.clone());
+        }
+        self.updated_ms = now_ms;
+    }
+
+    /// Makes pending changes whose time came the status; true if any did.
+    pub fn settle(&mut self, now_ms: i64) -> bool {
+        let mut changed = false;
+        for c in self.counters.values_mut() {
+            while c.pending.first().is_some_and(|p| p.at_ms <= now_ms) {
+                let p = c.pending.remove(0);
+                changed |= c.status != p.status;
+                c.status = p.status;
+            }
+        }
+        changed
+    }
+
+    /// The earliest pending change, Unix ms.
+    pub fn next_change_ms(&self) -> Option<i64> {
+        self.counters
+            .values()
+            .filter_map(|c| c.pending.first().map(|p| p.at_ms))
+            .min()
+    }
+
+    /// The statuses in force at `now_ms` as the policy sees them: every
+    /// subscribed counter, and refused ones as "unknown".
+    pub fn statuses(&self, now_ms: i64) -> BTreeMap<String, String> {
+        let mut m: BTreeMap<String, String> = self
+            .counters
+            .iter()
+            .map(|(id, c)| {
+                let due = c.pending.iter().rev().find(|p| p.at_ms <= now_ms);
+                let status = due.map_or(&c.status, |p| &p.status);
+                (id.clone(), status.clone())
+            })
+            .collect();
+        for id in &self.refused {
+            m.insert(id.clone(), UNKNOWN.to_owned());
+        }
+        m
+    }
+}
+
+/// One subscriber's entry: the state (read synchronously by the policy
+/// input) and a lock that makes the subscriber's SLRs one at a time.
+#[derive(Default)]
+pub struct SyEntry {
+    pub exchange: tokio::sync::Mutex<()>,
+    pub state: parking_lot::Mutex<Option<SySession>>,
+    /// Unix ms before which no SLR is tried again after one got no usable
+    /// answer (memory only: a restart tries at once).
+    pub retry_at_ms: std::sync::atomic::AtomicI64,
+}
+
+/// Shards of the table: a CCR reads its subscriber's entry, so one lock
+/// for all would serialise every CCR of the node.
+const SHARDS: usize = 64;
+
+/// Every subscriber's Sy session, and the Sy Session-Id index for SNR.
+pub struct SyTable {
+    by_subscriber: Vec<parking_lot::Mutex<HashMap<String, Arc<SyEntry>>>>,
+    by_session: Vec<parking_lot::Mutex<HashMap<String, String>>>,
+    count: std::sync::atomic::AtomicUsize,
+    hasher: std::collections::hash_map::RandomState,
+}
+
+impl Default for SyTable {
+    fn default() -> Self {
+        SyTable {
+            by_subscriber: (0..SHARDS).map(|_| Default::default()).collect(),
+            by_session: (0..SHARDS).map(|_| Default::default()).collect(),
+            count: Default::default(),
+            hasher: Default::default(),
+        }
+    }
+}
+
+impl SyTable {
+    fn shard(&self, key: &str) -> usize {
+        use std::hash::BuildHasher;
+        (self.hasher.hash_one(key) as usize) % SHARDS
+    }
+
+    /// From the records loaded at start-up: per subscriber, the newest
+    /// copy among its open sessions.
+    pub fn recover(sessions: &[GxSession]) -> SyTable {
+        let t = SyTable::default();
+        let mut newest: HashMap<&str, &SySession> = HashMap::new();
+        for s in sessions.iter().filter(|s| s.state == SessionState::Open) {
+            if let Some(sy) = &s.sy {
+                let e = newest.entry(&s.subscriber).or_insert(sy);
+                if sy.updated_ms > e.updated_ms {
+                    *e = sy;
+                }
+            }
+        }
+        for (key, sy) in newest {
+            t.put(key, sy.clone());
+        }
+        t
+    }
+
+    /// The subscriber's entry, created empty if absent.
+    pub fn entry(&self, key: &str) -> Arc<SyEntry> {
+        self.by_subscriber[self.shard(key)]
+            .lock()
+            .entry(key.to_owned())
+            .or_default()
+            .clone()
+    }
+
+    /// A copy of the subscriber's Sy session.
+    pub fn get(&self, key: &str) -> Option<SySession> {
+        let e = self.by_subscriber[self.shard(key)]
+            .lock()
+            .get(key)
+            .cloned()?;
+        let s = e.state.lock().clone();
+        s
+    }
+
+    /// Sets the subscriber's Sy session (and indexes its Session-Id).
+    pub fn put(&self, key: &str, sy: SySession) {
+        let fresh = self.by_session[self.shard(&sy.session_id)]
+            .lock()
+            .insert(sy.session_id.clone(), key.to_owned())
+            .is_none();
+        if fresh {
+            self.count
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        *self.entry(key).state.lock() = Some(sy);
+    }
+
+    /// The subscriber key of a Sy Session-Id.
+    pub fn subscriber_of(&self, sy_session_id: &str) -> Option<String> {
+        self.by_session[self.shard(sy_session_id)]
+            .lock()
+            .get(sy_session_id)
+            .cloned()
+    }
+
+    /// Forgets the subscriber's Sy session; returns it.
+    pub fn remove(&self, key: &str) -> Option<SySession> {
+        let e = self.by_subscriber[self.shard(key)].lock().remove(key)?;
+        let sy = e.state.lock().take()?;
+        let gone = self.by_session[self.shard(&sy.session_id)]
+            .lock()
+            .remove(&sy.session_id)
+            .is_some();
+        if gone {
+            self.count
+                .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        Some(sy)
+    }
+
+    /// Subscribers with a Sy session.
+    pub fn subscribers(&self) -> Vec<String> {
+        self.by_session
+            .iter()
+            .flat_map(|m| m.lock().values().cloned().collect::<Vec<_>>())
+            .collect()
+    }
+
+    /// Sy sessions now held.
+    pub fn len(&self) -> usize {
+        self.count.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(id: &str, status: &str, pending: &[(&str, i64)]) -> CounterReport {
+        CounterReport {
+            id: id.into(),
+            status: status.into(),
+            pending: pending
+                .iter()
+                .map(|(s, at)| PendingStatus {
+                    status: (*s).into(),
+                    at_ms: *at,
+                })
+                .collect(),
+        }
+    }
+
+    #[test]
+    fn missing_skips_subscribed_and_refused() {
+        let mut s = SySession::new("sy;1".into(), 0);
+        s.apply(&[report("a", "valid", &[])], 1);
+        s.refuse(&["b".into()], 2);
+        let wanted = vec!["a".into(), "b".into(), "c".into(), "c".into()];
+        assert_eq!(s.missing(&wanted), ["c"]);
+    }
+
+    #[test]
+    fn statuses_show_refused_as_unknown_and_apply_due_pending_changes() {
+        let mut s = SySession::new("sy;1".into(), 0);
+        s.apply(
+            &[report(
+                "a",
+                "valid",
+                &[("exhausted", 100), ("blocked", 200)],
+            )],
+            10,
+        );
+        s.refuse(&["b".into()], 10);
+        assert_eq!(s.statuses(50)["a"], "valid");
+        assert_eq!(s.statuses(150)["a"], "exhausted");
+        assert_eq!(s.statuses(250)["a"], "blocked");
+        assert_eq!(s.statuses(50)["b"], UNKNOWN);
+        assert_eq!(s.next_change_ms(), Some(100));
+        assert!(s.settle(150));
+        assert_eq!(s.counters["a"].status, "exhausted");
+        assert_eq!(s.next_change_ms(), Some(200));
+        assert!(!s.settle(150), "nothing more due");
+    }
+
+    #[test]
+    fn a_report_for_a_refused_counter_takes_it_back() {
+        let mut s = SySession::new("sy;1".into(), 0);
+        s.refuse(&["a".into()], 1);
+        s.apply(&[report("a", "valid", &[])], 2);
+        assert!(s.refused.is_empty());
+        assert_eq!(s.statuses(2)["a"], "valid");
+    }
+
+    #[test]
+    fn recover_takes_the_newest_copy_of_open_sessions_and_indexes_it() {
+        let mut old = SySession::new("sy;1".into(), 0);
+        old.updated_ms = 5;
+        let mut new = old.clone();
+        new.updated_ms = 9;
+        new.open = true;
+        let mut a = GxSession::new("gx;a".into(), "imsi1".into(), "p".into(), "r".into(), 0);
+        a.sy = Some(old);
+        let mut b = GxSession::new("gx;b".into(), "imsi1".into(), "p".into(), "r".into(), 0);
+        b.sy = Some(new.clone());
+        let mut closed = GxSession::new("gx;c".into(), "imsi2".into(), "p".into(), "r".into(), 0);
+        closed.state = SessionState::Closed;
+        closed.sy = Some(SySession::new("sy;2".into(), 0));
+        let t = SyTable::recover(&[a, b, closed]);
+        assert_eq!(t.get("imsi1"), Some(new));
+        assert_eq!(t.subscriber_of("sy;1").as_deref(), Some("imsi1"));
+        assert!(
+            t.get("imsi2").is_none(),
+            "closed sessions hold no Sy session"
+        );
+        assert_eq!(t.remove("imsi1").map(|s| s.session_id), Some("sy;1".into()));
+        assert!(t.subscriber_of("sy;1").is_none());
+        assert!(t.is_empty());
+    }
+
+    #[test]
+    fn old_records_without_sy_still_load() {
+        let s = GxSession::new("gx;a".into(), "imsi1".into(), "p".into(), "r".into(), 0);
+        let mut v = serde_json::to_value(&s).expect("json");
+        assert!(v.get("sy").is_none(), "absent when none");
+        v.as_object_mut().expect("object").remove("sy");
+        let back: GxSession = serde_json::from_value(v).expect("loads");
+        assert!(back.sy.is_none());
+    }
+}
