@@ -1,9 +1,10 @@
 //! pcrf-bench: a load generator that emulates the network in front of a
-//! PCRF (P-GWs as Gx PCEFs), finds zero-loss throughput, and reports
+//! PCRF (P-GWs as Gx PCEFs, P-CSCFs as Rx AFs), finds zero-loss throughput, and reports
 //! latency from intended send times, Apdex per command and the server's CPU
 //! per transaction. A library as well as a binary so that the PCRF's own
 //! tests can build realistic Gx requests with [`gx`].
 
+pub mod af;
 pub mod apdex;
 pub mod closed_loop;
 pub mod cpu;
@@ -24,11 +25,13 @@ pub mod provision;
 pub mod report;
 pub mod run_result;
 pub mod runner;
+pub mod rx;
 pub mod scenario;
 pub mod schedule;
 pub mod series;
 pub mod session;
 pub mod stats;
 pub mod verify;
+pub mod volte;
 pub mod zero_loss;
 pub mod zero_loss_run;

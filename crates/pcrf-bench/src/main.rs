@@ -1,6 +1,7 @@
 //! The `pcrf-bench` command line: `run` (open loop at a rate, or closed loop
-//! with `--max`), `zero-loss` (bisection search), `echo-server` (the
-//! ceiling) and `provision` (the population through the REST API).
+//! with `--max`), `zero-loss` (bisection search), `volte` (call set-up
+//! with emulated AFs), `echo-server` (the ceiling) and `provision` (the
+//! population through the REST API).
 
 use clap::{Args, Parser, Subcommand};
 use pcrf_bench::closed_loop::ClosedLoop;
@@ -15,6 +16,7 @@ use pcrf_bench::runner::{measure_with, CpuTargets, Load, RunExtras, RunSetup};
 use pcrf_bench::scenario::Scenario;
 use pcrf_bench::series::SeriesSpec;
 use pcrf_bench::verify::{self, load_log, Api};
+use pcrf_bench::volte::VolteLoad;
 use pcrf_bench::zero_loss::Criteria;
 use pcrf_bench::zero_loss_run::{search, SearchSettings};
 use serde::Serialize;
@@ -41,6 +43,9 @@ enum Cmd {
     Run(RunArgs),
     /// Find the highest rate held with zero loss and p99 under a bound.
     ZeroLoss(ZeroLossArgs),
+    /// VoLTE calls at a rate: Gx CCR-I, Rx AAR (RAR to the PCEF, AAA),
+    /// hold, STR, CCR-T; latency per command and call set-up, Apdex.
+    Volte(VolteArgs),
     /// Answer every Gx CCR at once with a fixed CCA: the generator's ceiling.
     EchoServer(EchoArgs),
     /// PUT the scenario's subscribers through the REST API, then exit.
@@ -145,6 +150,15 @@ struct RunArgs {
     /// Closed loop: sessions (= requests in flight) at once.
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
+}
+
+#[derive(Args)]
+struct VolteArgs {
+    #[command(flatten)]
+    common: Common,
+    /// New calls per second (open loop).
+    #[arg(long)]
+    calls_per_second: f64,
 }
 
 #[derive(Args)]
@@ -286,6 +300,7 @@ async fn dispatch(cmd: Cmd) -> Result<(), String> {
     match cmd {
         Cmd::Run(a) => run(a).await,
         Cmd::ZeroLoss(a) => zero_loss(a).await,
+        Cmd::Volte(a) => volte(a).await,
         Cmd::EchoServer(a) => echo(a).await,
         Cmd::Provision(a) => provision_only(a).await,
         Cmd::Verify(a) => verify(a).await,
@@ -307,7 +322,18 @@ fn load_scenario(path: &Path, subscribers: Option<u64>) -> Result<Scenario, Stri
 /// The scenario with the command line's overrides, the gateways' options
 /// and the CPU targets; provisions first when asked.
 async fn setup(c: &Common) -> Result<RunSetup, String> {
-    let mut scenario = load_scenario(&c.scenario, c.subscribers)?;
+    let scenario = load_scenario(&c.scenario, c.subscribers)?;
+    if scenario.has_volte() {
+        return Err(format!(
+            "{} has VoLTE flows: run it with `pcrf-bench volte`",
+            c.scenario.display()
+        ));
+    }
+    setup_scenario(c, scenario).await
+}
+
+/// [`setup`] for a scenario already loaded.
+async fn setup_scenario(c: &Common, mut scenario: Scenario) -> Result<RunSetup, String> {
     if let Some(t) = c.timeout {
         scenario.timeout = t;
     }
@@ -323,9 +349,12 @@ async fn setup(c: &Common) -> Result<RunSetup, String> {
             "CCR-I" => scenario.apdex.ccr_i = t,
             "CCR-U" => scenario.apdex.ccr_u = t,
             "CCR-T" => scenario.apdex.ccr_t = t,
+            "AAR" => scenario.apdex.aar = t,
+            "STR" => scenario.apdex.str = t,
+            "CALL-SETUP" => scenario.apdex.call_setup = t,
             _ => {
                 return Err(format!(
-                    "--apdex {a:?}: unknown command (CCR-I, CCR-U, CCR-T)"
+                    "--apdex {a:?}: unknown command (CCR-I, CCR-U, CCR-T, AAR, STR, CALL-SETUP)"
                 ))
             }
         }
@@ -531,6 +560,33 @@ async fn zero_loss(a: ZeroLossArgs) -> Result<(), String> {
         seed: c.seed,
     };
     let report = search(&setup, settings, |line| eprintln!("{line}")).await?;
+    emit(c, &report, &report.summary())
+}
+
+async fn volte(a: VolteArgs) -> Result<(), String> {
+    let c = &a.common;
+    if c.retransmit > 0 || c.answer_log.is_some() || c.series.is_some() {
+        return Err("--retransmit, --answer-log and --series are for `run`, not volte".into());
+    }
+    if c.server_pid.is_some()
+        || c.server_name.is_some()
+        || !c.db_pid.is_empty()
+        || c.db_name.is_some()
+    {
+        return Err("volte does not account CPU; measure it with `run`".into());
+    }
+    let scenario = load_scenario(&c.scenario, c.subscribers)?;
+    let setup = setup_scenario(c, scenario).await?;
+    let report = pcrf_bench::volte::run(
+        setup.scenario.clone(),
+        &setup.pcef,
+        VolteLoad {
+            calls_per_second: a.calls_per_second,
+            duration: c.duration,
+            seed: c.seed,
+        },
+    )
+    .await?;
     emit(c, &report, &report.summary())
 }
 
