@@ -427,6 +427,9 @@ pub async fn run(
     }
     while tasks.join_next().await.is_some() {}
     let elapsed = start.elapsed();
+    // Before the shutdown, whose own disconnections are no event.
+    let mut peer_events = pcefs.events();
+    peer_events.extend(afs.events());
     pcefs.shutdown().await;
     afs.shutdown().await;
 
@@ -436,8 +439,6 @@ pub async fn run(
         .iter()
         .map(|s| CommandReport::from_stats(s.name(), &stats.steps[*s as usize], window_s))
         .collect();
-    let mut peer_events = pcefs.events();
-    peer_events.extend(afs.events());
     Ok(VolteReport {
         tool: "pcrf-bench".into(),
         version: env!("CARGO_PKG_VERSION").into(),
