@@ -16,6 +16,7 @@ pub mod gx;
 pub mod http_client;
 pub mod latency;
 pub mod misbehave;
+pub mod ocs;
 pub mod open_loop;
 pub mod pcef;
 pub mod plan;

@@ -48,6 +48,9 @@ enum Cmd {
     Volte(VolteArgs),
     /// Answer every Gx CCR at once with a fixed CCA: the generator's ceiling.
     EchoServer(EchoArgs),
+    /// An OCS on Sy: answers SLR from a counter table, sends SNRs at a
+    /// rate, answers STR; prints what it saw as JSON when stopped.
+    Ocs(OcsArgs),
     /// PUT the scenario's subscribers through the REST API, then exit.
     Provision(ProvisionArgs),
     /// Compare an answer log (`--answer-log`) with what the server stored:
@@ -201,6 +204,31 @@ struct EchoArgs {
 }
 
 #[derive(Args)]
+struct OcsArgs {
+    /// Address to listen on (port 0: any free port; the address is printed).
+    #[arg(long, default_value = "127.0.0.1:3870")]
+    listen: String,
+    #[arg(long, default_value = "ocs.bench.test")]
+    origin_host: String,
+    #[arg(long, default_value = "bench.test")]
+    origin_realm: String,
+    /// A policy counter: ID=STATUS[,STATUS...] (repeatable). SLAs report
+    /// the first status; SNRs move through the others.
+    #[arg(
+        long = "counter",
+        value_name = "ID=STATUSES",
+        default_value = "data-cap=valid,limit-reached"
+    )]
+    counters: Vec<String>,
+    /// SNRs per second, spread over the open sessions (0: none).
+    #[arg(long, default_value_t = 0.0)]
+    snr_rate: f64,
+    /// Stop after this long (default: at SIGINT or SIGTERM).
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
+}
+
+#[derive(Args)]
 struct MisbehaveArgs {
     #[arg(long, value_enum)]
     mode: pcrf_bench::misbehave::Mode,
@@ -302,6 +330,7 @@ async fn dispatch(cmd: Cmd) -> Result<(), String> {
         Cmd::ZeroLoss(a) => zero_loss(a).await,
         Cmd::Volte(a) => volte(a).await,
         Cmd::EchoServer(a) => echo(a).await,
+        Cmd::Ocs(a) => ocs(a).await,
         Cmd::Provision(a) => provision_only(a).await,
         Cmd::Verify(a) => verify(a).await,
         Cmd::Misbehave(a) => misbehave(a).await,
@@ -588,6 +617,54 @@ async fn volte(a: VolteArgs) -> Result<(), String> {
     )
     .await?;
     emit(c, &report, &report.summary())
+}
+
+async fn ocs(a: OcsArgs) -> Result<(), String> {
+    let mut table = pcrf_bench::ocs::CounterTable::default();
+    for c in &a.counters {
+        table.add(c)?;
+    }
+    if !(a.snr_rate.is_finite() && a.snr_rate >= 0.0) {
+        return Err(format!("--snr-rate must be 0 or above, not {}", a.snr_rate));
+    }
+    let node = pcrf_bench::ocs::node(&a.origin_host, &a.origin_realm, table);
+    let server = node
+        .listen(&a.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", a.listen))?;
+    let addr = server.local_addr().map_err(|e| e.to_string())?;
+    println!("listening on {addr}");
+    use std::io::Write as _;
+    let _ = std::io::stdout().flush();
+    let ocs = node.handler().clone();
+    let stop = async move {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let until = async {
+            match a.duration {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = until => {}
+            _ = ocs.notify_at(a.snr_rate) => {}
+            _ = async {
+                match term.as_mut() {
+                    Some(t) => { t.recv().await; }
+                    None => std::future::pending::<()>().await,
+                }
+            } => {}
+        }
+    };
+    server.run(stop).await.map_err(|e| e.to_string())?;
+    let counts = node.handler().counts();
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&counts).map_err(|e| e.to_string())?
+    );
+    Ok(())
 }
 
 async fn echo(a: EchoArgs) -> Result<(), String> {
