@@ -78,6 +78,15 @@ struct State {
     counts: OcsCounts,
 }
 
+/// An SNR to send: the session, the PCRF and its address, the statuses.
+struct Notification {
+    session_id: String,
+    pcrf: PeerHandle,
+    host: String,
+    realm: String,
+    reports: Vec<(String, String)>,
+}
+
 /// The Sy server's handler.
 pub struct Ocs {
     origin_host: String,
@@ -236,11 +245,8 @@ impl Ocs {
         })
     }
 
-    /// The next session to notify, its SNR's counter statuses, and whom to
-    /// send it to; none when there is no session.
-    fn next_notification(
-        &self,
-    ) -> Option<(String, PeerHandle, String, String, Vec<(String, String)>)> {
+    /// The next session to notify; none when there is no session.
+    fn next_notification(&self) -> Option<Notification> {
         let mut st = self.lock();
         if st.order.is_empty() {
             return None;
@@ -262,18 +268,25 @@ impl Ocs {
                 (id.clone(), status)
             })
             .collect();
-        Some((
-            sid,
-            s.pcrf.clone(),
-            s.host.clone(),
-            s.realm.clone(),
+        Some(Notification {
+            session_id: sid,
+            pcrf: s.pcrf.clone(),
+            host: s.host.clone(),
+            realm: s.realm.clone(),
             reports,
-        ))
+        })
     }
 
     /// Sends one SNR (TS 29.219 §5.6.3) to the next session; whether one went.
     pub async fn notify_next(&self) -> bool {
-        let Some((sid, peer, host, realm, reports)) = self.next_notification() else {
+        let Some(Notification {
+            session_id: sid,
+            pcrf: peer,
+            host,
+            realm,
+            reports,
+        }) = self.next_notification()
+        else {
             return false;
         };
         let r = peer
