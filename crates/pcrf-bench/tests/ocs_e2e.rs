@@ -16,13 +16,16 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+/// Counter identifier and status.
+type Report = (String, String);
+
 /// The PCRF side: answers SNR with SNA 2001 and keeps the reported statuses.
 #[derive(Default)]
 struct SyClient {
-    snr: Mutex<Vec<(String, Vec<(String, String)>)>>,
+    snr: Mutex<Vec<(String, Vec<Report>)>>,
 }
 
-fn reports(m: &Message) -> Vec<(String, String)> {
+fn reports(m: &Message) -> Vec<Report> {
     m.avps()
         .filter_code(avp::POLICY_COUNTER_STATUS_REPORT)
         .flatten()
