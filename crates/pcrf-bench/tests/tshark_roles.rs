@@ -1,7 +1,9 @@
 //! Wireshark's Diameter dissector reads every message the AF and OCS roles
 //! send, taken off real connections where the role answers: the AF's AAR
 //! (with the signalling component) and STR, its RAA and ASA to a PCRF's
-//! RAR and ASR; the OCS's SLA (success and 5570), SNR and STA. tshark must
+//! RAR and ASR; the OCS's SLA (success and 5570), SNR and STA; the TDF's
+//! TSA to a TSR and its Sd CCR-I, CCR-U (APPLICATION_START, usage per
+//! application) and CCR-T. tshark must
 //! find nothing malformed or worth a warning, decode every message, and
 //! count exactly as many AVPs as our own validator visits.
 //! Needs tshark (scripts/install-test-deps.sh installs it).
@@ -15,6 +17,8 @@ use diameter::{DiameterError, Message, MessageBuilder};
 use pcrf_bench::af::{AfOptions, Afs};
 use pcrf_bench::ocs::{self, CounterTable};
 use pcrf_bench::rx::{self, AfIdentity, Call, VoiceMedia};
+use pcrf_bench::sd::{self, AppUsage, TdfIdentity};
+use pcrf_bench::tdf::{TdfOptions, Tdfs};
 use std::net::Ipv4Addr;
 use std::path::Path;
 use std::process::Command;
@@ -253,6 +257,90 @@ async fn ocs_messages() -> Vec<(Direction, Bytes)> {
     out
 }
 
+/// The TDF's messages: the TSA it answered on a live connection, and its
+/// Sd CCRs as it builds them.
+async fn tdf_messages() -> Vec<(Direction, Bytes)> {
+    let local = LocalNode::new("pcrf.pcrf.test", "pcrf.test")
+        .with_application(Application::auth_vendor(app::SD, 10415));
+    let node = Node::new(local, PeerSettings::default(), Silent);
+    let server = node.listen("127.0.0.1:0").await.expect("listen");
+    let target = server.local_addr().expect("addr");
+    let table = server.peer_table();
+    tokio::spawn(server.run(std::future::pending()));
+    let tdfs = Tdfs::connect(&TdfOptions {
+        target,
+        peers: 1,
+        origin_realm: "bench.test".into(),
+        destination_realm: "pcrf.test".into(),
+        request_timeout: Duration::from_secs(2),
+        connect_timeout: Duration::from_secs(5),
+    })
+    .await
+    .expect("TDF open");
+    let sid = "pcrf.pcrf.test;1767225600;sd1";
+    let tsr_avps = |b: &mut MessageBuilder<'_>| {
+        b.str(avp::SESSION_ID, sid)
+            .u32(avp::AUTH_APPLICATION_ID, app::SD)
+            .origin("pcrf.pcrf.test", "pcrf.test")
+            .str(avp::DESTINATION_REALM, "bench.test")
+            .str(avp::DESTINATION_HOST, "tdf-1.bench.test")
+            .bytes(avp::FRAMED_IP_ADDRESS, &[10, 0, 0, 5])
+            .group(avp::ADC_RULE_INSTALL, |i| {
+                i.group(avp::ADC_RULE_DEFINITION, |d| {
+                    d.bytes(avp::ADC_RULE_NAME, b"adc-video")
+                        .bytes(avp::TDF_APPLICATION_IDENTIFIER, b"youtube");
+                });
+            });
+    };
+    let tsr = encode(cmd::TDF_SESSION, app::SD, tsr_avps);
+    let tsa = table
+        .get("tdf-1.bench.test")
+        .expect("TDF connected")
+        .request(app::SD, cmd::TDF_SESSION, tsr_avps)
+        .await
+        .expect("TSA");
+    tdfs.shutdown().await;
+    let tdf = TdfIdentity {
+        origin_host: "tdf-1.bench.test".into(),
+        origin_realm: "bench.test".into(),
+        destination_realm: "pcrf.test".into(),
+        origin_state_id: 1_767_225_600,
+    };
+    let r = |number| sd::Request {
+        session_id: sid,
+        tdf: &tdf,
+        destination_host: (number > 0).then_some("pcrf.pcrf.test"),
+        number,
+    };
+    let usage = [AppUsage {
+        monitoring_key: "mk-video".into(),
+        input_octets: 1_000,
+        output_octets: 250_000,
+    }];
+    vec![
+        (Direction::ToClient, tsr),
+        (Direction::ToServer, tsa.bytes().clone()),
+        (
+            Direction::ToServer,
+            encode(cmd::CREDIT_CONTROL, app::SD, |b| {
+                sd::ccr_initial(b, &r(0), Ipv4Addr::new(10, 0, 0, 9), "001010000000009")
+            }),
+        ),
+        (
+            Direction::ToServer,
+            encode(cmd::CREDIT_CONTROL, app::SD, |b| {
+                sd::ccr_update(b, &r(1), &[("youtube", 1)], &usage)
+            }),
+        ),
+        (
+            Direction::ToServer,
+            encode(cmd::CREDIT_CONTROL, app::SD, |b| {
+                sd::ccr_terminate(b, &r(2), &usage)
+            }),
+        ),
+    ]
+}
+
 fn check(name: &str, messages: &[(Direction, Bytes)], expect: &[&str]) {
     let mut w = PcapWriter::loopback(Vec::new()).expect("pcap header");
     for (dir, m) in messages {
@@ -291,9 +379,15 @@ fn check(name: &str, messages: &[(Direction, Bytes)], expect: &[&str]) {
 
     let text = tshark(&pcap, &["-V", "-Y", "diameter"]);
     for s in expect {
-        assert!(text.contains(s), "tshark does not show {s:?} in {name}");
+        assert!(
+            text.contains(s),
+            "tshark does not show {s:?} in {name} ({}); KEEP_PCAP=1 keeps it",
+            pcap.display()
+        );
     }
-    let _ = std::fs::remove_dir_all(&dir);
+    if std::env::var_os("KEEP_PCAP").is_none() {
+        let _ = std::fs::remove_dir_all(&dir);
+    }
 }
 
 #[tokio::test]
@@ -332,6 +426,27 @@ async fn tshark_reads_the_ocs_messages() {
             "Policy-Counter-Status: valid",
             "Policy-Counter-Status: limit-reached",
             "Experimental-Result-Code: DIAMETER_ERROR_UNKNOWN_POLICY_COUNTERS",
+        ],
+    );
+}
+
+#[tokio::test]
+async fn tshark_reads_the_tdf_messages() {
+    let m = tdf_messages().await;
+    check(
+        "sd",
+        &m,
+        &[
+            "TDF-Application-Identifier",
+            "Application-Detection-Information",
+            "APPLICATION_START",
+            "USAGE_REPORT",
+            // ADC_RULE_LEVEL (2, TS 29.212 §5.3.60) is newer than
+            // Wireshark's dictionary, which shows it as "Unknown (2)".
+            "Usage-Monitoring-Level: Unknown (2)",
+            "CC-Output-Octets: 250000",
+            "Termination-Cause: DIAMETER_LOGOUT",
+            "Result-Code: DIAMETER_SUCCESS",
         ],
     );
 }
