@@ -12,6 +12,7 @@ pub mod logging;
 pub mod metrics;
 pub mod node;
 pub mod policy;
+pub mod rx;
 pub mod server;
 pub mod session;
 pub mod store;

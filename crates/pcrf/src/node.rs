@@ -6,6 +6,7 @@
 
 mod monitoring;
 mod pushes;
+mod rx;
 
 pub use monitoring::UsageCounters;
 
@@ -117,6 +118,8 @@ pub struct Node {
     overload: OverloadReporter,
     /// A report is out (checked without the reporter's lock per request).
     overload_reported: std::sync::atomic::AtomicBool,
+    /// Rx counters and recently aborted AF sessions.
+    rx: rx::RxState,
 }
 
 /// What start-up hands to the node.
@@ -186,6 +189,7 @@ impl Node {
             me_ref: me.clone(),
             overload: OverloadReporter::new(),
             overload_reported: Default::default(),
+            rx: Default::default(),
         })
     }
 
@@ -405,6 +409,7 @@ impl Node {
             s.pcef_host = c.origin_host.to_owned();
             s.pcef_realm = c.origin_realm.to_owned();
         }
+        let af_notices = self.af_rule_failures(&mut s, &c.rule_reports);
         self.apply_rule_reports(&mut s, &c.rule_reports);
         s.last_request_number = c.request_number;
         s.updated_ms = now;
@@ -437,6 +442,7 @@ impl Node {
             return Ok(answer);
         }
         let mut decision = self.check_catalog(&s.id, out.decision.clone());
+        crate::session::af::add_af_rules(&s.af, &mut decision);
         let mut extras = CcaExtras::default();
         if let Some(step) = &usage {
             extras.usage = self.monitoring_answer(
@@ -479,6 +485,7 @@ impl Node {
         if let Some(step) = usage {
             Node::finish_usage(step);
         }
+        self.spawn_af_notices(af_notices);
         Ok(answer)
     }
 
@@ -523,7 +530,8 @@ impl Node {
         let mut changes = vec![Change::PutSession(s.clone())];
         changes.extend(usage_change(&usage));
         self.commit(changes).await?;
-        slot.publish(s);
+        slot.publish(s.clone());
+        self.abort_afs(&s);
         // Closed records live in the store only (API look-ups and late
         // retransmissions read them there): memory stays the size of the
         // open sessions whatever the churn and the retention.
@@ -757,6 +765,7 @@ impl Node {
         let out = self.policy.decide(&input, cur.last_decision.as_ref());
         self.note_fallback(id, &out);
         let mut decision = self.check_catalog(id, out.decision.clone());
+        crate::session::af::add_af_rules(&cur.af, &mut decision);
         let mut pending = (*cur).clone();
         let mut usage = UsageInstructions::default();
         if !self.usage_cfg.load().is_empty() {
@@ -1201,6 +1210,7 @@ impl Node {
 impl MetricsSource for Node {
     fn write(&self, out: &mut Exposition) {
         self.session_stats().write(out);
+        self.write_rx_metrics(out);
         let p = self.policy.stats();
         MetricsPolicyStats {
             runs: p.runs,

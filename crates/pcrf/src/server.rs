@@ -86,10 +86,13 @@ impl PeerCloseLog {
 
 impl Handler for GxHandler {
     fn serves(&self, app_id: u32, cmd: u32) -> bool {
-        gx::serves(app_id, cmd)
+        gx::serves(app_id, cmd) || crate::rx::serves(app_id, cmd)
     }
 
     async fn handle(&self, req: Message, _peer: PeerHandle) -> Result<Bytes, DiameterError> {
+        if req.application_id() == crate::rx::RX {
+            return self.node.handle_rx(req).await;
+        }
         self.node.handle_gx(req).await
     }
 
@@ -200,7 +203,9 @@ pub async fn run(
     let _usage_watcher = watch_usage_file(&node, &cfg);
 
     let mut local = LocalNode::new(cfg.node.origin_host.clone(), cfg.node.origin_realm.clone())
-        .with_application(Application::auth_vendor(gx::GX, gx::TGPP));
+        .with_application(Application::auth_vendor(gx::GX, gx::TGPP))
+        // Rx: any configured peer may be an AF (P-CSCF).
+        .with_application(Application::auth_vendor(crate::rx::RX, gx::TGPP));
     local.product_name = "pcrf".into();
     let ips: Vec<IpAddr> = if cfg.node.host_ip_addresses.is_empty() {
         let ip = cfg.diameter.listen.ip();

@@ -102,6 +102,11 @@ fn routes<C: Control>() -> Vec<Route<C>> {
             get(usage::get::<C>),
         ),
         r(
+            Method::GET,
+            "/v1/subscribers/{imsi}/sessions",
+            get(sessions::of_subscriber::<C>),
+        ),
+        r(
             Method::POST,
             "/v1/subscribers/{imsi}/topup",
             post(usage::topup::<C>),

@@ -171,6 +171,14 @@ pub fn document() -> Value {
                     "responses": {"200": json_response("Usage", "Usage"), "400": bad, "401": unauthorized, "404": missing}
                 }
             },
+            "/v1/subscribers/{imsi}/sessions": {
+                "parameters": [imsi_param()],
+                "get": {
+                    "operationId": "getSubscriberSessions",
+                    "summary": "A subscriber's open Gx sessions with what is bound to them (Rx AF sessions with their media and rules)",
+                    "responses": {"200": json_response("Sessions", "SubscriberSessions"), "400": bad, "401": unauthorized, "404": missing}
+                }
+            },
             "/v1/subscribers/{imsi}/topup": {
                 "parameters": [imsi_param()],
                 "post": {
@@ -341,7 +349,27 @@ fn schemas() -> Value {
                 "rule_failures": {"type": "array", "items": {"type": "object", "properties": {"rule": {"type": "string"}, "status": {"type": "integer"}, "code": opt_int}}},
                 "last_request_number": {"type": "integer"},
                 "last_decision": {"allOf": [{"$ref": "#/components/schemas/DecisionRecord"}], "nullable": true},
+                "af": {"type": "array", "description": "Rx (AF) sessions bound to this one", "items": {"$ref": "#/components/schemas/AfSession"}},
                 "created_ms": {"type": "integer"}, "updated_ms": {"type": "integer"}, "closed_ms": opt_int
+            }
+        },
+        "AfSession": {
+            "type": "object", "required": ["id", "af_host", "af_realm"],
+            "properties": {
+                "id": {"type": "string", "description": "Rx Session-Id"},
+                "af_host": {"type": "string"}, "af_realm": {"type": "string"},
+                "application": opt_string, "charging_id": opt_string, "service_urn": opt_string,
+                "specific_actions": {"type": "array", "items": {"type": "integer"}},
+                "media": {"type": "array", "items": {"type": "object", "description": "Media-Component-Description: number, media_type, max_ul, max_dl, rr_bandwidth, rs_bandwidth, flow_status, codec_data, sub_components (flow_number, flows, flow_usage, flow_status)"}},
+                "rules": {"type": "array", "items": {"type": "object", "description": "Charging-Rule-Definition installed for this AF session"}},
+                "created_ms": {"type": "integer"}, "updated_ms": {"type": "integer"}
+            }
+        },
+        "SubscriberSessions": {
+            "type": "object", "required": ["subscriber", "sessions"],
+            "properties": {
+                "subscriber": {"type": "string"},
+                "sessions": {"type": "array", "items": {"$ref": "#/components/schemas/GxSession"}}
             }
         },
         "SessionList": {

@@ -40,6 +40,35 @@ pub async fn list<C: Control>(
     Ok(Json(body).into_response())
 }
 
+/// `GET /v1/subscribers/{imsi}/sessions`: the whole records, so whatever
+/// is bound to a Gx session (Rx AF sessions now, others later) shows up
+/// without this handler knowing about it.
+#[derive(Serialize)]
+struct SubscriberSessions<'a> {
+    subscriber: &'a str,
+    sessions: Vec<&'a GxSession>,
+}
+
+pub async fn of_subscriber<C: Control>(
+    State(ctl): State<Arc<C>>,
+    ApiPath(imsi): ApiPath<String>,
+) -> Result<Response, ApiError> {
+    super::subscribers::check_imsi(&imsi)?;
+    let found = ctl.sessions(&SessionFilter {
+        subscriber: Some(imsi.clone()),
+        limit: MAX_SESSION_LIMIT,
+        ..Default::default()
+    });
+    if found.is_empty() && ctl.subscriber(&imsi).is_none() {
+        return Err(ApiError::not_found(format!("no subscriber {imsi}")));
+    }
+    let body = SubscriberSessions {
+        subscriber: &imsi,
+        sessions: found.iter().map(|s| &**s).collect(),
+    };
+    Ok(Json(body).into_response())
+}
+
 fn check_id(id: &str) -> Result<(), ApiError> {
     if id.is_empty() || id.len() > 1024 {
         return Err(ApiError::bad_request("Session-Id must be 1 to 1024 bytes"));

@@ -219,6 +219,27 @@ impl PolicyEngine {
     /// Runs `script` on this thread's VM, building it when missing or stale.
     /// A VM that failed is dropped so the next call starts clean.
     fn run(&self, script: &Script, input: &PolicyInput) -> Result<Decision, PolicyError> {
+        self.on_vm(script, |vm| vm.decide(input))
+    }
+
+    /// Runs the optional hook `name` of the current script (or the
+    /// prelude's default for it) on `input`; see `Vm::call_hook`.
+    pub fn call_hook<I: serde::Serialize, O: serde::de::DeserializeOwned>(
+        &self,
+        name: &str,
+        input: &I,
+    ) -> Result<O, PolicyError> {
+        let script = self.script.load();
+        self.on_vm(&script, |vm| vm.call_hook(name, input))
+    }
+
+    /// Runs `f` on this thread's VM for `script`, building it when missing
+    /// or stale; a VM that failed is dropped so the next call starts clean.
+    fn on_vm<R>(
+        &self,
+        script: &Script,
+        f: impl FnOnce(&Vm) -> Result<R, PolicyError>,
+    ) -> Result<R, PolicyError> {
         VMS.with(|cell| {
             let mut vms = cell.borrow_mut();
             let at = match vms.iter().position(|(id, _)| *id == self.id) {
@@ -235,7 +256,7 @@ impl PolicyEngine {
                     vms.len() - 1
                 }
             };
-            let result = vms[at].1.decide(input);
+            let result = f(&vms[at].1);
             if result.is_err() {
                 vms.swap_remove(at);
             }

@@ -265,6 +265,52 @@ if G.utf8 then
   libs.utf8 = readonly(copy(G.utf8), "utf8")
 end
 
+-- The built-in Rx media authorisation (TS 29.213 section 6.3), used when the
+-- policy defines no authorize_media(input). Copy it into a policy to change
+-- it. One dynamic PCC rule per Media-Sub-Component:
+--   Flow-Usage AF_SIGNALLING  -> QCI 5, non-GBR (IMS signalling)
+--   Media-Type AUDIO          -> QCI 1, GBR = MBR = Max-Requested-Bandwidth
+--   Media-Type VIDEO          -> QCI 2, GBR = MBR = Max-Requested-Bandwidth
+--   anything else             -> QCI 8, non-GBR, MBR = Max-Requested-Bandwidth
+-- The sub-component's bandwidths override the component's. Rule names are
+-- "af-<tag>-<component>-<flow>": the tag (8 hex digits) is derived from the
+-- Rx Session-Id, so names are short and distinct per AF session. Return
+-- { rules = {...} } or { reject = "reason" } (answered 5063).
+local AUDIO_QCI, VIDEO_QCI, SIGNALLING_QCI, OTHER_QCI = 1, 2, 5, 8
+local AF_SIGNALLING, FLOW_REMOVED, FLOW_ENABLED = 2, 4, 2
+libs.default_authorize_media = function(input)
+  local rules = {}
+  for _, mc in ipairs(input.media or {}) do
+    for _, sc in ipairs(mc.sub_components or {}) do
+      local status = sc.flow_status or mc.flow_status or FLOW_ENABLED
+      if status ~= FLOW_REMOVED and #(sc.flows or {}) > 0 then
+        local ul = sc.max_ul or mc.max_ul
+        local dl = sc.max_dl or mc.max_dl
+        local qos
+        if sc.flow_usage == AF_SIGNALLING then
+          qos = { qci = SIGNALLING_QCI, arp = { priority = 1, may_preempt = true, preemptable = false } }
+        elseif mc.media_type == "AUDIO" or mc.media_type == "VIDEO" then
+          qos = {
+            qci = mc.media_type == "AUDIO" and AUDIO_QCI or VIDEO_QCI,
+            arp = { priority = 2, may_preempt = true, preemptable = false },
+            mbr_ul = ul, mbr_dl = dl, gbr_ul = ul, gbr_dl = dl,
+          }
+        else
+          qos = { qci = OTHER_QCI, arp = { priority = 8, may_preempt = false, preemptable = true }, mbr_ul = ul, mbr_dl = dl }
+        end
+        rules[#rules + 1] = {
+          name = "af-" .. input.af.tag .. "-" .. mc.number .. "-" .. sc.flow_number,
+          flows = sc.flows,
+          flow_status = status,
+          qos = qos,
+          precedence = 50,
+        }
+      end
+    end
+  end
+  return { rules = rules }
+end
+
 local defs = setmetatable({}, { __index = libs, __metatable = "locked" })
 local sealed = false
 local env = {}

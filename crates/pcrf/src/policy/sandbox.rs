@@ -80,6 +80,9 @@ impl Budget {
 pub struct Vm {
     lua: Lua,
     decide: Function,
+    /// What the script's top level defined, over the prelude's library
+    /// (optional hooks such as `authorize_media` are looked up here).
+    defs: Table,
     budget: Rc<Budget>,
     chunk: String,
     version: u64,
@@ -206,6 +209,7 @@ impl Vm {
         Ok(Vm {
             lua,
             decide,
+            defs,
             budget,
             chunk: chunk.to_string(),
             version,
@@ -271,6 +275,61 @@ impl Vm {
                     .map_err(|e| invalid(e.to_string()))
             }
         }
+    }
+
+    /// Runs the optional hook `name(input)` the script defines, or the
+    /// prelude's `default_<name>` when it does not, under the same budget
+    /// and memory limit as `decide`; the returned table is read as `O`.
+    pub fn call_hook<I: serde::Serialize, O: serde::de::DeserializeOwned>(
+        &self,
+        name: &str,
+        input: &I,
+    ) -> Result<O, PolicyError> {
+        self.budget.reset();
+        let runtime = |e: mlua::Error| {
+            let message = lua_message(&e);
+            PolicyError::Runtime {
+                line: line_in(&message, &self.chunk),
+                message,
+            }
+        };
+        let f = match self.defs.raw_get::<Value>(name).map_err(runtime)? {
+            Value::Function(f) => f,
+            Value::Nil => self
+                .defs
+                .get::<Function>(format!("default_{name}"))
+                .map_err(runtime)?,
+            other => {
+                return Err(PolicyError::Runtime {
+                    message: format!("{name} must be a function, found {}", other.type_name()),
+                    line: None,
+                })
+            }
+        };
+        let arg = self
+            .lua
+            .to_value_with(input, serialize_options())
+            .map_err(runtime)?;
+        if self.memory_bytes > 0 {
+            let _ = self.lua.set_memory_limit(self.memory_bytes);
+        }
+        let ret = f.call::<Value>(arg);
+        lift_memory_limit(&self.lua);
+        let ret = ret.map_err(runtime)?;
+        if !ret.is_table() {
+            return Err(PolicyError::Runtime {
+                message: format!("{name} must return a table, returned {}", ret.type_name()),
+                line: None,
+            });
+        }
+        let json: serde_json::Value = self
+            .lua
+            .from_value_with(ret, deserialize_options())
+            .map_err(runtime)?;
+        serde_json::from_value(whole_floats_to_integers(json)).map_err(|e| PolicyError::Runtime {
+            message: format!("{name} returned an invalid value: {e}"),
+            line: None,
+        })
     }
 
     /// Bytes the VM holds now.

@@ -278,7 +278,11 @@ mod tests {
     fn shorter_prefixes_are_found_too() {
         let b = Bindings::default();
         // 2001:db8:100::/40 delegated.
-        b.bind(&session("d", None, Some("00282001 0db801".replace(' ', "").as_str())));
+        b.bind(&session(
+            "d",
+            None,
+            Some("00282001 0db801".replace(' ', "").as_str()),
+        ));
         assert_eq!(b.find("2001:db8:1ff:ffff::1".parse().unwrap()), vec!["d"]);
         assert!(b.find("2001:db8:200::1".parse().unwrap()).is_empty());
     }

@@ -1,6 +1,8 @@
 //! Sessions and their state, in memory (the read path) and as records for
 //! the store (durability).
 
+pub mod af;
+pub mod af_index;
 pub mod binding;
 pub mod diff;
 pub mod record;

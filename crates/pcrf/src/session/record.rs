@@ -79,6 +79,9 @@ pub struct GxSession {
     /// retransmission is answered again but never applied twice.
     #[serde(default, with = "hex_bytes", skip_serializing_if = "Option::is_none")]
     pub last_answer: Option<Vec<u8>>,
+    /// Rx (AF) sessions bound to this one, with the rules they installed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub af: Vec<super::af::AfSession>,
     /// Unix milliseconds.
     pub created_ms: i64,
     pub updated_ms: i64,
@@ -118,6 +121,7 @@ impl GxSession {
             revalidation_at_ms: None,
             last_decision: None,
             last_answer: None,
+            af: Vec::new(),
             created_ms: now_ms,
             updated_ms: now_ms,
             closed_ms: None,
@@ -158,6 +162,7 @@ impl GxSession {
             revalidation_at_ms,
             last_decision,
             last_answer: _,
+            af,
             created_ms,
             updated_ms: _,
             closed_ms,
@@ -186,6 +191,7 @@ impl GxSession {
             // came with it are not (after a restart the memo misses once).
             && last_decision.as_ref().map(|d| &d.decision)
                 == other.last_decision.as_ref().map(|d| &d.decision)
+            && *af == other.af
             && *created_ms == other.created_ms
             && *closed_ms == other.closed_ms
     }

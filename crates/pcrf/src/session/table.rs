@@ -4,6 +4,7 @@
 //! the same session (a retransmission racing the original) apply in order,
 //! while readers (the API, policy pushes) read the current record lock-free.
 
+use super::af_index::AfIndex;
 use super::binding::Bindings;
 use super::record::{GxSession, SessionState};
 use arc_swap::ArcSwap;
@@ -21,6 +22,8 @@ pub struct SessionSlot {
     update: tokio::sync::Mutex<()>,
     /// The table's address index, kept right as records are published.
     bindings: Arc<Bindings>,
+    /// The table's Rx Session-Id index, kept right the same way.
+    af: Arc<AfIndex>,
 }
 
 impl std::fmt::Debug for SessionSlot {
@@ -32,11 +35,12 @@ impl std::fmt::Debug for SessionSlot {
 }
 
 impl SessionSlot {
-    fn new(s: Arc<GxSession>, bindings: Arc<Bindings>) -> SessionSlot {
+    fn new(s: Arc<GxSession>, bindings: Arc<Bindings>, af: Arc<AfIndex>) -> SessionSlot {
         SessionSlot {
             current: ArcSwap::new(s),
             update: tokio::sync::Mutex::new(()),
             bindings,
+            af,
         }
     }
     /// The current record.
@@ -51,6 +55,7 @@ impl SessionSlot {
     pub fn publish(&self, s: Arc<GxSession>) {
         let old = self.current.swap(s.clone());
         self.bindings.moved(&old, &s);
+        self.af.moved(&old, &s);
     }
 }
 
@@ -61,6 +66,7 @@ pub struct SessionTable {
     shards: Vec<Mutex<HashMap<String, Arc<SessionSlot>>>>,
     by_subscriber: Vec<Mutex<HashMap<String, HashSet<String>>>>,
     bindings: Arc<Bindings>,
+    af: Arc<AfIndex>,
     hasher: std::collections::hash_map::RandomState,
 }
 
@@ -70,6 +76,7 @@ impl Default for SessionTable {
             shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             by_subscriber: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
             bindings: Arc::new(Bindings::default()),
+            af: Arc::new(AfIndex::default()),
             hasher: Default::default(),
         }
     }
@@ -90,7 +97,11 @@ impl SessionTable {
     pub fn insert(&self, s: Arc<GxSession>) -> Result<Arc<SessionSlot>, Arc<SessionSlot>> {
         let id = s.id.clone();
         let sub = s.subscriber.clone();
-        let slot = Arc::new(SessionSlot::new(s.clone(), self.bindings.clone()));
+        let slot = Arc::new(SessionSlot::new(
+            s.clone(),
+            self.bindings.clone(),
+            self.af.clone(),
+        ));
         {
             let mut shard = self.shards[self.shard_of(&id)].lock();
             if let Some(existing) = shard.get(&id) {
@@ -99,6 +110,7 @@ impl SessionTable {
             shard.insert(id.clone(), slot.clone());
         }
         self.bindings.bind(&s);
+        self.af.bind(&s);
         self.by_subscriber[self.shard_of(&sub)]
             .lock()
             .entry(sub)
@@ -112,14 +124,20 @@ impl SessionTable {
     pub fn replace(&self, s: Arc<GxSession>) -> Arc<SessionSlot> {
         let id = s.id.clone();
         let sub = s.subscriber.clone();
-        let slot = Arc::new(SessionSlot::new(s.clone(), self.bindings.clone()));
+        let slot = Arc::new(SessionSlot::new(
+            s.clone(),
+            self.bindings.clone(),
+            self.af.clone(),
+        ));
         let old = self.shards[self.shard_of(&id)]
             .lock()
             .insert(id.clone(), slot.clone());
         if let Some(old) = &old {
             self.bindings.unbind(&old.load());
+            self.af.unbind(&old.load());
         }
         self.bindings.bind(&s);
+        self.af.bind(&s);
         if let Some(old) = old {
             let old_sub = old.load().subscriber.clone();
             if old_sub != sub {
@@ -139,6 +157,7 @@ impl SessionTable {
         let slot = self.shards[self.shard_of(id)].lock().remove(id)?;
         let cur = slot.load();
         self.bindings.unbind(&cur);
+        self.af.unbind(&cur);
         self.unindex(&cur.subscriber, id);
         Some(slot)
     }
@@ -161,6 +180,16 @@ impl SessionTable {
             .iter()
             .filter_map(|id| self.get(id))
             .collect()
+    }
+
+    /// The slot of the Gx session an Rx session is bound to.
+    pub fn bound_af(&self, rx_session: &str) -> Option<Arc<SessionSlot>> {
+        self.af.gx_of(rx_session).and_then(|id| self.get(&id))
+    }
+
+    /// The Rx Session-Id index (for gauges and tests).
+    pub fn af_index(&self) -> &AfIndex {
+        &self.af
     }
 
     /// The address index (for gauges and tests).

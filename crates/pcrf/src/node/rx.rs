@@ -1,0 +1,535 @@
+//! The Rx flows (TS 29.214, TS 29.213): an AF's AAR is bound to the Gx
+//! session holding the UE address, its media become dynamic PCC rules
+//! through the policy hook, the rules go to the PCEF in a RAR, and only when
+//! the PCEF accepted them is the Gx record (with its AF session inside)
+//! committed and the AAA answered. STR removes the rules; a Gx termination
+//! aborts every bound AF session (ASR); a rule the PCEF reports as failed is
+//! notified to the AF that asked for it (RAR with a Specific-Action).
+
+use super::{now_ms, Node};
+use crate::gx::{self, Outcome, UsageInstructions};
+use crate::metrics::{Command, Exposition, NO_ANSWER};
+use crate::policy::input::{RuleFailure, SubscriberInput};
+use crate::policy::media::{af_tag, AfInput, MediaInput};
+use crate::rx::{self, AaaExtras, Aar, AfNotice, RxRequestType};
+use crate::session::af::{merge_media, replace_af_rules, AfSession};
+use crate::session::{GxSession, RuleDiff, SessionSlot, SessionState};
+use crate::store::Change;
+use bytes::{Bytes, BytesMut};
+use diameter::codec::{DiameterError, Message};
+use diameter::dict::{cmd, enums};
+use diameter::result_code;
+use parking_lot::Mutex;
+use std::collections::VecDeque;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+use std::time::Instant;
+
+/// 3GPP Experimental-Result-Codes of Rx (TS 29.214 §5.5).
+const IP_CAN_SESSION_NOT_AVAILABLE: u32 = 5065;
+const REQUESTED_SERVICE_NOT_AUTHORIZED: u32 = 5063;
+
+/// How many Rx sessions aborted by a Gx termination are remembered, so the
+/// AF's STR that follows the ASR is answered success rather than 5002.
+const ABORTED_REMEMBERED: usize = 4096;
+
+/// Rx counters and the recently aborted Rx sessions.
+#[derive(Default)]
+pub struct RxState {
+    pub binding_failures: AtomicU64,
+    pub af_notifications: AtomicU64,
+    aborted: Mutex<VecDeque<String>>,
+}
+
+impl RxState {
+    fn remember_aborted(&self, id: &str) {
+        let mut q = self.aborted.lock();
+        if q.len() >= ABORTED_REMEMBERED {
+            q.pop_front();
+        }
+        q.push_back(id.to_owned());
+    }
+
+    fn take_aborted(&self, id: &str) -> bool {
+        let mut q = self.aborted.lock();
+        match q.iter().position(|x| x == id) {
+            Some(at) => {
+                q.remove(at);
+                true
+            }
+            None => false,
+        }
+    }
+}
+
+/// An answer and its result for the metrics.
+struct RxAnswer {
+    bytes: Bytes,
+    code: u32,
+}
+
+impl Node {
+    /// Answers one Rx request from an AF (AAR or STR).
+    pub async fn handle_rx(&self, req: Message) -> Result<Bytes, DiameterError> {
+        let started = Instant::now();
+        let (command, result) = match req.command_code() {
+            cmd::AA => (Command::Aar, self.aar(&req).await),
+            cmd::SESSION_TERMINATION => (Command::Str, self.rx_str(&req).await),
+            _ => {
+                return Err(DiameterError::new(
+                    result_code::DIAMETER_COMMAND_UNSUPPORTED,
+                    "Rx serves AAR and STR",
+                ))
+            }
+        };
+        let code = match &result {
+            Ok(a) => a.code,
+            Err(e) => e.result_code,
+        };
+        self.metrics.request(command, code, started.elapsed());
+        tracing::debug!(
+            session = ?req.session_id().ok().flatten(),
+            command = command.label(),
+            result = code,
+            us = started.elapsed().as_micros() as u64,
+            "rx"
+        );
+        result.map(|a| a.bytes)
+    }
+
+    fn aaa(
+        &self,
+        req: &Message,
+        outcome: Outcome,
+        s: Option<&GxSession>,
+        why: Option<&str>,
+    ) -> RxAnswer {
+        let mut buf = BytesMut::with_capacity(256);
+        let extras = AaaExtras {
+            ip_can_type: s.and_then(|s| s.ip_can_type),
+            rat_type: s.and_then(|s| s.rat_type),
+        };
+        rx::encode_aaa(&mut buf, req, &self.me, outcome, &extras, why);
+        RxAnswer {
+            bytes: buf.freeze(),
+            code: match outcome {
+                Outcome::Result(c) | Outcome::Experimental(c) => c,
+            },
+        }
+    }
+
+    /// The open Gx session an initial AAR binds to: by UE IPv4 address or
+    /// IPv6 prefix, narrowed by APN and subscriber when the AAR names them.
+    fn bind_aar(&self, a: &Aar<'_>) -> Option<Arc<SessionSlot>> {
+        let mut slots = Vec::new();
+        if let Some(v4) = a.ue_ipv4 {
+            slots = self.sessions.bound_to(IpAddr::V4(v4));
+        }
+        if slots.is_empty() {
+            if let Some(p) = a.ue_ipv6_prefix {
+                slots = self
+                    .sessions
+                    .bindings()
+                    .find_prefix(p)
+                    .iter()
+                    .filter_map(|id| self.sessions.get(id))
+                    .collect();
+            }
+        }
+        slots.into_iter().find(|slot| {
+            let s = slot.load();
+            s.state == SessionState::Open
+                && a.apn.is_none_or(|apn| s.apn.as_deref() == Some(apn))
+                && a.imsi.is_none_or(|i| s.imsi.as_deref() == Some(i))
+                && a.msisdn.is_none_or(|m| s.msisdn.as_deref() == Some(m))
+        })
+    }
+
+    async fn aar(&self, req: &Message) -> Result<RxAnswer, DiameterError> {
+        let a = req.validate().and_then(|_| rx::decode_aar(req)).inspect_err(|e| {
+            tracing::info!(session = ?req.session_id().ok().flatten(), error = %e, "AAR refused");
+        })?;
+        let existing = self.sessions.bound_af(a.session_id);
+        let slot = match existing {
+            Some(slot) => slot,
+            None if a.request_type == Some(RxRequestType::Update) => {
+                return Ok(self.aaa(
+                    req,
+                    Outcome::Result(result_code::DIAMETER_UNKNOWN_SESSION_ID),
+                    None,
+                    Some("unknown Rx session"),
+                ));
+            }
+            None => match self.bind_aar(&a) {
+                Some(slot) => slot,
+                None => {
+                    self.rx.binding_failures.fetch_add(1, Relaxed);
+                    tracing::info!(session = a.session_id, ipv4 = ?a.ue_ipv4, apn = ?a.apn, "AAR: no IP-CAN session holds the UE address");
+                    return Ok(self.aaa(
+                        req,
+                        Outcome::Experimental(IP_CAN_SESSION_NOT_AVAILABLE),
+                        None,
+                        Some("no IP-CAN session for the UE address"),
+                    ));
+                }
+            },
+        };
+        let _g = slot.lock().await;
+        let cur = slot.load();
+        if cur.state != SessionState::Open {
+            self.rx.binding_failures.fetch_add(1, Relaxed);
+            return Ok(self.aaa(
+                req,
+                Outcome::Experimental(IP_CAN_SESSION_NOT_AVAILABLE),
+                None,
+                Some("the IP-CAN session ended"),
+            ));
+        }
+        let now = now_ms();
+        let old = cur.af.iter().find(|x| x.id == a.session_id);
+        let mut af = match old {
+            Some(o) => {
+                let mut n = o.clone();
+                n.media = merge_media(&o.media, &a.media);
+                n.updated_ms = now;
+                n
+            }
+            None => AfSession {
+                id: a.session_id.to_owned(),
+                af_host: a.origin_host.to_owned(),
+                af_realm: a.origin_realm.to_owned(),
+                application: None,
+                charging_id: None,
+                service_urn: None,
+                specific_actions: Vec::new(),
+                media: a.media.clone(),
+                rules: Vec::new(),
+                created_ms: now,
+                updated_ms: now,
+            },
+        };
+        if a.application.is_some() {
+            af.application = a.application.clone();
+        }
+        if let Some(c) = a.charging_id {
+            af.charging_id = Some(gx::hex(c));
+        }
+        if a.service_urn.is_some() {
+            af.service_urn = a.service_urn.clone();
+        }
+        if !a.specific_actions.is_empty() {
+            af.specific_actions = a.specific_actions.clone();
+        }
+        // The AF may move to another P-CSCF node: notifications go there.
+        af.af_host = a.origin_host.to_owned();
+        af.af_realm = a.origin_realm.to_owned();
+
+        let sub = self.find_subscriber(cur.imsi.as_deref(), cur.msisdn.as_deref());
+        let gx_input = self.policy_input(&cur, sub.as_deref());
+        let input = MediaInput {
+            af: AfInput {
+                session: af.id.clone(),
+                tag: af_tag(&af.id),
+                host: af.af_host.clone(),
+                application: af.application.clone(),
+                service_urn: af.service_urn.clone(),
+                specific_actions: af.specific_actions.clone(),
+            },
+            media: af.media.clone(),
+            session: gx_input.session,
+            subscriber: match sub.as_deref() {
+                Some(p) => SubscriberInput::from_profile(p),
+                None => gx_input.subscriber,
+            },
+        };
+        let decided = match self.policy.authorize_media(&input) {
+            Ok(d) => d,
+            Err(e) => {
+                self.counters.policy_fallbacks.fetch_add(1, Relaxed);
+                tracing::error!(session = a.session_id, error = %e, "authorize_media failed; AAR refused");
+                return Ok(self.aaa(
+                    req,
+                    Outcome::Result(result_code::DIAMETER_UNABLE_TO_COMPLY),
+                    None,
+                    Some("policy error"),
+                ));
+            }
+        };
+        if let Some(reason) = &decided.reject {
+            tracing::info!(
+                session = a.session_id,
+                reason,
+                "policy refused the AF service"
+            );
+            return Ok(self.aaa(
+                req,
+                Outcome::Experimental(REQUESTED_SERVICE_NOT_AUTHORIZED),
+                None,
+                Some(reason),
+            ));
+        }
+        let old_rules = old.map(|o| o.rules.as_slice()).unwrap_or_default();
+        let installed = replace_af_rules(&cur.installed, old_rules, &decided.rules);
+        let diff = RuleDiff::between(&cur.installed, &installed);
+        let mut next = (*cur).clone();
+        if !diff.is_empty() {
+            let pushed = self
+                .send_rar(&cur, Some(&diff), None, &UsageInstructions::default())
+                .await;
+            let raa = match pushed.map(|m| gx::decode_raa(&m)) {
+                Ok(Ok(raa)) => raa,
+                Ok(Err(e)) => {
+                    tracing::warn!(session = a.session_id, error = %e, "bad RAA for Rx rules");
+                    return Ok(self.aaa(
+                        req,
+                        Outcome::Result(result_code::DIAMETER_UNABLE_TO_COMPLY),
+                        None,
+                        Some("PCEF answered badly"),
+                    ));
+                }
+                Err(e) => {
+                    tracing::warn!(session = a.session_id, error = %e, "Rx rules not pushed");
+                    return Ok(self.aaa(
+                        req,
+                        Outcome::Result(result_code::DIAMETER_UNABLE_TO_COMPLY),
+                        None,
+                        Some("PCEF did not answer"),
+                    ));
+                }
+            };
+            let code = raa.result_code.or(raa.experimental_result).unwrap_or(0);
+            if code != result_code::DIAMETER_SUCCESS {
+                tracing::info!(
+                    session = a.session_id,
+                    code,
+                    "PCEF refused the Rx rules; nothing stored"
+                );
+                return Ok(self.aaa(
+                    req,
+                    Outcome::Result(result_code::DIAMETER_UNABLE_TO_COMPLY),
+                    None,
+                    Some("the PCEF refused the rules"),
+                ));
+            }
+            drop(diff);
+            next.installed = installed;
+            af.rules = decided.rules;
+            next.af.retain(|x| x.id != af.id);
+            next.af.push(af);
+            // A rule accepted in the RAA but reported failed with it.
+            let failed = self.af_rule_failures(&mut next, &raa.rule_reports);
+            self.apply_rule_reports(&mut next, &raa.rule_reports);
+            self.spawn_af_notices(failed);
+        } else {
+            drop(diff);
+            af.rules = decided.rules;
+            next.af.retain(|x| x.id != af.id);
+            next.af.push(af);
+        }
+        next.updated_ms = now;
+        let next = Arc::new(next);
+        self.commit(vec![Change::PutSession(next.clone())]).await?;
+        slot.publish(next.clone());
+        Ok(self.aaa(
+            req,
+            Outcome::Result(result_code::DIAMETER_SUCCESS),
+            Some(&next),
+            None,
+        ))
+    }
+
+    async fn rx_str(&self, req: &Message) -> Result<RxAnswer, DiameterError> {
+        let s = req.validate().and_then(|_| rx::decode_str(req))?;
+        let sta = |code: u32| {
+            let mut buf = BytesMut::with_capacity(128);
+            rx::encode_sta(&mut buf, req, &self.me, code);
+            RxAnswer {
+                bytes: buf.freeze(),
+                code,
+            }
+        };
+        let Some(slot) = self.sessions.bound_af(s.session_id) else {
+            // The Gx session ended first (ASR sent): the AF's STR closes it.
+            if self.rx.take_aborted(s.session_id) {
+                return Ok(sta(result_code::DIAMETER_SUCCESS));
+            }
+            return Ok(sta(result_code::DIAMETER_UNKNOWN_SESSION_ID));
+        };
+        let _g = slot.lock().await;
+        let cur = slot.load();
+        let Some(af) = cur.af.iter().find(|x| x.id == s.session_id) else {
+            return Ok(sta(result_code::DIAMETER_UNKNOWN_SESSION_ID));
+        };
+        let installed = replace_af_rules(&cur.installed, &af.rules, &[]);
+        let mut next = (*cur).clone();
+        next.af.retain(|x| x.id != s.session_id);
+        let diff = RuleDiff::between(&cur.installed, &installed);
+        if !diff.is_empty() && cur.state == SessionState::Open {
+            let pushed = self
+                .send_rar(&cur, Some(&diff), None, &UsageInstructions::default())
+                .await;
+            let ok = matches!(
+                pushed
+                    .as_ref()
+                    .map(|m| gx::decode_raa(m).map(|r| r.result_code)),
+                Ok(Ok(Some(result_code::DIAMETER_SUCCESS)))
+            );
+            drop(diff);
+            if ok {
+                next.installed = installed;
+            } else {
+                // The AF session is over either way; the rules no AF owns
+                // now drop out of the next Gx decision's difference.
+                tracing::warn!(
+                    session = s.session_id,
+                    "removing the Rx rules at the PCEF failed"
+                );
+            }
+        }
+        next.updated_ms = now_ms();
+        let next = Arc::new(next);
+        self.commit(vec![Change::PutSession(next.clone())]).await?;
+        slot.publish(next);
+        Ok(sta(result_code::DIAMETER_SUCCESS))
+    }
+
+    /// AF sessions whose rules the PCEF reports as failed: the rules leave
+    /// the AF session (so no re-decision installs them again) and the
+    /// notices to send are returned (only for subscribed Specific-Actions).
+    pub(super) fn af_rule_failures(
+        &self,
+        s: &mut GxSession,
+        reports: &[RuleFailure],
+    ) -> Vec<(AfSession, i32)> {
+        let mut notices = Vec::new();
+        for af in s.af.iter_mut() {
+            let failed: Vec<&RuleFailure> = reports
+                .iter()
+                .filter(|r| r.status != 0 && af.owns(&r.rule))
+                .collect();
+            if failed.is_empty() {
+                continue;
+            }
+            af.rules
+                .retain(|r| !failed.iter().any(|f| f.rule == r.name));
+            // PCC-Rule-Status INACTIVE with a bearer-level cause means the
+            // bearer is gone; any other failure is a failed allocation.
+            let action = [
+                enums::SPECIFIC_ACTION::INDICATION_OF_FAILED_RESOURCES_ALLOCATION,
+                enums::SPECIFIC_ACTION::INDICATION_OF_LOSS_OF_BEARER,
+                enums::SPECIFIC_ACTION::INDICATION_OF_RELEASE_OF_BEARER,
+            ]
+            .into_iter()
+            .find(|a| af.subscribed(*a));
+            if let Some(action) = action {
+                notices.push((af.clone(), action));
+            }
+        }
+        notices
+    }
+
+    /// Sends the AF notices in the background (never holding up an answer).
+    pub(super) fn spawn_af_notices(&self, notices: Vec<(AfSession, i32)>) {
+        if notices.is_empty() {
+            return;
+        }
+        let Some(node) = self.me_ref.upgrade() else {
+            return;
+        };
+        tokio::spawn(async move {
+            for (af, action) in notices {
+                node.notify_af(&af, action).await;
+            }
+        });
+    }
+
+    async fn notify_af(&self, af: &AfSession, action: i32) {
+        let Some(peer) = self.peers.get(&af.af_host) else {
+            tracing::warn!(af = %af.af_host, session = %af.id, "AF not connected; notification dropped");
+            return;
+        };
+        let notice = AfNotice {
+            actions: vec![action],
+            ..Default::default()
+        };
+        let started = Instant::now();
+        let res = peer
+            .request(rx::RX, cmd::RE_AUTH, |b| {
+                rx::encode_af_rar(b, &af.id, &self.me, &af.af_host, &af.af_realm, &notice)
+            })
+            .await;
+        let code = match &res {
+            Ok(m) => rx::decode_answer_code(m).unwrap_or(0),
+            Err(_) => NO_ANSWER,
+        };
+        self.rx.af_notifications.fetch_add(1, Relaxed);
+        self.metrics.request(Command::Rar, code, started.elapsed());
+        tracing::info!(af = %af.af_host, session = %af.id, action, code, "AF notified");
+    }
+
+    /// After a Gx session ended: ASR (Abort-Cause BEARER_RELEASED) to every
+    /// AF session it held, in the background.
+    pub(super) fn abort_afs(&self, ended: &GxSession) {
+        if ended.af.is_empty() {
+            return;
+        }
+        let Some(node) = self.me_ref.upgrade() else {
+            return;
+        };
+        let afs = ended.af.clone();
+        for af in &afs {
+            self.rx.remember_aborted(&af.id);
+        }
+        tokio::spawn(async move {
+            for af in afs {
+                node.send_asr(&af).await;
+            }
+        });
+    }
+
+    async fn send_asr(&self, af: &AfSession) {
+        let Some(peer) = self.peers.get(&af.af_host) else {
+            tracing::warn!(af = %af.af_host, session = %af.id, "AF not connected; ASR not sent");
+            return;
+        };
+        let started = Instant::now();
+        let res = peer
+            .request(rx::RX, cmd::ABORT_SESSION, |b| {
+                rx::encode_asr(
+                    b,
+                    &af.id,
+                    &self.me,
+                    &af.af_host,
+                    &af.af_realm,
+                    enums::ABORT_CAUSE::BEARER_RELEASED,
+                )
+            })
+            .await;
+        let code = match &res {
+            Ok(m) => rx::decode_answer_code(m).unwrap_or(0),
+            Err(_) => NO_ANSWER,
+        };
+        self.metrics.request(Command::Asr, code, started.elapsed());
+        tracing::info!(af = %af.af_host, session = %af.id, code, "AF session aborted");
+    }
+
+    /// Rx gauges and counters for /metrics.
+    pub(super) fn write_rx_metrics(&self, out: &mut Exposition) {
+        out.counter(
+            "pcrf_rx_binding_failures_total",
+            "AARs answered IP-CAN_SESSION_NOT_AVAILABLE (5065): no open Gx session held the UE address",
+            self.rx.binding_failures.load(Relaxed),
+        );
+        out.counter(
+            "pcrf_rx_af_notifications_total",
+            "RARs sent to AFs for a subscribed Specific-Action",
+            self.rx.af_notifications.load(Relaxed),
+        );
+        out.gauge(
+            "pcrf_rx_sessions",
+            "Rx (AF) sessions bound to open Gx sessions",
+            self.sessions.af_index().len() as u64,
+        );
+    }
+}

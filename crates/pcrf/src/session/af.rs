@@ -1,0 +1,207 @@
+//! An Rx (AF) session as the PCRF keeps it: the media the AF described and
+//! the dynamic PCC rules derived from them. It lives inside the Gx session
+//! record it is bound to (`GxSession::af`), so an Rx change and the rules it
+//! installed are one blob, written in one commit under the Gx session's lock,
+//! and recovered with the Gx session after a restart.
+
+use crate::policy::decision::{Decision, RuleDefinition};
+use serde::{Deserialize, Serialize};
+
+/// One Media-Sub-Component (TS 29.214 §5.3.21): one flow of a media
+/// component, its IP filters and what it is used for.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MediaSubComponent {
+    pub flow_number: u32,
+    /// Flow-Description IPFilterRules, as received (validated).
+    pub flows: Vec<String>,
+    /// Flow-Usage: 0 NO_INFORMATION, 1 RTCP, 2 AF_SIGNALLING.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flow_usage: Option<u32>,
+    /// Flow-Status: 0 ENABLED-UPLINK .. 3 DISABLED, 4 REMOVED.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flow_status: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_ul: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_dl: Option<u32>,
+}
+
+/// One Media-Component-Description (TS 29.214 §5.3.16).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MediaComponent {
+    pub number: u32,
+    /// Media-Type as the dictionary names it ("AUDIO", "VIDEO", ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub media_type: Option<String>,
+    /// Max-Requested-Bandwidth-UL/DL, bit/s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_ul: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_dl: Option<u32>,
+    /// RR-Bandwidth and RS-Bandwidth (RTCP), bit/s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rr_bandwidth: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rs_bandwidth: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flow_status: Option<u32>,
+    /// Codec-Data, as text (SDP lines).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub codec_data: Vec<String>,
+    pub sub_components: Vec<MediaSubComponent>,
+}
+
+/// An AF session bound to a Gx session.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AfSession {
+    /// The Rx Session-Id.
+    pub id: String,
+    /// The AF's Origin-Host and Origin-Realm (where RAR and ASR go).
+    pub af_host: String,
+    pub af_realm: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub application: Option<String>,
+    /// AF-Charging-Identifier, hex.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub charging_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub service_urn: Option<String>,
+    /// Specific-Action values the AF subscribed to.
+    #[serde(default)]
+    pub specific_actions: Vec<u32>,
+    #[serde(default)]
+    pub media: Vec<MediaComponent>,
+    /// The dynamic PCC rules installed for this AF session.
+    #[serde(default)]
+    pub rules: Vec<RuleDefinition>,
+    pub created_ms: i64,
+    pub updated_ms: i64,
+}
+
+impl AfSession {
+    /// Whether the AF subscribed to a Specific-Action.
+    pub fn subscribed(&self, action: i32) -> bool {
+        action >= 0 && self.specific_actions.contains(&(action as u32))
+    }
+
+    /// Whether a rule name is one of this AF session's rules.
+    pub fn owns(&self, rule: &str) -> bool {
+        self.rules.iter().any(|r| r.name == rule)
+    }
+}
+
+/// Media of an AAR modification merged into what the AF described before:
+/// a component with a known Media-Component-Number replaces the old one,
+/// a new number is added, and a component whose Flow-Status is REMOVED is
+/// dropped (TS 29.214 §4.4.2).
+pub fn merge_media(old: &[MediaComponent], new: &[MediaComponent]) -> Vec<MediaComponent> {
+    const REMOVED: u32 = 4;
+    let mut out: Vec<MediaComponent> = old.to_vec();
+    for m in new {
+        out.retain(|o| o.number != m.number);
+        if m.flow_status != Some(REMOVED) {
+            out.push(m.clone());
+        }
+    }
+    out.sort_by_key(|m| m.number);
+    out
+}
+
+/// Adds the rules of every AF session to a Gx decision, so that a Gx
+/// re-decision keeps what the AFs asked for (a rule the policy also names
+/// is left as the policy defines it).
+pub fn add_af_rules(af: &[AfSession], d: &mut Decision) {
+    for s in af {
+        for r in &s.rules {
+            if !d.definitions.iter().any(|x| x.name == r.name) {
+                d.definitions.push(r.clone());
+            }
+        }
+    }
+}
+
+/// `installed` with one AF session's old rules replaced by its new ones.
+pub fn replace_af_rules(
+    installed: &Decision,
+    old: &[RuleDefinition],
+    new: &[RuleDefinition],
+) -> Decision {
+    let mut d = installed.clone();
+    d.definitions
+        .retain(|r| !old.iter().any(|o| o.name == r.name));
+    d.definitions.extend(new.iter().cloned());
+    d
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn mc(number: u32, status: Option<u32>) -> MediaComponent {
+        MediaComponent {
+            number,
+            media_type: Some("AUDIO".into()),
+            flow_status: status,
+            ..Default::default()
+        }
+    }
+
+    fn rule(name: &str) -> RuleDefinition {
+        RuleDefinition {
+            name: name.into(),
+            flows: vec![],
+            flow_status: None,
+            qos: None,
+            precedence: None,
+            rating_group: None,
+            service_identifier: None,
+            online: None,
+            offline: None,
+            monitoring_key: None,
+        }
+    }
+
+    #[test]
+    fn modification_replaces_adds_and_removes_components() {
+        let old = vec![mc(1, None), mc(2, None)];
+        let mut changed = mc(1, Some(2));
+        changed.max_dl = Some(64_000);
+        let merged = merge_media(&old, &[changed.clone(), mc(2, Some(4)), mc(3, None)]);
+        assert_eq!(merged, vec![changed, mc(3, None)]);
+    }
+
+    #[test]
+    fn af_rules_join_a_decision_once() {
+        let af = AfSession {
+            id: "pcscf;1".into(),
+            af_host: "pcscf".into(),
+            af_realm: "r".into(),
+            application: None,
+            charging_id: None,
+            service_urn: None,
+            specific_actions: vec![9],
+            media: vec![],
+            rules: vec![rule("a"), rule("b")],
+            created_ms: 0,
+            updated_ms: 0,
+        };
+        let mut d = Decision {
+            definitions: vec![rule("b")],
+            ..Default::default()
+        };
+        add_af_rules(std::slice::from_ref(&af), &mut d);
+        let names: Vec<&str> = d.definitions.iter().map(|r| r.name.as_str()).collect();
+        assert_eq!(names, vec!["b", "a"]);
+        assert!(af.subscribed(9) && !af.subscribed(2) && !af.subscribed(-1));
+        assert!(af.owns("a") && !af.owns("c"));
+        let replaced = replace_af_rules(&d, &af.rules, &[rule("c")]);
+        let names: Vec<&str> = replaced
+            .definitions
+            .iter()
+            .map(|r| r.name.as_str())
+            .collect();
+        assert_eq!(names, vec!["c"]);
+    }
+}

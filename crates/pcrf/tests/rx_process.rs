@@ -1,0 +1,611 @@
+//! Rx against the real `pcrf` binary over TCP, with a PCEF (Gx) and a
+//! P-CSCF (Rx AF) built on the diameter crate: the VoLTE call (AAR -> RAR
+//! to the PCEF -> RAA -> AAA), modification, STR, binding failures, policy
+//! refusal, bad media, the PCEF refusing or later failing a rule (the AF is
+//! notified), Gx termination aborting the AF session, IPv6 binding, and a
+//! kill -9 after the AAA.
+
+mod support;
+
+use bytes::Bytes;
+use diameter::codec::{DiameterError, Message, MessageBuilder};
+use diameter::dict::{avp, cmd, enums};
+use diameter::peer::{Application, DisconnectCause, LocalNode, PeerSettings};
+use diameter::transport::{Handler, Initiator, Node, PeerHandle};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use support::*;
+
+const IMSI: &str = "001010000000001";
+const RX: u32 = 16_777_236;
+const PCEF: &str = "pgw.test.local";
+const AF: &str = "pcscf.test.local";
+const UE: [u8; 4] = [10, 45, 0, 2];
+
+const AF_PEER: &str = r#"
+[[peers]]
+origin_host = "pcscf.test.local"
+addresses = ["127.0.0.1"]
+"#;
+
+/// A peer that records the requests it receives (RAR, ASR) and answers
+/// them with a configurable Result-Code, optionally reporting one rule as
+/// failed (Charging-Rule-Report in the RAA).
+struct Recorder {
+    app: u32,
+    got: Mutex<Vec<Message>>,
+    code: AtomicU32,
+    failed_rule: Mutex<Option<String>>,
+}
+
+impl Handler for Recorder {
+    fn serves(&self, app_id: u32, cmd: u32) -> bool {
+        app_id == self.app && (cmd == cmd::RE_AUTH || cmd == cmd::ABORT_SESSION)
+    }
+
+    async fn handle(&self, req: Message, peer: PeerHandle) -> Result<Bytes, DiameterError> {
+        self.got.lock().expect("lock").push(req.clone());
+        let mut buf = bytes::BytesMut::new();
+        let mut b = MessageBuilder::answer(&mut buf, &req);
+        b.origin(&peer.local().origin_host, &peer.local().origin_realm)
+            .result_code(self.code.load(Ordering::Relaxed));
+        if let Some(rule) = self.failed_rule.lock().expect("lock").clone() {
+            b.group(avp::CHARGING_RULE_REPORT, |g| {
+                g.str(avp::CHARGING_RULE_NAME, &rule)
+                    .i32(avp::PCC_RULE_STATUS, 1)
+                    .i32(avp::RULE_FAILURE_CODE, 4);
+            });
+        }
+        b.finish();
+        Ok(buf.freeze())
+    }
+}
+
+/// A connected test peer (PCEF or AF).
+struct Peer {
+    rec: Arc<Recorder>,
+    initiator: Option<Initiator>,
+    peer: PeerHandle,
+}
+
+impl Peer {
+    async fn connect(p: &Pcrf, host: &str, app: u32) -> Peer {
+        let local = LocalNode::new(host, "test.local")
+            .with_application(Application::auth_vendor(app, TGPP));
+        let rec = Arc::new(Recorder {
+            app,
+            got: Mutex::new(Vec::new()),
+            code: AtomicU32::new(2001),
+            failed_rule: Mutex::new(None),
+        });
+        let settings = PeerSettings {
+            request_timeout: Duration::from_secs(10),
+            ..PeerSettings::default()
+        };
+        let node = Node::with_parts(
+            Arc::new(local),
+            Arc::new(settings),
+            rec.clone(),
+            diameter::transport::PeerTable::new(),
+        );
+        let initiator = node.connect(p.diameter, Some("pcrf.test.local"));
+        assert!(
+            initiator.wait_open(Duration::from_secs(10)).await,
+            "{host} could not connect"
+        );
+        let peer = initiator.handle();
+        Peer {
+            rec,
+            initiator: Some(initiator),
+            peer,
+        }
+    }
+
+    fn received(&self) -> Vec<Message> {
+        self.rec.got.lock().expect("lock").clone()
+    }
+
+    /// Waits until `n` requests have arrived; returns the n-th.
+    async fn nth(&self, n: usize) -> Message {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        loop {
+            if let Some(m) = self.received().get(n - 1) {
+                return m.clone();
+            }
+            assert!(Instant::now() < deadline, "request {n} never arrived");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    async fn close(mut self) {
+        if let Some(i) = self.initiator.take() {
+            i.shutdown(DisconnectCause::Rebooting).await;
+        }
+    }
+
+    async fn ccr(
+        &self,
+        session: &str,
+        request_type: i32,
+        number: u32,
+        extra: impl FnOnce(&mut MessageBuilder<'_>),
+    ) -> Message {
+        let local = self.peer.local().clone();
+        self.peer
+            .request(GX, cmd::CREDIT_CONTROL, |b| {
+                b.str(avp::SESSION_ID, session)
+                    .u32(avp::AUTH_APPLICATION_ID, GX)
+                    .origin(&local.origin_host, &local.origin_realm)
+                    .str(avp::DESTINATION_REALM, "test.local")
+                    .i32(avp::CC_REQUEST_TYPE, request_type)
+                    .u32(avp::CC_REQUEST_NUMBER, number);
+                extra(b);
+            })
+            .await
+            .expect("CCA")
+    }
+
+    async fn ccr_i(&self, session: &str) -> Message {
+        self.ccr(session, 1, 0, |b| initial_avps(b, IMSI)).await
+    }
+
+    /// An AAR for the Rx session `session`; `extra` adds the binding and media.
+    async fn aar(&self, session: &str, extra: impl FnOnce(&mut MessageBuilder<'_>)) -> Message {
+        let local = self.peer.local().clone();
+        self.peer
+            .request(RX, cmd::AA, |b| {
+                b.str(avp::SESSION_ID, session)
+                    .u32(avp::AUTH_APPLICATION_ID, RX)
+                    .origin(&local.origin_host, &local.origin_realm)
+                    .str(avp::DESTINATION_REALM, "test.local");
+                extra(b);
+            })
+            .await
+            .expect("AAA")
+    }
+
+    async fn str_(&self, session: &str) -> Message {
+        let local = self.peer.local().clone();
+        self.peer
+            .request(RX, cmd::SESSION_TERMINATION, |b| {
+                b.str(avp::SESSION_ID, session)
+                    .origin(&local.origin_host, &local.origin_realm)
+                    .str(avp::DESTINATION_REALM, "test.local")
+                    .u32(avp::AUTH_APPLICATION_ID, RX)
+                    .i32(avp::TERMINATION_CAUSE, 1);
+            })
+            .await
+            .expect("STA")
+    }
+}
+
+/// One audio component with one RTP flow, as a P-CSCF sends for a call.
+fn voice(b: &mut MessageBuilder<'_>, number: u32, media_type: i32, flow: &str) {
+    b.group(avp::MEDIA_COMPONENT_DESCRIPTION, |m| {
+        m.u32(avp::MEDIA_COMPONENT_NUMBER, number)
+            .i32(avp::MEDIA_TYPE, media_type)
+            .u32(avp::MAX_REQUESTED_BANDWIDTH_UL, 64_000)
+            .u32(avp::MAX_REQUESTED_BANDWIDTH_DL, 48_000)
+            .i32(avp::FLOW_STATUS, 2)
+            .group(avp::MEDIA_SUB_COMPONENT, |s| {
+                s.u32(avp::FLOW_NUMBER, 1)
+                    .str(avp::FLOW_DESCRIPTION, flow)
+                    .str(
+                        avp::FLOW_DESCRIPTION,
+                        "permit in 17 from 10.45.0.2 4000 to 192.0.2.9 5000",
+                    );
+            });
+    });
+}
+
+const DOWNLINK: &str = "permit out 17 from 192.0.2.9 5000 to 10.45.0.2 4000";
+
+fn call(b: &mut MessageBuilder<'_>) {
+    b.bytes(avp::FRAMED_IP_ADDRESS, &UE)
+        .i32(
+            avp::SPECIFIC_ACTION,
+            enums::SPECIFIC_ACTION::INDICATION_OF_FAILED_RESOURCES_ALLOCATION,
+        )
+        .i32(
+            avp::SPECIFIC_ACTION,
+            enums::SPECIFIC_ACTION::INDICATION_OF_LOSS_OF_BEARER,
+        );
+    voice(b, 1, enums::MEDIA_TYPE::AUDIO, DOWNLINK);
+}
+
+/// The Charging-Rule-Definitions of a RAR: (name, QCI, GBR-DL).
+fn definitions(m: &Message) -> Vec<(String, i32, Option<u32>)> {
+    let mut out = Vec::new();
+    for a in m
+        .avps()
+        .flatten()
+        .filter(|a| a.is(avp::CHARGING_RULE_INSTALL))
+    {
+        for d in a
+            .grouped()
+            .flatten()
+            .filter(|g| g.is(avp::CHARGING_RULE_DEFINITION))
+        {
+            let mut name = String::new();
+            let (mut qci, mut gbr) = (0, None);
+            for f in d.grouped().flatten() {
+                if f.is(avp::CHARGING_RULE_NAME) {
+                    name = f.as_str().expect("name").to_owned();
+                } else if f.is(avp::QOS_INFORMATION) {
+                    for q in f.grouped().flatten() {
+                        if q.is(avp::QOS_CLASS_IDENTIFIER) {
+                            qci = q.as_i32().expect("qci");
+                        } else if q.is(avp::GUARANTEED_BITRATE_DL) {
+                            gbr = Some(q.as_u32().expect("gbr"));
+                        }
+                    }
+                }
+            }
+            out.push((name, qci, gbr));
+        }
+    }
+    out
+}
+
+fn failed_avp_code(m: &Message) -> Option<u32> {
+    let f = m.find(avp::FAILED_AVP).ok()??;
+    let inner = f.grouped().next()?.ok()?;
+    Some(inner.code())
+}
+
+fn metric(p: &Pcrf, line_start: &str) -> Option<f64> {
+    p.metrics()
+        .lines()
+        .find(|l| l.starts_with(line_start))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+}
+
+async fn attach(p: &Pcrf, gx_session: &str) -> (Peer, Peer) {
+    p.provision(IMSI, r#"{"msisdn":"491700000001","plan":"basic"}"#);
+    let pcef = Peer::connect(p, PCEF, GX).await;
+    let af = Peer::connect(p, AF, RX).await;
+    assert_eq!(result_of(&pcef.ccr_i(gx_session).await), 2001);
+    (pcef, af)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn volte_call_installs_a_gbr_rule_modifies_it_and_str_removes_it() {
+    let p = Pcrf::start(AF_PEER);
+    let gx_sid = "pgw.test.local;rx;1";
+    let (pcef, af) = attach(&p, gx_sid).await;
+
+    let aaa = af.aar("pcscf.test.local;call;1", call).await;
+    assert_eq!(result_of(&aaa), 2001);
+    assert_eq!(aaa.command_code(), cmd::AA);
+    // The rule reached the PCEF before the AAA: a GBR QCI 1 rule.
+    let rar = pcef.nth(1).await;
+    assert_eq!(rar.command_code(), cmd::RE_AUTH);
+    assert_eq!(rar.session_id().ok().flatten(), Some(gx_sid));
+    let defs = definitions(&rar);
+    assert_eq!(defs.len(), 1, "{defs:?}");
+    let voice_rule = defs[0].0.clone();
+    assert!(voice_rule.starts_with("af-") && voice_rule.ends_with("-1-1"));
+    assert_eq!((defs[0].1, defs[0].2), (1, Some(48_000)));
+
+    // The API shows the AF session inside the Gx session.
+    let (st, s) = p.http("GET", &format!("/v1/sessions/{gx_sid}"), None);
+    assert_eq!(st, 200, "{s}");
+    assert_eq!(s["af"][0]["id"], "pcscf.test.local;call;1");
+    assert_eq!(s["af"][0]["media"][0]["media_type"], "AUDIO");
+    let (st, s) = p.http("GET", &format!("/v1/subscribers/{IMSI}/sessions"), None);
+    assert_eq!(st, 200, "{s}");
+    assert_eq!(s["subscriber"], IMSI);
+    assert_eq!(s["sessions"][0]["id"], gx_sid);
+    assert_eq!(s["sessions"][0]["af"][0]["af_host"], AF);
+    assert_eq!(
+        s["sessions"][0]["af"][0]["rules"][0]["name"],
+        voice_rule.as_str()
+    );
+    let (st, _) = p.http("GET", "/v1/subscribers/001019999999999/sessions", None);
+    assert_eq!(st, 404);
+
+    // Modification: a video component joins; only its rule is pushed.
+    let aaa = af
+        .aar("pcscf.test.local;call;1", |b| {
+            b.i32(avp::RX_REQUEST_TYPE, 1);
+            voice(
+                b,
+                2,
+                enums::MEDIA_TYPE::VIDEO,
+                "permit out 17 from 192.0.2.9 6000 to 10.45.0.2 6000",
+            );
+        })
+        .await;
+    assert_eq!(result_of(&aaa), 2001);
+    let defs = definitions(&pcef.nth(2).await);
+    assert_eq!(defs.len(), 1, "{defs:?}");
+    assert!(defs[0].0.ends_with("-2-1"));
+    assert_eq!(defs[0].1, 2, "video: QCI 2");
+
+    // A Gx CCR-U re-decides; the AF rules stay (nothing removed).
+    let cca = pcef.ccr(gx_sid, 2, 1, |_| {}).await;
+    assert_eq!(result_of(&cca), 2001);
+    assert_eq!(rule_changes(&cca), (vec![], vec![]));
+
+    // STR: both rules are removed at the PCEF, then STA.
+    let sta = af.str_("pcscf.test.local;call;1").await;
+    assert_eq!(result_of(&sta), 2001);
+    let (installed, mut removed) = rule_changes(&pcef.nth(3).await);
+    removed.sort();
+    assert!(installed.is_empty());
+    assert_eq!(removed.len(), 2, "{removed:?}");
+    assert!(removed.contains(&voice_rule));
+    // A second STR for it: unknown.
+    assert_eq!(result_of(&af.str_("pcscf.test.local;call;1").await), 5002);
+    assert_eq!(metric(&p, "pcrf_rx_sessions "), Some(0.0));
+    assert!(p
+        .metrics()
+        .contains("pcrf_requests_total{command=\"AAR\",result_code=\"2001\"} 2"));
+    af.close().await;
+    pcef.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn binding_failures_and_rx_before_gx_are_5065() {
+    let p = Pcrf::start(AF_PEER);
+    p.provision(IMSI, r#"{"msisdn":"491700000001","plan":"basic"}"#);
+    let pcef = Peer::connect(&p, PCEF, GX).await;
+    let af = Peer::connect(&p, AF, RX).await;
+
+    // Rx before Gx: no session holds the address yet.
+    let aaa = af.aar("pcscf.test.local;early", call).await;
+    assert_eq!(result_of(&aaa), 5065);
+    assert!(pcef.received().is_empty(), "nothing pushed");
+
+    assert_eq!(result_of(&pcef.ccr_i("pgw.test.local;rx;2").await), 2001);
+    // An address no session holds.
+    let aaa = af
+        .aar("pcscf.test.local;other", |b| {
+            b.bytes(avp::FRAMED_IP_ADDRESS, &[10, 99, 0, 1]);
+            voice(b, 1, 0, DOWNLINK);
+        })
+        .await;
+    assert_eq!(result_of(&aaa), 5065);
+    // The right address on another APN.
+    let aaa = af
+        .aar("pcscf.test.local;apn", |b| {
+            b.str(avp::CALLED_STATION_ID, "ims");
+            call(b);
+        })
+        .await;
+    assert_eq!(result_of(&aaa), 5065);
+    // An update for an Rx session never bound: unknown session.
+    let aaa = af
+        .aar("pcscf.test.local;nobody", |b| {
+            b.i32(avp::RX_REQUEST_TYPE, 1);
+            call(b);
+        })
+        .await;
+    assert_eq!(result_of(&aaa), 5002);
+    // Now the early AF retries and binds.
+    assert_eq!(
+        result_of(&af.aar("pcscf.test.local;early", call).await),
+        2001
+    );
+    assert_eq!(metric(&p, "pcrf_rx_binding_failures_total "), Some(3.0));
+    assert!(p
+        .metrics()
+        .contains("pcrf_requests_total{command=\"AAR\",result_code=\"5065\"} 3"));
+    af.close().await;
+    pcef.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_media_is_5004_with_failed_avp_and_policy_refusal_is_5063() {
+    let p = Pcrf::start(AF_PEER);
+    let (pcef, af) = attach(&p, "pgw.test.local;rx;3").await;
+
+    let aaa = af
+        .aar("pcscf.test.local;bad", |b| {
+            b.bytes(avp::FRAMED_IP_ADDRESS, &UE);
+            voice(b, 1, 0, "permit out 17 from 192.0.2.9 to");
+        })
+        .await;
+    assert_eq!(result_of(&aaa), 5004);
+    assert_eq!(failed_avp_code(&aaa), Some(507), "Flow-Description");
+    let aaa = af
+        .aar("pcscf.test.local;bad", |b| {
+            b.bytes(avp::FRAMED_IP_ADDRESS, &UE);
+            voice(b, 1, 77, DOWNLINK);
+        })
+        .await;
+    assert_eq!(result_of(&aaa), 5004);
+    assert_eq!(failed_avp_code(&aaa), Some(520), "Media-Type");
+
+    // The operator's hook refuses emergency-less video calls.
+    let mut script = std::fs::read_to_string(&p.policy).expect("policy");
+    script.push_str(
+        r#"
+function authorize_media(input)
+  for _, mc in ipairs(input.media) do
+    if mc.media_type == "VIDEO" then return { reject = "no video on this plan" } end
+  end
+  return default_authorize_media(input)
+end
+"#,
+    );
+    std::fs::write(&p.policy, script).expect("write policy");
+    let (st, body) = p.http("POST", "/v1/policy/reload", None);
+    assert_eq!(st, 200, "{body}");
+    let aaa = af
+        .aar("pcscf.test.local;video", |b| {
+            b.bytes(avp::FRAMED_IP_ADDRESS, &UE);
+            voice(b, 1, enums::MEDIA_TYPE::VIDEO, DOWNLINK);
+        })
+        .await;
+    assert_eq!(result_of(&aaa), 5063);
+    assert_eq!(
+        result_of(&af.aar("pcscf.test.local;audio", call).await),
+        2001
+    );
+    assert_eq!(
+        pcef.received().len(),
+        1,
+        "only the accepted call was pushed"
+    );
+    af.close().await;
+    pcef.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pcef_refusal_fails_the_aar_and_a_failed_rule_is_notified_to_the_af() {
+    let p = Pcrf::start(AF_PEER);
+    let gx_sid = "pgw.test.local;rx;4";
+    let (pcef, af) = attach(&p, gx_sid).await;
+
+    // The PCEF refuses the RAR: AAA with an error, nothing stored.
+    pcef.rec.code.store(5012, Ordering::Relaxed);
+    let aaa = af.aar("pcscf.test.local;call;4", call).await;
+    assert_eq!(result_of(&aaa), 5012);
+    let (_, s) = p.http("GET", &format!("/v1/sessions/{gx_sid}"), None);
+    assert!(s["af"].is_null(), "no AF session stored: {s}");
+    pcef.rec.code.store(2001, Ordering::Relaxed);
+
+    assert_eq!(
+        result_of(&af.aar("pcscf.test.local;call;4", call).await),
+        2001
+    );
+    let rule = definitions(&pcef.nth(2).await)[0].0.clone();
+    // Later the PCEF reports the rule failed (bearer not established).
+    let cca = pcef
+        .ccr(gx_sid, 2, 1, |b| {
+            b.group(avp::CHARGING_RULE_REPORT, |g| {
+                g.str(avp::CHARGING_RULE_NAME, &rule)
+                    .i32(avp::PCC_RULE_STATUS, 1)
+                    .i32(avp::RULE_FAILURE_CODE, 4);
+            });
+        })
+        .await;
+    assert_eq!(result_of(&cca), 2001);
+    assert_eq!(
+        rule_changes(&cca),
+        (vec![], vec![]),
+        "the failed rule is not pushed again"
+    );
+    let note = af.nth(1).await;
+    assert_eq!(note.command_code(), cmd::RE_AUTH);
+    assert_eq!(note.application_id(), RX);
+    assert_eq!(
+        note.session_id().ok().flatten(),
+        Some("pcscf.test.local;call;4")
+    );
+    let action = note
+        .find(avp::SPECIFIC_ACTION)
+        .expect("avps")
+        .expect("Specific-Action");
+    assert_eq!(
+        action.as_i32(),
+        Ok(enums::SPECIFIC_ACTION::INDICATION_OF_FAILED_RESOURCES_ALLOCATION)
+    );
+    af.close().await;
+    pcef.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn gx_termination_aborts_the_af_session() {
+    let p = Pcrf::start(AF_PEER);
+    let gx_sid = "pgw.test.local;rx;5";
+    let (pcef, af) = attach(&p, gx_sid).await;
+    assert_eq!(
+        result_of(&af.aar("pcscf.test.local;call;5", call).await),
+        2001
+    );
+
+    let cca = pcef
+        .ccr(gx_sid, 3, 1, |b| {
+            b.i32(avp::TERMINATION_CAUSE, 1);
+        })
+        .await;
+    assert_eq!(result_of(&cca), 2001);
+    let asr = af.nth(1).await;
+    assert_eq!(asr.command_code(), cmd::ABORT_SESSION);
+    assert_eq!(
+        asr.session_id().ok().flatten(),
+        Some("pcscf.test.local;call;5")
+    );
+    let cause = asr
+        .find(avp::ABORT_CAUSE)
+        .expect("avps")
+        .expect("Abort-Cause");
+    assert_eq!(cause.as_i32(), Ok(enums::ABORT_CAUSE::BEARER_RELEASED));
+    // The AF closes its side with STR, answered success.
+    assert_eq!(result_of(&af.str_("pcscf.test.local;call;5").await), 2001);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !p
+        .metrics()
+        .contains("pcrf_requests_total{command=\"ASR\",result_code=\"2001\"} 1")
+    {
+        assert!(Instant::now() < deadline, "ASR not counted");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    af.close().await;
+    pcef.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ipv6_binding_by_the_ue_address_in_the_prefix() {
+    let p = Pcrf::start(AF_PEER);
+    p.provision(IMSI, r#"{"msisdn":"491700000001","plan":"basic"}"#);
+    let pcef = Peer::connect(&p, PCEF, GX).await;
+    let af = Peer::connect(&p, AF, RX).await;
+    let cca = pcef
+        .ccr("pgw.test.local;rx;6", 1, 0, |b| {
+            initial_avps(b, IMSI);
+            // 2001:db8:0:7::/64
+            b.bytes(
+                avp::FRAMED_IPV6_PREFIX,
+                &[0, 64, 0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 7],
+            );
+        })
+        .await;
+    assert_eq!(result_of(&cca), 2001);
+    let aaa = af
+        .aar("pcscf.test.local;v6", |b| {
+            // The UE's full address, 2001:db8:0:7::5/128.
+            let mut data = vec![0, 128, 0x20, 0x01, 0x0d, 0xb8, 0, 0, 0, 7];
+            data.extend_from_slice(&[0, 0, 0, 0, 0, 0, 0, 5]);
+            b.bytes(avp::FRAMED_IPV6_PREFIX, &data);
+            voice(
+                b,
+                1,
+                0,
+                "permit out 17 from 2001:db8::9 5000 to 2001:db8:0:7::5 4000",
+            );
+        })
+        .await;
+    assert_eq!(result_of(&aaa), 2001);
+    assert_eq!(definitions(&pcef.nth(1).await)[0].1, 1);
+    af.close().await;
+    pcef.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_kill_9_the_rx_session_is_still_bound() {
+    let mut p = Pcrf::start(AF_PEER);
+    let gx_sid = "pgw.test.local;rx;7";
+    let (pcef, af) = attach(&p, gx_sid).await;
+    assert_eq!(
+        result_of(&af.aar("pcscf.test.local;call;7", call).await),
+        2001
+    );
+    let rule = definitions(&pcef.nth(1).await)[0].0.clone();
+    af.close().await;
+    pcef.close().await;
+
+    p.restart();
+    let pcef = Peer::connect(&p, PCEF, GX).await;
+    let af = Peer::connect(&p, AF, RX).await;
+    assert_eq!(result_of(&af.str_("pcscf.test.local;call;7").await), 2001);
+    let (installed, removed) = rule_changes(&pcef.nth(1).await);
+    assert!(installed.is_empty());
+    assert_eq!(removed, vec![rule]);
+    af.close().await;
+    pcef.close().await;
+}
