@@ -604,6 +604,9 @@ async fn volte(a: VolteArgs) -> Result<(), String> {
     {
         return Err("volte does not account CPU; measure it with `run`".into());
     }
+    if c.warmup.is_some() {
+        return Err("volte measures every call it starts: no --warmup".into());
+    }
     let scenario = load_scenario(&c.scenario, c.subscribers)?;
     let setup = setup_scenario(c, scenario).await?;
     let report = pcrf_bench::volte::run(
