@@ -90,15 +90,17 @@ impl Server {
             .stderr(Stdio::null())
             .spawn()
             .expect("start pcrf serve");
+        // Owned at once, so that a failed start still kills and reaps it.
+        let server = Server {
+            child,
+            diameter,
+            api,
+            dir,
+        };
         let deadline = Instant::now() + Duration::from_secs(30);
         while Instant::now() < deadline {
             if TcpStream::connect(diameter).is_ok() && TcpStream::connect(api).is_ok() {
-                return Server {
-                    child,
-                    diameter,
-                    api,
-                    dir,
-                };
+                return server;
             }
             std::thread::sleep(Duration::from_millis(50));
         }
