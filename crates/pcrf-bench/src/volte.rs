@@ -13,12 +13,14 @@
 //! CCR-I's, measured from its intended time (the call's arrival), so a
 //! stalled server shows. The CALL SET-UP time is from the AAR's intended
 //! time (`call_after` after the CCA-I) to the AAA: a late Gx answer or a
-//! slow generator counts in it. Every call started is measured (no
-//! warm-up: a call is the unit, not a steady mix).
+//! slow generator counts in it; how late the AARs left is reported beside
+//! it (`aar_send_lag`). Every call started is measured (no warm-up: a call
+//! is the unit, not a steady mix).
 
 use crate::af::{AfCounts, AfOptions, Afs};
 use crate::exchange::exchange;
 use crate::gx;
+use crate::latency::{Latency, Percentiles};
 use crate::pcef::{PcefOptions, Pcefs};
 use crate::population::Occupancy;
 use crate::report::{CommandReport, Machine, RarCounts};
@@ -111,6 +113,9 @@ pub struct VolteReport {
     /// CCR-I, AAR, STR, CCR-T and CALL-SETUP (AAR intended -> AAA).
     pub commands: Vec<CommandReport>,
     pub calls: CallCounts,
+    /// How late the AARs left after their intended times (the generator's
+    /// timer and scheduling; part of CALL-SETUP, not of AAR).
+    pub aar_send_lag: Option<Percentiles>,
     /// RARs the PCRF pushed to the PCEFs (one per call set-up and release
     /// when the PCRF installs and removes the voice rule).
     pub pcef_rar: RarCounts,
@@ -147,7 +152,7 @@ impl VolteReport {
             "command", "sent", "ok", "failed", "p50 ms", "p90 ms", "p99 ms", "max ms"
         );
         for c in &self.commands {
-            let ms = |f: fn(&crate::latency::Percentiles) -> f64| {
+            let ms = |f: fn(&Percentiles) -> f64| {
                 c.latency
                     .as_ref()
                     .map_or_else(|| "-".to_string(), |p| format!("{:.3}", f(p)))
@@ -168,6 +173,13 @@ impl VolteReport {
                     .map_or_else(|| "-".to_string(), |a| format!("{a:.3}")),
                 c.apdex.t_ms,
                 c.apdex.rating()
+            );
+        }
+        if let Some(l) = &self.aar_send_lag {
+            let _ = writeln!(
+                s,
+                "AAR send lag (in CALL-SETUP): p50 {:.3} ms, p99 {:.3} ms, max {:.3} ms",
+                l.p50_ms, l.p99_ms, l.max_ms
             );
         }
         let _ = writeln!(
@@ -199,6 +211,7 @@ struct Ctx {
 struct Stats {
     steps: Vec<CommandStats>,
     calls: CallCounts,
+    aar_send_lag: Latency,
 }
 
 impl Ctx {
@@ -307,6 +320,11 @@ async fn run_call(ctx: &Ctx, id: u64, sub: u64, hold: Duration, intended: Instan
         media: &ctx.volte.media,
     };
     let sent = Instant::now();
+    ctx.stats
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .aar_send_lag
+        .record(sent.saturating_duration_since(aar_intended));
     let aaa = ctx
         .afs
         .handle(a)
@@ -404,6 +422,7 @@ pub async fn run(
         stats: Mutex::new(Stats {
             steps: targets.iter().map(|t| CommandStats::new(*t)).collect(),
             calls: CallCounts::default(),
+            aar_send_lag: Latency::new(),
         }),
     });
     let mut rng = StdRng::seed_from_u64(load.seed ^ 0x5bd1_e995);
@@ -453,6 +472,7 @@ pub async fn run(
         machine: Machine::detect(),
         commands,
         calls: stats.calls.clone(),
+        aar_send_lag: stats.aar_send_lag.percentiles(),
         pcef_rar: RarCounts {
             received: pcefs.counters.rar_received.load(Relaxed),
             answered: pcefs.counters.raa_sent.load(Relaxed),

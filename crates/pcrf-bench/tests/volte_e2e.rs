@@ -430,6 +430,7 @@ async fn calls_bind_push_the_voice_rule_and_end_cleanly() {
         .expect("aar");
     assert!(setup.p50_ms + 0.001 >= aar.p50_ms, "{setup:?} {aar:?}");
     assert_eq!(r.command("CALL-SETUP").map(|c| c.apdex.t_ms), Some(20.0));
+    assert_eq!(r.aar_send_lag.as_ref().map(|l| l.count), Some(n));
     let json = serde_json::to_string(&r).expect("json");
     let back: VolteReport = serde_json::from_str(&json).expect("round trip");
     assert_eq!((back.calls, back.commands.len()), (r.calls, 5));
