@@ -2,7 +2,7 @@
 //! own Diameter node (Origin-Host pcscf-N.<realm>) advertising Rx
 //! (16777236, vendor 10415). They answer the PCRF's RAR (Specific-Action
 //! notifications) and ASR (the bearer or the IP-CAN session is gone) with
-//! 2001, counting both; an ASR also wakes the call so that it sends its STR
+//! 2001 (5002 for a session no call holds), counting both; an ASR also wakes the call so that it sends its STR
 //! at once, as TS 29.214 §4.4.4 has the AF do after the ASA.
 
 use crate::rx::{self, AfIdentity};
@@ -27,6 +27,8 @@ use tokio::sync::Notify;
 pub struct AfCounters {
     pub rar_received: AtomicU64,
     pub asr_received: AtomicU64,
+    /// RARs and ASRs for a session no call holds, answered 5002.
+    pub unknown_session: AtomicU64,
     /// Specific-Action values notified in RARs, by value.
     pub notified: Mutex<BTreeMap<i32, u64>>,
     /// Calls in progress, woken by an ASR for their Rx session.
@@ -39,6 +41,8 @@ pub struct AfCounters {
 pub struct AfCounts {
     pub rar_received: u64,
     pub asr_received: u64,
+    #[serde(default)]
+    pub unknown_session: u64,
     /// Specific-Action value (as a string, for JSON) to notifications.
     pub notified: BTreeMap<String, u64>,
 }
@@ -63,6 +67,7 @@ impl AfCounters {
         AfCounts {
             rar_received: self.rar_received.load(Relaxed),
             asr_received: self.asr_received.load(Relaxed),
+            unknown_session: self.unknown_session.load(Relaxed),
             notified: self
                 .notified
                 .lock()
@@ -99,12 +104,15 @@ impl Handler for AfHandler {
     ) -> impl Future<Output = Result<Bytes, DiameterError>> + Send {
         let counters = self.counters.clone();
         async move {
+            let call = req
+                .session_id()
+                .ok()
+                .flatten()
+                .and_then(|sid| counters.lock_calls().get(sid).cloned());
             if req.command_code() == cmd::ABORT_SESSION {
                 counters.asr_received.fetch_add(1, Relaxed);
-                if let Ok(Some(sid)) = req.session_id() {
-                    if let Some(n) = counters.lock_calls().get(sid) {
-                        n.notify_one();
-                    }
+                if let Some(n) = &call {
+                    n.notify_one();
                 }
             } else {
                 counters.rar_received.fetch_add(1, Relaxed);
@@ -116,7 +124,19 @@ impl Handler for AfHandler {
                 }
             }
             let local = peer.local();
-            Ok(rx::answer(&req, &local.origin_host, &local.origin_realm))
+            // A session no call holds (ended, or never ours): RFC 6733 §7.1.5.
+            let code = if call.is_some() {
+                diameter::result_code::DIAMETER_SUCCESS
+            } else {
+                counters.unknown_session.fetch_add(1, Relaxed);
+                diameter::result_code::DIAMETER_UNKNOWN_SESSION_ID
+            };
+            Ok(rx::answer(
+                &req,
+                &local.origin_host,
+                &local.origin_realm,
+                code,
+            ))
         }
     }
 
@@ -245,5 +265,100 @@ impl Afs {
         for i in all {
             i.shutdown(DisconnectCause::Rebooting).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The PCRF's side, serving nothing: the test sends its RAR and ASR.
+    struct Silent;
+
+    impl Handler for Silent {
+        fn serves(&self, _: u32, _: u32) -> bool {
+            false
+        }
+        async fn handle(&self, _req: Message, _peer: PeerHandle) -> Result<Bytes, DiameterError> {
+            Err(DiameterError::new(3001, "unused"))
+        }
+    }
+
+    async fn send(pcrf: &PeerHandle, command: u32, sid: &str) -> u32 {
+        let a = pcrf
+            .request(app::RX, command, |b| {
+                b.str(avp::SESSION_ID, sid)
+                    .u32(avp::AUTH_APPLICATION_ID, app::RX)
+                    .origin("pcrf.pcrf.test", "pcrf.test")
+                    .str(avp::DESTINATION_REALM, "ims.test")
+                    .str(avp::DESTINATION_HOST, "pcscf-1.ims.test");
+                if command == cmd::ABORT_SESSION {
+                    b.i32(avp::ABORT_CAUSE, 0);
+                } else {
+                    b.i32(avp::RE_AUTH_REQUEST_TYPE, 0)
+                        .i32(avp::SPECIFIC_ACTION, 2);
+                }
+            })
+            .await
+            .expect("answer");
+        a.validate().expect("valid answer");
+        assert_eq!(a.session_id(), Ok(Some(sid)));
+        match crate::stats::ResultKind::of(&a) {
+            crate::stats::ResultKind::Code(c) => c,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn answers_calls_in_progress_and_refuses_unknown_sessions() {
+        let local = LocalNode::new("pcrf.pcrf.test", "pcrf.test")
+            .with_application(Application::auth_vendor(app::RX, crate::gx::VENDOR_3GPP));
+        let node = Node::new(local, PeerSettings::default(), Silent);
+        let server = node.listen("127.0.0.1:0").await.expect("listen");
+        let target = server.local_addr().expect("addr");
+        let table = server.peer_table();
+        tokio::spawn(server.run(std::future::pending()));
+        let afs = Afs::connect(&AfOptions {
+            target,
+            peers: 1,
+            origin_realm: "ims.test".into(),
+            destination_realm: "pcrf.test".into(),
+            destination_host: None,
+            request_timeout: Duration::from_secs(2),
+            connect_timeout: Duration::from_secs(5),
+        })
+        .await
+        .expect("open");
+        let pcrf = table.get("pcscf-1.ims.test").expect("connected");
+
+        assert_eq!(
+            send(&pcrf, cmd::RE_AUTH, "pcscf-1.ims.test;1;1").await,
+            5002
+        );
+        let call = afs.counters.watch("pcscf-1.ims.test;1;1");
+        assert_eq!(
+            send(&pcrf, cmd::RE_AUTH, "pcscf-1.ims.test;1;1").await,
+            2001
+        );
+        assert_eq!(
+            send(&pcrf, cmd::ABORT_SESSION, "pcscf-1.ims.test;1;1").await,
+            2001
+        );
+        // The ASR woke the call.
+        tokio::time::timeout(Duration::from_secs(1), call.notified())
+            .await
+            .expect("the call is told");
+        afs.counters.unwatch("pcscf-1.ims.test;1;1");
+        assert_eq!(
+            send(&pcrf, cmd::ABORT_SESSION, "pcscf-1.ims.test;1;1").await,
+            5002
+        );
+        let c = afs.counters.counts();
+        assert_eq!(
+            (c.rar_received, c.asr_received, c.unknown_session),
+            (2, 2, 2)
+        );
+        assert_eq!(c.notified.get("2"), Some(&2));
+        afs.shutdown().await;
     }
 }

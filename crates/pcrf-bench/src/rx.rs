@@ -217,13 +217,12 @@ pub fn str_request(b: &mut MessageBuilder<'_>, session_id: &str, af: &AfIdentity
     b.i32(avp::TERMINATION_CAUSE, cause);
 }
 
-/// The AF's answer to the PCRF's RAR or ASR: success, with the request's
-/// Session-Id (TS 29.214 §5.6.4, §5.6.7).
-pub fn answer(req: &Message, origin_host: &str, origin_realm: &str) -> Bytes {
+/// The AF's answer to the PCRF's RAR or ASR with `result_code`, and the
+/// request's Session-Id (TS 29.214 §5.6.4, §5.6.7).
+pub fn answer(req: &Message, origin_host: &str, origin_realm: &str, result_code: u32) -> Bytes {
     let mut buf = BytesMut::with_capacity(256);
     let mut b = MessageBuilder::answer(&mut buf, req);
-    b.result_code(diameter::result_code::DIAMETER_SUCCESS)
-        .origin(origin_host, origin_realm);
+    b.result_code(result_code).origin(origin_host, origin_realm);
     b.finish();
     buf.freeze()
 }
@@ -360,7 +359,7 @@ mod tests {
         assert_eq!(tc.map(|a| a.as_enum()), Some(Ok(1)));
         assert!(dh.is_none());
 
-        let ans = Message::parse(answer(&m, "pcscf-1.ims.test", "ims.test")).expect("parse");
+        let ans = Message::parse(answer(&m, "pcscf-1.ims.test", "ims.test", 2001)).expect("parse");
         ans.validate().expect("valid");
         assert!(!ans.is_request());
         assert_eq!(ans.session_id(), Ok(Some("pcscf-1.ims.test;1;7")));

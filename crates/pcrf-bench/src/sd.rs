@@ -1,8 +1,8 @@
 //! Sd messages (3GPP TS 29.212 §5b) as a TDF (a DPI node) sends them: the
 //! CCR-I of the unsolicited mode (the TDF saw the UE's traffic first), the
 //! CCR-U reporting APPLICATION_START with Application-Detection-Information
-//! and usage per application (ADC rule level), the CCR-T, and the TSA
-//! answering the PCRF's TSR.
+//! and usage per application (ADC rule level), the CCR-T, and the answers
+//! to the PCRF's TSR and RAR.
 //!
 //! Sans-IO like [`crate::gx`]: the functions add AVPs to a builder whose
 //! header the caller (or `PeerHandle::request`) started.
@@ -123,11 +123,18 @@ pub fn ccr_terminate(b: &mut MessageBuilder<'_>, r: &Request<'_>, usage: &[AppUs
     usage_avps(b, usage);
 }
 
-/// The TSA (TS 29.212 §5b.6.2): the TDF accepts the session.
-pub fn tsa(req: &Message, origin_host: &str, origin_realm: &str, origin_state_id: u32) -> Bytes {
+/// The TDF's answer to a TSR (TSA, TS 29.212 §5b.6.2) or an Sd RAR (RAA,
+/// §5b.6.6) with `result_code`.
+pub fn answer(
+    req: &Message,
+    origin_host: &str,
+    origin_realm: &str,
+    origin_state_id: u32,
+    result_code: u32,
+) -> Bytes {
     let mut buf = BytesMut::with_capacity(256);
     let mut b = MessageBuilder::answer(&mut buf, req);
-    b.result_code(diameter::result_code::DIAMETER_SUCCESS)
+    b.result_code(result_code)
         .origin(origin_host, origin_realm)
         .u32(avp::ORIGIN_STATE_ID, origin_state_id);
     b.finish();
@@ -212,7 +219,8 @@ mod tests {
 
         let t = encode(|b| ccr_terminate(b, &r, &usage));
         t.validate().expect("valid CCR-T");
-        let tsa = Message::parse(tsa(&t, "tdf-1.bench.test", "bench.test", 5)).expect("parse");
+        let tsa =
+            Message::parse(answer(&t, "tdf-1.bench.test", "bench.test", 5, 2001)).expect("parse");
         tsa.validate().expect("valid TSA");
         assert_eq!(tsa.session_id(), Ok(Some("tdf-1.bench.test;1;1")));
     }

@@ -5,7 +5,7 @@
 //! Solicited mode: the PCRF opens the Sd session with a TSR; the TDF
 //! answers TSA 2001 and records the session (the PCRF's host, the UE
 //! address, the ADC rules installed). Sd RARs (ADC rule changes) are
-//! answered 2001 and counted. Then [`Tdfs::report`] sends a CCR-U with
+//! answered 2001 (5002 for a session the TDF does not hold) and counted. Then [`Tdfs::report`] sends a CCR-U with
 //! APPLICATION_START and usage per application, and [`Tdfs::terminate`]
 //! the CCR-T. Unsolicited mode: [`Tdfs::start_unsolicited`] sends a CCR-I
 //! with the UE's address first.
@@ -96,6 +96,7 @@ impl Handler for TdfHandler {
             .ok_or_else(|| DiameterError::new(5005, "no Session-Id"))?
             .to_string();
         let rules = adc_rules(&req);
+        let mut code = diameter::result_code::DIAMETER_SUCCESS;
         if req.command_code() == cmd::TDF_SESSION {
             self.shared.tsr_received.fetch_add(1, Relaxed);
             let [oh, fip] = req
@@ -116,16 +117,18 @@ impl Handler for TdfHandler {
             );
         } else {
             self.shared.rar_received.fetch_add(1, Relaxed);
-            if let Some(s) = self.shared.lock().get_mut(&sid) {
-                s.adc_rules.extend(rules);
+            match self.shared.lock().get_mut(&sid) {
+                Some(s) => s.adc_rules.extend(rules),
+                None => code = diameter::result_code::DIAMETER_UNKNOWN_SESSION_ID,
             }
         }
         let local = peer.local();
-        Ok(sd::tsa(
+        Ok(sd::answer(
             &req,
             &local.origin_host,
             &local.origin_realm,
             local.origin_state_id,
+            code,
         ))
     }
 

@@ -184,11 +184,12 @@ impl VolteReport {
         }
         let _ = writeln!(
             s,
-            "PCEF: {} RAR received, {} RAA sent; AF: {} RAR, {} ASR received",
+            "PCEF: {} RAR received, {} RAA sent; AF: {} RAR, {} ASR received ({} for no call: 5002)",
             self.pcef_rar.received,
             self.pcef_rar.answered,
             self.af.rar_received,
-            self.af.asr_received
+            self.af.asr_received,
+            self.af.unknown_session
         );
         for e in &self.peer_events {
             let _ = writeln!(s, "event: {e}");
@@ -495,7 +496,7 @@ mod tests {
         b.str(avp::SESSION_ID, "af;1;1");
         b.finish();
         let req = Message::parse(buf.freeze()).expect("parse");
-        let ok = Message::parse(rx::answer(&req, "pcrf", "pcrf.test")).expect("parse");
+        let ok = Message::parse(rx::answer(&req, "pcrf", "pcrf.test", 2001)).expect("parse");
         assert_eq!(
             rx_outcome(Ok(ok.clone()), "af;1;1"),
             Outcome::Answered(ResultKind::Code(2001))

@@ -190,6 +190,20 @@ async fn solicited_and_unsolicited_sessions_report_applications_and_usage() {
         Some(vec!["adc-video".into(), "social".into()])
     );
 
+    // An Sd RAR for a session the TDF does not hold.
+    let raa = tdf2
+        .request(app::SD, cmd::RE_AUTH, |b| {
+            b.str(avp::SESSION_ID, "pcrf.pcrf.test;1;nope")
+                .u32(avp::AUTH_APPLICATION_ID, app::SD)
+                .origin("pcrf.pcrf.test", "pcrf.test")
+                .str(avp::DESTINATION_REALM, "bench.test")
+                .str(avp::DESTINATION_HOST, "tdf-2.bench.test")
+                .i32(avp::RE_AUTH_REQUEST_TYPE, 0);
+        })
+        .await
+        .expect("RAA");
+    assert_eq!(ResultKind::of(&raa), ResultKind::Code(5002));
+
     // The PCRF has not registered the TSR's session: 5002 for its CCR-U.
     let usage = |n| AppUsage {
         monitoring_key: "mk-video".into(),
@@ -228,7 +242,7 @@ async fn solicited_and_unsolicited_sessions_report_applications_and_usage() {
     assert_eq!(r.started, ["netflix"]);
 
     let c = tdfs.counts();
-    assert_eq!((c.tsr_received, c.rar_received, c.sessions), (1, 1, 0));
+    assert_eq!((c.tsr_received, c.rar_received, c.sessions), (1, 2, 0));
     assert!(tdfs.events().is_empty());
     tdfs.shutdown().await;
 }

@@ -135,6 +135,8 @@ async fn af_messages() -> Vec<(Direction, Bytes)> {
     });
 
     let pcscf = table.get("pcscf-1.ims.test").expect("AF connected");
+    // A call in progress: the AF answers its RAR and ASR with success.
+    let _call = afs.counters.watch(sid);
     let header = |b: &mut MessageBuilder<'_>| {
         b.str(avp::SESSION_ID, sid)
             .u32(avp::AUTH_APPLICATION_ID, app::RX)

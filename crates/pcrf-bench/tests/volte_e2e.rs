@@ -472,6 +472,7 @@ async fn the_af_answers_notifications_and_ends_aborted_calls_at_once() {
     assert_eq!(r.calls.completed, n, "{}", r.summary());
     assert_eq!(r.af.rar_received, n);
     assert_eq!(r.af.notified.get("8"), Some(&n));
+    assert_eq!(r.af.unknown_session, 0);
 
     let abort = Behaviour {
         abort_af: true,
