@@ -137,16 +137,17 @@ impl Ocs {
             .session_id()
             .ok()
             .flatten()
-            .ok_or_else(|| DiameterError::new(5005, "SLR without Session-Id"))?
+            .ok_or_else(|| diameter::codec::missing_avp(avp::SESSION_ID, "Session-Id"))?
             .to_string();
-        let [rt, oh, or] = req
-            .pick(&[avp::SL_REQUEST_TYPE, avp::ORIGIN_HOST, avp::ORIGIN_REALM])
-            .map_err(|_| DiameterError::new(5004, "malformed SLR"))?;
-        let initial = match rt.map(|a| a.as_enum()) {
-            Some(Ok(enums::SL_REQUEST_TYPE::INITIAL_REQUEST)) => true,
-            Some(Ok(enums::SL_REQUEST_TYPE::INTERMEDIATE_REQUEST)) => false,
-            Some(_) => return Err(DiameterError::new(5004, "bad SL-Request-Type")),
-            None => return Err(DiameterError::new(5005, "SLR without SL-Request-Type")),
+        // The codec's errors carry the offending AVP (Failed-AVP).
+        let [rt, oh, or] =
+            req.pick(&[avp::SL_REQUEST_TYPE, avp::ORIGIN_HOST, avp::ORIGIN_REALM])?;
+        let rt = rt
+            .ok_or_else(|| diameter::codec::missing_avp(avp::SL_REQUEST_TYPE, "SL-Request-Type"))?;
+        let initial = match rt.as_enum()? {
+            enums::SL_REQUEST_TYPE::INITIAL_REQUEST => true,
+            enums::SL_REQUEST_TYPE::INTERMEDIATE_REQUEST => false,
+            _ => return Err(rt.invalid_value("unknown SL-Request-Type")),
         };
         let text = |a: Option<diameter::Avp<'_>>| {
             a.and_then(|a| a.as_str().ok())
@@ -156,10 +157,10 @@ impl Ocs {
         let (host, realm) = (text(oh), text(or));
         let mut asked = Vec::new();
         for a in req.avps().filter_code(avp::POLICY_COUNTER_IDENTIFIER) {
-            let a = a.map_err(|_| DiameterError::new(5004, "malformed SLR"))?;
+            let a = a?;
             let id = a
                 .as_str()
-                .map_err(|_| DiameterError::new(5004, "Policy-Counter-Identifier is not UTF-8"))?;
+                .map_err(|_| a.invalid_value("Policy-Counter-Identifier is not UTF-8"))?;
             asked.push(id.to_string());
         }
         {

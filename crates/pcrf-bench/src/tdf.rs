@@ -93,15 +93,13 @@ impl Handler for TdfHandler {
             .session_id()
             .ok()
             .flatten()
-            .ok_or_else(|| DiameterError::new(5005, "no Session-Id"))?
+            .ok_or_else(|| diameter::codec::missing_avp(avp::SESSION_ID, "Session-Id"))?
             .to_string();
         let rules = adc_rules(&req);
         let mut code = diameter::result_code::DIAMETER_SUCCESS;
         if req.command_code() == cmd::TDF_SESSION {
             self.shared.tsr_received.fetch_add(1, Relaxed);
-            let [oh, fip] = req
-                .pick(&[avp::ORIGIN_HOST, avp::FRAMED_IP_ADDRESS])
-                .map_err(|_| DiameterError::new(5004, "malformed TSR"))?;
+            let [oh, fip] = req.pick(&[avp::ORIGIN_HOST, avp::FRAMED_IP_ADDRESS])?;
             let ue_ip = fip
                 .and_then(|a| <[u8; 4]>::try_from(a.as_octets()).ok())
                 .map(Ipv4Addr::from);

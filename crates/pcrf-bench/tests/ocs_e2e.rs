@@ -195,6 +195,26 @@ async fn answers_slr_pushes_snr_and_ends_on_str() {
     assert_eq!(snr[2].0, "pcrf;1;1");
     assert_eq!(snr[2].1[0], ("data-cap".into(), "valid".into()));
 
+    // Bad input: RFC 6733 error answers naming the AVP in Failed-AVP.
+    for (kind, code) in [(None, 5005), (Some(7), 5004)] {
+        let a = peer
+            .request(app::SY, cmd::SPENDING_LIMIT, |b| {
+                b.str(avp::SESSION_ID, "pcrf;1;bad")
+                    .u32(avp::AUTH_APPLICATION_ID, app::SY)
+                    .origin("pcrf.pcrf.test", "pcrf.test")
+                    .str(avp::DESTINATION_REALM, "bench.test");
+                if let Some(k) = kind {
+                    b.i32(avp::SL_REQUEST_TYPE, k);
+                }
+            })
+            .await
+            .expect("error answer");
+        assert_eq!(ResultKind::of(&a), ResultKind::Code(code));
+        let failed = a.find(avp::FAILED_AVP).expect("ok").expect("Failed-AVP");
+        let inner = failed.grouped().next().expect("one AVP").expect("ok");
+        assert!(inner.is(avp::SL_REQUEST_TYPE));
+    }
+
     assert_eq!(str_(&peer, "pcrf;1;1").await, ResultKind::Code(2001));
     assert_eq!(str_(&peer, "pcrf;1;1").await, ResultKind::Code(5002));
     let c = ocs.counts();
