@@ -17,6 +17,10 @@
 --     (config/usage.toml); once the monthly allowance is used up the session
 --     is throttled ("throttled" rule instead of "internet", a low APN-AMBR)
 --     until a top-up or the monthly reset restores it.
+--   * Rx (VoLTE): this script defines no authorize_media(input), so the
+--     built-in default_authorize_media turns an AF's media into rules
+--     (audio QCI 1 GBR, video QCI 2 GBR, IMS signalling QCI 5); define
+--     authorize_media to change that (docs/rx.md, docs/policy.md).
 --
 -- Rules for policy authors: decide() must depend on its input only (the
 -- server skips it when the input did not change), so no os.time, no random,

@@ -266,6 +266,29 @@ impl Default for SessionsConfig {
     }
 }
 
+/// `[rx]`: how AF (Rx) requests are answered (docs/rx.md).
+#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RxSection {
+    /// Answer the AAR only after the PCEF accepted the rules (RAA). False:
+    /// answer first, push after; a PCEF refusal then reaches the AF as a
+    /// RAR with INDICATION_OF_FAILED_RESOURCES_ALLOCATION.
+    #[serde(default = "default_answer_after_raa")]
+    pub answer_after_raa: bool,
+}
+
+fn default_answer_after_raa() -> bool {
+    true
+}
+
+impl Default for RxSection {
+    fn default() -> Self {
+        RxSection {
+            answer_after_raa: default_answer_after_raa(),
+        }
+    }
+}
+
 /// `[usage]`: usage monitoring and the pushes that follow inputs changing
 /// outside a CCR.
 #[derive(Clone, Debug, PartialEq, Deserialize)]
@@ -351,6 +374,8 @@ pub struct Config {
     pub sessions: SessionsConfig,
     #[serde(default)]
     pub usage: UsageSection,
+    #[serde(default)]
+    pub rx: RxSection,
     #[serde(default)]
     pub api: ApiConfig,
     #[serde(default)]

@@ -11,6 +11,9 @@
 //!   `policies/default.lua`, the shipped usage file). Every answer must
 //!   parse and carry a Result-Code; every error must make an RFC 6733 error
 //!   answer with a well-formed Failed-AVP where the Result-Code requires one.
+//! - [`rx_handler`]: as `gx_handler` on the same node, Rx requests (AAR,
+//!   STR) going to `Node::handle_rx` and Gx ones to `Node::handle_gx`, so
+//!   an input can open a Gx session and then bind AF sessions to it.
 //! - [`config`], [`usage_file`], [`policy_cases`]: text through the loaders
 //!   operators feed files to; Ok or Err, never a panic.
 //! - [`policy_script`]: text as a policy script in the sandbox, loaded and
@@ -194,6 +197,16 @@ fn messages(data: &[u8]) -> Vec<Message> {
 /// the process's node, and checks each answer.
 #[doc(hidden)]
 pub fn gx_handler(data: &[u8]) {
+    run_handler(data, false);
+}
+
+/// As [`gx_handler`], with Rx requests handed to `Node::handle_rx`.
+#[doc(hidden)]
+pub fn rx_handler(data: &[u8]) {
+    run_handler(data, true);
+}
+
+fn run_handler(data: &[u8], rx: bool) {
     let h = gx_harness();
     let mut state = h.state.lock();
     state.inputs += 1;
@@ -210,7 +223,11 @@ pub fn gx_handler(data: &[u8]) {
             // reach the handler.
             continue;
         }
-        let result = h.rt.block_on(state.node.handle_gx(req.clone()));
+        let result = if rx && req.application_id() == crate::rx::RX {
+            h.rt.block_on(state.node.handle_rx(req.clone()))
+        } else {
+            h.rt.block_on(state.node.handle_gx(req.clone()))
+        };
         match result {
             Ok(answer) => check_answer(&req, answer),
             Err(e) => check_error_answer(&req, &e),
@@ -219,14 +236,18 @@ pub fn gx_handler(data: &[u8]) {
 }
 
 /// An answer the handler made must be a valid answer to `req` with a
-/// Result-Code (or an Experimental-Result, TS 29.212 §5.6).
+/// Result-Code (or an Experimental-Result, TS 29.212 §5.6, TS 29.214 §5.6).
 fn check_answer(req: &Message, answer: Bytes) {
     let ans = match Message::parse(answer) {
         Ok(a) => a,
         Err(e) => panic!("handler answer does not parse: {e}"),
     };
     assert!(!ans.is_request(), "handler answered with a request");
-    assert_eq!(ans.command_code(), cmd::CREDIT_CONTROL);
+    assert_eq!(ans.command_code(), req.command_code());
+    assert!(
+        [cmd::CREDIT_CONTROL, cmd::AA, cmd::SESSION_TERMINATION].contains(&ans.command_code()),
+        "answer to a command the PCRF does not serve"
+    );
     assert_eq!(
         (ans.hop_by_hop(), ans.end_to_end()),
         (req.hop_by_hop(), req.end_to_end()),

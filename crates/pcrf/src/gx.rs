@@ -74,6 +74,40 @@ pub struct Ccr<'a> {
     pub usage_reports: Vec<UsageReport<'a>>,
     /// The Auth-Application-Id the request names (must be Gx).
     pub auth_application_id: Option<u32>,
+    /// Access-Network-Charging-Identifier-Gx: charging ids the PCEF
+    /// assigned, for charging correlation with the AF (Rx).
+    pub charging_ids: Vec<ChargingId>,
+}
+
+/// One Access-Network-Charging-Identifier-Gx (TS 29.212 §5.3.43): the
+/// access network's charging id and the rules it applies to (none: the
+/// whole IP-CAN session).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ChargingId {
+    pub value: Vec<u8>,
+    pub rules: Vec<String>,
+}
+
+fn decode_charging_id(a: &Avp<'_>) -> Result<ChargingId, DiameterError> {
+    let mut c = ChargingId::default();
+    let mut have = false;
+    for g in a.grouped() {
+        let g = g?;
+        if g.is(avp::ACCESS_NETWORK_CHARGING_IDENTIFIER_VALUE) {
+            c.value = g.as_octets().to_vec();
+            have = true;
+        } else if g.is(avp::CHARGING_RULE_NAME) || g.is(avp::CHARGING_RULE_BASE_NAME) {
+            c.rules
+                .push(String::from_utf8_lossy(g.as_octets()).into_owned());
+        }
+    }
+    if !have {
+        return Err(missing_avp(
+            avp::ACCESS_NETWORK_CHARGING_IDENTIFIER_VALUE,
+            "Access-Network-Charging-Identifier-Value",
+        ));
+    }
+    Ok(c)
 }
 
 impl RequestType {
@@ -210,6 +244,9 @@ pub fn decode_ccr(msg: &Message) -> Result<Ccr<'_>, DiameterError> {
             _ if a.is(avp::EVENT_TRIGGER) => c.event_triggers.push(a.as_enum()?),
             _ if a.is(avp::CHARGING_RULE_REPORT) => decode_rule_report(&a, &mut c.rule_reports)?,
             _ if a.is(avp::TERMINATION_CAUSE) => c.termination_cause = Some(a.as_enum()?),
+            _ if a.is(avp::ACCESS_NETWORK_CHARGING_IDENTIFIER_GX) => {
+                c.charging_ids.push(decode_charging_id(&a)?)
+            }
             _ if a.is(avp::USAGE_MONITORING_INFORMATION) => {
                 if let Some(r) = decode_usage_report(&a)? {
                     c.usage_reports.push(r);
@@ -820,6 +857,7 @@ pub struct Raa {
     pub result_code: Option<u32>,
     pub experimental_result: Option<u32>,
     pub rule_reports: Vec<RuleFailure>,
+    pub charging_ids: Vec<ChargingId>,
 }
 
 /// Decodes an RAA.
@@ -835,6 +873,8 @@ pub fn decode_raa(msg: &Message) -> Result<Raa, DiameterError> {
             }
         } else if a.is(avp::CHARGING_RULE_REPORT) {
             decode_rule_report(&a, &mut r.rule_reports)?;
+        } else if a.is(avp::ACCESS_NETWORK_CHARGING_IDENTIFIER_GX) {
+            r.charging_ids.push(decode_charging_id(&a)?);
         }
     }
     Ok(r)
@@ -885,6 +925,13 @@ mod tests {
                 g.str(avp::CHARGING_RULE_NAME, "vip")
                     .i32(avp::PCC_RULE_STATUS, 1)
                     .i32(avp::RULE_FAILURE_CODE, 4);
+            })
+            .group(avp::ACCESS_NETWORK_CHARGING_IDENTIFIER_GX, |g| {
+                g.bytes(
+                    avp::ACCESS_NETWORK_CHARGING_IDENTIFIER_VALUE,
+                    &[0, 0, 0, 42],
+                )
+                .str(avp::CHARGING_RULE_NAME, "vip");
             });
         b.finish();
         Message::parse(buf.freeze()).expect("valid")
@@ -903,6 +950,13 @@ mod tests {
         assert_eq!(c.rat_type, Some(1004));
         assert_eq!(c.apn, Some("internet"));
         assert_eq!(c.device.as_deref(), Some("35349006"));
+        assert_eq!(
+            c.charging_ids,
+            vec![ChargingId {
+                value: vec![0, 0, 0, 42],
+                rules: vec!["vip".into()]
+            }]
+        );
         assert_eq!(
             c.rule_reports,
             vec![RuleFailure {

@@ -409,7 +409,7 @@ impl Node {
             s.pcef_host = c.origin_host.to_owned();
             s.pcef_realm = c.origin_realm.to_owned();
         }
-        let af_notices = self.af_rule_failures(&mut s, &c.rule_reports);
+        let af_notices = self.af_notes_from_pcef(&cur, &mut s, &c.rule_reports, &c.charging_ids);
         self.apply_rule_reports(&mut s, &c.rule_reports);
         s.last_request_number = c.request_number;
         s.updated_ms = now;
@@ -813,6 +813,8 @@ impl Node {
             gx::decode_raa(&answer).map_err(|e| ControlError::Peer(format!("bad RAA: {e}")))?;
         let code = raa.result_code.or(raa.experimental_result).unwrap_or(0);
         let mut s = pending;
+        let af_notices =
+            self.af_notes_from_pcef(&cur, &mut s, &raa.rule_reports, &raa.charging_ids);
         self.apply_rule_reports(&mut s, &raa.rule_reports);
         if code == result_code::DIAMETER_UNKNOWN_SESSION_ID {
             // The PCEF no longer has it: forget it here too.
@@ -820,6 +822,7 @@ impl Node {
                 .await
                 .map_err(|e| ControlError::Unavailable(e.message.to_string()))?;
             self.sessions.remove(id);
+            self.abort_afs(&cur);
             return Err(ControlError::Peer(format!(
                 "PCEF does not know session {id} (5002); removed"
             )));
@@ -842,6 +845,7 @@ impl Node {
                 .map_err(|e| ControlError::Unavailable(e.message.to_string()))?;
         }
         slot.publish(s);
+        self.spawn_af_notices(af_notices);
         Ok(ReauthOutcome {
             rar_sent: true,
             result_code: Some(code),

@@ -42,7 +42,7 @@ pub enum StartError {
     Config(String),
 }
 
-/// The Diameter application handler: Gx requests go to the node.
+/// The Diameter application handler: Gx and Rx requests go to the node.
 struct GxHandler {
     node: Arc<Node>,
     closes: PeerCloseLog,

@@ -22,8 +22,9 @@ use std::path::{Path, PathBuf};
 /// A target: its name, its function, and the shipped files it reads.
 type Target = (&'static str, fn(&[u8]), &'static [&'static str]);
 
-const TARGETS: [Target; 5] = [
+const TARGETS: [Target; 6] = [
     ("gx_handler", pcrf::fuzz::gx_handler, &[]),
+    ("rx_handler", pcrf::fuzz::rx_handler, &[]),
     ("config", pcrf::fuzz::config, &["config/pcrf.example.toml"]),
     ("usage_file", pcrf::fuzz::usage_file, &["config/usage.toml"]),
     (
@@ -225,6 +226,82 @@ fn gx_seeds() -> Vec<(&'static str, Vec<u8>)> {
     s
 }
 
+/// One Rx request (AAR or STR) of AF session `sid`, built by `f` after
+/// the common AVPs.
+fn rx_request(command: u32, sid: &str, f: impl FnOnce(&mut MessageBuilder<'_>)) -> Vec<u8> {
+    let mut b = BytesMut::new();
+    {
+        let mut m = MessageBuilder::request(&mut b, command, app::RX, 7, 7);
+        m.str(avp::SESSION_ID, sid)
+            .u32(avp::AUTH_APPLICATION_ID, app::RX)
+            .origin("pcscf.fuzz.test", "fuzz.test")
+            .str(avp::DESTINATION_REALM, "pcrf.fuzz.test");
+        f(&mut m);
+        m.finish();
+    }
+    b.to_vec()
+}
+
+/// An AAR for the seeds' UE (10.45.0.2) with one audio component whose
+/// flow is `flow` and whose Media-Type is `media_type`.
+fn aar(sid: &str, flow: &str, media_type: i32) -> Vec<u8> {
+    rx_request(cmd::AA, sid, |m| {
+        m.bytes(avp::FRAMED_IP_ADDRESS, &[10, 45, 0, 2])
+            .i32(avp::SPECIFIC_ACTION, 9)
+            .group(avp::MEDIA_COMPONENT_DESCRIPTION, |g| {
+                g.u32(avp::MEDIA_COMPONENT_NUMBER, 1)
+                    .i32(avp::MEDIA_TYPE, media_type)
+                    .u32(avp::MAX_REQUESTED_BANDWIDTH_UL, 64_000)
+                    .u32(avp::MAX_REQUESTED_BANDWIDTH_DL, 64_000)
+                    .group(avp::MEDIA_SUB_COMPONENT, |s| {
+                        s.u32(avp::FLOW_NUMBER, 1).str(avp::FLOW_DESCRIPTION, flow);
+                    });
+            });
+    })
+}
+
+fn rx_seeds() -> Vec<(&'static str, Vec<u8>)> {
+    let sid = "pgw.fuzz.test;1;1";
+    let init = ccr(sid, IMSI_BASIC, 0, bench_gx::ccr_initial);
+    let term = ccr(sid, IMSI_BASIC, 1, |b, r| {
+        bench_gx::ccr_terminate(b, r, &[], 1)
+    });
+    let flow = "permit out 17 from 192.0.2.9 5000 to 10.45.0.2 4000";
+    let call = aar("pcscf.fuzz.test;call;1", flow, 0);
+    let str_ = rx_request(cmd::SESSION_TERMINATION, "pcscf.fuzz.test;call;1", |m| {
+        m.i32(avp::TERMINATION_CAUSE, 1);
+    });
+    vec![
+        ("seed-aar-before-gx", call.clone()),
+        (
+            "seed-ccr-i-aar-str",
+            cat(&[init.clone(), call.clone(), str_.clone()]),
+        ),
+        (
+            "seed-ccr-i-aar-ccr-t-str",
+            cat(&[init.clone(), call.clone(), term, str_.clone()]),
+        ),
+        (
+            "seed-bad-flow-description",
+            cat(&[
+                init.clone(),
+                aar("pcscf.fuzz.test;call;2", "permit out 17 from", 0),
+            ]),
+        ),
+        (
+            "seed-unknown-media-type",
+            cat(&[init.clone(), aar("pcscf.fuzz.test;call;3", flow, 99)]),
+        ),
+        ("seed-str-unknown", str_),
+        (
+            "seed-aar-update-unknown",
+            rx_request(cmd::AA, "pcscf.fuzz.test;call;4", |m| {
+                m.i32(avp::RX_REQUEST_TYPE, 1);
+            }),
+        ),
+    ]
+}
+
 fn text_seeds(target: &str) -> Vec<(&'static str, &'static str)> {
     match target {
         "config" => vec![
@@ -332,6 +409,9 @@ fn seeds(target: &str) -> Vec<(&'static str, Vec<u8>)> {
     if target == "gx_handler" {
         return gx_seeds();
     }
+    if target == "rx_handler" {
+        return rx_seeds();
+    }
     text_seeds(target)
         .into_iter()
         .map(|(n, t)| (n, t.as_bytes().to_vec()))
@@ -404,6 +484,11 @@ fn replay(target: &str) {
 #[test]
 fn gx_handler_corpus() {
     replay("gx_handler");
+}
+
+#[test]
+fn rx_handler_corpus() {
+    replay("rx_handler");
 }
 
 #[test]

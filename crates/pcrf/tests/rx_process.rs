@@ -27,6 +27,10 @@ const AF_PEER: &str = r#"
 [[peers]]
 origin_host = "pcscf.test.local"
 addresses = ["127.0.0.1"]
+
+[[peers]]
+origin_host = "pcscf2.test.local"
+addresses = ["127.0.0.1"]
 "#;
 
 /// A peer that records the requests it receives (RAR, ASR) and answers
@@ -450,6 +454,26 @@ end
         1,
         "only the accepted call was pushed"
     );
+
+    // A hook naming its rule as the session's predefined rule is refused
+    // (5012, counted), not allowed to replace it at the PCEF.
+    let mut script = std::fs::read_to_string(&p.policy).expect("policy");
+    script.push_str(
+        r#"
+function authorize_media(input)
+  return { rules = { { name = "internet", qos = { qci = 1 } } } }
+end
+"#,
+    );
+    std::fs::write(&p.policy, script).expect("write policy");
+    let (st, body) = p.http("POST", "/v1/policy/reload", None);
+    assert_eq!(st, 200, "{body}");
+    assert_eq!(
+        result_of(&af.aar("pcscf.test.local;clash", call).await),
+        5012
+    );
+    assert_eq!(metric(&p, "pcrf_rx_policy_errors_total "), Some(1.0));
+    assert_eq!(pcef.received().len(), 1);
     af.close().await;
     pcef.close().await;
 }
@@ -509,7 +533,7 @@ async fn pcef_refusal_fails_the_aar_and_a_failed_rule_is_notified_to_the_af() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn gx_termination_aborts_the_af_session() {
+async fn gx_termination_aborts_every_af_session_of_every_af() {
     let p = Pcrf::start(AF_PEER);
     let gx_sid = "pgw.test.local;rx;5";
     let (pcef, af) = attach(&p, gx_sid).await;
@@ -517,6 +541,15 @@ async fn gx_termination_aborts_the_af_session() {
         result_of(&af.aar("pcscf.test.local;call;5", call).await),
         2001
     );
+    // A second AF node with its own Rx session on the same Gx session.
+    let af2 = Peer::connect(&p, "pcscf2.test.local", RX).await;
+    assert_eq!(
+        result_of(&af2.aar("pcscf2.test.local;call;5", call).await),
+        2001
+    );
+    let (_, s) = p.http("GET", &format!("/v1/sessions/{gx_sid}"), None);
+    assert_eq!(s["af"].as_array().map(Vec::len), Some(2), "{s}");
+    assert_eq!(pcef.received().len(), 2, "one RAR per AF session");
 
     let cca = pcef
         .ccr(gx_sid, 3, 1, |b| {
@@ -535,16 +568,29 @@ async fn gx_termination_aborts_the_af_session() {
         .expect("avps")
         .expect("Abort-Cause");
     assert_eq!(cause.as_i32(), Ok(enums::ABORT_CAUSE::BEARER_RELEASED));
-    // The AF closes its side with STR, answered success.
+    let asr2 = af2.nth(1).await;
+    assert_eq!(asr2.command_code(), cmd::ABORT_SESSION);
+    assert_eq!(
+        asr2.session_id().ok().flatten(),
+        Some("pcscf2.test.local;call;5")
+    );
+    assert_eq!(
+        af.received().len(),
+        1,
+        "each AF hears of its own session only"
+    );
+    // The AFs close their side with STR, answered success.
     assert_eq!(result_of(&af.str_("pcscf.test.local;call;5").await), 2001);
+    assert_eq!(result_of(&af2.str_("pcscf2.test.local;call;5").await), 2001);
     let deadline = Instant::now() + Duration::from_secs(5);
     while !p
         .metrics()
-        .contains("pcrf_requests_total{command=\"ASR\",result_code=\"2001\"} 1")
+        .contains("pcrf_requests_total{command=\"ASR\",result_code=\"2001\"} 2")
     {
-        assert!(Instant::now() < deadline, "ASR not counted");
+        assert!(Instant::now() < deadline, "ASRs not counted");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+    af2.close().await;
     af.close().await;
     pcef.close().await;
 }
@@ -606,6 +652,190 @@ async fn after_kill_9_the_rx_session_is_still_bound() {
     let (installed, removed) = rule_changes(&pcef.nth(1).await);
     assert!(installed.is_empty());
     assert_eq!(removed, vec![rule]);
+    af.close().await;
+    pcef.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn answer_first_then_a_pcef_refusal_is_undone_and_notified() {
+    let p = Pcrf::start(&format!("{AF_PEER}\n[rx]\nanswer_after_raa = false\n"));
+    let gx_sid = "pgw.test.local;rx;8";
+    let (pcef, af) = attach(&p, gx_sid).await;
+    pcef.rec.code.store(5012, Ordering::Relaxed);
+    // Answered before the PCEF was asked.
+    assert_eq!(
+        result_of(&af.aar("pcscf.test.local;call;8", call).await),
+        2001
+    );
+    assert_eq!(definitions(&pcef.nth(1).await)[0].1, 1);
+    let note = af.nth(1).await;
+    assert_eq!(note.command_code(), cmd::RE_AUTH);
+    let action = note
+        .find(avp::SPECIFIC_ACTION)
+        .expect("avps")
+        .expect("action");
+    assert_eq!(
+        action.as_i32(),
+        Ok(enums::SPECIFIC_ACTION::INDICATION_OF_FAILED_RESOURCES_ALLOCATION)
+    );
+    // Undone: the AF session holds no rules, the Gx session installed none.
+    let (_, s) = p.http("GET", &format!("/v1/sessions/{gx_sid}"), None);
+    assert_eq!(s["af"][0]["rules"], serde_json::json!([]), "{s}");
+    assert_eq!(s["installed"]["definitions"], serde_json::json!([]), "{s}");
+    af.close().await;
+    pcef.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rat_change_is_notified_to_an_af_that_asked_for_ip_can_change() {
+    let p = Pcrf::start(AF_PEER);
+    let gx_sid = "pgw.test.local;rx;9";
+    let (pcef, af) = attach(&p, gx_sid).await;
+    let aaa = af
+        .aar("pcscf.test.local;call;9", |b| {
+            b.bytes(avp::FRAMED_IP_ADDRESS, &UE)
+                .i32(avp::SPECIFIC_ACTION, enums::SPECIFIC_ACTION::IP_CAN_CHANGE);
+            voice(b, 1, 0, DOWNLINK);
+        })
+        .await;
+    assert_eq!(result_of(&aaa), 2001);
+    let [rat] = aaa.pick(&[avp::RAT_TYPE]).expect("avps");
+    assert_eq!(rat.map(|a| a.as_i32()), Some(Ok(1004)), "AAA names the RAT");
+    // Same RAT: nothing to say.
+    assert_eq!(
+        result_of(
+            &pcef
+                .ccr(gx_sid, 2, 1, |b| {
+                    b.i32(avp::RAT_TYPE, 1004);
+                })
+                .await
+        ),
+        2001
+    );
+    // EUTRAN -> UTRAN.
+    let cca = pcef
+        .ccr(gx_sid, 2, 2, |b| {
+            b.i32(avp::EVENT_TRIGGER, enums::EVENT_TRIGGER::RAT_CHANGE)
+                .i32(avp::RAT_TYPE, 1000);
+        })
+        .await;
+    assert_eq!(result_of(&cca), 2001);
+    let note = af.nth(1).await;
+    let [action, rat] = note
+        .pick(&[avp::SPECIFIC_ACTION, avp::RAT_TYPE])
+        .expect("avps");
+    assert_eq!(
+        action.map(|a| a.as_i32()),
+        Some(Ok(enums::SPECIFIC_ACTION::IP_CAN_CHANGE))
+    );
+    assert_eq!(rat.map(|a| a.as_i32()), Some(Ok(1000)));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(af.received().len(), 1, "one change, one notification");
+    af.close().await;
+    pcef.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn charging_ids_from_the_pcef_reach_an_af_that_asked_for_correlation() {
+    let p = Pcrf::start(AF_PEER);
+    let gx_sid = "pgw.test.local;rx;10";
+    let (pcef, af) = attach(&p, gx_sid).await;
+    let aaa = af
+        .aar("pcscf.test.local;call;10", |b| {
+            b.bytes(avp::FRAMED_IP_ADDRESS, &UE)
+                .i32(
+                    avp::SPECIFIC_ACTION,
+                    enums::SPECIFIC_ACTION::CHARGING_CORRELATION_EXCHANGE,
+                )
+                .i32(
+                    avp::SPECIFIC_ACTION,
+                    enums::SPECIFIC_ACTION::INDICATION_OF_SUCCESSFUL_RESOURCES_ALLOCATION,
+                );
+            voice(b, 1, 0, DOWNLINK);
+        })
+        .await;
+    assert_eq!(result_of(&aaa), 2001);
+    let rar = pcef.nth(1).await;
+    let rule = definitions(&rar)[0].0.clone();
+    // The PCEF is asked for what these Specific-Actions need.
+    let triggers: Vec<i32> = rar
+        .avps()
+        .flatten()
+        .filter(|a| a.is(avp::EVENT_TRIGGER))
+        .map(|a| a.as_i32().expect("enum"))
+        .collect();
+    for t in [
+        enums::EVENT_TRIGGER::CHARGING_CORRELATION_EXCHANGE,
+        enums::EVENT_TRIGGER::SUCCESSFUL_RESOURCE_ALLOCATION,
+        enums::EVENT_TRIGGER::RAT_CHANGE,
+    ] {
+        assert!(triggers.contains(&t), "{t} missing in {triggers:?}");
+    }
+    // The dedicated bearer got its charging id.
+    let cca = pcef
+        .ccr(gx_sid, 2, 1, |b| {
+            b.group(avp::ACCESS_NETWORK_CHARGING_IDENTIFIER_GX, |g| {
+                g.bytes(
+                    avp::ACCESS_NETWORK_CHARGING_IDENTIFIER_VALUE,
+                    &[0, 0, 0, 77],
+                )
+                .str(avp::CHARGING_RULE_NAME, &rule);
+            });
+        })
+        .await;
+    assert_eq!(result_of(&cca), 2001);
+    let note = af.nth(1).await;
+    let [action, anci] = note
+        .pick(&[
+            avp::SPECIFIC_ACTION,
+            avp::ACCESS_NETWORK_CHARGING_IDENTIFIER,
+        ])
+        .expect("avps");
+    assert_eq!(
+        action.map(|a| a.as_i32()),
+        Some(Ok(enums::SPECIFIC_ACTION::CHARGING_CORRELATION_EXCHANGE))
+    );
+    let value = anci
+        .expect("Access-Network-Charging-Identifier")
+        .grouped()
+        .find(avp::ACCESS_NETWORK_CHARGING_IDENTIFIER_VALUE)
+        .expect("grouped")
+        .expect("value");
+    assert_eq!(value.as_octets(), &[0, 0, 0, 77]);
+    // A charging id for another rule is not this AF's business.
+    let cca = pcef
+        .ccr(gx_sid, 2, 2, |b| {
+            b.group(avp::ACCESS_NETWORK_CHARGING_IDENTIFIER_GX, |g| {
+                g.bytes(avp::ACCESS_NETWORK_CHARGING_IDENTIFIER_VALUE, &[1])
+                    .str(avp::CHARGING_RULE_NAME, "internet");
+            });
+        })
+        .await;
+    assert_eq!(result_of(&cca), 2001);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(af.received().len(), 1);
+    // The bearer is up: the rule is reported active.
+    let cca = pcef
+        .ccr(gx_sid, 2, 3, |b| {
+            b.group(avp::CHARGING_RULE_REPORT, |g| {
+                g.str(avp::CHARGING_RULE_NAME, &rule)
+                    .i32(avp::PCC_RULE_STATUS, 0);
+            });
+        })
+        .await;
+    assert_eq!(result_of(&cca), 2001);
+    let note = af.nth(2).await;
+    let action = note
+        .find(avp::SPECIFIC_ACTION)
+        .expect("avps")
+        .expect("action");
+    assert_eq!(
+        action.as_i32(),
+        Ok(enums::SPECIFIC_ACTION::INDICATION_OF_SUCCESSFUL_RESOURCES_ALLOCATION)
+    );
+    // A Gx re-decision keeps the triggers the AF needs: nothing re-sent.
+    assert_eq!(rule_changes(&cca), (vec![], vec![]));
+    assert!(cca.find(avp::EVENT_TRIGGER).expect("avps").is_none());
     af.close().await;
     pcef.close().await;
 }

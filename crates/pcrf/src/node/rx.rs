@@ -12,7 +12,7 @@ use crate::metrics::{Command, Exposition, NO_ANSWER};
 use crate::policy::input::{RuleFailure, SubscriberInput};
 use crate::policy::media::{af_tag, AfInput, MediaInput};
 use crate::rx::{self, AaaExtras, Aar, AfNotice, RxRequestType};
-use crate::session::af::{merge_media, replace_af_rules, AfSession};
+use crate::session::af::{add_af_triggers, merge_media, replace_af_rules, AfSession};
 use crate::session::{GxSession, RuleDiff, SessionSlot, SessionState};
 use crate::store::Change;
 use bytes::{Bytes, BytesMut};
@@ -39,6 +39,7 @@ const ABORTED_REMEMBERED: usize = 4096;
 pub struct RxState {
     pub binding_failures: AtomicU64,
     pub af_notifications: AtomicU64,
+    pub policy_errors: AtomicU64,
     aborted: Mutex<VecDeque<String>>,
 }
 
@@ -59,6 +60,30 @@ impl RxState {
                 true
             }
             None => false,
+        }
+    }
+}
+
+/// A notification for one AF session: the Specific-Action and, for
+/// IP-CAN_CHANGE, the access the UE is on now.
+#[derive(Clone, Debug)]
+pub(super) struct AfNote {
+    af: AfSession,
+    action: i32,
+    rat_type: Option<i32>,
+    ip_can_type: Option<i32>,
+    /// Access-Network-Charging-Identifier-Value (CHARGING_CORRELATION_EXCHANGE).
+    charging_id: Option<Vec<u8>>,
+}
+
+impl AfNote {
+    fn new(af: &AfSession, action: i32) -> AfNote {
+        AfNote {
+            af: af.clone(),
+            action,
+            rat_type: None,
+            ip_can_type: None,
+            charging_id: None,
         }
     }
 }
@@ -243,10 +268,15 @@ impl Node {
                 None => gx_input.subscriber,
             },
         };
-        let decided = match self.policy.authorize_media(&input) {
+        let decided = self
+            .policy
+            .authorize_media(&input)
+            .map_err(|e| e.to_string())
+            .and_then(|d| check_rule_names(&cur, &af.id, d));
+        let decided = match decided {
             Ok(d) => d,
             Err(e) => {
-                self.counters.policy_fallbacks.fetch_add(1, Relaxed);
+                self.rx.policy_errors.fetch_add(1, Relaxed);
                 tracing::error!(session = a.session_id, error = %e, "authorize_media failed; AAR refused");
                 return Ok(self.aaa(
                     req,
@@ -269,10 +299,39 @@ impl Node {
                 Some(reason),
             ));
         }
-        let old_rules = old.map(|o| o.rules.as_slice()).unwrap_or_default();
-        let installed = replace_af_rules(&cur.installed, old_rules, &decided.rules);
+        let old_rules = old.map(|o| o.rules.clone()).unwrap_or_default();
+        let mut installed = replace_af_rules(&cur.installed, &old_rules, &decided.rules);
+        let others = cur.af.iter().filter(|x| x.id != af.id);
+        add_af_triggers(others.chain(std::iter::once(&af)), &mut installed);
         let diff = RuleDiff::between(&cur.installed, &installed);
         let mut next = (*cur).clone();
+        if !diff.is_empty() && !self.live.load().cfg.rx.answer_after_raa {
+            // Answer first: store the rules as installed, answer, and push
+            // in the background; a refusal is undone and notified.
+            drop(diff);
+            let new_rules = decided.rules.clone();
+            next.installed = installed;
+            af.rules = decided.rules;
+            next.af.retain(|x| x.id != af.id);
+            next.af.push(af.clone());
+            next.updated_ms = now;
+            let next = Arc::new(next);
+            self.commit(vec![Change::PutSession(next.clone())]).await?;
+            slot.publish(next.clone());
+            if let Some(node) = self.me_ref.upgrade() {
+                let (gx_id, before) = (cur.id.clone(), cur.installed.clone());
+                tokio::spawn(async move {
+                    node.push_af_rules(&gx_id, before, af, old_rules, new_rules)
+                        .await;
+                });
+            }
+            return Ok(self.aaa(
+                req,
+                Outcome::Result(result_code::DIAMETER_SUCCESS),
+                Some(&next),
+                None,
+            ));
+        }
         if !diff.is_empty() {
             let pushed = self
                 .send_rar(&cur, Some(&diff), None, &UsageInstructions::default())
@@ -318,7 +377,8 @@ impl Node {
             next.af.retain(|x| x.id != af.id);
             next.af.push(af);
             // A rule accepted in the RAA but reported failed with it.
-            let failed = self.af_rule_failures(&mut next, &raa.rule_reports);
+            let failed =
+                self.af_notes_from_pcef(&cur, &mut next, &raa.rule_reports, &raa.charging_ids);
             self.apply_rule_reports(&mut next, &raa.rule_reports);
             self.spawn_af_notices(failed);
         } else {
@@ -394,16 +454,120 @@ impl Node {
         Ok(sta(result_code::DIAMETER_SUCCESS))
     }
 
-    /// AF sessions whose rules the PCEF reports as failed: the rules leave
-    /// the AF session (so no re-decision installs them again) and the
-    /// notices to send are returned (only for subscribed Specific-Actions).
-    pub(super) fn af_rule_failures(
+    /// The background push of `answer_after_raa = false`: the RAR moving
+    /// the PCEF from `before` to the AF's new rules, under the Gx session's
+    /// lock; if the PCEF refuses, the AF session gets its old rules back
+    /// and the AF is told (INDICATION_OF_FAILED_RESOURCES_ALLOCATION).
+    async fn push_af_rules(
         &self,
+        gx_id: &str,
+        before: crate::policy::Decision,
+        af: AfSession,
+        old_rules: Vec<crate::policy::decision::RuleDefinition>,
+        new_rules: Vec<crate::policy::decision::RuleDefinition>,
+    ) {
+        let Some(slot) = self.sessions.get(gx_id) else {
+            return;
+        };
+        let _g = slot.lock().await;
+        let cur = slot.load();
+        if cur.state != SessionState::Open {
+            return;
+        }
+        let after = replace_af_rules(&before, &old_rules, &new_rules);
+        let diff = RuleDiff::between(&before, &after);
+        let res = self
+            .send_rar(&cur, Some(&diff), None, &UsageInstructions::default())
+            .await;
+        drop(diff);
+        let raa = res.ok().and_then(|m| gx::decode_raa(&m).ok());
+        let code = raa
+            .as_ref()
+            .and_then(|r| r.result_code.or(r.experimental_result));
+        let mut next = (*cur).clone();
+        let mut notes = Vec::new();
+        if code == Some(result_code::DIAMETER_SUCCESS) {
+            if let Some(raa) = raa {
+                notes =
+                    self.af_notes_from_pcef(&cur, &mut next, &raa.rule_reports, &raa.charging_ids);
+                self.apply_rule_reports(&mut next, &raa.rule_reports);
+            }
+        } else {
+            tracing::warn!(session = %af.id, code = ?code, "PCEF refused the Rx rules after the AAA; undone");
+            next.installed = replace_af_rules(&cur.installed, &new_rules, &old_rules);
+            if let Some(x) = next.af.iter_mut().find(|x| x.id == af.id) {
+                x.rules = old_rules;
+                if x.subscribed(enums::SPECIFIC_ACTION::INDICATION_OF_FAILED_RESOURCES_ALLOCATION) {
+                    notes.push(AfNote::new(
+                        x,
+                        enums::SPECIFIC_ACTION::INDICATION_OF_FAILED_RESOURCES_ALLOCATION,
+                    ));
+                }
+            }
+        }
+        if !next.durably_equal(&cur) {
+            next.updated_ms = now_ms();
+            let next = Arc::new(next);
+            if self
+                .commit(vec![Change::PutSession(next.clone())])
+                .await
+                .is_err()
+            {
+                return;
+            }
+            slot.publish(next);
+        }
+        self.spawn_af_notices(notes);
+    }
+
+    /// What the PCEF just reported (in a CCR-U or an RAA) that AFs asked
+    /// to hear about: failed Rx rules (which leave their AF session), a RAT
+    /// or IP-CAN change, charging ids of the access network. Call before
+    /// `apply_rule_reports`; `before` is the record as it was.
+    pub(super) fn af_notes_from_pcef(
+        &self,
+        before: &GxSession,
         s: &mut GxSession,
         reports: &[RuleFailure],
-    ) -> Vec<(AfSession, i32)> {
+        charging_ids: &[gx::ChargingId],
+    ) -> Vec<AfNote> {
+        if s.af.is_empty() {
+            return Vec::new();
+        }
+        let mut notes = self.af_rule_reports(s, reports);
+        notes.extend(self.af_access_changes(before, s));
+        notes.extend(af_charging_ids(s, charging_ids));
+        notes
+    }
+
+    /// AF sessions subscribed to IP-CAN_CHANGE when a CCR-U reports another
+    /// RAT or IP-CAN type.
+    fn af_access_changes(&self, before: &GxSession, now: &GxSession) -> Vec<AfNote> {
+        if before.rat_type == now.rat_type && before.ip_can_type == now.ip_can_type {
+            return Vec::new();
+        }
+        now.af
+            .iter()
+            .filter(|af| af.subscribed(enums::SPECIFIC_ACTION::IP_CAN_CHANGE))
+            .map(|af| AfNote {
+                rat_type: now.rat_type,
+                ip_can_type: now.ip_can_type,
+                ..AfNote::new(af, enums::SPECIFIC_ACTION::IP_CAN_CHANGE)
+            })
+            .collect()
+    }
+
+    /// AF sessions whose rules the PCEF reports on. Failed rules leave the
+    /// AF session (so no re-decision installs them again); an AF that
+    /// subscribed hears of the failure, or of the rules now active
+    /// (INDICATION_OF_SUCCESSFUL_RESOURCES_ALLOCATION).
+    fn af_rule_reports(&self, s: &mut GxSession, reports: &[RuleFailure]) -> Vec<AfNote> {
         let mut notices = Vec::new();
         for af in s.af.iter_mut() {
+            let success = enums::SPECIFIC_ACTION::INDICATION_OF_SUCCESSFUL_RESOURCES_ALLOCATION;
+            if af.subscribed(success) && reports.iter().any(|r| r.status == 0 && af.owns(&r.rule)) {
+                notices.push(AfNote::new(af, success));
+            }
             let failed: Vec<&RuleFailure> = reports
                 .iter()
                 .filter(|r| r.status != 0 && af.owns(&r.rule))
@@ -423,14 +587,14 @@ impl Node {
             .into_iter()
             .find(|a| af.subscribed(*a));
             if let Some(action) = action {
-                notices.push((af.clone(), action));
+                notices.push(AfNote::new(af, action));
             }
         }
         notices
     }
 
     /// Sends the AF notices in the background (never holding up an answer).
-    pub(super) fn spawn_af_notices(&self, notices: Vec<(AfSession, i32)>) {
+    pub(super) fn spawn_af_notices(&self, notices: Vec<AfNote>) {
         if notices.is_empty() {
             return;
         }
@@ -438,19 +602,23 @@ impl Node {
             return;
         };
         tokio::spawn(async move {
-            for (af, action) in notices {
-                node.notify_af(&af, action).await;
+            for note in notices {
+                node.notify_af(&note).await;
             }
         });
     }
 
-    async fn notify_af(&self, af: &AfSession, action: i32) {
+    async fn notify_af(&self, note: &AfNote) {
+        let (af, action) = (&note.af, note.action);
         let Some(peer) = self.peers.get(&af.af_host) else {
             tracing::warn!(af = %af.af_host, session = %af.id, "AF not connected; notification dropped");
             return;
         };
         let notice = AfNotice {
             actions: vec![action],
+            rat_type: note.rat_type,
+            ip_can_type: note.ip_can_type,
+            charging_id: note.charging_id.as_deref(),
             ..Default::default()
         };
         let started = Instant::now();
@@ -526,10 +694,62 @@ impl Node {
             "RARs sent to AFs for a subscribed Specific-Action",
             self.rx.af_notifications.load(Relaxed),
         );
+        out.counter(
+            "pcrf_rx_policy_errors_total",
+            "AARs answered 5012 because authorize_media failed (error, budget, bad return value)",
+            self.rx.policy_errors.load(Relaxed),
+        );
         out.gauge(
             "pcrf_rx_sessions",
             "Rx (AF) sessions bound to open Gx sessions",
             self.sessions.af_index().len() as u64,
         );
     }
+}
+
+/// CHARGING_CORRELATION_EXCHANGE: each AF session that subscribed hears
+/// the access network's charging ids for its own rules (or for the whole
+/// IP-CAN session when the PCEF named no rule).
+fn af_charging_ids(s: &GxSession, ids: &[gx::ChargingId]) -> Vec<AfNote> {
+    let action = enums::SPECIFIC_ACTION::CHARGING_CORRELATION_EXCHANGE;
+    let mut notes = Vec::new();
+    for af in s.af.iter().filter(|af| af.subscribed(action)) {
+        for id in ids {
+            if id.rules.is_empty() || id.rules.iter().any(|r| af.owns(r)) {
+                notes.push(AfNote {
+                    charging_id: Some(id.value.clone()),
+                    ..AfNote::new(af, action)
+                });
+            }
+        }
+    }
+    notes
+}
+
+/// The hook's rules must have names, distinct from each other and from any
+/// rule that is not this AF session's (the policy's own dynamic rules,
+/// other AF sessions'): installing one would replace that rule at the PCEF.
+fn check_rule_names(
+    s: &GxSession,
+    rx_session: &str,
+    d: crate::policy::media::MediaDecision,
+) -> Result<crate::policy::media::MediaDecision, String> {
+    let mine = |name: &str| s.af.iter().any(|af| af.id == rx_session && af.owns(name));
+    for (i, r) in d.rules.iter().enumerate() {
+        if r.name.is_empty() {
+            return Err("authorize_media returned a rule without a name".into());
+        }
+        if d.rules[..i].iter().any(|o| o.name == r.name) {
+            return Err(format!("authorize_media returned rule {:?} twice", r.name));
+        }
+        let taken = s.installed.definitions.iter().any(|x| x.name == r.name)
+            || s.installed.rules.contains(&r.name);
+        if taken && !mine(&r.name) {
+            return Err(format!(
+                "authorize_media returned rule {:?}, a name another rule of the session has",
+                r.name
+            ));
+        }
+    }
+    Ok(d)
 }

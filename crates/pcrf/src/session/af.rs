@@ -111,12 +111,41 @@ pub fn merge_media(old: &[MediaComponent], new: &[MediaComponent]) -> Vec<MediaC
 
 /// Adds the rules of every AF session to a Gx decision, so that a Gx
 /// re-decision keeps what the AFs asked for (a rule the policy also names
-/// is left as the policy defines it).
+/// is left as the policy defines it), and the Event-Triggers the AFs'
+/// Specific-Actions need.
 pub fn add_af_rules(af: &[AfSession], d: &mut Decision) {
     for s in af {
         for r in &s.rules {
             if !d.definitions.iter().any(|x| x.name == r.name) {
                 d.definitions.push(r.clone());
+            }
+        }
+    }
+    add_af_triggers(af, d);
+}
+
+/// The Gx Event-Triggers (TS 29.212 §5.3.7) the PCEF must be subscribed
+/// to for the PCRF to learn what a Specific-Action (TS 29.214 §5.3.13)
+/// reports; failed rules are always reported, so they need none.
+fn triggers_for(action: u32) -> &'static [u32] {
+    match action {
+        1 => &[28],   // CHARGING_CORRELATION_EXCHANGE
+        2 => &[5],    // INDICATION_OF_LOSS_OF_BEARER -> LOSS_OF_BEARER
+        3 => &[6],    // INDICATION_OF_RECOVERY_OF_BEARER -> RECOVERY_OF_BEARER
+        6 => &[2, 7], // IP-CAN_CHANGE -> RAT_CHANGE, IP-CAN_CHANGE
+        8 => &[22],   // INDICATION_OF_SUCCESSFUL_RESOURCES_ALLOCATION
+        _ => &[],
+    }
+}
+
+/// Adds the Event-Triggers the AF sessions' subscriptions need.
+pub fn add_af_triggers<'a>(af: impl IntoIterator<Item = &'a AfSession>, d: &mut Decision) {
+    for s in af {
+        for a in &s.specific_actions {
+            for t in triggers_for(*a) {
+                if !d.event_triggers.contains(t) {
+                    d.event_triggers.push(*t);
+                }
             }
         }
     }
@@ -189,9 +218,13 @@ mod tests {
         };
         let mut d = Decision {
             definitions: vec![rule("b")],
+            event_triggers: vec![2, 13],
             ..Default::default()
         };
+        let mut af = af;
+        af.specific_actions = vec![9, 6, 8];
         add_af_rules(std::slice::from_ref(&af), &mut d);
+        assert_eq!(d.event_triggers, vec![2, 13, 7, 22]);
         let names: Vec<&str> = d.definitions.iter().map(|r| r.name.as_str()).collect();
         assert_eq!(names, vec!["b", "a"]);
         assert!(af.subscribed(9) && !af.subscribed(2) && !af.subscribed(-1));

@@ -1,0 +1,11 @@
+//! Fuzz target: arbitrary bytes as Diameter messages through the node's
+//! Gx and Rx handlers (`Node::handle_gx`, `Node::handle_rx`) of an
+//! in-process node on the embedded store (`pcrf::fuzz::rx_handler`, also
+//! replayed by tests/fuzz_corpus.rs).
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+
+fuzz_target!(|data: &[u8]| {
+    pcrf::fuzz::rx_handler(data);
+});
