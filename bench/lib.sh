@@ -63,11 +63,12 @@ start_echo() {
   SERVER_NAME="echo-server"
 }
 
-# start_pcrf WORKDIR PEERS: `pcrf serve` on the embedded store (durability
+# start_pcrf WORKDIR PEERS [HOST...]: `pcrf serve` on the embedded store (durability
 # full) in WORKDIR/data, the example policy and usage file, PEERS emulated gateways
-# allowed; sets SERVER_PID, DIAMETER_PORT, API_URL.
+# (and the other HOSTs, e.g. pcscf-1.ims.test) allowed; sets SERVER_PID, DIAMETER_PORT, API_URL.
 start_pcrf() {
   local work="$1" peers="$2" i
+  local extra=("${@:3}")
   DIAMETER_PORT="$(free_port)"
   local api_port
   api_port="$(free_port)"
@@ -82,6 +83,11 @@ start_pcrf() {
     for i in $(seq "$peers"); do
       echo '[[peers]]'
       echo "origin_host = \"pgw-$i.bench.test\""
+      echo 'addresses = ["127.0.0.1"]'
+    done
+    for i in "${extra[@]}"; do
+      echo '[[peers]]'
+      echo "origin_host = \"$i\""
       echo 'addresses = ["127.0.0.1"]'
     done
     echo '[store]'

@@ -1,6 +1,7 @@
 //! The `pcrf-bench` command line: `run` (open loop at a rate, or closed loop
-//! with `--max`), `zero-loss` (bisection search), `echo-server` (the
-//! ceiling) and `provision` (the population through the REST API).
+//! with `--max`), `zero-loss` (bisection search), `volte` (call set-up
+//! with emulated AFs), `echo-server` (the ceiling) and `provision` (the
+//! population through the REST API).
 
 use clap::{Args, Parser, Subcommand};
 use pcrf_bench::closed_loop::ClosedLoop;
@@ -15,6 +16,7 @@ use pcrf_bench::runner::{measure_with, CpuTargets, Load, RunExtras, RunSetup};
 use pcrf_bench::scenario::Scenario;
 use pcrf_bench::series::SeriesSpec;
 use pcrf_bench::verify::{self, load_log, Api};
+use pcrf_bench::volte::VolteLoad;
 use pcrf_bench::zero_loss::Criteria;
 use pcrf_bench::zero_loss_run::{search, SearchSettings};
 use serde::Serialize;
@@ -41,8 +43,14 @@ enum Cmd {
     Run(RunArgs),
     /// Find the highest rate held with zero loss and p99 under a bound.
     ZeroLoss(ZeroLossArgs),
+    /// VoLTE calls at a rate: Gx CCR-I, Rx AAR (RAR to the PCEF, AAA),
+    /// hold, STR, CCR-T; latency per command and call set-up, Apdex.
+    Volte(VolteArgs),
     /// Answer every Gx CCR at once with a fixed CCA: the generator's ceiling.
     EchoServer(EchoArgs),
+    /// An OCS on Sy: answers SLR from a counter table, sends SNRs at a
+    /// rate, answers STR; prints what it saw as JSON when stopped.
+    Ocs(OcsArgs),
     /// PUT the scenario's subscribers through the REST API, then exit.
     Provision(ProvisionArgs),
     /// Compare an answer log (`--answer-log`) with what the server stored:
@@ -148,6 +156,15 @@ struct RunArgs {
 }
 
 #[derive(Args)]
+struct VolteArgs {
+    #[command(flatten)]
+    common: Common,
+    /// New calls per second (open loop).
+    #[arg(long)]
+    calls_per_second: f64,
+}
+
+#[derive(Args)]
 struct ZeroLossArgs {
     #[command(flatten)]
     common: Common,
@@ -184,6 +201,31 @@ struct EchoArgs {
     origin_host: String,
     #[arg(long, default_value = "pcrf.test")]
     origin_realm: String,
+}
+
+#[derive(Args)]
+struct OcsArgs {
+    /// Address to listen on (port 0: any free port; the address is printed).
+    #[arg(long, default_value = "127.0.0.1:3870")]
+    listen: String,
+    #[arg(long, default_value = "ocs.bench.test")]
+    origin_host: String,
+    #[arg(long, default_value = "bench.test")]
+    origin_realm: String,
+    /// A policy counter: ID=STATUS[,STATUS...] (repeatable). SLAs report
+    /// the first status; SNRs move through the others.
+    #[arg(
+        long = "counter",
+        value_name = "ID=STATUSES",
+        default_value = "data-cap=valid,limit-reached"
+    )]
+    counters: Vec<String>,
+    /// SNRs per second, spread over the open sessions (0: none).
+    #[arg(long, default_value_t = 0.0)]
+    snr_rate: f64,
+    /// Stop after this long (default: at SIGINT or SIGTERM).
+    #[arg(long, value_parser = parse_duration)]
+    duration: Option<Duration>,
 }
 
 #[derive(Args)]
@@ -286,7 +328,9 @@ async fn dispatch(cmd: Cmd) -> Result<(), String> {
     match cmd {
         Cmd::Run(a) => run(a).await,
         Cmd::ZeroLoss(a) => zero_loss(a).await,
+        Cmd::Volte(a) => volte(a).await,
         Cmd::EchoServer(a) => echo(a).await,
+        Cmd::Ocs(a) => ocs(a).await,
         Cmd::Provision(a) => provision_only(a).await,
         Cmd::Verify(a) => verify(a).await,
         Cmd::Misbehave(a) => misbehave(a).await,
@@ -307,7 +351,18 @@ fn load_scenario(path: &Path, subscribers: Option<u64>) -> Result<Scenario, Stri
 /// The scenario with the command line's overrides, the gateways' options
 /// and the CPU targets; provisions first when asked.
 async fn setup(c: &Common) -> Result<RunSetup, String> {
-    let mut scenario = load_scenario(&c.scenario, c.subscribers)?;
+    let scenario = load_scenario(&c.scenario, c.subscribers)?;
+    if scenario.has_volte() {
+        return Err(format!(
+            "{} has VoLTE flows: run it with `pcrf-bench volte`",
+            c.scenario.display()
+        ));
+    }
+    setup_scenario(c, scenario).await
+}
+
+/// [`setup`] for a scenario already loaded.
+async fn setup_scenario(c: &Common, mut scenario: Scenario) -> Result<RunSetup, String> {
     if let Some(t) = c.timeout {
         scenario.timeout = t;
     }
@@ -323,9 +378,12 @@ async fn setup(c: &Common) -> Result<RunSetup, String> {
             "CCR-I" => scenario.apdex.ccr_i = t,
             "CCR-U" => scenario.apdex.ccr_u = t,
             "CCR-T" => scenario.apdex.ccr_t = t,
+            "AAR" => scenario.apdex.aar = t,
+            "STR" => scenario.apdex.str = t,
+            "CALL-SETUP" => scenario.apdex.call_setup = t,
             _ => {
                 return Err(format!(
-                    "--apdex {a:?}: unknown command (CCR-I, CCR-U, CCR-T)"
+                    "--apdex {a:?}: unknown command (CCR-I, CCR-U, CCR-T, AAR, STR, CALL-SETUP)"
                 ))
             }
         }
@@ -532,6 +590,84 @@ async fn zero_loss(a: ZeroLossArgs) -> Result<(), String> {
     };
     let report = search(&setup, settings, |line| eprintln!("{line}")).await?;
     emit(c, &report, &report.summary())
+}
+
+async fn volte(a: VolteArgs) -> Result<(), String> {
+    let c = &a.common;
+    if c.retransmit > 0 || c.answer_log.is_some() || c.series.is_some() {
+        return Err("--retransmit, --answer-log and --series are for `run`, not volte".into());
+    }
+    if c.server_pid.is_some()
+        || c.server_name.is_some()
+        || !c.db_pid.is_empty()
+        || c.db_name.is_some()
+    {
+        return Err("volte does not account CPU; measure it with `run`".into());
+    }
+    if c.warmup.is_some() {
+        return Err("volte measures every call it starts: no --warmup".into());
+    }
+    let scenario = load_scenario(&c.scenario, c.subscribers)?;
+    let setup = setup_scenario(c, scenario).await?;
+    let report = pcrf_bench::volte::run(
+        setup.scenario.clone(),
+        &setup.pcef,
+        VolteLoad {
+            calls_per_second: a.calls_per_second,
+            duration: c.duration,
+            seed: c.seed,
+        },
+    )
+    .await?;
+    emit(c, &report, &report.summary())
+}
+
+async fn ocs(a: OcsArgs) -> Result<(), String> {
+    let mut table = pcrf_bench::ocs::CounterTable::default();
+    for c in &a.counters {
+        table.add(c)?;
+    }
+    if !(a.snr_rate.is_finite() && a.snr_rate >= 0.0) {
+        return Err(format!("--snr-rate must be 0 or above, not {}", a.snr_rate));
+    }
+    let node = pcrf_bench::ocs::node(&a.origin_host, &a.origin_realm, table);
+    let server = node
+        .listen(&a.listen)
+        .await
+        .map_err(|e| format!("cannot listen on {}: {e}", a.listen))?;
+    let addr = server.local_addr().map_err(|e| e.to_string())?;
+    println!("listening on {addr}");
+    use std::io::Write as _;
+    let _ = std::io::stdout().flush();
+    let ocs = node.handler().clone();
+    let stop = async move {
+        let mut term =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()).ok();
+        let until = async {
+            match a.duration {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => {}
+            _ = until => {}
+            _ = ocs.notify_at(a.snr_rate) => {}
+            _ = async {
+                match term.as_mut() {
+                    Some(t) => { t.recv().await; }
+                    None => std::future::pending::<()>().await,
+                }
+            } => {}
+        }
+    };
+    server.run(stop).await.map_err(|e| e.to_string())?;
+    let counts = node.handler().counts();
+    println!(
+        "{}",
+        serde_json::to_string_pretty(&counts).map_err(|e| e.to_string())?
+    );
+    Ok(())
 }
 
 async fn echo(a: EchoArgs) -> Result<(), String> {

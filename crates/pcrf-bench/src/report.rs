@@ -314,6 +314,9 @@ mod tests {
             ccr_i: Duration::from_millis(5),
             ccr_u: Duration::from_millis(5),
             ccr_t: Duration::from_millis(5),
+            aar: Duration::from_millis(10),
+            str: Duration::from_millis(10),
+            call_setup: Duration::from_millis(20),
         };
         let mut st = RunStats::new(&t);
         for _ in 0..10 {

@@ -100,10 +100,24 @@ impl Span {
     }
 }
 
+/// What a flow's sessions do.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum FlowKind {
+    /// Gx only: CCR-I, CCR-Us with usage, CCR-T (`pcrf-bench run`).
+    #[default]
+    Data,
+    /// A VoLTE call (`pcrf-bench volte`): Gx CCR-I, then the AF's AAR (the
+    /// PCRF pushes a RAR to the PCEF before its AAA), the hold time, STR,
+    /// then CCR-T. See [`VolteSettings`].
+    Volte,
+}
+
 /// One kind of session and how often it occurs.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Flow {
     pub name: String,
+    pub kind: FlowKind,
     pub weight: u32,
     /// How many CCR-U between CCR-I and CCR-T.
     pub updates: Span,
@@ -121,6 +135,25 @@ pub struct ApdexTargets {
     pub ccr_i: Duration,
     pub ccr_u: Duration,
     pub ccr_t: Duration,
+    /// Rx (VoLTE flows): AAR sent -> AAA, STR sent -> STA.
+    pub aar: Duration,
+    pub str: Duration,
+    /// A call's set-up: its AAR's intended send time -> AAA received.
+    pub call_setup: Duration,
+}
+
+/// The emulated AFs (P-CSCFs) of VoLTE flows and the call they set up.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VolteSettings {
+    /// The AFs' Origin-Realm; their hosts are pcscf-N.<realm>.
+    pub af_realm: String,
+    pub af_peers: usize,
+    /// From the CCA-I of the Gx attach to the AAR's intended send time.
+    pub call_after: Duration,
+    /// The UE's RTP port (RTCP the next one) and the far end's.
+    pub ue_port: u16,
+    pub remote_port: u16,
+    pub media: crate::rx::VoiceMedia,
 }
 
 /// The Gx identity of the emulated gateways.
@@ -153,6 +186,8 @@ pub struct Scenario {
     pub apdex: ApdexTargets,
     pub timeout: Duration,
     pub flows: Vec<Flow>,
+    /// Set when a flow is of kind "volte".
+    pub volte: Option<VolteSettings>,
 }
 
 impl Scenario {
@@ -191,6 +226,9 @@ impl Scenario {
             ccr_i: Duration::from_millis(5),
             ccr_u: Duration::from_millis(5),
             ccr_t: Duration::from_millis(5),
+            aar: Duration::from_millis(10),
+            str: Duration::from_millis(10),
+            call_setup: Duration::from_millis(20),
         };
         for (cmd, t) in &f.apdex {
             let field = format!("apdex.{cmd}");
@@ -202,10 +240,13 @@ impl Scenario {
                 "CCR-I" => apdex.ccr_i = t,
                 "CCR-U" => apdex.ccr_u = t,
                 "CCR-T" => apdex.ccr_t = t,
+                "AAR" => apdex.aar = t,
+                "STR" => apdex.str = t,
+                "CALL-SETUP" => apdex.call_setup = t,
                 _ => {
                     return Err(invalid(
                         &field,
-                        "unknown command (CCR-I, CCR-U or CCR-T)".into(),
+                        "unknown command (CCR-I, CCR-U, CCR-T, AAR, STR or CALL-SETUP)".into(),
                     ))
                 }
             }
@@ -269,8 +310,16 @@ impl Scenario {
                 .output_octets
                 .span()
                 .map_err(|m| invalid(&at("output_octets"), m))?;
+            let kind = fl.kind.unwrap_or_default();
+            if kind == FlowKind::Volte && updates.max > 0 {
+                return Err(invalid(
+                    &at("updates"),
+                    "a volte flow's Gx session sends no CCR-U (updates = 0)".into(),
+                ));
+            }
             flows.push(Flow {
                 name: fl.name,
+                kind,
                 weight: fl.weight,
                 updates,
                 hold,
@@ -296,6 +345,17 @@ impl Scenario {
             return Err(invalid("gx.mcc_mnc", "must be 5 or 6 digits".into()));
         }
 
+        let volte = if flows.iter().any(|f| f.kind == FlowKind::Volte) {
+            Some(volte_settings(f.volte.unwrap_or_default(), &invalid, &dur)?)
+        } else if f.volte.is_some() {
+            return Err(invalid(
+                "volte",
+                "no flow has kind = \"volte\" to use it".into(),
+            ));
+        } else {
+            None
+        };
+
         Ok(Scenario {
             name: f.name,
             description: f.description.unwrap_or_default(),
@@ -315,7 +375,13 @@ impl Scenario {
             apdex,
             timeout,
             flows,
+            volte,
         })
+    }
+
+    /// Whether any flow is a VoLTE call (run by `pcrf-bench volte`).
+    pub fn has_volte(&self) -> bool {
+        self.flows.iter().any(|f| f.kind == FlowKind::Volte)
     }
 
     /// The mean number of requests (CCR-I + CCR-Us + CCR-T) per session over the mix.
@@ -350,6 +416,69 @@ impl Scenario {
     }
 }
 
+/// Validates the `[volte]` table.
+fn volte_settings(
+    v: file::VolteFile,
+    invalid: &dyn Fn(&str, String) -> ScenarioError,
+    dur: &dyn Fn(&str, &str) -> Result<Duration, ScenarioError>,
+) -> Result<VolteSettings, ScenarioError> {
+    if v.af_realm.is_empty() || !v.af_realm.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(invalid(
+            "volte.af_realm",
+            "must be a non-empty ASCII FQDN".into(),
+        ));
+    }
+    if v.af_peers == 0 || v.af_peers > 250 {
+        return Err(invalid("volte.af_peers", "must be 1..=250".into()));
+    }
+    if v.ue_port == u16::MAX || v.remote_port == u16::MAX {
+        return Err(invalid(
+            "volte.ue_port",
+            "RTCP uses the next port: at most 65534".into(),
+        ));
+    }
+    let def = diameter::dict::avp_by_name("Specific-Action");
+    let mut specific_actions = Vec::with_capacity(v.specific_actions.len());
+    for name in &v.specific_actions {
+        let value = def
+            .and_then(|d| d.enums.iter().find(|(_, n)| n == name))
+            .map(|(v, _)| *v as i32)
+            .ok_or_else(|| {
+                invalid(
+                    "volte.specific_actions",
+                    format!("{name:?} is not a Specific-Action of TS 29.214 §5.3.13"),
+                )
+            })?;
+        specific_actions.push(value);
+    }
+    let ip = |field: &str, s: &str| {
+        s.parse::<std::net::Ipv4Addr>()
+            .map_err(|e| invalid(field, format!("{s:?}: {e}")))
+    };
+    let signalling = match &v.signalling_address {
+        Some(s) => Some(ip("volte.signalling_address", s)?),
+        None => None,
+    };
+    Ok(VolteSettings {
+        af_realm: v.af_realm,
+        af_peers: v.af_peers,
+        call_after: dur("volte.call_after", &v.call_after)?,
+        ue_port: v.ue_port,
+        remote_port: v.remote_port,
+        media: crate::rx::VoiceMedia {
+            max_requested_bandwidth_ul: v.max_requested_bandwidth_ul,
+            max_requested_bandwidth_dl: v.max_requested_bandwidth_dl,
+            rr_bandwidth: v.rr_bandwidth,
+            rs_bandwidth: v.rs_bandwidth,
+            codec: v.codec,
+            remote_ip: ip("volte.remote_address", &v.remote_address)?,
+            signalling,
+            specific_actions,
+            af_application_id: v.af_application_id,
+        },
+    })
+}
+
 /// The file's shape, before validation.
 mod file {
     use super::*;
@@ -367,6 +496,54 @@ mod file {
         pub apdex: BTreeMap<String, String>,
         #[serde(default)]
         pub flow: Vec<FlowFile>,
+        pub volte: Option<VolteFile>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields, default)]
+    pub struct VolteFile {
+        pub af_realm: String,
+        pub af_peers: usize,
+        pub call_after: String,
+        pub ue_port: u16,
+        pub remote_port: u16,
+        pub remote_address: String,
+        pub signalling_address: Option<String>,
+        pub max_requested_bandwidth_ul: u32,
+        pub max_requested_bandwidth_dl: u32,
+        pub rr_bandwidth: u32,
+        pub rs_bandwidth: u32,
+        pub codec: String,
+        pub af_application_id: String,
+        pub specific_actions: Vec<String>,
+    }
+
+    impl Default for VolteFile {
+        fn default() -> Self {
+            let m = crate::rx::VoiceMedia::default();
+            let def = diameter::dict::avp_by_name("Specific-Action");
+            VolteFile {
+                af_realm: "ims.test".into(),
+                af_peers: 1,
+                call_after: "50ms".into(),
+                ue_port: 50_000,
+                remote_port: 40_000,
+                remote_address: m.remote_ip.to_string(),
+                signalling_address: None,
+                max_requested_bandwidth_ul: m.max_requested_bandwidth_ul,
+                max_requested_bandwidth_dl: m.max_requested_bandwidth_dl,
+                rr_bandwidth: m.rr_bandwidth,
+                rs_bandwidth: m.rs_bandwidth,
+                codec: m.codec,
+                af_application_id: m.af_application_id,
+                specific_actions: m
+                    .specific_actions
+                    .iter()
+                    .filter_map(|v| def.and_then(|d| d.enum_name(*v as i64)))
+                    .map(String::from)
+                    .collect(),
+            }
+        }
     }
 
     #[derive(Deserialize)]
@@ -406,8 +583,10 @@ mod file {
     #[serde(deny_unknown_fields)]
     pub struct FlowFile {
         pub name: String,
+        pub kind: Option<FlowKind>,
         #[serde(default = "one")]
         pub weight: u32,
+        #[serde(default = "zero")]
         pub updates: Count,
         pub hold: Hold,
         #[serde(default)]
@@ -495,6 +674,49 @@ mod tests {
             .flows
             .iter()
             .any(|f| f.updates.max > 0 && f.input_octets.max > 0));
+    }
+
+    #[test]
+    fn the_shipped_volte_scenario_is_valid() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/scenarios/volte.toml");
+        let s = Scenario::load(&path).expect("volte scenario");
+        assert!(s.has_volte());
+        let v = s.volte.expect("volte settings");
+        assert_eq!(v.af_peers, 2);
+        assert_eq!(v.media.specific_actions, [1, 2, 4, 6, 8, 9]);
+        assert_eq!(v.media.max_requested_bandwidth_dl, 41_000);
+        assert_eq!(s.apdex.call_setup, Duration::from_millis(20));
+        assert_eq!(s.gx.apn, "ims");
+    }
+
+    #[test]
+    fn volte_flows_are_checked() {
+        let volte = MINIMAL.replace("name = \"data\"", "name = \"call\"\nkind = \"volte\"");
+        // A call's Gx session sends no CCR-U.
+        let e = err(&volte);
+        assert!(e.contains("updates = 0"), "{e}");
+        let volte = volte.replace("updates = [2, 4]", "updates = 0");
+        let s = Scenario::parse(&volte, "x.toml").expect("valid with defaults");
+        let v = s.volte.expect("defaults");
+        assert_eq!(v.af_realm, "ims.test");
+        assert_eq!(v.call_after, Duration::from_millis(50));
+        assert_eq!(v.media.specific_actions.len(), 6);
+        let e = err(&format!(
+            "{volte}\n[volte]\nspecific_actions = [\"RING_TWICE\"]\n"
+        ));
+        assert!(
+            e.contains("volte.specific_actions") && e.contains("RING_TWICE"),
+            "{e}"
+        );
+        let e = err(&format!("{volte}\n[volte]\nremote_address = \"10.0.0\"\n"));
+        assert!(e.contains("volte.remote_address"), "{e}");
+        let e = err(&format!("{volte}\n[volte]\naf_peers = 0\n"));
+        assert!(e.contains("volte.af_peers"), "{e}");
+        // A [volte] table with no call to use it is a mistake.
+        let e = err(&format!("{MINIMAL}\n[volte]\naf_peers = 1\n"));
+        assert!(e.contains("volte"), "{e}");
+        let e = err(&format!("{MINIMAL}\n[apdex]\nCALL-SETUP = \"0ms\"\n"));
+        assert!(e.contains("apdex.CALL-SETUP"), "{e}");
     }
 
     #[test]

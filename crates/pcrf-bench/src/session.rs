@@ -114,6 +114,7 @@ mod tests {
     fn usage_per_key_within_spans() {
         let flow = Flow {
             name: "f".into(),
+            kind: crate::scenario::FlowKind::Data,
             weight: 1,
             updates: Span { min: 1, max: 1 },
             hold: Hold::Fixed(Duration::from_secs(1)),

@@ -139,7 +139,7 @@ pub struct CommandStats {
 }
 
 impl CommandStats {
-    fn new(t: Duration) -> CommandStats {
+    pub fn new(t: Duration) -> CommandStats {
         CommandStats {
             sent: 0,
             answered: 0,
@@ -158,7 +158,32 @@ impl CommandStats {
         (self.answered - self.succeeded) + self.timeouts + self.send_failures + self.skipped
     }
 
-    fn merge(&mut self, o: &CommandStats) {
+    /// Records how a sent request ended, `latency` after its intended send time.
+    pub fn finished(&mut self, outcome: Outcome, latency: Duration) {
+        match outcome {
+            Outcome::Answered(r) => {
+                self.answered += 1;
+                *self.results.entry(r).or_default() += 1;
+                self.latency.record(latency);
+                if r.is_success() {
+                    self.succeeded += 1;
+                    self.apdex.record(latency);
+                } else {
+                    self.apdex.record_failure();
+                }
+            }
+            Outcome::Timeout => {
+                self.timeouts += 1;
+                self.apdex.record_failure();
+            }
+            Outcome::SendFailed => {
+                self.send_failures += 1;
+                self.apdex.record_failure();
+            }
+        }
+    }
+
+    pub fn merge(&mut self, o: &CommandStats) {
         self.sent += o.sent;
         self.answered += o.answered;
         self.succeeded += o.succeeded;
@@ -201,28 +226,7 @@ impl RunStats {
 
     /// Records how a sent request ended, `latency` after its intended send time.
     pub fn finished(&mut self, c: Command, outcome: Outcome, latency: Duration) {
-        let s = &mut self.commands[c.index()];
-        match outcome {
-            Outcome::Answered(r) => {
-                s.answered += 1;
-                *s.results.entry(r).or_default() += 1;
-                s.latency.record(latency);
-                if r.is_success() {
-                    s.succeeded += 1;
-                    s.apdex.record(latency);
-                } else {
-                    s.apdex.record_failure();
-                }
-            }
-            Outcome::Timeout => {
-                s.timeouts += 1;
-                s.apdex.record_failure();
-            }
-            Outcome::SendFailed => {
-                s.send_failures += 1;
-                s.apdex.record_failure();
-            }
-        }
+        self.commands[c.index()].finished(outcome, latency);
     }
 
     pub fn merge(&mut self, o: &RunStats) {
@@ -252,6 +256,9 @@ mod tests {
             ccr_i: Duration::from_millis(5),
             ccr_u: Duration::from_millis(10),
             ccr_t: Duration::from_millis(5),
+            aar: Duration::from_millis(10),
+            str: Duration::from_millis(10),
+            call_setup: Duration::from_millis(20),
         }
     }
 
