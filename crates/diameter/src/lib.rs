@@ -15,5 +15,6 @@ pub mod pcap;
 pub mod peer;
 pub mod result_code;
 pub mod transport;
+pub mod tshark;
 
 pub use codec::{Avp, AvpCode, AvpIter, DiameterError, Message, MessageBuilder};

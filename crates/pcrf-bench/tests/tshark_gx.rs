@@ -5,28 +5,11 @@
 //! many AVPs as our own validator visits.
 //! Needs tshark (scripts/install-test-deps.sh installs it).
 
-use diameter::pcap::{Direction, PcapWriter};
-use diameter::Message;
+use diameter::pcap::Direction;
+use diameter::tshark::Capture;
 use pcrf_bench::echo_server::EchoHandler;
 use pcrf_bench::gx::{self, Gateway, Request, Subscriber, Usage};
 use std::net::Ipv4Addr;
-use std::path::Path;
-use std::process::Command;
-
-fn tshark(pcap: &Path, args: &[&str]) -> String {
-    let out = Command::new("tshark")
-        .args(["-n", "-r"])
-        .arg(pcap)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run tshark ({e}); run scripts/install-test-deps.sh"));
-    assert!(
-        out.status.success(),
-        "tshark {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 #[test]
 fn tshark_reads_the_generators_requests_and_the_echo_answer() {
@@ -74,57 +57,16 @@ fn tshark_reads_the_generators_requests_and_the_echo_answer() {
         (Direction::ToServer, ccr_u),
         (Direction::ToServer, ccr_t),
     ];
-    let mut w = PcapWriter::loopback(Vec::new()).expect("pcap header");
-    for (dir, m) in &messages {
-        w.message(*dir, m).expect("write");
-    }
-    let dir = std::env::temp_dir().join(format!("pcrf-bench-tshark-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let pcap = dir.join("gx.pcap");
-    std::fs::write(&pcap, w.finish().expect("finish")).expect("write pcap");
+    let cap = Capture::write("bench-gx", &messages).expect("capture");
+    cap.check().expect("tshark reads what we wrote");
 
-    let bad = tshark(
-        &pcap,
-        &["-Y", "_ws.malformed || _ws.expert.severity >= 0x00600000"],
-    );
-    assert!(bad.trim().is_empty(), "tshark complains:\n{bad}");
-
-    let codes = tshark(
-        &pcap,
-        &[
-            "-Y",
-            "diameter",
-            "-T",
-            "fields",
-            "-e",
-            "diameter.cmd.code",
-            "-e",
-            "diameter.flags.request",
-        ],
-    );
-    let codes: Vec<&str> = codes.lines().collect();
+    let codes = cap
+        .fields(&["diameter.cmd.code", "diameter.flags.request"])
+        .expect("tshark fields");
     assert_eq!(codes.len(), 4, "{codes:?}");
     assert!(codes.iter().all(|l| l.starts_with("272")), "{codes:?}");
 
-    // Every AVP we wrote (nested ones too) is one tshark decodes.
-    let pdml = tshark(&pcap, &["-Y", "diameter", "-T", "pdml"]);
-    let per_packet: Vec<usize> = pdml
-        .split("<packet>")
-        .skip(1)
-        .map(|p| p.matches("<field name=\"diameter.avp\" ").count())
-        .collect();
-    let ours: Vec<usize> = messages
-        .iter()
-        .map(|(_, m)| {
-            Message::parse(m.clone())
-                .expect("parse")
-                .validate()
-                .expect("valid")
-        })
-        .collect();
-    assert_eq!(per_packet, ours);
-
-    let text = tshark(&pcap, &["-V", "-Y", "diameter"]);
+    let text = cap.verbose().expect("tshark -V");
     for name in [
         "Subscription-Id-Data: 001010000000004",
         "Subscription-Id-Data: 79000000004",
@@ -140,5 +82,4 @@ fn tshark_reads_the_generators_requests_and_the_echo_answer() {
     ] {
         assert!(text.contains(name), "tshark does not show {name:?}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

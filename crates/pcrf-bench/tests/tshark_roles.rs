@@ -10,9 +10,10 @@
 
 use bytes::{Bytes, BytesMut};
 use diameter::dict::{app, avp, cmd};
-use diameter::pcap::{Direction, PcapWriter};
+use diameter::pcap::Direction;
 use diameter::peer::{Application, LocalNode, PeerSettings};
 use diameter::transport::{Handler, Node, PeerHandle, PeerTable};
+use diameter::tshark::Capture;
 use diameter::{DiameterError, Message, MessageBuilder};
 use pcrf_bench::af::{AfOptions, Afs};
 use pcrf_bench::ocs::{self, CounterTable};
@@ -20,25 +21,8 @@ use pcrf_bench::rx::{self, AfIdentity, Call, VoiceMedia};
 use pcrf_bench::sd::{self, AppUsage, TdfIdentity};
 use pcrf_bench::tdf::{TdfOptions, Tdfs};
 use std::net::Ipv4Addr;
-use std::path::Path;
-use std::process::Command;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-
-fn tshark(pcap: &Path, args: &[&str]) -> String {
-    let out = Command::new("tshark")
-        .args(["-n", "-r"])
-        .arg(pcap)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run tshark ({e}); run scripts/install-test-deps.sh"));
-    assert!(
-        out.status.success(),
-        "tshark {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 /// A node that serves nothing; the test sends its requests by hand.
 struct Silent;
@@ -344,51 +328,13 @@ async fn tdf_messages() -> Vec<(Direction, Bytes)> {
 }
 
 fn check(name: &str, messages: &[(Direction, Bytes)], expect: &[&str]) {
-    let mut w = PcapWriter::loopback(Vec::new()).expect("pcap header");
-    for (dir, m) in messages {
-        w.message(*dir, m).expect("write");
+    let cap = Capture::write(name, messages).expect("capture");
+    if let Err(e) = cap.check() {
+        panic!("{name}: {e}");
     }
-    let dir = std::env::temp_dir().join(format!("pcrf-bench-tshark-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let pcap = dir.join(format!("{name}.pcap"));
-    std::fs::write(&pcap, w.finish().expect("finish")).expect("write pcap");
-
-    let bad = tshark(
-        &pcap,
-        &["-Y", "_ws.malformed || _ws.expert.severity >= 0x00600000"],
-    );
-    assert!(
-        bad.trim().is_empty(),
-        "tshark complains about {name}:\n{bad}"
-    );
-
-    let pdml = tshark(&pcap, &["-Y", "diameter", "-T", "pdml"]);
-    let per_packet: Vec<usize> = pdml
-        .split("<packet>")
-        .skip(1)
-        .map(|p| p.matches("<field name=\"diameter.avp\" ").count())
-        .collect();
-    let ours: Vec<usize> = messages
-        .iter()
-        .map(|(_, m)| {
-            Message::parse(m.clone())
-                .expect("parse")
-                .validate()
-                .expect("valid")
-        })
-        .collect();
-    assert_eq!(per_packet, ours, "{name}: AVPs decoded per message");
-
-    let text = tshark(&pcap, &["-V", "-Y", "diameter"]);
+    let text = cap.verbose().expect("tshark -V");
     for s in expect {
-        assert!(
-            text.contains(s),
-            "tshark does not show {s:?} in {name} ({}); KEEP_PCAP=1 keeps it",
-            pcap.display()
-        );
-    }
-    if std::env::var_os("KEEP_PCAP").is_none() {
-        let _ = std::fs::remove_dir_all(&dir);
+        assert!(text.contains(s), "tshark does not show {s:?} in {name}");
     }
 }
 

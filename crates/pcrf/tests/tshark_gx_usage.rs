@@ -7,7 +7,8 @@
 
 use bytes::BytesMut;
 use diameter::dict::cmd;
-use diameter::pcap::{Direction, PcapWriter};
+use diameter::pcap::Direction;
+use diameter::tshark::Capture;
 use diameter::{Message, MessageBuilder};
 use pcrf::gx::{self, CcaExtras, Identity, Outcome, UsageGrant, UsageInstructions, GX};
 use pcrf::policy::decision::Decision;
@@ -15,23 +16,6 @@ use pcrf::session::RuleDiff;
 use pcrf::usage::{MonitoringLevel, ServiceUnits};
 use pcrf_bench::gx::{self as bench, Gateway, Request, Subscriber, Usage};
 use std::net::Ipv4Addr;
-use std::path::Path;
-use std::process::Command;
-
-fn tshark(pcap: &Path, args: &[&str]) -> String {
-    let out = Command::new("tshark")
-        .args(["-n", "-r"])
-        .arg(pcap)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run tshark ({e}); run scripts/install-test-deps.sh"));
-    assert!(
-        out.status.success(),
-        "tshark {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn rar(me: &Identity, hop: u32, usage: &UsageInstructions) -> bytes::Bytes {
     let mut buf = BytesMut::new();
@@ -160,38 +144,8 @@ fn tshark_reads_our_usage_monitoring_grants_and_report_requests() {
         (Direction::ToClient, rar_all),
         (Direction::ToClient, rar_one),
     ];
-    let mut w = PcapWriter::loopback(Vec::new()).expect("pcap header");
-    for (dir, m) in &messages {
-        w.message(*dir, m).expect("write");
-    }
-    let dir = std::env::temp_dir().join(format!("pcrf-tshark-usage-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let pcap = dir.join("gx-usage.pcap");
-    std::fs::write(&pcap, w.finish().expect("finish")).expect("write pcap");
-
-    let bad = tshark(
-        &pcap,
-        &["-Y", "_ws.malformed || _ws.expert.severity >= 0x00600000"],
-    );
-    assert!(bad.trim().is_empty(), "tshark complains:\n{bad}");
-
-    // Every AVP we wrote (nested ones too) is one tshark decodes.
-    let pdml = tshark(&pcap, &["-Y", "diameter", "-T", "pdml"]);
-    let per_packet: Vec<usize> = pdml
-        .split("<packet>")
-        .skip(1)
-        .map(|p| p.matches("<field name=\"diameter.avp\" ").count())
-        .collect();
-    let ours: Vec<usize> = messages
-        .iter()
-        .map(|(_, m)| {
-            Message::parse(m.clone())
-                .expect("parse")
-                .validate()
-                .expect("valid")
-        })
-        .collect();
-    assert_eq!(per_packet, ours);
+    let cap = Capture::write("gx-usage", &messages).expect("capture");
+    cap.check().expect("tshark reads what we wrote");
 
     // The values, per message, in the order written (occurrences joined
     // by ',', fields by '|').
@@ -207,12 +161,7 @@ fn tshark_reads_our_usage_monitoring_grants_and_report_requests() {
         "diameter.Usage-Monitoring-Support",
         "diameter.Usage-Monitoring-Report",
     ];
-    let mut args = vec!["-Y", "diameter", "-T", "fields", "-E", "separator=|"];
-    for f in &fields {
-        args.extend(["-e", f]);
-    }
-    let got = tshark(&pcap, &args);
-    let got: Vec<&str> = got.lines().collect();
+    let got = cap.fields(&fields).expect("tshark fields");
     let hex = |s: &str| gx::hex(s.as_bytes());
     let (internet, video) = (hex("mk-internet"), hex("mk-video"));
     assert_eq!(
@@ -229,7 +178,7 @@ fn tshark_reads_our_usage_monitoring_grants_and_report_requests() {
         ]
     );
 
-    let text = tshark(&pcap, &["-V", "-Y", "diameter"]);
+    let text = cap.verbose().expect("tshark -V");
     for name in [
         "Usage-Monitoring-Level: PCC_RULE_LEVEL (1)",
         "Usage-Monitoring-Level: SESSION_LEVEL (0)",
@@ -240,5 +189,4 @@ fn tshark_reads_our_usage_monitoring_grants_and_report_requests() {
     ] {
         assert!(text.contains(name), "tshark does not show {name:?}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

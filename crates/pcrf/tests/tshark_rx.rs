@@ -7,7 +7,8 @@
 
 use bytes::{Bytes, BytesMut};
 use diameter::dict::{avp, cmd, enums};
-use diameter::pcap::{Direction, PcapWriter};
+use diameter::pcap::Direction;
+use diameter::tshark::Capture;
 use diameter::{Message, MessageBuilder};
 use pcrf::gx::{self, Identity, Outcome, UsageInstructions};
 use pcrf::policy::decision::Decision;
@@ -16,23 +17,6 @@ use pcrf::policy::{EngineConfig, Limits, PolicyEngine};
 use pcrf::rx::{self, AaaExtras, AfNotice, RX};
 use pcrf::session::af::{MediaComponent, MediaSubComponent};
 use pcrf::session::RuleDiff;
-use std::path::Path;
-use std::process::Command;
-
-fn tshark(pcap: &Path, args: &[&str]) -> String {
-    let out = Command::new("tshark")
-        .args(["-n", "-r"])
-        .arg(pcap)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run tshark ({e}); run scripts/install-test-deps.sh"));
-    assert!(
-        out.status.success(),
-        "tshark {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn request(command: u32, app: u32, hop: u32, f: impl FnOnce(&mut MessageBuilder<'_>)) -> Bytes {
     let mut buf = BytesMut::new();
@@ -212,30 +196,8 @@ fn tshark_reads_every_rx_message_we_send_and_the_gx_rar_with_rx_rules() {
         (Direction::ToClient, gx_rar_remove),
         (Direction::ToClient, sta),
     ];
-    let mut w = PcapWriter::loopback(Vec::new()).expect("pcap header");
-    for (d, m) in &messages {
-        w.message(*d, m).expect("write");
-    }
-    let pcap = dir.join("rx.pcap");
-    std::fs::write(&pcap, w.finish().expect("finish")).expect("write pcap");
-
-    let bad = tshark(
-        &pcap,
-        &["-Y", "_ws.malformed || _ws.expert.severity >= 0x00600000"],
-    );
-    assert!(bad.trim().is_empty(), "tshark complains:\n{bad}");
-
-    let pdml = tshark(&pcap, &["-Y", "diameter", "-T", "pdml"]);
-    let per_packet: Vec<usize> = pdml
-        .split("<packet>")
-        .skip(1)
-        .map(|p| p.matches("<field name=\"diameter.avp\" ").count())
-        .collect();
-    let ours: Vec<usize> = messages
-        .iter()
-        .map(|(_, m)| parse(m).validate().expect("valid"))
-        .collect();
-    assert_eq!(per_packet, ours);
+    let cap = Capture::write("rx", &messages).expect("capture");
+    cap.check().expect("tshark reads what we wrote");
 
     let fields = [
         "diameter.cmd.code",
@@ -248,12 +210,7 @@ fn tshark_reads_every_rx_message_we_send_and_the_gx_rar_with_rx_rules() {
         "diameter.Specific-Action",
         "diameter.Abort-Cause",
     ];
-    let mut args = vec!["-Y", "diameter", "-T", "fields", "-E", "separator=|"];
-    for f in &fields {
-        args.extend(["-e", f]);
-    }
-    let got = tshark(&pcap, &args);
-    let got: Vec<&str> = got.lines().collect();
+    let got = cap.fields(&fields).expect("tshark fields");
     assert_eq!(
         got,
         vec![
@@ -268,7 +225,7 @@ fn tshark_reads_every_rx_message_we_send_and_the_gx_rar_with_rx_rules() {
             "275|0|16777236|2001|||||",
         ]
     );
-    let text = tshark(&pcap, &["-V", "-Y", "diameter"]);
+    let text = cap.verbose().expect("tshark -V");
     for name in [
         "Specific-Action: INDICATION_OF_FAILED_RESOURCES_ALLOCATION (9)",
         "Abort-Cause: BEARER_RELEASED (0)",

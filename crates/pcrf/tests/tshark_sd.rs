@@ -7,30 +7,14 @@
 
 use bytes::{Bytes, BytesMut};
 use diameter::dict::{avp, cmd};
-use diameter::pcap::{Direction, PcapWriter};
+use diameter::pcap::Direction;
+use diameter::tshark::Capture;
 use diameter::{Message, MessageBuilder};
 use pcrf::gx::{Identity, Outcome, UsageGrant, UsageInstructions};
 use pcrf::policy::decision::AdcRule;
 use pcrf::sd::{self, AdcChanges, TsrSubject, SD};
 use pcrf::usage::{MonitoringLevel, ServiceUnits};
 use std::net::Ipv4Addr;
-use std::path::Path;
-use std::process::Command;
-
-fn tshark(pcap: &Path, args: &[&str]) -> String {
-    let out = Command::new("tshark")
-        .args(["-n", "-r"])
-        .arg(pcap)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run tshark ({e}); run scripts/install-test-deps.sh"));
-    assert!(
-        out.status.success(),
-        "tshark {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn rule(name: &str, app: Option<&str>, key: Option<&str>) -> AdcRule {
     AdcRule {
@@ -152,57 +136,18 @@ fn tshark_reads_tsr_sd_cca_and_sd_rar() {
         (Direction::ToClient, rar_change),
         (Direction::ToClient, rar_release),
     ];
-    let mut w = PcapWriter::loopback(Vec::new()).expect("pcap header");
-    for (dir, m) in &messages {
-        w.message(*dir, m).expect("write");
-    }
-    let dir = std::env::temp_dir().join(format!("pcrf-tshark-sd-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let pcap = dir.join("sd.pcap");
-    std::fs::write(&pcap, w.finish().expect("finish")).expect("write pcap");
+    let cap = Capture::write("sd", &messages).expect("capture");
+    cap.check().expect("tshark reads what we wrote");
 
-    let bad = tshark(
-        &pcap,
-        &["-Y", "_ws.malformed || _ws.expert.severity >= 0x00600000"],
-    );
-    assert!(bad.trim().is_empty(), "tshark complains:\n{bad}");
-
-    let pdml = tshark(&pcap, &["-Y", "diameter", "-T", "pdml"]);
-    let per_packet: Vec<usize> = pdml
-        .split("<packet>")
-        .skip(1)
-        .map(|p| p.matches("<field name=\"diameter.avp\" ").count())
-        .collect();
-    let ours: Vec<usize> = messages
-        .iter()
-        .map(|(_, m)| {
-            Message::parse(m.clone())
-                .expect("parse")
-                .validate()
-                .expect("valid")
-        })
-        .collect();
-    assert_eq!(per_packet, ours);
-
-    let got = tshark(
-        &pcap,
-        &[
-            "-Y",
-            "diameter",
-            "-T",
-            "fields",
-            "-E",
-            "separator=|",
-            "-e",
+    let got = cap
+        .fields(&[
             "diameter.cmd.code",
-            "-e",
             "diameter.applicationId",
-            "-e",
             "diameter.flags.request",
-        ],
-    );
+        ])
+        .expect("tshark fields");
     assert_eq!(
-        got.lines().collect::<Vec<_>>(),
+        got,
         vec![
             "8388637|16777303|1",
             "272|16777303|1",
@@ -212,7 +157,7 @@ fn tshark_reads_tsr_sd_cca_and_sd_rar() {
         ]
     );
 
-    let text = tshark(&pcap, &["-V", "-Y", "diameter"]);
+    let text = cap.verbose().expect("tshark -V");
     for name in [
         "ADC-Rule-Install",
         "ADC-Rule-Definition",
@@ -225,5 +170,4 @@ fn tshark_reads_tsr_sd_cca_and_sd_rar() {
     ] {
         assert!(text.contains(name), "tshark does not show {name:?}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }

@@ -6,27 +6,11 @@
 
 use bytes::{Bytes, BytesMut};
 use diameter::dict::{avp, cmd};
-use diameter::pcap::{Direction, PcapWriter};
+use diameter::pcap::Direction;
+use diameter::tshark::Capture;
 use diameter::{Message, MessageBuilder};
 use pcrf::gx::Identity;
 use pcrf::sy::{self, SlRequestType, Slr, SY};
-use std::path::Path;
-use std::process::Command;
-
-fn tshark(pcap: &Path, args: &[&str]) -> String {
-    let out = Command::new("tshark")
-        .args(["-n", "-r"])
-        .arg(pcap)
-        .args(args)
-        .output()
-        .unwrap_or_else(|e| panic!("cannot run tshark ({e}); run scripts/install-test-deps.sh"));
-    assert!(
-        out.status.success(),
-        "tshark {args:?} failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
 
 fn me() -> Identity {
     Identity {
@@ -100,38 +84,8 @@ fn tshark_reads_our_slr_sna_and_str() {
         (Direction::ToClient, sna(3)),
         (Direction::ToServer, str_(4)),
     ];
-    let mut w = PcapWriter::loopback(Vec::new()).expect("pcap header");
-    for (dir, m) in &messages {
-        w.message(*dir, m).expect("write");
-    }
-    let dir = std::env::temp_dir().join(format!("pcrf-tshark-sy-{}", std::process::id()));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    let pcap = dir.join("sy.pcap");
-    std::fs::write(&pcap, w.finish().expect("finish")).expect("write pcap");
-
-    let bad = tshark(
-        &pcap,
-        &["-Y", "_ws.malformed || _ws.expert.severity >= 0x00600000"],
-    );
-    assert!(bad.trim().is_empty(), "tshark complains:\n{bad}");
-
-    // Every AVP we wrote (nested ones too) is one tshark decodes.
-    let pdml = tshark(&pcap, &["-Y", "diameter", "-T", "pdml"]);
-    let per_packet: Vec<usize> = pdml
-        .split("<packet>")
-        .skip(1)
-        .map(|p| p.matches("<field name=\"diameter.avp\" ").count())
-        .collect();
-    let ours: Vec<usize> = messages
-        .iter()
-        .map(|(_, m)| {
-            Message::parse(m.clone())
-                .expect("parse")
-                .validate()
-                .expect("valid")
-        })
-        .collect();
-    assert_eq!(per_packet, ours);
+    let cap = Capture::write("sy", &messages).expect("capture");
+    cap.check().expect("tshark reads what we wrote");
 
     let fields = [
         "diameter.cmd.code",
@@ -143,12 +97,7 @@ fn tshark_reads_our_slr_sna_and_str() {
         "diameter.Result-Code",
         "diameter.Termination-Cause",
     ];
-    let mut args = vec!["-Y", "diameter", "-T", "fields", "-E", "separator=|"];
-    for f in &fields {
-        args.extend(["-e", f]);
-    }
-    let got = tshark(&pcap, &args);
-    let got: Vec<&str> = got.lines().collect();
+    let got = cap.fields(&fields).expect("tshark fields");
     assert_eq!(
         got,
         vec![
@@ -159,7 +108,7 @@ fn tshark_reads_our_slr_sna_and_str() {
         ]
     );
 
-    let text = tshark(&pcap, &["-V", "-Y", "diameter"]);
+    let text = cap.verbose().expect("tshark -V");
     for name in [
         "SL-Request-Type: INITIAL_REQUEST (0)",
         "SL-Request-Type: INTERMEDIATE_REQUEST (1)",
@@ -168,5 +117,4 @@ fn tshark_reads_our_slr_sna_and_str() {
     ] {
         assert!(text.contains(name), "tshark does not show {name:?}");
     }
-    let _ = std::fs::remove_dir_all(&dir);
 }
