@@ -7,6 +7,7 @@
 
 use diameter::pcap::Direction;
 use diameter::tshark::Capture;
+use diameter::Message;
 use pcrf_bench::echo_server::EchoHandler;
 use pcrf_bench::gx::{self, Gateway, Request, Subscriber, Usage};
 use std::net::Ipv4Addr;
