@@ -8,6 +8,7 @@
 use crate::policy::decision::{Arp, RuleDefinition, RuleQos};
 use crate::policy::input::RuleFailure;
 use crate::session::RuleDiff;
+use crate::session_message;
 use crate::usage::{MonitoringLevel, ServiceUnits};
 use bytes::BytesMut;
 use diameter::codec::{missing_avp, Avp, DiameterError, Message, MessageBuilder};
@@ -651,14 +652,7 @@ pub fn encode_cca(
     let mut b = MessageBuilder::answer(out, req);
     b.u32(avp::AUTH_APPLICATION_ID, GX)
         .origin(&me.origin_host, &me.origin_realm);
-    match outcome {
-        Outcome::Result(rc) => {
-            b.result_code(rc);
-        }
-        Outcome::Experimental(code) => {
-            b.experimental_result(TGPP, code);
-        }
-    }
+    session_message::encode_outcome(&mut b, outcome);
     if let Some(t) = ccr.request_type {
         b.i32(
             avp::CC_REQUEST_TYPE,
@@ -834,15 +828,10 @@ pub fn encode_rar(
     release_cause: Option<i32>,
     usage: &UsageInstructions,
 ) {
-    b.str(avp::SESSION_ID, session_id)
-        .u32(avp::AUTH_APPLICATION_ID, GX)
-        .origin(&me.origin_host, &me.origin_realm)
-        .str(avp::DESTINATION_REALM, dest_realm)
-        .str(avp::DESTINATION_HOST, dest_host)
-        .i32(
-            avp::RE_AUTH_REQUEST_TYPE,
-            enums::RE_AUTH_REQUEST_TYPE::AUTHORIZE_ONLY,
-        );
+    session_message::application_first(b, GX, session_id, me, dest_host, dest_realm).i32(
+        avp::RE_AUTH_REQUEST_TYPE,
+        enums::RE_AUTH_REQUEST_TYPE::AUTHORIZE_ONLY,
+    );
     if let Some(cause) = release_cause {
         b.i32(avp::SESSION_RELEASE_CAUSE, cause);
     }
@@ -867,11 +856,10 @@ pub fn decode_raa(msg: &Message) -> Result<Raa, DiameterError> {
     let mut r = Raa::default();
     for a in msg.avps() {
         let a = a?;
-        if a.is(avp::RESULT_CODE) {
-            r.result_code = Some(a.as_u32()?);
-        } else if a.is(avp::EXPERIMENTAL_RESULT) {
-            if let Some(code) = a.grouped().find(avp::EXPERIMENTAL_RESULT_CODE)? {
-                r.experimental_result = Some(code.as_u32()?);
+        if let Some(outcome) = session_message::decode_outcome(&a)? {
+            match outcome {
+                Outcome::Result(c) => r.result_code = Some(c),
+                Outcome::Experimental(c) => r.experimental_result = Some(c),
             }
         } else if a.is(avp::CHARGING_RULE_REPORT) {
             decode_rule_report(&a, &mut r.rule_reports)?;

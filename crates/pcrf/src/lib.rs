@@ -17,6 +17,7 @@ pub mod rx;
 pub mod sd;
 pub mod server;
 pub mod session;
+pub mod session_message;
 pub mod store;
 pub mod subscriber;
 pub mod subscribers;

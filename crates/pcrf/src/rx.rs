@@ -3,8 +3,9 @@
 //! Specific-Action, and the ASR that ends its session. No state and no IO
 //! here; the node (`node/rx.rs`) binds, decides and pushes.
 
-use crate::gx::{Identity, Outcome, TGPP};
+use crate::gx::{Identity, Outcome};
 use crate::session::af::{MediaComponent, MediaSubComponent};
+use crate::session_message;
 use bytes::BytesMut;
 use diameter::codec::{missing_avp, Avp, DiameterError, Message, MessageBuilder};
 use diameter::dict::{app, avp, cmd, enums};
@@ -339,17 +340,6 @@ pub struct AaaExtras {
     pub rat_type: Option<i32>,
 }
 
-fn encode_outcome(b: &mut MessageBuilder<'_>, outcome: Outcome) {
-    match outcome {
-        Outcome::Result(rc) => {
-            b.result_code(rc);
-        }
-        Outcome::Experimental(code) => {
-            b.experimental_result(TGPP, code);
-        }
-    }
-}
-
 /// Encodes an AAA.
 pub fn encode_aaa(
     out: &mut BytesMut,
@@ -362,7 +352,7 @@ pub fn encode_aaa(
     let mut b = MessageBuilder::answer(out, req);
     b.u32(avp::AUTH_APPLICATION_ID, RX)
         .origin(&me.origin_host, &me.origin_realm);
-    encode_outcome(&mut b, outcome);
+    session_message::encode_outcome(&mut b, outcome);
     if let Some(m) = error_message {
         b.str(avp::ERROR_MESSAGE, m);
     }
@@ -405,15 +395,10 @@ pub fn encode_af_rar(
     dest_realm: &str,
     n: &AfNotice<'_>,
 ) {
-    b.str(avp::SESSION_ID, session_id)
-        .origin(&me.origin_host, &me.origin_realm)
-        .str(avp::DESTINATION_REALM, dest_realm)
-        .str(avp::DESTINATION_HOST, dest_host)
-        .u32(avp::AUTH_APPLICATION_ID, RX)
-        .i32(
-            avp::RE_AUTH_REQUEST_TYPE,
-            enums::RE_AUTH_REQUEST_TYPE::AUTHORIZE_ONLY,
-        );
+    session_message::application_last(b, RX, session_id, me, dest_host, dest_realm).i32(
+        avp::RE_AUTH_REQUEST_TYPE,
+        enums::RE_AUTH_REQUEST_TYPE::AUTHORIZE_ONLY,
+    );
     for a in &n.actions {
         b.i32(avp::SPECIFIC_ACTION, *a);
     }
@@ -447,25 +432,17 @@ pub fn encode_asr(
     dest_realm: &str,
     abort_cause: i32,
 ) {
-    b.str(avp::SESSION_ID, session_id)
-        .origin(&me.origin_host, &me.origin_realm)
-        .str(avp::DESTINATION_REALM, dest_realm)
-        .str(avp::DESTINATION_HOST, dest_host)
-        .u32(avp::AUTH_APPLICATION_ID, RX)
+    session_message::application_last(b, RX, session_id, me, dest_host, dest_realm)
         .i32(avp::ABORT_CAUSE, abort_cause);
 }
 
 /// The Result-Code (or Experimental-Result-Code) of the AF's RAA or ASA.
 pub fn decode_answer_code(msg: &Message) -> Result<u32, DiameterError> {
     for a in msg.avps() {
-        let a = a?;
-        if a.is(avp::RESULT_CODE) {
-            return a.as_u32();
-        }
-        if a.is(avp::EXPERIMENTAL_RESULT) {
-            if let Some(code) = a.grouped().find(avp::EXPERIMENTAL_RESULT_CODE)? {
-                return code.as_u32();
-            }
+        if let Some(Outcome::Result(c) | Outcome::Experimental(c)) =
+            session_message::decode_outcome(&a?)?
+        {
+            return Ok(c);
         }
     }
     Err(missing_avp(avp::RESULT_CODE, "Result-Code"))

@@ -5,6 +5,7 @@
 
 use crate::gx::{self, Identity, Outcome, RequestType, UsageInstructions, UsageReport};
 use crate::policy::decision::AdcRule;
+use crate::session_message;
 use bytes::BytesMut;
 use diameter::codec::{missing_avp, Avp, DiameterError, Message, MessageBuilder};
 use diameter::dict::{app, avp, cmd, enums};
@@ -281,16 +282,8 @@ pub fn encode_cca(
     let mut b = MessageBuilder::answer(out, req);
     b.u32(avp::AUTH_APPLICATION_ID, SD)
         .origin(&me.origin_host, &me.origin_realm);
-    let success = match outcome {
-        Outcome::Result(rc) => {
-            b.result_code(rc);
-            rc == diameter::result_code::DIAMETER_SUCCESS
-        }
-        Outcome::Experimental(code) => {
-            b.experimental_result(gx::TGPP, code);
-            false
-        }
-    };
+    session_message::encode_outcome(&mut b, outcome);
+    let success = outcome == Outcome::Result(diameter::result_code::DIAMETER_SUCCESS);
     if let Some(t) = ccr.request_type {
         b.i32(
             avp::CC_REQUEST_TYPE,
@@ -334,11 +327,7 @@ pub fn encode_tsr(
     adc: &AdcChanges<'_>,
     usage: &UsageInstructions,
 ) {
-    b.str(avp::SESSION_ID, session_id)
-        .u32(avp::AUTH_APPLICATION_ID, SD)
-        .origin(&me.origin_host, &me.origin_realm)
-        .str(avp::DESTINATION_REALM, dest_realm)
-        .str(avp::DESTINATION_HOST, dest_host);
+    session_message::application_first(b, SD, session_id, me, dest_host, dest_realm);
     for (kind, data) in [(1, subject.imsi), (0, subject.msisdn)] {
         if let Some(d) = data {
             b.group(avp::SUBSCRIPTION_ID, |g| {
@@ -373,15 +362,10 @@ pub fn encode_rar(
     adc: &AdcChanges<'_>,
     usage: &UsageInstructions,
 ) {
-    b.str(avp::SESSION_ID, session_id)
-        .u32(avp::AUTH_APPLICATION_ID, SD)
-        .origin(&me.origin_host, &me.origin_realm)
-        .str(avp::DESTINATION_REALM, dest_realm)
-        .str(avp::DESTINATION_HOST, dest_host)
-        .i32(
-            avp::RE_AUTH_REQUEST_TYPE,
-            enums::RE_AUTH_REQUEST_TYPE::AUTHORIZE_ONLY,
-        );
+    session_message::application_first(b, SD, session_id, me, dest_host, dest_realm).i32(
+        avp::RE_AUTH_REQUEST_TYPE,
+        enums::RE_AUTH_REQUEST_TYPE::AUTHORIZE_ONLY,
+    );
     if let Some(cause) = release_cause {
         b.i32(avp::SESSION_RELEASE_CAUSE, cause);
         return;
@@ -411,11 +395,10 @@ pub fn decode_answer(msg: &Message) -> Result<SdAnswer, DiameterError> {
     let mut r = SdAnswer::default();
     for a in msg.avps() {
         let a = a?;
-        if a.is(avp::RESULT_CODE) {
-            r.result_code = Some(a.as_u32()?);
-        } else if a.is(avp::EXPERIMENTAL_RESULT) {
-            if let Some(code) = a.grouped().find(avp::EXPERIMENTAL_RESULT_CODE)? {
-                r.experimental_result = Some(code.as_u32()?);
+        if let Some(outcome) = session_message::decode_outcome(&a)? {
+            match outcome {
+                Outcome::Result(c) => r.result_code = Some(c),
+                Outcome::Experimental(c) => r.experimental_result = Some(c),
             }
         } else if a.is(avp::ADC_RULE_REPORT) {
             for g in a.grouped() {

@@ -4,7 +4,8 @@
 //! borrow nothing past the call and answer bad input with the RFC 6733
 //! code and the offending AVP.
 
-use crate::gx::Identity;
+use crate::gx::{Identity, Outcome};
+use crate::session_message;
 use diameter::codec::{missing_avp, Avp, DiameterError, Message, MessageBuilder};
 use diameter::dict::{avp, enums};
 use diameter::result_code;
@@ -46,18 +47,21 @@ pub struct Slr<'a> {
 
 /// Appends the AVPs of an SLR (TS 29.219 §5.6.2) to a request builder.
 pub fn encode_slr(b: &mut MessageBuilder<'_>, me: &Identity, slr: &Slr<'_>) {
-    b.str(avp::SESSION_ID, slr.session_id)
-        .u32(avp::AUTH_APPLICATION_ID, SY)
-        .origin(&me.origin_host, &me.origin_realm)
-        .str(avp::DESTINATION_REALM, slr.destination_realm)
-        .str(avp::DESTINATION_HOST, slr.destination_host)
-        .i32(
-            avp::SL_REQUEST_TYPE,
-            match slr.request_type {
-                SlRequestType::Initial => enums::SL_REQUEST_TYPE::INITIAL_REQUEST,
-                SlRequestType::Intermediate => enums::SL_REQUEST_TYPE::INTERMEDIATE_REQUEST,
-            },
-        );
+    session_message::application_first(
+        b,
+        SY,
+        slr.session_id,
+        me,
+        slr.destination_host,
+        slr.destination_realm,
+    )
+    .i32(
+        avp::SL_REQUEST_TYPE,
+        match slr.request_type {
+            SlRequestType::Initial => enums::SL_REQUEST_TYPE::INITIAL_REQUEST,
+            SlRequestType::Intermediate => enums::SL_REQUEST_TYPE::INTERMEDIATE_REQUEST,
+        },
+    );
     for c in slr.counters {
         b.str(avp::POLICY_COUNTER_IDENTIFIER, c);
     }
@@ -87,11 +91,7 @@ pub fn encode_str(
     destination_realm: &str,
     termination_cause: i32,
 ) {
-    b.str(avp::SESSION_ID, session_id)
-        .origin(&me.origin_host, &me.origin_realm)
-        .str(avp::DESTINATION_REALM, destination_realm)
-        .str(avp::DESTINATION_HOST, destination_host)
-        .u32(avp::AUTH_APPLICATION_ID, SY)
+    session_message::application_last(b, SY, session_id, me, destination_host, destination_realm)
         .i32(avp::TERMINATION_CAUSE, termination_cause);
 }
 
@@ -148,12 +148,10 @@ pub struct Sla {
 }
 
 fn answer_code(a: &Avp<'_>, code: &mut AnswerCode) -> Result<(), DiameterError> {
-    if a.is(avp::RESULT_CODE) {
-        *code = AnswerCode::Result(a.as_u32()?);
-    } else if a.is(avp::EXPERIMENTAL_RESULT) {
-        if let Some(c) = a.grouped().find(avp::EXPERIMENTAL_RESULT_CODE)? {
-            *code = AnswerCode::Experimental(c.as_u32()?);
-        }
+    match session_message::decode_outcome(a)? {
+        Some(Outcome::Result(c)) => *code = AnswerCode::Result(c),
+        Some(Outcome::Experimental(c)) => *code = AnswerCode::Experimental(c),
+        None => {}
     }
     Ok(())
 }
