@@ -5,13 +5,12 @@
 //! 2001 (5002 for a session no call holds), counting both; an ASR also wakes the call so that it sends its STR
 //! at once, as TS 29.214 §4.4.4 has the AF do after the ASA.
 
+use crate::client_peers::ClientPeers;
 use crate::rx::{self, AfIdentity};
 use bytes::Bytes;
 use diameter::dict::{app, avp, cmd};
-use diameter::peer::{
-    Application, CloseReason, DisconnectCause, LocalNode, PeerSettings, PeerState,
-};
-use diameter::transport::{Handler, Initiator, Node, PeerHandle, PeerTable};
+use diameter::peer::{Application, CloseReason, LocalNode, PeerSettings};
+use diameter::transport::{Handler, PeerHandle};
 use diameter::{DiameterError, Message};
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, HashMap};
@@ -169,8 +168,7 @@ pub struct AfOptions {
 
 /// The emulated P-CSCFs of a run.
 pub struct Afs {
-    initiators: Mutex<Vec<Initiator>>,
-    handles: Vec<PeerHandle>,
+    peers: ClientPeers,
     identities: Vec<Arc<AfIdentity>>,
     pub counters: Arc<AfCounters>,
 }
@@ -188,19 +186,13 @@ impl Afs {
             cer_timeout: opts.connect_timeout,
             ..PeerSettings::default()
         });
-        let mut initiators = Vec::with_capacity(opts.peers);
+        let mut nodes = Vec::with_capacity(opts.peers);
         let mut identities = Vec::with_capacity(opts.peers);
         for i in 0..opts.peers {
             let host = format!("pcscf-{}.{}", i + 1, opts.origin_realm);
             let local = LocalNode::new(host.clone(), opts.origin_realm.clone())
                 .with_application(Application::auth_vendor(app::RX, crate::gx::VENDOR_3GPP));
-            let node = Node::with_parts(
-                Arc::new(local),
-                settings.clone(),
-                handler.clone(),
-                PeerTable::new(),
-            );
-            initiators.push(node.connect(opts.target, None));
+            nodes.push((local, handler.clone()));
             identities.push(Arc::new(AfIdentity {
                 origin_host: host,
                 origin_realm: opts.origin_realm.clone(),
@@ -208,42 +200,32 @@ impl Afs {
                 destination_host: opts.destination_host.clone(),
             }));
         }
-        let handles: Vec<PeerHandle> = initiators.iter().map(|i| i.handle()).collect();
-        let afs = Afs {
-            initiators: Mutex::new(initiators),
-            handles,
+        let peers = ClientPeers::connect(
+            opts.target,
+            &settings,
+            nodes,
+            opts.connect_timeout,
+            "AF",
+            "does the server serve Rx?",
+        )
+        .await?;
+        Ok(Afs {
+            peers,
             identities,
             counters,
-        };
-        for (i, h) in afs.handles.iter().enumerate() {
-            let open =
-                tokio::time::timeout(opts.connect_timeout, h.wait_state(|s| s == PeerState::Open))
-                    .await
-                    .is_ok();
-            if !open {
-                let state = h.state();
-                afs.shutdown().await;
-                return Err(format!(
-                    "AF {} could not open a Diameter connection to {} within {:?} (state {state:?}); does the server serve Rx?",
-                    i + 1,
-                    opts.target,
-                    opts.connect_timeout
-                ));
-            }
-        }
-        Ok(afs)
+        })
     }
 
     pub fn len(&self) -> usize {
-        self.handles.len()
+        self.peers.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.handles.is_empty()
+        self.peers.is_empty()
     }
 
     pub fn handle(&self, i: usize) -> &PeerHandle {
-        &self.handles[i % self.handles.len()]
+        self.peers.handle(i)
     }
 
     pub fn identity(&self, i: usize) -> &Arc<AfIdentity> {
@@ -260,17 +242,14 @@ impl Afs {
 
     /// Disconnects every AF with DPR (REBOOTING).
     pub async fn shutdown(&self) {
-        let all: Vec<Initiator> =
-            std::mem::take(&mut *self.initiators.lock().unwrap_or_else(|e| e.into_inner()));
-        for i in all {
-            i.shutdown(DisconnectCause::Rebooting).await;
-        }
+        self.peers.shutdown().await;
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use diameter::transport::Node;
 
     /// The PCRF's side, serving nothing: the test sends its RAR and ASR.
     struct Silent;

@@ -6,6 +6,7 @@
 
 pub mod af;
 pub mod apdex;
+pub mod client_peers;
 pub mod closed_loop;
 pub mod cpu;
 pub mod delivery;

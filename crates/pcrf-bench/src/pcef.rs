@@ -5,13 +5,14 @@
 //! Session-Release-Cause asks the gateway to end the session: its
 //! Session-Id is queued for the runner, which sends the CCR-T.
 
+use crate::client_peers::ClientPeers;
 use crate::delivery::Delivery;
 use crate::gx::Gateway;
 use crate::scenario::GxSettings;
 use bytes::{Bytes, BytesMut};
 use diameter::dict::{app, avp, cmd};
-use diameter::peer::{Application, CloseReason, DisconnectCause, LocalNode, PeerSettings};
-use diameter::transport::{Handler, Initiator, Node, PeerHandle, PeerTable};
+use diameter::peer::{Application, CloseReason, LocalNode, PeerSettings};
+use diameter::transport::{Handler, PeerHandle};
 use diameter::{DiameterError, Message, MessageBuilder};
 use std::collections::HashSet;
 use std::future::Future;
@@ -101,9 +102,7 @@ impl Handler for PcefHandler {
 
 /// The emulated gateways of a run.
 pub struct Pcefs {
-    /// Taken out by [`Pcefs::shutdown`].
-    initiators: Mutex<Vec<Initiator>>,
-    handles: Vec<PeerHandle>,
+    peers: ClientPeers,
     gateways: Vec<Arc<Gateway>>,
     pub counters: Arc<PcefCounters>,
     /// Retransmission and the answer log, for every request of the run.
@@ -157,19 +156,12 @@ impl Pcefs {
         } else {
             settings
         };
-        let mut initiators = Vec::with_capacity(opts.peers);
+        let mut nodes = Vec::with_capacity(opts.peers);
         let mut gateways = Vec::with_capacity(opts.peers);
         for i in 0..opts.peers {
             let host = format!("pgw-{}.{}", i + 1, gx.origin_realm);
             let local = LocalNode::new(host.clone(), gx.origin_realm.clone())
                 .with_application(Application::auth_vendor(app::GX, crate::gx::VENDOR_3GPP));
-            let node = Node::with_parts(
-                Arc::new(local.clone()),
-                settings.clone(),
-                handler.clone(),
-                PeerTable::new(),
-            );
-            initiators.push(node.connect(opts.target, None));
             let n = i as u8;
             gateways.push(Arc::new(Gateway {
                 origin_host: host,
@@ -183,30 +175,19 @@ impl Pcefs {
                 mcc_mnc: gx.mcc_mnc.clone(),
                 apn: gx.apn.clone(),
             }));
+            nodes.push((local, handler.clone()));
         }
-        for (i, init) in initiators.iter().enumerate() {
-            if !init.wait_open(opts.connect_timeout).await {
-                let state = init.handle().state();
-                let pcefs = Pcefs {
-                    handles: initiators.iter().map(|i| i.handle()).collect(),
-                    initiators: Mutex::new(initiators),
-                    gateways,
-                    counters,
-                    delivery: Arc::default(),
-                };
-                pcefs.shutdown().await;
-                return Err(format!(
-                    "gateway {} could not open a Diameter connection to {} within {:?} (state {state:?}); is the server running?",
-                    i + 1,
-                    opts.target,
-                    opts.connect_timeout
-                ));
-            }
-        }
-        let handles = initiators.iter().map(|i| i.handle()).collect();
+        let peers = ClientPeers::connect(
+            opts.target,
+            &settings,
+            nodes,
+            opts.connect_timeout,
+            "gateway",
+            "is the server running?",
+        )
+        .await?;
         Ok(Pcefs {
-            initiators: Mutex::new(initiators),
-            handles,
+            peers,
             gateways,
             counters,
             delivery: Arc::default(),
@@ -214,15 +195,15 @@ impl Pcefs {
     }
 
     pub fn len(&self) -> usize {
-        self.handles.len()
+        self.peers.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.handles.is_empty()
+        self.peers.is_empty()
     }
 
     pub fn handle(&self, i: usize) -> &PeerHandle {
-        &self.handles[i % self.handles.len()]
+        self.peers.handle(i)
     }
 
     pub fn gateway(&self, i: usize) -> &Arc<Gateway> {
@@ -240,11 +221,7 @@ impl Pcefs {
 
     /// Disconnects every gateway with DPR (REBOOTING: we may come back).
     pub async fn shutdown(&self) {
-        let all: Vec<Initiator> =
-            std::mem::take(&mut *self.initiators.lock().unwrap_or_else(|e| e.into_inner()));
-        for i in all {
-            i.shutdown(DisconnectCause::Rebooting).await;
-        }
+        self.peers.shutdown().await;
     }
 }
 
@@ -252,6 +229,7 @@ impl Pcefs {
 mod tests {
     use super::*;
     use diameter::dict::avp;
+    use diameter::transport::Node;
 
     /// A PCRF stand-in that serves no requests of its own; the test drives
     /// its side of the connection (the RAR) by hand.

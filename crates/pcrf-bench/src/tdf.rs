@@ -10,14 +10,13 @@
 //! the CCR-T. Unsolicited mode: [`Tdfs::start_unsolicited`] sends a CCR-I
 //! with the UE's address first.
 
+use crate::client_peers::ClientPeers;
 use crate::sd::{self, AppUsage, TdfIdentity};
 use crate::stats::{Outcome, ResultKind};
 use bytes::Bytes;
 use diameter::dict::{app, avp, cmd};
-use diameter::peer::{
-    Application, CloseReason, DisconnectCause, LocalNode, PeerSettings, PeerState,
-};
-use diameter::transport::{Handler, Initiator, Node, PeerHandle, PeerTable, RequestError};
+use diameter::peer::{Application, CloseReason, LocalNode, PeerSettings};
+use diameter::transport::{Handler, PeerHandle, RequestError};
 use diameter::{DiameterError, Message};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
@@ -154,8 +153,7 @@ pub struct TdfOptions {
 
 /// The emulated TDFs.
 pub struct Tdfs {
-    initiators: Mutex<Vec<Initiator>>,
-    handles: Vec<PeerHandle>,
+    peers: ClientPeers,
     identities: Vec<TdfIdentity>,
     shared: Arc<Shared>,
 }
@@ -193,7 +191,7 @@ impl Tdfs {
             cer_timeout: opts.connect_timeout,
             ..PeerSettings::default()
         });
-        let mut initiators = Vec::with_capacity(opts.peers);
+        let mut nodes = Vec::with_capacity(opts.peers);
         let mut identities = Vec::with_capacity(opts.peers);
         for i in 0..opts.peers {
             let host = format!("tdf-{}.{}", i + 1, opts.origin_realm);
@@ -205,49 +203,34 @@ impl Tdfs {
                 destination_realm: opts.destination_realm.clone(),
                 origin_state_id: local.origin_state_id,
             });
-            let node = Node::with_parts(
-                Arc::new(local),
-                settings.clone(),
-                Arc::new(TdfHandler {
-                    index: i,
-                    shared: shared.clone(),
-                }),
-                PeerTable::new(),
-            );
-            initiators.push(node.connect(opts.target, None));
+            let handler = Arc::new(TdfHandler {
+                index: i,
+                shared: shared.clone(),
+            });
+            nodes.push((local, handler));
         }
-        let handles: Vec<PeerHandle> = initiators.iter().map(|i| i.handle()).collect();
-        let tdfs = Tdfs {
-            initiators: Mutex::new(initiators),
-            handles,
+        let peers = ClientPeers::connect(
+            opts.target,
+            &settings,
+            nodes,
+            opts.connect_timeout,
+            "TDF",
+            "does the server serve Sd?",
+        )
+        .await?;
+        Ok(Tdfs {
+            peers,
             identities,
             shared,
-        };
-        for (i, h) in tdfs.handles.iter().enumerate() {
-            let open =
-                tokio::time::timeout(opts.connect_timeout, h.wait_state(|s| s == PeerState::Open))
-                    .await
-                    .is_ok();
-            if !open {
-                let state = h.state();
-                tdfs.shutdown().await;
-                return Err(format!(
-                    "TDF {} could not open a Diameter connection to {} within {:?} (state {state:?}); does the server serve Sd?",
-                    i + 1,
-                    opts.target,
-                    opts.connect_timeout
-                ));
-            }
-        }
-        Ok(tdfs)
+        })
     }
 
     pub fn len(&self) -> usize {
-        self.handles.len()
+        self.peers.len()
     }
 
     pub fn is_empty(&self) -> bool {
-        self.handles.is_empty()
+        self.peers.is_empty()
     }
 
     pub fn counts(&self) -> TdfCounts {
@@ -281,7 +264,7 @@ impl Tdfs {
         ue_ip: Ipv4Addr,
         imsi: &str,
     ) -> Outcome {
-        let i = tdf % self.handles.len();
+        let i = tdf % self.peers.len();
         let id = &self.identities[i];
         let r = sd::Request {
             session_id,
@@ -289,7 +272,9 @@ impl Tdfs {
             destination_host: None,
             number: 0,
         };
-        let answer = self.handles[i]
+        let answer = self
+            .peers
+            .handle(i)
             .request(app::SD, cmd::CREDIT_CONTROL, |b| {
                 sd::ccr_initial(b, &r, ue_ip, imsi)
             })
@@ -331,7 +316,9 @@ impl Tdfs {
             destination_host: host.as_deref(),
             number,
         };
-        let a = self.handles[i]
+        let a = self
+            .peers
+            .handle(i)
             .request(app::SD, cmd::CREDIT_CONTROL, |b| {
                 sd::ccr_update(b, &r, started, usage)
             })
@@ -348,7 +335,9 @@ impl Tdfs {
             destination_host: host.as_deref(),
             number,
         };
-        let a = self.handles[i]
+        let a = self
+            .peers
+            .handle(i)
             .request(app::SD, cmd::CREDIT_CONTROL, |b| {
                 sd::ccr_terminate(b, &r, usage)
             })
@@ -367,10 +356,6 @@ impl Tdfs {
 
     /// Disconnects every TDF with DPR (REBOOTING).
     pub async fn shutdown(&self) {
-        let all: Vec<Initiator> =
-            std::mem::take(&mut *self.initiators.lock().unwrap_or_else(|e| e.into_inner()));
-        for i in all {
-            i.shutdown(DisconnectCause::Rebooting).await;
-        }
+        self.peers.shutdown().await;
     }
 }
