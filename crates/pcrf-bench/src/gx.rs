@@ -117,7 +117,9 @@ fn header_avps(b: &mut MessageBuilder<'_>, r: &Request<'_>, request_type: i32) {
         .u32(avp::ORIGIN_STATE_ID, r.gateway.origin_state_id);
 }
 
-fn usage_avps(b: &mut MessageBuilder<'_>, usage: &[Usage]) {
+/// Usage-Monitoring-Information per monitoring key, at `level` (session
+/// level on Gx, ADC rule level on Sd).
+pub(crate) fn usage_avps(b: &mut MessageBuilder<'_>, usage: &[Usage], level: i32) {
     for u in usage {
         b.group(avp::USAGE_MONITORING_INFORMATION, |g| {
             g.bytes(avp::MONITORING_KEY, u.monitoring_key.as_bytes())
@@ -126,10 +128,7 @@ fn usage_avps(b: &mut MessageBuilder<'_>, usage: &[Usage]) {
                         .u64(avp::CC_INPUT_OCTETS, u.input_octets)
                         .u64(avp::CC_OUTPUT_OCTETS, u.output_octets);
                 })
-                .i32(
-                    avp::USAGE_MONITORING_LEVEL,
-                    enums::USAGE_MONITORING_LEVEL::SESSION_LEVEL,
-                );
+                .i32(avp::USAGE_MONITORING_LEVEL, level);
         });
     }
 }
@@ -226,7 +225,7 @@ pub fn ccr_update(b: &mut MessageBuilder<'_>, r: &Request<'_>, usage: &[Usage]) 
     if !usage.is_empty() {
         b.i32(avp::EVENT_TRIGGER, enums::EVENT_TRIGGER::USAGE_REPORT);
     }
-    usage_avps(b, usage);
+    usage_avps(b, usage, enums::USAGE_MONITORING_LEVEL::SESSION_LEVEL);
     location_avps(b, r);
 }
 
@@ -234,7 +233,7 @@ pub fn ccr_update(b: &mut MessageBuilder<'_>, r: &Request<'_>, usage: &[Usage]) 
 pub fn ccr_terminate(b: &mut MessageBuilder<'_>, r: &Request<'_>, usage: &[Usage], cause: i32) {
     header_avps(b, r, enums::CC_REQUEST_TYPE::TERMINATION_REQUEST);
     b.i32(avp::TERMINATION_CAUSE, cause);
-    usage_avps(b, usage);
+    usage_avps(b, usage, enums::USAGE_MONITORING_LEVEL::SESSION_LEVEL);
     location_avps(b, r);
 }
 

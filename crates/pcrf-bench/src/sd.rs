@@ -7,6 +7,7 @@
 //! Sans-IO like [`crate::gx`]: the functions add AVPs to a builder whose
 //! header the caller (or `PeerHandle::request`) started.
 
+use crate::gx;
 use bytes::{Bytes, BytesMut};
 use diameter::dict::{app, avp, enums};
 use diameter::{Message, MessageBuilder};
@@ -22,13 +23,9 @@ pub struct TdfIdentity {
 }
 
 /// Usage of one detected application since the last report: its
-/// Monitoring-Key (from the ADC rule) and octets.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct AppUsage {
-    pub monitoring_key: String,
-    pub input_octets: u64,
-    pub output_octets: u64,
-}
+/// Monitoring-Key (from the ADC rule) and octets, as a PCEF reports a
+/// monitoring key's.
+pub use crate::gx::Usage as AppUsage;
 
 /// What differs between the CCRs of one Sd session.
 #[derive(Clone, Copy, Debug)]
@@ -52,23 +49,6 @@ fn header_avps(b: &mut MessageBuilder<'_>, r: &Request<'_>, request_type: i32) {
     b.i32(avp::CC_REQUEST_TYPE, request_type)
         .u32(avp::CC_REQUEST_NUMBER, r.number)
         .u32(avp::ORIGIN_STATE_ID, r.tdf.origin_state_id);
-}
-
-fn usage_avps(b: &mut MessageBuilder<'_>, usage: &[AppUsage]) {
-    for u in usage {
-        b.group(avp::USAGE_MONITORING_INFORMATION, |g| {
-            g.bytes(avp::MONITORING_KEY, u.monitoring_key.as_bytes())
-                .group(avp::USED_SERVICE_UNIT, |s| {
-                    s.u64(avp::CC_TOTAL_OCTETS, u.input_octets + u.output_octets)
-                        .u64(avp::CC_INPUT_OCTETS, u.input_octets)
-                        .u64(avp::CC_OUTPUT_OCTETS, u.output_octets);
-                })
-                .i32(
-                    avp::USAGE_MONITORING_LEVEL,
-                    enums::USAGE_MONITORING_LEVEL::ADC_RULE_LEVEL,
-                );
-        });
-    }
 }
 
 /// The unsolicited mode's CCR-I (TS 29.212 §5b.3.1): the UE's address and
@@ -110,7 +90,7 @@ pub fn ccr_update(
                 );
         });
     }
-    usage_avps(b, usage);
+    gx::usage_avps(b, usage, enums::USAGE_MONITORING_LEVEL::ADC_RULE_LEVEL);
 }
 
 /// The CCR-T with the final usage.
@@ -120,7 +100,7 @@ pub fn ccr_terminate(b: &mut MessageBuilder<'_>, r: &Request<'_>, usage: &[AppUs
         avp::TERMINATION_CAUSE,
         enums::TERMINATION_CAUSE::DIAMETER_LOGOUT,
     );
-    usage_avps(b, usage);
+    gx::usage_avps(b, usage, enums::USAGE_MONITORING_LEVEL::ADC_RULE_LEVEL);
 }
 
 /// The TDF's answer to a TSR (TSA, TS 29.212 §5b.6.2) or an Sd RAR (RAA,
