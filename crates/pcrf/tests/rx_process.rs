@@ -252,6 +252,22 @@ fn definitions(m: &Message) -> Vec<(String, i32, Option<u32>)> {
     out
 }
 
+/// The first Specific-Action of a RAR to the AF.
+fn specific_action(m: &Message) -> Option<i32> {
+    m.find(avp::SPECIFIC_ACTION)
+        .expect("avps")
+        .map(|a| a.as_i32().expect("Specific-Action"))
+}
+
+/// Appends `lua` to the running node's policy and reloads it.
+fn append_to_policy(p: &Pcrf, lua: &str) {
+    let mut script = std::fs::read_to_string(&p.policy).expect("policy");
+    script.push_str(lua);
+    std::fs::write(&p.policy, script).expect("write policy");
+    let (st, body) = p.http("POST", "/v1/policy/reload", None);
+    assert_eq!(st, 200, "{body}");
+}
+
 fn failed_avp_code(m: &Message) -> Option<u32> {
     let f = m.find(avp::FAILED_AVP).ok()??;
     let inner = f.grouped().next()?.ok()?;
@@ -438,8 +454,8 @@ async fn bad_media_is_5004_with_failed_avp_and_policy_refusal_is_5063() {
     assert_eq!(failed_avp_code(&aaa), Some(520), "Media-Type");
 
     // The operator's hook refuses emergency-less video calls.
-    let mut script = std::fs::read_to_string(&p.policy).expect("policy");
-    script.push_str(
+    append_to_policy(
+        &p,
         r#"
 function authorize_media(input)
   for _, mc in ipairs(input.media) do
@@ -449,9 +465,6 @@ function authorize_media(input)
 end
 "#,
     );
-    std::fs::write(&p.policy, script).expect("write policy");
-    let (st, body) = p.http("POST", "/v1/policy/reload", None);
-    assert_eq!(st, 200, "{body}");
     let aaa = af
         .aar("pcscf.test.local;video", |b| {
             b.bytes(avp::FRAMED_IP_ADDRESS, &UE);
@@ -471,17 +484,14 @@ end
 
     // A hook naming its rule as the session's predefined rule is refused
     // (5012, counted), not allowed to replace it at the PCEF.
-    let mut script = std::fs::read_to_string(&p.policy).expect("policy");
-    script.push_str(
+    append_to_policy(
+        &p,
         r#"
 function authorize_media(input)
   return { rules = { { name = "internet", qos = { qci = 1 } } } }
 end
 "#,
     );
-    std::fs::write(&p.policy, script).expect("write policy");
-    let (st, body) = p.http("POST", "/v1/policy/reload", None);
-    assert_eq!(st, 200, "{body}");
     assert_eq!(
         result_of(&af.aar("pcscf.test.local;clash", call).await),
         5012
@@ -534,13 +544,9 @@ async fn pcef_refusal_fails_the_aar_and_a_failed_rule_is_notified_to_the_af() {
         note.session_id().ok().flatten(),
         Some("pcscf.test.local;call;4")
     );
-    let action = note
-        .find(avp::SPECIFIC_ACTION)
-        .expect("avps")
-        .expect("Specific-Action");
     assert_eq!(
-        action.as_i32(),
-        Ok(enums::SPECIFIC_ACTION::INDICATION_OF_FAILED_RESOURCES_ALLOCATION)
+        specific_action(&note),
+        Some(enums::SPECIFIC_ACTION::INDICATION_OF_FAILED_RESOURCES_ALLOCATION)
     );
     // Which flow failed: media component 1, flow 1.
     let flows = note.find(avp::FLOWS).expect("avps").expect("Flows");
@@ -573,13 +579,9 @@ async fn pcef_refusal_fails_the_aar_and_a_failed_rule_is_notified_to_the_af() {
         note.session_id().ok().flatten(),
         Some("pcscf.test.local;call;4b")
     );
-    let action = note
-        .find(avp::SPECIFIC_ACTION)
-        .expect("avps")
-        .expect("Specific-Action");
     assert_eq!(
-        action.as_i32(),
-        Ok(enums::SPECIFIC_ACTION::INDICATION_OF_LOSS_OF_BEARER)
+        specific_action(&note),
+        Some(enums::SPECIFIC_ACTION::INDICATION_OF_LOSS_OF_BEARER)
     );
     af.close().await;
     pcef.close().await;
@@ -723,13 +725,9 @@ async fn answer_first_then_a_pcef_refusal_is_undone_and_notified() {
     assert_eq!(definitions(&pcef.nth(1).await)[0].1, 1);
     let note = af.nth(1).await;
     assert_eq!(note.command_code(), cmd::RE_AUTH);
-    let action = note
-        .find(avp::SPECIFIC_ACTION)
-        .expect("avps")
-        .expect("action");
     assert_eq!(
-        action.as_i32(),
-        Ok(enums::SPECIFIC_ACTION::INDICATION_OF_FAILED_RESOURCES_ALLOCATION)
+        specific_action(&note),
+        Some(enums::SPECIFIC_ACTION::INDICATION_OF_FAILED_RESOURCES_ALLOCATION)
     );
     // Undone: the AF session holds no rules, the Gx session installed none.
     let (_, s) = p.http("GET", &format!("/v1/sessions/{gx_sid}"), None);
@@ -878,13 +876,9 @@ async fn charging_ids_from_the_pcef_reach_an_af_that_asked_for_correlation() {
         .await;
     assert_eq!(result_of(&cca), 2001);
     let note = af.nth(2).await;
-    let action = note
-        .find(avp::SPECIFIC_ACTION)
-        .expect("avps")
-        .expect("action");
     assert_eq!(
-        action.as_i32(),
-        Ok(enums::SPECIFIC_ACTION::INDICATION_OF_SUCCESSFUL_RESOURCES_ALLOCATION)
+        specific_action(&note),
+        Some(enums::SPECIFIC_ACTION::INDICATION_OF_SUCCESSFUL_RESOURCES_ALLOCATION)
     );
     // A Gx re-decision keeps the triggers the AF needs: nothing re-sent.
     assert_eq!(rule_changes(&cca), (vec![], vec![]));
