@@ -156,6 +156,25 @@ impl Tdf {
         .await
     }
 
+    /// A CCR-U (a retransmission with `retransmit`) reporting `octets`
+    /// used under the video ADC rule's Monitoring-Key.
+    async fn video_usage(
+        &self,
+        session: &str,
+        number: u32,
+        retransmit: bool,
+        octets: u64,
+    ) -> Message {
+        self.ccr(
+            session,
+            enums::CC_REQUEST_TYPE::UPDATE_REQUEST,
+            number,
+            retransmit,
+            |b| used_report(b, "video", octets),
+        )
+        .await
+    }
+
     async fn close(mut self) {
         if let Some(i) = self.initiator.take() {
             i.shutdown(DisconnectCause::Rebooting).await;
@@ -494,15 +513,7 @@ async fn sd_usage_is_summed_with_gx_usage_exactly_once() {
         .ccr_u("pgw;use;1", 1, |b| used_report(b, "total", 10 * MB))
         .await;
     assert_eq!(result_of(&cca), 2001);
-    let cca = tdf
-        .ccr(
-            "tdf;use;1",
-            enums::CC_REQUEST_TYPE::UPDATE_REQUEST,
-            1,
-            false,
-            |b| used_report(b, "video", 5 * MB),
-        )
-        .await;
+    let cca = tdf.video_usage("tdf;use;1", 1, false, 5 * MB).await;
     assert_eq!(result_of(&cca), 2001);
     assert_eq!(used(&p), 15 * MB);
     // Reported keys are granted again in the answer.
@@ -512,15 +523,7 @@ async fn sd_usage_is_summed_with_gx_usage_exactly_once() {
         .is_some());
 
     // A retransmission is answered again, not counted again.
-    let again = tdf
-        .ccr(
-            "tdf;use;1",
-            enums::CC_REQUEST_TYPE::UPDATE_REQUEST,
-            1,
-            true,
-            |b| used_report(b, "video", 5 * MB),
-        )
-        .await;
+    let again = tdf.video_usage("tdf;use;1", 1, true, 5 * MB).await;
     assert_eq!(result_of(&again), 2001);
     assert_eq!(used(&p), 15 * MB);
 
@@ -531,27 +534,11 @@ async fn sd_usage_is_summed_with_gx_usage_exactly_once() {
     p.kill9();
     p.restart();
     let tdf = Tdf::connect(&p).await;
-    let again = tdf
-        .ccr(
-            "tdf;use;1",
-            enums::CC_REQUEST_TYPE::UPDATE_REQUEST,
-            1,
-            true,
-            |b| used_report(b, "video", 5 * MB),
-        )
-        .await;
+    let again = tdf.video_usage("tdf;use;1", 1, true, 5 * MB).await;
     assert_eq!(result_of(&again), 2001);
     assert_eq!(used(&p), 15 * MB);
     // The Sd index came back with the records: a new report counts.
-    let cca = tdf
-        .ccr(
-            "tdf;use;1",
-            enums::CC_REQUEST_TYPE::UPDATE_REQUEST,
-            2,
-            false,
-            |b| used_report(b, "video", MB),
-        )
-        .await;
+    let cca = tdf.video_usage("tdf;use;1", 2, false, MB).await;
     assert_eq!(result_of(&cca), 2001);
     assert_eq!(used(&p), 16 * MB);
     tdf.close().await;
