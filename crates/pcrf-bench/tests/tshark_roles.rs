@@ -36,6 +36,19 @@ impl Handler for Silent {
     }
 }
 
+/// A PCRF's side of `app_id` that serves nothing (the test sends its
+/// requests by hand): where to connect, and its table of peers.
+async fn silent_pcrf(app_id: u32) -> (std::net::SocketAddr, PeerTable) {
+    let local = LocalNode::new("pcrf.pcrf.test", "pcrf.test")
+        .with_application(Application::auth_vendor(app_id, 10415));
+    let node = Node::new(local, PeerSettings::default(), Silent);
+    let server = node.listen("127.0.0.1:0").await.expect("listen");
+    let target = server.local_addr().expect("addr");
+    let table = server.peer_table();
+    tokio::spawn(server.run(std::future::pending()));
+    (target, table)
+}
+
 /// The PCRF's side of Sy: keeps the SNRs it receives (answering 2001).
 #[derive(Default)]
 struct SnrSink {
@@ -70,13 +83,7 @@ fn encode(code: u32, app_id: u32, f: impl FnOnce(&mut MessageBuilder<'_>)) -> By
 /// The AF's messages: AAR and STR as it builds them, RAA and ASA as it
 /// answered a PCRF's RAR and ASR on a live connection.
 async fn af_messages() -> Vec<(Direction, Bytes)> {
-    let local = LocalNode::new("pcrf.pcrf.test", "pcrf.test")
-        .with_application(Application::auth_vendor(app::RX, 10415));
-    let node = Node::new(local, PeerSettings::default(), Silent);
-    let server = node.listen("127.0.0.1:0").await.expect("listen");
-    let target = server.local_addr().expect("addr");
-    let table = server.peer_table();
-    tokio::spawn(server.run(std::future::pending()));
+    let (target, table) = silent_pcrf(app::RX).await;
     let afs = Afs::connect(&AfOptions {
         target,
         peers: 1,
@@ -246,13 +253,7 @@ async fn ocs_messages() -> Vec<(Direction, Bytes)> {
 /// The TDF's messages: the TSA it answered on a live connection, and its
 /// Sd CCRs as it builds them.
 async fn tdf_messages() -> Vec<(Direction, Bytes)> {
-    let local = LocalNode::new("pcrf.pcrf.test", "pcrf.test")
-        .with_application(Application::auth_vendor(app::SD, 10415));
-    let node = Node::new(local, PeerSettings::default(), Silent);
-    let server = node.listen("127.0.0.1:0").await.expect("listen");
-    let target = server.local_addr().expect("addr");
-    let table = server.peer_table();
-    tokio::spawn(server.run(std::future::pending()));
+    let (target, table) = silent_pcrf(app::SD).await;
     let tdfs = Tdfs::connect(&TdfOptions {
         target,
         peers: 1,
