@@ -105,6 +105,26 @@ impl Handler for SdPcrf {
     }
 }
 
+/// An Sd RAR from the PCRF to tdf-2 for `sid`; `changes` adds the ADC rule
+/// changes. Returns the RAA.
+async fn sd_rar(
+    tdf2: &PeerHandle,
+    sid: &str,
+    changes: impl FnOnce(&mut MessageBuilder<'_>),
+) -> Message {
+    tdf2.request(app::SD, cmd::RE_AUTH, |b| {
+        b.str(avp::SESSION_ID, sid)
+            .u32(avp::AUTH_APPLICATION_ID, app::SD)
+            .origin("pcrf.pcrf.test", "pcrf.test")
+            .str(avp::DESTINATION_REALM, "bench.test")
+            .str(avp::DESTINATION_HOST, "tdf-2.bench.test")
+            .i32(avp::RE_AUTH_REQUEST_TYPE, 0);
+        changes(b);
+    })
+    .await
+    .expect("RAA")
+}
+
 fn ok(o: Option<Outcome>) -> bool {
     matches!(o, Some(Outcome::Answered(ResultKind::Code(2001))))
 }
@@ -170,20 +190,12 @@ async fn solicited_and_unsolicited_sessions_report_applications_and_usage() {
     assert_eq!(s.adc_rules, ["adc-video"]);
 
     // An Sd RAR adds a predefined rule base.
-    let raa = tdf2
-        .request(app::SD, cmd::RE_AUTH, |b| {
-            b.str(avp::SESSION_ID, sid)
-                .u32(avp::AUTH_APPLICATION_ID, app::SD)
-                .origin("pcrf.pcrf.test", "pcrf.test")
-                .str(avp::DESTINATION_REALM, "bench.test")
-                .str(avp::DESTINATION_HOST, "tdf-2.bench.test")
-                .i32(avp::RE_AUTH_REQUEST_TYPE, 0)
-                .group(avp::ADC_RULE_INSTALL, |i| {
-                    i.str(avp::ADC_RULE_BASE_NAME, "social");
-                });
-        })
-        .await
-        .expect("RAA");
+    let raa = sd_rar(&tdf2, sid, |b| {
+        b.group(avp::ADC_RULE_INSTALL, |i| {
+            i.str(avp::ADC_RULE_BASE_NAME, "social");
+        });
+    })
+    .await;
     assert_eq!(ResultKind::of(&raa), ResultKind::Code(2001));
     assert_eq!(
         tdfs.sessions().get(sid).map(|s| s.adc_rules.clone()),
@@ -191,17 +203,7 @@ async fn solicited_and_unsolicited_sessions_report_applications_and_usage() {
     );
 
     // An Sd RAR for a session the TDF does not hold.
-    let raa = tdf2
-        .request(app::SD, cmd::RE_AUTH, |b| {
-            b.str(avp::SESSION_ID, "pcrf.pcrf.test;1;nope")
-                .u32(avp::AUTH_APPLICATION_ID, app::SD)
-                .origin("pcrf.pcrf.test", "pcrf.test")
-                .str(avp::DESTINATION_REALM, "bench.test")
-                .str(avp::DESTINATION_HOST, "tdf-2.bench.test")
-                .i32(avp::RE_AUTH_REQUEST_TYPE, 0);
-        })
-        .await
-        .expect("RAA");
+    let raa = sd_rar(&tdf2, "pcrf.pcrf.test;1;nope", |_| {}).await;
     assert_eq!(ResultKind::of(&raa), ResultKind::Code(5002));
 
     // The PCRF has not registered the TSR's session: 5002 for its CCR-U.
