@@ -125,31 +125,54 @@ impl Node {
         now: i64,
     ) {
         for r in reports {
-            let key = gx::key_text(r.key).into_owned();
-            let octets = r.used.octets();
-            let counted = Arc::make_mut(&mut step.next).count(
-                &step.cfg,
-                Interface::Gx,
-                &key,
-                &s.id,
-                &r.used,
-                now,
-                step.billing_day,
-            );
-            self.usage_counters.reports.fetch_add(1, Relaxed);
-            self.usage_counters.octets.fetch_add(octets, Relaxed);
-            if !counted.known_key {
-                self.usage_counters
-                    .unknown_key_reports
-                    .fetch_add(1, Relaxed);
-                tracing::warn!(session = %s.id, key = %key, octets, "usage report for a Monitoring-Key the usage file does not know; counted nowhere");
-                step.unknown.push(key.clone());
-            }
+            let (key, octets) = self.count_report(step, Interface::Gx, &s.id, r, now);
             if let Some(g) = s.monitoring.keys.get_mut(&key) {
                 g.reported_octets = g.reported_octets.saturating_add(octets);
             }
             step.reported.insert(key);
         }
+    }
+
+    /// Counts one usage report from `interface` (for Gx session `gx_id`)
+    /// into the accumulators its sources feed, and in the metrics; a key
+    /// the usage file does not know is logged and kept in `step.unknown`.
+    /// Returns the key as text and the octets reported.
+    pub(super) fn count_report(
+        &self,
+        step: &mut UsageStep,
+        interface: Interface,
+        gx_id: &str,
+        r: &UsageReport<'_>,
+        now: i64,
+    ) -> (String, u64) {
+        let key = gx::key_text(r.key).into_owned();
+        let octets = r.used.octets();
+        let counted = Arc::make_mut(&mut step.next).count(
+            &step.cfg,
+            interface,
+            &key,
+            gx_id,
+            &r.used,
+            now,
+            step.billing_day,
+        );
+        self.usage_counters.reports.fetch_add(1, Relaxed);
+        self.usage_counters.octets.fetch_add(octets, Relaxed);
+        if !counted.known_key {
+            self.usage_counters
+                .unknown_key_reports
+                .fetch_add(1, Relaxed);
+            match interface {
+                Interface::Gx => {
+                    tracing::warn!(session = %gx_id, key = %key, octets, "usage report for a Monitoring-Key the usage file does not know; counted nowhere")
+                }
+                Interface::Sd => {
+                    tracing::warn!(session = gx_id, key = %key, octets, "Sd usage report for a Monitoring-Key the usage file does not know; counted nowhere")
+                }
+            }
+            step.unknown.push(key.clone());
+        }
+        (key, octets)
     }
 
     /// The policy's usage input for a session when no request holds the

@@ -468,26 +468,7 @@ impl Node {
         now: i64,
     ) {
         for r in reports {
-            let key = crate::gx::key_text(r.key).into_owned();
-            let octets = r.used.octets();
-            let counted = Arc::make_mut(&mut step.next).count(
-                &step.cfg,
-                Interface::Sd,
-                &key,
-                gx_id,
-                &r.used,
-                now,
-                step.billing_day,
-            );
-            self.usage_counters.reports.fetch_add(1, Relaxed);
-            self.usage_counters.octets.fetch_add(octets, Relaxed);
-            if !counted.known_key {
-                self.usage_counters
-                    .unknown_key_reports
-                    .fetch_add(1, Relaxed);
-                tracing::warn!(session = gx_id, key = %key, octets, "Sd usage report for a Monitoring-Key the usage file does not know; counted nowhere");
-                step.unknown.push(key.clone());
-            }
+            let (key, _) = self.count_report(step, Interface::Sd, gx_id, r, now);
             step.reported.insert(key);
         }
     }
