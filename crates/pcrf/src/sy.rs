@@ -316,6 +316,23 @@ mod tests {
         parse(buf)
     }
 
+    /// An SLA 2001 from ocs.example: monthly-data exhausted, valid again
+    /// at 1_800_000_000; `more` adds further reports.
+    fn sla_2001(more: impl FnOnce(&mut MessageBuilder<'_>)) -> Message {
+        answer(|b| {
+            b.str(avp::SESSION_ID, "s")
+                .result_code(2001)
+                .origin("ocs.example", "example");
+            report(
+                b,
+                "monthly-data",
+                "exhausted",
+                Some(("valid", 1_800_000_000)),
+            );
+            more(b);
+        })
+    }
+
     fn report(b: &mut MessageBuilder<'_>, id: &str, status: &str, pending: Option<(&str, u64)>) {
         b.group(avp::POLICY_COUNTER_STATUS_REPORT, |g| {
             g.str(avp::POLICY_COUNTER_IDENTIFIER, id)
@@ -396,16 +413,7 @@ mod tests {
 
     #[test]
     fn sla_reports_and_pending_changes_decode() {
-        let m = answer(|b| {
-            b.str(avp::SESSION_ID, "s")
-                .result_code(2001)
-                .origin("ocs.example", "example");
-            report(
-                b,
-                "monthly-data",
-                "exhausted",
-                Some(("valid", 1_800_000_000)),
-            );
+        let m = sla_2001(|b| {
             report(b, "roaming", "valid", None);
         });
         let sla = decode_sla(&m).expect("decode");
@@ -518,17 +526,7 @@ mod tests {
 
     #[test]
     fn mangled_answers_and_notifications_never_panic() {
-        let sla = answer(|b| {
-            b.str(avp::SESSION_ID, "s")
-                .result_code(2001)
-                .origin("ocs.example", "example");
-            report(
-                b,
-                "monthly-data",
-                "exhausted",
-                Some(("valid", 1_800_000_000)),
-            );
-        });
+        let sla = sla_2001(|_| {});
         let whole = sla.bytes().to_vec();
         let decode_all = |bytes: Vec<u8>| {
             if let Ok(m) = Message::parse(bytes::Bytes::from(bytes)) {
