@@ -17,7 +17,7 @@ use bytes::Bytes;
 use diameter::dict::{app, avp, cmd};
 use diameter::peer::{Application, CloseReason, LocalNode, PeerSettings};
 use diameter::transport::{Handler, PeerHandle, RequestError};
-use diameter::{DiameterError, Message};
+use diameter::{DiameterError, Message, MessageBuilder};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::net::{Ipv4Addr, SocketAddr};
@@ -255,6 +255,29 @@ impl Tdfs {
         Some((session.tdf, n, session.pcrf_host.clone()))
     }
 
+    /// Sends the session's next CCR (built by `build`) from the TDF that
+    /// holds it; the answer and the CC-Request-Number used. `None` when no
+    /// TDF holds the session.
+    async fn send_next(
+        &self,
+        session_id: &str,
+        build: impl FnOnce(&mut MessageBuilder<'_>, &sd::Request<'_>),
+    ) -> Option<(Result<Message, RequestError>, u32)> {
+        let (i, number, host) = self.next(session_id)?;
+        let r = sd::Request {
+            session_id,
+            tdf: &self.identities[i],
+            destination_host: host.as_deref(),
+            number,
+        };
+        let a = self
+            .peers
+            .handle(i)
+            .request(app::SD, cmd::CREDIT_CONTROL, |b| build(b, &r))
+            .await;
+        Some((a, number))
+    }
+
     /// Unsolicited mode: TDF `tdf` saw the UE's traffic and opens the Sd
     /// session with a CCR-I; on success the session is kept.
     pub async fn start_unsolicited(
@@ -309,39 +332,17 @@ impl Tdfs {
         started: &[(&str, u32)],
         usage: &[AppUsage],
     ) -> Option<Outcome> {
-        let (i, number, host) = self.next(session_id)?;
-        let r = sd::Request {
-            session_id,
-            tdf: &self.identities[i],
-            destination_host: host.as_deref(),
-            number,
-        };
-        let a = self
-            .peers
-            .handle(i)
-            .request(app::SD, cmd::CREDIT_CONTROL, |b| {
-                sd::ccr_update(b, &r, started, usage)
-            })
-            .await;
+        let (a, number) = self
+            .send_next(session_id, |b, r| sd::ccr_update(b, r, started, usage))
+            .await?;
         Some(outcome(a, session_id, number))
     }
 
     /// CCR-T with the final usage; the session is forgotten.
     pub async fn terminate(&self, session_id: &str, usage: &[AppUsage]) -> Option<Outcome> {
-        let (i, number, host) = self.next(session_id)?;
-        let r = sd::Request {
-            session_id,
-            tdf: &self.identities[i],
-            destination_host: host.as_deref(),
-            number,
-        };
-        let a = self
-            .peers
-            .handle(i)
-            .request(app::SD, cmd::CREDIT_CONTROL, |b| {
-                sd::ccr_terminate(b, &r, usage)
-            })
-            .await;
+        let (a, number) = self
+            .send_next(session_id, |b, r| sd::ccr_terminate(b, r, usage))
+            .await?;
         self.shared.lock().remove(session_id);
         Some(outcome(a, session_id, number))
     }
