@@ -5,6 +5,8 @@
 //! was lost; then `verify` must pass, and must fail once the answer log
 //! claims an acknowledgement the server never gave.
 
+mod support;
+
 use pcrf_bench::delivery::{AnswerLog, AnswerRecord, Delivery, Retransmit};
 use pcrf_bench::http_client::BaseUrl;
 use pcrf_bench::open_loop::OpenLoop;
@@ -13,38 +15,12 @@ use pcrf_bench::provision::provision;
 use pcrf_bench::runner::{measure_with, CpuTargets, Load, RunExtras, RunSetup};
 use pcrf_bench::scenario::Scenario;
 use pcrf_bench::verify::{load_log, verify, Api};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// `pcrf` beside this test's own binary (target/<profile>/deps/..).
-fn pcrf_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile> directory");
-    let bin = dir.join("pcrf");
-    assert!(
-        bin.exists(),
-        "{} missing: build it first (cargo build -p pcrf), or run the workspace's tests",
-        bin.display()
-    );
-    bin
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
+use support::{free_port, pcrf_binary, repo_root};
 
 struct Server {
     child: Option<Child>,

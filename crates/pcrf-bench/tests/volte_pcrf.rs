@@ -5,43 +5,19 @@
 //! AAA, and end with STR (the rule removed) and CCR-T. A second run whose
 //! subscribers are not provisioned shows the failures counted, not hidden.
 
+mod support;
+
 use pcrf_bench::http_client::BaseUrl;
 use pcrf_bench::pcef::PcefOptions;
 use pcrf_bench::provision::provision;
 use pcrf_bench::scenario::Scenario;
 use pcrf_bench::volte::{self, VolteLoad};
-use std::net::{SocketAddr, TcpListener, TcpStream};
-use std::path::{Path, PathBuf};
+use std::net::{SocketAddr, TcpStream};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-fn repo_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// `pcrf` beside this test's own binary (target/<profile>/deps/..).
-fn pcrf_binary() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let dir = exe
-        .parent()
-        .and_then(Path::parent)
-        .expect("target/<profile> directory");
-    let bin = dir.join("pcrf");
-    assert!(
-        bin.exists(),
-        "{} missing: build it first (cargo build -p pcrf), or run the workspace's tests",
-        bin.display()
-    );
-    bin
-}
-
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
-}
+use support::{free_port, pcrf_binary, repo_root};
 
 struct Server {
     child: Child,
