@@ -135,19 +135,7 @@ impl Peer {
         number: u32,
         extra: impl FnOnce(&mut MessageBuilder<'_>),
     ) -> Message {
-        let local = self.peer.local().clone();
-        self.peer
-            .request(GX, cmd::CREDIT_CONTROL, |b| {
-                b.str(avp::SESSION_ID, session)
-                    .u32(avp::AUTH_APPLICATION_ID, GX)
-                    .origin(&local.origin_host, &local.origin_realm)
-                    .str(avp::DESTINATION_REALM, "test.local")
-                    .i32(avp::CC_REQUEST_TYPE, request_type)
-                    .u32(avp::CC_REQUEST_NUMBER, number);
-                extra(b);
-            })
-            .await
-            .expect("CCA")
+        send_gx_ccr(&self.peer, false, session, request_type, number, extra).await
     }
 
     async fn ccr_i(&self, session: &str) -> Message {

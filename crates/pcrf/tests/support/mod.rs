@@ -341,6 +341,34 @@ impl Handler for PcefHandler {
     }
 }
 
+/// Sends a Gx CCR from `peer` (its own origin, realm test.local) built by
+/// `extra` after the common AVPs, with the T flag when `retransmit`;
+/// returns the CCA.
+pub async fn send_gx_ccr(
+    peer: &PeerHandle,
+    retransmit: bool,
+    session: &str,
+    request_type: i32,
+    number: u32,
+    extra: impl FnOnce(&mut MessageBuilder<'_>),
+) -> Message {
+    let local = peer.local().clone();
+    peer.request(GX, cmd::CREDIT_CONTROL, |b| {
+        if retransmit {
+            b.set_retransmit();
+        }
+        b.str(avp::SESSION_ID, session)
+            .u32(avp::AUTH_APPLICATION_ID, GX)
+            .origin(&local.origin_host, &local.origin_realm)
+            .str(avp::DESTINATION_REALM, "test.local")
+            .i32(avp::CC_REQUEST_TYPE, request_type)
+            .u32(avp::CC_REQUEST_NUMBER, number);
+        extra(b);
+    })
+    .await
+    .expect("CCA")
+}
+
 /// An emulated PCEF connected to the PCRF.
 pub struct Pcef {
     pub handler: Arc<PcefHandler>,
@@ -435,22 +463,7 @@ impl Pcef {
         number: u32,
         extra: impl FnOnce(&mut MessageBuilder<'_>),
     ) -> Message {
-        let local = self.peer.local().clone();
-        self.peer
-            .request(GX, cmd::CREDIT_CONTROL, |b| {
-                if retransmit {
-                    b.set_retransmit();
-                }
-                b.str(avp::SESSION_ID, session)
-                    .u32(avp::AUTH_APPLICATION_ID, GX)
-                    .origin(&local.origin_host, &local.origin_realm)
-                    .str(avp::DESTINATION_REALM, "test.local")
-                    .i32(avp::CC_REQUEST_TYPE, request_type)
-                    .u32(avp::CC_REQUEST_NUMBER, number);
-                extra(b);
-            })
-            .await
-            .expect("CCA")
+        send_gx_ccr(&self.peer, retransmit, session, request_type, number, extra).await
     }
 
     /// A CCR-I as a P-GW sends it for `imsi` on APN "internet".
