@@ -96,33 +96,24 @@ fn tshark_reads_every_rx_message_we_send_and_the_gx_rar_with_rx_rules() {
         ..Default::default()
     };
     let before = Decision::default();
-    let diff = RuleDiff::between(&before, &installed);
-    let gx_rar = request(cmd::RE_AUTH, gx::GX, 2, |b| {
-        gx::encode_rar(
-            b,
-            "pgw.test;1;1",
-            &me,
-            "pgw.test",
-            "test",
-            Some(&diff),
-            None,
-            &UsageInstructions::default(),
-        )
-    });
+    // The Gx RAR that pushes a diff to the PCEF.
+    let gx_rar_of = |hop: u32, diff: &RuleDiff<'_>| {
+        request(cmd::RE_AUTH, gx::GX, hop, |b| {
+            gx::encode_rar(
+                b,
+                "pgw.test;1;1",
+                &me,
+                "pgw.test",
+                "test",
+                Some(diff),
+                None,
+                &UsageInstructions::default(),
+            )
+        })
+    };
+    let gx_rar = gx_rar_of(2, &RuleDiff::between(&before, &installed));
     let removal = Decision::default();
-    let diff = RuleDiff::between(&installed, &removal);
-    let gx_rar_remove = request(cmd::RE_AUTH, gx::GX, 3, |b| {
-        gx::encode_rar(
-            b,
-            "pgw.test;1;1",
-            &me,
-            "pgw.test",
-            "test",
-            Some(&diff),
-            None,
-            &UsageInstructions::default(),
-        )
-    });
+    let gx_rar_remove = gx_rar_of(3, &RuleDiff::between(&installed, &removal));
 
     let mut out = BytesMut::new();
     rx::encode_aaa(
