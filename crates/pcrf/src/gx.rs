@@ -112,7 +112,16 @@ fn decode_charging_id(a: &Avp<'_>) -> Result<ChargingId, DiameterError> {
 }
 
 impl RequestType {
-    fn from_enum(v: i32) -> Option<RequestType> {
+    /// The CC-Request-Type value (RFC 4006 §8.3).
+    pub(crate) fn to_enum(self) -> i32 {
+        match self {
+            RequestType::Initial => enums::CC_REQUEST_TYPE::INITIAL_REQUEST,
+            RequestType::Update => enums::CC_REQUEST_TYPE::UPDATE_REQUEST,
+            RequestType::Termination => enums::CC_REQUEST_TYPE::TERMINATION_REQUEST,
+        }
+    }
+
+    pub(crate) fn from_enum(v: i32) -> Option<RequestType> {
         match v {
             enums::CC_REQUEST_TYPE::INITIAL_REQUEST => Some(RequestType::Initial),
             enums::CC_REQUEST_TYPE::UPDATE_REQUEST => Some(RequestType::Update),
@@ -166,35 +175,11 @@ pub fn decode_ccr(msg: &Message) -> Result<Ccr<'_>, DiameterError> {
                 c.request_number = a.as_u32()?;
                 have.4 = true;
             }
-            _ if a.is(avp::SUBSCRIPTION_ID) => {
-                let mut ty = None;
-                let mut data = None;
-                for g in a.grouped() {
-                    let g = g?;
-                    if g.is(avp::SUBSCRIPTION_ID_TYPE) {
-                        ty = Some(g.as_enum()?);
-                    } else if g.is(avp::SUBSCRIPTION_ID_DATA) {
-                        data = Some(g.as_str()?);
-                    }
-                }
-                match (ty, data) {
-                    (Some(END_USER_IMSI), Some(d)) => c.imsi = Some(d),
-                    (Some(END_USER_E164), Some(d)) => c.msisdn = Some(d),
-                    (Some(_), Some(_)) => {}
-                    (None, _) => {
-                        return Err(missing_avp(
-                            avp::SUBSCRIPTION_ID_TYPE,
-                            "Subscription-Id-Type",
-                        ))
-                    }
-                    (_, None) => {
-                        return Err(missing_avp(
-                            avp::SUBSCRIPTION_ID_DATA,
-                            "Subscription-Id-Data",
-                        ))
-                    }
-                }
-            }
+            _ if a.is(avp::SUBSCRIPTION_ID) => match decode_subscription_id(&a)? {
+                (END_USER_IMSI, d) => c.imsi = Some(d),
+                (END_USER_E164, d) => c.msisdn = Some(d),
+                _ => {}
+            },
             _ if a.is(avp::CALLED_STATION_ID) => c.apn = Some(str_of(&a)?),
             _ if a.is(avp::FRAMED_IP_ADDRESS) => {
                 // RFC 7155: Framed-IP-Address is 4 octets of IPv4.
@@ -275,6 +260,32 @@ pub fn decode_ccr(msg: &Message) -> Result<Ccr<'_>, DiameterError> {
 }
 
 /// Charging-Rule-Report: each named rule with its status and failure code.
+/// A CCR's Subscription-Id (RFC 4006 §8.46): its type and data; 5005
+/// naming whichever is missing.
+pub(crate) fn decode_subscription_id<'a>(a: &Avp<'a>) -> Result<(i32, &'a str), DiameterError> {
+    let mut ty = None;
+    let mut data = None;
+    for g in a.grouped() {
+        let g = g?;
+        if g.is(avp::SUBSCRIPTION_ID_TYPE) {
+            ty = Some(g.as_enum()?);
+        } else if g.is(avp::SUBSCRIPTION_ID_DATA) {
+            data = Some(g.as_str()?);
+        }
+    }
+    match (ty, data) {
+        (Some(t), Some(d)) => Ok((t, d)),
+        (None, _) => Err(missing_avp(
+            avp::SUBSCRIPTION_ID_TYPE,
+            "Subscription-Id-Type",
+        )),
+        (_, None) => Err(missing_avp(
+            avp::SUBSCRIPTION_ID_DATA,
+            "Subscription-Id-Data",
+        )),
+    }
+}
+
 fn decode_rule_report(a: &Avp<'_>, out: &mut Vec<RuleFailure>) -> Result<(), DiameterError> {
     let mut names = Vec::new();
     let mut status = None;
@@ -654,14 +665,7 @@ pub fn encode_cca(
         .origin(&me.origin_host, &me.origin_realm);
     session_message::encode_outcome(&mut b, outcome);
     if let Some(t) = ccr.request_type {
-        b.i32(
-            avp::CC_REQUEST_TYPE,
-            match t {
-                RequestType::Initial => enums::CC_REQUEST_TYPE::INITIAL_REQUEST,
-                RequestType::Update => enums::CC_REQUEST_TYPE::UPDATE_REQUEST,
-                RequestType::Termination => enums::CC_REQUEST_TYPE::TERMINATION_REQUEST,
-            },
-        );
+        b.i32(avp::CC_REQUEST_TYPE, t.to_enum());
     }
     b.u32(avp::CC_REQUEST_NUMBER, ccr.request_number);
     for (id, list) in &extras.supported_features {

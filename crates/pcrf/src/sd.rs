@@ -77,43 +77,19 @@ pub fn decode_ccr(msg: &Message) -> Result<TdfCcr<'_>, DiameterError> {
                 return Err(a.invalid_value("Auth-Application-Id is not Sd"));
             }
         } else if a.is(avp::CC_REQUEST_TYPE) {
-            c.request_type = Some(match a.as_enum()? {
-                enums::CC_REQUEST_TYPE::INITIAL_REQUEST => RequestType::Initial,
-                enums::CC_REQUEST_TYPE::UPDATE_REQUEST => RequestType::Update,
-                enums::CC_REQUEST_TYPE::TERMINATION_REQUEST => RequestType::Termination,
-                _ => return Err(a.invalid_value("CC-Request-Type must be 1, 2 or 3 on Sd")),
-            });
+            c.request_type = Some(
+                RequestType::from_enum(a.as_enum()?)
+                    .ok_or_else(|| a.invalid_value("CC-Request-Type must be 1, 2 or 3 on Sd"))?,
+            );
             ty = true;
         } else if a.is(avp::CC_REQUEST_NUMBER) {
             c.request_number = a.as_u32()?;
             num = true;
         } else if a.is(avp::SUBSCRIPTION_ID) {
-            let mut kind = None;
-            let mut data = None;
-            for g in a.grouped() {
-                let g = g?;
-                if g.is(avp::SUBSCRIPTION_ID_TYPE) {
-                    kind = Some(g.as_enum()?);
-                } else if g.is(avp::SUBSCRIPTION_ID_DATA) {
-                    data = Some(g.as_str()?);
-                }
-            }
-            match (kind, data) {
-                (Some(1), Some(d)) => c.imsi = Some(d),
-                (Some(0), Some(d)) => c.msisdn = Some(d),
-                (Some(_), Some(_)) => {}
-                (None, _) => {
-                    return Err(missing_avp(
-                        avp::SUBSCRIPTION_ID_TYPE,
-                        "Subscription-Id-Type",
-                    ))
-                }
-                (_, None) => {
-                    return Err(missing_avp(
-                        avp::SUBSCRIPTION_ID_DATA,
-                        "Subscription-Id-Data",
-                    ))
-                }
+            match gx::decode_subscription_id(&a)? {
+                (1, d) => c.imsi = Some(d),
+                (0, d) => c.msisdn = Some(d),
+                _ => {}
             }
         } else if a.is(avp::FRAMED_IP_ADDRESS) {
             c.ue_ipv4 = Some(
@@ -285,14 +261,7 @@ pub fn encode_cca(
     session_message::encode_outcome(&mut b, outcome);
     let success = outcome == Outcome::Result(diameter::result_code::DIAMETER_SUCCESS);
     if let Some(t) = ccr.request_type {
-        b.i32(
-            avp::CC_REQUEST_TYPE,
-            match t {
-                RequestType::Initial => enums::CC_REQUEST_TYPE::INITIAL_REQUEST,
-                RequestType::Update => enums::CC_REQUEST_TYPE::UPDATE_REQUEST,
-                RequestType::Termination => enums::CC_REQUEST_TYPE::TERMINATION_REQUEST,
-            },
-        );
+        b.i32(avp::CC_REQUEST_TYPE, t.to_enum());
     }
     b.u32(avp::CC_REQUEST_NUMBER, ccr.request_number);
     if success && ccr.request_type != Some(RequestType::Termination) {
