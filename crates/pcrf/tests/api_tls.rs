@@ -390,3 +390,46 @@ fn check_config_names_the_key_and_file_at_fault() {
         "{all}"
     );
 }
+
+#[test]
+fn subscribers_import_speaks_https_with_api_ca() {
+    let s = Server::start("import", "");
+    let csv = s.dir.join("subs.csv");
+    std::fs::write(
+        &csv,
+        "imsi,msisdn,plan\n001010000000001,491700000001,basic\n001010000000002,491700000002,basic\n",
+    )
+    .expect("csv");
+    let import = |extra: &[&str]| {
+        Command::new(env!("CARGO_BIN_EXE_pcrf"))
+            .args(["subscribers", "import"])
+            .arg(&csv)
+            .args(["--api", &format!("https://localhost:{}", s.api.port())])
+            .args(["--token", TOKEN])
+            .args(extra)
+            .output()
+            .expect("run import")
+    };
+    let ca = s.ca();
+    let out = import(&["--api-ca", &ca]);
+    assert!(
+        out.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (code, status) = s.curl(
+        &["--cacert", &ca, "-H", &auth()],
+        "/v1/subscribers/001010000000002",
+    );
+    assert_eq!((code, status.as_str()), (0, "200"));
+    // The wrong CA: refused before a byte of HTTP.
+    let other = s.pki.other_ca.display().to_string();
+    let out = import(&["--api-ca", &other]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("TLS handshake"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
