@@ -24,6 +24,8 @@ pub struct ImportOptions {
     /// Base URL of the API, e.g. `http://127.0.0.1:8080`.
     pub api: String,
     pub token: Option<String>,
+    /// CA certificate(s), PEM, that an `https` API's certificate must chain to.
+    pub api_ca: Option<PathBuf>,
     /// Profiles per batch request (1..=100,000).
     pub batch: usize,
 }
@@ -371,20 +373,56 @@ struct Api {
     authority: String,
     base: String,
     token: Option<String>,
+    /// For `https`: the connector (trusting `--api-ca` only) and the name
+    /// the API's certificate must carry.
+    tls: Option<(
+        tokio_rustls::TlsConnector,
+        tokio_rustls::rustls::pki_types::ServerName<'static>,
+    )>,
     sender: Option<hyper::client::conn::http1::SendRequest<axum::body::Body>>,
 }
 
+/// A TLS client trusting only the CA certificate(s) in `ca` (PEM).
+fn tls_connector(ca: &Path) -> Result<tokio_rustls::TlsConnector, String> {
+    use rustls::pki_types::pem::PemObject;
+    use tokio_rustls::rustls;
+    let pem = std::fs::read(ca).map_err(|e| format!("--api-ca {}: {e}", ca.display()))?;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
+        let cert = cert.map_err(|e| format!("--api-ca {}: {e}", ca.display()))?;
+        roots
+            .add(cert)
+            .map_err(|e| format!("--api-ca {}: {e}", ca.display()))?;
+    }
+    if roots.is_empty() {
+        return Err(format!(
+            "--api-ca {}: no PEM certificate found",
+            ca.display()
+        ));
+    }
+    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
+        rustls::crypto::ring::default_provider(),
+    ))
+    .with_safe_default_protocol_versions()
+    .map_err(|e| e.to_string())?
+    .with_root_certificates(roots)
+    .with_no_client_auth();
+    Ok(tokio_rustls::TlsConnector::from(std::sync::Arc::new(
+        config,
+    )))
+}
+
 impl Api {
-    fn new(url: &str, token: Option<String>) -> Result<Api, String> {
+    fn new(url: &str, token: Option<String>, ca: Option<&Path>) -> Result<Api, String> {
         let uri: hyper::Uri = url
             .parse()
             .map_err(|e| format!("--api {url:?} is not a URL: {e}"))?;
-        match uri.scheme_str() {
-            Some("http") => {}
+        let https = match uri.scheme_str() {
+            Some("http") => false,
+            Some("https") => true,
             Some(other) => {
                 return Err(format!(
-                    "--api {url:?}: only http is supported, not {other} \
-                     (the API listens on loopback or behind a TLS proxy)"
+                    "--api {url:?}: only http and https are supported, not {other}"
                 ))
             }
             None => {
@@ -392,7 +430,7 @@ impl Api {
                     "--api {url:?}: give a URL like http://127.0.0.1:8080"
                 ))
             }
-        }
+        };
         let authority = uri
             .authority()
             .map(|a| a.as_str().to_string())
@@ -409,12 +447,27 @@ impl Api {
                 return Err("the token contains characters not allowed in a header".into());
             }
         }
+        let tls = match (https, ca) {
+            (false, None) => None,
+            (false, Some(_)) => return Err("--api-ca is for an https --api URL".into()),
+            (true, None) => {
+                return Err(format!(
+                    "--api {url:?}: https needs --api-ca (the CA that signed the API's certificate)"
+                ))
+            }
+            (true, Some(ca)) => {
+                let name = tokio_rustls::rustls::pki_types::ServerName::try_from(host.clone())
+                    .map_err(|e| format!("--api {url:?}: {e}"))?;
+                Some((tls_connector(ca)?, name))
+            }
+        };
         Ok(Api {
             host,
-            port: uri.port_u16().unwrap_or(80),
+            port: uri.port_u16().unwrap_or(if https { 443 } else { 80 }),
             authority,
             base,
             token,
+            tls,
             sender: None,
         })
     }
@@ -426,6 +479,23 @@ impl Api {
             .await
             .map_err(|e| format!("cannot reach the API at {}: {e}", self.authority))?;
         let _ = stream.set_nodelay(true);
+        let Some((connector, name)) = &self.tls else {
+            return self.handshake(stream).await;
+        };
+        let stream = connector
+            .connect(name.clone(), stream)
+            .await
+            .map_err(|e| format!("TLS handshake with {}: {e}", self.authority))?;
+        self.handshake(stream).await
+    }
+
+    async fn handshake<S>(
+        &self,
+        stream: S,
+    ) -> Result<hyper::client::conn::http1::SendRequest<axum::body::Body>, String>
+    where
+        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
+    {
         let (sender, conn) =
             hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
                 .await
@@ -520,7 +590,8 @@ pub async fn run(
             "--batch must be 1 to {MAX_BATCH_ENTRIES}"
         )));
     }
-    let mut api = Api::new(&opts.api, opts.token.clone()).map_err(ImportError::Invalid)?;
+    let mut api = Api::new(&opts.api, opts.token.clone(), opts.api_ca.as_deref())
+        .map_err(ImportError::Invalid)?;
     let started = Instant::now();
     let path = opts.file.clone();
     // Parsing is blocking work; keep it off the runtime's thread.
@@ -653,17 +724,24 @@ mod tests {
 
     #[test]
     fn api_urls() {
-        let a = Api::new("http://127.0.0.1:8080", None).expect("url");
+        let a = Api::new("http://127.0.0.1:8080", None, None).expect("url");
         assert_eq!(
             (a.host.as_str(), a.port, a.base.as_str()),
             ("127.0.0.1", 8080, "")
         );
-        let a = Api::new("http://[::1]:9000/pcrf/", None).expect("v6");
+        let a = Api::new("http://[::1]:9000/pcrf/", None, None).expect("v6");
         assert_eq!(
             (a.host.as_str(), a.port, a.base.as_str()),
             ("::1", 9000, "/pcrf")
         );
-        assert!(Api::new("https://x", None).is_err());
-        assert!(Api::new("127.0.0.1:8080", None).is_err());
+        let e = Api::new("https://x", None, None).err().unwrap_or_default();
+        assert!(e.contains("--api-ca"), "{e}");
+        assert!(Api::new("http://x", None, Some(Path::new("ca.pem"))).is_err());
+        let e = Api::new("https://x", None, Some(Path::new("/nonexistent/ca.pem")))
+            .err()
+            .unwrap_or_default();
+        assert!(e.contains("/nonexistent/ca.pem"), "{e}");
+        assert!(Api::new("ftp://x", None, None).is_err());
+        assert!(Api::new("127.0.0.1:8080", None, None).is_err());
     }
 }

@@ -91,6 +91,10 @@ enum SubscribersCmd {
         /// Bearer token, when the API requires one.
         #[arg(long, env = "PCRF_API_TOKEN", hide_env_values = true)]
         token: Option<String>,
+        /// For an https --api: the CA certificate(s), PEM, that the API's
+        /// certificate must chain to.
+        #[arg(long)]
+        api_ca: Option<PathBuf>,
         /// Profiles per batch request (one store transaction each).
         #[arg(long, default_value_t = 10_000,
               value_parser = clap::value_parser!(u32).range(1..=100_000))]
@@ -212,12 +216,14 @@ fn main() -> ExitCode {
                     file,
                     api,
                     token,
+                    api_ca,
                     batch,
                 },
         } => import_subscribers(import::ImportOptions {
             file,
             api,
             token,
+            api_ca,
             batch: batch as usize,
         }),
         Cmd::Debug {

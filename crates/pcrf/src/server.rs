@@ -328,11 +328,16 @@ pub async fn run(
         let _ = rx.wait_for(|v| *v).await;
     };
 
-    let api_task = tokio::spawn(api::serve_with(
+    let api_tls = match cfg.api.tls.as_ref().map(api::ApiTls::load).transpose() {
+        Ok(t) => t,
+        Err(e) => return Err(StartError::Config(e)),
+    };
+    let api_task = tokio::spawn(api::serve_tls(
         api_listener,
         router,
         wait(stop_rx.clone()),
         cfg.api.limits(),
+        api_tls,
     ));
 
     #[cfg(unix)]

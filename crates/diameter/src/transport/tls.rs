@@ -214,6 +214,55 @@ impl TlsConfig {
         })
     }
 
+    /// A server-only rustls configuration from PEM files, for other TLS
+    /// listeners of the node (the HTTP API): our certificate chain, its
+    /// key, and optionally the CA certificates clients must chain to. With
+    /// no `ca`, clients are not asked for a certificate; with one, a client
+    /// certificate is checked when presented and, with
+    /// `require_client_certificate`, required. Same checks and messages as
+    /// [`from_pem_files`](Self::from_pem_files). ALPN offers HTTP/1.1.
+    pub fn http_server_from_pem_files(
+        certificate: &Path,
+        private_key: &Path,
+        ca: Option<&Path>,
+        require_client_certificate: bool,
+    ) -> Result<Arc<ServerConfig>, TlsError> {
+        let cert_name = certificate.display().to_string();
+        let key_name = private_key.display().to_string();
+        let chain = certs(&read("the certificate file", certificate)?, &cert_name)?;
+        let key = key(&read("the private key file", private_key)?, &key_name)?;
+        let provider = provider();
+        rustls::sign::CertifiedKey::from_der(chain.clone(), key.clone_key(), &provider)
+            .map_err(key_error)?;
+        let builder = ServerConfig::builder_with_provider(provider.clone())
+            .with_protocol_versions(&[&rustls::version::TLS13, &rustls::version::TLS12])
+            .map_err(|e| TlsError::Config(e.to_string()))?;
+        let builder = match ca {
+            None => builder.with_no_client_auth(),
+            Some(ca) => {
+                let ca_name = ca.display().to_string();
+                let mut roots = RootCertStore::empty();
+                for c in certs(&read("the CA file", ca)?, &ca_name)? {
+                    roots
+                        .add(c)
+                        .map_err(|e| TlsError::BadCa(format!("{ca_name}: {e}")))?;
+                }
+                let mut verifier =
+                    WebPkiClientVerifier::builder_with_provider(Arc::new(roots), provider);
+                if !require_client_certificate {
+                    verifier = verifier.allow_unauthenticated();
+                }
+                let verifier = verifier
+                    .build()
+                    .map_err(|e| TlsError::BadCa(format!("{ca_name}: {e}")))?;
+                builder.with_client_cert_verifier(verifier)
+            }
+        };
+        let mut server = builder.with_single_cert(chain, key).map_err(key_error)?;
+        server.alpn_protocols = vec![b"http/1.1".to_vec()];
+        Ok(Arc::new(server))
+    }
+
     /// Whether peers connecting to us must present a certificate.
     pub fn requires_client_certificate(&self) -> bool {
         self.require_client_certificate

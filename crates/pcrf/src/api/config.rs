@@ -4,6 +4,8 @@
 use super::listener::ConnectionLimits;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// Ceiling of `api.max_batch_bytes` (256 MiB).
@@ -26,6 +28,70 @@ pub struct ApiConfig {
     pub max_connections: usize,
     /// A connection with nothing read or written for this long is closed.
     pub idle_timeout_secs: u64,
+    /// HTTPS instead of plain HTTP when set.
+    pub tls: Option<ApiTls>,
+}
+
+/// `[api.tls]`: serve the API over HTTPS.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ApiTls {
+    /// Our certificate chain, PEM, end-entity first.
+    pub certificate: PathBuf,
+    /// Its private key, PEM (PKCS#8, PKCS#1 or SEC1).
+    pub private_key: PathBuf,
+    /// CA certificate(s), PEM, that client certificates must chain to.
+    /// Without it clients are not asked for a certificate.
+    #[serde(default)]
+    pub ca: Option<PathBuf>,
+    /// Clients must present a certificate chaining to `ca` (mutual TLS).
+    #[serde(default)]
+    pub require_client_certificate: bool,
+}
+
+impl ApiTls {
+    /// Reads and checks the files; the error names the `[api.tls]` key at
+    /// fault and its file.
+    pub fn load(&self) -> Result<Arc<tokio_rustls::rustls::ServerConfig>, String> {
+        use diameter::transport::TlsError;
+        if self.require_client_certificate && self.ca.is_none() {
+            return Err("api.tls.require_client_certificate needs api.tls.ca (the CA client certificates must chain to)".into());
+        }
+        diameter::transport::TlsConfig::http_server_from_pem_files(
+            &self.certificate,
+            &self.private_key,
+            self.ca.as_deref(),
+            self.require_client_certificate,
+        )
+        .map_err(|e| {
+            let cert = self.certificate.display();
+            let key = self.private_key.display();
+            let ca = self
+                .ca
+                .as_deref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default();
+            let field = match &e {
+                TlsError::Read { what, .. } if what.contains("certificate") => "certificate",
+                TlsError::Read { what, .. } if what.contains("private key") => "private_key",
+                TlsError::Read { .. } | TlsError::BadCa(_) => "ca",
+                TlsError::NoCertificate { what } | TlsError::BadPem { what, .. } if *what == ca => {
+                    "ca"
+                }
+                TlsError::NoCertificate { .. } => "certificate",
+                TlsError::BadPem { what, .. } if *what == key.to_string() => "private_key",
+                TlsError::BadPem { .. } => "certificate",
+                TlsError::NoPrivateKey { .. } | TlsError::BadKey(_) => "private_key",
+                TlsError::KeyMismatch => {
+                    return format!(
+                        "api.tls.private_key: {e} (certificate {cert}, private key {key})"
+                    );
+                }
+                TlsError::Config(_) => "certificate",
+            };
+            format!("api.tls.{field}: {e}")
+        })
+    }
 }
 
 impl Default for ApiConfig {
@@ -37,6 +103,7 @@ impl Default for ApiConfig {
             max_batch_bytes: 16 * 1024 * 1024,
             max_connections: 256,
             idle_timeout_secs: 60,
+            tls: None,
         }
     }
 }
@@ -51,6 +118,7 @@ impl std::fmt::Debug for ApiConfig {
             .field("max_batch_bytes", &self.max_batch_bytes)
             .field("max_connections", &self.max_connections)
             .field("idle_timeout_secs", &self.idle_timeout_secs)
+            .field("tls", &self.tls)
             .finish()
     }
 }
@@ -87,6 +155,9 @@ impl ApiConfig {
         if !(1..=86_400).contains(&self.idle_timeout_secs) {
             return Err("api.idle_timeout_secs must be 1 to 86400".into());
         }
+        if let Some(tls) = &self.tls {
+            tls.load()?;
+        }
         Ok(())
     }
 
@@ -107,6 +178,12 @@ impl ApiConfig {
                 self.listen
             ));
         }
+        if self.tls.is_none() && !self.listen.ip().is_loopback() {
+            w.push(format!(
+                "HTTP API listens on {} without [api.tls]: requests, and the bearer token in them, travel in clear",
+                self.listen
+            ));
+        }
         w
     }
 }
@@ -124,7 +201,7 @@ mod tests {
         assert!(toml::from_str::<ApiConfig>("port = 1").is_err());
 
         let open: ApiConfig = toml::from_str("listen = \"0.0.0.0:8080\"").expect("listen");
-        assert_eq!(open.warnings().len(), 1);
+        assert_eq!(open.warnings().len(), 2);
         let short: ApiConfig = toml::from_str("token = \"abc\"").expect("token");
         assert!(short.validate().is_err());
         let spaced: ApiConfig = toml::from_str("token = \"0123456789abcdef 0\"").expect("token");
@@ -132,7 +209,9 @@ mod tests {
         let good: ApiConfig =
             toml::from_str("listen = \"0.0.0.0:8080\"\ntoken = \"0123456789abcdef\"")
                 .expect("token");
-        assert!(good.validate().is_ok() && good.warnings().is_empty());
+        assert!(good.validate().is_ok());
+        let w = good.warnings();
+        assert!(w.len() == 1 && w[0].contains("in clear"), "{w:?}");
         assert_eq!(c.limits(), ConnectionLimits::default());
         let zero: ApiConfig = toml::from_str("max_connections = 0").expect("parse");
         assert!(zero.validate().is_err());
@@ -146,5 +225,115 @@ mod tests {
         let fits: ApiConfig = toml::from_str("max_batch_bytes = 65536").expect("parse");
         assert!(fits.validate().is_ok());
         assert!(!format!("{good:?}").contains("0123456789abcdef"));
+    }
+
+    fn write(dir: &std::path::Path, name: &str, text: &str) -> String {
+        let p = dir.join(name);
+        std::fs::write(&p, text).expect("write");
+        p.display().to_string()
+    }
+
+    #[test]
+    fn tls_files_are_checked_and_errors_name_key_and_file() {
+        let dir = std::env::temp_dir().join(format!("pcrf-api-tls-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let ca_key = rcgen::KeyPair::generate().expect("key");
+        let mut ca_params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        ca_params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        let ca_cert = ca_params.self_signed(&ca_key).expect("ca");
+        let issuer = rcgen::Issuer::new(ca_params, ca_key);
+        let leaf = || {
+            let k = rcgen::KeyPair::generate().expect("key");
+            let c = rcgen::CertificateParams::new(vec!["localhost".to_string()])
+                .expect("params")
+                .signed_by(&k, &issuer)
+                .expect("leaf");
+            (c.pem(), k.serialize_pem())
+        };
+        let (cert, key) = leaf();
+        let (_, other_key) = leaf();
+        let cert = write(&dir, "cert.pem", &cert);
+        let key = write(&dir, "key.pem", &key);
+        let other_key = write(&dir, "other.key", &other_key);
+        let ca = write(&dir, "ca.pem", &ca_cert.pem());
+        let junk = write(&dir, "junk.pem", "not PEM at all\n");
+        let missing = dir.join("missing.pem").display().to_string();
+        let parse =
+            |tls: &str| -> ApiConfig { toml::from_str(&format!("[tls]\n{tls}")).expect("parse") };
+        let err = |tls: &str| parse(tls).validate().expect_err("must fail");
+
+        let ok = parse(&format!("certificate = {cert:?}\nprivate_key = {key:?}"));
+        assert!(ok.validate().is_ok());
+        let t = ok.tls.as_ref().expect("tls");
+        assert!(
+            t.ca.is_none() && !t.require_client_certificate,
+            "no client certificates by default"
+        );
+        let mutual = parse(&format!(
+            "certificate = {cert:?}\nprivate_key = {key:?}\nca = {ca:?}\nrequire_client_certificate = true"
+        ));
+        assert!(mutual.validate().is_ok());
+        // Exposed with TLS and a token: no warning.
+        let exposed: ApiConfig = toml::from_str(&format!(
+            "listen = \"0.0.0.0:8443\"\ntoken = \"0123456789abcdef\"\n[tls]\ncertificate = {cert:?}\nprivate_key = {key:?}"
+        ))
+        .expect("parse");
+        assert!(exposed.warnings().is_empty(), "{:?}", exposed.warnings());
+
+        let e = err(&format!("certificate = {missing:?}\nprivate_key = {key:?}"));
+        assert!(
+            e.starts_with("api.tls.certificate: cannot read") && e.contains(&missing),
+            "{e}"
+        );
+        let e = err(&format!(
+            "certificate = {cert:?}\nprivate_key = {missing:?}"
+        ));
+        assert!(
+            e.starts_with("api.tls.private_key: cannot read") && e.contains(&missing),
+            "{e}"
+        );
+        let e = err(&format!(
+            "certificate = {cert:?}\nprivate_key = {key:?}\nca = {missing:?}"
+        ));
+        assert!(
+            e.starts_with("api.tls.ca: cannot read") && e.contains(&missing),
+            "{e}"
+        );
+        let e = err(&format!("certificate = {junk:?}\nprivate_key = {key:?}"));
+        assert!(
+            e.starts_with("api.tls.certificate: ") && e.contains(&junk),
+            "{e}"
+        );
+        let e = err(&format!("certificate = {cert:?}\nprivate_key = {junk:?}"));
+        assert!(
+            e.starts_with("api.tls.private_key: ") && e.contains(&junk),
+            "{e}"
+        );
+        let e = err(&format!(
+            "certificate = {cert:?}\nprivate_key = {key:?}\nca = {junk:?}"
+        ));
+        assert!(e.starts_with("api.tls.ca: ") && e.contains(&junk), "{e}");
+        let e = err(&format!(
+            "certificate = {cert:?}\nprivate_key = {other_key:?}"
+        ));
+        assert!(
+            e.starts_with("api.tls.private_key: the private key does not match the certificate")
+                && e.contains(&other_key)
+                && e.contains(&cert),
+            "{e}"
+        );
+        let e = err(&format!(
+            "certificate = {cert:?}\nprivate_key = {key:?}\nrequire_client_certificate = true"
+        ));
+        assert!(e.contains("needs api.tls.ca"), "{e}");
+        assert!(
+            toml::from_str::<ApiConfig>("[tls]\ncertificate = \"a\"").is_err(),
+            "private_key is required"
+        );
+        assert!(toml::from_str::<ApiConfig>(
+            "[tls]\ncertificate = \"a\"\nprivate_key = \"b\"\ncert = \"c\""
+        )
+        .is_err());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -3,6 +3,11 @@
 //! it has neither read nor written for a while. axum's server has neither,
 //! and a management API must not let idle or trickling clients pile up file
 //! descriptors the Diameter side needs.
+//!
+//! With TLS (`[api.tls]`), handshakes run in tasks of their own, each
+//! holding a connection slot and bounded in time, so a slow or silent
+//! client never holds up the accept loop; finished streams reach
+//! [`Listener::accept`] through a channel.
 
 use axum::extract::connect_info::Connected;
 use axum::serve::{IncomingStream, Listener};
@@ -15,8 +20,13 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+use tokio::sync::{mpsc, OwnedSemaphorePermit, Semaphore};
 use tokio::time::{Instant, Sleep};
+use tokio_rustls::rustls::ServerConfig;
+use tokio_rustls::server::TlsStream;
+
+/// Longest TLS handshake allowed (shorter when the idle timeout is).
+pub const TLS_HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// Connection limits of the API listener.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -35,20 +45,112 @@ impl Default for ConnectionLimits {
     }
 }
 
-/// A [`TcpListener`] that applies [`ConnectionLimits`].
+/// A [`TcpListener`] that applies [`ConnectionLimits`], optionally
+/// serving TLS.
 pub struct BoundedListener {
-    inner: TcpListener,
+    mode: Mode,
     permits: Arc<Semaphore>,
     idle_timeout: Duration,
+}
+
+enum Mode {
+    Plain(TcpListener),
+    /// The TCP listener belongs to the accept task; handshaken streams
+    /// arrive here. Dropping the receiver stops the task.
+    Tls {
+        incoming: mpsc::Receiver<(GuardedStream, SocketAddr)>,
+        local: SocketAddr,
+    },
 }
 
 impl BoundedListener {
     pub fn new(inner: TcpListener, limits: ConnectionLimits) -> BoundedListener {
         BoundedListener {
-            inner,
+            mode: Mode::Plain(inner),
             permits: Arc::new(Semaphore::new(limits.max_connections.max(1))),
             idle_timeout: limits.idle_timeout,
         }
+    }
+
+    /// A listener serving TLS with `tls`. Must be called within a Tokio
+    /// runtime (it spawns the accept task).
+    pub fn with_tls(
+        inner: TcpListener,
+        limits: ConnectionLimits,
+        tls: Arc<ServerConfig>,
+    ) -> io::Result<BoundedListener> {
+        let local = inner.local_addr()?;
+        let permits = Arc::new(Semaphore::new(limits.max_connections.max(1)));
+        let (tx, incoming) = mpsc::channel(16);
+        tokio::spawn(tls_accept_loop(
+            inner,
+            permits.clone(),
+            limits.idle_timeout,
+            tokio_rustls::TlsAcceptor::from(tls),
+            tx,
+        ));
+        Ok(BoundedListener {
+            mode: Mode::Tls { incoming, local },
+            permits,
+            idle_timeout: limits.idle_timeout,
+        })
+    }
+}
+
+/// Accepts a TCP connection, retrying (after a pause) on errors such as
+/// running out of file descriptors rather than spinning.
+async fn accept_tcp(inner: &TcpListener) -> (TcpStream, SocketAddr) {
+    loop {
+        match inner.accept().await {
+            Ok((stream, addr)) => {
+                let _ = stream.set_nodelay(true);
+                return (stream, addr);
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "HTTP API accept failed");
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+        }
+    }
+}
+
+/// Takes a connection slot, accepts, and hands the handshake to a task of
+/// its own bounded by [`TLS_HANDSHAKE_TIMEOUT`]: the slot is released when
+/// the handshake fails or times out, or with the connection.
+async fn tls_accept_loop(
+    inner: TcpListener,
+    permits: Arc<Semaphore>,
+    idle_timeout: Duration,
+    acceptor: tokio_rustls::TlsAcceptor,
+    tx: mpsc::Sender<(GuardedStream, SocketAddr)>,
+) {
+    let handshake_timeout = TLS_HANDSHAKE_TIMEOUT.min(idle_timeout);
+    loop {
+        let permit = tokio::select! {
+            p = permits.clone().acquire_owned() => p.ok(),
+            () = tx.closed() => return,
+        };
+        let (stream, addr) = tokio::select! {
+            s = accept_tcp(&inner) => s,
+            () = tx.closed() => return,
+        };
+        let acceptor = acceptor.clone();
+        let tx = tx.clone();
+        tokio::spawn(async move {
+            match tokio::time::timeout(handshake_timeout, acceptor.accept(stream)).await {
+                Ok(Ok(tls)) => {
+                    let guarded = GuardedStream::new(Io::Tls(Box::new(tls)), idle_timeout, permit);
+                    // Fails only when the server has stopped.
+                    let _ = tx.send((guarded, addr)).await;
+                }
+                Ok(Err(e)) => {
+                    tracing::info!(client = %addr, error = %e, "HTTP API TLS handshake failed");
+                }
+                Err(_) => {
+                    tracing::info!(client = %addr, secs = handshake_timeout.as_secs_f64(), "HTTP API TLS handshake timed out");
+                }
+            }
+        });
     }
 }
 
@@ -57,31 +159,30 @@ impl Listener for BoundedListener {
     type Addr = SocketAddr;
 
     async fn accept(&mut self) -> (GuardedStream, SocketAddr) {
-        // The semaphore is never closed, so acquiring only waits.
-        let permit = self.permits.clone().acquire_owned().await.ok();
-        loop {
-            match self.inner.accept().await {
-                Ok((stream, addr)) => {
-                    let _ = stream.set_nodelay(true);
-                    let guarded = GuardedStream {
-                        stream,
-                        idle: Box::pin(tokio::time::sleep(self.idle_timeout)),
-                        idle_timeout: self.idle_timeout,
-                        _permit: permit,
-                    };
-                    return (guarded, addr);
-                }
-                // Out of file descriptors and the like: wait rather than spin.
-                Err(e) => {
-                    tracing::warn!(error = %e, "HTTP API accept failed");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
+        match &mut self.mode {
+            Mode::Plain(inner) => {
+                // The semaphore is never closed, so acquiring only waits.
+                let permit = self.permits.clone().acquire_owned().await.ok();
+                let (stream, addr) = accept_tcp(inner).await;
+                (
+                    GuardedStream::new(Io::Plain(stream), self.idle_timeout, permit),
+                    addr,
+                )
             }
+            Mode::Tls { incoming, .. } => match incoming.recv().await {
+                Some(accepted) => accepted,
+                // The accept task never ends while the receiver lives:
+                // nothing more will come.
+                None => std::future::pending().await,
+            },
         }
     }
 
     fn local_addr(&self) -> io::Result<SocketAddr> {
-        self.inner.local_addr()
+        match &self.mode {
+            Mode::Plain(inner) => inner.local_addr(),
+            Mode::Tls { local, .. } => Ok(*local),
+        }
     }
 }
 
@@ -97,13 +198,68 @@ impl Connected<IncomingStream<'_, BoundedListener>> for ClientAddr {
 
 /// One accepted connection: holds its connection slot and its idle timer.
 pub struct GuardedStream {
-    stream: TcpStream,
+    stream: Io,
     idle: Pin<Box<Sleep>>,
     idle_timeout: Duration,
     _permit: Option<OwnedSemaphorePermit>,
 }
 
+/// The connection under the limits: plain TCP or TLS over it.
+enum Io {
+    Plain(TcpStream),
+    Tls(Box<TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for Io {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl AsyncWrite for Io {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_flush(cx),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        match self.get_mut() {
+            Io::Plain(s) => Pin::new(s).poll_shutdown(cx),
+            Io::Tls(s) => Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
 impl GuardedStream {
+    fn new(stream: Io, idle_timeout: Duration, permit: Option<OwnedSemaphorePermit>) -> Self {
+        GuardedStream {
+            stream,
+            idle: Box::pin(tokio::time::sleep(idle_timeout)),
+            idle_timeout,
+            _permit: permit,
+        }
+    }
+
     fn touch(&mut self) {
         self.idle.as_mut().reset(Instant::now() + self.idle_timeout);
     }

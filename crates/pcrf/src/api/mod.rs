@@ -22,13 +22,13 @@ pub mod status;
 pub mod subscribers;
 pub mod usage;
 
-pub use config::ApiConfig;
+pub use config::{ApiConfig, ApiTls};
 pub use control::{
     BatchOutcome, Control, ControlError, ReauthOutcome, ReleaseCause, ReleaseOutcome, ReloadError,
     SessionFilter,
 };
 pub use listener::ConnectionLimits;
-pub use server::{serve, serve_with};
+pub use server::{serve, serve_tls, serve_with};
 
 use axum::extract::DefaultBodyLimit;
 use axum::http::Method;

@@ -5,7 +5,9 @@
 use super::listener::{BoundedListener, ClientAddr, ConnectionLimits};
 use axum::Router;
 use std::future::Future;
+use std::sync::Arc;
 use tokio::net::TcpListener;
+use tokio_rustls::rustls::ServerConfig;
 
 /// Serves `router` on `listener` until `shutdown` resolves, with the default
 /// [`ConnectionLimits`].
@@ -25,11 +27,27 @@ pub async fn serve_with(
     shutdown: impl Future<Output = ()> + Send + 'static,
     limits: ConnectionLimits,
 ) -> std::io::Result<()> {
+    serve_tls(listener, router, shutdown, limits, None).await
+}
+
+/// [`serve_with`], over TLS when `tls` is given (HTTPS).
+pub async fn serve_tls(
+    listener: TcpListener,
+    router: Router,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+    limits: ConnectionLimits,
+    tls: Option<Arc<ServerConfig>>,
+) -> std::io::Result<()> {
     if let Ok(addr) = listener.local_addr() {
-        tracing::info!(%addr, max_connections = limits.max_connections, idle_secs = limits.idle_timeout.as_secs(), "HTTP API listening");
+        let scheme = if tls.is_some() { "https" } else { "http" };
+        tracing::info!(%addr, scheme, max_connections = limits.max_connections, idle_secs = limits.idle_timeout.as_secs(), "HTTP API listening");
     }
+    let listener = match tls {
+        None => BoundedListener::new(listener, limits),
+        Some(tls) => BoundedListener::with_tls(listener, limits, tls)?,
+    };
     axum::serve(
-        BoundedListener::new(listener, limits),
+        listener,
         router.into_make_service_with_connect_info::<ClientAddr>(),
     )
     .with_graceful_shutdown(shutdown)
