@@ -162,8 +162,19 @@ impl Message {
 
 const MAX_GROUP_DEPTH: u32 = 16;
 
+/// Top-level AVPs every base command allows once at most (RFC 6733 §3.2
+/// ABNF: `< Session-Id >`, `{ Origin-Host }`, `{ Origin-Realm }`). A second
+/// one is refused: readers that take the first and readers that take the
+/// last would otherwise act on different sessions (found by fuzzing).
+const ONCE_AT_TOP: [AvpCode; 3] = [
+    dict::avp::SESSION_ID,
+    dict::avp::ORIGIN_HOST,
+    dict::avp::ORIGIN_REALM,
+];
+
 fn validate_run(mut iter: AvpIter<'_>, depth: u32) -> Result<usize, DiameterError> {
     let mut n = 0;
+    let mut seen = [false; ONCE_AT_TOP.len()];
     loop {
         let avp = match iter.next_avp() {
             Ok(Some(avp)) => avp,
@@ -171,6 +182,19 @@ fn validate_run(mut iter: AvpIter<'_>, depth: u32) -> Result<usize, DiameterErro
             Err(m) => return Err(iter.malformed(m)),
         };
         n += 1;
+        if depth == 0 {
+            if let Some(i) = ONCE_AT_TOP.iter().position(|c| avp.is(*c)) {
+                if seen[i] {
+                    // §7.5: Failed-AVP holds the first instance that exceeded.
+                    return Err(DiameterError::with_failed_avp(
+                        result_code::DIAMETER_AVP_OCCURS_TOO_MANY_TIMES,
+                        avp.raw().to_vec(),
+                        "Session-Id, Origin-Host and Origin-Realm may appear only once",
+                    ));
+                }
+                seen[i] = true;
+            }
+        }
         if avp.flags() & AVP_FLAG_P != 0 {
             // RFC 6733 §4.1: P is reserved and MUST be zero; a set P bit is
             // a flag value this protocol version does not define (§7.1.3).
@@ -328,6 +352,33 @@ mod tests {
             &e.failed_avp.expect("failed")[..4],
             &999_998u32.to_be_bytes()
         );
+    }
+
+    #[test]
+    fn a_second_session_id_or_origin_is_5009_naming_it() {
+        for (dup, value) in [
+            (avp::SESSION_ID, "other;2"),
+            (avp::ORIGIN_HOST, "b.example"),
+            (avp::ORIGIN_REALM, "other.example"),
+        ] {
+            let mut buf = BytesMut::new();
+            let mut b = MessageBuilder::request(&mut buf, 272, 4, 1, 1);
+            b.str(avp::SESSION_ID, "s;1")
+                .str(avp::ORIGIN_HOST, "a.example")
+                .str(avp::ORIGIN_REALM, "example")
+                .str(dup, value);
+            b.finish();
+            let m = Message::parse(buf.freeze()).expect("valid header");
+            let e = m.validate().expect_err("duplicate");
+            assert_eq!(e.result_code, 5009);
+            let failed = e.failed_avp.expect("Failed-AVP");
+            assert!(
+                failed[8..].starts_with(value.as_bytes()),
+                "Failed-AVP is the duplicate"
+            );
+        }
+        // Inside a Grouped AVP the rule does not apply (Proxy-Info has its own).
+        assert!(sample().validate().is_ok());
     }
 
     #[test]
