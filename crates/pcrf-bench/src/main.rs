@@ -649,17 +649,19 @@ async fn ocs(a: OcsArgs) -> Result<(), String> {
                 None => std::future::pending().await,
             }
         };
-        tokio::select! {
-            _ = tokio::signal::ctrl_c() => {}
-            _ = until => {}
-            _ = ocs.notify_at(a.snr_rate) => {}
-            _ = async {
-                match term.as_mut() {
-                    Some(t) => { t.recv().await; }
-                    None => std::future::pending::<()>().await,
-                }
-            } => {}
-        }
+        let signalled = async {
+            tokio::select! {
+                _ = tokio::signal::ctrl_c() => {}
+                _ = until => {}
+                _ = async {
+                    match term.as_mut() {
+                        Some(t) => { t.recv().await; }
+                        None => std::future::pending::<()>().await,
+                    }
+                } => {}
+            }
+        };
+        ocs.notify_until(a.snr_rate, signalled).await;
     };
     server.run(stop).await.map_err(|e| e.to_string())?;
     let counts = node.handler().counts();

@@ -312,15 +312,22 @@ impl Ocs {
         true
     }
 
-    /// Sends SNRs at `per_second` until the future is dropped.
-    pub async fn notify_at(&self, per_second: f64) {
+    /// Sends SNRs at `per_second` until `stop` resolves. Stopping happens
+    /// only between SNRs: one already sent is seen through to its SNA (or
+    /// its timeout), so the counts printed at the end agree with what the
+    /// PCRF answered.
+    pub async fn notify_until(&self, per_second: f64, stop: impl std::future::Future<Output = ()>) {
+        tokio::pin!(stop);
         if !(per_second.is_finite() && per_second > 0.0) {
-            return std::future::pending().await;
+            return stop.await;
         }
         let mut tick = tokio::time::interval(Duration::from_secs_f64(1.0 / per_second));
         tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         loop {
-            tick.tick().await;
+            tokio::select! {
+                _ = &mut stop => return,
+                _ = tick.tick() => {}
+            }
             self.notify_next().await;
         }
     }
