@@ -327,8 +327,16 @@ mod tests {
             .arg("5")
             .spawn()
             .expect("spawn sleep");
-        let found = find_pids_by_name("sleep").expect("sleep running");
-        assert!(found.contains(&child.id()));
+        // Until the child has exec'd, /proc shows it under the parent's name.
+        let deadline = Instant::now() + Duration::from_secs(5);
+        let found = loop {
+            let found = find_pids_by_name("sleep").unwrap_or_default();
+            if found.contains(&child.id()) || Instant::now() > deadline {
+                break found;
+            }
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        assert!(found.contains(&child.id()), "{found:?}");
         assert!(matches!(
             find_pids_by_name("no-such-process-xyz"),
             Err(CpuError::NotFound(_))

@@ -607,8 +607,9 @@ mod tests {
         assert_eq!(st.queued, 0);
     }
 
-    /// One request, then nine more 30 ms later: how many commits.
-    async fn staggered_commits(window: Duration, tag: &str) -> GroupCommitStats {
+    /// One request, then nine more 30 ms later: the writer's figures and
+    /// how long the first request waited for its commit.
+    async fn staggered_commits(window: Duration, tag: &str) -> (GroupCommitStats, Duration) {
         let dir = TestDir::new(tag);
         let store = SqliteStore::open(dir.path(), Durability::Relaxed).expect("open");
         let gc = GroupCommit::start_with(
@@ -627,23 +628,42 @@ mod tests {
                     tokio::time::sleep(Duration::from_millis(30)).await;
                 }
                 let s = session(&format!("gx;{i}"), "001010000000001", 1);
+                let started = std::time::Instant::now();
                 gc.submit(vec![Change::PutSession(Arc::new(s))])
                     .await
                     .expect("submit");
+                started.elapsed()
             }));
         }
-        for t in tasks {
-            t.await.expect("task");
+        let mut first = Duration::ZERO;
+        for (i, t) in tasks.into_iter().enumerate() {
+            let waited = t.await.expect("task");
+            if i == 0 {
+                first = waited;
+            }
         }
-        gc.stats()
+        (gc.stats(), first)
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_commit_window_gathers_later_requests_into_one_commit() {
-        let without = staggered_commits(Duration::ZERO, "gc-window-0").await;
-        assert!(without.commits >= 2, "{without:?}");
-        let with = staggered_commits(Duration::from_millis(500), "gc-window-500").await;
+        // Without a window nobody waits for later requests (bounds generous
+        // for a shared, stalling test machine).
+        let (without, first) = staggered_commits(Duration::ZERO, "gc-window-0").await;
+        assert_eq!(without.requests, 10, "{without:?}");
+        assert!(
+            first < Duration::from_millis(1500),
+            "first waited {first:?}"
+        );
+        // With one, the first request waits for the window and the nine
+        // that came meanwhile share its commit.
+        let window = Duration::from_secs(3);
+        let (with, first) = staggered_commits(window, "gc-window-3s").await;
         assert_eq!((with.commits, with.requests), (1, 10), "{with:?}");
+        assert!(
+            first >= window - Duration::from_millis(50),
+            "first waited {first:?}"
+        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
