@@ -226,55 +226,7 @@ impl Vm {
     /// Any failure (Lua error, budget, memory, a return value that is not a
     /// Decision) is a `PolicyError::Runtime` with the Lua traceback.
     pub fn decide(&self, input: &PolicyInput) -> Result<Decision, PolicyError> {
-        self.budget.reset();
-        let runtime = |e: mlua::Error| {
-            let message = lua_message(&e);
-            PolicyError::Runtime {
-                line: line_in(&message, &self.chunk),
-                message,
-            }
-        };
-        let arg = self
-            .lua
-            .to_value_with(input, serialize_options())
-            .map_err(runtime)?;
-        // The memory limit applies to the script only. With a limit set,
-        // mlua makes every table write from Rust a protected call: the
-        // conversions in and out cost 40% more per decision. Their size is
-        // bounded by the server's input and by what the script already built.
-        if self.memory_bytes > 0 {
-            let _ = self.lua.set_memory_limit(self.memory_bytes);
-        }
-        let ret = self.decide.call::<Value>(arg);
-        lift_memory_limit(&self.lua);
-        let ret = ret.map_err(runtime)?;
-        if !ret.is_table() {
-            return Err(PolicyError::Runtime {
-                message: format!("decide must return a table, returned {}", ret.type_name()),
-                line: None,
-            });
-        }
-        let invalid = |message: String| PolicyError::Runtime {
-            message: format!("decide returned an invalid decision: {message}"),
-            line: None,
-        };
-        match self
-            .lua
-            .from_value_with::<Decision>(ret.clone(), deserialize_options())
-        {
-            Ok(d) => Ok(d),
-            // Slow path, only for a decision the fast path refused: Lua 5.4
-            // arithmetic such as `dl * 1.5` yields floats, and a whole
-            // number must not fail a session just for being a float.
-            Err(first) => {
-                let json: serde_json::Value = self
-                    .lua
-                    .from_value_with(ret, deserialize_options())
-                    .map_err(|_| invalid(lua_message(&first)))?;
-                serde_json::from_value(whole_floats_to_integers(json))
-                    .map_err(|e| invalid(e.to_string()))
-            }
-        }
+        self.call_table(&self.decide, "decide", "decision", input)
     }
 
     /// Runs the optional hook `name(input)` the script defines, or the
@@ -285,20 +237,16 @@ impl Vm {
         name: &str,
         input: &I,
     ) -> Result<O, PolicyError> {
-        self.budget.reset();
-        let runtime = |e: mlua::Error| {
-            let message = lua_message(&e);
-            PolicyError::Runtime {
-                line: line_in(&message, &self.chunk),
-                message,
-            }
-        };
-        let f = match self.defs.raw_get::<Value>(name).map_err(runtime)? {
+        let f = match self
+            .defs
+            .raw_get::<Value>(name)
+            .map_err(|e| self.runtime(e))?
+        {
             Value::Function(f) => f,
             Value::Nil => self
                 .defs
                 .get::<Function>(format!("default_{name}"))
-                .map_err(runtime)?,
+                .map_err(|e| self.runtime(e))?,
             other => {
                 return Err(PolicyError::Runtime {
                     message: format!("{name} must be a function, found {}", other.type_name()),
@@ -306,16 +254,42 @@ impl Vm {
                 })
             }
         };
+        self.call_table(&f, name, "value", input)
+    }
+
+    /// A Lua error as a runtime error, with the script line it names.
+    fn runtime(&self, e: mlua::Error) -> PolicyError {
+        let message = lua_message(&e);
+        PolicyError::Runtime {
+            line: line_in(&message, &self.chunk),
+            message,
+        }
+    }
+
+    /// Calls `f(input)` with a full budget and the memory limit, and reads
+    /// the table it returns as `O` (`name` and `what` word the errors).
+    fn call_table<I: serde::Serialize, O: serde::de::DeserializeOwned>(
+        &self,
+        f: &Function,
+        name: &str,
+        what: &str,
+        input: &I,
+    ) -> Result<O, PolicyError> {
+        self.budget.reset();
         let arg = self
             .lua
             .to_value_with(input, serialize_options())
-            .map_err(runtime)?;
+            .map_err(|e| self.runtime(e))?;
+        // The memory limit applies to the script only. With a limit set,
+        // mlua makes every table write from Rust a protected call: the
+        // conversions in and out cost 40% more per decision. Their size is
+        // bounded by the server's input and by what the script already built.
         if self.memory_bytes > 0 {
             let _ = self.lua.set_memory_limit(self.memory_bytes);
         }
         let ret = f.call::<Value>(arg);
         lift_memory_limit(&self.lua);
-        let ret = ret.map_err(runtime)?;
+        let ret = ret.map_err(|e| self.runtime(e))?;
         if !ret.is_table() {
             return Err(PolicyError::Runtime {
                 message: format!("{name} must return a table, returned {}", ret.type_name()),
@@ -323,16 +297,18 @@ impl Vm {
             });
         }
         let invalid = |message: String| PolicyError::Runtime {
-            message: format!("{name} returned an invalid value: {message}"),
+            message: format!("{name} returned an invalid {what}: {message}"),
             line: None,
         };
-        // As for `decide`: straight from Lua (an empty table is an empty
-        // list there), through JSON only for floats that are whole numbers.
         match self
             .lua
             .from_value_with::<O>(ret.clone(), deserialize_options())
         {
             Ok(v) => Ok(v),
+            // Slow path, only for a value the fast path refused: Lua 5.4
+            // arithmetic such as `dl * 1.5` yields floats, and a whole
+            // number must not fail a session just for being a float (an
+            // empty table stays an empty list on the fast path).
             Err(first) => {
                 let json: serde_json::Value = self
                     .lua
