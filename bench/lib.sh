@@ -63,9 +63,65 @@ start_echo() {
   SERVER_NAME="echo-server"
 }
 
+as_pg() {
+  if [[ "$(id -u)" -eq 0 ]]; then
+    runuser -u postgres -- "$@"
+  else
+    "$@"
+  fi
+}
+
+PG_TMP=""
+PG_BIN=""
+PG_PORT=""
+PG_URL=""
+
+# start_postgres: a throwaway cluster (as scripts/test.sh makes one) on a
+# free 127.0.0.1 port with database pcrf; sets PG_TMP, PG_BIN, PG_PORT and
+# PG_URL. PG_CONF names a postgresql.conf to include (e.g.
+# deploy/postgresql.conf.sample); without it, Debian's defaults.
+start_postgres() {
+  PG_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
+  [[ -n "$PG_BIN" && -x "$PG_BIN/initdb" ]] \
+    || die "PostgreSQL server binaries not found under /usr/lib/postgresql (scripts/install-test-deps.sh installs them)"
+  PG_TMP=$(mktemp -d "${TMPDIR:-/tmp}/pcrf-pg.XXXXXX")
+  [[ "$(id -u)" -eq 0 ]] && chown postgres "$PG_TMP"
+  PG_PORT="$(free_port)"
+  as_pg "$PG_BIN/initdb" -D "$PG_TMP/data" -U pcrf --auth=trust -E UTF8 >"$PG_TMP/initdb.log" 2>&1 \
+    || die "initdb failed: $(tail -5 "$PG_TMP/initdb.log")"
+  if [[ -n "${PG_CONF:-}" ]]; then
+    [[ -r "$PG_CONF" ]] || die "PG_CONF=$PG_CONF is not readable"
+    cp "$PG_CONF" "$PG_TMP/data/included.conf"
+    echo "include 'included.conf'" >>"$PG_TMP/data/postgresql.conf"
+  fi
+  pg_up || die "PostgreSQL did not start: $(tail -5 "$PG_TMP/server.log")"
+  as_pg "$PG_BIN/createdb" -h 127.0.0.1 -p "$PG_PORT" -U pcrf pcrf
+  PG_URL="postgres://pcrf@127.0.0.1:$PG_PORT/pcrf"
+}
+
+pg_up() {
+  as_pg "$PG_BIN/pg_ctl" -D "$PG_TMP/data" -l "$PG_TMP/server.log" -w -t 60 \
+    -o "-c listen_addresses=127.0.0.1 -p $PG_PORT -k $PG_TMP -c fsync=on -c max_connections=100" start >/dev/null
+}
+
+# pg_down MODE: stops the cluster's server (fast or immediate).
+pg_down() {
+  as_pg "$PG_BIN/pg_ctl" -D "$PG_TMP/data" -m "${1:-fast}" -w -t 60 stop >/dev/null
+}
+
+stop_postgres() {
+  if [[ -n "$PG_TMP" && -d "$PG_TMP" ]]; then
+    as_pg "$PG_BIN/pg_ctl" -D "$PG_TMP/data" -m immediate stop >/dev/null 2>&1 || true
+    rm -rf "$PG_TMP"
+  fi
+  PG_TMP=""
+}
+
 # start_pcrf WORKDIR PEERS [HOST...]: `pcrf serve` on the embedded store (durability
-# full) in WORKDIR/data, the example policy and usage file, PEERS emulated gateways
-# (and the other HOSTs, e.g. pcscf-1.ims.test) allowed; sets SERVER_PID, DIAMETER_PORT, API_URL.
+# full) in WORKDIR/data, or with STORE=postgres on the database PG_URL names (the
+# cluster of start_postgres); COMMIT_WINDOW_US sets [store] commit_window_us. The
+# example policy and usage file, PEERS emulated gateways (and the other HOSTs,
+# e.g. pcscf-1.ims.test) allowed; sets SERVER_PID, DIAMETER_PORT, API_URL.
 start_pcrf() {
   local work="$1" peers="$2" i
   local extra=("${@:3}")
@@ -91,9 +147,15 @@ start_pcrf() {
       echo 'addresses = ["127.0.0.1"]'
     done
     echo '[store]'
-    echo 'kind = "sqlite"'
-    echo "path = \"$work/data\""
-    echo 'durability = "full"'
+    if [[ "${STORE:-sqlite}" == postgres ]]; then
+      echo 'kind = "postgres"'
+      echo "url = \"$PG_URL\""
+    else
+      echo 'kind = "sqlite"'
+      echo "path = \"$work/data\""
+      echo 'durability = "full"'
+    fi
+    [[ -n "${COMMIT_WINDOW_US:-}" ]] && echo "commit_window_us = $COMMIT_WINDOW_US"
     echo '[policy]'
     echo "path = \"$BENCH_ROOT/policies/default.lua\""
     echo 'watch = false'
@@ -109,6 +171,15 @@ start_pcrf() {
   wait_port "$DIAMETER_PORT" 30 && wait_port "$api_port" 10 \
     || die "pcrf serve did not start: $(tail -20 "$work/pcrf.err")"
   SERVER_NAME="pcrf"
+}
+
+# postgres_pids: the throwaway cluster's postmaster and its children now
+# (the PCRF's backend included once it is connected).
+postgres_pids() {
+  local pm
+  pm="$(head -n 1 "$PG_TMP/data/postmaster.pid" 2>/dev/null)" || return 1
+  echo "$pm"
+  pgrep -P "$pm"
 }
 
 # stop_server: SIGTERM, then wait (the server shuts down gracefully).

@@ -7,10 +7,17 @@
 #
 #   bench/seed-scenario.sh            # against pcrf serve
 #   bench/seed-scenario.sh --echo     # against pcrf-bench echo-server (the ceiling)
+#   STORE=postgres bench/seed-scenario.sh   # pcrf serve on a throwaway PostgreSQL cluster
+#
+# With STORE=postgres the cluster runs on this machine (Debian's settings, or
+# PG_CONF=deploy/postgresql.conf.sample) and the report adds its CPU (the
+# postmaster and its children) beside the server's; COMMIT_WINDOW_US sets the
+# group-commit window. The store's commits over the measured window are read
+# from the server's /metrics either way.
 #
 # Environment: BUILD (1; 0 uses existing release binaries), RATE (3000), DURATION (60s), WARMUP (the scenario's longest
 # hold: 6s), PEERS (4), SUBSCRIBERS (20000), SCENARIO (bench/scenarios/seed.toml).
-# Writes bench/results/seed-scenario-<pcrf|echo>.json and prints the summary.
+# Writes bench/results/seed-scenario-<pcrf|pcrf-postgres|echo>.json and prints the summary.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
 
@@ -30,14 +37,21 @@ SCENARIO="${SCENARIO:-$BENCH_ROOT/bench/scenarios/seed.toml}"
 
 if [[ $kind == pcrf ]]; then build_release pcrf-bench pcrf; else build_release pcrf-bench; fi
 work="$(mktemp -d "${TMPDIR:-/tmp}/pcrf-bench.XXXXXX")"
-trap 'stop_server; rm -rf "$work"' EXIT
+trap 'stop_server; stop_postgres; rm -rf "$work"' EXIT
+[[ $kind == pcrf && "${STORE:-sqlite}" == postgres ]] && start_postgres
 if [[ $kind == pcrf ]]; then start_pcrf "$work" "$PEERS"; else start_echo "$work"; fi
 
-out="$BENCH_ROOT/bench/results/seed-scenario-$kind.json"
+suffix="$kind"
+[[ $kind == pcrf && "${STORE:-sqlite}" == postgres ]] && suffix="pcrf-postgres"
+out="$BENCH_ROOT/bench/results/seed-scenario-$suffix.json"
 args=(run --scenario "$SCENARIO" --target "127.0.0.1:$DIAMETER_PORT"
       --peers "$PEERS" --subscribers "$SUBSCRIBERS"
       --rate "$RATE" --duration "$DURATION" --server-pid "$SERVER_PID" --out "$out")
 [[ -n "${WARMUP:-}" ]] && args+=(--warmup "$WARMUP")
-[[ -n "$API_URL" ]] && args+=(--provision "$API_URL")
+[[ -n "$API_URL" ]] && args+=(--provision "$API_URL" --server-metrics "$API_URL/metrics")
+if [[ -n "$PG_TMP" ]]; then
+  # The PCRF's backend exists once it has connected, which it does at start.
+  for p in $(postgres_pids); do args+=(--db-pid "$p"); done
+fi
 "$BIN/pcrf-bench" "${args[@]}"
 echo "report: $out"

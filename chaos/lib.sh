@@ -9,9 +9,6 @@ CHAOS_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 source "$CHAOS_ROOT/bench/lib.sh"
 
 PCRF_PID=""
-PG_TMP=""
-PG_BIN=""
-PG_PORT=""
 
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
@@ -48,7 +45,7 @@ chaos_config() {
     echo '[store]'
     if [[ $store == postgres ]]; then
       echo 'kind = "postgres"'
-      echo "url = \"postgres://pcrf_chaos@127.0.0.1:$PG_PORT/pcrf_chaos\""
+      echo "url = \"$PG_URL\""
     else
       echo 'kind = "sqlite"'
       echo "path = \"${DATA_DIR:-$work/data}\""
@@ -116,47 +113,6 @@ chaos_stop() {
     wait "$PCRF_PID" 2>/dev/null || true
   fi
   PCRF_PID=""
-}
-
-as_pg() {
-  if [[ "$(id -u)" -eq 0 ]]; then
-    runuser -u postgres -- "$@"
-  else
-    "$@"
-  fi
-}
-
-# start_postgres: a throwaway cluster (as scripts/test.sh makes one) on a
-# free 127.0.0.1 port with database pcrf_chaos; sets PG_TMP, PG_BIN, PG_PORT.
-start_postgres() {
-  PG_BIN=$(ls -d /usr/lib/postgresql/*/bin 2>/dev/null | sort -V | tail -n 1)
-  [[ -n "$PG_BIN" && -x "$PG_BIN/initdb" ]] \
-    || die "PostgreSQL server binaries not found under /usr/lib/postgresql (scripts/install-test-deps.sh installs them)"
-  PG_TMP=$(mktemp -d "${TMPDIR:-/tmp}/pcrf-chaos-pg.XXXXXX")
-  [[ "$(id -u)" -eq 0 ]] && chown postgres "$PG_TMP"
-  PG_PORT="$(free_port)"
-  as_pg "$PG_BIN/initdb" -D "$PG_TMP/data" -U pcrf_chaos --auth=trust -E UTF8 >"$PG_TMP/initdb.log" 2>&1 \
-    || die "initdb failed: $(tail -5 "$PG_TMP/initdb.log")"
-  pg_up || die "PostgreSQL did not start: $(tail -5 "$PG_TMP/server.log")"
-  as_pg "$PG_BIN/createdb" -h 127.0.0.1 -p "$PG_PORT" -U pcrf_chaos pcrf_chaos
-}
-
-pg_up() {
-  as_pg "$PG_BIN/pg_ctl" -D "$PG_TMP/data" -l "$PG_TMP/server.log" -w -t 60 \
-    -o "-c listen_addresses=127.0.0.1 -p $PG_PORT -k $PG_TMP -c fsync=on -c max_connections=100" start >/dev/null
-}
-
-# pg_down MODE: stops the cluster's server (fast or immediate).
-pg_down() {
-  as_pg "$PG_BIN/pg_ctl" -D "$PG_TMP/data" -m "${1:-fast}" -w -t 60 stop >/dev/null
-}
-
-stop_postgres() {
-  if [[ -n "$PG_TMP" && -d "$PG_TMP" ]]; then
-    as_pg "$PG_BIN/pg_ctl" -D "$PG_TMP/data" -m immediate stop >/dev/null 2>&1 || true
-    rm -rf "$PG_TMP"
-  fi
-  PG_TMP=""
 }
 
 # provision_population SUBSCRIBERS: PUTs the seed scenario's subscribers.

@@ -218,6 +218,7 @@ pub async fn run(
     Ok(RunResult {
         achieved_tps: total.succeeded as f64 / measured_s,
         cpu: cpu.reports(total.answered),
+        store: cpu.store_report(total.answered),
         stats,
         outside,
         sessions: counts,

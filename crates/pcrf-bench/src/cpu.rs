@@ -218,6 +218,8 @@ pub struct CpuReport {
 #[derive(Debug, Default)]
 pub struct CpuWindow {
     samplers: Vec<CpuSampler>,
+    /// The server's store counters, read at the window's start and end.
+    counters: Option<crate::server_counters::ServerCounters>,
     started: bool,
     ended: bool,
     next: Option<Instant>,
@@ -231,6 +233,12 @@ impl CpuWindow {
         }
     }
 
+    /// Also reads the server's store counters at the window's edges.
+    pub fn with_counters(mut self, c: Option<crate::server_counters::ServerCounters>) -> Self {
+        self.counters = c;
+        self
+    }
+
     /// Call often; samples at the window's start, every second, and its end.
     pub fn tick(&mut self, now: Instant, window_start: Instant, window_end: Instant) {
         if self.ended || now < window_start {
@@ -241,12 +249,18 @@ impl CpuWindow {
             self.samplers
                 .iter_mut()
                 .for_each(CpuSampler::restart_window);
+            if let Some(c) = &mut self.counters {
+                c.start();
+            }
             self.next = Some(now + Duration::from_secs(1));
             return;
         }
         if now >= window_end {
             self.ended = true;
             self.samplers.iter_mut().for_each(CpuSampler::sample);
+            if let Some(c) = &mut self.counters {
+                c.end();
+            }
             return;
         }
         if self.next.is_some_and(|n| now >= n) {
@@ -257,7 +271,7 @@ impl CpuWindow {
 
     /// When `tick` next has something to do.
     pub fn next_due(&self, window_start: Instant, window_end: Instant) -> Option<Instant> {
-        if self.samplers.is_empty() || self.ended {
+        if (self.samplers.is_empty() && self.counters.is_none()) || self.ended {
             return None;
         }
         if !self.started {
@@ -272,6 +286,11 @@ impl CpuWindow {
             .iter()
             .map(|s| s.report(transactions))
             .collect()
+    }
+
+    /// The store's commits over the window, when counters were read.
+    pub fn store_report(&self, transactions: u64) -> Option<crate::server_counters::StoreReport> {
+        self.counters.as_ref()?.report(transactions)
     }
 }
 

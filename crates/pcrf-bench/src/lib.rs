@@ -32,6 +32,7 @@ pub mod scenario;
 pub mod schedule;
 pub mod sd;
 pub mod series;
+pub mod server_counters;
 pub mod session;
 pub mod stats;
 pub mod tdf;

@@ -102,6 +102,10 @@ struct Common {
     /// Account the CPU of database processes with this name (e.g. postgres).
     #[arg(long)]
     db_name: Option<String>,
+    /// Count the server's store commits over the measured window from its
+    /// metrics (http://host:port/metrics of `pcrf serve`).
+    #[arg(long, value_name = "URL")]
+    server_metrics: Option<String>,
     /// Provision the population through this REST API first (http://host:port).
     #[arg(long, value_name = "URL")]
     provision: Option<String>,
@@ -424,6 +428,7 @@ async fn setup_scenario(c: &Common, mut scenario: Scenario) -> Result<RunSetup, 
             server_name: c.server_name.clone(),
             db_pids: c.db_pid.clone(),
             db_name: c.db_name.clone(),
+            server_metrics: c.server_metrics.clone(),
         },
         progress: !c.json,
     })
@@ -601,8 +606,9 @@ async fn volte(a: VolteArgs) -> Result<(), String> {
         || c.server_name.is_some()
         || !c.db_pid.is_empty()
         || c.db_name.is_some()
+        || c.server_metrics.is_some()
     {
-        return Err("volte does not account CPU; measure it with `run`".into());
+        return Err("volte does not account CPU or commits; measure them with `run`".into());
     }
     if c.warmup.is_some() {
         return Err("volte measures every call it starts: no --warmup".into());

@@ -537,6 +537,7 @@ pub fn run(
     Ok(RunResult {
         achieved_tps: total.succeeded as f64 / measured_s,
         cpu: cpu.reports(total.answered),
+        store: cpu.store_report(total.answered),
         stats: s.stats,
         outside: s.outside,
         sessions: s.counts,

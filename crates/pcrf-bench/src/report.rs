@@ -155,6 +155,9 @@ pub struct Report {
     pub server_cpu: Option<CpuReport>,
     pub db_cpu: Option<CpuReport>,
     pub generator_cpu: Option<CpuReport>,
+    /// The server's store commits over the window (`--server-metrics`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_store: Option<crate::server_counters::StoreReport>,
     /// Connection problems seen (peer down, reconnects).
     pub peer_events: Vec<String>,
     /// Retransmissions (T flag, same CC-Request-Number) after timeouts and
@@ -295,6 +298,16 @@ impl Report {
         if let Some(c) = &self.generator_cpu {
             s.push_str(&cpu_line("generator", c));
         }
+        if let Some(st) = &self.server_store {
+            let per_100 = st
+                .commits_per_100_transactions
+                .map_or("-".to_string(), |v| format!("{v:.2}"));
+            let _ = writeln!(
+                s,
+                "server store: {} commits for {} transactions ({per_100} per 100), {} batches, {} rows changed",
+                st.commits, st.transactions, st.batches, st.rows_changed
+            );
+        }
         for e in &self.peer_events {
             let _ = writeln!(s, "peer: {e}");
         }
@@ -356,6 +369,7 @@ mod tests {
             send_lag: None,
             server_cpu: None,
             db_cpu: None,
+            server_store: None,
             generator_cpu: None,
             peer_events: vec![],
             delivery: DeliveryCounts::default(),

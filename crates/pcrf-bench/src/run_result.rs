@@ -18,6 +18,8 @@ pub struct RunResult {
     pub send_lag: Option<Latency>,
     /// CPU reports in the order the samplers were given.
     pub cpu: Vec<CpuReport>,
+    /// The server's store commits over the window (`--server-metrics`).
+    pub store: Option<crate::server_counters::StoreReport>,
     /// Success answers per second over the window.
     pub achieved_tps: f64,
     pub window_s: f64,

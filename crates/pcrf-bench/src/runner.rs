@@ -28,6 +28,9 @@ pub struct CpuTargets {
     pub server_name: Option<String>,
     pub db_pids: Vec<u32>,
     pub db_name: Option<String>,
+    /// The server's `/metrics` URL: its store commits are counted over
+    /// the same window (`pcrf serve` only).
+    pub server_metrics: Option<String>,
 }
 
 impl CpuTargets {
@@ -89,7 +92,11 @@ pub async fn measure_with(
             samplers.push(CpuSampler::new(label, pids).map_err(|e| e.to_string())?);
         }
     }
-    let cpu = CpuWindow::new(samplers);
+    let counters = match &setup.cpu.server_metrics {
+        Some(url) => Some(crate::server_counters::ServerCounters::new(url)?),
+        None => None,
+    };
+    let cpu = CpuWindow::new(samplers).with_counters(counters);
 
     let fast_reconnect = extras.delivery.retransmit.enabled();
     let mut pcefs = Pcefs::connect_tuned(&setup.pcef, &setup.scenario.gx, fast_reconnect).await?;
@@ -174,6 +181,7 @@ pub async fn measure_with(
         server_cpu: cpu_at(slots[0]),
         db_cpu: cpu_at(slots[1]),
         generator_cpu: cpu_at(slots[2]),
+        server_store: r.store.clone(),
         peer_events,
         delivery: pcefs.delivery.counts(),
     })

@@ -45,6 +45,7 @@ async fn seed_scenario_against_the_real_server_is_all_answered() {
         },
         cpu: CpuTargets {
             server_pids: vec![p.pid()],
+            server_metrics: Some(format!("http://{}/metrics", p.api)),
             ..Default::default()
         },
         progress: false,
@@ -85,6 +86,16 @@ async fn seed_scenario_against_the_real_server_is_all_answered() {
         );
     }
     assert!(r.server_cpu.is_some(), "server CPU sampled");
+    // Commits over the window, read from the server's own counters: every
+    // CCR-I, CCR-U with usage and CCR-T writes, so some committed, and no
+    // more than one commit per answered request.
+    let store = r.server_store.as_ref().expect("store counters read");
+    assert_eq!(store.transactions, t.answered);
+    assert!(
+        store.commits > 0 && store.commits <= store.transactions,
+        "{store:?}"
+    );
+    assert!(store.rows_changed >= store.commits, "{store:?}");
     let json = serde_json::to_value(&r).expect("report serialises");
     assert!(json["server_cpu"].is_object(), "{json}");
 

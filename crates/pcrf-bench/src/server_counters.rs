@@ -1,0 +1,228 @@
+//! Store commits counted over exactly the measurement window, from the
+//! server's Prometheus `/metrics`: "commits per 100 transactions" (issue 6,
+//! the source article's optimization 1) must not include the provisioning
+//! phase, the warm-up or the drain, so the counters are read when the CPU
+//! samplers start and end their window. Plain blocking HTTP/1.0 over
+//! std's TcpStream: it runs on the scheduler's thread twice per run.
+
+use serde::{Deserialize, Serialize};
+use std::io::{Read, Write};
+use std::net::TcpStream;
+use std::time::Duration;
+
+/// The counters read (names as `pcrf serve` exports them).
+const COMMITS: &str = "pcrf_store_commits_total";
+const BATCHES: &str = "pcrf_store_batches_total";
+const ROWS: &str = "pcrf_store_rows_total";
+
+/// Bound on one scrape: a server too busy to answer in this time costs the
+/// figure, not the run.
+const TIMEOUT: Duration = Duration::from_secs(2);
+const MAX_RESPONSE: usize = 4 << 20;
+
+/// What the store did during the window.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StoreReport {
+    pub commits: u64,
+    /// Transactions attempted (a batch where no row changed is not committed).
+    pub batches: u64,
+    pub rows_changed: u64,
+    /// Diameter transactions answered in the same window.
+    pub transactions: u64,
+    pub commits_per_100_transactions: Option<f64>,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+struct Reading {
+    commits: u64,
+    batches: u64,
+    rows: u64,
+}
+
+/// Reads the store counters at the window's start and end.
+#[derive(Debug)]
+pub struct ServerCounters {
+    authority: String,
+    path: String,
+    start: Option<Reading>,
+    end: Option<Reading>,
+    error: Option<String>,
+}
+
+impl ServerCounters {
+    /// `url`: the server's metrics URL, `http://host:port/metrics`.
+    pub fn new(url: &str) -> Result<ServerCounters, String> {
+        let rest = url
+            .strip_prefix("http://")
+            .ok_or_else(|| format!("--server-metrics {url:?}: only http:// URLs are supported"))?;
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, "/metrics"),
+        };
+        if authority.is_empty() {
+            return Err(format!("--server-metrics {url:?}: no host"));
+        }
+        let c = ServerCounters {
+            authority: authority.to_string(),
+            path: path.to_string(),
+            start: None,
+            end: None,
+            error: None,
+        };
+        // Fail before any traffic when the URL is wrong.
+        c.read()?;
+        Ok(c)
+    }
+
+    pub fn start(&mut self) {
+        match self.read() {
+            Ok(r) => self.start = Some(r),
+            Err(e) => self.error = Some(e),
+        }
+    }
+
+    pub fn end(&mut self) {
+        match self.read() {
+            Ok(r) => self.end = Some(r),
+            Err(e) => self.error = Some(e),
+        }
+    }
+
+    /// The window's figures; None (with a warning) if a scrape failed.
+    pub fn report(&self, transactions: u64) -> Option<StoreReport> {
+        if let Some(e) = &self.error {
+            eprintln!("pcrf-bench: store counters not reported: {e}");
+        }
+        let (a, b) = (self.start?, self.end?);
+        let commits = b.commits.saturating_sub(a.commits);
+        Some(StoreReport {
+            commits,
+            batches: b.batches.saturating_sub(a.batches),
+            rows_changed: b.rows.saturating_sub(a.rows),
+            transactions,
+            commits_per_100_transactions: (transactions > 0)
+                .then(|| commits as f64 * 100.0 / transactions as f64),
+        })
+    }
+
+    fn read(&self) -> Result<Reading, String> {
+        let body = self
+            .fetch()
+            .map_err(|e| format!("reading http://{}{}: {e}", self.authority, self.path))?;
+        parse(&body)
+    }
+
+    fn fetch(&self) -> std::io::Result<String> {
+        let addr = std::net::ToSocketAddrs::to_socket_addrs(&self.authority)?
+            .next()
+            .ok_or_else(|| std::io::Error::other("no address"))?;
+        let mut s = TcpStream::connect_timeout(&addr, TIMEOUT)?;
+        s.set_read_timeout(Some(TIMEOUT))?;
+        s.set_write_timeout(Some(TIMEOUT))?;
+        write!(
+            s,
+            "GET {} HTTP/1.0\r\nHost: {}\r\nConnection: close\r\n\r\n",
+            self.path, self.authority
+        )?;
+        let mut buf = Vec::new();
+        s.take(MAX_RESPONSE as u64).read_to_end(&mut buf)?;
+        let text = String::from_utf8_lossy(&buf);
+        let (head, body) = text
+            .split_once("\r\n\r\n")
+            .ok_or_else(|| std::io::Error::other("malformed HTTP response"))?;
+        let status = head.lines().next().unwrap_or_default();
+        if !status.split_whitespace().nth(1).is_some_and(|c| c == "200") {
+            return Err(std::io::Error::other(format!("answered {status:?}")));
+        }
+        Ok(body.to_string())
+    }
+}
+
+/// The three counters out of a Prometheus text exposition.
+fn parse(body: &str) -> Result<Reading, String> {
+    let value = |name: &str| -> Result<u64, String> {
+        body.lines()
+            .filter(|l| !l.starts_with('#'))
+            .find_map(|l| {
+                let (n, v) = l.split_once(' ')?;
+                (n == name).then(|| v.trim().parse::<f64>().ok()).flatten()
+            })
+            .map(|v| v as u64)
+            .ok_or_else(|| format!("{name} not found in the metrics (is this a pcrf?)"))
+    };
+    Ok(Reading {
+        commits: value(COMMITS)?,
+        batches: value(BATCHES)?,
+        rows: value(ROWS)?,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_store_counters_and_refuses_other_servers() {
+        let body = "# HELP pcrf_store_commits_total x\n# TYPE pcrf_store_commits_total counter\n\
+                    pcrf_store_commits_total 1234\npcrf_store_commits_skipped_total 9\n\
+                    pcrf_store_batches_total 1300\npcrf_store_rows_total 5000\n";
+        assert_eq!(
+            parse(body),
+            Ok(Reading {
+                commits: 1234,
+                batches: 1300,
+                rows: 5000
+            })
+        );
+        assert!(parse("up 1\n").is_err());
+    }
+
+    #[test]
+    fn counts_only_between_start_and_end() {
+        let server = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = server.local_addr().expect("addr");
+        let serve = std::thread::spawn(move || {
+            // The constructor's check, then start and end.
+            for commits in [10u64, 100, 130] {
+                let (mut c, _) = server.accept().expect("accept");
+                let mut req = [0u8; 1024];
+                let _ = c.read(&mut req).expect("read");
+                let body = format!(
+                    "pcrf_store_commits_total {commits}\npcrf_store_batches_total {}\npcrf_store_rows_total {}\n",
+                    commits + 5,
+                    commits * 3
+                );
+                write!(
+                    c,
+                    "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n{body}"
+                )
+                .expect("write");
+            }
+        });
+        let mut c = ServerCounters::new(&format!("http://{addr}/metrics")).expect("reachable");
+        c.start();
+        c.end();
+        serve.join().expect("server thread");
+        let r = c.report(1500).expect("both readings");
+        assert_eq!(r.commits, 30);
+        assert_eq!(r.batches, 30);
+        assert_eq!(r.rows_changed, 90);
+        assert_eq!(r.commits_per_100_transactions, Some(2.0));
+    }
+
+    #[test]
+    fn a_refusing_server_is_an_error_before_the_run() {
+        let server = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let addr = server.local_addr().expect("addr");
+        let serve = std::thread::spawn(move || {
+            let (mut c, _) = server.accept().expect("accept");
+            let mut req = [0u8; 1024];
+            let _ = c.read(&mut req).expect("read");
+            write!(c, "HTTP/1.0 401 Unauthorized\r\n\r\nno token").expect("write");
+        });
+        let e = ServerCounters::new(&format!("http://{addr}/metrics")).expect_err("401");
+        serve.join().expect("server thread");
+        assert!(e.contains("401"), "{e}");
+        assert!(ServerCounters::new("https://x/metrics").is_err());
+    }
+}
