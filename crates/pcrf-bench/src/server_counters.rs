@@ -131,7 +131,7 @@ impl ServerCounters {
             .split_once("\r\n\r\n")
             .ok_or_else(|| std::io::Error::other("malformed HTTP response"))?;
         let status = head.lines().next().unwrap_or_default();
-        if !status.split_whitespace().nth(1).is_some_and(|c| c == "200") {
+        if status.split_whitespace().nth(1) != Some("200") {
             return Err(std::io::Error::other(format!("answered {status:?}")));
         }
         Ok(body.to_string())
