@@ -9,6 +9,8 @@
 #   bench/zero-loss.sh                  # both, and the ratio
 #   bench/zero-loss.sh --echo           # the echo server only
 #   bench/zero-loss.sh --pcrf           # pcrf only
+#   STORE=postgres bench/zero-loss.sh --pcrf   # pcrf on a throwaway PostgreSQL cluster
+#                                       # (PG_CONF, COMMIT_WINDOW_US as in seed-scenario.sh)
 #
 # Environment: BUILD (1; 0 uses existing release binaries), MIN (1000), MAX (60000), DURATION per trial (10s), WARMUP per
 # trial (2s), P99_BOUND (10ms), MIN_ACHIEVED (0.99), MAX_TRIALS (10), RESOLUTION (0.02), PAUSE (2s),
@@ -43,26 +45,33 @@ SCENARIO="${SCENARIO:-$BENCH_ROOT/bench/scenarios/seed-fast.toml}"
 
 if [[ " ${targets[*]} " == *" pcrf "* ]]; then build_release pcrf-bench pcrf; else build_release pcrf-bench; fi
 work="$(mktemp -d "${TMPDIR:-/tmp}/pcrf-bench.XXXXXX")"
-trap 'stop_server; rm -rf "$work"' EXIT
+trap 'stop_server; stop_postgres; rm -rf "$work"' EXIT
 
 for kind in "${targets[@]}"; do
   mkdir -p "$work/$kind"
+  [[ $kind == pcrf && "${STORE:-sqlite}" == postgres ]] && start_postgres
   if [[ $kind == pcrf ]]; then start_pcrf "$work/$kind" "$PEERS"; else start_echo "$work/$kind"; fi
-  out="$BENCH_ROOT/bench/results/zero-loss-$kind.json"
+  suffix="$kind"
+  [[ $kind == pcrf && "${STORE:-sqlite}" == postgres ]] && suffix="pcrf-postgres"
+  out="$BENCH_ROOT/bench/results/zero-loss-$suffix.json"
   args=(zero-loss --scenario "$SCENARIO" --target "127.0.0.1:$DIAMETER_PORT"
         --peers "$PEERS" --subscribers "$SUBSCRIBERS"
         --min "$MIN" --max "$MAX" --duration "$DURATION" --warmup "$WARMUP"
         --p99-bound "$P99_BOUND" --min-achieved "$MIN_ACHIEVED" --max-trials "$MAX_TRIALS" --resolution "$RESOLUTION"
         --pause "$PAUSE" --server-pid "$SERVER_PID" --out "$out")
   [[ -n "$API_URL" ]] && args+=(--provision "$API_URL")
+  if [[ -n "$PG_TMP" ]]; then
+    for p in $(postgres_pids); do args+=(--db-pid "$p"); done
+  fi
   [[ -n "${TIMEOUT:-}" ]] && args+=(--timeout "$TIMEOUT")
   echo "== $kind ==" >&2
   "$BIN/pcrf-bench" "${args[@]}"
   stop_server
+  stop_postgres
 done
 
 # The comparison, when both ran.
-if [[ ${#targets[@]} == 2 ]]; then
+if [[ ${#targets[@]} == 2 && "${STORE:-sqlite}" != postgres ]]; then
   r="$BENCH_ROOT/bench/results"
   jq -n --slurpfile p "$r/zero-loss-pcrf.json" --slurpfile e "$r/zero-loss-echo.json" '
     ($p[0].result.zero_loss_tps) as $pz | ($e[0].result.zero_loss_tps) as $ez |
