@@ -25,9 +25,42 @@ pub struct DecisionRecord {
     #[serde(with = "hex_u64")]
     pub script_version: u64,
     pub decision: Decision,
-    pub inputs: serde_json::Value,
+    pub inputs: InputsJson,
     /// Unix milliseconds.
     pub at_ms: i64,
+}
+
+/// The inputs of a decision as the JSON text the memo hash was computed
+/// over: one allocation, where a `serde_json::Value` tree took dozens per
+/// decision and stayed in memory with every open session. Reads the
+/// object of records written before it the same way.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct InputsJson(Box<serde_json::value::RawValue>);
+
+impl InputsJson {
+    /// JSON `null`: no inputs known.
+    pub fn null() -> InputsJson {
+        InputsJson(serde_json::value::RawValue::NULL.to_owned())
+    }
+
+    /// Serializes `value`; `null` if it cannot be.
+    pub fn of<T: Serialize>(value: &T) -> InputsJson {
+        serde_json::value::to_raw_value(value)
+            .map(InputsJson)
+            .unwrap_or_else(|_| InputsJson::null())
+    }
+
+    /// The JSON text.
+    pub fn get(&self) -> &str {
+        self.0.get()
+    }
+}
+
+impl PartialEq for InputsJson {
+    fn eq(&self, other: &InputsJson) -> bool {
+        self.get() == other.get()
+    }
 }
 
 /// A Gx session.
@@ -284,7 +317,7 @@ mod tests {
                 rules,
                 ..Default::default()
             },
-            inputs: serde_json::Value::Null,
+            inputs: InputsJson::null(),
             at_ms: hash as i64,
         };
         let mut d = a.clone();
@@ -305,7 +338,7 @@ mod tests {
             input_hash: u64::MAX,
             script_version: 0x0123_4567_89ab_cdef,
             decision: Decision::default(),
-            inputs: serde_json::Value::Null,
+            inputs: InputsJson::null(),
             at_ms: 5,
         });
         let json = serde_json::to_value(&s).expect("serialises");
