@@ -89,7 +89,7 @@ fn session(id: &str, updated_ms: i64) -> GxSession {
     s.installed = decision.clone();
     s.last_request_number = (updated_ms % 1000) as u32;
     // The encoded last answer, kept for retransmissions (a CCA with rules).
-    s.last_answer = Some(vec![0x5a; 420]);
+    s.last_answer = Some(vec![0x5a; 420].into());
     s.last_decision = Some(DecisionRecord {
         input_hash: 0x1234_5678_9abc_def0,
         script_version: 3,
