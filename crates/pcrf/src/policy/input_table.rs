@@ -1,10 +1,10 @@
 //! `decide`'s input table, built straight from a `PolicyInput`: a small
 //! trusted Lua constructor receives the fields as call arguments and makes
 //! the tables with Lua's own table constructors. Going through mlua's serde
-//! serializer instead cost about 120k instructions per decision (a
-//! Rust-to-Lua round trip per field), the largest single cost of a CCR-U
-//! (callgrind, BENCHMARKS.md). The table is the same, field for field, as
-//! the serde one (a test compares them), and fresh on every call.
+//! serializer instead cost about 70k instructions per decision (a
+//! Rust-to-Lua round trip per field), this about 52k (callgrind,
+//! BENCHMARKS.md). The table is the same, field for field, as the serde
+//! one (a test compares them), and fresh on every call.
 
 use super::input::{AccumulatorInput, PolicyInput, RuleFailure};
 use mlua::serde::SerializeOptions;
