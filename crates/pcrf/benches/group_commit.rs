@@ -10,6 +10,7 @@
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 use pcrf::policy::decision::{Ambr, Arp, BearerQos, Decision, RuleDefinition, RuleQos};
+use pcrf::session::record::InputsJson;
 use pcrf::session::{DecisionRecord, GxSession};
 use pcrf::store::{Change, Durability, GroupCommit, SqliteStore, Store};
 use std::path::PathBuf;
@@ -88,19 +89,19 @@ fn session(id: &str, updated_ms: i64) -> GxSession {
     s.installed = decision.clone();
     s.last_request_number = (updated_ms % 1000) as u32;
     // The encoded last answer, kept for retransmissions (a CCA with rules).
-    s.last_answer = Some(vec![0x5a; 420]);
+    s.last_answer = Some(vec![0x5a; 420].into());
     s.last_decision = Some(DecisionRecord {
         input_hash: 0x1234_5678_9abc_def0,
         script_version: 3,
         decision,
-        inputs: serde_json::json!({
+        inputs: InputsJson::of(&serde_json::json!({
             "subscriber": {"imsi": "001010123456789", "plan": "basic",
                            "services": ["video-boost"], "attributes": {"blocked": false}},
             "session": {"apn": "internet", "rat_type": 1004, "location": "8200f110000100f1100001a2b3c4",
                         "ue_ipv4": "10.45.3.17", "device": "3534210112345601"},
             "time": {"hour": 21, "weekday": 5},
             "network": {"congestion": 0}
-        }),
+        })),
         at_ms: updated_ms,
     });
     s.updated_ms = updated_ms;

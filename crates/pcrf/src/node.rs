@@ -380,7 +380,7 @@ impl Node {
         );
         s.last_decision = Some(out.record(&input, now));
         s.installed = decision;
-        s.last_answer = Some(answer.bytes.to_vec());
+        s.last_answer = Some(answer.bytes.clone());
         let s = Arc::new(s);
         let slot = match self.sessions.insert(s.clone()) {
             Ok(slot) => slot,
@@ -442,7 +442,7 @@ impl Node {
             let answer = self.reject(req, c, rej);
             if !c.usage_reports.is_empty() {
                 // Refused or not, the usage happened: count it, once.
-                s.last_answer = Some(answer.bytes.to_vec());
+                s.last_answer = Some(answer.bytes.clone());
                 let s = Arc::new(s);
                 let mut changes = vec![Change::PutSession(s.clone())];
                 changes.extend(usage_change(&usage));
@@ -482,7 +482,7 @@ impl Node {
             s.last_decision = Some(out.record(&input, now));
         }
         s.installed = decision;
-        s.last_answer = Some(answer.bytes.to_vec());
+        s.last_answer = Some(answer.bytes.clone());
         let s = Arc::new(s);
         // A request that reported usage is always written, with its answer:
         // a retransmission after a restart must be replayed, not counted again.
@@ -539,7 +539,7 @@ impl Node {
             None,
             None,
         );
-        s.last_answer = Some(answer.bytes.to_vec());
+        s.last_answer = Some(answer.bytes.clone());
         let s = Arc::new(s);
         let mut changes = vec![Change::PutSession(s.clone())];
         changes.extend(usage_change(&usage));

@@ -9,7 +9,7 @@ use super::input::{PolicyInput, SessionInput, SubscriberInput, TimeInput};
 use super::memo;
 use super::sandbox::{Limits, Vm};
 use super::stats::{PolicyStats, StatsSnapshot};
-use crate::session::record::DecisionRecord;
+use crate::session::record::{DecisionRecord, InputsJson};
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use std::cell::RefCell;
@@ -53,6 +53,8 @@ pub struct Outcome {
     /// With `Ran::Fallback`: the Lua error and traceback (log it with the
     /// Session-Id).
     pub error: Option<String>,
+    /// The inputs as JSON, for the record; `None` with `Ran::Memo`.
+    pub inputs: Option<InputsJson>,
 }
 
 impl Outcome {
@@ -63,7 +65,10 @@ impl Outcome {
             input_hash: self.input_hash,
             script_version: self.script_version,
             decision: self.decision.clone(),
-            inputs: serde_json::to_value(input).unwrap_or(serde_json::Value::Null),
+            inputs: match &self.inputs {
+                Some(json) => json.clone(),
+                None => InputsJson::of(input),
+            },
             at_ms,
         }
     }
@@ -129,7 +134,9 @@ impl PolicyEngine {
     /// the fallback decision with the error text.
     pub fn decide(&self, input: &PolicyInput, prev: Option<&DecisionRecord>) -> Outcome {
         let script = self.script.load();
-        let input_hash = memo::input_hash(input);
+        // Hashed as text, and the text kept for the record when Lua runs.
+        let inputs = memo::input_json(input);
+        let input_hash = memo::json_hash(&inputs);
         if let Some(prev) = prev.filter(|p| memo::unchanged(p, input_hash, script.version)) {
             PolicyStats::bump(&self.stats.skips);
             return Outcome {
@@ -138,6 +145,7 @@ impl PolicyEngine {
                 input_hash,
                 script_version: script.version,
                 error: None,
+                inputs: None,
             };
         }
         PolicyStats::bump(&self.stats.runs);
@@ -148,6 +156,7 @@ impl PolicyEngine {
                 input_hash,
                 script_version: script.version,
                 error: None,
+                inputs: Some(inputs),
             },
             Err(e) => {
                 PolicyStats::bump(&self.stats.errors);
@@ -157,6 +166,7 @@ impl PolicyEngine {
                     input_hash,
                     script_version: 0,
                     error: Some(format!("script {:016x}: {e}", script.version)),
+                    inputs: Some(inputs),
                 }
             }
         }

@@ -7,6 +7,7 @@ pub mod decision;
 pub mod engine;
 pub mod error;
 pub mod input;
+mod input_table;
 pub mod media;
 pub mod memo;
 pub mod sandbox;

@@ -6,6 +6,7 @@
 use super::decision::Decision;
 use super::error::{line_in, PolicyError};
 use super::input::PolicyInput;
+use super::input_table::InputTable;
 use mlua::chunk::ChunkMode;
 use mlua::serde::{DeserializeOptions, SerializeOptions};
 use mlua::{Function, HookTriggers, Lua, LuaOptions, LuaSerdeExt, StdLib, Table, Value, VmState};
@@ -80,6 +81,8 @@ impl Budget {
 pub struct Vm {
     lua: Lua,
     decide: Function,
+    /// Builds decide's input table.
+    input_table: InputTable,
     /// What the script's top level defined, over the prelude's library
     /// (optional hooks such as `authorize_media` are looked up here).
     defs: Table,
@@ -89,7 +92,7 @@ pub struct Vm {
     memory_bytes: usize,
 }
 
-fn serialize_options() -> SerializeOptions {
+pub(super) fn serialize_options() -> SerializeOptions {
     SerializeOptions::new()
         .set_array_metatable(false)
         .serialize_none_to_null(false)
@@ -206,9 +209,11 @@ impl Vm {
                 })
             }
         };
+        let input_table = InputTable::load(&lua).map_err(setup)?;
         Ok(Vm {
             lua,
             decide,
+            input_table,
             defs,
             budget,
             chunk: chunk.to_string(),
@@ -226,7 +231,9 @@ impl Vm {
     /// Any failure (Lua error, budget, memory, a return value that is not a
     /// Decision) is a `PolicyError::Runtime` with the Lua traceback.
     pub fn decide(&self, input: &PolicyInput) -> Result<Decision, PolicyError> {
-        self.call_table(&self.decide, "decide", "decision", input)
+        self.call_table(&self.decide, "decide", "decision", |lua| {
+            self.input_table.build(lua, input, serialize_options())
+        })
     }
 
     /// Runs the optional hook `name(input)` the script defines, or the
@@ -254,7 +261,9 @@ impl Vm {
                 })
             }
         };
-        self.call_table(&f, name, "value", input)
+        self.call_table(&f, name, "value", |lua| {
+            lua.to_value_with(input, serialize_options())
+        })
     }
 
     /// A Lua error as a runtime error, with the script line it names.
@@ -267,19 +276,17 @@ impl Vm {
     }
 
     /// Calls `f(input)` with a full budget and the memory limit, and reads
-    /// the table it returns as `O` (`name` and `what` word the errors).
-    fn call_table<I: serde::Serialize, O: serde::de::DeserializeOwned>(
+    /// the table it returns as `O` (`name` and `what` word the errors);
+    /// `input` makes the argument.
+    fn call_table<O: serde::de::DeserializeOwned>(
         &self,
         f: &Function,
         name: &str,
         what: &str,
-        input: &I,
+        input: impl FnOnce(&Lua) -> mlua::Result<Value>,
     ) -> Result<O, PolicyError> {
         self.budget.reset();
-        let arg = self
-            .lua
-            .to_value_with(input, serialize_options())
-            .map_err(|e| self.runtime(e))?;
+        let arg = input(&self.lua).map_err(|e| self.runtime(e))?;
         // The memory limit applies to the script only. With a limit set,
         // mlua makes every table write from Rust a protected call: the
         // conversions in and out cost 40% more per decision. Their size is

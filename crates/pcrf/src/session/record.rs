@@ -25,9 +25,42 @@ pub struct DecisionRecord {
     #[serde(with = "hex_u64")]
     pub script_version: u64,
     pub decision: Decision,
-    pub inputs: serde_json::Value,
+    pub inputs: InputsJson,
     /// Unix milliseconds.
     pub at_ms: i64,
+}
+
+/// The inputs of a decision as the JSON text the memo hash was computed
+/// over: one allocation, where a `serde_json::Value` tree took dozens per
+/// decision and stayed in memory with every open session. Reads the
+/// object of records written before it the same way.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct InputsJson(Box<serde_json::value::RawValue>);
+
+impl InputsJson {
+    /// JSON `null`: no inputs known.
+    pub fn null() -> InputsJson {
+        InputsJson(serde_json::value::RawValue::NULL.to_owned())
+    }
+
+    /// Serializes `value`; `null` if it cannot be.
+    pub fn of<T: Serialize>(value: &T) -> InputsJson {
+        serde_json::value::to_raw_value(value)
+            .map(InputsJson)
+            .unwrap_or_else(|_| InputsJson::null())
+    }
+
+    /// The JSON text.
+    pub fn get(&self) -> &str {
+        self.0.get()
+    }
+}
+
+impl PartialEq for InputsJson {
+    fn eq(&self, other: &InputsJson) -> bool {
+        self.get() == other.get()
+    }
 }
 
 /// A Gx session.
@@ -85,8 +118,9 @@ pub struct GxSession {
     /// The encoded answer to the last CCR applied, replayed (with the new
     /// hop-by-hop and end-to-end ids) when that CCR is retransmitted, so a
     /// retransmission is answered again but never applied twice.
+    /// The same bytes as the answer sent (shared, not copied).
     #[serde(default, with = "hex_bytes", skip_serializing_if = "Option::is_none")]
-    pub last_answer: Option<Vec<u8>>,
+    pub last_answer: Option<bytes::Bytes>,
     /// Rx (AF) sessions bound to this one, with the rules they installed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub af: Vec<super::af::AfSession>,
@@ -231,16 +265,29 @@ mod hex_u64 {
 
 /// Bytes as a hex string in the JSON blob (half the size of a number array).
 mod hex_bytes {
+    use bytes::Bytes;
     use serde::{Deserialize, Deserializer, Serializer};
 
-    pub fn serialize<S: Serializer>(v: &Option<Vec<u8>>, s: S) -> Result<S::Ok, S::Error> {
+    pub fn serialize<S: Serializer>(v: &Option<Bytes>, s: S) -> Result<S::Ok, S::Error> {
         match v {
-            Some(b) => s.serialize_str(&crate::gx::hex(b)),
+            Some(b) => {
+                // Two table look-ups per byte into one buffer: building it
+                // a char at a time cost 12k instructions per stored answer.
+                const H: &[u8; 16] = b"0123456789abcdef";
+                let mut text = Vec::with_capacity(b.len() * 2);
+                for x in b.iter() {
+                    text.extend_from_slice(&[H[usize::from(x >> 4)], H[usize::from(x & 15)]]);
+                }
+                match std::str::from_utf8(&text) {
+                    Ok(hex) => s.serialize_str(hex),
+                    Err(e) => Err(serde::ser::Error::custom(e)),
+                }
+            }
             None => s.serialize_none(),
         }
     }
 
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Vec<u8>>, D::Error> {
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Bytes>, D::Error> {
         let Some(text) = Option::<String>::deserialize(d)? else {
             return Ok(None);
         };
@@ -255,7 +302,7 @@ mod hex_bytes {
                     .ok_or_else(|| serde::de::Error::custom("bad hex"))
             })
             .collect::<Result<Vec<u8>, _>>()
-            .map(Some)
+            .map(|b| Some(Bytes::from(b)))
     }
 }
 
@@ -268,7 +315,7 @@ mod tests {
         let a = GxSession::new("s".into(), "001".into(), "pgw".into(), "r".into(), 1);
         let mut b = a.clone();
         b.last_request_number = 7;
-        b.last_answer = Some(vec![1, 2, 3]);
+        b.last_answer = Some(vec![1, 2, 3].into());
         b.updated_ms = 99;
         assert!(a.durably_equal(&b));
         b.apn = Some("ims".into());
@@ -284,7 +331,7 @@ mod tests {
                 rules,
                 ..Default::default()
             },
-            inputs: serde_json::Value::Null,
+            inputs: InputsJson::null(),
             at_ms: hash as i64,
         };
         let mut d = a.clone();
@@ -300,12 +347,12 @@ mod tests {
     #[test]
     fn hex_fields_round_trip_through_json() {
         let mut s = GxSession::new("s".into(), "001".into(), "pgw".into(), "r".into(), 1);
-        s.last_answer = Some(vec![0, 0xab, 0xff]);
+        s.last_answer = Some(vec![0, 0xab, 0xff].into());
         s.last_decision = Some(DecisionRecord {
             input_hash: u64::MAX,
             script_version: 0x0123_4567_89ab_cdef,
             decision: Decision::default(),
-            inputs: serde_json::Value::Null,
+            inputs: InputsJson::null(),
             at_ms: 5,
         });
         let json = serde_json::to_value(&s).expect("serialises");
