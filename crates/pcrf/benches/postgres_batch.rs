@@ -8,7 +8,8 @@
 //! Needs `PCRF_TEST_DATABASE_URL` (a database it may create a schema in,
 //! on this host); skips without it. `PCRF_BENCH_PG_SIZES` (default
 //! "1,4,16,64") and `PCRF_BENCH_PG_ROWS` (session rows per size, default
-//! 8000) shape the run. Figures go to BENCHMARKS.md and docs/postgres.md.
+//! 8000) shape the run; `PCRF_BENCH_PG_SETUP` is SQL run on the fresh
+//! tables before they are filled (to try table settings). Figures go to BENCHMARKS.md and docs/postgres.md.
 
 use pcrf::policy::decision::{Ambr, Arp, BearerQos, Decision, RuleDefinition, RuleQos};
 use pcrf::session::{DecisionRecord, GxSession};
@@ -217,6 +218,12 @@ fn main() {
     let sep = if base.contains('?') { '&' } else { '?' };
     let url = format!("{base}{sep}options=-csearch_path%3D{schema}");
     let mut store = PostgresStore::open(PostgresOptions::new(url)).expect("open store");
+    if let Ok(setup) = std::env::var("PCRF_BENCH_PG_SETUP") {
+        rt.block_on(client.batch_execute(&format!(
+            "SET search_path TO {schema}; {setup}; RESET search_path"
+        )))
+        .expect("PCRF_BENCH_PG_SETUP");
+    }
     // Every row exists before measuring: updates only.
     for k in 0..POOL.div_ceil(64) {
         store.apply(&batch(k, 64)).expect("fill");
