@@ -1000,3 +1000,43 @@ fn a_batch_of_more_than_1000_rows_per_table() {
         Some(usage(&key(n - 1), 2))
     );
 }
+
+#[test]
+fn session_blobs_are_lz4_compressed_where_the_server_has_it() {
+    let db = TestSchema::new();
+    let mut st = db.open();
+    let has_lz4 = db.query_i64(
+        "SELECT count(*) FROM pg_settings \
+         WHERE name = 'default_toast_compression' AND 'lz4' = ANY(enumvals)",
+    ) == 1;
+    let method = |db: &TestSchema| {
+        db.rt.block_on(async {
+            db.admin
+                .query_one(
+                    &format!(
+                        "SELECT attcompression::text FROM pg_attribute \
+                         WHERE attrelid = '{}.sessions'::regclass AND attname = 'data'",
+                        db.name
+                    ),
+                    &[],
+                )
+                .await
+                .expect("query")
+                .get::<_, String>(0)
+        })
+    };
+    assert_eq!(method(&db), if has_lz4 { "l" } else { "" });
+    // A session blob over the TOAST threshold is stored compressed, and
+    // reads back whole.
+    let mut s = session("gx;big", "1", 1);
+    s.last_answer = Some(vec![0x5a; 3000]);
+    assert_eq!(st.apply(&[put(s.clone())]).expect("apply"), 1);
+    assert!(
+        db.query_i64(&format!(
+            "SELECT pg_column_size(data)::bigint - octet_length(data) FROM {}.sessions",
+            db.name
+        )) < 0,
+        "stored uncompressed"
+    );
+    assert_eq!(st.session("gx;big").expect("get"), Some(s));
+}
