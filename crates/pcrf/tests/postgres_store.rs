@@ -5,6 +5,7 @@
 //! test works in its own schema, so they run in parallel.
 
 use pcrf::session::{GxSession, SessionState};
+use pcrf::store::postgres::migrations::latest;
 use pcrf::store::postgres::{migrate, PostgresOptions, PostgresStore};
 use pcrf::store::{Change, Store, StoreError};
 use pcrf::subscriber::Subscriber;
@@ -174,7 +175,7 @@ fn round_trip_reopen_and_migrate() {
     let sub = subscriber("001010000000001");
     {
         let mut st = db.open();
-        assert_eq!(st.schema_version().expect("version"), 2);
+        assert_eq!(st.schema_version().expect("version"), latest());
         let rows = st
             .apply(&[
                 put(s1.clone()),
@@ -185,13 +186,13 @@ fn round_trip_reopen_and_migrate() {
         assert_eq!(rows, 3);
     }
     // Migrating again is a no-op at the same version.
-    assert_eq!(migrate(&db.url).expect("migrate"), 2);
+    assert_eq!(migrate(&db.url).expect("migrate"), latest());
     assert_eq!(
         db.query_i64(&format!(
             "SELECT count(*) FROM {}.schema_migrations",
             db.name
         )),
-        2
+        i64::from(latest())
     );
     let mut st = db.open();
     assert_eq!(st.open_sessions().expect("load"), vec![s1.clone()]);
@@ -534,7 +535,8 @@ fn profiler_counts_each_statement_only_when_on() {
             .find(|q| q.name == name)
             .unwrap_or_else(|| panic!("{name} not profiled: {snap:?}"))
     };
-    assert_eq!(stat("upsert_session").calls, 5);
+    // One set-based statement for the batch's five sessions.
+    assert_eq!(stat("upsert_session").calls, 1);
     assert_eq!(stat("upsert_session").rows, 5);
     assert_eq!(stat("begin").calls, 1);
     assert_eq!(stat("commit").calls, 1);
@@ -832,7 +834,7 @@ fn a_schema_1_database_is_upgraded_in_place() {
             .expect("schema 1");
     });
     let mut st = db.open();
-    assert_eq!(st.schema_version().expect("version"), 2);
+    assert_eq!(st.schema_version().expect("version"), latest());
     assert_eq!(st.subscribers().expect("kept").len(), 1);
     assert!(st.usage_records().expect("empty").is_empty());
     assert_eq!(
@@ -840,4 +842,201 @@ fn a_schema_1_database_is_upgraded_in_place() {
             .expect("write"),
         1
     );
+}
+
+/// Counts of what the profiler saw, by statement name.
+fn profiled(profiler: &pcrf::store::postgres::QueryProfiler) -> impl Fn(&str) -> (u64, u64) {
+    let snap = profiler.snapshot();
+    move |name: &str| {
+        snap.statements
+            .iter()
+            .find(|q| q.name == name)
+            .map(|q| (q.calls, q.rows))
+            .unwrap_or((0, 0))
+    }
+}
+
+#[test]
+fn a_mixed_batch_is_one_statement_per_table_and_operation() {
+    let db = TestSchema::new();
+    let mut st = db.open();
+    let setup = [
+        put(session("gx;keep", "001010000000001", 1)),
+        put(session("gx;gone", "001010000000002", 1)),
+        Change::PutSubscriber(Arc::new(subscriber("001010000000001"))),
+        Change::PutSubscriber(Arc::new(subscriber("001010000000002"))),
+        put_usage(usage("001010000000001", 1)),
+        put_usage(usage("001010000000002", 1)),
+    ];
+    assert_eq!(st.apply(&setup).expect("setup"), 6);
+    let profiler = st.profiler();
+    profiler.set_enabled(true);
+    // Every table gets puts and deletes; some rows are unchanged, some
+    // deletes miss: only real changes count.
+    let mut newer = subscriber("001010000000001");
+    newer.plan = Some("gold".into());
+    let mixed = [
+        setup[0].clone(),                                   // unchanged
+        Change::DeleteSession("gx;gone".into()),            // 1
+        put(session("gx;new", "001010000000003", 2)),       // 1
+        Change::DeleteSession("gx;never".into()),           // 0
+        Change::PutSubscriber(Arc::new(newer.clone())),     // 1
+        Change::DeleteSubscriber("001010000000002".into()), // 1
+        put_usage(usage("001010000000001", 1)),             // unchanged
+        put_usage(usage("001010000000003", 5)),             // 1
+        Change::DeleteUsage("001010000000002".into()),      // 1
+    ];
+    assert_eq!(st.apply(&mixed).expect("mixed"), 6);
+    let seen = profiled(&profiler);
+    for name in [
+        "upsert_session",
+        "delete_session",
+        "upsert_subscriber",
+        "delete_subscriber",
+        "upsert_usage",
+        "delete_usage",
+    ] {
+        assert_eq!(seen(name).0, 1, "{name}: one statement for the batch");
+    }
+    assert_eq!(seen("upsert_session"), (1, 1));
+    assert_eq!(seen("delete_session"), (1, 1));
+    assert_eq!(seen("upsert_usage"), (1, 1));
+    assert_eq!(seen("commit").0, 1);
+    let mut open: Vec<String> = st
+        .open_sessions()
+        .expect("load")
+        .into_iter()
+        .map(|s| s.id)
+        .collect();
+    open.sort();
+    assert_eq!(open, ["gx;keep", "gx;new"]);
+    assert_eq!(st.subscribers().expect("subs"), vec![newer]);
+    let usage_keys: Vec<String> = st
+        .usage_records()
+        .expect("usage")
+        .into_iter()
+        .map(|u| u.subscriber)
+        .collect();
+    assert_eq!(usage_keys, ["001010000000001", "001010000000003"]);
+    // The same batch again changes nothing (the deletes miss, the puts are
+    // identical): no commit.
+    assert_eq!(st.apply(&mixed).expect("again"), 0);
+    let seen = profiled(&profiler);
+    assert_eq!(seen("commit").0, 1);
+    assert_eq!(seen("rollback").0, 1);
+}
+
+#[test]
+fn changes_to_one_row_in_a_batch_keep_the_last() {
+    let db = TestSchema::new();
+    let mut st = db.open();
+    // Not coalesced by a group-commit writer: the store must not hand a
+    // set-based upsert the same row twice, and the last change wins.
+    let rows = st
+        .apply(&[
+            put(session("gx;a", "1", 1)),
+            put(session("gx;a", "1", 2)),
+            put(session("gx;b", "1", 1)),
+            Change::DeleteSession("gx;b".into()),
+            Change::DeleteUsage("1".into()),
+            put_usage(usage("1", 9)),
+        ])
+        .expect("apply");
+    assert_eq!(rows, 2);
+    assert_eq!(
+        st.session("gx;a").expect("get").map(|s| s.updated_ms),
+        Some(2)
+    );
+    assert_eq!(st.session("gx;b").expect("get"), None);
+    assert_eq!(st.usage("1").expect("get"), Some(usage("1", 9)));
+}
+
+#[test]
+fn a_batch_of_more_than_1000_rows_per_table() {
+    let db = TestSchema::new();
+    let mut st = db.open();
+    let profiler = st.profiler();
+    profiler.set_enabled(true);
+    let n = 1500;
+    let key = |i: usize| format!("0010100{i:08}");
+    let first: Vec<Change> = (0..n)
+        .flat_map(|i| {
+            [
+                put(session(&format!("gx;big{i:05}"), &key(i), 1)),
+                put_usage(usage(&key(i), 1)),
+            ]
+        })
+        .collect();
+    assert_eq!(st.apply(&first).expect("insert"), 2 * n);
+    // A third of the sessions move, a third are deleted, the rest are
+    // unchanged; every usage row moves.
+    let second: Vec<Change> = (0..n)
+        .flat_map(|i| {
+            let s = match i % 3 {
+                0 => put(session(&format!("gx;big{i:05}"), &key(i), 2)),
+                1 => Change::DeleteSession(format!("gx;big{i:05}")),
+                _ => put(session(&format!("gx;big{i:05}"), &key(i), 1)),
+            };
+            [s, put_usage(usage(&key(i), 2))]
+        })
+        .collect();
+    assert_eq!(st.apply(&second).expect("update"), n / 3 * 2 + n);
+    let seen = profiled(&profiler);
+    assert_eq!(seen("upsert_session"), (2, n as u64 + n as u64 / 3));
+    assert_eq!(seen("delete_session"), (1, n as u64 / 3));
+    assert_eq!(seen("upsert_usage"), (2, 2 * n as u64));
+    assert_eq!(seen("commit").0, 2);
+    let open = st.open_sessions().expect("load");
+    assert_eq!(open.len(), n - n / 3);
+    for s in &open {
+        let i: usize = s.id["gx;big".len()..].parse().expect("index");
+        assert_ne!(i % 3, 1, "{} was deleted", s.id);
+        assert_eq!(s.updated_ms, if i % 3 == 0 { 2 } else { 1 }, "{}", s.id);
+    }
+    let moved = open.iter().filter(|s| s.updated_ms == 2).count();
+    assert_eq!(moved, n / 3);
+    assert_eq!(
+        st.usage(&key(n - 1)).expect("get"),
+        Some(usage(&key(n - 1), 2))
+    );
+}
+
+#[test]
+fn session_blobs_are_lz4_compressed_where_the_server_has_it() {
+    let db = TestSchema::new();
+    let mut st = db.open();
+    let has_lz4 = db.query_i64(
+        "SELECT count(*) FROM pg_settings \
+         WHERE name = 'default_toast_compression' AND 'lz4' = ANY(enumvals)",
+    ) == 1;
+    let method = |db: &TestSchema| {
+        db.rt.block_on(async {
+            db.admin
+                .query_one(
+                    &format!(
+                        "SELECT attcompression::text FROM pg_attribute \
+                         WHERE attrelid = '{}.sessions'::regclass AND attname = 'data'",
+                        db.name
+                    ),
+                    &[],
+                )
+                .await
+                .expect("query")
+                .get::<_, String>(0)
+        })
+    };
+    assert_eq!(method(&db), if has_lz4 { "l" } else { "" });
+    // A session blob over the TOAST threshold is stored compressed, and
+    // reads back whole.
+    let mut s = session("gx;big", "1", 1);
+    s.last_answer = Some(vec![0x5a; 3000]);
+    assert_eq!(st.apply(&[put(s.clone())]).expect("apply"), 1);
+    assert!(
+        db.query_i64(&format!(
+            "SELECT pg_column_size(data)::bigint - octet_length(data) FROM {}.sessions",
+            db.name
+        )) < 0,
+        "stored uncompressed"
+    );
+    assert_eq!(st.session("gx;big").expect("get"), Some(s));
 }

@@ -22,7 +22,7 @@ pub struct PostgresHandles {
 }
 
 use super::blob::{decode_session, decode_subscriber, decode_usage};
-use super::{Change, Store, StoreError};
+use super::{Change, ChangeKey, Store, StoreError};
 use crate::session::{GxSession, SessionState};
 use crate::subscriber::Subscriber;
 use crate::usage::SubscriberUsage;
@@ -221,26 +221,33 @@ mod sql {
     pub const BEGIN: (&str, &str) = ("begin", "BEGIN");
     pub const COMMIT: (&str, &str) = ("commit", "COMMIT");
     pub const ROLLBACK: (&str, &str) = ("rollback", "ROLLBACK");
+    // One statement per table and operation for the whole batch: the rows
+    // travel as one typed array per column (unnest), so the server parses,
+    // plans and executes once per batch, not once per row.
     pub const UPSERT_SESSION: (&str, &str) = (
         "upsert_session",
         "INSERT INTO sessions (id, subscriber, state, pcef_host, updated_ms, closed_ms, data) \
-         VALUES ($1, $2, $3, $4, $5, $6, $7) \
+         SELECT * FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], \
+         $5::BIGINT[], $6::BIGINT[], $7::BYTEA[]) \
          ON CONFLICT (id) DO UPDATE SET subscriber = excluded.subscriber, \
          state = excluded.state, pcef_host = excluded.pcef_host, \
          updated_ms = excluded.updated_ms, closed_ms = excluded.closed_ms, data = excluded.data \
          WHERE sessions.data IS DISTINCT FROM excluded.data",
     );
-    pub const DELETE_SESSION: (&str, &str) =
-        ("delete_session", "DELETE FROM sessions WHERE id = $1");
+    pub const DELETE_SESSION: (&str, &str) = (
+        "delete_session",
+        "DELETE FROM sessions WHERE id = ANY($1::TEXT[])",
+    );
     pub const UPSERT_SUBSCRIBER: (&str, &str) = (
         "upsert_subscriber",
-        "INSERT INTO subscribers (imsi, msisdn, data) VALUES ($1, $2, $3) \
+        "INSERT INTO subscribers (imsi, msisdn, data) \
+         SELECT * FROM unnest($1::TEXT[], $2::TEXT[], $3::BYTEA[]) \
          ON CONFLICT (imsi) DO UPDATE SET msisdn = excluded.msisdn, data = excluded.data \
          WHERE subscribers.data IS DISTINCT FROM excluded.data",
     );
     pub const DELETE_SUBSCRIBER: (&str, &str) = (
         "delete_subscriber",
-        "DELETE FROM subscribers WHERE imsi = $1",
+        "DELETE FROM subscribers WHERE imsi = ANY($1::TEXT[])",
     );
     // Keyset pages: no cursor, no long transaction, portable.
     pub const OPEN_SESSIONS: (&str, &str) = (
@@ -264,12 +271,14 @@ mod sql {
     );
     pub const UPSERT_USAGE: (&str, &str) = (
         "upsert_usage",
-        "INSERT INTO usage (subscriber, data) VALUES ($1, $2) \
+        "INSERT INTO usage (subscriber, data) SELECT * FROM unnest($1::TEXT[], $2::BYTEA[]) \
          ON CONFLICT (subscriber) DO UPDATE SET data = excluded.data \
          WHERE usage.data IS DISTINCT FROM excluded.data",
     );
-    pub const DELETE_USAGE: (&str, &str) =
-        ("delete_usage", "DELETE FROM usage WHERE subscriber = $1");
+    pub const DELETE_USAGE: (&str, &str) = (
+        "delete_usage",
+        "DELETE FROM usage WHERE subscriber = ANY($1::TEXT[])",
+    );
     pub const ALL_USAGE: (&str, &str) = (
         "load_usage",
         "SELECT subscriber, data FROM usage WHERE subscriber > $1 ORDER BY subscriber LIMIT $2",
@@ -414,56 +423,144 @@ fn encode(change: &Change) -> Result<Encoded<'_>, StoreError> {
 
 type Sql = (&'static str, &'static str);
 
-impl Encoded<'_> {
-    fn request<'a>(&'a self, c: &'a Client, st: &'a Statements) -> (Sql, Request<'a, PgResult>) {
+/// The last change to each row, sorted by table and key. A set-based
+/// statement must not touch a row twice (ON CONFLICT refuses it) and the
+/// last change is the one that counts; the fixed order makes writers on
+/// one database lock rows in the same order (no deadlock between them).
+fn last_per_row(changes: &[Change]) -> Vec<&Change> {
+    fn order(c: &Change) -> (u8, &str) {
+        match c.key() {
+            ChangeKey::Session(k) => (0, k),
+            ChangeKey::Subscriber(k) => (1, k),
+            ChangeKey::Usage(k) => (2, k),
+        }
+    }
+    // Newest first, then a stable sort: of equal keys the newest stays first
+    // and dedup keeps it.
+    let mut rows: Vec<&Change> = changes.iter().rev().collect();
+    rows.sort_by(|a, b| order(a).cmp(&order(b)));
+    rows.dedup_by(|later, kept| order(later) == order(kept));
+    rows
+}
+
+/// A batch's rows by table and operation, one parameter array per column:
+/// each non-empty group is one statement.
+#[derive(Default)]
+struct Columns<'a> {
+    session_id: Vec<&'a str>,
+    session_subscriber: Vec<&'a str>,
+    session_state: Vec<&'static str>,
+    session_pcef_host: Vec<&'a str>,
+    session_updated_ms: Vec<i64>,
+    session_closed_ms: Vec<Option<i64>>,
+    session_data: Vec<&'a [u8]>,
+    deleted_sessions: Vec<&'a str>,
+    subscriber_imsi: Vec<&'a str>,
+    subscriber_msisdn: Vec<Option<&'a str>>,
+    subscriber_data: Vec<&'a [u8]>,
+    deleted_subscribers: Vec<&'a str>,
+    usage_subscriber: Vec<&'a str>,
+    usage_data: Vec<&'a [u8]>,
+    deleted_usage: Vec<&'a str>,
+}
+
+impl<'a> Columns<'a> {
+    fn new(batch: &'a [Encoded<'_>]) -> Self {
+        let mut c = Columns::default();
+        for e in batch {
+            match e {
+                Encoded::Session {
+                    id,
+                    subscriber,
+                    state,
+                    pcef_host,
+                    updated_ms,
+                    closed_ms,
+                    data,
+                } => {
+                    c.session_id.push(id);
+                    c.session_subscriber.push(subscriber);
+                    c.session_state.push(state);
+                    c.session_pcef_host.push(pcef_host);
+                    c.session_updated_ms.push(*updated_ms);
+                    c.session_closed_ms.push(*closed_ms);
+                    c.session_data.push(data);
+                }
+                Encoded::DeleteSession(id) => c.deleted_sessions.push(id),
+                Encoded::Subscriber { imsi, msisdn, data } => {
+                    c.subscriber_imsi.push(imsi);
+                    c.subscriber_msisdn.push(*msisdn);
+                    c.subscriber_data.push(data);
+                }
+                Encoded::DeleteSubscriber(imsi) => c.deleted_subscribers.push(imsi),
+                Encoded::Usage { subscriber, data } => {
+                    c.usage_subscriber.push(subscriber);
+                    c.usage_data.push(data);
+                }
+                Encoded::DeleteUsage(subscriber) => c.deleted_usage.push(subscriber),
+            }
+        }
+        c
+    }
+
+    /// One request per non-empty group (not yet sent), with its name.
+    fn requests(&'a self, c: &'a Client, st: &'a Statements) -> Vec<(Sql, Request<'a, PgResult>)> {
         fn p<T: ToSql + Sync>(v: &T) -> &(dyn ToSql + Sync) {
             v
         }
-        match self {
-            Encoded::Session {
-                id,
-                subscriber,
-                state,
-                pcef_host,
-                updated_ms,
-                closed_ms,
-                data,
-            } => (
+        let mut out: Vec<(Sql, Request<'a, PgResult>)> = Vec::with_capacity(6);
+        if !self.session_id.is_empty() {
+            let params = [
+                p(&self.session_id),
+                p(&self.session_subscriber),
+                p(&self.session_state),
+                p(&self.session_pcef_host),
+                p(&self.session_updated_ms),
+                p(&self.session_closed_ms),
+                p(&self.session_data),
+            ];
+            out.push((
                 sql::UPSERT_SESSION,
-                Box::pin(c.execute_raw(
-                    &st.upsert_session,
-                    [
-                        p(id),
-                        p(subscriber),
-                        p(state),
-                        p(pcef_host),
-                        p(updated_ms),
-                        p(closed_ms),
-                        p(data),
-                    ],
-                )),
-            ),
-            Encoded::DeleteSession(id) => (
-                sql::DELETE_SESSION,
-                Box::pin(c.execute_raw(&st.delete_session, [p(id)])),
-            ),
-            Encoded::Subscriber { imsi, msisdn, data } => (
-                sql::UPSERT_SUBSCRIBER,
-                Box::pin(c.execute_raw(&st.upsert_subscriber, [p(imsi), p(msisdn), p(data)])),
-            ),
-            Encoded::DeleteSubscriber(imsi) => (
-                sql::DELETE_SUBSCRIBER,
-                Box::pin(c.execute_raw(&st.delete_subscriber, [p(imsi)])),
-            ),
-            Encoded::Usage { subscriber, data } => (
-                sql::UPSERT_USAGE,
-                Box::pin(c.execute_raw(&st.upsert_usage, [p(subscriber), p(data)])),
-            ),
-            Encoded::DeleteUsage(subscriber) => (
-                sql::DELETE_USAGE,
-                Box::pin(c.execute_raw(&st.delete_usage, [p(subscriber)])),
-            ),
+                Box::pin(c.execute_raw(&st.upsert_session, params)),
+            ));
         }
+        if !self.deleted_sessions.is_empty() {
+            out.push((
+                sql::DELETE_SESSION,
+                Box::pin(c.execute_raw(&st.delete_session, [p(&self.deleted_sessions)])),
+            ));
+        }
+        if !self.subscriber_imsi.is_empty() {
+            let params = [
+                p(&self.subscriber_imsi),
+                p(&self.subscriber_msisdn),
+                p(&self.subscriber_data),
+            ];
+            out.push((
+                sql::UPSERT_SUBSCRIBER,
+                Box::pin(c.execute_raw(&st.upsert_subscriber, params)),
+            ));
+        }
+        if !self.deleted_subscribers.is_empty() {
+            out.push((
+                sql::DELETE_SUBSCRIBER,
+                Box::pin(c.execute_raw(&st.delete_subscriber, [p(&self.deleted_subscribers)])),
+            ));
+        }
+        if !self.usage_subscriber.is_empty() {
+            let params = [p(&self.usage_subscriber), p(&self.usage_data)];
+            out.push((
+                sql::UPSERT_USAGE,
+                Box::pin(c.execute_raw(&st.upsert_usage, params)),
+            ));
+        }
+        if !self.deleted_usage.is_empty() {
+            out.push((
+                sql::DELETE_USAGE,
+                Box::pin(c.execute_raw(&st.delete_usage, [p(&self.deleted_usage)])),
+            ));
+        }
+        out
     }
 }
 
@@ -492,8 +589,8 @@ fn profile_pipeline(
     }
 }
 
-/// One batch: BEGIN and every statement in one round trip, then COMMIT if
-/// a row changed, ROLLBACK otherwise.
+/// One batch: BEGIN and one statement per table and operation in one round
+/// trip, then COMMIT if a row changed, ROLLBACK otherwise.
 async fn apply_batch(
     live: &Live,
     batch: &[Encoded<'_>],
@@ -501,12 +598,12 @@ async fn apply_batch(
 ) -> Result<usize, PgFailure> {
     let timed = profiler.is_enabled();
     let (c, st) = (&live.client, &live.st);
-    let mut names: Vec<Sql> = Vec::with_capacity(batch.len() + 1);
-    let mut requests: Vec<Request<'_, PgResult>> = Vec::with_capacity(batch.len() + 1);
+    let columns = Columns::new(batch);
+    let mut names: Vec<Sql> = Vec::with_capacity(7);
+    let mut requests: Vec<Request<'_, PgResult>> = Vec::with_capacity(7);
     names.push(sql::BEGIN);
     requests.push(Box::pin(c.execute(&st.begin, &[])));
-    for e in batch {
-        let (name, req) = e.request(c, st);
+    for (name, req) in columns.requests(c, st) {
         names.push(name);
         requests.push(req);
     }
@@ -940,7 +1037,10 @@ impl Store for PostgresStore {
         if changes.is_empty() {
             return Ok(0);
         }
-        let batch = changes.iter().map(encode).collect::<Result<Vec<_>, _>>()?;
+        let batch = last_per_row(changes)
+            .into_iter()
+            .map(encode)
+            .collect::<Result<Vec<_>, _>>()?;
         // One retry on a fresh connection: a connection that died while
         // idle (terminated, failed over) must not fail a batch the
         // database can take. Safe even if a COMMIT was in flight: every

@@ -47,7 +47,44 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         data BYTEA NOT NULL
     );",
     ),
+    (
+        3,
+        "session blobs compressed with lz4 instead of pglz (PostgreSQL only)",
+        // A session blob (about 3 KB of JSON) is over the TOAST threshold,
+        // so every upsert compresses it and the WHERE decompresses the old
+        // one: with pglz that was the largest part of the server's CPU per
+        // row (BENCHMARKS.md); lz4 compresses as small for a fraction of
+        // the CPU. Values already stored change as their rows are rewritten.
+        "ALTER TABLE sessions ALTER COLUMN data SET COMPRESSION lz4;",
+    ),
 ];
+
+/// Versions that only tune PostgreSQL's own storage. CockroachDB and
+/// YugabyteDB store rows differently and reject the syntax, and PostgreSQL
+/// before 14 (or built without lz4) lacks it: there the version is recorded
+/// with nothing done, so the schema stays the same everywhere.
+pub const POSTGRES_STORAGE_ONLY: &[i32] = &[3];
+
+/// Whether the server is PostgreSQL itself with lz4 TOAST compression
+/// (14+, built with lz4).
+async fn has_lz4_toast(client: &Client) -> Result<bool, tokio_postgres::Error> {
+    let version: String = client
+        .query_one("SELECT version()", &[])
+        .await?
+        .try_get(0)?;
+    // YugabyteDB reports "PostgreSQL 11.2-YB-...", CockroachDB "CockroachDB ...".
+    if !version.starts_with("PostgreSQL ") || version.contains("-YB-") {
+        return Ok(false);
+    }
+    client
+        .query_one(
+            "SELECT EXISTS (SELECT 1 FROM pg_settings \
+             WHERE name = 'default_toast_compression' AND 'lz4' = ANY(enumvals))",
+            &[],
+        )
+        .await?
+        .try_get(0)
+}
 
 /// The newest schema version this build knows.
 pub fn latest() -> i32 {
@@ -100,6 +137,28 @@ pub(super) async fn run(client: &Client) -> Result<i32, StoreError> {
             Err(e) => {
                 let _ = client.batch_execute("ROLLBACK").await;
                 return Err(fail(&ctx, e));
+            }
+        }
+        if POSTGRES_STORAGE_ONLY.contains(&version) {
+            let applies = has_lz4_toast(client).await;
+            match applies {
+                Ok(true) => {}
+                Ok(false) => {
+                    tracing::info!(
+                        version,
+                        description,
+                        "not PostgreSQL 14+ with lz4: storage tuning skipped, version recorded"
+                    );
+                    client
+                        .batch_execute("COMMIT")
+                        .await
+                        .map_err(|e| fail(&ctx, e))?;
+                    continue;
+                }
+                Err(e) => {
+                    let _ = client.batch_execute("ROLLBACK").await;
+                    return Err(fail(&ctx, e));
+                }
             }
         }
         if let Err(e) = client.batch_execute(sql).await {
