@@ -13,7 +13,10 @@
 # PG_CONF=deploy/postgresql.conf.sample) and the report adds its CPU (the
 # postmaster and its children) beside the server's; COMMIT_WINDOW_US sets the
 # group-commit window. The store's commits over the measured window are read
-# from the server's /metrics either way.
+# from the server's /metrics either way. PROFILE=1 (postgres) provisions first,
+# then switches the query profiler on for the run (warm-up included) and
+# writes its top 15 statements to bench/results/seed-scenario-pcrf-postgres-queries.txt
+# (the profiler's timing costs CPU: measure CPU in runs without it).
 #
 # Environment: BUILD (1; 0 uses existing release binaries), RATE (3000), DURATION (60s), WARMUP (the scenario's longest
 # hold: 6s), PEERS (4), SUBSCRIBERS (20000), SCENARIO (bench/scenarios/seed.toml).
@@ -48,10 +51,21 @@ args=(run --scenario "$SCENARIO" --target "127.0.0.1:$DIAMETER_PORT"
       --peers "$PEERS" --subscribers "$SUBSCRIBERS"
       --rate "$RATE" --duration "$DURATION" --server-pid "$SERVER_PID" --out "$out")
 [[ -n "${WARMUP:-}" ]] && args+=(--warmup "$WARMUP")
-[[ -n "$API_URL" ]] && args+=(--provision "$API_URL" --server-metrics "$API_URL/metrics")
+[[ -n "$API_URL" ]] && args+=(--server-metrics "$API_URL/metrics")
+if [[ "${PROFILE:-0}" == 1 ]]; then
+  [[ -n "$PG_TMP" ]] || die "PROFILE=1 needs STORE=postgres"
+  "$BIN/pcrf-bench" provision --scenario "$SCENARIO" --api "$API_URL" --subscribers "$SUBSCRIBERS" >&2
+  "$BIN/pcrf" debug --api "${API_URL#http://}" query-profiler on >&2
+elif [[ -n "$API_URL" ]]; then
+  args+=(--provision "$API_URL")
+fi
 if [[ -n "$PG_TMP" ]]; then
   # The PCRF's backend exists once it has connected, which it does at start.
   for p in $(postgres_pids); do args+=(--db-pid "$p"); done
 fi
 "$BIN/pcrf-bench" "${args[@]}"
 echo "report: $out"
+if [[ "${PROFILE:-0}" == 1 ]]; then
+  "$BIN/pcrf" debug --api "${API_URL#http://}" queries --top 15 \
+    | tee "$BENCH_ROOT/bench/results/seed-scenario-pcrf-postgres-queries.txt"
+fi

@@ -12,7 +12,7 @@
 //! tables before they are filled (to try table settings). Figures go to BENCHMARKS.md and docs/postgres.md.
 
 use pcrf::policy::decision::{Ambr, Arp, BearerQos, Decision, RuleDefinition, RuleQos};
-use pcrf::session::{DecisionRecord, GxSession};
+use pcrf::session::{DecisionRecord, GxSession, InputsJson};
 use pcrf::store::postgres::{PostgresOptions, PostgresStore};
 use pcrf::store::{Change, Store};
 use pcrf::usage::{Accumulator, LastReport, ServiceUnits, SubscriberUsage};
@@ -91,18 +91,18 @@ fn session(i: usize, updated_ms: i64) -> GxSession {
     s.supported_features = vec![(1, 0x0000_03ff)];
     s.installed = decision.clone();
     s.last_request_number = (updated_ms % 1000) as u32;
-    s.last_answer = Some(vec![0x5a; 420]);
+    s.last_answer = Some(vec![0x5a; 420].into());
     s.last_decision = Some(DecisionRecord {
         input_hash: 0x1234_5678_9abc_def0,
         script_version: 3,
         decision,
-        inputs: serde_json::json!({
+        inputs: InputsJson::of(&serde_json::json!({
             "subscriber": {"imsi": "001010123456789", "plan": "basic",
                            "services": ["video-boost"], "attributes": {"blocked": false}},
             "session": {"apn": "internet", "rat_type": 1004, "location": "8200f110000100f1100001a2b3c4",
                         "ue_ipv4": "10.45.3.17", "device": "3534210112345601"},
             "time": {"hour": 21, "weekday": 5},
-        }),
+        })),
         at_ms: updated_ms,
     });
     s.updated_ms = updated_ms;

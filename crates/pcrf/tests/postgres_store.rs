@@ -1029,7 +1029,7 @@ fn session_blobs_are_lz4_compressed_where_the_server_has_it() {
     // A session blob over the TOAST threshold is stored compressed, and
     // reads back whole.
     let mut s = session("gx;big", "1", 1);
-    s.last_answer = Some(vec![0x5a; 3000]);
+    s.last_answer = Some(vec![0x5a; 3000].into());
     assert_eq!(st.apply(&[put(s.clone())]).expect("apply"), 1);
     assert!(
         db.query_i64(&format!(

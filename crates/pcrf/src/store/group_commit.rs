@@ -128,7 +128,10 @@ impl Metrics {
 type Ack<T> = oneshot::Sender<Result<T, StoreError>>;
 
 enum Job {
-    Changes(Vec<Change>, Ack<()>),
+    /// With the time it was queued: the commit window runs from the oldest
+    /// change of a batch, so a change that waited behind the previous batch
+    /// does not wait a whole window more.
+    Changes(Vec<Change>, Ack<()>, Instant),
     Purge(i64, Ack<usize>),
     Flush(Ack<()>),
     /// A session no longer in memory (a closed one after a restart).
@@ -171,7 +174,7 @@ impl Slot {
     /// committed (or with the batch's error).
     pub fn send(self, changes: Vec<Change>) -> Pending {
         let (ack, rx) = oneshot::channel();
-        self.permit.send(Job::Changes(changes, ack));
+        self.permit.send(Job::Changes(changes, ack, Instant::now()));
         Pending(rx)
     }
 }
@@ -358,9 +361,9 @@ impl Writer {
                 },
             };
             match job {
-                Job::Changes(changes, ack) => {
+                Job::Changes(changes, ack, queued) => {
                     let mut batch = vec![(changes, ack)];
-                    held = self.drain_into(&mut batch);
+                    held = self.drain_into(&mut batch, queued);
                     self.commit(batch);
                     if self.purge.is_some() {
                         self.purge_chunk();
@@ -396,11 +399,18 @@ impl Writer {
     }
 
     /// Takes every change request already queued, and with a commit window
-    /// those arriving within it, up to the batch limit; returns a
-    /// non-change job met on the way (handled after this batch).
-    fn drain_into(&mut self, batch: &mut Vec<(Vec<Change>, Ack<()>)>) -> Option<Job> {
+    /// those arriving until the window after the first one's queueing
+    /// (`oldest`) closes, up to the batch limit; returns a non-change job
+    /// met on the way (handled after this batch). Timing the window from the
+    /// queueing, not from now, bounds what it adds to any answer by the
+    /// window itself, however long the previous batch took.
+    fn drain_into(
+        &mut self,
+        batch: &mut Vec<(Vec<Change>, Ack<()>)>,
+        oldest: Instant,
+    ) -> Option<Job> {
         let mut n: usize = batch.iter().map(|(c, _)| c.len()).sum();
-        let deadline = tokio::time::Instant::now() + self.opts.commit_window;
+        let deadline = tokio::time::Instant::from_std(oldest + self.opts.commit_window);
         while n < self.opts.max_batch_changes {
             let next = match self.rx.try_recv() {
                 Ok(job) => Some(job),
@@ -419,7 +429,7 @@ impl Writer {
                 },
             };
             match next {
-                Some(Job::Changes(changes, ack)) => {
+                Some(Job::Changes(changes, ack, _)) => {
                     n += changes.len();
                     batch.push((changes, ack));
                 }
@@ -663,6 +673,54 @@ mod tests {
         assert!(
             first >= window - Duration::from_millis(50),
             "first waited {first:?}"
+        );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_window_runs_from_queueing_not_from_the_end_of_the_previous_batch() {
+        // A's window closes at 2 s, then its batch waits for SQLite's lock
+        // until 4.6 s; B, queued at 2.3 s meanwhile, is older than the 2 s
+        // window by then, so it is committed at once, not a window later.
+        let dir = TestDir::new("gc-window-from-queueing");
+        let store = SqliteStore::open(dir.path(), Durability::Relaxed).expect("open");
+        let gc = GroupCommit::start_with(
+            Box::new(store),
+            GroupCommitOptions {
+                commit_window: Duration::from_secs(2),
+                ..Default::default()
+            },
+        )
+        .expect("start");
+        let blocker = Connection::open(dir.path().join(DB_FILE)).expect("blocker");
+        blocker.execute_batch("BEGIN IMMEDIATE").expect("lock");
+        let a = gc
+            .reserve()
+            .await
+            .expect("slot")
+            .send(vec![Change::PutSession(Arc::new(session("a", "1", 1)))]);
+        let a = tokio::spawn(async move {
+            a.await.expect("a");
+            std::time::Instant::now()
+        });
+        tokio::time::sleep(Duration::from_millis(2300)).await;
+        let b = gc
+            .reserve()
+            .await
+            .expect("slot")
+            .send(vec![Change::PutSession(Arc::new(session("b", "1", 1)))]);
+        let b = tokio::spawn(async move {
+            b.await.expect("b");
+            std::time::Instant::now()
+        });
+        tokio::time::sleep(Duration::from_millis(2300)).await;
+        blocker.execute_batch("COMMIT").expect("unlock");
+        let (a_done, b_done) = (a.await.expect("a task"), b.await.expect("b task"));
+        let st = gc.stats();
+        assert_eq!((st.batches, st.commits), (2, 2), "{st:?}");
+        let gap = b_done.saturating_duration_since(a_done);
+        assert!(
+            gap < Duration::from_secs(1),
+            "B waited {gap:?} after A's commit: the window restarted"
         );
     }
 
