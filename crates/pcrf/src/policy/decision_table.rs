@@ -2,7 +2,7 @@
 //! Lua C API. Through mlua's serde deserializer the same read cost about
 //! 53k instructions per decision, through mlua's Table API 32k (a
 //! protected call per table, a registry reference per value); this way
-//! about 5k (callgrind, BENCHMARKS.md).
+//! about 11k (callgrind, BENCHMARKS.md).
 //!
 //! Only the plain shape is read here: every field known, integers where
 //! numbers are wanted, strings where text is. Anything else (a float such
