@@ -4,6 +4,7 @@
 pub mod cases;
 pub mod clock;
 pub mod decision;
+mod decision_table;
 pub mod engine;
 pub mod error;
 pub mod input;

@@ -4,6 +4,7 @@
 //! worker thread owns its own (see engine.rs).
 
 use super::decision::Decision;
+use super::decision_table::read_decision;
 use super::error::{line_in, PolicyError};
 use super::input::PolicyInput;
 use super::input_table::InputTable;
@@ -99,7 +100,7 @@ pub(super) fn serialize_options() -> SerializeOptions {
         .serialize_unit_to_null(false)
 }
 
-fn deserialize_options() -> DeserializeOptions {
+pub(super) fn deserialize_options() -> DeserializeOptions {
     DeserializeOptions::new()
         .deny_recursive_tables(true)
         .deny_unsupported_types(true)
@@ -231,9 +232,13 @@ impl Vm {
     /// Any failure (Lua error, budget, memory, a return value that is not a
     /// Decision) is a `PolicyError::Runtime` with the Lua traceback.
     pub fn decide(&self, input: &PolicyInput) -> Result<Decision, PolicyError> {
-        self.call_table(&self.decide, "decide", "decision", |lua| {
-            self.input_table.build(lua, input, serialize_options())
-        })
+        self.call_table(
+            &self.decide,
+            "decide",
+            "decision",
+            |lua| self.input_table.build(lua, input, serialize_options()),
+            read_decision,
+        )
     }
 
     /// Runs the optional hook `name(input)` the script defines, or the
@@ -261,9 +266,13 @@ impl Vm {
                 })
             }
         };
-        self.call_table(&f, name, "value", |lua| {
-            lua.to_value_with(input, serialize_options())
-        })
+        self.call_table(
+            &f,
+            name,
+            "value",
+            |lua| lua.to_value_with(input, serialize_options()),
+            |_, _| None,
+        )
     }
 
     /// A Lua error as a runtime error, with the script line it names.
@@ -277,13 +286,15 @@ impl Vm {
 
     /// Calls `f(input)` with a full budget and the memory limit, and reads
     /// the table it returns as `O` (`name` and `what` word the errors);
-    /// `input` makes the argument.
+    /// `input` makes the argument; `plain` reads the common shape of `O`
+    /// without serde, or answers `None` for serde to read it.
     fn call_table<O: serde::de::DeserializeOwned>(
         &self,
         f: &Function,
         name: &str,
         what: &str,
         input: impl FnOnce(&Lua) -> mlua::Result<Value>,
+        plain: impl FnOnce(&Lua, &Value) -> Option<O>,
     ) -> Result<O, PolicyError> {
         self.budget.reset();
         let arg = input(&self.lua).map_err(|e| self.runtime(e))?;
@@ -302,6 +313,9 @@ impl Vm {
                 message: format!("{name} must return a table, returned {}", ret.type_name()),
                 line: None,
             });
+        }
+        if let Some(v) = plain(&self.lua, &ret) {
+            return Ok(v);
         }
         let invalid = |message: String| PolicyError::Runtime {
             message: format!("{name} returned an invalid {what}: {message}"),
