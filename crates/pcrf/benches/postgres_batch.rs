@@ -11,7 +11,7 @@
 //! 8000) shape the run; `PCRF_BENCH_PG_SETUP` is SQL run on the fresh
 //! tables before they are filled (to try table settings). Figures go to BENCHMARKS.md and docs/postgres.md.
 
-use pcrf::policy::decision::{Ambr, Arp, BearerQos, Decision, RuleDefinition, RuleQos};
+mod shared;
 use pcrf::session::{DecisionRecord, GxSession, InputsJson};
 use pcrf::store::postgres::{PostgresOptions, PostgresStore};
 use pcrf::store::{Change, Store};
@@ -24,54 +24,7 @@ const POOL: usize = 2000;
 
 /// A session as a CCR-U leaves it (the same shape as benches/group_commit.rs).
 fn session(i: usize, updated_ms: i64) -> GxSession {
-    let decision = Decision {
-        rules: vec!["internet".into(), "dns".into()],
-        base_names: vec!["consumer-basic".into()],
-        definitions: vec![RuleDefinition {
-            name: "video-boost".into(),
-            flows: vec![
-                "permit out ip from 198.51.100.0/24 to assigned".into(),
-                "permit in ip from assigned to 198.51.100.0/24".into(),
-            ],
-            flow_status: Some(2),
-            qos: Some(RuleQos {
-                qci: 6,
-                arp: Some(Arp {
-                    priority: 9,
-                    may_preempt: false,
-                    preemptable: true,
-                }),
-                mbr_ul: Some(2_000_000),
-                mbr_dl: Some(20_000_000),
-                gbr_ul: None,
-                gbr_dl: None,
-            }),
-            precedence: Some(100),
-            rating_group: Some(20),
-            service_identifier: Some(2001),
-            online: Some(false),
-            offline: Some(true),
-            monitoring_key: Some("video".into()),
-        }],
-        apn_ambr: Some(Ambr {
-            ul: 50_000_000,
-            dl: 150_000_000,
-        }),
-        default_bearer_qos: Some(BearerQos {
-            qci: 9,
-            arp: Arp {
-                priority: 8,
-                may_preempt: false,
-                preemptable: true,
-            },
-        }),
-        event_triggers: vec![1, 2, 13, 17, 20],
-        revalidation_secs: Some(3600),
-        reject: None,
-        monitoring: Default::default(),
-        adc: Vec::new(),
-        spending_counters: Vec::new(),
-    };
+    let decision = shared::ccr_u_decision();
     let imsi = format!("0010101{i:08}");
     let mut s = GxSession::new(
         format!("pgw1.epc.mnc001.mcc001.3gppnetwork.org;1763000000;{i}"),
