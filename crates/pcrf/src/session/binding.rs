@@ -6,11 +6,14 @@
 //! (UE_IP_ADDRESS_ALLOCATE/RELEASE) and go.
 //!
 //! Several sessions may hold one address (private IPv4 pools per APN or
-//! per gateway), so a key maps to a list and callers narrow by APN or
-//! subscriber. IPv6 is indexed by the session's prefix; a look-up by a
+//! per gateway), so a key maps to an insertion-ordered set (adding and
+//! removing cost the same however many sessions share the address: a
+//! PCEF reporting one address for every session must not make start-up
+//! quadratic) and callers narrow by APN or subscriber. IPv6 is indexed by the session's prefix; a look-up by a
 //! full address tries every prefix length in use (usually only /64).
 
 use super::record::{GxSession, SessionState};
+use indexmap::IndexSet;
 use parking_lot::Mutex;
 use std::collections::HashMap;
 use std::hash::BuildHasher;
@@ -29,7 +32,7 @@ enum Key {
 
 /// UE address → ids of the open sessions holding it.
 pub struct Bindings {
-    shards: Vec<Mutex<HashMap<Key, Vec<String>>>>,
+    shards: Vec<Mutex<HashMap<Key, IndexSet<String>>>>,
     /// Bit n set: some session holds an IPv6 prefix of length n (0..=128).
     v6_lengths: [AtomicU64; 3],
     hasher: std::collections::hash_map::RandomState,
@@ -93,7 +96,7 @@ fn keys_of(s: &GxSession) -> Vec<Key> {
 }
 
 impl Bindings {
-    fn shard(&self, k: &Key) -> &Mutex<HashMap<Key, Vec<String>>> {
+    fn shard(&self, k: &Key) -> &Mutex<HashMap<Key, IndexSet<String>>> {
         &self.shards[(self.hasher.hash_one(k) as usize) % SHARDS]
     }
 
@@ -104,15 +107,16 @@ impl Bindings {
         }
         let mut shard = self.shard(&k).lock();
         let ids = shard.entry(k).or_default();
-        if !ids.iter().any(|i| i == id) {
-            ids.push(id.to_owned());
+        if !ids.contains(id) {
+            ids.insert(id.to_owned());
         }
     }
 
     fn drop_key(&self, k: Key, id: &str) {
         let mut shard = self.shard(&k).lock();
         if let Some(ids) = shard.get_mut(&k) {
-            ids.retain(|i| i != id);
+            // O(1); the last id takes the removed one's place.
+            ids.swap_remove(id);
             if ids.is_empty() {
                 shard.remove(&k);
             }
@@ -189,7 +193,11 @@ impl Bindings {
     }
 
     fn lookup(&self, k: Key) -> Vec<String> {
-        self.shard(&k).lock().get(&k).cloned().unwrap_or_default()
+        self.shard(&k)
+            .lock()
+            .get(&k)
+            .map(|ids| ids.iter().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Addresses indexed (a gauge for tests and metrics).
@@ -220,6 +228,35 @@ mod tests {
 
     // 2001:db8:1:2::/64 as Framed-IPv6-Prefix data.
     const P64: &str = "004020010db800010002";
+
+    #[test]
+    fn many_sessions_on_one_address_are_each_bound_once_and_unbound_alone() {
+        let b = Bindings::default();
+        let all: Vec<GxSession> = (0..5000)
+            .map(|i| session(&format!("s{i}"), Some([10, 0, 0, 9]), None))
+            .collect();
+        for s in &all {
+            b.bind(s);
+            b.bind(s); // again: still once
+        }
+        for s in all.iter().step_by(2) {
+            b.unbind(s);
+        }
+        let mut found = b.find("10.0.0.9".parse().unwrap());
+        found.sort();
+        let mut expect: Vec<String> = all
+            .iter()
+            .skip(1)
+            .step_by(2)
+            .map(|s| s.id.clone())
+            .collect();
+        expect.sort();
+        assert_eq!(found, expect);
+        for s in all.iter().skip(1).step_by(2) {
+            b.unbind(s);
+        }
+        assert!(b.is_empty());
+    }
 
     #[test]
     fn finds_by_ipv4_and_by_an_address_inside_the_ipv6_prefix() {
