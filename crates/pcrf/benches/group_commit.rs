@@ -10,55 +10,15 @@
 
 use criterion::{criterion_group, criterion_main, BatchSize, BenchmarkId, Criterion, Throughput};
 mod shared;
-use pcrf::session::record::InputsJson;
-use pcrf::session::{DecisionRecord, GxSession};
+use pcrf::session::GxSession;
 use pcrf::store::{Change, Durability, GroupCommit, SqliteStore, Store};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
-/// A session as a CCR-U leaves it: a few rules, QoS, and the last decision
-/// with its inputs (the largest part of the blob).
+/// A session as a CCR-U leaves it (benches/shared).
 fn session(id: &str, updated_ms: i64) -> GxSession {
-    let decision = shared::ccr_u_decision();
-    let mut s = GxSession::new(
-        id.into(),
-        "001010123456789".into(),
-        "pgw1.epc.mnc001.mcc001.3gppnetwork.org".into(),
-        "epc.mnc001.mcc001.3gppnetwork.org".into(),
-        1_763_000_000_000,
-    );
-    s.imsi = Some("001010123456789".into());
-    s.msisdn = Some("4915112345678".into());
-    s.apn = Some("internet".into());
-    s.ue_ipv4 = Some(std::net::Ipv4Addr::new(10, 45, 3, 17));
-    s.ue_ipv6_prefix = Some("0040200107f8000100000000".into());
-    s.rat_type = Some(1004);
-    s.ip_can_type = Some(5);
-    s.location = Some("8200f110000100f1100001a2b3c4".into());
-    s.ms_timezone = Some("4000".into());
-    s.device = Some("3534210112345601".into());
-    s.supported_features = vec![(1, 0x0000_03ff)];
-    s.installed = decision.clone();
-    s.last_request_number = (updated_ms % 1000) as u32;
-    // The encoded last answer, kept for retransmissions (a CCA with rules).
-    s.last_answer = Some(vec![0x5a; 420].into());
-    s.last_decision = Some(DecisionRecord {
-        input_hash: 0x1234_5678_9abc_def0,
-        script_version: 3,
-        decision,
-        inputs: InputsJson::of(&serde_json::json!({
-            "subscriber": {"imsi": "001010123456789", "plan": "basic",
-                           "services": ["video-boost"], "attributes": {"blocked": false}},
-            "session": {"apn": "internet", "rat_type": 1004, "location": "8200f110000100f1100001a2b3c4",
-                        "ue_ipv4": "10.45.3.17", "device": "3534210112345601"},
-            "time": {"hour": 21, "weekday": 5},
-            "network": {"congestion": 0}
-        })),
-        at_ms: updated_ms,
-    });
-    s.updated_ms = updated_ms;
-    s
+    shared::ccr_u_session(id.into(), "001010123456789".into(), updated_ms)
 }
 
 fn bench_dirs() -> Vec<(&'static str, PathBuf)> {
@@ -251,9 +211,8 @@ fn blob_format(c: &mut Criterion) {
             out
         })
     });
-    group.bench_function("cbor_decode", |b| {
-        b.iter(|| ciborium::from_reader::<GxSession, _>(cbor.as_slice()).expect("cbor"))
-    });
+    // No cbor_decode: the decision's inputs are kept as raw JSON text
+    // (serde_json's RawValue), which only serde_json can read back.
     group.finish();
 }
 

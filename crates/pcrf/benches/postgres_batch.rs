@@ -12,7 +12,7 @@
 //! tables before they are filled (to try table settings). Figures go to BENCHMARKS.md and docs/postgres.md.
 
 mod shared;
-use pcrf::session::{DecisionRecord, GxSession, InputsJson};
+use pcrf::session::GxSession;
 use pcrf::store::postgres::{PostgresOptions, PostgresStore};
 use pcrf::store::{Change, Store};
 use pcrf::usage::{Accumulator, LastReport, ServiceUnits, SubscriberUsage};
@@ -22,44 +22,13 @@ use std::time::Instant;
 /// Distinct rows cycled through, so every write updates an existing row.
 const POOL: usize = 2000;
 
-/// A session as a CCR-U leaves it (the same shape as benches/group_commit.rs).
+/// A session as a CCR-U leaves it (benches/shared).
 fn session(i: usize, updated_ms: i64) -> GxSession {
-    let decision = shared::ccr_u_decision();
-    let imsi = format!("0010101{i:08}");
-    let mut s = GxSession::new(
+    shared::ccr_u_session(
         format!("pgw1.epc.mnc001.mcc001.3gppnetwork.org;1763000000;{i}"),
-        imsi.clone(),
-        "pgw1.epc.mnc001.mcc001.3gppnetwork.org".into(),
-        "epc.mnc001.mcc001.3gppnetwork.org".into(),
-        1_763_000_000_000,
-    );
-    s.imsi = Some(imsi);
-    s.msisdn = Some("4915112345678".into());
-    s.apn = Some("internet".into());
-    s.ue_ipv4 = Some(std::net::Ipv4Addr::new(10, 45, 3, 17));
-    s.rat_type = Some(1004);
-    s.ip_can_type = Some(5);
-    s.location = Some("8200f110000100f1100001a2b3c4".into());
-    s.device = Some("3534210112345601".into());
-    s.supported_features = vec![(1, 0x0000_03ff)];
-    s.installed = decision.clone();
-    s.last_request_number = (updated_ms % 1000) as u32;
-    s.last_answer = Some(vec![0x5a; 420].into());
-    s.last_decision = Some(DecisionRecord {
-        input_hash: 0x1234_5678_9abc_def0,
-        script_version: 3,
-        decision,
-        inputs: InputsJson::of(&serde_json::json!({
-            "subscriber": {"imsi": "001010123456789", "plan": "basic",
-                           "services": ["video-boost"], "attributes": {"blocked": false}},
-            "session": {"apn": "internet", "rat_type": 1004, "location": "8200f110000100f1100001a2b3c4",
-                        "ue_ipv4": "10.45.3.17", "device": "3534210112345601"},
-            "time": {"hour": 21, "weekday": 5},
-        })),
-        at_ms: updated_ms,
-    });
-    s.updated_ms = updated_ms;
-    s
+        format!("0010101{i:08}"),
+        updated_ms,
+    )
 }
 
 fn usage(i: usize, used: u64) -> SubscriberUsage {

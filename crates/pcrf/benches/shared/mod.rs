@@ -1,6 +1,8 @@
 //! Records shared by the store benches, so they measure the same shape.
 
 use pcrf::policy::decision::{Ambr, Arp, BearerQos, Decision, RuleDefinition, RuleQos};
+use pcrf::session::record::InputsJson;
+use pcrf::session::{DecisionRecord, GxSession};
 
 /// The decision a CCR-U typically leaves installed: a few rules, one
 /// dynamic definition with QoS, APN-AMBR and default bearer QoS.
@@ -53,4 +55,48 @@ pub fn ccr_u_decision() -> Decision {
         adc: Vec::new(),
         spending_counters: Vec::new(),
     }
+}
+
+/// A session as a CCR-U leaves it: a few rules, QoS, and the last decision
+/// with its inputs (the largest part of the blob).
+pub fn ccr_u_session(id: String, imsi: String, updated_ms: i64) -> GxSession {
+    let decision = ccr_u_decision();
+    let mut s = GxSession::new(
+        id,
+        imsi.clone(),
+        "pgw1.epc.mnc001.mcc001.3gppnetwork.org".into(),
+        "epc.mnc001.mcc001.3gppnetwork.org".into(),
+        1_763_000_000_000,
+    );
+    s.imsi = Some(imsi);
+    s.msisdn = Some("4915112345678".into());
+    s.apn = Some("internet".into());
+    s.ue_ipv4 = Some(std::net::Ipv4Addr::new(10, 45, 3, 17));
+    s.ue_ipv6_prefix = Some("0040200107f8000100000000".into());
+    s.rat_type = Some(1004);
+    s.ip_can_type = Some(5);
+    s.location = Some("8200f110000100f1100001a2b3c4".into());
+    s.ms_timezone = Some("4000".into());
+    s.device = Some("3534210112345601".into());
+    s.supported_features = vec![(1, 0x0000_03ff)];
+    s.installed = decision.clone();
+    s.last_request_number = (updated_ms % 1000) as u32;
+    // The encoded last answer, kept for retransmissions (a CCA with rules).
+    s.last_answer = Some(vec![0x5a; 420].into());
+    s.last_decision = Some(DecisionRecord {
+        input_hash: 0x1234_5678_9abc_def0,
+        script_version: 3,
+        decision,
+        inputs: InputsJson::of(&serde_json::json!({
+            "subscriber": {"imsi": "001010123456789", "plan": "basic",
+                           "services": ["video-boost"], "attributes": {"blocked": false}},
+            "session": {"apn": "internet", "rat_type": 1004, "location": "8200f110000100f1100001a2b3c4",
+                        "ue_ipv4": "10.45.3.17", "device": "3534210112345601"},
+            "time": {"hour": 21, "weekday": 5},
+            "network": {"congestion": 0}
+        })),
+        at_ms: updated_ms,
+    });
+    s.updated_ms = updated_ms;
+    s
 }

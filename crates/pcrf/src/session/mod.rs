@@ -10,5 +10,5 @@ pub mod table;
 pub mod tdf;
 
 pub use diff::RuleDiff;
-pub use record::{DecisionRecord, GxSession, InputsJson, SessionState};
+pub use record::{DecisionRecord, GxSession, SessionState};
 pub use table::{SessionSlot, SessionTable};
