@@ -25,10 +25,18 @@ pub fn repo_root() -> PathBuf {
 }
 
 fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("free port")
+    let [p] = free_ports();
+    p
+}
+
+/// N distinct free ports: the listeners are held until all are chosen, so
+/// the kernel cannot hand the same port out twice (the Diameter and API
+/// ports once collided that way).
+fn free_ports<const N: usize>() -> [u16; N] {
+    let held: Vec<TcpListener> = (0..N)
+        .map(|_| TcpListener::bind("127.0.0.1:0").expect("free port"))
+        .collect();
+    std::array::from_fn(|i| held[i].local_addr().expect("local addr").port())
 }
 
 /// A unique scratch directory under the system temp dir.
@@ -70,8 +78,9 @@ impl Pcrf {
         let dir = scratch_dir("pcrf");
         let policy = dir.join("policy.lua");
         std::fs::copy(repo_root().join("policies/default.lua"), &policy).expect("copy policy");
-        let diameter: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
-        let api: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().expect("addr");
+        let [diameter_port, api_port] = free_ports();
+        let diameter: SocketAddr = format!("127.0.0.1:{diameter_port}").parse().expect("addr");
+        let api: SocketAddr = format!("127.0.0.1:{api_port}").parse().expect("addr");
         let config = dir.join("pcrf.toml");
         let text = format!(
             r#"
