@@ -605,6 +605,25 @@ mod tests {
         GroupCommit::start(Box::new(store)).expect("start")
     }
 
+    /// Queues one session write; resolves when it is committed.
+    async fn put(gc: &GroupCommit, id: &str, updated_ms: i64) -> Pending {
+        let s = session(id, "1", updated_ms);
+        let slot = gc.reserve().await.expect("slot");
+        slot.send(vec![Change::PutSession(Arc::new(s))])
+    }
+
+    /// A writer with a commit window (and a batch limit, when given).
+    fn start_windowed(dir: &TestDir, window: Duration, max_batch: Option<usize>) -> GroupCommit {
+        let store = SqliteStore::open(dir.path(), Durability::Relaxed).expect("open");
+        let defaults = GroupCommitOptions::default();
+        let opts = GroupCommitOptions {
+            commit_window: window,
+            max_batch_changes: max_batch.unwrap_or(defaults.max_batch_changes),
+            ..defaults
+        };
+        GroupCommit::start_with(Box::new(store), opts).expect("start")
+    }
+
     fn stored_updated_ms(conn: &Connection, id: &str) -> Option<i64> {
         conn.query_row("SELECT updated_ms FROM sessions WHERE id = ?1", [id], |r| {
             r.get(0)
@@ -658,15 +677,7 @@ mod tests {
     /// how long the first request waited for its commit.
     async fn staggered_commits(window: Duration, tag: &str) -> (GroupCommitStats, Duration) {
         let dir = TestDir::new(tag);
-        let store = SqliteStore::open(dir.path(), Durability::Relaxed).expect("open");
-        let gc = GroupCommit::start_with(
-            Box::new(store),
-            GroupCommitOptions {
-                commit_window: window,
-                ..Default::default()
-            },
-        )
-        .expect("start");
+        let gc = start_windowed(&dir, window, None);
         let mut tasks = Vec::new();
         for i in 0..10 {
             let gc = gc.clone();
@@ -719,15 +730,7 @@ mod tests {
         // until 4.6 s; B, queued at 2.3 s meanwhile, is older than the 2 s
         // window by then, so it is committed at once, not a window later.
         let dir = TestDir::new("gc-window-from-queueing");
-        let store = SqliteStore::open(dir.path(), Durability::Relaxed).expect("open");
-        let gc = GroupCommit::start_with(
-            Box::new(store),
-            GroupCommitOptions {
-                commit_window: Duration::from_secs(2),
-                ..Default::default()
-            },
-        )
-        .expect("start");
+        let gc = start_windowed(&dir, Duration::from_secs(2), None);
         let blocker = Connection::open(dir.path().join(DB_FILE)).expect("blocker");
         blocker.execute_batch("BEGIN IMMEDIATE").expect("lock");
         let a = gc
@@ -766,21 +769,11 @@ mod tests {
         // The writer no longer wakes for each change within the window;
         // these are the two things that must still wake it.
         let dir = TestDir::new("gc-window-ends-early");
-        let store = SqliteStore::open(dir.path(), Durability::Relaxed).expect("open");
-        let gc = GroupCommit::start_with(
-            Box::new(store),
-            GroupCommitOptions {
-                commit_window: Duration::from_secs(30),
-                max_batch_changes: 3,
-                ..Default::default()
-            },
-        )
-        .expect("start");
+        let gc = start_windowed(&dir, Duration::from_secs(30), Some(3));
         let t0 = std::time::Instant::now();
         let mut pending = Vec::new();
         for id in ["a", "b", "c"] {
-            let slot = gc.reserve().await.expect("slot");
-            pending.push(slot.send(vec![Change::PutSession(Arc::new(session(id, "1", 1)))]));
+            pending.push(put(&gc, id, 1).await);
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         for p in pending {
@@ -789,11 +782,7 @@ mod tests {
                 .expect("a full batch was held for the window")
                 .expect("committed");
         }
-        let d = gc
-            .reserve()
-            .await
-            .expect("slot")
-            .send(vec![Change::PutSession(Arc::new(session("d", "1", 1)))]);
+        let d = put(&gc, "d", 1).await;
         tokio::time::sleep(Duration::from_millis(50)).await;
         tokio::time::timeout(Duration::from_secs(5), gc.flush())
             .await
@@ -815,11 +804,7 @@ mod tests {
         // the next requests pile up into one batch.
         let blocker = Connection::open(dir.path().join(DB_FILE)).expect("blocker");
         blocker.execute_batch("BEGIN IMMEDIATE").expect("lock");
-        let first = gc
-            .reserve()
-            .await
-            .expect("slot")
-            .send(vec![Change::PutSession(Arc::new(session("a", "1", 1)))]);
+        let first = put(&gc, "a", 1).await;
         tokio::time::sleep(Duration::from_millis(200)).await;
         let mut pending = Vec::new();
         for i in 1..=3 {
