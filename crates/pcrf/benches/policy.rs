@@ -28,7 +28,7 @@ fn decide(c: &mut Criterion) {
     input.subscriber.services = vec!["vip".into()];
     let first = engine.decide(&input, None);
     assert!(first.error.is_none(), "{:?}", first.error);
-    let prev = first.record(&input, 0);
+    let prev = first.into_record(&input, 0);
 
     c.bench_function("decide/lua_run", |b| {
         b.iter(|| engine.decide(black_box(&input), None))

@@ -378,7 +378,7 @@ impl Node {
             Some(&extras),
             Some(&diff),
         );
-        s.last_decision = Some(out.record(&input, now));
+        s.last_decision = Some(out.into_record(&input, now));
         s.installed = decision;
         s.last_answer = Some(answer.bytes.clone());
         let s = Arc::new(s);
@@ -479,7 +479,7 @@ impl Node {
             )
         };
         if out.ran != Ran::Memo {
-            s.last_decision = Some(out.record(&input, now));
+            s.last_decision = Some(out.into_record(&input, now));
         }
         s.installed = decision;
         s.last_answer = Some(answer.bytes.clone());
@@ -855,10 +855,11 @@ impl Node {
             // Not installed: the grants and stops did not happen either.
             s.monitoring = cur.monitoring.clone();
         }
+        let script_version = out.script_version;
         if code == result_code::DIAMETER_SUCCESS {
             s.installed = decision;
             if out.ran != Ran::Memo {
-                s.last_decision = Some(out.record(&input, now_ms()));
+                s.last_decision = Some(out.into_record(&input, now_ms()));
             }
         }
         s.updated_ms = now_ms();
@@ -876,7 +877,7 @@ impl Node {
             result_code: Some(code),
             installed: installed_names,
             removed: removed_names,
-            script_version: out.script_version,
+            script_version,
         })
     }
 

@@ -60,13 +60,13 @@ pub struct Outcome {
 impl Outcome {
     /// The per-session memo to keep after applying this outcome (for
     /// `Ran::Memo` the previous record is still valid and may be kept as is).
-    pub fn record(&self, input: &PolicyInput, at_ms: i64) -> DecisionRecord {
+    pub fn into_record(self, input: &PolicyInput, at_ms: i64) -> DecisionRecord {
         DecisionRecord {
             input_hash: self.input_hash,
             script_version: self.script_version,
-            decision: self.decision.clone(),
-            inputs: match &self.inputs {
-                Some(json) => json.clone(),
+            decision: self.decision,
+            inputs: match self.inputs {
+                Some(json) => json,
                 None => InputsJson::of(input),
             },
             at_ms,
@@ -404,7 +404,7 @@ mod tests {
         let first = e.decide(&i, None);
         assert_eq!(first.ran, Ran::Lua);
         assert_eq!(first.decision.rules, vec!["a".to_string()]);
-        let rec = first.record(&i, 1);
+        let rec = first.clone().into_record(&i, 1);
         let again = e.decide(&i, Some(&rec));
         assert_eq!(again.ran, Ran::Memo);
         assert_eq!(again.decision, first.decision);
@@ -433,7 +433,7 @@ mod tests {
         assert!(err.contains("policy.lua:3: no capacity table"), "{err}");
         assert!(err.contains("stack traceback"), "{err}");
         // A fallback record never satisfies the memo.
-        let rec = out.record(&i, 1);
+        let rec = out.clone().into_record(&i, 1);
         assert_eq!(e.decide(&i, Some(&rec)).ran, Ran::Fallback);
         assert_eq!(e.stats().errors, 2);
         // The VM was rebuilt and serves the next good input.
