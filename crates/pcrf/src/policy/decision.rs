@@ -43,7 +43,7 @@ pub struct RuleQos {
 }
 
 /// A dynamic PCC rule (Charging-Rule-Definition, TS 29.212 §5.3.4).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RuleDefinition {
     pub name: String,

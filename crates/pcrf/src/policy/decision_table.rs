@@ -71,18 +71,7 @@ fn decision(t: Slot) -> Read<Decision> {
 
 fn rule_definition(t: Slot) -> Read<RuleDefinition> {
     let mut name = None;
-    let mut r = RuleDefinition {
-        name: String::new(),
-        flows: Vec::new(),
-        flow_status: None,
-        qos: None,
-        precedence: None,
-        rating_group: None,
-        service_identifier: None,
-        online: None,
-        offline: None,
-        monitoring_key: None,
-    };
+    let mut r = RuleDefinition::default();
     t.fields(|key, v| {
         match key {
             b"name" => name = Some(v.string()?),

@@ -208,15 +208,7 @@ mod tests {
     fn rule(name: &str) -> RuleDefinition {
         RuleDefinition {
             name: name.into(),
-            flows: vec![],
-            flow_status: None,
-            qos: None,
-            precedence: None,
-            rating_group: None,
-            service_identifier: None,
-            online: None,
-            offline: None,
-            monitoring_key: None,
+            ..Default::default()
         }
     }
 

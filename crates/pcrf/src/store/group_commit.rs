@@ -733,21 +733,13 @@ mod tests {
         let gc = start_windowed(&dir, Duration::from_secs(2), None);
         let blocker = Connection::open(dir.path().join(DB_FILE)).expect("blocker");
         blocker.execute_batch("BEGIN IMMEDIATE").expect("lock");
-        let a = gc
-            .reserve()
-            .await
-            .expect("slot")
-            .send(vec![Change::PutSession(Arc::new(session("a", "1", 1)))]);
+        let a = put(&gc, "a", 1).await;
         let a = tokio::spawn(async move {
             a.await.expect("a");
             std::time::Instant::now()
         });
         tokio::time::sleep(Duration::from_millis(2300)).await;
-        let b = gc
-            .reserve()
-            .await
-            .expect("slot")
-            .send(vec![Change::PutSession(Arc::new(session("b", "1", 1)))]);
+        let b = put(&gc, "b", 1).await;
         let b = tokio::spawn(async move {
             b.await.expect("b");
             std::time::Instant::now()
