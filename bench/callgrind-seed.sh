@@ -31,35 +31,11 @@ if [[ $STORE == postgres ]]; then
   need psql postgresql-client
   [[ -n "${DATABASE_URL:-}" ]] || die "STORE=postgres needs DATABASE_URL"
   psql -q "$DATABASE_URL" -c 'drop schema public cascade; create schema public;' >/dev/null
-  store=$'kind = "postgres"\nurl = "'"$DATABASE_URL"$'"'
+  store="$(postgres_store_section "$DATABASE_URL")"
 else
-  store=$'kind = "sqlite"\npath = "'"$work/data"$'"\ndurability = "full"'
+  store="$(sqlite_store_section "$work/data")"
 fi
-cat >"$work/pcrf.toml" <<TOML
-[node]
-origin_host = "pcrf.pcrf.test"
-origin_realm = "pcrf.test"
-[diameter]
-listen = "127.0.0.1:$dport"
-max_in_flight = 65536
-[[peers]]
-origin_host = "pgw-1.bench.test"
-addresses = ["127.0.0.1"]
-[[peers]]
-origin_host = "pgw-2.bench.test"
-addresses = ["127.0.0.1"]
-[store]
-$store
-[policy]
-path = "$BENCH_ROOT/policies/default.lua"
-watch = false
-[usage]
-path = "$BENCH_ROOT/config/usage.toml"
-[api]
-listen = "127.0.0.1:$aport"
-[log]
-level = "warn"
-TOML
+pcrf_config "$dport" "$aport" "$store" pgw-1.bench.test pgw-2.bench.test >"$work/pcrf.toml"
 valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" --dump-instr=no \
   --compress-strings=no --compress-pos=no \
   "$BIN/pcrf" serve --config "$work/pcrf.toml" >"$work/pcrf.out" 2>"$work/pcrf.err" &

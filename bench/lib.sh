@@ -123,54 +123,65 @@ stop_postgres() {
 # example policy and usage file, PEERS emulated gateways (and the other HOSTs,
 # e.g. pcscf-1.ims.test) allowed; sets SERVER_PID, DIAMETER_PORT, API_URL.
 start_pcrf() {
-  local work="$1" peers="$2" i
-  local extra=("${@:3}")
+  local work="$1" peers="$2" i hosts=() store
   DIAMETER_PORT="$(free_port)"
   local api_port
   api_port="$(free_port)"
   API_URL="http://127.0.0.1:$api_port"
-  {
-    echo '[node]'
-    echo 'origin_host = "pcrf.pcrf.test"'
-    echo 'origin_realm = "pcrf.test"'
-    echo '[diameter]'
-    echo "listen = \"127.0.0.1:$DIAMETER_PORT\""
-    echo 'max_in_flight = 65536'
-    for i in $(seq "$peers"); do
-      echo '[[peers]]'
-      echo "origin_host = \"pgw-$i.bench.test\""
-      echo 'addresses = ["127.0.0.1"]'
-    done
-    for i in "${extra[@]}"; do
-      echo '[[peers]]'
-      echo "origin_host = \"$i\""
-      echo 'addresses = ["127.0.0.1"]'
-    done
-    echo '[store]'
-    if [[ "${STORE:-sqlite}" == postgres ]]; then
-      echo 'kind = "postgres"'
-      echo "url = \"$PG_URL\""
-    else
-      echo 'kind = "sqlite"'
-      echo "path = \"$work/data\""
-      echo 'durability = "full"'
-    fi
-    [[ -n "${COMMIT_WINDOW_US:-}" ]] && echo "commit_window_us = $COMMIT_WINDOW_US"
-    echo '[policy]'
-    echo "path = \"$BENCH_ROOT/policies/default.lua\""
-    echo 'watch = false'
-    echo '[usage]'
-    echo "path = \"$BENCH_ROOT/config/usage.toml\""
-    echo '[api]'
-    echo "listen = \"127.0.0.1:$api_port\""
-    echo '[log]'
-    echo 'level = "warn"'
-  } >"$work/pcrf.toml"
+  for i in $(seq "$peers"); do hosts+=("pgw-$i.bench.test"); done
+  hosts+=("${@:3}")
+  if [[ "${STORE:-sqlite}" == postgres ]]; then
+    store="$(postgres_store_section "$PG_URL")"
+  else
+    store="$(sqlite_store_section "$work/data")"
+  fi
+  pcrf_config "$DIAMETER_PORT" "$api_port" "$store" "${hosts[@]}" >"$work/pcrf.toml"
   "$BIN/pcrf" serve --config "$work/pcrf.toml" >"$work/pcrf.out" 2>"$work/pcrf.err" &
   SERVER_PID=$!
   wait_port "$DIAMETER_PORT" 30 && wait_port "$api_port" 10 \
     || die "pcrf serve did not start: $(tail -20 "$work/pcrf.err")"
   SERVER_NAME="pcrf"
+}
+
+# pcrf_config DIAMETER_PORT API_PORT STORE_SECTION HOST...: the benches'
+# configuration of `pcrf serve` on stdout: loopback listeners, each HOST a
+# peer allowed from 127.0.0.1, the given [store] body (COMMIT_WINDOW_US
+# added), the example policy and usage file, warnings only in the log.
+pcrf_config() {
+  local dport="$1" aport="$2" store="$3" h
+  shift 3
+  echo '[node]'
+  echo 'origin_host = "pcrf.pcrf.test"'
+  echo 'origin_realm = "pcrf.test"'
+  echo '[diameter]'
+  echo "listen = \"127.0.0.1:$dport\""
+  echo 'max_in_flight = 65536'
+  for h in "$@"; do
+    echo '[[peers]]'
+    echo "origin_host = \"$h\""
+    echo 'addresses = ["127.0.0.1"]'
+  done
+  echo '[store]'
+  echo "$store"
+  if [[ -n "${COMMIT_WINDOW_US:-}" ]]; then echo "commit_window_us = $COMMIT_WINDOW_US"; fi
+  echo '[policy]'
+  echo "path = \"$BENCH_ROOT/policies/default.lua\""
+  echo 'watch = false'
+  echo '[usage]'
+  echo "path = \"$BENCH_ROOT/config/usage.toml\""
+  echo '[api]'
+  echo "listen = \"127.0.0.1:$aport\""
+  echo '[log]'
+  echo 'level = "warn"'
+}
+
+# sqlite_store_section DIR / postgres_store_section URL: [store] bodies for
+# pcrf_config (the embedded store with durability full, or PostgreSQL).
+sqlite_store_section() {
+  printf 'kind = "sqlite"\npath = "%s"\ndurability = "full"\n' "$1"
+}
+postgres_store_section() {
+  printf 'kind = "postgres"\nurl = "%s"\n' "$1"
 }
 
 # postgres_pids: the throwaway cluster's postmaster and its children now

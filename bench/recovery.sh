@@ -59,34 +59,11 @@ if [[ $STORE == postgres ]]; then
   psql "$DATABASE_URL" -X -q -c "CREATE SCHEMA $SCHEMA" >/dev/null
   sep='?'; [[ $DATABASE_URL == *\?* ]] && sep='&'
   URL="${DATABASE_URL}${sep}options=-csearch_path%3D$SCHEMA"
-  STORE_SECTION="kind = \"postgres\"
-url = \"$URL\""
+  STORE_SECTION="$(postgres_store_section "$URL")"
 else
-  STORE_SECTION="kind = \"sqlite\"
-path = \"$WORK/data\"
-durability = \"full\""
+  STORE_SECTION="$(sqlite_store_section "$WORK/data")"
 fi
-cat >"$WORK/pcrf.toml" <<EOF
-[node]
-origin_host = "pcrf.pcrf.test"
-origin_realm = "pcrf.test"
-[diameter]
-listen = "127.0.0.1:$DIAMETER_PORT"
-[[peers]]
-origin_host = "pgw.bench.test"
-addresses = ["127.0.0.1"]
-[store]
-$STORE_SECTION
-[policy]
-path = "$BENCH_ROOT/policies/default.lua"
-watch = false
-[usage]
-path = "$BENCH_ROOT/config/usage.toml"
-[api]
-listen = "127.0.0.1:$API_PORT"
-[log]
-level = "warn"
-EOF
+pcrf_config "$DIAMETER_PORT" "$API_PORT" "$STORE_SECTION" pgw.bench.test >"$WORK/pcrf.toml"
 
 start() {
   "$BIN/pcrf" serve --config "$WORK/pcrf.toml" >>"$WORK/pcrf.out" 2>>"$WORK/pcrf.err" &
