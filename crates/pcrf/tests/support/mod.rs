@@ -102,7 +102,7 @@ addresses = ["127.0.0.1"]
 
 [policy]
 path = "{policy}"
-time_zone = "UTC"
+time_zone = "{zone}"
 
 [api]
 listen = "{api}"
@@ -116,6 +116,7 @@ level = "info"
                 str::to_owned
             ),
             policy = policy.display(),
+            zone = midday_zone(),
         );
         std::fs::write(&config, text).expect("write config");
         let mut p = Pcrf {
@@ -256,6 +257,24 @@ level = "info"
 
     pub fn metrics(&self) -> String {
         self.try_http("GET", "/metrics", None).expect("metrics").1
+    }
+}
+
+/// A fixed-offset IANA zone in which it is about noon now. The default
+/// policy gives more bandwidth between 01:00 and 06:00 local time; with
+/// "UTC" the tests that check the day-time AMBR failed when CI ran at night.
+pub fn midday_zone() -> String {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .expect("clock after 1970")
+        .as_secs();
+    let utc_hour = ((secs / 3600) % 24) as i64;
+    // UTC+offset is noon; -11..=12 are all valid Etc/GMT zones, whose
+    // sign is inverted (Etc/GMT-3 is UTC+3).
+    match 12 - utc_hour {
+        0 => "Etc/GMT".to_string(),
+        o if o > 0 => format!("Etc/GMT-{o}"),
+        o => format!("Etc/GMT+{}", -o),
     }
 }
 
