@@ -21,11 +21,15 @@ async fn seed_scenario_against_the_real_server_is_all_answered() {
         "[[peers]]\norigin_host = \"pgw-1.bench.test\"\n[[peers]]\norigin_host = \"pgw-2.bench.test\"\n",
     );
     let cfg = std::fs::read_to_string(&p.config).expect("config");
+    assert!(
+        cfg.contains("[policy]\n"),
+        "no [policy] section to extend:\n{cfg}"
+    );
     std::fs::write(
         &p.config,
         cfg.replace(
-            "time_zone = \"UTC\"",
-            "time_zone = \"UTC\"\nunknown_subscriber = \"default_policy\"",
+            "[policy]\n",
+            "[policy]\nunknown_subscriber = \"default_policy\"\n",
         ),
     )
     .expect("config");
