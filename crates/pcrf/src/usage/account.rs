@@ -46,6 +46,9 @@ pub(crate) fn local_hour(cfg: &UsageConfig, ms: i64) -> u8 {
 
 /// The period containing `now_ms`, in Unix ms.
 fn current_period(cfg: &UsageConfig, reset: Reset, day: u8, now_ms: i64) -> (i64, Option<i64>) {
+    if let Some(period) = cfg.periods().get(reset, day, now_ms, cfg.time_zone()) {
+        return period;
+    }
     let (start, end) = period_at(reset, day, timestamp(now_ms), cfg.time_zone());
     let start = if reset == Reset::Never {
         // Never's period begins when first needed: keep the caller's exact ms.

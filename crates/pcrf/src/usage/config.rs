@@ -9,7 +9,7 @@
 //! The file is walked as a spanned TOML tree rather than deserialized with
 //! serde: serde stops at the first error, we want all of them, with lines.
 
-use super::period::Reset;
+use super::period::{PeriodCache, Reset};
 use super::MonitoringLevel;
 use crate::config::ConfigProblem;
 use jiff::tz::TimeZone;
@@ -130,6 +130,7 @@ pub struct UsageConfig {
     plans: BTreeMap<String, BTreeMap<String, u64>>,
     checksum: u64,
     source: Option<PathBuf>,
+    periods: PeriodCache,
 }
 
 impl Default for UsageConfig {
@@ -151,6 +152,7 @@ impl UsageConfig {
             plans: BTreeMap::new(),
             checksum: 0,
             source: None,
+            periods: PeriodCache::default(),
         }
     }
 
@@ -240,6 +242,11 @@ impl UsageConfig {
     /// The zone periods and hour windows are computed in.
     pub fn time_zone(&self) -> &TimeZone {
         &self.time_zone
+    }
+
+    /// Reset periods already computed today (see `PeriodCache`).
+    pub fn periods(&self) -> &PeriodCache {
+        &self.periods
     }
 
     /// The default billing day (1..=28).

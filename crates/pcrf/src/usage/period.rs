@@ -7,6 +7,7 @@
 use jiff::civil::Date;
 use jiff::tz::TimeZone;
 use jiff::{Timestamp, ToSpan};
+use std::sync::Mutex;
 
 /// When an accumulator starts over.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -90,6 +91,93 @@ pub fn period_at(
     };
     let start = first.and_then(|d| local_day_start(d, tz)).unwrap_or(at);
     (start, next.and_then(|d| local_day_start(d, tz)))
+}
+
+/// `period_at` remembered for the local day it was asked in. Every period
+/// but Never's is a function of the local date alone, so within one day the
+/// answer is known: the zone arithmetic (most of the cost of rolling a
+/// subscriber's accumulators at every report) then runs once per day and
+/// kind of period, not at every report. One per usage configuration (a
+/// reload brings a new, empty one).
+#[derive(Default)]
+pub struct PeriodCache {
+    entries: Mutex<Vec<CachedPeriod>>,
+}
+
+#[derive(Clone, Copy)]
+struct CachedPeriod {
+    reset: Reset,
+    billing_day: u8,
+    /// The local day the answer holds for, Unix ms `[from, until)`.
+    from_ms: i64,
+    until_ms: i64,
+    start_ms: i64,
+    end_ms: Option<i64>,
+}
+
+/// At most this many (kind, billing day) pairs are kept; there are only
+/// 3 x 28 that can be asked, so this bound is never reached in practice.
+const CACHED_PERIODS: usize = 128;
+
+impl PeriodCache {
+    /// `period_at` in Unix ms; `None` for `Reset::Never` (it has no
+    /// calendar period to remember) and at the edges of representable time.
+    pub fn get(
+        &self,
+        reset: Reset,
+        billing_day: u8,
+        at_ms: i64,
+        tz: &TimeZone,
+    ) -> Option<(i64, Option<i64>)> {
+        if reset == Reset::Never {
+            return None;
+        }
+        let hit = |e: &CachedPeriod| {
+            e.reset == reset
+                && e.billing_day == billing_day
+                && (e.from_ms..e.until_ms).contains(&at_ms)
+        };
+        {
+            let entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(e) = entries.iter().find(|e| hit(e)) {
+                return Some((e.start_ms, e.end_ms));
+            }
+        }
+        let at = Timestamp::from_millisecond(at_ms).ok()?;
+        let today = at.to_zoned(tz.clone()).date();
+        let from_ms = local_day_start(today, tz)?.as_millisecond();
+        let until_ms = local_day_start(today.tomorrow().ok()?, tz)?.as_millisecond();
+        let (start, end) = period_at(reset, billing_day, at, tz);
+        let fresh = CachedPeriod {
+            reset,
+            billing_day,
+            from_ms,
+            until_ms,
+            start_ms: start.as_millisecond(),
+            end_ms: end.map(|e| e.as_millisecond()),
+        };
+        let mut entries = self.entries.lock().unwrap_or_else(|e| e.into_inner());
+        let same = |e: &CachedPeriod| e.reset == reset && e.billing_day == billing_day;
+        if let Some(e) = entries.iter_mut().find(|e| same(e)) {
+            *e = fresh;
+        } else if entries.len() < CACHED_PERIODS {
+            entries.push(fresh);
+        }
+        Some((fresh.start_ms, fresh.end_ms))
+    }
+}
+
+impl Clone for PeriodCache {
+    /// A copy starts empty: it fills again at the first use.
+    fn clone(&self) -> Self {
+        PeriodCache::default()
+    }
+}
+
+impl std::fmt::Debug for PeriodCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("PeriodCache")
+    }
 }
 
 /// The start of the local day after the one containing `at` (`None` only
@@ -257,5 +345,45 @@ mod tests {
             next_local_midnight(ts("2025-12-31T23:00:00Z"), &zone("UTC")),
             Some(ts("2026-01-01T00:00:00Z"))
         );
+    }
+
+    #[test]
+    fn the_cache_answers_as_period_at_does_across_days_and_dst_changes() {
+        // Every 37 minutes over three months, through Berlin's and Sao
+        // Paulo's (2018: midnight skipped) DST changes, asked in time order
+        // as a running node asks: each answer equals the uncached one.
+        for (name, from) in [
+            ("Europe/Berlin", "2026-03-01T00:00:00Z"),
+            ("America/Sao_Paulo", "2018-10-01T00:00:00Z"),
+        ] {
+            let tz = zone(name);
+            let cache = PeriodCache::default();
+            let mut at = ts(from).as_millisecond();
+            let until = at + 92 * 86_400_000;
+            while at < until {
+                for reset in [Reset::Daily, Reset::Weekly, Reset::Monthly] {
+                    for day in [1, 15, 28] {
+                        let (start, end) = period_at(reset, day, ts_ms(at), &tz);
+                        let want = (start.as_millisecond(), end.map(|e| e.as_millisecond()));
+                        assert_eq!(
+                            cache.get(reset, day, at, &tz),
+                            Some(want),
+                            "{name} {reset} {day} {at}"
+                        );
+                    }
+                }
+                at += 37 * 60_000;
+            }
+        }
+    }
+
+    #[test]
+    fn the_cache_leaves_never_to_its_caller() {
+        let cache = PeriodCache::default();
+        assert_eq!(cache.get(Reset::Never, 1, 0, &zone("UTC")), None);
+    }
+
+    fn ts_ms(ms: i64) -> Timestamp {
+        Timestamp::from_millisecond(ms).expect("test instant")
     }
 }
