@@ -1002,6 +1002,27 @@ fn a_batch_of_more_than_1000_rows_per_table() {
 }
 
 #[test]
+fn session_pages_keep_room_for_in_place_updates() {
+    let db = TestSchema::new();
+    let _st = db.open();
+    let options = db.rt.block_on(async {
+        db.admin
+            .query_one(
+                &format!(
+                    "SELECT COALESCE(array_to_string(reloptions, ','), '') FROM pg_class \
+                     WHERE oid = '{}.sessions'::regclass",
+                    db.name
+                ),
+                &[],
+            )
+            .await
+            .expect("query")
+            .get::<_, String>(0)
+    });
+    assert_eq!(options, "fillfactor=70");
+}
+
+#[test]
 fn session_blobs_are_lz4_compressed_where_the_server_has_it() {
     let db = TestSchema::new();
     let mut st = db.open();
