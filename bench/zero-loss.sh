@@ -3,8 +3,9 @@
 # store, durability full) and against `pcrf-bench echo-server` (the ceiling
 # of generator + transport on this machine) in one run, and their ratio.
 # A trial passes when every request got a 2xxx answer, none timed out,
-# p99 <= P99_BOUND and the offered rate was achieved; the search bisects
-# between MIN and MAX.
+# p99 <= P99_BOUND and the offered rate was achieved; the search doubles
+# the rate from MIN (up to MAX) until a trial fails, then bisects, resting
+# RECOVERY after every failed trial.
 #
 #   bench/zero-loss.sh                  # both, and the ratio
 #   bench/zero-loss.sh --echo           # the echo server only
@@ -13,7 +14,7 @@
 #                                       # (PG_CONF, COMMIT_WINDOW_US as in seed-scenario.sh)
 #
 # Environment: BUILD (1; 0 uses existing release binaries), MIN (1000), MAX (60000), DURATION per trial (10s), WARMUP per
-# trial (2s), P99_BOUND (10ms), MIN_ACHIEVED (0.99), MAX_TRIALS (10), RESOLUTION (0.02), PAUSE (2s),
+# trial (2s), P99_BOUND (10ms), MIN_ACHIEVED (0.99), MAX_TRIALS (14), RESOLUTION (0.02), PAUSE (2s), RECOVERY (15s),
 # PEERS (4), SUBSCRIBERS (100000), TIMEOUT (the scenario's: 2s), SCENARIO (bench/scenarios/seed-fast.toml:
 # the seed mix with hold times / 4, so a trial reaches its steady mix quickly).
 # Writes bench/results/zero-loss-<pcrf|echo>.json and bench/results/zero-loss.json.
@@ -26,7 +27,7 @@ for a in "$@"; do
   case "$a" in
     --echo) targets=(echo) ;;
     --pcrf) targets=(pcrf) ;;
-    -h|--help) sed -n '2,19p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
     *) die "unknown argument $a (use --echo or --pcrf)" ;;
   esac
 done
@@ -36,9 +37,10 @@ DURATION="${DURATION:-10s}"
 WARMUP="${WARMUP:-2s}"
 P99_BOUND="${P99_BOUND:-10ms}"
 MIN_ACHIEVED="${MIN_ACHIEVED:-0.99}"
-MAX_TRIALS="${MAX_TRIALS:-10}"
+MAX_TRIALS="${MAX_TRIALS:-14}"
 RESOLUTION="${RESOLUTION:-0.02}"
 PAUSE="${PAUSE:-2s}"
+RECOVERY="${RECOVERY:-15s}"
 PEERS="${PEERS:-4}"
 SUBSCRIBERS="${SUBSCRIBERS:-100000}"
 SCENARIO="${SCENARIO:-$BENCH_ROOT/bench/scenarios/seed-fast.toml}"
@@ -58,7 +60,7 @@ for kind in "${targets[@]}"; do
         --peers "$PEERS" --subscribers "$SUBSCRIBERS"
         --min "$MIN" --max "$MAX" --duration "$DURATION" --warmup "$WARMUP"
         --p99-bound "$P99_BOUND" --min-achieved "$MIN_ACHIEVED" --max-trials "$MAX_TRIALS" --resolution "$RESOLUTION"
-        --pause "$PAUSE" --server-pid "$SERVER_PID" --out "$out")
+        --pause "$PAUSE" --recovery "$RECOVERY" --server-pid "$SERVER_PID" --out "$out")
   [[ -n "$API_URL" ]] && args+=(--provision "$API_URL")
   if [[ -n "$PG_TMP" ]]; then
     for p in $(postgres_pids); do args+=(--db-pid "$p"); done

@@ -181,7 +181,8 @@ struct ZeroLossArgs {
     /// The lowest rate tried.
     #[arg(long)]
     min: f64,
-    /// The highest rate tried (tried first: it also measures the extreme rate).
+    /// The highest rate tried (the search starts at --min and doubles the
+    /// rate after every trial that passes, up to this, until one fails).
     #[arg(long)]
     max: f64,
     /// A trial fails when its p99 latency is above this.
@@ -200,6 +201,10 @@ struct ZeroLossArgs {
     /// Quiet time between trials.
     #[arg(long, value_parser = parse_duration, default_value = "2s")]
     pause: Duration,
+    /// Quiet time after a failed trial (an overload leaves the server and
+    /// its database work to catch up on: queues, checkpoints, vacuum).
+    #[arg(long, value_parser = parse_duration, default_value = "15s")]
+    recovery: Duration,
 }
 
 #[derive(Args)]
@@ -608,6 +613,7 @@ async fn zero_loss(a: ZeroLossArgs) -> Result<(), String> {
         resolution: a.resolution,
         max_trials: a.max_trials,
         pause: a.pause,
+        recovery: a.recovery,
         seed: c.seed,
     };
     let report = search(&setup, settings, |line| eprintln!("{line}")).await?;

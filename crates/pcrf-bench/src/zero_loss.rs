@@ -1,7 +1,8 @@
 //! Zero-loss throughput: the highest rate a system holds for the whole
 //! trial with no error, no timeout and p99 latency under a bound, found by
-//! bisection between a floor and a ceiling; the extreme rate (the most it
-//! answered per second in any trial, losses allowed) is reported beside it.
+//! ramping up from a floor until a trial fails, then bisecting; the extreme
+//! rate (the most it answered per second in any trial, losses allowed) is
+//! reported beside it.
 //!
 //! This file is the search and the verdict only; running a trial is the
 //! caller's, so the logic is tested against a simulated system.
@@ -103,6 +104,9 @@ pub struct Trial {
     pub achieved_tps: f64,
 }
 
+/// How much each trial of the ramp offers over the last that passed.
+const RAMP: f64 = 2.0;
+
 /// The outcome of a search.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SearchResult {
@@ -115,10 +119,15 @@ pub struct SearchResult {
     pub trials: Vec<Trial>,
 }
 
-/// Bisection between `min` and `max`: the ceiling is tried first (it also
-/// measures the extreme rate, and ends the search at once if it passes),
-/// then the floor, then midpoints until the bracket is narrower than
-/// `resolution` (relative to its low end) or the trial budget is spent.
+/// The search: the floor first, then twice the last passing rate (capped at
+/// `max`) until a trial fails, then midpoints of the bracket until it is
+/// narrower than `resolution` (relative to its low end) or the trial budget
+/// is spent. It ramps up rather than starting at the ceiling because a rate
+/// far above capacity leaves the system behind it with a debt (a backlog,
+/// a database checkpoint, dead rows to vacuum) that fails the next trials
+/// whatever their rate: this way no trial offers more than twice the
+/// highest rate that passed, and the caller rests longer after a failure
+/// (`last_failed`).
 #[derive(Clone, Debug)]
 pub struct ZeroLossSearch {
     min: f64,
@@ -163,10 +172,10 @@ impl ZeroLossSearch {
             return None;
         }
         match (self.lo, self.hi) {
-            (None, None) => Some(self.max),
+            (None, None) => Some(self.min),
             // The ceiling passed.
-            (Some(_), None) => None,
-            (None, Some(hi)) if hi > self.min => Some(self.min),
+            (Some(lo), None) if lo >= self.max => None,
+            (Some(lo), None) => Some((lo * RAMP).round().min(self.max)),
             // The floor failed.
             (None, Some(_)) => None,
             (Some(lo), Some(hi)) => {
@@ -178,6 +187,11 @@ impl ZeroLossSearch {
             }
         }
         .filter(|r| self.trials.iter().all(|t| t.rate != *r))
+    }
+
+    /// Whether the last trial failed (the system may still be catching up).
+    pub fn last_failed(&self) -> bool {
+        self.trials.last().is_some_and(|t| !t.passed)
     }
 
     /// Records the outcome of a trial at `rate`.
@@ -270,9 +284,27 @@ mod tests {
         assert!((37_300.0 * 0.99..=37_300.0).contains(&zl), "{zl}");
         assert_eq!(r.extreme_tps, 37_300.0);
         assert!(!r.limited_by_max);
-        assert_eq!(r.trials[0].rate, 100_000.0);
-        assert_eq!(r.trials[1].rate, 1_000.0);
+        let rates: Vec<f64> = r.trials.iter().map(|t| t.rate).collect();
+        assert_eq!(rates[..7], [1e3, 2e3, 4e3, 8e3, 16e3, 32e3, 64e3]);
         assert!(r.trials.len() < 15, "{}", r.trials.len());
+    }
+
+    #[test]
+    fn no_trial_offers_more_than_twice_what_passed() {
+        for capacity in [1_500.0, 9_999.0, 37_300.0, 99_000.0] {
+            let r = search_against(capacity, 1_000.0, 100_000.0);
+            let mut best = 0.0_f64;
+            for t in &r.trials {
+                assert!(
+                    best == 0.0 || t.rate <= 2.0 * best,
+                    "{} after {best}",
+                    t.rate
+                );
+                if t.passed {
+                    best = best.max(t.rate);
+                }
+            }
+        }
     }
 
     #[test]
@@ -280,12 +312,24 @@ mod tests {
         let r = search_against(1e9, 1_000.0, 50_000.0);
         assert_eq!(r.zero_loss_tps, Some(50_000.0));
         assert!(r.limited_by_max);
-        assert_eq!(r.trials.len(), 1);
+        let rates: Vec<f64> = r.trials.iter().map(|t| t.rate).collect();
+        assert_eq!(rates, [1e3, 2e3, 4e3, 8e3, 16e3, 32e3, 50e3]);
 
         let r = search_against(500.0, 1_000.0, 50_000.0);
         assert_eq!(r.zero_loss_tps, None);
-        assert_eq!(r.trials.len(), 2);
+        assert_eq!(r.trials.len(), 1);
         assert_eq!(r.extreme_tps, 500.0);
+    }
+
+    #[test]
+    fn a_failed_trial_is_known_to_the_caller() {
+        let mut s = ZeroLossSearch::new(1_000.0, 8_000.0, 0.01, 10).expect("valid");
+        assert!(!s.last_failed());
+        s.record(1_000.0, Ok(()), 1_000.0);
+        assert!(!s.last_failed());
+        s.record(2_000.0, Err("p99".into()), 1_900.0);
+        assert!(s.last_failed());
+        assert_eq!(s.next_rate(), Some(1_500.0));
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! `pcrf-bench zero-loss`: trials of the open-loop run at the rates the
-//! bisection asks for, each judged by the zero-loss criteria, and the
+//! search asks for, each judged by the zero-loss criteria, and the
 //! report of the whole search (every trial's full report included).
 
 use crate::open_loop::OpenLoop;
@@ -22,6 +22,9 @@ pub struct SearchSettings {
     pub max_trials: usize,
     /// Quiet time between trials, for the server to finish the last one's work.
     pub pause: Duration,
+    /// Quiet time after a failed trial instead: an overload leaves the
+    /// server, and a database behind it, more to catch up on.
+    pub recovery: Duration,
     pub seed: u64,
 }
 
@@ -72,7 +75,9 @@ pub async fn search(
     let mut search = ZeroLossSearch::new(s.min, s.max, s.resolution, s.max_trials)?;
     let mut trials = Vec::new();
     while let Some(rate) = search.next_rate() {
-        if !trials.is_empty() {
+        if search.last_failed() {
+            tokio::time::sleep(s.recovery).await;
+        } else if !trials.is_empty() {
             tokio::time::sleep(s.pause).await;
         }
         let load = Load::Open(OpenLoop {
