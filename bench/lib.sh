@@ -119,7 +119,9 @@ stop_postgres() {
 
 # start_pcrf WORKDIR PEERS [HOST...]: `pcrf serve` on the embedded store (durability
 # full) in WORKDIR/data, or with STORE=postgres on the database PG_URL names (the
-# cluster of start_postgres); COMMIT_WINDOW_US sets [store] commit_window_us. The
+# cluster of start_postgres); COMMIT_WINDOW_US sets [store] commit_window_us
+# (unset: the server's default, 2000 µs on PostgreSQL since 2026-11-25, 0 on
+# the embedded store). The
 # example policy and usage file, PEERS emulated gateways (and the other HOSTs,
 # e.g. pcscf-1.ims.test) allowed; sets SERVER_PID, DIAMETER_PORT, API_URL.
 start_pcrf() {

@@ -170,13 +170,14 @@ pub async fn run(
         durability = cfg.store.durability.risk(),
         kind = ?cfg.store.kind,
         path = %cfg.store.path.display(),
+        commit_window_us = cfg.store.commit_window().as_micros() as u64,
         "store opened"
     );
     let writer = GroupCommit::start_with(
         store,
         GroupCommitOptions {
             queue_depth: cfg.store.queue_depth,
-            commit_window: Duration::from_micros(cfg.store.commit_window_us),
+            commit_window: cfg.store.commit_window(),
             ..Default::default()
         },
     )?;
