@@ -10,6 +10,7 @@ use super::input::PolicyInput;
 use super::input_table::InputTable;
 use mlua::chunk::ChunkMode;
 use mlua::serde::{DeserializeOptions, SerializeOptions};
+use mlua::state::{GcGenParams, GcMode};
 use mlua::{Function, HookTriggers, Lua, LuaOptions, LuaSerdeExt, StdLib, Table, Value, VmState};
 use std::cell::Cell;
 use std::rc::Rc;
@@ -211,6 +212,11 @@ impl Vm {
             }
         };
         let input_table = InputTable::load(&lua).map_err(setup)?;
+        // Every decision makes a dozen tables that die when it returns:
+        // the generational collector frees them in minor collections
+        // instead of marking the whole heap (the script's own tables) in
+        // each incremental cycle.
+        lua.gc_set_mode(GcMode::Generational(GcGenParams::default()));
         Ok(Vm {
             lua,
             decide,
