@@ -6,6 +6,7 @@
 pub(crate) mod blob;
 pub mod config;
 pub mod group_commit;
+mod json_writer;
 pub mod postgres;
 pub mod sqlite;
 

@@ -21,7 +21,7 @@ pub struct PostgresHandles {
     pub connection: ConnectionMonitor,
 }
 
-use super::blob::{decode_session, decode_subscriber, decode_usage};
+use super::blob::{self, decode_session, decode_subscriber, decode_usage};
 use super::{Change, ChangeKey, Store, StoreError};
 use crate::session::{GxSession, SessionState};
 use crate::subscriber::Subscriber;
@@ -399,23 +399,18 @@ fn encode(change: &Change) -> Result<Encoded<'_>, StoreError> {
             pcef_host: &s.pcef_host,
             updated_ms: s.updated_ms,
             closed_ms: s.closed_ms,
-            data: serde_json::to_vec(&**s)
-                .map_err(|e| StoreError::Corrupt(format!("encoding session {:?}: {e}", s.id)))?,
+            data: blob::encode_session(s)?,
         },
         Change::DeleteSession(id) => Encoded::DeleteSession(id),
         Change::PutSubscriber(s) => Encoded::Subscriber {
             imsi: &s.imsi,
             msisdn: s.msisdn.as_deref(),
-            data: serde_json::to_vec(&**s).map_err(|e| {
-                StoreError::Corrupt(format!("encoding subscriber {:?}: {e}", s.imsi))
-            })?,
+            data: blob::encode_subscriber(s)?,
         },
         Change::DeleteSubscriber(imsi) => Encoded::DeleteSubscriber(imsi),
         Change::PutUsage(u) => Encoded::Usage {
             subscriber: &u.subscriber,
-            data: serde_json::to_vec(&**u).map_err(|e| {
-                StoreError::Corrupt(format!("encoding usage of {:?}: {e}", u.subscriber))
-            })?,
+            data: blob::encode_usage(u)?,
         },
         Change::DeleteUsage(subscriber) => Encoded::DeleteUsage(subscriber),
     })

@@ -3,7 +3,7 @@
 //! lock wider than a row's page), a transaction commits only if a row really
 //! changed (the article's optimization 1), and each record is one JSON blob.
 
-use super::blob::{decode_session, decode_subscriber, decode_usage};
+use super::blob::{self, decode_session, decode_subscriber, decode_usage};
 use super::config::Durability;
 use super::{Change, Store, StoreError};
 use crate::session::GxSession;
@@ -292,9 +292,7 @@ impl SqliteStore {
         let ctx = "writing a batch";
         match change {
             Change::PutSession(s) => {
-                let data = serde_json::to_vec(&**s).map_err(|e| {
-                    StoreError::Corrupt(format!("encoding session {:?}: {e}", s.id))
-                })?;
+                let data = blob::encode_session(s)?;
                 let state = match s.state {
                     crate::session::SessionState::Open => "open",
                     crate::session::SessionState::Closed => "closed",
@@ -318,9 +316,7 @@ impl SqliteStore {
                 .and_then(|mut st| st.execute(params![id]))
                 .map_err(|e| db_error(ctx, e)),
             Change::PutSubscriber(s) => {
-                let data = serde_json::to_vec(&**s).map_err(|e| {
-                    StoreError::Corrupt(format!("encoding subscriber {:?}: {e}", s.imsi))
-                })?;
+                let data = blob::encode_subscriber(s)?;
                 tx.prepare_cached(UPSERT_SUBSCRIBER)
                     .and_then(|mut st| st.execute(params![s.imsi, s.msisdn, data]))
                     .map_err(|e| db_error(ctx, e))
@@ -330,9 +326,7 @@ impl SqliteStore {
                 .and_then(|mut st| st.execute(params![imsi]))
                 .map_err(|e| db_error(ctx, e)),
             Change::PutUsage(u) => {
-                let data = serde_json::to_vec(&**u).map_err(|e| {
-                    StoreError::Corrupt(format!("encoding usage of {:?}: {e}", u.subscriber))
-                })?;
+                let data = blob::encode_usage(u)?;
                 tx.prepare_cached(UPSERT_USAGE)
                     .and_then(|mut st| st.execute(params![u.subscriber, data]))
                     .map_err(|e| db_error(ctx, e))
