@@ -460,7 +460,9 @@ impl<H: Handler> Conn<H> {
         let peer = self.handle.clone();
         tokio::spawn(async move {
             let req = msg.clone();
-            let ans = match handler.handle(req, peer.clone()).await {
+            // Boxed: a handler's future can be kilobytes (the PCRF's is
+            // ~10 KB), which spawning would otherwise copy more than once.
+            let ans = match Box::pin(handler.handle(req, peer.clone())).await {
                 Ok(b) => b,
                 Err(e) => {
                     PeerCounters::add(&peer.inner.counters.error_answers_out, 1);
