@@ -1,165 +1,219 @@
-//! `decide`'s input table, built straight from a `PolicyInput`: a small
-//! trusted Lua constructor receives the fields as call arguments and makes
-//! the tables with Lua's own table constructors. Going through mlua's serde
-//! serializer instead cost about 70k instructions per decision (a
-//! Rust-to-Lua round trip per field), this about 52k (callgrind,
-//! BENCHMARKS.md). The table is the same, field for field, as the serde
-//! one (a test compares them), and fresh on every call.
+//! `decide`'s input table, built straight from a `PolicyInput` with the
+//! Lua C API. Through mlua's serde serializer this cost about 70k
+//! instructions per decision (a Rust-to-Lua round trip per field), through
+//! small trusted Lua constructors called with the fields as arguments 42k
+//! (six protected calls, every argument converted, the constructors run
+//! under the instruction hook); this way about 31k, of which the table
+//! writes are half and the garbage collector steps that the allocations
+//! trigger a sixth (callgrind, BENCHMARKS.md). The table is the same,
+//! field for field, as the serde one (a test compares them), and fresh on
+//! every call.
 
 use super::input::{AccumulatorInput, PolicyInput, RuleFailure};
 use mlua::serde::SerializeOptions;
-use mlua::{Function, Lua, LuaSerdeExt, Table, Value};
+use mlua::{ffi, Lua, LuaSerdeExt, Value};
+use std::ffi::CStr;
+use std::os::raw::c_int;
 
-/// The constructors. Loaded with an empty environment, outside the
-/// sandbox: the script cannot reach or change them.
-const CONSTRUCTORS: &str = r#"
-local function session(apn, rat, ip_can_type, ue_ipv4, ue_ipv6_prefix, location,
-                       ms_timezone, device, pcef, installed, rule_failures)
-  return {
-    apn = apn, rat = rat, ip_can_type = ip_can_type, ue_ipv4 = ue_ipv4,
-    ue_ipv6_prefix = ue_ipv6_prefix, location = location,
-    ms_timezone = ms_timezone, device = device, pcef = pcef,
-    installed = installed, rule_failures = rule_failures,
-  }
-end
-local function input(known, imsi, msisdn, plan, services, attributes, session,
-                     hour, minute, weekday, date, congestion, accumulators,
-                     unknown_keys, applications, spending)
-  return {
-    subscriber = {
-      known = known, imsi = imsi, msisdn = msisdn, plan = plan,
-      services = services, attributes = attributes,
-    },
-    session = session,
-    time = { hour = hour, minute = minute, weekday = weekday, date = date },
-    network = { congestion = congestion },
-    usage = { accumulators = accumulators, unknown_keys = unknown_keys },
-    applications = applications,
-    spending = spending,
-  }
-end
-local function accumulator(used_mb, quota_mb, percent, exhausted)
-  return { used_mb = used_mb, quota_mb = quota_mb, percent = percent, exhausted = exhausted }
-end
-local function rule_failure(rule, status, code)
-  return { rule = rule, status = status, code = code }
-end
-return session, input, accumulator, rule_failure
-"#;
+/// Stack slots the deepest write needs (input, usage, accumulators, one
+/// accumulator, a value) with room to spare.
+const STACK_NEEDED: c_int = 16;
 
-/// The constructors of one VM.
-pub(super) struct InputTable {
-    session: Function,
-    input: Function,
-    accumulator: Function,
-    rule_failure: Function,
-}
-
-impl InputTable {
-    pub(super) fn load(lua: &Lua) -> mlua::Result<InputTable> {
-        let (session, input, accumulator, rule_failure) = lua
-            .load(CONSTRUCTORS)
-            .set_name("=input")
-            .set_environment(lua.create_table()?)
-            .call(())?;
-        Ok(InputTable {
-            session,
-            input,
-            accumulator,
-            rule_failure,
-        })
-    }
-
-    /// A fresh input table for `i`; `options` are those of the serde path
-    /// (used for the free-form subscriber attributes only).
-    pub(super) fn build(
-        &self,
-        lua: &Lua,
-        i: &PolicyInput,
-        options: SerializeOptions,
-    ) -> mlua::Result<Value> {
-        let s = &i.session;
-        let session: Table = self.session.call((
-            s.apn.as_deref(),
-            s.rat.as_deref(),
-            s.ip_can_type.as_deref(),
-            s.ue_ipv4.as_deref(),
-            s.ue_ipv6_prefix.as_deref(),
-            s.location.as_deref(),
-            s.ms_timezone.as_deref(),
-            s.device.as_deref(),
-            s.pcef.as_str(),
-            strings(lua, &s.installed)?,
-            self.rule_failures(lua, &s.rule_failures)?,
-        ))?;
-        let sub = &i.subscriber;
-        let attributes = if sub.attributes.is_empty() {
-            lua.create_table()?
-        } else {
-            match lua.to_value_with(&sub.attributes, options)? {
-                Value::Table(t) => t,
-                _ => lua.create_table()?,
+/// A fresh input table for `i`; `options` are those of the serde path
+/// (used for the free-form subscriber attributes only).
+pub(super) fn build(lua: &Lua, i: &PolicyInput, options: SerializeOptions) -> mlua::Result<Value> {
+    let attributes = match i.subscriber.attributes.is_empty() {
+        true => Value::Nil,
+        false => match lua.to_value_with(&i.subscriber.attributes, options)? {
+            t @ Value::Table(_) => t,
+            _ => Value::Nil,
+        },
+    };
+    // SAFETY: inside `exec_raw` the closure is a protected C call with the
+    // attributes (a table or nil) as argument 1. It pushes and sets only
+    // fresh tables (no metatable, so no metamethod runs) and holds nothing
+    // that needs dropping while it calls Lua, so a memory error, the only
+    // error these calls can raise (the memory limit is off here), unwinds
+    // it as mlua's own protected calls are unwound.
+    let built = unsafe {
+        lua.exec_raw::<Value>(attributes, |state| {
+            if ffi::lua_checkstack(state, STACK_NEEDED) != 0 {
+                push_input(state, i);
+                // The result is the one value left: the table.
+                ffi::lua_replace(state, 1);
+            } else {
+                ffi::lua_settop(state, 0);
             }
-        };
-        let accumulators = lua.create_table_with_capacity(0, i.usage.accumulators.len())?;
-        for (name, a) in &i.usage.accumulators {
-            accumulators.raw_set(name.as_str(), self.accumulator(a)?)?;
-        }
-        let unknown_keys = match i.usage.unknown_keys.is_empty() {
-            true => None,
-            false => Some(strings(lua, &i.usage.unknown_keys)?),
-        };
-        let spending = match i.spending.is_empty() {
-            true => None,
-            false => Some(
-                lua.create_table_from(i.spending.iter().map(|(k, v)| (k.as_str(), v.as_str())))?,
-            ),
-        };
-        self.input.call((
-            sub.known,
-            sub.imsi.as_deref(),
-            sub.msisdn.as_deref(),
-            sub.plan.as_deref(),
-            strings(lua, &sub.services)?,
-            attributes,
-            session,
-            i.time.hour,
-            i.time.minute,
-            i.time.weekday,
-            i.time.date.as_str(),
-            i.network.congestion,
-            accumulators,
-            unknown_keys,
-            strings(lua, &i.applications)?,
-            spending,
-        ))
-    }
-
-    fn accumulator(&self, a: &AccumulatorInput) -> mlua::Result<Table> {
-        self.accumulator
-            .call((a.used_mb, a.quota_mb, a.percent, a.exhausted))
-    }
-
-    fn rule_failures(&self, lua: &Lua, failures: &[RuleFailure]) -> mlua::Result<Table> {
-        let t = lua.create_table_with_capacity(failures.len(), 0)?;
-        for f in failures {
-            let one: Table = self
-                .rule_failure
-                .call((f.rule.as_str(), f.status, f.code))?;
-            t.raw_push(one)?;
-        }
-        Ok(t)
+        })
+    }?;
+    match built {
+        t @ Value::Table(_) => Ok(t),
+        _ => Err(mlua::Error::RuntimeError(
+            "no Lua stack left to build the input table".into(),
+        )),
     }
 }
 
-fn strings(lua: &Lua, items: &[String]) -> mlua::Result<Table> {
-    lua.create_sequence_from(items.iter().map(String::as_str))
+/// Pushes the input table; argument 1 holds the attributes or nil.
+unsafe fn push_input(state: *mut ffi::lua_State, i: &PolicyInput) {
+    ffi::lua_createtable(state, 0, 8);
+
+    let sub = &i.subscriber;
+    ffi::lua_createtable(state, 0, 6);
+    set_bool(state, c"known", sub.known);
+    set_opt_str(state, c"imsi", sub.imsi.as_deref());
+    set_opt_str(state, c"msisdn", sub.msisdn.as_deref());
+    set_opt_str(state, c"plan", sub.plan.as_deref());
+    push_strings(state, &sub.services);
+    ffi::lua_setfield(state, -2, c"services".as_ptr());
+    if ffi::lua_type(state, 1) == ffi::LUA_TTABLE {
+        ffi::lua_pushvalue(state, 1);
+    } else {
+        ffi::lua_createtable(state, 0, 0);
+    }
+    ffi::lua_setfield(state, -2, c"attributes".as_ptr());
+    ffi::lua_setfield(state, -2, c"subscriber".as_ptr());
+
+    let s = &i.session;
+    ffi::lua_createtable(state, 0, 11);
+    set_opt_str(state, c"apn", s.apn.as_deref());
+    set_opt_str(state, c"rat", s.rat.as_deref());
+    set_opt_str(state, c"ip_can_type", s.ip_can_type.as_deref());
+    set_opt_str(state, c"ue_ipv4", s.ue_ipv4.as_deref());
+    set_opt_str(state, c"ue_ipv6_prefix", s.ue_ipv6_prefix.as_deref());
+    set_opt_str(state, c"location", s.location.as_deref());
+    set_opt_str(state, c"ms_timezone", s.ms_timezone.as_deref());
+    set_opt_str(state, c"device", s.device.as_deref());
+    set_str(state, c"pcef", &s.pcef);
+    push_strings(state, &s.installed);
+    ffi::lua_setfield(state, -2, c"installed".as_ptr());
+    push_rule_failures(state, &s.rule_failures);
+    ffi::lua_setfield(state, -2, c"rule_failures".as_ptr());
+    ffi::lua_setfield(state, -2, c"session".as_ptr());
+
+    let t = &i.time;
+    ffi::lua_createtable(state, 0, 4);
+    set_int(state, c"hour", i64::from(t.hour));
+    set_int(state, c"minute", i64::from(t.minute));
+    set_int(state, c"weekday", i64::from(t.weekday));
+    set_str(state, c"date", &t.date);
+    ffi::lua_setfield(state, -2, c"time".as_ptr());
+
+    ffi::lua_createtable(state, 0, 1);
+    set_int(state, c"congestion", i64::from(i.network.congestion));
+    ffi::lua_setfield(state, -2, c"network".as_ptr());
+
+    ffi::lua_createtable(state, 0, 2);
+    ffi::lua_createtable(state, 0, size_hint(i.usage.accumulators.len()));
+    for (name, a) in &i.usage.accumulators {
+        push_accumulator(state, a);
+        set_top_as(state, name);
+    }
+    ffi::lua_setfield(state, -2, c"accumulators".as_ptr());
+    if !i.usage.unknown_keys.is_empty() {
+        push_strings(state, &i.usage.unknown_keys);
+        ffi::lua_setfield(state, -2, c"unknown_keys".as_ptr());
+    }
+    ffi::lua_setfield(state, -2, c"usage".as_ptr());
+
+    push_strings(state, &i.applications);
+    ffi::lua_setfield(state, -2, c"applications".as_ptr());
+
+    if !i.spending.is_empty() {
+        ffi::lua_createtable(state, 0, size_hint(i.spending.len()));
+        for (counter, status) in &i.spending {
+            push_str(state, status);
+            set_top_as(state, counter);
+        }
+        ffi::lua_setfield(state, -2, c"spending".as_ptr());
+    }
+}
+
+fn size_hint(n: usize) -> c_int {
+    c_int::try_from(n).unwrap_or(0)
+}
+
+unsafe fn push_str(state: *mut ffi::lua_State, v: &str) {
+    ffi::lua_pushlstring(state, v.as_ptr().cast(), v.len());
+}
+
+/// `t[key] = v` on the table below the value on top, with a key that is
+/// not a C string literal (a map's key).
+unsafe fn set_top_as(state: *mut ffi::lua_State, key: &str) {
+    push_str(state, key);
+    ffi::lua_insert(state, -2);
+    ffi::lua_rawset(state, -3);
+}
+
+unsafe fn set_str(state: *mut ffi::lua_State, key: &CStr, v: &str) {
+    push_str(state, v);
+    ffi::lua_setfield(state, -2, key.as_ptr());
+}
+
+unsafe fn set_opt_str(state: *mut ffi::lua_State, key: &CStr, v: Option<&str>) {
+    if let Some(v) = v {
+        set_str(state, key, v);
+    }
+}
+
+unsafe fn set_int(state: *mut ffi::lua_State, key: &CStr, v: i64) {
+    ffi::lua_pushinteger(state, v);
+    ffi::lua_setfield(state, -2, key.as_ptr());
+}
+
+/// As mlua converts a `u64`: an integer when it fits, else a float.
+unsafe fn set_u64(state: *mut ffi::lua_State, key: &CStr, v: u64) {
+    match i64::try_from(v) {
+        Ok(n) => ffi::lua_pushinteger(state, n),
+        Err(_) => ffi::lua_pushnumber(state, v as f64),
+    }
+    ffi::lua_setfield(state, -2, key.as_ptr());
+}
+
+unsafe fn set_bool(state: *mut ffi::lua_State, key: &CStr, v: bool) {
+    ffi::lua_pushboolean(state, c_int::from(v));
+    ffi::lua_setfield(state, -2, key.as_ptr());
+}
+
+/// Pushes a list of strings.
+unsafe fn push_strings(state: *mut ffi::lua_State, items: &[String]) {
+    ffi::lua_createtable(state, size_hint(items.len()), 0);
+    for (n, s) in (1..).zip(items) {
+        push_str(state, s);
+        ffi::lua_rawseti(state, -2, n);
+    }
+}
+
+unsafe fn push_accumulator(state: *mut ffi::lua_State, a: &AccumulatorInput) {
+    ffi::lua_createtable(state, 0, 4);
+    set_u64(state, c"used_mb", a.used_mb);
+    if let Some(q) = a.quota_mb {
+        set_u64(state, c"quota_mb", q);
+    }
+    if let Some(p) = a.percent {
+        set_u64(state, c"percent", p);
+    }
+    set_bool(state, c"exhausted", a.exhausted);
+}
+
+unsafe fn push_rule_failures(state: *mut ffi::lua_State, failures: &[RuleFailure]) {
+    ffi::lua_createtable(state, size_hint(failures.len()), 0);
+    for (n, f) in (1..).zip(failures) {
+        ffi::lua_createtable(state, 0, 3);
+        set_str(state, c"rule", &f.rule);
+        set_int(state, c"status", i64::from(f.status));
+        if let Some(code) = f.code {
+            set_int(state, c"code", i64::from(code));
+        }
+        ffi::lua_rawseti(state, -2, n);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::policy::input::{AccumulatorInput, NetworkInput, SessionInput, TimeInput};
+    use mlua::Table;
 
     fn full_input() -> PolicyInput {
         let mut p = PolicyInput::default();
@@ -253,7 +307,6 @@ mod tests {
     fn the_table_is_the_serde_table() {
         let lua = Lua::new();
         let options = crate::policy::sandbox::serialize_options();
-        let builder = InputTable::load(&lua).expect("constructors load");
         let mut cases: Vec<PolicyInput> = crate::policy::engine::sample_inputs()
             .into_iter()
             .map(|(_, i)| i)
@@ -261,7 +314,7 @@ mod tests {
         cases.push(PolicyInput::default());
         cases.push(full_input());
         for input in &cases {
-            let ours = builder.build(&lua, input, options).expect("builds");
+            let ours = build(&lua, input, options).expect("builds");
             let serde = lua.to_value_with(input, options).expect("serializes");
             assert!(same(&ours, &serde), "differs for {input:?}");
         }
@@ -273,7 +326,7 @@ mod tests {
             .get_mut("daily")
             .expect("daily")
             .used_mb = 8;
-        let ours = builder.build(&lua, &other, options).expect("builds");
+        let ours = build(&lua, &other, options).expect("builds");
         let serde = lua
             .to_value_with(&full_input(), options)
             .expect("serializes");

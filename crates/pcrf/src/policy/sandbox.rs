@@ -7,7 +7,7 @@ use super::decision::Decision;
 use super::decision_table::read_decision;
 use super::error::{line_in, PolicyError};
 use super::input::PolicyInput;
-use super::input_table::InputTable;
+use super::input_table;
 use mlua::chunk::ChunkMode;
 use mlua::serde::{DeserializeOptions, SerializeOptions};
 use mlua::state::{GcGenParams, GcMode};
@@ -83,8 +83,6 @@ impl Budget {
 pub struct Vm {
     lua: Lua,
     decide: Function,
-    /// Builds decide's input table.
-    input_table: InputTable,
     /// What the script's top level defined, over the prelude's library
     /// (optional hooks such as `authorize_media` are looked up here).
     defs: Table,
@@ -211,7 +209,6 @@ impl Vm {
                 })
             }
         };
-        let input_table = InputTable::load(&lua).map_err(setup)?;
         // Every decision makes a dozen tables that die when it returns:
         // the generational collector frees them in minor collections
         // instead of marking the whole heap (the script's own tables) in
@@ -220,7 +217,6 @@ impl Vm {
         Ok(Vm {
             lua,
             decide,
-            input_table,
             defs,
             budget,
             chunk: chunk.to_string(),
@@ -242,7 +238,7 @@ impl Vm {
             &self.decide,
             "decide",
             "decision",
-            |lua| self.input_table.build(lua, input, serialize_options()),
+            |lua| input_table::build(lua, input, serialize_options()),
             read_decision,
         )
     }
