@@ -180,7 +180,8 @@ fn recovery(c: &mut Criterion) {
     group.finish();
 }
 
-/// The blob: serde_json (chosen) against CBOR, encode and decode. Formats
+/// The blob: serde_json (chosen) against CBOR, encode and decode, and the
+/// stores' own JSON writer against serde_json's. Formats
 /// that are not self-describing (bincode, postcard) cannot decode the
 /// decision inputs (`serde_json::Value`), so they are not candidates.
 fn blob_format(c: &mut Criterion) {
@@ -200,6 +201,11 @@ fn blob_format(c: &mut Criterion) {
         .measurement_time(Duration::from_secs(1));
     group.bench_function("json_encode", |b| {
         b.iter(|| serde_json::to_vec(&s).expect("json"))
+    });
+    // What the stores run: the same bytes from our writer (json_writer.rs).
+    assert_eq!(pcrf::store::encode_session(&s).expect("ours"), json);
+    group.bench_function("json_encode_stores", |b| {
+        b.iter(|| pcrf::store::encode_session(&s).expect("ours"))
     });
     group.bench_function("json_decode", |b| {
         b.iter(|| serde_json::from_slice::<GxSession>(&json).expect("json"))

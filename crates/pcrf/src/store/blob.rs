@@ -27,8 +27,8 @@ fn encode<T: Serialize>(
     Ok(out)
 }
 
-/// The blob of a session.
-pub(crate) fn encode_session(s: &GxSession) -> Result<Vec<u8>, StoreError> {
+/// The blob of a session, as both stores write it.
+pub fn encode_session(s: &GxSession) -> Result<Vec<u8>, StoreError> {
     encode(s, SESSION_BYTES, || format!("session {:?}", s.id))
 }
 

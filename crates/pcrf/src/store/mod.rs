@@ -15,6 +15,7 @@ mod crash_test;
 #[cfg(test)]
 mod fixtures;
 
+pub use blob::encode_session;
 pub use config::{Durability, StoreConfig, StoreKind};
 pub use group_commit::{GroupCommit, GroupCommitOptions, GroupCommitStats, Pending, Slot};
 pub use sqlite::SqliteStore;
