@@ -155,6 +155,35 @@ fn write_float<F: Serialize>(out: &mut Vec<u8>, f: F) -> Result {
     serde_json::to_writer(out, &f).map_err(|_| Fallback)
 }
 
+/// `serialize_<integer>` for every integer type, each calling `self.$by`.
+macro_rules! integers {
+    ($by:ident) => {
+        integers!(@each $by; serialize_i8 i8, serialize_i16 i16, serialize_i32 i32,
+            serialize_i64 i64, serialize_i128 i128, serialize_u8 u8, serialize_u16 u16,
+            serialize_u32 u32, serialize_u64 u64, serialize_u128 u128);
+    };
+    (@each $by:ident; $($method:ident $t:ty),*) => {
+        $(fn $method(self, v: $t) -> Result {
+            self.$by(v)
+        })*
+    };
+}
+
+impl Writer<'_> {
+    fn int<I: itoa::Integer>(&mut self, n: I) -> Result {
+        write_int(self.out, n);
+        Ok(())
+    }
+
+    /// `{"variant":` and `open`: serde_json's externally tagged enums.
+    fn tagged(&mut self, variant: &str, open: &[u8]) {
+        self.out.push(b'{');
+        write_str(self.out, variant);
+        self.out.push(b':');
+        self.out.extend_from_slice(open);
+    }
+}
+
 impl<'a, 'b> ser::Serializer for &'a mut Writer<'b> {
     type Ok = ();
     type Error = Fallback;
@@ -171,46 +200,7 @@ impl<'a, 'b> ser::Serializer for &'a mut Writer<'b> {
             .extend_from_slice(if v { b"true" } else { b"false" });
         Ok(())
     }
-    fn serialize_i8(self, v: i8) -> Result {
-        write_int(self.out, v);
-        Ok(())
-    }
-    fn serialize_i16(self, v: i16) -> Result {
-        write_int(self.out, v);
-        Ok(())
-    }
-    fn serialize_i32(self, v: i32) -> Result {
-        write_int(self.out, v);
-        Ok(())
-    }
-    fn serialize_i64(self, v: i64) -> Result {
-        write_int(self.out, v);
-        Ok(())
-    }
-    fn serialize_i128(self, v: i128) -> Result {
-        write_int(self.out, v);
-        Ok(())
-    }
-    fn serialize_u8(self, v: u8) -> Result {
-        write_int(self.out, v);
-        Ok(())
-    }
-    fn serialize_u16(self, v: u16) -> Result {
-        write_int(self.out, v);
-        Ok(())
-    }
-    fn serialize_u32(self, v: u32) -> Result {
-        write_int(self.out, v);
-        Ok(())
-    }
-    fn serialize_u64(self, v: u64) -> Result {
-        write_int(self.out, v);
-        Ok(())
-    }
-    fn serialize_u128(self, v: u128) -> Result {
-        write_int(self.out, v);
-        Ok(())
-    }
+    integers!(int);
     fn serialize_f32(self, v: f32) -> Result {
         write_float(self.out, v)
     }
@@ -258,9 +248,7 @@ impl<'a, 'b> ser::Serializer for &'a mut Writer<'b> {
         variant: &'static str,
         value: &T,
     ) -> Result {
-        self.out.push(b'{');
-        write_str(self.out, variant);
-        self.out.push(b':');
+        self.tagged(variant, b"");
         value.serialize(&mut *self)?;
         self.out.push(b'}');
         Ok(())
@@ -282,9 +270,7 @@ impl<'a, 'b> ser::Serializer for &'a mut Writer<'b> {
         variant: &'static str,
         _len: usize,
     ) -> Result<Compound<'a, 'b>> {
-        self.out.push(b'{');
-        write_str(self.out, variant);
-        self.out.extend_from_slice(b":[");
+        self.tagged(variant, b"[");
         Ok(Compound::new(self, b"]}"))
     }
     fn serialize_map(self, _len: Option<usize>) -> Result<Compound<'a, 'b>> {
@@ -304,9 +290,7 @@ impl<'a, 'b> ser::Serializer for &'a mut Writer<'b> {
         variant: &'static str,
         _len: usize,
     ) -> Result<Compound<'a, 'b>> {
-        self.out.push(b'{');
-        write_str(self.out, variant);
-        self.out.extend_from_slice(b":{");
+        self.tagged(variant, b"{");
         Ok(Compound::new(self, b"}}"))
     }
 }
@@ -370,48 +354,31 @@ impl<'a, 'b> Compound<'a, 'b> {
     }
 }
 
-impl ser::SerializeSeq for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Fallback;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result {
-        self.element(value)
-    }
-    fn end(self) -> Result {
-        Compound::end(self)
-    }
+/// The serde traits of a sequence or a struct: they differ in names only.
+macro_rules! compound {
+    ($($trait:ident::$method:ident($($key:ident)?);)*) => {
+        $(impl ser::$trait for Compound<'_, '_> {
+            type Ok = ();
+            type Error = Fallback;
+            fn $method<T: Serialize + ?Sized>(&mut self, $($key: &'static str,)? value: &T) -> Result {
+                compound!(@write self $($key)? value)
+            }
+            fn end(self) -> Result {
+                Compound::end(self)
+            }
+        })*
+    };
+    (@write $self:ident $key:ident $value:ident) => { $self.field($key, $value) };
+    (@write $self:ident $value:ident) => { $self.element($value) };
 }
 
-impl ser::SerializeTuple for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Fallback;
-    fn serialize_element<T: Serialize + ?Sized>(&mut self, value: &T) -> Result {
-        self.element(value)
-    }
-    fn end(self) -> Result {
-        Compound::end(self)
-    }
-}
-
-impl ser::SerializeTupleStruct for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Fallback;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result {
-        self.element(value)
-    }
-    fn end(self) -> Result {
-        Compound::end(self)
-    }
-}
-
-impl ser::SerializeTupleVariant for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Fallback;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, value: &T) -> Result {
-        self.element(value)
-    }
-    fn end(self) -> Result {
-        Compound::end(self)
-    }
+compound! {
+    SerializeSeq::serialize_element();
+    SerializeTuple::serialize_element();
+    SerializeTupleStruct::serialize_field();
+    SerializeTupleVariant::serialize_field();
+    SerializeStruct::serialize_field(key);
+    SerializeStructVariant::serialize_field(key);
 }
 
 impl ser::SerializeMap for Compound<'_, '_> {
@@ -428,28 +395,6 @@ impl ser::SerializeMap for Compound<'_, '_> {
     }
     fn serialize_value<T: Serialize + ?Sized>(&mut self, value: &T) -> Result {
         value.serialize(&mut *self.w)
-    }
-    fn end(self) -> Result {
-        Compound::end(self)
-    }
-}
-
-impl ser::SerializeStruct for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Fallback;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result {
-        self.field(key, value)
-    }
-    fn end(self) -> Result {
-        Compound::end(self)
-    }
-}
-
-impl ser::SerializeStructVariant for Compound<'_, '_> {
-    type Ok = ();
-    type Error = Fallback;
-    fn serialize_field<T: Serialize + ?Sized>(&mut self, key: &'static str, value: &T) -> Result {
-        self.field(key, value)
     }
     fn end(self) -> Result {
         Compound::end(self)
@@ -522,36 +467,7 @@ impl ser::Serializer for Key<'_> {
             false => value.serialize(self),
         }
     }
-    fn serialize_i8(self, v: i8) -> Result {
-        self.quoted_int(v)
-    }
-    fn serialize_i16(self, v: i16) -> Result {
-        self.quoted_int(v)
-    }
-    fn serialize_i32(self, v: i32) -> Result {
-        self.quoted_int(v)
-    }
-    fn serialize_i64(self, v: i64) -> Result {
-        self.quoted_int(v)
-    }
-    fn serialize_i128(self, v: i128) -> Result {
-        self.quoted_int(v)
-    }
-    fn serialize_u8(self, v: u8) -> Result {
-        self.quoted_int(v)
-    }
-    fn serialize_u16(self, v: u16) -> Result {
-        self.quoted_int(v)
-    }
-    fn serialize_u32(self, v: u32) -> Result {
-        self.quoted_int(v)
-    }
-    fn serialize_u64(self, v: u64) -> Result {
-        self.quoted_int(v)
-    }
-    fn serialize_u128(self, v: u128) -> Result {
-        self.quoted_int(v)
-    }
+    integers!(quoted_int);
 
     left_to_serde_json! {
         serialize_bool(bool) -> ();
