@@ -34,9 +34,49 @@ pub struct DecisionRecord {
 /// over: one allocation, where a `serde_json::Value` tree took dozens per
 /// decision and stayed in memory with every open session. Reads the
 /// object of records written before it the same way.
-#[derive(Clone, Debug, Serialize, Deserialize)]
+///
+/// Kept in memory only: the store writes `null` in its place (see
+/// `InputsLeftOut`), so a session recovered after a restart shows no
+/// inputs until its next decision. They are ~750 bytes that nothing reads
+/// back; without them a session row stays under PostgreSQL's TOAST
+/// threshold (no LZ4 compression at every update, 8% less PostgreSQL CPU
+/// per transaction, BENCHMARKS.md).
+#[derive(Clone, Debug, Deserialize)]
 #[serde(transparent)]
 pub struct InputsJson(Box<serde_json::value::RawValue>);
+
+thread_local! {
+    static INPUTS_LEFT_OUT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// While one is alive, decision inputs serialize as `null` on this thread:
+/// the store holds one while it encodes a session.
+pub(crate) struct InputsLeftOut {
+    before: bool,
+}
+
+impl InputsLeftOut {
+    pub(crate) fn new() -> InputsLeftOut {
+        InputsLeftOut {
+            before: INPUTS_LEFT_OUT.replace(true),
+        }
+    }
+}
+
+impl Drop for InputsLeftOut {
+    fn drop(&mut self) {
+        INPUTS_LEFT_OUT.set(self.before);
+    }
+}
+
+impl Serialize for InputsJson {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if INPUTS_LEFT_OUT.get() {
+            return serializer.serialize_unit();
+        }
+        self.0.serialize(serializer)
+    }
+}
 
 impl InputsJson {
     /// JSON `null`: no inputs known.
