@@ -378,7 +378,7 @@ impl Node {
             Some(&extras),
             Some(&diff),
         );
-        s.last_decision = Some(out.into_record(&input, now));
+        s.last_decision = Some(std::sync::Arc::new(out.into_record(&input, now)));
         s.installed = decision;
         s.last_answer = Some(answer.bytes.clone());
         let s = Arc::new(s);
@@ -435,7 +435,7 @@ impl Node {
         if let Some(step) = &usage {
             input.usage = step.view(sub.as_deref());
         }
-        let out = self.policy.decide(&input, s.last_decision.as_ref());
+        let out = self.policy.decide(&input, s.last_decision.as_deref());
         self.note_fallback(&s.id, &out);
         let out = self.settle_spending(&mut s, &mut input, out).await;
         if let Some(rej) = &out.decision.reject {
@@ -479,7 +479,7 @@ impl Node {
             )
         };
         if out.ran != Ran::Memo {
-            s.last_decision = Some(out.into_record(&input, now));
+            s.last_decision = Some(std::sync::Arc::new(out.into_record(&input, now)));
         }
         s.installed = decision;
         s.last_answer = Some(answer.bytes.clone());
@@ -783,7 +783,7 @@ impl Node {
         let now = now_ms();
         let mut input = self.policy_input(&cur, sub.as_deref());
         input.usage = self.usage_view(&cur.subscriber, sub.as_deref(), now);
-        let out = self.policy.decide(&input, cur.last_decision.as_ref());
+        let out = self.policy.decide(&input, cur.last_decision.as_deref());
         self.note_fallback(id, &out);
         let mut decision = self.check_catalog(id, out.decision.clone());
         crate::session::af::add_af_rules(&cur.af, &mut decision);
@@ -859,7 +859,7 @@ impl Node {
         if code == result_code::DIAMETER_SUCCESS {
             s.installed = decision;
             if out.ran != Ran::Memo {
-                s.last_decision = Some(out.into_record(&input, now_ms()));
+                s.last_decision = Some(std::sync::Arc::new(out.into_record(&input, now_ms())));
             }
         }
         s.updated_ms = now_ms();

@@ -83,7 +83,7 @@ pub fn ccr_u_session(id: String, imsi: String, updated_ms: i64) -> GxSession {
     s.last_request_number = (updated_ms % 1000) as u32;
     // The encoded last answer, kept for retransmissions (a CCA with rules).
     s.last_answer = Some(vec![0x5a; 420].into());
-    s.last_decision = Some(DecisionRecord {
+    s.last_decision = Some(std::sync::Arc::new(DecisionRecord {
         input_hash: 0x1234_5678_9abc_def0,
         script_version: 3,
         decision,
@@ -96,7 +96,7 @@ pub fn ccr_u_session(id: String, imsi: String, updated_ms: i64) -> GxSession {
             "network": {"congestion": 0}
         })),
         at_ms: updated_ms,
-    });
+    }));
     s.updated_ms = updated_ms;
     s
 }

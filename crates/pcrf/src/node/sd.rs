@@ -397,7 +397,7 @@ impl Node {
             Some(step) => step.view(sub.as_deref()),
             None => self.usage_view(&s.subscriber, sub.as_deref(), now),
         };
-        let out = self.policy.decide(&input, s.last_decision.as_ref());
+        let out = self.policy.decide(&input, s.last_decision.as_deref());
         self.note_fallback(&s.id, &out);
         let installed = s.tdf.as_ref().map_or(Vec::new(), |t| t.installed.clone());
         // A refusal concerns the PCEF's session; the TDF keeps its rules.

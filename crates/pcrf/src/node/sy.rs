@@ -255,7 +255,7 @@ impl Node {
     }
 
     fn decide_again(&self, s: &GxSession, input: &PolicyInput) -> Outcome {
-        let out = self.policy.decide(input, s.last_decision.as_ref());
+        let out = self.policy.decide(input, s.last_decision.as_deref());
         self.note_fallback(&s.id, &out);
         out
     }

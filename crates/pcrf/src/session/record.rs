@@ -154,7 +154,7 @@ pub struct GxSession {
     /// new decision asking for (about) the same instant is not re-sent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub revalidation_at_ms: Option<i64>,
-    pub last_decision: Option<DecisionRecord>,
+    pub last_decision: Option<std::sync::Arc<DecisionRecord>>,
     /// The encoded answer to the last CCR applied, replayed (with the new
     /// hop-by-hop and end-to-end ids) when that CCR is retransmitted, so a
     /// retransmission is answered again but never applied twice.
@@ -447,12 +447,12 @@ mod tests {
             at_ms: hash as i64,
         };
         let mut d = a.clone();
-        d.last_decision = Some(record(1, vec!["internet".into()]));
+        d.last_decision = Some(std::sync::Arc::new(record(1, vec!["internet".into()])));
         let mut e = a.clone();
-        e.last_decision = Some(record(2, vec!["internet".into()]));
+        e.last_decision = Some(std::sync::Arc::new(record(2, vec!["internet".into()])));
         assert!(d.durably_equal(&e));
         // ...a different decision is.
-        e.last_decision = Some(record(2, vec!["throttled".into()]));
+        e.last_decision = Some(std::sync::Arc::new(record(2, vec!["throttled".into()])));
         assert!(!d.durably_equal(&e));
     }
 
@@ -499,13 +499,13 @@ mod tests {
     fn hex_fields_round_trip_through_json() {
         let mut s = GxSession::new("s".into(), "001".into(), "pgw".into(), "r".into(), 1);
         s.last_answer = Some(vec![0, 0xab, 0xff].into());
-        s.last_decision = Some(DecisionRecord {
+        s.last_decision = Some(std::sync::Arc::new(DecisionRecord {
             input_hash: u64::MAX,
             script_version: 0x0123_4567_89ab_cdef,
             decision: Decision::default(),
             inputs: InputsJson::null(),
             at_ms: 5,
-        });
+        }));
         let json = serde_json::to_value(&s).expect("serialises");
         assert_eq!(json["last_answer"], "b64:AKv/");
         assert_eq!(json["last_decision"]["script_version"], "0123456789abcdef");

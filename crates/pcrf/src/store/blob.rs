@@ -121,7 +121,7 @@ pub(in crate::store) mod tests {
         // Everything else comes back as it was.
         let mut expected = s.clone();
         if let Some(d) = expected.last_decision.as_mut() {
-            d.inputs = crate::session::record::InputsJson::null();
+            std::sync::Arc::make_mut(d).inputs = crate::session::record::InputsJson::null();
         }
         assert_eq!(back, expected);
         // The API's form (plain serde_json, here and after the store wrote)
