@@ -378,7 +378,7 @@ impl Node {
             Some(&extras),
             Some(&diff),
         );
-        s.last_decision = Some(std::sync::Arc::new(out.into_record(&input, now)));
+        s.last_decision = Some(Arc::new(out.into_record(&input, now)));
         s.installed = decision;
         s.last_answer = Some(answer.bytes.clone());
         let s = Arc::new(s);
@@ -479,7 +479,7 @@ impl Node {
             )
         };
         if out.ran != Ran::Memo {
-            s.last_decision = Some(std::sync::Arc::new(out.into_record(&input, now)));
+            s.last_decision = Some(Arc::new(out.into_record(&input, now)));
         }
         s.installed = decision;
         s.last_answer = Some(answer.bytes.clone());
@@ -859,7 +859,7 @@ impl Node {
         if code == result_code::DIAMETER_SUCCESS {
             s.installed = decision;
             if out.ran != Ran::Memo {
-                s.last_decision = Some(std::sync::Arc::new(out.into_record(&input, now_ms())));
+                s.last_decision = Some(Arc::new(out.into_record(&input, now_ms())));
             }
         }
         s.updated_ms = now_ms();
