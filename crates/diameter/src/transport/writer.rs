@@ -5,7 +5,9 @@
 use super::counters::PeerCounters;
 use super::peer_handle::PeerShared;
 use bytes::{Bytes, BytesMut};
+use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::sync::mpsc;
 
@@ -13,6 +15,20 @@ use tokio::sync::mpsc;
 const BATCH: usize = 512;
 /// Keep the buffer's allocation up to this size between writes.
 const KEEP_CAPACITY: usize = 256 * 1024;
+
+/// A write this soon after the previous one means messages are arriving
+/// faster than one per wakeup: worth waiting a turn for the next ones.
+const BUSY_GAP: Duration = Duration::from_micros(100);
+
+/// Whether more messages are about to be queued: several were already
+/// waiting, the previous write was moments ago, or requests other than the
+/// `queued` answers are still being handled on this connection (a handler
+/// counts as in flight until just after its answer is queued).
+fn more_coming(c: &PeerCounters, queued: usize, last_write: Instant) -> bool {
+    queued > 1
+        || last_write.elapsed() < BUSY_GAP
+        || c.in_flight.load(Ordering::Relaxed) > queued as u64
+}
 
 /// Writes until the queue closes (every sender dropped) or the socket fails;
 /// then shuts the write side down.
@@ -24,13 +40,17 @@ pub(crate) async fn write_loop<W: AsyncWrite + Unpin>(
     let mut batch: Vec<Bytes> = Vec::with_capacity(BATCH);
     let mut buf = BytesMut::with_capacity(64 * 1024);
     let c = &shared.counters;
+    let mut last_write = Instant::now();
     loop {
         if rx.recv_many(&mut batch, BATCH).await == 0 {
             break;
         }
-        if batch.len() < BATCH {
-            // Let the tasks that are about to answer run first, then take
-            // what they queued: one write for the lot instead of one each.
+        if batch.len() < BATCH && more_coming(c, batch.len(), last_write) {
+            // Let the tasks about to send run first, then take what they
+            // queued: one write for the lot instead of one each. Only under
+            // load: a yield wakes the runtime's other worker, which at low
+            // load costs more than the write it would save (echo server at
+            // 3000 TPS: 0.82-0.89 of the CPU without it).
             tokio::task::yield_now().await;
             while batch.len() < BATCH {
                 match rx.try_recv() {
@@ -65,6 +85,7 @@ pub(crate) async fn write_loop<W: AsyncWrite + Unpin>(
         if w.flush().await.is_err() {
             break;
         }
+        last_write = Instant::now();
     }
     rx.close();
     let _ = w.shutdown().await;
