@@ -50,7 +50,7 @@ pub(crate) async fn write_loop<W: AsyncWrite + Unpin>(
             // queued: one write for the lot instead of one each. Only under
             // load: a yield wakes the runtime's other worker, which at low
             // load costs more than the write it would save (echo server at
-            // 3000 TPS: 0.82-0.89 of the CPU without it).
+            // 3000 TPS: 0.79 of the CPU without it, BENCHMARKS.md).
             tokio::task::yield_now().await;
             while batch.len() < BATCH {
                 match rx.try_recv() {
@@ -89,4 +89,27 @@ pub(crate) async fn write_loop<W: AsyncWrite + Unpin>(
     }
     rx.close();
     let _ = w.shutdown().await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn waits_a_turn_only_when_more_are_coming() {
+        let c = PeerCounters::default();
+        let long_ago = Instant::now() - Duration::from_millis(5);
+        // One answer, its own handler the only one in flight, idle link.
+        c.in_flight.store(1, Ordering::Relaxed);
+        assert!(!more_coming(&c, 1, long_ago));
+        // Several answers were already waiting.
+        assert!(more_coming(&c, 2, long_ago));
+        // Other handlers are still running.
+        c.in_flight.store(3, Ordering::Relaxed);
+        assert!(more_coming(&c, 1, long_ago));
+        // Nothing in flight (a client's requests), but writes are back to back.
+        c.in_flight.store(0, Ordering::Relaxed);
+        assert!(more_coming(&c, 1, Instant::now()));
+        assert!(!more_coming(&c, 1, long_ago));
+    }
 }
