@@ -302,13 +302,14 @@ fn purge_removes_only_old_closed_sessions_in_chunks() {
     assert_eq!(st.open_sessions().expect("load").len(), 3);
 }
 
-/// A TCP relay in front of PostgreSQL that delays every chunk the client
-/// sends (so round trips are countable by time) and can play "database
+/// A TCP relay in front of PostgreSQL that delays and counts every chunk
+/// the client sends (so round trips are countable) and can play "database
 /// down" by cutting every connection and refusing new ones.
 struct Relay {
     port: u16,
     down: Arc<AtomicBool>,
     conns: Arc<Mutex<Vec<TcpStream>>>,
+    sends: Arc<AtomicU64>,
 }
 
 impl Relay {
@@ -323,7 +324,8 @@ impl Relay {
         let port = listener.local_addr().expect("addr").port();
         let down = Arc::new(AtomicBool::new(false));
         let conns = Arc::new(Mutex::new(Vec::new()));
-        let (d, c) = (down.clone(), conns.clone());
+        let sends = Arc::new(AtomicU64::new(0));
+        let (d, c, n) = (down.clone(), conns.clone(), sends.clone());
         std::thread::spawn(move || {
             for client in listener.incoming() {
                 let Ok(client) = client else { continue };
@@ -345,11 +347,22 @@ impl Relay {
                     client.try_clone().expect("clone"),
                     server.try_clone().expect("clone"),
                 );
-                std::thread::spawn(move || pump(client, server, delay));
-                std::thread::spawn(move || pump(s2, c2, Duration::ZERO));
+                let n = n.clone();
+                std::thread::spawn(move || pump(client, server, delay, Some(n)));
+                std::thread::spawn(move || pump(s2, c2, Duration::ZERO, None));
             }
         });
-        Relay { port, down, conns }
+        Relay {
+            port,
+            down,
+            conns,
+            sends,
+        }
+    }
+
+    /// Chunks read from clients so far.
+    fn sends(&self) -> u64 {
+        self.sends.load(Ordering::SeqCst)
     }
 
     fn url(&self, db: &TestSchema) -> String {
@@ -376,13 +389,16 @@ impl Relay {
     }
 }
 
-fn pump(mut from: TcpStream, mut to: TcpStream, delay: Duration) {
+fn pump(mut from: TcpStream, mut to: TcpStream, delay: Duration, count: Option<Arc<AtomicU64>>) {
     let mut buf = vec![0u8; 1 << 20];
     loop {
         let n = match from.read(&mut buf) {
             Ok(0) | Err(_) => break,
             Ok(n) => n,
         };
+        if let Some(c) = &count {
+            c.fetch_add(1, Ordering::SeqCst);
+        }
         if !delay.is_zero() {
             std::thread::sleep(delay);
         }
@@ -419,6 +435,96 @@ fn a_batch_of_100_changes_is_one_round_trip() {
         db.query_i64(&format!("SELECT count(*) FROM {}.sessions", db.name)),
         100
     );
+}
+
+#[test]
+fn a_batch_sure_to_change_a_row_sends_commit_with_its_statements() {
+    let db = TestSchema::new();
+    drop(db.open());
+    let relay = Relay::start(Duration::from_millis(5));
+    let mut opts = PostgresOptions::new(relay.url(&db));
+    opts.timeout = Duration::from_secs(30);
+    let mut st = PostgresStore::open(opts).expect("open through relay");
+    let updated = || {
+        db.query_i64(&format!(
+            "SELECT updated_ms FROM {}.sessions WHERE id = 'gx;c'",
+            db.name
+        ))
+    };
+    // A session this store never wrote: the statements, then COMMIT once
+    // their row counts are known.
+    let before = relay.sends();
+    assert_eq!(
+        st.apply(&[put(session("gx;c", "001010000000001", 1))])
+            .expect("first"),
+        1
+    );
+    assert_eq!(relay.sends() - before, 2);
+    // The same session with other bytes is sure to change its row: COMMIT
+    // travels with the statements, one send.
+    let before = relay.sends();
+    assert_eq!(
+        st.apply(&[put(session("gx;c", "001010000000001", 2))])
+            .expect("second"),
+        1
+    );
+    assert_eq!(relay.sends() - before, 1);
+    assert_eq!(updated(), 2);
+    // The same bytes again may change nothing: checked, rolled back.
+    let before = relay.sends();
+    assert_eq!(
+        st.apply(&[put(session("gx;c", "001010000000001", 2))])
+            .expect("same"),
+        0
+    );
+    assert_eq!(relay.sends() - before, 2);
+    // Still certain after that rollback (the row holds what it committed).
+    let before = relay.sends();
+    assert_eq!(
+        st.apply(&[put(session("gx;c", "001010000000001", 3))])
+            .expect("third"),
+        1
+    );
+    assert_eq!(relay.sends() - before, 1);
+    assert_eq!(updated(), 3);
+}
+
+#[test]
+fn a_batch_committed_with_its_statements_is_still_all_or_nothing() {
+    let db = TestSchema::new();
+    let mut st = db.open();
+    db.rt.block_on(async {
+        db.admin
+            .batch_execute(&format!(
+                "ALTER TABLE {}.usage ADD CONSTRAINT no_poison CHECK (subscriber <> 'poison')",
+                db.name
+            ))
+            .await
+            .expect("add constraint");
+    });
+    assert_eq!(
+        st.apply(&[put(session("gx;p", "poison", 1))])
+            .expect("first"),
+        1
+    );
+    // Certain (the session changes), so COMMIT is pipelined; the usage row
+    // is refused, and the server must turn that COMMIT into a rollback.
+    let r = st.apply(&[
+        put(session("gx;p", "poison", 2)),
+        put_usage(usage("poison", 10)),
+    ]);
+    assert!(matches!(r, Err(StoreError::Unavailable(_))), "{r:?}");
+    let kept = st.session("gx;p").expect("get").expect("still there");
+    assert_eq!(kept.updated_ms, 1);
+    assert_eq!(st.usage("poison").expect("get"), None);
+    // After a failed batch the store no longer claims to know the row, and
+    // the next change lands.
+    assert_eq!(
+        st.apply(&[put(session("gx;p", "poison", 3))])
+            .expect("next"),
+        1
+    );
+    assert_eq!(st.session("gx;p").expect("get").expect("row").updated_ms, 3);
 }
 
 #[test]

@@ -1,7 +1,8 @@
 //! The production store on PostgreSQL (or a wire-compatible distributed
 //! database). Same data model as the embedded store. A batch is one
 //! transaction whose BEGIN and statements are pipelined in one round trip,
-//! committed only if a row changed; the single connection is replaced after
+//! committed only if a row changed (COMMIT joins that round trip when a row
+//! is sure to change, `written.rs`); the single connection is replaced after
 //! a randomised lifetime and re-established with backoff, and while the
 //! database is down every call fails fast with `Unavailable` (answered
 //! 5012) so nothing unacknowledged is ever reported durable.
@@ -10,6 +11,7 @@ pub mod migrations;
 pub mod monitor;
 mod pipeline;
 pub mod profiler;
+mod written;
 
 pub use monitor::ConnectionMonitor;
 pub use profiler::{ProfileSnapshot, QueryProfiler, QueryStat};
@@ -36,6 +38,7 @@ use tokio::task::JoinHandle;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, NoTls, Statement};
+use written::Written;
 
 /// Rows fetched per page at start-up, so recovery never holds more than a
 /// page of blobs in flight.
@@ -585,10 +588,13 @@ fn profile_pipeline(
 }
 
 /// One batch: BEGIN and one statement per table and operation in one round
-/// trip, then COMMIT if a row changed, ROLLBACK otherwise.
+/// trip, then COMMIT if a row changed, ROLLBACK otherwise. When a row is
+/// sure to change (`certain`, see `written.rs`) COMMIT goes in the same
+/// round trip; if a statement fails, the server turns it into a rollback.
 async fn apply_batch(
     live: &Live,
     batch: &[Encoded<'_>],
+    certain: bool,
     profiler: &QueryProfiler,
 ) -> Result<usize, PgFailure> {
     let timed = profiler.is_enabled();
@@ -601,6 +607,10 @@ async fn apply_batch(
     for (name, req) in columns.requests(c, st) {
         names.push(name);
         requests.push(req);
+    }
+    if certain {
+        names.push(sql::COMMIT);
+        requests.push(Box::pin(c.execute(&st.commit, &[])));
     }
     let start = timed.then(Instant::now);
     let results = run_all(requests, timed).await;
@@ -620,6 +630,12 @@ async fn apply_batch(
                 }
             }
         }
+    }
+    if certain {
+        return match failure {
+            Some(f) => Err(f),
+            None => Ok(usize::try_from(rows).unwrap_or(usize::MAX)),
+        };
     }
     let end = if failure.is_some() || rows == 0 {
         sql::ROLLBACK
@@ -657,6 +673,7 @@ pub struct PostgresStore {
     monitor: ConnectionMonitor,
     profiler: QueryProfiler,
     skipped_corrupt: u64,
+    written: Written,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -703,6 +720,7 @@ impl PostgresStore {
             monitor: ConnectionMonitor::default(),
             profiler: QueryProfiler::new(),
             skipped_corrupt: 0,
+            written: Written::default(),
         };
         let live = store.connect(true)?;
         store.live = Some(live);
@@ -803,6 +821,8 @@ impl PostgresStore {
 
     /// Opens a connection (migrating first when asked) within the bound.
     fn connect(&mut self, migrate: bool) -> Result<Live, StoreError> {
+        // The new connection may reach another server (a failover).
+        self.written.clear();
         let rt = self
             .rt
             .as_ref()
@@ -1046,19 +1066,33 @@ impl Store for PostgresStore {
             let (rt, live) = self.parts()?;
             let timeout = self.opts.timeout;
             let profiler = &self.profiler;
+            let certain = self.written.changes_a_row(&batch);
             let r = block(rt, async {
-                tokio::time::timeout(timeout, apply_batch(live, &batch, profiler)).await
+                tokio::time::timeout(timeout, apply_batch(live, &batch, certain, profiler)).await
             });
             match r {
-                Ok(Ok(rows)) => return Ok(rows),
+                Ok(Ok(rows)) => {
+                    if certain || rows > 0 {
+                        self.written.committed(&batch);
+                    }
+                    return Ok(rows);
+                }
                 Ok(Err(PgFailure::Connection(m))) if !retried => {
                     tracing::warn!(error = %m, "database connection failed mid-batch; retrying once");
+                    self.written.unknown(&batch);
                     self.lose(m);
                     self.retry_at = Instant::now();
                     retried = true;
                 }
-                Ok(Err(f)) => return Err(self.failed("writing a batch", f)),
-                Err(_) => return Err(self.timed_out("writing a batch")),
+                Ok(Err(f)) => {
+                    self.written.unknown(&batch);
+                    return Err(self.failed("writing a batch", f));
+                }
+                Err(_) => {
+                    // It may have committed after all.
+                    self.written.unknown(&batch);
+                    return Err(self.timed_out("writing a batch"));
+                }
             }
         }
     }
