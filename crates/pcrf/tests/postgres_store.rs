@@ -92,6 +92,13 @@ impl TestSchema {
         })
     }
 
+    /// Runs SQL as the test's administrator (outside the store).
+    fn run(&self, sql: &str) {
+        self.rt
+            .block_on(self.admin.batch_execute(sql))
+            .expect("administrator SQL");
+    }
+
     fn terminate(&self, pid: i32) {
         self.rt.block_on(async {
             self.admin
@@ -451,57 +458,41 @@ fn a_batch_sure_to_change_a_row_sends_commit_with_its_statements() {
             db.name
         ))
     };
+    // Writes session gx;c as of `updated_ms`: (rows changed, client sends).
+    let mut write = |updated_ms: i64| {
+        let before = relay.sends();
+        let rows = st
+            .apply(&[put(session("gx;c", "001010000000001", updated_ms))])
+            .expect("apply");
+        (rows, relay.sends() - before)
+    };
     // A session this store never wrote: the statements, then COMMIT once
     // their row counts are known.
-    let before = relay.sends();
-    assert_eq!(
-        st.apply(&[put(session("gx;c", "001010000000001", 1))])
-            .expect("first"),
-        1
-    );
-    assert_eq!(relay.sends() - before, 2);
+    assert_eq!(write(1), (1, 2));
     // The same session with other bytes is sure to change its row: COMMIT
     // travels with the statements, one send.
-    let before = relay.sends();
-    assert_eq!(
-        st.apply(&[put(session("gx;c", "001010000000001", 2))])
-            .expect("second"),
-        1
-    );
-    assert_eq!(relay.sends() - before, 1);
+    assert_eq!(write(2), (1, 1));
     assert_eq!(updated(), 2);
     // The same bytes again may change nothing: checked, rolled back.
-    let before = relay.sends();
-    assert_eq!(
-        st.apply(&[put(session("gx;c", "001010000000001", 2))])
-            .expect("same"),
-        0
-    );
-    assert_eq!(relay.sends() - before, 2);
+    assert_eq!(write(2), (0, 2));
     // Still certain after that rollback (the row holds what it committed).
-    let before = relay.sends();
-    assert_eq!(
-        st.apply(&[put(session("gx;c", "001010000000001", 3))])
-            .expect("third"),
-        1
-    );
-    assert_eq!(relay.sends() - before, 1);
+    assert_eq!(write(3), (1, 1));
     assert_eq!(updated(), 3);
+}
+
+/// Makes the database refuse any usage row of subscriber "poison".
+fn refuse_usage_of_poison(db: &TestSchema) {
+    db.run(&format!(
+        "ALTER TABLE {}.usage ADD CONSTRAINT no_poison CHECK (subscriber <> 'poison')",
+        db.name
+    ));
 }
 
 #[test]
 fn a_batch_committed_with_its_statements_is_still_all_or_nothing() {
     let db = TestSchema::new();
     let mut st = db.open();
-    db.rt.block_on(async {
-        db.admin
-            .batch_execute(&format!(
-                "ALTER TABLE {}.usage ADD CONSTRAINT no_poison CHECK (subscriber <> 'poison')",
-                db.name
-            ))
-            .await
-            .expect("add constraint");
-    });
+    refuse_usage_of_poison(&db);
     assert_eq!(
         st.apply(&[put(session("gx;p", "poison", 1))])
             .expect("first"),
@@ -868,15 +859,7 @@ fn session_and_usage_of_one_batch_commit_together() {
     let mut st = db.open();
     // The database refuses one usage row: the session written before it in
     // the same batch must not be committed either.
-    db.rt.block_on(async {
-        db.admin
-            .batch_execute(&format!(
-                "ALTER TABLE {}.usage ADD CONSTRAINT no_poison CHECK (subscriber <> 'poison')",
-                db.name
-            ))
-            .await
-            .expect("add constraint");
-    });
+    refuse_usage_of_poison(&db);
     let r = st.apply(&[
         put(session("gx;a", "poison", 1)),
         put_usage(usage("poison", 10)),
@@ -903,15 +886,10 @@ fn corrupt_usage_rows_are_skipped_and_counted() {
     let mut st = db.open();
     st.apply(&[put_usage(usage("good", 1)), put_usage(usage("bad", 1))])
         .expect("apply");
-    db.rt.block_on(async {
-        db.admin
-            .batch_execute(&format!(
-                "UPDATE {}.usage SET data = '\\x7b'::bytea WHERE subscriber = 'bad'",
-                db.name
-            ))
-            .await
-            .expect("damage");
-    });
+    db.run(&format!(
+        "UPDATE {}.usage SET data = '\\x7b'::bytea WHERE subscriber = 'bad'",
+        db.name
+    ));
     assert_eq!(st.usage_records().expect("load"), vec![usage("good", 1)]);
     assert_eq!(st.skipped_corrupt(), 1);
     assert!(matches!(st.usage("bad"), Err(StoreError::Corrupt(_))));
