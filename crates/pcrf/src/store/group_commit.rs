@@ -127,6 +127,21 @@ impl Metrics {
 
 type Ack<T> = oneshot::Sender<Result<T, StoreError>>;
 
+/// A batch's requesters and its outcome, sent to each when dropped.
+struct Answers {
+    acks: Vec<Ack<()>>,
+    outcome: Result<(), StoreError>,
+}
+
+impl Drop for Answers {
+    fn drop(&mut self) {
+        for ack in self.acks.drain(..) {
+            // A requester that went away no longer needs the answer.
+            let _ = ack.send(self.outcome.clone());
+        }
+    }
+}
+
 enum Job {
     /// With the time it was queued: the commit window runs from the oldest
     /// change of a batch, so a change that waited behind the previous batch
@@ -249,6 +264,7 @@ impl GroupCommit {
             purge: None,
             window_clock,
             wake: wake.clone(),
+            requesters: tokio::runtime::Handle::try_current().ok(),
         };
         std::thread::Builder::new()
             .name("pcrf-store-writer".into())
@@ -368,6 +384,9 @@ struct Writer {
     /// writer is a plain thread); only when there is a window.
     window_clock: Option<tokio::runtime::Runtime>,
     wake: Arc<Wake>,
+    /// The runtime of the requesters, when started inside one: a batch's
+    /// answers are delivered from a task there (see `answer`).
+    requesters: Option<tokio::runtime::Handle>,
 }
 
 impl Writer {
@@ -515,9 +534,22 @@ impl Writer {
                 Err(e)
             }
         };
-        for ack in acks {
-            // A requester that went away no longer needs the answer.
-            let _ = ack.send(outcome.clone());
+        self.answer(acks, outcome);
+    }
+
+    /// Tells a batch's requesters its outcome. From this thread each wakeup
+    /// is a remote one, and the runtime's workers, parking between them,
+    /// were woken up to once per request (5-7 futex wakes per batch at 3000
+    /// TPS); one task in their runtime wakes them all from there instead.
+    fn answer(&self, acks: Vec<Ack<()>>, outcome: Result<(), StoreError>) {
+        let answers = Answers { acks, outcome };
+        match &self.requesters {
+            // Sent when the task drops them, or when a runtime that is
+            // shutting down drops the task unrun.
+            Some(rt) if answers.acks.len() > 1 => {
+                rt.spawn(async move { drop(answers) });
+            }
+            _ => drop(answers),
         }
     }
 
@@ -701,6 +733,31 @@ mod tests {
             }
         }
         (gc.stats(), first)
+    }
+
+    #[test]
+    fn a_batch_is_answered_even_after_the_starting_runtime_is_gone() {
+        let dir = TestDir::new("gc-runtime-gone");
+        let starter = tokio::runtime::Builder::new_current_thread()
+            .build()
+            .expect("runtime");
+        // Started inside a runtime, which answers the writer's batches...
+        let gc = starter.block_on(async { start_windowed(&dir, Duration::from_millis(300), None) });
+        // ...until it is gone: its answering task is dropped unrun.
+        drop(starter);
+        let requesters = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime");
+        requesters.block_on(async {
+            let a = put(&gc, "gx;gone-a", 1).await;
+            let b = put(&gc, "gx;gone-b", 1).await;
+            assert!(matches!(a.await, Ok(())));
+            assert!(matches!(b.await, Ok(())));
+        });
+        // Both shared one batch, so they took the runtime's path.
+        assert_eq!(gc.stats().requests, 2);
+        assert_eq!(gc.stats().batches, 1);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
