@@ -38,7 +38,7 @@ use tokio::task::JoinHandle;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, NoTls, Statement};
-use written::Written;
+use written::{session_rows, Written};
 
 /// Rows fetched per page at start-up, so recovery never holds more than a
 /// page of blobs in flight.
@@ -1056,6 +1056,7 @@ impl Store for PostgresStore {
             .into_iter()
             .map(encode)
             .collect::<Result<Vec<_>, _>>()?;
+        let rows = session_rows(&batch);
         // One retry on a fresh connection: a connection that died while
         // idle (terminated, failed over) must not fail a batch the
         // database can take. Safe even if a COMMIT was in flight: every
@@ -1066,31 +1067,31 @@ impl Store for PostgresStore {
             let (rt, live) = self.parts()?;
             let timeout = self.opts.timeout;
             let profiler = &self.profiler;
-            let certain = self.written.changes_a_row(&batch);
+            let certain = self.written.changes_a_row(&rows);
             let r = block(rt, async {
                 tokio::time::timeout(timeout, apply_batch(live, &batch, certain, profiler)).await
             });
             match r {
-                Ok(Ok(rows)) => {
-                    if certain || rows > 0 {
-                        self.written.committed(&batch);
+                Ok(Ok(changed)) => {
+                    if certain || changed > 0 {
+                        self.written.committed(&rows);
                     }
-                    return Ok(rows);
+                    return Ok(changed);
                 }
                 Ok(Err(PgFailure::Connection(m))) if !retried => {
                     tracing::warn!(error = %m, "database connection failed mid-batch; retrying once");
-                    self.written.unknown(&batch);
+                    self.written.unknown(&rows);
                     self.lose(m);
                     self.retry_at = Instant::now();
                     retried = true;
                 }
                 Ok(Err(f)) => {
-                    self.written.unknown(&batch);
+                    self.written.unknown(&rows);
                     return Err(self.failed("writing a batch", f));
                 }
                 Err(_) => {
                     // It may have committed after all.
-                    self.written.unknown(&batch);
+                    self.written.unknown(&rows);
                     return Err(self.timed_out("writing a batch"));
                 }
             }

@@ -23,50 +23,68 @@ pub(super) struct Written {
     sessions: HashMap<u64, u64>,
 }
 
-/// The `(id hash, data hash)` of a session upsert; `None` for other changes.
-fn session_row(e: &Encoded<'_>) -> Option<(u64, u64)> {
-    match e {
-        Encoded::Session { id, data, .. } => Some((xxh3_64(id.as_bytes()), xxh3_64(data))),
-        _ => None,
-    }
+/// A session row a batch writes, hashed once per batch.
+#[derive(Debug)]
+pub(super) struct SessionRow {
+    id: u64,
+    /// The blob's hash; `None` for a delete.
+    data: Option<u64>,
+    open: bool,
+}
+
+/// The session rows of `batch`.
+pub(super) fn session_rows(batch: &[Encoded<'_>]) -> Vec<SessionRow> {
+    batch
+        .iter()
+        .filter_map(|e| match e {
+            Encoded::Session {
+                id, state, data, ..
+            } => Some(SessionRow {
+                id: xxh3_64(id.as_bytes()),
+                data: Some(xxh3_64(data)),
+                open: *state == "open",
+            }),
+            Encoded::DeleteSession(id) => Some(SessionRow {
+                id: xxh3_64(id.as_bytes()),
+                data: None,
+                open: false,
+            }),
+            _ => None,
+        })
+        .collect()
 }
 
 impl Written {
-    /// True when committing `batch` certainly changes a row: it rewrites a
-    /// session this store committed with other bytes. The upsert's WHERE
-    /// compares exactly those bytes, so the row is updated.
-    pub(super) fn changes_a_row(&self, batch: &[Encoded<'_>]) -> bool {
-        batch.iter().filter_map(session_row).any(|(id, data)| {
-            self.sessions
-                .get(&id)
-                .is_some_and(|committed| *committed != data)
-        })
+    /// True when committing a batch with these rows certainly changes a
+    /// row: it rewrites a session this store committed with other bytes.
+    /// The upsert's WHERE compares exactly those bytes, so the row is updated.
+    pub(super) fn changes_a_row(&self, rows: &[SessionRow]) -> bool {
+        rows.iter()
+            .any(|r| match (r.data, self.sessions.get(&r.id)) {
+                (Some(data), Some(committed)) => *committed != data,
+                _ => false,
+            })
     }
 
-    /// `batch` was committed: its open sessions now hold these bytes.
-    pub(super) fn committed(&mut self, batch: &[Encoded<'_>]) {
-        for e in batch {
-            match e {
-                Encoded::Session {
-                    id, state, data, ..
-                } if *state == "open" => {
-                    self.sessions.insert(xxh3_64(id.as_bytes()), xxh3_64(data));
+    /// The batch was committed: its open sessions now hold these bytes.
+    pub(super) fn committed(&mut self, rows: &[SessionRow]) {
+        for r in rows {
+            match r.data {
+                Some(data) if r.open => {
+                    self.sessions.insert(r.id, data);
                 }
-                Encoded::Session { id, .. } | Encoded::DeleteSession(id) => {
-                    self.sessions.remove(&xxh3_64(id.as_bytes()));
+                _ => {
+                    self.sessions.remove(&r.id);
                 }
-                _ => {}
             }
         }
     }
 
-    /// Whether `batch` was committed is unknown (the connection failed):
+    /// Whether the batch was committed is unknown (the connection failed):
     /// its sessions are no longer known.
-    pub(super) fn unknown(&mut self, batch: &[Encoded<'_>]) {
-        for e in batch {
-            if let Encoded::Session { id, .. } | Encoded::DeleteSession(id) = e {
-                self.sessions.remove(&xxh3_64(id.as_bytes()));
-            }
+    pub(super) fn unknown(&mut self, rows: &[SessionRow]) {
+        for r in rows {
+            self.sessions.remove(&r.id);
         }
     }
 
@@ -100,44 +118,49 @@ mod tests {
     #[test]
     fn only_a_known_session_with_other_bytes_is_certain() {
         let mut w = Written::default();
-        let first = [session("gx;1", "open", b"v1")];
+        let first = session_rows(&[session("gx;1", "open", b"v1")]);
         // Never committed here: the row may hold these bytes already.
         assert!(!w.changes_a_row(&first));
         w.committed(&first);
         // The same bytes again: the upsert may change nothing.
         assert!(!w.changes_a_row(&first));
         // Other bytes for a session it committed: certain.
-        assert!(w.changes_a_row(&[session("gx;1", "open", b"v2")]));
+        assert!(w.changes_a_row(&session_rows(&[session("gx;1", "open", b"v2")])));
+        // Closing it is a change too.
+        assert!(w.changes_a_row(&session_rows(&[session("gx;1", "closed", b"v2")])));
         // One certain row makes the batch certain, whatever else it holds.
-        assert!(w.changes_a_row(&[
+        let mixed = [
             Encoded::DeleteUsage("001010000000009"),
             session("gx;2", "open", b"new"),
             session("gx;1", "open", b"v2"),
-        ]));
+        ];
+        assert!(w.changes_a_row(&session_rows(&mixed)));
+        // Deleting it may find nothing (a purge): not certain.
+        assert!(!w.changes_a_row(&session_rows(&[Encoded::DeleteSession("gx;1")])));
     }
 
     #[test]
     fn closed_deleted_and_unknown_sessions_are_forgotten() {
         let mut w = Written::default();
-        w.committed(&[
+        w.committed(&session_rows(&[
             session("gx;1", "open", b"a"),
             session("gx;2", "open", b"b"),
             session("gx;3", "open", b"c"),
-        ]);
+        ]));
         assert_eq!(w.len(), 3);
         // Closed (purged later by SQL, so never known again) and deleted.
-        w.committed(&[
+        w.committed(&session_rows(&[
             session("gx;1", "closed", b"a2"),
             Encoded::DeleteSession("gx;2"),
-        ]);
+        ]));
         assert_eq!(w.len(), 1);
-        assert!(!w.changes_a_row(&[session("gx;1", "closed", b"a3")]));
-        assert!(!w.changes_a_row(&[session("gx;2", "open", b"b2")]));
+        assert!(!w.changes_a_row(&session_rows(&[session("gx;1", "closed", b"a3")])));
+        assert!(!w.changes_a_row(&session_rows(&[session("gx;2", "open", b"b2")])));
         // A batch that may or may not have committed.
-        w.unknown(&[session("gx;3", "open", b"c2")]);
-        assert!(!w.changes_a_row(&[session("gx;3", "open", b"c3")]));
-        w.committed(&[session("gx;4", "open", b"d")]);
+        w.unknown(&session_rows(&[session("gx;3", "open", b"c2")]));
+        assert!(!w.changes_a_row(&session_rows(&[session("gx;3", "open", b"c3")])));
+        w.committed(&session_rows(&[session("gx;4", "open", b"d")]));
         w.clear();
-        assert!(!w.changes_a_row(&[session("gx;4", "open", b"d2")]));
+        assert!(!w.changes_a_row(&session_rows(&[session("gx;4", "open", b"d2")])));
     }
 }
