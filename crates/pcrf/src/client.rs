@@ -77,8 +77,9 @@ pub async fn run(o: GxClientOptions) -> Result<(), String> {
 
 /// Runs the client, over TLS when `tls` is given; an error says what failed.
 pub async fn run_with_tls(o: GxClientOptions, tls: Option<GxClientTls>) -> Result<(), String> {
-    let local = LocalNode::new(o.origin_host.clone(), o.origin_realm.clone())
-        .with_application(Application::auth_vendor(crate::gx::GX, crate::gx::TGPP));
+    let local = LocalNode::new(o.origin_host.clone(), o.origin_realm.clone()).with_application(
+        Application::auth_vendor(crate::gx::GX, crate::session_message::TGPP),
+    );
     let node = Node::with_parts(
         Arc::new(local),
         Arc::new(PeerSettings::default()),

@@ -384,7 +384,7 @@ pub struct Config {
     pub log: LogConfig,
     /// Sy towards the OCS (off without OCSs).
     #[serde(default)]
-    pub sy: crate::ocs::SyConfig,
+    pub sy: crate::sy::ocs::SyConfig,
     /// Set when no file was given: any peer may connect.
     #[serde(skip)]
     pub zero_config: bool,

@@ -23,8 +23,8 @@
 //!   run as the server validates a script, within the instruction and
 //!   memory limits and a wall-clock bound.
 
-use crate::api::control::Control;
 use crate::config::{Config, UnknownSubscriber};
+use crate::control::Control;
 use crate::metrics::Metrics;
 use crate::node::{Node, NodeParts};
 use crate::policy::sandbox::Vm;

@@ -1,67 +1,55 @@
-//! The running PCRF node: the tables, the policy engine and the store writer,
-//! and what happens to each request. A CCR is decoded (`gx.rs`), applied to
-//! its session under the session's own lock, decided by the policy (or the
-//! memo), persisted through the group commit, and only then answered.
-//! The REST API drives the same operations through the `Control` trait.
+//! The running PCRF node: what every application's service shares (the
+//! configuration in force, the subscriber, session and usage tables, the
+//! policy engine, the store writer, the Diameter peers, the metrics) and the
+//! steps they all take (find the subscriber, build the policy input, check
+//! a decision against the rule catalog, commit changes). Each application
+//! keeps its own state in its folder (`gx/state.rs`, `rx/state.rs`, ...)
+//! and its flows in its `service.rs`; the REST operations are carried out
+//! in `control/operations.rs`.
 
-mod monitoring;
-mod pushes;
-mod rx;
-mod sd;
-mod sy;
+pub use crate::gx::state::UsageCounters;
 
-pub use monitoring::UsageCounters;
-
-use crate::admission::{Admission, Class};
-use crate::api::control::{
-    Control, ControlError, ReauthOutcome, ReleaseCause, ReleaseOutcome, ReloadError, SessionFilter,
-};
-use crate::api::usage::{AccumulatorView, ReportView, UsageChange, UsageView};
-use crate::config::{Config, UnknownSubscriber};
-use crate::gx::{self, CcaExtras, Ccr, Identity, Outcome, RequestType, UsageInstructions};
+use crate::admission::Admission;
+use crate::config::Config;
+use crate::control::usage::{AccumulatorView, ReportView, UsageChange, UsageView};
+use crate::control::ControlError;
 use crate::metrics::{
-    peer_stats, write_peers, Command, CommitStats, Exposition, HistogramSnapshot, Kind, Metrics,
+    peer_stats, write_peers, CommitStats, Exposition, HistogramSnapshot, Kind, Metrics,
     MetricsSource, PolicyStats as MetricsPolicyStats, SessionStats,
 };
-use crate::policy::decision::{Decision, Reject};
-use crate::policy::input::{
-    NetworkInput, PolicyInput, RuleFailure, SessionInput, SubscriberInput, TimeInput,
-};
-use crate::policy::{PolicyEngine, Ran};
-use crate::session::{GxSession, RuleDiff, SessionState, SessionTable};
+use crate::policy::decision::Decision;
+use crate::policy::input::{NetworkInput, PolicyInput, SessionInput, SubscriberInput, TimeInput};
+use crate::policy::PolicyEngine;
+use crate::session::{GxSession, SessionTable};
+use crate::session_message::Identity;
 use crate::store::group_commit::GroupCommit;
 use crate::store::group_commit::BATCH_SIZE_BOUNDS;
-use crate::store::postgres::{PostgresHandles, QueryProfiler};
+use crate::store::postgres::PostgresHandles;
 use crate::store::{Change, StoreError};
 use crate::subscriber::Subscriber;
-use crate::subscribers::SubscriberTable;
+use crate::subscriber::SubscriberTable;
 use crate::usage::config::UsageConfig;
 use crate::usage::table::UsageTable;
 use crate::usage::SubscriberUsage;
-use bytes::{Bytes, BytesMut};
-use diameter::codec::{missing_avp, DiameterError, Message, MessageBuilder, FLAG_E, FLAG_T};
-use diameter::dict::{self, avp, cmd};
+use bytes::Bytes;
+use diameter::codec::DiameterError;
+use diameter::dict::{self, avp};
 use diameter::doic::OverloadReporter;
 use diameter::result_code;
-use diameter::transport::{PeerHandle, PeerTable, RequestError};
+use diameter::transport::PeerTable;
 use parking_lot::RwLock;
 use std::collections::{HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// DIAMETER_USER_UNKNOWN: a Result-Code of RFC 4006 (§9.1) that TS 29.212
 /// (§5.5) uses in a CCA-I for a subscriber the PCRF does not know.
 pub const USER_UNKNOWN: u32 = 5030;
 
-/// What a DOIC report asks of reacting PCEFs while requests are shed: send
-/// 30% less, for 10 s at a time (renewed while shedding goes on).
-const OVERLOAD_REDUCTION_PERCENT: u32 = 30;
-const OVERLOAD_REPORT_VALIDITY: Duration = Duration::from_secs(10);
-
 /// How long a request waits for the store (or for a subscriber's usage
 /// held by another request) before it is answered 5012.
-const COMMIT_WAIT: Duration = Duration::from_secs(5);
+pub(crate) const COMMIT_WAIT: Duration = Duration::from_secs(5);
 
 /// Counters of the node's own decisions, rendered into /metrics.
 #[derive(Default)]
@@ -75,14 +63,14 @@ pub struct NodeCounters {
 }
 
 /// The parts of the configuration that change without a restart.
-struct Live {
-    cfg: Arc<Config>,
-    catalog_rules: HashSet<String>,
-    catalog_bases: HashSet<String>,
+pub(crate) struct Live {
+    pub(crate) cfg: Arc<Config>,
+    pub(crate) catalog_rules: HashSet<String>,
+    pub(crate) catalog_bases: HashSet<String>,
 }
 
 impl Live {
-    fn of(cfg: Arc<Config>) -> Live {
+    pub(crate) fn of(cfg: Arc<Config>) -> Live {
         Live {
             catalog_rules: cfg.rules.predefined.iter().cloned().collect(),
             catalog_bases: cfg.rules.base_names.iter().cloned().collect(),
@@ -93,39 +81,39 @@ impl Live {
 
 /// The PCRF node.
 pub struct Node {
-    live: arc_swap::ArcSwap<Live>,
-    admission: Admission,
-    me: Identity,
-    subscribers: SubscriberTable,
-    sessions: SessionTable,
-    policy: Arc<PolicyEngine>,
-    store: GroupCommit,
-    peers: PeerTable,
+    pub(crate) live: arc_swap::ArcSwap<Live>,
+    pub(crate) admission: Admission,
+    pub(crate) me: Identity,
+    pub(crate) subscribers: SubscriberTable,
+    pub(crate) sessions: SessionTable,
+    pub(crate) policy: Arc<PolicyEngine>,
+    pub(crate) store: GroupCommit,
+    pub(crate) peers: PeerTable,
     /// Congestion level by cell (ECGI, 14 lowercase hex digits).
-    congestion: RwLock<HashMap<String, u32>>,
-    tz: jiff::tz::TimeZone,
-    metrics: Arc<Metrics>,
-    counters: NodeCounters,
+    pub(crate) congestion: RwLock<HashMap<String, u32>>,
+    pub(crate) tz: jiff::tz::TimeZone,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) counters: NodeCounters,
     /// The PostgreSQL store's profiler and connection state, when it is one.
-    pg: Option<PostgresHandles>,
+    pub(crate) pg: Option<PostgresHandles>,
     /// Every subscriber's accumulators (the read path; the store has them too).
-    usage: UsageTable,
+    pub(crate) usage: UsageTable,
     /// The usage file in force (replaced by a reload that passes its checks).
-    usage_cfg: arc_swap::ArcSwap<UsageConfig>,
-    usage_counters: UsageCounters,
-    push_counters: pushes::PushCounters,
+    pub(crate) usage_cfg: arc_swap::ArcSwap<UsageConfig>,
+    pub(crate) usage_counters: UsageCounters,
+    pub(crate) push_counters: crate::gx::state::PushCounters,
     /// This node, for the background pushes it starts.
-    me_ref: std::sync::Weak<Node>,
+    pub(crate) me_ref: std::sync::Weak<Node>,
     /// DOIC overload reports to the PCEFs that asked for them.
-    overload: OverloadReporter,
+    pub(crate) overload: OverloadReporter,
     /// A report is out (checked without the reporter's lock per request).
-    overload_reported: std::sync::atomic::AtomicBool,
+    pub(crate) overload_reported: std::sync::atomic::AtomicBool,
     /// Rx counters and recently aborted AF sessions.
-    rx: rx::RxState,
-    /// Sd: which Gx session holds each TDF session (node/sd.rs).
-    sd: sd::SdState,
+    pub(crate) rx: crate::rx::state::RxState,
+    /// Sd: which Gx session holds each TDF session (sd/state.rs).
+    pub(crate) sd: crate::sd::state::SdState,
     /// Sy: the subscribers' Sy sessions and the OCS connections.
-    sy: sy::SyPart,
+    pub(crate) sy: crate::sy::state::SyPart,
 }
 
 /// What start-up hands to the node.
@@ -143,16 +131,16 @@ pub struct NodeParts {
     pub pg: Option<PostgresHandles>,
 }
 
-fn now_ms() -> i64 {
+pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map_or(0, |d| d.as_millis() as i64)
 }
 
 /// What one Gx request produced: the answer and its result for metrics.
-struct Answered {
-    bytes: Bytes,
-    code: u32,
+pub(crate) struct Answered {
+    pub(crate) bytes: Bytes,
+    pub(crate) code: u32,
 }
 
 impl Node {
@@ -163,8 +151,8 @@ impl Node {
             sub_table.put(Arc::new(s));
         }
         let session_table = SessionTable::default();
-        let sd = sd::SdState::from_sessions(&p.sessions);
-        let sy_part = sy::SyPart::recover(&p.sessions);
+        let sd = crate::sd::state::SdState::from_sessions(&p.sessions);
+        let sy_part = crate::sy::state::SyPart::recover(&p.sessions);
         for s in p.sessions {
             session_table.replace(Arc::new(s));
         }
@@ -219,385 +207,17 @@ impl Node {
         &self.counters
     }
 
-    /// Answers one Gx request from a PCEF.
-    pub async fn handle_gx(&self, req: Message) -> Result<Bytes, DiameterError> {
-        if req.command_code() != cmd::CREDIT_CONTROL {
-            return Err(DiameterError::new(
-                result_code::DIAMETER_COMMAND_UNSUPPORTED,
-                "Gx serves CCR only",
-            ));
-        }
-        let started = Instant::now();
-        // Unknown M-bit AVPs, bad lengths and bad values anywhere in the
-        // message are refused before anything is applied (RFC 6733 §7).
-        let checked = req.validate().and_then(|_| gx::decode_ccr(&req));
-        let ccr = match checked {
-            Ok(c) => c,
-            Err(e) => {
-                let command = req
-                    .find(avp::CC_REQUEST_TYPE)
-                    .ok()
-                    .flatten()
-                    .and_then(|a| a.as_u32().ok())
-                    .and_then(Command::from_cc_request_type)
-                    .unwrap_or(Command::CcrUpdate);
-                self.metrics
-                    .request(command, e.result_code, started.elapsed());
-                tracing::info!(session = ?req.session_id().ok().flatten(), error = %e, "CCR refused");
-                return Err(e);
-            }
-        };
-        let command = match ccr.request_type {
-            Some(RequestType::Initial) => Command::CcrInitial,
-            Some(RequestType::Update) => Command::CcrUpdate,
-            _ => Command::CcrTermination,
-        };
-        let class = if command == Command::CcrInitial {
-            Class::New
-        } else {
-            Class::Existing
-        };
-        let Some(_permit) = self.admission.admit(class) else {
-            self.metrics
-                .request(command, result_code::DIAMETER_TOO_BUSY, started.elapsed());
-            // Peers that speak DOIC are asked to send less for a while.
-            self.overload
-                .report(OVERLOAD_REDUCTION_PERCENT, OVERLOAD_REPORT_VALIDITY);
-            self.overload_reported.store(true, Relaxed);
-            return Ok(too_busy_answer(&req, &self.me, &self.overload));
-        };
-        if self.overload_reported.load(Relaxed)
-            && self.admission.in_flight() < self.admission.limit() / 2
-        {
-            // Load is back under half the bound: the report is withdrawn.
-            self.overload_reported.store(false, Relaxed);
-            self.overload.end();
-        }
-        let result = match ccr.request_type {
-            Some(RequestType::Initial) => self.ccr_initial(&req, &ccr).await,
-            Some(RequestType::Update) => self.ccr_update(&req, &ccr).await,
-            Some(RequestType::Termination) => self.ccr_termination(&req, &ccr).await,
-            None => Err(missing_avp(avp::CC_REQUEST_TYPE, "CC-Request-Type")),
-        };
-        let code = match &result {
-            Ok(a) => a.code,
-            Err(e) => e.result_code,
-        };
-        self.metrics.request(command, code, started.elapsed());
-        tracing::debug!(
-            session = ccr.session_id,
-            command = command.label(),
-            number = ccr.request_number,
-            pcef = ccr.origin_host,
-            result = code,
-            us = started.elapsed().as_micros() as u64,
-            "gx"
-        );
-        result.map(|a| a.bytes)
-    }
-
-    fn find_subscriber(&self, imsi: Option<&str>, msisdn: Option<&str>) -> Option<Arc<Subscriber>> {
+    pub(crate) fn find_subscriber(
+        &self,
+        imsi: Option<&str>,
+        msisdn: Option<&str>,
+    ) -> Option<Arc<Subscriber>> {
         imsi.and_then(|i| self.subscribers.get(i))
             .or_else(|| msisdn.and_then(|m| self.subscribers.by_msisdn(m)))
     }
 
-    async fn ccr_initial(&self, req: &Message, c: &Ccr<'_>) -> Result<Answered, DiameterError> {
-        if c.imsi.is_none() && c.msisdn.is_none() {
-            return Err(missing_avp(avp::SUBSCRIPTION_ID, "Subscription-Id"));
-        }
-        // A retransmitted CCR-I is answered again, not applied twice.
-        if let Some(slot) = self.sessions.get(c.session_id) {
-            let _g = slot.lock().await;
-            let cur = slot.load();
-            if cur.state == SessionState::Open {
-                if let Some(again) = self.replay_retransmission(&cur, req, c) {
-                    return Ok(again);
-                }
-            }
-        }
-        let sub = self.find_subscriber(c.imsi, c.msisdn);
-        if sub.is_none()
-            && self.live.load().cfg.policy.unknown_subscriber == UnknownSubscriber::Reject
-        {
-            tracing::info!(session = c.session_id, imsi = ?c.imsi, msisdn = ?c.msisdn, "unknown subscriber rejected");
-            return Ok(self.cca(req, c, Outcome::Result(USER_UNKNOWN), None, None));
-        }
-        let now = now_ms();
-        let key = sub
-            .as_ref()
-            .map(|s| s.imsi.clone())
-            .or_else(|| c.imsi.map(str::to_owned))
-            .or_else(|| c.msisdn.map(str::to_owned))
-            .unwrap_or_default();
-        let mut s = GxSession::new(
-            c.session_id.to_owned(),
-            key,
-            c.origin_host.to_owned(),
-            c.origin_realm.to_owned(),
-            now,
-        );
-        s.imsi = c.imsi.map(str::to_owned);
-        s.msisdn = c.msisdn.map(str::to_owned);
-        s.supported_features = c.supported_features.clone();
-        apply_reported(&mut s, c);
-        s.last_request_number = c.request_number;
-
-        let mut usage = self.begin_usage(&s.subscriber, sub.as_deref(), now).await?;
-        if let Some(step) = usage.as_mut() {
-            self.count_reports(step, &mut s, &c.usage_reports, now);
-        }
-        let mut input = self.policy_input(&s, sub.as_deref());
-        if let Some(step) = &usage {
-            input.usage = step.view(sub.as_deref());
-        }
-        let out = self.policy.decide(&input, None);
-        self.note_fallback(&s.id, &out);
-        let out = self.settle_spending(&mut s, &mut input, out).await;
-        if let Some(rej) = &out.decision.reject {
-            return Ok(self.reject(req, c, rej));
-        }
-        let mut decision = self.check_catalog(&s.id, out.decision.clone());
-        let mut extras = self.extras(c);
-        if let Some(step) = &usage {
-            extras.usage = self.monitoring_answer(
-                &step.next,
-                sub.as_deref(),
-                &mut s,
-                &mut decision,
-                &step.reported,
-                now,
-            );
-        }
-        let empty = Decision::default();
-        let mut diff = RuleDiff::between(&empty, &decision);
-        settle_revalidation(&mut diff, &mut s.revalidation_at_ms, now);
-        let answer = self.cca(
-            req,
-            c,
-            Outcome::Result(result_code::DIAMETER_SUCCESS),
-            Some(&extras),
-            Some(&diff),
-        );
-        s.last_decision = Some(Arc::new(out.into_record(&input, now)));
-        s.installed = decision;
-        s.last_answer = Some(answer.bytes.clone());
-        let s = Arc::new(s);
-        let slot = match self.sessions.insert(s.clone()) {
-            Ok(slot) => slot,
-            Err(_) => self.sessions.replace(s.clone()),
-        };
-        let _g = slot.lock().await;
-        let mut changes = vec![Change::PutSession(s.clone())];
-        changes.extend(usage_change(&usage));
-        if let Err(e) = self.commit(changes).await {
-            self.sessions.remove(&s.id);
-            return Err(e);
-        }
-        slot.publish(s.clone());
-        self.sd_follow(&s);
-        if let Some(step) = usage {
-            Node::finish_usage(step);
-        }
-        Ok(answer)
-    }
-
-    async fn ccr_update(&self, req: &Message, c: &Ccr<'_>) -> Result<Answered, DiameterError> {
-        let Some(slot) = self.sessions.get(c.session_id) else {
-            return Ok(self.cold_retransmission(req, c).await);
-        };
-        let _g = slot.lock().await;
-        let cur = slot.load();
-        if cur.state == SessionState::Closed {
-            return Ok(self.unknown_session(req, c));
-        }
-        if let Some(again) = self.replay_retransmission(&cur, req, c) {
-            return Ok(again);
-        }
-        let now = now_ms();
-        let mut s = (*cur).clone();
-        apply_reported(&mut s, c);
-        if s.pcef_host != c.origin_host {
-            // The session moved to another gateway node (PCEF fail-over): RARs go there now.
-            s.pcef_host = c.origin_host.to_owned();
-            s.pcef_realm = c.origin_realm.to_owned();
-        }
-        let af_notices = self.af_notes_from_pcef(&cur, &mut s, &c.rule_reports, &c.charging_ids);
-        self.apply_rule_reports(&mut s, &c.rule_reports);
-        s.last_request_number = c.request_number;
-        s.updated_ms = now;
-
-        let sub = self.find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
-        let mut usage = self.begin_usage(&s.subscriber, sub.as_deref(), now).await?;
-        if let Some(step) = usage.as_mut() {
-            self.count_reports(step, &mut s, &c.usage_reports, now);
-        }
-        let mut input = self.policy_input(&s, sub.as_deref());
-        if let Some(step) = &usage {
-            input.usage = step.view(sub.as_deref());
-        }
-        let out = self.policy.decide(&input, s.last_decision.as_deref());
-        self.note_fallback(&s.id, &out);
-        let out = self.settle_spending(&mut s, &mut input, out).await;
-        if let Some(rej) = &out.decision.reject {
-            let answer = self.reject(req, c, rej);
-            if !c.usage_reports.is_empty() {
-                // Refused or not, the usage happened: count it, once.
-                s.last_answer = Some(answer.bytes.clone());
-                let s = Arc::new(s);
-                let mut changes = vec![Change::PutSession(s.clone())];
-                changes.extend(usage_change(&usage));
-                self.commit(changes).await?;
-                slot.publish(s);
-                if let Some(step) = usage {
-                    Node::finish_usage(step);
-                }
-            }
-            return Ok(answer);
-        }
-        let mut decision = self.check_catalog(&s.id, out.decision.clone());
-        crate::session::af::add_af_rules(&s.af, &mut decision);
-        let mut extras = CcaExtras::default();
-        if let Some(step) = &usage {
-            extras.usage = self.monitoring_answer(
-                &step.next,
-                sub.as_deref(),
-                &mut s,
-                &mut decision,
-                &step.reported,
-                now,
-            );
-        }
-        let answer = {
-            let mut diff = RuleDiff::between(&s.installed, &decision);
-            settle_revalidation(&mut diff, &mut s.revalidation_at_ms, now);
-            self.cca(
-                req,
-                c,
-                Outcome::Result(result_code::DIAMETER_SUCCESS),
-                Some(&extras),
-                Some(&diff),
-            )
-        };
-        if out.ran != Ran::Memo {
-            s.last_decision = Some(Arc::new(out.into_record(&input, now)));
-        }
-        s.installed = decision;
-        s.last_answer = Some(answer.bytes.clone());
-        let s = Arc::new(s);
-        // A request that reported usage is always written, with its answer:
-        // a retransmission after a restart must be replayed, not counted again.
-        let usage_write = usage_change(&usage);
-        if s.durably_equal(&cur) && c.usage_reports.is_empty() && usage_write.is_none() {
-            self.counters.writes_skipped.fetch_add(1, Relaxed);
-        } else {
-            let mut changes = vec![Change::PutSession(s.clone())];
-            changes.extend(usage_write);
-            self.commit(changes).await?;
-        }
-        slot.publish(s.clone());
-        self.sd_follow(&s);
-        if let Some(step) = usage {
-            Node::finish_usage(step);
-        }
-        self.spawn_af_notices(af_notices);
-        Ok(answer)
-    }
-
-    async fn ccr_termination(&self, req: &Message, c: &Ccr<'_>) -> Result<Answered, DiameterError> {
-        let Some(slot) = self.sessions.get(c.session_id) else {
-            return Ok(self.cold_retransmission(req, c).await);
-        };
-        let _g = slot.lock().await;
-        let cur = slot.load();
-        if cur.state == SessionState::Closed {
-            if let Some(again) = self.replay_retransmission(&cur, req, c) {
-                return Ok(again);
-            }
-            return Ok(self.unknown_session(req, c));
-        }
-        let now = now_ms();
-        let mut s = (*cur).clone();
-        apply_reported(&mut s, c);
-        self.apply_rule_reports(&mut s, &c.rule_reports);
-        // The final usage (CCR-T) is counted like any report.
-        let mut usage = None;
-        if !c.usage_reports.is_empty() {
-            let sub = self.find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
-            usage = self.begin_usage(&s.subscriber, sub.as_deref(), now).await?;
-            if let Some(step) = usage.as_mut() {
-                self.count_reports(step, &mut s, &c.usage_reports, now);
-            }
-        }
-        s.state = SessionState::Closed;
-        s.closed_ms = Some(now);
-        s.updated_ms = now;
-        s.last_request_number = c.request_number;
-        let answer = self.cca(
-            req,
-            c,
-            Outcome::Result(result_code::DIAMETER_SUCCESS),
-            None,
-            None,
-        );
-        s.last_answer = Some(answer.bytes.clone());
-        let s = Arc::new(s);
-        let mut changes = vec![Change::PutSession(s.clone())];
-        changes.extend(usage_change(&usage));
-        self.commit(changes).await?;
-        self.sd_release(&s);
-        slot.publish(s.clone());
-        self.abort_afs(&s);
-        // Closed records live in the store only (API look-ups and late
-        // retransmissions read them there): memory stays the size of the
-        // open sessions whatever the churn and the retention.
-        self.sessions.remove(c.session_id);
-        self.sy_session_ended(&cur.subscriber);
-        if let Some(step) = usage {
-            Node::finish_usage(step);
-        }
-        Ok(answer)
-    }
-
-    /// 5002 DIAMETER_UNKNOWN_SESSION_ID.
-    fn unknown_session(&self, req: &Message, c: &Ccr<'_>) -> Answered {
-        let rc = result_code::DIAMETER_UNKNOWN_SESSION_ID;
-        self.cca(req, c, Outcome::Result(rc), None, None)
-    }
-
-    /// A CCR for a session not in memory: 5002, unless it is a
-    /// retransmission (T flag) of the last CCR applied to a session the
-    /// store still has (a CCR-T whose answer was lost when the node died:
-    /// closed sessions are not loaded at start-up). Only retransmissions
-    /// read the store, so unknown Session-Ids cannot make the writer busy.
-    async fn cold_retransmission(&self, req: &Message, c: &Ccr<'_>) -> Answered {
-        if req.flags() & FLAG_T != 0 {
-            let read = tokio::time::timeout(COMMIT_WAIT, self.store.read_session(c.session_id));
-            if let Ok(Ok(Some(stored))) = read.await {
-                if let Some(again) = self.replay_retransmission(&stored, req, c) {
-                    return again;
-                }
-            }
-        }
-        self.unknown_session(req, c)
-    }
-
-    /// The stored answer again when `c` repeats the last CCR applied.
-    fn replay_retransmission(
-        &self,
-        cur: &GxSession,
-        req: &Message,
-        c: &Ccr<'_>,
-    ) -> Option<Answered> {
-        if c.request_number != cur.last_request_number {
-            return None;
-        }
-        let ans = cur.last_answer.as_deref()?;
-        self.counters.retransmissions.fetch_add(1, Relaxed);
-        Some(replay(ans, req))
-    }
-
     /// Persists changes; the caller answers only after this returns Ok.
-    async fn commit(&self, changes: Vec<Change>) -> Result<(), DiameterError> {
+    pub(crate) async fn commit(&self, changes: Vec<Change>) -> Result<(), DiameterError> {
         let res = tokio::time::timeout(COMMIT_WAIT, self.store.submit(changes)).await;
         let err = match res {
             Ok(Ok(())) => return Ok(()),
@@ -612,64 +232,7 @@ impl Node {
         ))
     }
 
-    fn cca(
-        &self,
-        req: &Message,
-        c: &Ccr<'_>,
-        outcome: Outcome,
-        extras: Option<&CcaExtras>,
-        diff: Option<&RuleDiff<'_>>,
-    ) -> Answered {
-        let mut buf = BytesMut::with_capacity(512);
-        let empty = CcaExtras::default();
-        gx::encode_cca(
-            &mut buf,
-            req,
-            &self.me,
-            c,
-            outcome,
-            extras.unwrap_or(&empty),
-            diff,
-            Some(&self.overload),
-        );
-        Answered {
-            bytes: buf.freeze(),
-            code: match outcome {
-                Outcome::Result(rc) | Outcome::Experimental(rc) => rc,
-            },
-        }
-    }
-
-    fn reject(&self, req: &Message, c: &Ccr<'_>, rej: &Reject) -> Answered {
-        tracing::info!(session = c.session_id, code = rej.code, reason = ?rej.reason, "policy rejected the session");
-        let outcome = match rej.vendor {
-            Some(_) => Outcome::Experimental(rej.code),
-            None => Outcome::Result(rej.code),
-        };
-        self.cca(req, c, outcome, None, None)
-    }
-
-    fn extras(&self, c: &Ccr<'_>) -> CcaExtras {
-        // We implement the Rel-8..Rel-10 Gx feature bits of Feature-List-ID 1
-        // that change nothing on the wire for us; offer back the intersection.
-        const OURS: u32 = 0b111;
-        CcaExtras {
-            supported_features: c
-                .supported_features
-                .iter()
-                .filter(|(id, _)| *id == 1)
-                .map(|(id, list)| (*id, list & OURS))
-                .collect(),
-            // UE_NW (2) when the PCEF says it supports network-initiated
-            // bearers, UE_ONLY (0) otherwise (TS 29.212 §4.5.1).
-            bearer_control_mode: c
-                .network_request_support
-                .map(|nrs| if nrs == 1 { 2 } else { 0 }),
-            usage: Default::default(),
-        }
-    }
-
-    fn note_fallback(&self, session: &str, out: &crate::policy::Outcome) {
+    pub(crate) fn note_fallback(&self, session: &str, out: &crate::policy::Outcome) {
         if let Some(err) = &out.error {
             self.counters.policy_fallbacks.fetch_add(1, Relaxed);
             tracing::error!(session, error = %err, "policy failed; fallback decision applied");
@@ -677,7 +240,7 @@ impl Node {
     }
 
     /// Drops rule names the PCEFs do not know (when a catalog is configured).
-    fn check_catalog(&self, session: &str, mut d: Decision) -> Decision {
+    pub(crate) fn check_catalog(&self, session: &str, mut d: Decision) -> Decision {
         if !d.adc.is_empty() {
             d.adc = self.valid_adc(session, &d.adc);
         }
@@ -705,25 +268,7 @@ impl Node {
         d
     }
 
-    /// Records rule failures and forgets failed rules as installed (the
-    /// PCEF does not have them); the policy sees the failures next.
-    fn apply_rule_reports(&self, s: &mut GxSession, reports: &[RuleFailure]) {
-        for r in reports {
-            // PCC-Rule-Status ACTIVE (0) reports are not failures.
-            if r.status == 0 {
-                continue;
-            }
-            self.counters.rule_failures_reported.fetch_add(1, Relaxed);
-            tracing::warn!(session = %s.id, rule = %r.rule, status = r.status, code = ?r.code, "PCEF reported a rule failure");
-            s.installed.rules.retain(|n| n != &r.rule);
-            s.installed.base_names.retain(|n| n != &r.rule);
-            s.installed.definitions.retain(|d| d.name != r.rule);
-            s.rule_failures.retain(|f| f.rule != r.rule);
-            s.rule_failures.push(r.clone());
-        }
-    }
-
-    fn policy_input(&self, s: &GxSession, sub: Option<&Subscriber>) -> PolicyInput {
+    pub(crate) fn policy_input(&self, s: &GxSession, sub: Option<&Subscriber>) -> PolicyInput {
         let subscriber = match sub {
             Some(p) => SubscriberInput::from_profile(p),
             None => SubscriberInput {
@@ -763,169 +308,6 @@ impl Node {
             usage: Default::default(),
             applications: s.tdf.as_ref().map(|t| t.applications()).unwrap_or_default(),
             spending: self.spending_of(&s.subscriber),
-        }
-    }
-
-    /// Re-decides a session and, if the decision changed, pushes the
-    /// difference to its PCEF in a RAR (holding the session's lock, so a
-    /// CCR for it waits for the RAA).
-    async fn push(&self, id: &str, ask_report: bool) -> Result<ReauthOutcome, ControlError> {
-        let slot = self
-            .sessions
-            .get(id)
-            .ok_or_else(|| ControlError::NotFound(format!("no session {id}")))?;
-        let _g = slot.lock().await;
-        let cur = slot.load();
-        if cur.state == SessionState::Closed {
-            return Err(ControlError::Conflict(format!("session {id} is closed")));
-        }
-        let sub = self.find_subscriber(cur.imsi.as_deref(), cur.msisdn.as_deref());
-        let now = now_ms();
-        let mut input = self.policy_input(&cur, sub.as_deref());
-        input.usage = self.usage_view(&cur.subscriber, sub.as_deref(), now);
-        let out = self.policy.decide(&input, cur.last_decision.as_deref());
-        self.note_fallback(id, &out);
-        let mut decision = self.check_catalog(id, out.decision.clone());
-        crate::session::af::add_af_rules(&cur.af, &mut decision);
-        let mut pending = (*cur).clone();
-        let mut usage = UsageInstructions::default();
-        if !self.usage_cfg.load().is_empty() {
-            let accumulators = self.usage.load(&cur.subscriber);
-            usage = self.monitoring_answer(
-                &accumulators,
-                sub.as_deref(),
-                &mut pending,
-                &mut decision,
-                &Default::default(),
-                now,
-            );
-        }
-        let mut diff = RuleDiff::between(&cur.installed, &decision);
-        settle_revalidation(&mut diff, &mut pending.revalidation_at_ms, now);
-        let installed_names: Vec<String> = diff
-            .install_names
-            .iter()
-            .map(|s| s.to_string())
-            .chain(diff.install_base_names.iter().map(|s| s.to_string()))
-            .chain(diff.install_definitions.iter().map(|d| d.name.clone()))
-            .collect();
-        let removed_names: Vec<String> = diff
-            .remove_names
-            .iter()
-            .chain(diff.remove_base_names.iter())
-            .map(|s| s.to_string())
-            .collect();
-        if diff.is_empty() && usage.is_empty() {
-            // Only the TDF's part (ADC rules) may have changed: Sd follows.
-            self.adopt_adc(&slot, &cur, &decision.adc).await?;
-            return Ok(ReauthOutcome {
-                rar_sent: false,
-                result_code: None,
-                installed: Vec::new(),
-                removed: Vec::new(),
-                script_version: out.script_version,
-            });
-        }
-        if ask_report && !pending.monitoring.keys.is_empty() {
-            // Every key: the PCEF reports what it counted since its last report.
-            usage.report = Some(Vec::new());
-        }
-        let answer = self.send_rar(&cur, Some(&diff), None, &usage).await?;
-        drop(diff);
-        let raa =
-            gx::decode_raa(&answer).map_err(|e| ControlError::Peer(format!("bad RAA: {e}")))?;
-        let code = raa.result_code.or(raa.experimental_result).unwrap_or(0);
-        let mut s = pending;
-        let af_notices =
-            self.af_notes_from_pcef(&cur, &mut s, &raa.rule_reports, &raa.charging_ids);
-        self.apply_rule_reports(&mut s, &raa.rule_reports);
-        if code == result_code::DIAMETER_UNKNOWN_SESSION_ID {
-            // The PCEF no longer has it: forget it here too.
-            self.commit(vec![Change::DeleteSession(id.to_owned())])
-                .await
-                .map_err(|e| ControlError::Unavailable(e.message.to_string()))?;
-            self.sessions.remove(id);
-            self.abort_afs(&cur);
-            self.sy_session_ended(&cur.subscriber);
-            return Err(ControlError::Peer(format!(
-                "PCEF does not know session {id} (5002); removed"
-            )));
-        }
-        if code != result_code::DIAMETER_SUCCESS {
-            // Not installed: the grants and stops did not happen either.
-            s.monitoring = cur.monitoring.clone();
-        }
-        let script_version = out.script_version;
-        if code == result_code::DIAMETER_SUCCESS {
-            s.installed = decision;
-            if out.ran != Ran::Memo {
-                s.last_decision = Some(Arc::new(out.into_record(&input, now_ms())));
-            }
-        }
-        s.updated_ms = now_ms();
-        let s = Arc::new(s);
-        if !s.durably_equal(&cur) {
-            self.commit(vec![Change::PutSession(s.clone())])
-                .await
-                .map_err(|e| ControlError::Unavailable(e.message.to_string()))?;
-        }
-        slot.publish(s.clone());
-        self.sd_follow(&s);
-        self.spawn_af_notices(af_notices);
-        Ok(ReauthOutcome {
-            rar_sent: true,
-            result_code: Some(code),
-            installed: installed_names,
-            removed: removed_names,
-            script_version,
-        })
-    }
-
-    async fn send_rar(
-        &self,
-        s: &GxSession,
-        diff: Option<&RuleDiff<'_>>,
-        release: Option<i32>,
-        usage: &UsageInstructions,
-    ) -> Result<Message, ControlError> {
-        let peer: PeerHandle = self
-            .peers
-            .get(&s.pcef_host)
-            .ok_or_else(|| ControlError::Peer(format!("PCEF {} is not connected", s.pcef_host)))?;
-        let started = Instant::now();
-        let res = peer
-            .request(gx::GX, cmd::RE_AUTH, |b| {
-                gx::encode_rar(
-                    b,
-                    &s.id,
-                    &self.me,
-                    &s.pcef_host,
-                    &s.pcef_realm,
-                    diff,
-                    release,
-                    usage,
-                )
-            })
-            .await;
-        match res {
-            Ok(ans) => {
-                let code = gx::decode_raa(&ans)
-                    .ok()
-                    .and_then(|r| r.result_code.or(r.experimental_result))
-                    .unwrap_or(0);
-                self.metrics.request(Command::Rar, code, started.elapsed());
-                Ok(ans)
-            }
-            Err(e) => {
-                self.metrics
-                    .request(Command::Rar, crate::metrics::NO_ANSWER, started.elapsed());
-                Err(match e {
-                    RequestError::Timeout => {
-                        ControlError::Timeout(format!("no RAA from {} in time", s.pcef_host))
-                    }
-                    other => ControlError::Peer(format!("RAR to {} failed: {other}", s.pcef_host)),
-                })
-            }
         }
     }
 
@@ -981,7 +363,7 @@ impl Node {
     }
 
     /// A subscriber's usage as the API shows it, rolled to `now`.
-    fn usage_of(&self, profile: &Subscriber, now: i64) -> UsageView {
+    pub(crate) fn usage_of(&self, profile: &Subscriber, now: i64) -> UsageView {
         let cfg = self.usage_cfg.load();
         let day = cfg.billing_day_for(profile.billing_day);
         let mut u = (*self.usage.load(&profile.imsi)).clone();
@@ -1034,10 +416,10 @@ impl Node {
 
     /// Changes a provisioned subscriber's accumulators under their lock,
     /// commits, publishes, then re-decides the subscriber's open sessions.
-    async fn change_usage(
+    pub(crate) async fn change_usage(
         &self,
         imsi: &str,
-        reason: pushes::PushReason,
+        reason: crate::gx::state::PushReason,
         change: impl FnOnce(&mut SubscriberUsage, &UsageConfig, Option<u8>, i64) -> Result<(), String>,
     ) -> Result<UsageChange, ControlError> {
         let profile = self
@@ -1109,91 +491,6 @@ impl Node {
     }
 }
 
-/// DIAMETER_TOO_BUSY (3004, a protocol error: E bit) for a shed request,
-/// with an OC-OLR when the PCEF advertised DOIC.
-fn too_busy_answer(req: &Message, me: &Identity, overload: &OverloadReporter) -> Bytes {
-    let mut buf = BytesMut::with_capacity(256);
-    let mut b = MessageBuilder::answer(&mut buf, req);
-    b.set_flags(b.flags() | FLAG_E);
-    b.result_code(result_code::DIAMETER_TOO_BUSY)
-        .origin(&me.origin_host, &me.origin_realm)
-        .str(avp::ERROR_MESSAGE, "PCRF overloaded; retry later");
-    overload.append_to_answer(req, &mut b);
-    b.finish();
-    buf.freeze()
-}
-
-/// The accumulators to write with a request, when they changed.
-fn usage_change(usage: &Option<monitoring::UsageStep>) -> Option<Change> {
-    usage
-        .as_ref()
-        .filter(|u| u.changed())
-        .map(|u| Change::PutUsage(u.next.clone()))
-}
-
-/// Revalidation-Time is an instant: send it only when the decision asks
-/// for an instant more than a minute away from the one the PCEF has.
-fn settle_revalidation(diff: &mut RuleDiff<'_>, at_ms: &mut Option<i64>, now: i64) {
-    if let Some(secs) = diff.revalidation_secs {
-        let at = now + (secs as i64) * 1000;
-        if at_ms.is_some_and(|old| (old - at).abs() < 60_000) {
-            diff.revalidation_secs = None;
-        } else {
-            *at_ms = Some(at);
-        }
-    }
-}
-
-/// A stored answer sent again with the retransmission's ids.
-fn replay(stored: &[u8], req: &Message) -> Answered {
-    let mut b = BytesMut::from(stored);
-    if b.len() >= 20 {
-        b[12..16].copy_from_slice(&req.hop_by_hop().to_be_bytes());
-        b[16..20].copy_from_slice(&req.end_to_end().to_be_bytes());
-    }
-    let code = Message::parse(Bytes::copy_from_slice(stored))
-        .ok()
-        .and_then(|m| {
-            m.find(avp::RESULT_CODE)
-                .ok()
-                .flatten()
-                .and_then(|a| a.as_u32().ok())
-        })
-        .unwrap_or(result_code::DIAMETER_SUCCESS);
-    Answered {
-        bytes: b.freeze(),
-        code,
-    }
-}
-
-/// Copies what the PCEF reported into the session (only what it sent).
-fn apply_reported(s: &mut GxSession, c: &Ccr<'_>) {
-    if let Some(v) = c.apn {
-        s.apn = Some(v.to_owned());
-    }
-    if let Some(v) = c.ue_ipv4 {
-        s.ue_ipv4 = Some(v);
-    }
-    if let Some(v) = c.ue_ipv6_prefix {
-        s.ue_ipv6_prefix = Some(gx::hex(v));
-    }
-    if let Some(v) = c.rat_type {
-        s.rat_type = Some(v);
-    }
-    if let Some(v) = c.ip_can_type {
-        s.ip_can_type = Some(v);
-    }
-    if let Some(v) = c.location {
-        s.location = Some(gx::hex(v));
-    }
-    if let Some(v) = c.ms_timezone {
-        s.ms_timezone = Some(gx::hex(v));
-    }
-    if let Some(v) = &c.device {
-        s.device = Some(v.clone());
-    }
-}
-
 /// An enumerated value's dictionary name, or the number.
 fn enum_name(code: diameter::AvpCode, v: i32) -> String {
     dict::avp(code.code, code.vendor)
@@ -1203,7 +500,7 @@ fn enum_name(code: diameter::AvpCode, v: i32) -> String {
 
 /// The ECGI (cell) of a 3GPP-User-Location-Info given as hex: type 130
 /// (TAI+ECGI: 5 bytes TAI then 7 bytes ECGI) or 129 (ECGI only) (TS 29.061 §16.4.7.2).
-fn ecgi_of_location(hex: &str) -> Option<String> {
+pub(crate) fn ecgi_of_location(hex: &str) -> Option<String> {
     let ty = u8::from_str_radix(hex.get(0..2)?, 16).ok()?;
     match ty {
         130 => hex.get(12..26).map(str::to_owned),
@@ -1311,223 +608,6 @@ impl MetricsSource for Node {
     }
 }
 
-impl Control for Node {
-    async fn put_subscriber(&self, subscriber: Subscriber) -> Result<bool, ControlError> {
-        subscriber
-            .validate()
-            .map_err(|e| ControlError::Invalid(e.to_string()))?;
-        let s = Arc::new(subscriber);
-        self.store
-            .submit(vec![Change::PutSubscriber(s.clone())])
-            .await
-            .map_err(|e| ControlError::Unavailable(e.to_string()))?;
-        let old = self.subscribers.put(s.clone());
-        if old.as_deref() != Some(&*s) {
-            // Services, plan or quota changed: the sessions follow now.
-            self.push_subscriber(&s.imsi, pushes::PushReason::Provisioning)
-                .await;
-        }
-        Ok(old.is_none())
-    }
-
-    fn subscriber(&self, imsi: &str) -> Option<Arc<Subscriber>> {
-        self.subscribers.get(imsi)
-    }
-
-    async fn delete_subscriber(&self, imsi: &str) -> Result<bool, ControlError> {
-        if self.subscribers.get(imsi).is_none() {
-            return Ok(false);
-        }
-        self.store
-            .submit(vec![Change::DeleteSubscriber(imsi.to_owned())])
-            .await
-            .map_err(|e| ControlError::Unavailable(e.to_string()))?;
-        Ok(self.subscribers.remove(imsi).is_some())
-    }
-
-    fn sessions(&self, filter: &SessionFilter) -> Vec<Arc<GxSession>> {
-        // Sessions are indexed by IMSI (or MSISDN when no IMSI was sent).
-        let key = filter.subscriber.as_deref().map(|k| {
-            self.subscribers
-                .by_msisdn(k)
-                .map_or_else(|| k.to_owned(), |s| s.imsi.clone())
-        });
-        let f = SessionFilter {
-            subscriber: key.clone(),
-            ..filter.clone()
-        };
-        self.sessions
-            .list(key.as_deref(), |s| f.matches(s), filter.limit)
-    }
-
-    async fn session(&self, id: &str) -> Option<Arc<GxSession>> {
-        if let Some(s) = self.sessions.get(id) {
-            return Some(s.load());
-        }
-        // Closed sessions live in the store only (until the retention ends).
-        let read = tokio::time::timeout(COMMIT_WAIT, self.store.read_session(id)).await;
-        match read {
-            Ok(Ok(found)) => found.map(Arc::new),
-            _ => None,
-        }
-    }
-
-    async fn reauth(&self, id: &str) -> Result<ReauthOutcome, ControlError> {
-        self.push(id, false).await
-    }
-
-    async fn release(&self, id: &str, cause: ReleaseCause) -> Result<ReleaseOutcome, ControlError> {
-        let slot = self
-            .sessions
-            .get(id)
-            .ok_or_else(|| ControlError::NotFound(format!("no session {id}")))?;
-        let cur = slot.load();
-        if cur.state == SessionState::Closed {
-            return Err(ControlError::Conflict(format!("session {id} is closed")));
-        }
-        // Not under the session lock: the PCEF answers with RAA and then
-        // sends CCR-T, which needs that lock.
-        let answer = self
-            .send_rar(
-                &cur,
-                None,
-                Some(cause.code() as i32),
-                &UsageInstructions::default(),
-            )
-            .await?;
-        let raa =
-            gx::decode_raa(&answer).map_err(|e| ControlError::Peer(format!("bad RAA: {e}")))?;
-        Ok(ReleaseOutcome {
-            result_code: raa.result_code.or(raa.experimental_result),
-        })
-    }
-
-    async fn reload_policy(&self) -> Result<u64, ReloadError> {
-        let policy = self.policy.clone();
-        let res = tokio::task::spawn_blocking(move || policy.reload())
-            .await
-            .map_err(|e| ReloadError {
-                error: format!("reload task failed: {e}"),
-                line: None,
-            })?;
-        res.map_err(|e| ReloadError {
-            line: e.line(),
-            error: e.to_string(),
-        })
-    }
-
-    fn set_congestion(&self, cell: &str, level: u32) -> usize {
-        {
-            let mut map = self.congestion.write();
-            let before = map.get(cell).copied().unwrap_or(0);
-            if level == 0 {
-                map.remove(cell);
-            } else {
-                map.insert(cell.to_ascii_lowercase(), level);
-            }
-            if before == level {
-                return 0;
-            }
-        }
-        let ids = self.sessions_in_cell(cell);
-        self.push_spread(ids, pushes::PushReason::Congestion)
-    }
-
-    fn usage(&self, imsi: &str) -> Option<UsageView> {
-        let profile = self.subscribers.get(imsi)?;
-        Some(self.usage_of(&profile, now_ms()))
-    }
-
-    async fn topup(
-        &self,
-        imsi: &str,
-        accumulator: &str,
-        octets: u64,
-    ) -> Result<UsageChange, ControlError> {
-        self.change_usage(imsi, pushes::PushReason::TopUp, |u, cfg, day, now| {
-            u.topup(cfg, accumulator, octets, now, day)
-        })
-        .await
-    }
-
-    async fn reset_usage(
-        &self,
-        imsi: &str,
-        accumulator: Option<&str>,
-    ) -> Result<UsageChange, ControlError> {
-        if let Some(a) = accumulator {
-            if !self.usage_cfg.load().accumulators().contains_key(a) {
-                return Err(ControlError::Invalid(format!(
-                    "no accumulator {a:?} in the usage file"
-                )));
-            }
-        }
-        self.change_usage(imsi, pushes::PushReason::UsageReset, |u, cfg, day, now| {
-            u.reset(cfg, accumulator, now, day).map(|_| ())
-        })
-        .await
-    }
-
-    async fn ready(&self) -> Result<(), String> {
-        if let Some(pg) = &self.pg {
-            if !pg.connection.is_up() {
-                return Err(
-                    "store: PostgreSQL is unreachable (requests needing a write are answered 5012)"
-                        .into(),
-                );
-            }
-        }
-        match tokio::time::timeout(Duration::from_secs(2), self.store.flush()).await {
-            Ok(Ok(())) => Ok(()),
-            Ok(Err(e)) => Err(format!("store: {e}")),
-            Err(_) => Err("store: writer did not answer within 2 s".into()),
-        }
-    }
-
-    fn config_checksum(&self) -> String {
-        self.live.load().cfg.checksum_hex()
-    }
-
-    fn render_metrics(&self) -> String {
-        self.metrics.render()
-    }
-
-    fn query_profiler(&self) -> Option<QueryProfiler> {
-        self.pg.as_ref().map(|h| h.profiler.clone())
-    }
-
-    // Bulk provisioning: one submit, so the whole batch is one transaction
-    // (all or none); the table is updated only once it is durable.
-    async fn put_subscribers(
-        &self,
-        subscribers: Vec<Subscriber>,
-    ) -> Result<crate::api::control::BatchOutcome, ControlError> {
-        for (i, s) in subscribers.iter().enumerate() {
-            s.validate()
-                .map_err(|e| ControlError::Invalid(format!("entry {i}: {e}")))?;
-        }
-        let subscribers: Vec<Arc<Subscriber>> = subscribers.into_iter().map(Arc::new).collect();
-        if !subscribers.is_empty() {
-            let changes = subscribers
-                .iter()
-                .map(|s| Change::PutSubscriber(s.clone()))
-                .collect();
-            self.store
-                .submit(changes)
-                .await
-                .map_err(|e| ControlError::Unavailable(e.to_string()))?;
-        }
-        let mut outcome = crate::api::control::BatchOutcome::default();
-        for s in subscribers {
-            match self.subscribers.put(s) {
-                None => outcome.created += 1,
-                Some(_) => outcome.updated += 1,
-            }
-        }
-        Ok(outcome)
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1543,47 +623,6 @@ mod tests {
         );
         assert_eq!(ecgi_of_location("01"), None);
         assert_eq!(ecgi_of_location("zz"), None);
-    }
-
-    #[test]
-    fn a_shed_request_gets_3004_and_an_olr_only_if_it_speaks_doic() {
-        let me = Identity {
-            origin_host: "pcrf.test".into(),
-            origin_realm: "test".into(),
-        };
-        let request = |doic: bool| {
-            let mut buf = BytesMut::new();
-            let mut b = MessageBuilder::request(&mut buf, cmd::CREDIT_CONTROL, gx::GX, 7, 9);
-            b.str(avp::SESSION_ID, "pgw;1");
-            if doic {
-                b.group(avp::OC_SUPPORTED_FEATURES, |g| {
-                    g.u64(avp::OC_FEATURE_VECTOR, 1);
-                });
-            }
-            b.finish();
-            Message::parse(buf.freeze()).expect("request")
-        };
-        let reporter = OverloadReporter::new();
-        reporter.report(OVERLOAD_REDUCTION_PERCENT, OVERLOAD_REPORT_VALIDITY);
-        let ans = Message::parse(too_busy_answer(&request(true), &me, &reporter)).expect("answer");
-        assert_ne!(ans.flags() & FLAG_E, 0, "3004 is a protocol error");
-        assert_eq!(ans.hop_by_hop(), 7);
-        let rc = ans
-            .find(avp::RESULT_CODE)
-            .expect("avps")
-            .expect("Result-Code");
-        assert_eq!(rc.as_u32(), Ok(result_code::DIAMETER_TOO_BUSY));
-        let olr = ans.find(avp::OC_OLR).expect("avps").expect("OC-OLR");
-        let pct = olr
-            .grouped()
-            .find(avp::OC_REDUCTION_PERCENTAGE)
-            .expect("grouped")
-            .expect("reduction");
-        assert_eq!(pct.as_u32(), Ok(OVERLOAD_REDUCTION_PERCENT));
-        ans.validate().expect("a valid answer");
-        let plain =
-            Message::parse(too_busy_answer(&request(false), &me, &reporter)).expect("answer");
-        assert!(plain.find(avp::OC_OLR).expect("avps").is_none());
     }
 
     #[test]

@@ -5,6 +5,7 @@
 
 use crate::api;
 use crate::config::Config;
+use crate::dispatch::{Dispatcher, PeerCloseLog};
 use crate::gx;
 use crate::logging::LogHandle;
 use crate::metrics::Metrics;
@@ -13,10 +14,8 @@ use crate::policy::{EngineConfig, Limits, PolicyEngine};
 use crate::store::group_commit::{GroupCommit, GroupCommitOptions};
 use crate::store::open_store_with_handles;
 use crate::usage::config::UsageConfig;
-use bytes::Bytes;
-use diameter::codec::{DiameterError, Message};
-use diameter::peer::{AllowedPeer, Application, CloseReason, LocalNode, PeerSettings};
-use diameter::transport::{self, Handler, PeerHandle, PeerTable};
+use diameter::peer::{AllowedPeer, Application, LocalNode, PeerSettings};
+use diameter::transport::{self, PeerTable};
 use std::net::{IpAddr, Ipv4Addr};
 use std::sync::Arc;
 use std::time::Duration;
@@ -40,82 +39,6 @@ pub enum StartError {
     },
     #[error("{0}")]
     Config(String),
-}
-
-/// The Diameter application handler: Gx and Rx requests go to the node.
-struct GxHandler {
-    node: Arc<Node>,
-    closes: PeerCloseLog,
-}
-
-/// Logs peer closes at most once a second per Origin-Host, with how many
-/// were not logged: a peer that flaps thousands of times a second must not
-/// flood the log (the peer metrics still count every close).
-#[derive(Default)]
-struct PeerCloseLog(
-    parking_lot::Mutex<std::collections::HashMap<String, (std::time::Instant, u64)>>,
-);
-
-impl PeerCloseLog {
-    /// How many earlier closes went unlogged, or None to stay quiet now.
-    fn admit(&self, host: &str) -> Option<u64> {
-        let now = std::time::Instant::now();
-        let mut m = self.0.lock();
-        if m.len() > 10_000 {
-            // Bounded memory with peers of ever new names.
-            m.retain(|_, (at, _)| now.duration_since(*at) < Duration::from_secs(1));
-        }
-        match m.get_mut(host) {
-            Some((at, quiet)) if now.duration_since(*at) < Duration::from_secs(1) => {
-                *quiet += 1;
-                None
-            }
-            Some((at, quiet)) => {
-                let q = *quiet;
-                *at = now;
-                *quiet = 0;
-                Some(q)
-            }
-            None => {
-                m.insert(host.to_owned(), (now, 0));
-                Some(0)
-            }
-        }
-    }
-}
-
-impl Handler for GxHandler {
-    fn serves(&self, app_id: u32, cmd: u32) -> bool {
-        gx::serves(app_id, cmd)
-            || crate::rx::serves(app_id, cmd)
-            || crate::sd::serves(app_id, cmd)
-            || crate::sy::serves(app_id, cmd)
-    }
-
-    async fn handle(&self, req: Message, _peer: PeerHandle) -> Result<Bytes, DiameterError> {
-        if req.application_id() == crate::rx::RX {
-            return self.node.handle_rx(req).await;
-        }
-        if req.application_id() == crate::sd::SD {
-            return self.node.handle_sd(req).await;
-        }
-        if req.application_id() == crate::sy::SY {
-            return self.node.handle_sy(req).await;
-        }
-        self.node.handle_gx(req).await
-    }
-
-    fn peer_up(&self, peer: &PeerHandle) {
-        tracing::info!(peer = ?peer.origin_host(), addr = ?peer.remote_addr(), tls = peer.is_tls(), "Diameter peer open");
-    }
-
-    fn peer_down(&self, peer: &PeerHandle, reason: CloseReason) {
-        let host = peer.origin_host();
-        let key = host.as_deref().unwrap_or("(before CER)");
-        if let Some(unlogged) = self.closes.admit(key) {
-            tracing::warn!(peer = ?host, ?reason, unlogged, "Diameter peer closed");
-        }
-    }
 }
 
 /// Runs the PCRF until `shutdown` resolves. With a log handle, SIGHUP
@@ -216,12 +139,24 @@ pub async fn run(
     let _usage_watcher = watch_usage_file(&node, &cfg);
 
     let mut local = LocalNode::new(cfg.node.origin_host.clone(), cfg.node.origin_realm.clone())
-        .with_application(Application::auth_vendor(gx::GX, gx::TGPP))
+        .with_application(Application::auth_vendor(
+            gx::GX,
+            crate::session_message::TGPP,
+        ))
         // Rx: any configured peer may be an AF (P-CSCF).
-        .with_application(Application::auth_vendor(crate::rx::RX, gx::TGPP))
-        .with_application(Application::auth_vendor(crate::sd::SD, gx::TGPP));
+        .with_application(Application::auth_vendor(
+            crate::rx::RX,
+            crate::session_message::TGPP,
+        ))
+        .with_application(Application::auth_vendor(
+            crate::sd::SD,
+            crate::session_message::TGPP,
+        ));
     if cfg.sy.enabled() {
-        local = local.with_application(Application::auth_vendor(crate::sy::SY, gx::TGPP));
+        local = local.with_application(Application::auth_vendor(
+            crate::sy::SY,
+            crate::session_message::TGPP,
+        ));
     }
     local.product_name = "pcrf".into();
     let ips: Vec<IpAddr> = if cfg.node.host_ip_addresses.is_empty() {
@@ -279,7 +214,7 @@ pub async fn run(
     let dnode = transport::Node::with_parts(
         Arc::new(local),
         Arc::new(settings),
-        Arc::new(GxHandler {
+        Arc::new(Dispatcher {
             node: node.clone(),
             closes: PeerCloseLog::default(),
         }),
@@ -520,21 +455,5 @@ pub async fn shutdown_signal() {
     #[cfg(not(unix))]
     {
         let _ = tokio::signal::ctrl_c().await;
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn peer_closes_are_logged_once_a_second_per_peer() {
-        let log = PeerCloseLog::default();
-        assert_eq!(log.admit("pgw1"), Some(0));
-        assert_eq!(log.admit("pgw1"), None);
-        assert_eq!(log.admit("pgw1"), None);
-        assert_eq!(log.admit("pgw2"), Some(0), "another peer is not held back");
-        std::thread::sleep(Duration::from_millis(1100));
-        assert_eq!(log.admit("pgw1"), Some(2), "the quiet ones are counted");
     }
 }

@@ -2,12 +2,30 @@
 //! (Gx, Rx, Sd, Sy): the head of a request it sends inside a session
 //! (Session-Id, Auth-Application-Id, our origin, the peer's destination),
 //! the result it writes into an answer, and the result it reads from the
-//! answers it gets. No state and no IO; the application codecs (`gx.rs`,
-//! `rx.rs`, `sd.rs`, `sy.rs`) add what is theirs around it.
+//! answers it gets. No state and no IO; the application codecs (`gx/wire.rs`,
+//! `rx/wire.rs`, `sd/wire.rs`, `sy/wire.rs`) add what is theirs around it.
 
-use crate::gx::{Identity, Outcome, TGPP};
 use diameter::codec::{Avp, DiameterError, MessageBuilder};
-use diameter::dict::avp;
+use diameter::dict::{avp, vendor};
+
+/// 3GPP vendor id.
+pub const TGPP: u32 = vendor::_3GPP;
+
+/// Who we are on the wire.
+#[derive(Clone, Debug)]
+pub struct Identity {
+    pub origin_host: String,
+    pub origin_realm: String,
+}
+
+/// The result part of an answer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Outcome {
+    /// A base Result-Code.
+    Result(u32),
+    /// A 3GPP Experimental-Result-Code.
+    Experimental(u32),
+}
 
 /// Session-Id, Auth-Application-Id, Origin-Host/Realm,
 /// Destination-Realm/Host: the head in the order of the 3GPP command

@@ -4,11 +4,11 @@
 //! in-test implementation of `Control` over plain maps (the process-level
 //! tests drive the real node).
 
-use pcrf::api::usage::{AccumulatorView, UsageChange, UsageView};
 use pcrf::api::{
     self, openapi, ApiConfig, BatchOutcome, Control, ControlError, ReauthOutcome, ReleaseCause,
     ReleaseOutcome, ReloadError, SessionFilter,
 };
+use pcrf::control::usage::{AccumulatorView, UsageChange, UsageView};
 use pcrf::metrics::{Command, Metrics};
 use pcrf::policy::Decision;
 use pcrf::session::{GxSession, SessionState};

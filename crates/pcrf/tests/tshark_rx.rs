@@ -10,13 +10,14 @@ use diameter::dict::{avp, cmd, enums};
 use diameter::pcap::Direction;
 use diameter::tshark::Capture;
 use diameter::{Message, MessageBuilder};
-use pcrf::gx::{self, Identity, Outcome, UsageInstructions};
+use pcrf::gx::{self, UsageInstructions};
 use pcrf::policy::decision::Decision;
 use pcrf::policy::media::{af_tag, AfInput, MediaInput};
+use pcrf::policy::media::{MediaComponent, MediaSubComponent};
 use pcrf::policy::{EngineConfig, Limits, PolicyEngine};
 use pcrf::rx::{self, AaaExtras, AfNotice, RX};
-use pcrf::session::af::{MediaComponent, MediaSubComponent};
 use pcrf::session::RuleDiff;
+use pcrf::session_message::{Identity, Outcome};
 
 fn request(command: u32, app: u32, hop: u32, f: impl FnOnce(&mut MessageBuilder<'_>)) -> Bytes {
     let mut buf = BytesMut::new();

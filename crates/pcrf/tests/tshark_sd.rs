@@ -10,9 +10,10 @@ use diameter::dict::{avp, cmd};
 use diameter::pcap::Direction;
 use diameter::tshark::Capture;
 use diameter::{Message, MessageBuilder};
-use pcrf::gx::{Identity, Outcome, UsageGrant, UsageInstructions};
+use pcrf::gx::{UsageGrant, UsageInstructions};
 use pcrf::policy::decision::AdcRule;
 use pcrf::sd::{self, AdcChanges, TsrSubject, SD};
+use pcrf::session_message::{Identity, Outcome};
 use pcrf::usage::{MonitoringLevel, ServiceUnits};
 use std::net::Ipv4Addr;
 

@@ -9,7 +9,7 @@ use diameter::dict::{avp, cmd};
 use diameter::pcap::Direction;
 use diameter::tshark::Capture;
 use diameter::{Message, MessageBuilder};
-use pcrf::gx::Identity;
+use pcrf::session_message::Identity;
 use pcrf::sy::{self, SlRequestType, Slr, SY};
 
 fn me() -> Identity {

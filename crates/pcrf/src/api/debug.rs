@@ -6,9 +6,9 @@
 //! costliest first. Only the PostgreSQL store has one; with the embedded
 //! store both answer 409 saying so.
 
-use super::control::Control;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiQuery};
+use crate::control::Control;
 use crate::store::postgres::{ProfileSnapshot, QueryProfiler};
 use axum::extract::State;
 use axum::http::StatusCode;

@@ -2,7 +2,7 @@
 //! the ones axum would answer in plain text (malformed JSON, wrong content
 //! type, bad path or query, body too large, unknown route or method).
 
-use super::control::{ControlError, ReloadError};
+use crate::control::{ControlError, ReloadError};
 use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};

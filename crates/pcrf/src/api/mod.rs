@@ -7,7 +7,6 @@
 pub mod access_log;
 pub mod auth;
 pub mod config;
-pub mod control;
 pub mod debug;
 pub mod error;
 pub mod extract;
@@ -22,11 +21,11 @@ pub mod status;
 pub mod subscribers;
 pub mod usage;
 
-pub use config::{ApiConfig, ApiTls};
-pub use control::{
+pub use crate::control::{
     BatchOutcome, Control, ControlError, ReauthOutcome, ReleaseCause, ReleaseOutcome, ReloadError,
     SessionFilter,
 };
+pub use config::{ApiConfig, ApiTls};
 pub use listener::ConnectionLimits;
 pub use server::{serve, serve_tls, serve_with};
 

@@ -4,9 +4,9 @@
 //! Cell Global Identifier as it appears in 3GPP-User-Location-Info: 7 octets
 //! (MCC/MNC, 28-bit ECI) written as 14 hex digits.
 
-use super::control::Control;
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath};
+use crate::control::Control;
 use axum::extract::State;
 use axum::Json;
 use serde::{Deserialize, Serialize};

@@ -111,7 +111,7 @@ pub fn document() -> Value {
                         {"name": "subscriber", "in": "query", "required": false, "description": "IMSI or MSISDN", "schema": {"type": "string"}},
                         {"name": "apn", "in": "query", "required": false, "description": "Called-Station-Id", "schema": {"type": "string"}},
                         {"name": "peer", "in": "query", "required": false, "description": "The PCEF's Origin-Host", "schema": {"type": "string"}},
-                        {"name": "limit", "in": "query", "required": false, "schema": {"type": "integer", "minimum": 1, "maximum": super::control::MAX_SESSION_LIMIT, "default": super::control::DEFAULT_SESSION_LIMIT}}
+                        {"name": "limit", "in": "query", "required": false, "schema": {"type": "integer", "minimum": 1, "maximum": crate::control::MAX_SESSION_LIMIT, "default": crate::control::DEFAULT_SESSION_LIMIT}}
                     ],
                     "responses": {"200": json_response("Matching sessions", "SessionList"), "400": bad, "401": unauthorized}
                 }

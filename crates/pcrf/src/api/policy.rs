@@ -4,8 +4,8 @@
 //! sent as 16 hex digits as the log prints it (a JSON number that large
 //! loses precision in JavaScript and jq).
 
-use super::control::Control;
 use super::error::ApiError;
+use crate::control::Control;
 use axum::extract::State;
 use axum::Json;
 use serde::Serialize;

@@ -2,9 +2,9 @@
 //! its inputs and script version), re-authorize one (RAR with the rule
 //! difference) or release it (RAR with Session-Release-Cause).
 
-use super::control::{Control, ReleaseCause, SessionFilter, MAX_SESSION_LIMIT};
 use super::error::ApiError;
 use super::extract::{ApiPath, ApiQuery};
+use crate::control::{Control, ReleaseCause, SessionFilter, MAX_SESSION_LIMIT};
 use crate::session::GxSession;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};

@@ -1,8 +1,8 @@
 //! Health, readiness, running configuration and the Prometheus scrape:
 //! what load balancers, orchestrators and monitoring poll.
 
-use super::control::Control;
 use super::http_stats::HttpStats;
+use crate::control::Control;
 use crate::metrics::{Exposition, CONTENT_TYPE};
 use axum::extract::State;
 use axum::http::{header, StatusCode};

@@ -3,9 +3,9 @@
 //! `POST /v1/subscribers/batch`: many profiles (each with its IMSI) in one
 //! durable change, for bulk provisioning (`pcrf subscribers import`).
 
-use super::control::{BatchOutcome, Control};
 use super::error::ApiError;
 use super::extract::{ApiJson, ApiPath};
+use crate::control::{BatchOutcome, Control};
 use crate::subscriber::Subscriber;
 use axum::body::Bytes;
 use axum::extract::rejection::BytesRejection;

@@ -9,7 +9,7 @@ use super::input::{PolicyInput, SessionInput, SubscriberInput, TimeInput};
 use super::memo;
 use super::sandbox::{Limits, Vm};
 use super::stats::{PolicyStats, StatsSnapshot};
-use crate::session::record::{DecisionRecord, InputsJson};
+use crate::policy::record::{DecisionRecord, InputsJson};
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use std::cell::RefCell;

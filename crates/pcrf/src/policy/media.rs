@@ -7,8 +7,53 @@
 use super::decision::RuleDefinition;
 use super::input::{SessionInput, SubscriberInput};
 use super::{PolicyEngine, PolicyError};
-use crate::session::af::MediaComponent;
 use serde::{Deserialize, Serialize};
+
+/// One Media-Sub-Component (TS 29.214 §5.3.21): one flow of a media
+/// component, its IP filters and what it is used for.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MediaSubComponent {
+    pub flow_number: u32,
+    /// Flow-Description IPFilterRules, as received (validated).
+    pub flows: Vec<String>,
+    /// Flow-Usage: 0 NO_INFORMATION, 1 RTCP, 2 AF_SIGNALLING.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flow_usage: Option<u32>,
+    /// Flow-Status: 0 ENABLED-UPLINK .. 3 DISABLED, 4 REMOVED.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flow_status: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_ul: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_dl: Option<u32>,
+}
+
+/// One Media-Component-Description (TS 29.214 §5.3.16).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MediaComponent {
+    pub number: u32,
+    /// Media-Type as the dictionary names it ("AUDIO", "VIDEO", ...).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub media_type: Option<String>,
+    /// Max-Requested-Bandwidth-UL/DL, bit/s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_ul: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_dl: Option<u32>,
+    /// RR-Bandwidth and RS-Bandwidth (RTCP), bit/s.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rr_bandwidth: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rs_bandwidth: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flow_status: Option<u32>,
+    /// Codec-Data, as text (SDP lines).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub codec_data: Vec<String>,
+    pub sub_components: Vec<MediaSubComponent>,
+}
 
 /// The AF session as the hook sees it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -69,7 +114,6 @@ mod tests {
     use super::*;
     use crate::policy::engine::EngineConfig;
     use crate::policy::Limits;
-    use crate::session::af::MediaSubComponent;
 
     fn engine(source: &str) -> (PolicyEngine, std::path::PathBuf) {
         let dir = std::env::temp_dir().join(format!(

@@ -3,7 +3,7 @@
 //! the script version it decides whether Lua must run again.
 
 use super::input::PolicyInput;
-use crate::session::record::{DecisionRecord, InputsJson};
+use crate::policy::record::{DecisionRecord, InputsJson};
 use std::cell::RefCell;
 use xxhash_rust::xxh3::xxh3_64;
 

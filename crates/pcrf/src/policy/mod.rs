@@ -11,6 +11,7 @@ pub mod input;
 mod input_table;
 pub mod media;
 pub mod memo;
+pub mod record;
 pub mod sandbox;
 pub mod stats;
 pub mod watcher;

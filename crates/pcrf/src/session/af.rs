@@ -5,53 +5,8 @@
 //! and recovered with the Gx session after a restart.
 
 use crate::policy::decision::{Decision, RuleDefinition};
+pub use crate::policy::media::{MediaComponent, MediaSubComponent};
 use serde::{Deserialize, Serialize};
-
-/// One Media-Sub-Component (TS 29.214 §5.3.21): one flow of a media
-/// component, its IP filters and what it is used for.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct MediaSubComponent {
-    pub flow_number: u32,
-    /// Flow-Description IPFilterRules, as received (validated).
-    pub flows: Vec<String>,
-    /// Flow-Usage: 0 NO_INFORMATION, 1 RTCP, 2 AF_SIGNALLING.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub flow_usage: Option<u32>,
-    /// Flow-Status: 0 ENABLED-UPLINK .. 3 DISABLED, 4 REMOVED.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub flow_status: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_ul: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_dl: Option<u32>,
-}
-
-/// One Media-Component-Description (TS 29.214 §5.3.16).
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct MediaComponent {
-    pub number: u32,
-    /// Media-Type as the dictionary names it ("AUDIO", "VIDEO", ...).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub media_type: Option<String>,
-    /// Max-Requested-Bandwidth-UL/DL, bit/s.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_ul: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub max_dl: Option<u32>,
-    /// RR-Bandwidth and RS-Bandwidth (RTCP), bit/s.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rr_bandwidth: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub rs_bandwidth: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub flow_status: Option<u32>,
-    /// Codec-Data, as text (SDP lines).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub codec_data: Vec<String>,
-    pub sub_components: Vec<MediaSubComponent>,
-}
 
 /// An AF session bound to a Gx session.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]

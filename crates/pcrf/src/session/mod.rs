@@ -6,6 +6,7 @@ pub mod af_index;
 pub mod binding;
 pub mod diff;
 pub mod record;
+pub mod spending;
 pub mod table;
 pub mod tdf;
 

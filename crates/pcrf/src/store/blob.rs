@@ -5,7 +5,7 @@
 //! record, not the node. Encoding is shared so both write the same bytes.
 
 use super::StoreError;
-use crate::session::record::InputsLeftOut;
+use crate::policy::record::InputsLeftOut;
 use crate::session::GxSession;
 use crate::subscriber::Subscriber;
 use crate::usage::SubscriberUsage;
@@ -121,7 +121,7 @@ pub(in crate::store) mod tests {
         // Everything else comes back as it was.
         let mut expected = s.clone();
         if let Some(d) = expected.last_decision.as_mut() {
-            std::sync::Arc::make_mut(d).inputs = crate::session::record::InputsJson::null();
+            std::sync::Arc::make_mut(d).inputs = crate::policy::record::InputsJson::null();
         }
         assert_eq!(back, expected);
         // The API's form (plain serde_json, here and after the store wrote)

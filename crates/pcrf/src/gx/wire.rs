@@ -1,6 +1,6 @@
 //! Gx (TS 29.212) on the wire: decoding a CCR into what the PCRF needs and
 //! encoding CCA and RAR from a decision diff. No state and no IO here; the
-//! node (`node.rs`) decides what to do with a request.
+//! service (`service.rs`) decides what to do with a request.
 //!
 //! Decoding is one pass over the top-level AVPs, borrowing from the
 //! received bytes; grouped AVPs are entered only for the few we read.
@@ -8,11 +8,11 @@
 use crate::policy::decision::{Arp, RuleDefinition, RuleQos};
 use crate::policy::input::RuleFailure;
 use crate::session::RuleDiff;
-use crate::session_message;
+use crate::session_message::{self, Identity, Outcome, TGPP};
 use crate::usage::{MonitoringLevel, ServiceUnits};
 use bytes::BytesMut;
 use diameter::codec::{missing_avp, Avp, DiameterError, Message, MessageBuilder};
-use diameter::dict::{app, avp, cmd, enums, vendor};
+use diameter::dict::{app, avp, cmd, enums};
 use diameter::doic::OverloadReporter;
 use std::borrow::Cow;
 use std::net::{IpAddr, Ipv4Addr};
@@ -20,8 +20,6 @@ use std::time::{Duration, SystemTime};
 
 /// Gx application id.
 pub const GX: u32 = app::GX;
-/// 3GPP vendor id.
-pub const TGPP: u32 = vendor::_3GPP;
 
 /// CC-Request-Type.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -483,22 +481,6 @@ pub fn hex(b: &[u8]) -> String {
         s.push(H[(x & 15) as usize] as char);
     }
     s
-}
-
-/// Who we are on the wire.
-#[derive(Clone, Debug)]
-pub struct Identity {
-    pub origin_host: String,
-    pub origin_realm: String,
-}
-
-/// The result part of an answer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    /// A base Result-Code.
-    Result(u32),
-    /// A 3GPP Experimental-Result-Code.
-    Experimental(u32),
 }
 
 /// What goes in a successful CCA besides the rules.

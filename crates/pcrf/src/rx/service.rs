@@ -6,23 +6,22 @@
 //! aborts every bound AF session (ASR); a rule the PCEF reports as failed is
 //! notified to the AF that asked for it (RAR with a Specific-Action).
 
-use super::{now_ms, Node};
-use crate::gx::{self, Outcome, UsageInstructions};
+use crate::gx::{self, UsageInstructions};
 use crate::metrics::{Command, Exposition, NO_ANSWER};
+use crate::node::{now_ms, Node};
 use crate::policy::input::{RuleFailure, SubscriberInput};
 use crate::policy::media::{af_tag, AfInput, MediaInput};
 use crate::rx::{self, AaaExtras, Aar, AfNotice, RxRequestType};
 use crate::session::af::{add_af_triggers, merge_media, replace_af_rules, AfSession};
 use crate::session::{GxSession, RuleDiff, SessionSlot, SessionState};
+use crate::session_message::Outcome;
 use crate::store::Change;
 use bytes::{Bytes, BytesMut};
 use diameter::codec::{DiameterError, Message};
 use diameter::dict::{cmd, enums};
 use diameter::result_code;
-use parking_lot::Mutex;
-use std::collections::VecDeque;
 use std::net::IpAddr;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -32,42 +31,10 @@ const REQUESTED_SERVICE_NOT_AUTHORIZED: u32 = 5063;
 
 /// How many Rx sessions aborted by a Gx termination are remembered, so the
 /// AF's STR that follows the ASR is answered success rather than 5002.
-const ABORTED_REMEMBERED: usize = 4096;
-
-/// Rx counters and the recently aborted Rx sessions.
-#[derive(Default)]
-pub struct RxState {
-    pub binding_failures: AtomicU64,
-    pub af_notifications: AtomicU64,
-    pub policy_errors: AtomicU64,
-    aborted: Mutex<VecDeque<String>>,
-}
-
-impl RxState {
-    fn remember_aborted(&self, id: &str) {
-        let mut q = self.aborted.lock();
-        if q.len() >= ABORTED_REMEMBERED {
-            q.pop_front();
-        }
-        q.push_back(id.to_owned());
-    }
-
-    fn take_aborted(&self, id: &str) -> bool {
-        let mut q = self.aborted.lock();
-        match q.iter().position(|x| x == id) {
-            Some(at) => {
-                q.remove(at);
-                true
-            }
-            None => false,
-        }
-    }
-}
-
 /// A notification for one AF session: the Specific-Action and, for
 /// IP-CAN_CHANGE, the access the UE is on now.
 #[derive(Clone, Debug)]
-pub(super) struct AfNote {
+pub(crate) struct AfNote {
     af: AfSession,
     action: i32,
     rat_type: Option<i32>,
@@ -79,7 +46,7 @@ pub(super) struct AfNote {
 }
 
 impl AfNote {
-    fn new(af: &AfSession, action: i32) -> AfNote {
+    pub(crate) fn new(af: &AfSession, action: i32) -> AfNote {
         AfNote {
             af: af.clone(),
             action,
@@ -527,7 +494,7 @@ impl Node {
     /// to hear about: failed Rx rules (which leave their AF session), a RAT
     /// or IP-CAN change, charging ids of the access network. Call before
     /// `apply_rule_reports`; `before` is the record as it was.
-    pub(super) fn af_notes_from_pcef(
+    pub(crate) fn af_notes_from_pcef(
         &self,
         before: &GxSession,
         s: &mut GxSession,
@@ -614,7 +581,7 @@ impl Node {
     }
 
     /// Sends the AF notices in the background (never holding up an answer).
-    pub(super) fn spawn_af_notices(&self, notices: Vec<AfNote>) {
+    pub(crate) fn spawn_af_notices(&self, notices: Vec<AfNote>) {
         if notices.is_empty() {
             return;
         }
@@ -658,7 +625,7 @@ impl Node {
 
     /// After a Gx session ended: ASR (Abort-Cause BEARER_RELEASED) to every
     /// AF session it held, in the background.
-    pub(super) fn abort_afs(&self, ended: &GxSession) {
+    pub(crate) fn abort_afs(&self, ended: &GxSession) {
         if ended.af.is_empty() {
             return;
         }
@@ -703,7 +670,7 @@ impl Node {
     }
 
     /// Rx gauges and counters for /metrics.
-    pub(super) fn write_rx_metrics(&self, out: &mut Exposition) {
+    pub(crate) fn write_rx_metrics(&self, out: &mut Exposition) {
         out.counter(
             "pcrf_rx_binding_failures_total",
             "AARs answered IP-CAN_SESSION_NOT_AVAILABLE (5065): no open Gx session held the UE address",

@@ -8,54 +8,25 @@
 //! or it answers with an error), the policy sees "unknown" for the counters
 //! it asked about and decides anyway; the next CCR asks again.
 
-use super::pushes::PushReason;
-use super::{now_ms, Node};
+use crate::gx::state::PushReason;
 use crate::metrics::{Command, Exposition, Kind, NO_ANSWER};
-use crate::ocs::{OcsError, OcsPool};
+use crate::node::{now_ms, Node};
 use crate::policy::input::PolicyInput;
 use crate::policy::Outcome;
+use crate::session::spending::{SySession, UNKNOWN};
 use crate::session::{GxSession, SessionState};
 use crate::store::Change;
+use crate::sy::ocs::{OcsError, OcsPool};
 use crate::sy::{self, AnswerCode, SlRequestType, Slr};
-use crate::sy_session::{SySession, SyTable, UNKNOWN};
 use bytes::{Bytes, BytesMut};
 use diameter::codec::{DiameterError, Message};
 use diameter::dict::{cmd, enums};
 use diameter::result_code;
 use diameter::transport::{self, Handler};
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, OnceLock};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-/// The node's Sy part: the Sy sessions, the OCS connections and counters.
-pub struct SyPart {
-    table: SyTable,
-    ocs: OnceLock<OcsPool>,
-    /// Session-Id uniqueness: start time and a counter.
-    boot_secs: u64,
-    next_id: AtomicU64,
-    /// SLRs that got no usable answer: the policy saw "unknown".
-    fallbacks: AtomicU64,
-    /// Counters the OCS said it does not know (5570).
-    unknown_counters: AtomicU64,
-}
-
-impl SyPart {
-    /// From the records loaded at start-up.
-    pub fn recover(sessions: &[GxSession]) -> SyPart {
-        SyPart {
-            table: SyTable::recover(sessions),
-            ocs: OnceLock::new(),
-            boot_secs: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0, |d| d.as_secs()),
-            next_id: AtomicU64::new(1),
-            fallbacks: AtomicU64::new(0),
-            unknown_counters: AtomicU64::new(0),
-        }
-    }
-}
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 impl Node {
     /// Starts connecting to the configured OCSs from `dnode` (whose handler
@@ -88,7 +59,7 @@ impl Node {
     }
 
     /// The counter statuses the policy sees for a subscriber now.
-    pub(super) fn spending_of(&self, key: &str) -> BTreeMap<String, String> {
+    pub(crate) fn spending_of(&self, key: &str) -> BTreeMap<String, String> {
         // Sy off: nothing to read, no lock taken on the CCR path.
         if self.sy.ocs.get().is_none() || self.sy.table.is_empty() {
             return BTreeMap::new();
@@ -104,7 +75,7 @@ impl Node {
     /// not subscribed yet (SLR, bounded by `[sy].timeout_ms`), and if it
     /// did, decides again with their statuses. Copies the subscriber's Sy
     /// session into `s` so that it is stored with it.
-    pub(super) async fn settle_spending(
+    pub(crate) async fn settle_spending(
         &self,
         s: &mut GxSession,
         input: &mut PolicyInput,
@@ -262,7 +233,7 @@ impl Node {
 
     /// After a Gx session closed: when it was the subscriber's last one,
     /// the Sy session ends (STR, in the background: the CCA does not wait).
-    pub(super) fn sy_session_ended(&self, key: &str) {
+    pub(crate) fn sy_session_ended(&self, key: &str) {
         if self.sy.table.get(key).is_none() {
             return;
         }
@@ -340,7 +311,7 @@ impl Node {
         res.map(|(b, _)| b)
     }
 
-    async fn snr(&self, req: &Message) -> Result<(Bytes, u32), DiameterError> {
+    pub(crate) async fn snr(&self, req: &Message) -> Result<(Bytes, u32), DiameterError> {
         if req.command_code() != cmd::SPENDING_STATUS_NOTIFICATION {
             return Err(DiameterError::new(
                 result_code::DIAMETER_COMMAND_UNSUPPORTED,
@@ -449,7 +420,7 @@ impl Node {
     }
 
     /// Sy metrics beyond the per-command counts.
-    pub(super) fn write_sy_metrics(&self, out: &mut Exposition) {
+    pub(crate) fn write_sy_metrics(&self, out: &mut Exposition) {
         let Some(pool) = self.sy.ocs.get() else {
             return;
         };

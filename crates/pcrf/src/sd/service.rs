@@ -10,14 +10,16 @@
 //! Usage the TDF reports is counted through the `sd:` sources of the usage
 //! file, exactly once, in the same commit as the record and its answer.
 
-use super::{now_ms, replay, too_busy_answer, usage_change, Answered, Node};
 use crate::admission::Class;
-use crate::gx::{Outcome, RequestType, UsageGrant, UsageInstructions, UsageReport};
+use crate::gx::service::{replay, too_busy_answer, usage_change};
+use crate::gx::{RequestType, UsageGrant, UsageInstructions, UsageReport};
 use crate::metrics::Command;
+use crate::node::{now_ms, Answered, Node};
 use crate::policy::decision::AdcRule;
 use crate::sd::{self, AdcChanges, TdfCcr, TsrSubject};
 use crate::session::tdf::{adc_diff, TdfMode, TdfSession};
 use crate::session::{GxSession, SessionSlot, SessionState};
+use crate::session_message::Outcome;
 use crate::store::Change;
 use crate::usage::config::Interface;
 use crate::usage::grant::grant_for;
@@ -25,8 +27,7 @@ use bytes::{Bytes, BytesMut};
 use diameter::codec::{missing_avp, DiameterError, Message};
 use diameter::dict::{avp, cmd};
 use diameter::result_code;
-use parking_lot::{Mutex, RwLock};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
@@ -38,53 +39,6 @@ const RELEASED_KEPT: Duration = Duration::from_secs(300);
 
 /// Session-Release-Cause UNSPECIFIED_REASON: the IP-CAN session ended.
 const RELEASE_UNSPECIFIED: i32 = 0;
-
-/// Counters of Sd, rendered into /metrics.
-#[derive(Default)]
-pub struct SdCounters {
-    pub unknown_sessions: AtomicU64,
-    pub unbound: AtomicU64,
-    pub opened: AtomicU64,
-    pub open_failed: AtomicU64,
-    pub app_reports: AtomicU64,
-    pub released: AtomicU64,
-    pub invalid_adc: AtomicU64,
-}
-
-/// Sd state beside the session table: which Gx session holds each Sd
-/// session (rebuilt from the records at start-up).
-pub struct SdState {
-    index: RwLock<HashMap<String, String>>,
-    released: Mutex<HashMap<String, Instant>>,
-    next_id: AtomicU64,
-    pub counters: SdCounters,
-}
-
-impl SdState {
-    /// The index of the open Gx sessions' TDF sessions.
-    pub fn from_sessions(sessions: &[GxSession]) -> SdState {
-        let index = sessions
-            .iter()
-            .filter(|s| s.state == SessionState::Open)
-            .filter_map(|s| s.tdf.as_ref().map(|t| (t.id.clone(), s.id.clone())))
-            .collect();
-        SdState {
-            index: RwLock::new(index),
-            released: Mutex::new(HashMap::new()),
-            next_id: AtomicU64::new(0),
-            counters: SdCounters::default(),
-        }
-    }
-
-    fn gx_of(&self, sd_id: &str) -> Option<String> {
-        self.index.read().get(sd_id).cloned()
-    }
-
-    /// TDF sessions in memory (a gauge).
-    pub fn len(&self) -> usize {
-        self.index.read().len()
-    }
-}
 
 impl Node {
     /// Answers one Sd request from a TDF (its CCR).
@@ -172,7 +126,7 @@ impl Node {
 
     /// The ADC rules of a decision that are well formed (the rest dropped,
     /// counted and logged).
-    pub(super) fn valid_adc(&self, session: &str, rules: &[AdcRule]) -> Vec<AdcRule> {
+    pub(crate) fn valid_adc(&self, session: &str, rules: &[AdcRule]) -> Vec<AdcRule> {
         let mut out: Vec<AdcRule> = Vec::with_capacity(rules.len());
         for r in rules {
             match r.check() {
@@ -462,7 +416,7 @@ impl Node {
     /// sources feed (each once: committed with the record and its answer).
     fn count_sd_reports(
         &self,
-        step: &mut super::monitoring::UsageStep,
+        step: &mut crate::gx::monitoring::UsageStep,
         gx_id: &str,
         reports: &[UsageReport<'_>],
         now: i64,
@@ -530,7 +484,7 @@ impl Node {
 
     /// After a Gx answer or push: opens the TDF session (solicited) or
     /// sends the TDF its changed ADC rules, on a task of its own.
-    pub(super) fn sd_follow(&self, s: &GxSession) {
+    pub(crate) fn sd_follow(&self, s: &GxSession) {
         if s.state != SessionState::Open {
             return;
         }
@@ -730,12 +684,12 @@ impl Node {
 
     /// A push whose decision changed only the ADC rules: record them (no
     /// Gx RAR) and let the TDF follow. Called under the session's lock.
-    pub(super) async fn adopt_adc(
+    pub(crate) async fn adopt_adc(
         &self,
         slot: &SessionSlot,
         cur: &GxSession,
         adc: &[AdcRule],
-    ) -> Result<(), crate::api::control::ControlError> {
+    ) -> Result<(), crate::control::ControlError> {
         if cur.installed.adc == adc {
             return Ok(());
         }
@@ -745,7 +699,7 @@ impl Node {
         let s = Arc::new(s);
         self.commit(vec![Change::PutSession(s.clone())])
             .await
-            .map_err(|e| crate::api::control::ControlError::Unavailable(e.message.to_string()))?;
+            .map_err(|e| crate::control::ControlError::Unavailable(e.message.to_string()))?;
         slot.publish(s.clone());
         self.sd_follow(&s);
         Ok(())
@@ -753,7 +707,7 @@ impl Node {
 
     /// The Gx session ended: its TDF session is released (Sd RAR with
     /// Session-Release-Cause); the TDF's CCR-T that follows is answered 2001.
-    pub(super) fn sd_release(&self, s: &GxSession) {
+    pub(crate) fn sd_release(&self, s: &GxSession) {
         let Some(t) = s.tdf.clone() else {
             return;
         };
@@ -800,7 +754,7 @@ fn unhex(h: &str) -> Option<Vec<u8>> {
 
 impl Node {
     /// Sd counters and the TDF session gauge for /metrics.
-    pub(super) fn write_sd_metrics(&self, out: &mut crate::metrics::Exposition) {
+    pub(crate) fn write_sd_metrics(&self, out: &mut crate::metrics::Exposition) {
         let c = &self.sd.counters;
         let counters: [(&str, &str, &AtomicU64); 7] = [
             ("pcrf_sd_unknown_sessions_total", "TDF requests for Sd sessions the PCRF does not know (answered 5002).", &c.unknown_sessions),

@@ -1,11 +1,12 @@
 //! Sd (TS 29.212 §5b, PCRF <-> TDF) on the wire: the TDF's CCR decoded,
 //! its CCA, the TSR that opens a solicited TDF session and its TSA, and the
 //! Sd RAR (ADC rule changes, release) encoded. No state and no IO here;
-//! `node/sd.rs` decides what to do.
+//! `service.rs` decides what to do.
 
-use crate::gx::{self, Identity, Outcome, RequestType, UsageInstructions, UsageReport};
+use crate::gx::{self, RequestType, UsageInstructions, UsageReport};
 use crate::policy::decision::AdcRule;
 use crate::session_message;
+use crate::session_message::{Identity, Outcome};
 use bytes::BytesMut;
 use diameter::codec::{missing_avp, Avp, DiameterError, Message, MessageBuilder};
 use diameter::dict::{app, avp, cmd, enums};

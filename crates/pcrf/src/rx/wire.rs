@@ -1,11 +1,11 @@
 //! Rx (TS 29.214) on the wire: decoding the AF's AAR and STR (and its RAA
 //! and ASA), encoding AAA, STA, the RAR that notifies the AF of a
 //! Specific-Action, and the ASR that ends its session. No state and no IO
-//! here; the node (`node/rx.rs`) binds, decides and pushes.
+//! here; `service.rs` binds, decides and pushes.
 
-use crate::gx::{Identity, Outcome};
-use crate::session::af::{MediaComponent, MediaSubComponent};
+use crate::policy::media::{MediaComponent, MediaSubComponent};
 use crate::session_message;
+use crate::session_message::{Identity, Outcome};
 use bytes::BytesMut;
 use diameter::codec::{missing_avp, Avp, DiameterError, Message, MessageBuilder};
 use diameter::dict::{app, avp, cmd, enums};

@@ -4,8 +4,9 @@
 //! borrow nothing past the call and answer bad input with the RFC 6733
 //! code and the offending AVP.
 
-use crate::gx::{Identity, Outcome};
+use crate::session::spending::{CounterReport, PendingStatus};
 use crate::session_message;
+use crate::session_message::{Identity, Outcome};
 use diameter::codec::{missing_avp, Avp, DiameterError, Message, MessageBuilder};
 use diameter::dict::{avp, enums};
 use diameter::result_code;
@@ -93,22 +94,6 @@ pub fn encode_str(
 ) {
     session_message::application_last(b, SY, session_id, me, destination_host, destination_realm)
         .i32(avp::TERMINATION_CAUSE, termination_cause);
-}
-
-/// A status the OCS says will apply from a given time.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct PendingStatus {
-    pub status: String,
-    /// Unix milliseconds.
-    pub at_ms: i64,
-}
-
-/// One Policy-Counter-Status-Report.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CounterReport {
-    pub id: String,
-    pub status: String,
-    pub pending: Vec<PendingStatus>,
 }
 
 /// How an answer from the OCS came out.

@@ -6,27 +6,18 @@
 //! `[usage].spread_secs`, so a million sessions do not get their RAR in the
 //! same second, with a bound on RARs awaiting their RAA.
 
-use super::{ecgi_of_location, now_ms, Node};
-use crate::api::control::ControlError;
+use crate::control::ControlError;
+use crate::gx::state::PushReason;
+use crate::node::{ecgi_of_location, now_ms, Node};
 use crate::session::SessionState;
 use crate::store::Change;
 use crate::usage::spread::{next_boundary, Spread};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 
 /// RARs of one spread push awaiting their RAA at once.
 const MAX_PUSHES_IN_FLIGHT: usize = 256;
-
-/// Counters of pushes, rendered into /metrics.
-#[derive(Default)]
-pub struct PushCounters {
-    pub decided: AtomicU64,
-    pub rar_sent: AtomicU64,
-    pub unchanged: AtomicU64,
-    pub failed: AtomicU64,
-    pub resets: AtomicU64,
-}
 
 /// What one push of several sessions did.
 #[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
@@ -37,42 +28,6 @@ pub struct PushSummary {
     pub rar_sent: usize,
     /// Of them, those whose RAR failed (no peer, timeout, error answer).
     pub failed: usize,
-}
-
-/// Why a push happens (logs and metrics).
-#[derive(Clone, Copy, Debug)]
-pub enum PushReason {
-    Provisioning,
-    TopUp,
-    UsageReset,
-    PeriodReset,
-    TimeBoundary,
-    Congestion,
-    /// Sy: the OCS changed a policy counter's status (SNR or a pending change).
-    Spending,
-}
-
-impl PushReason {
-    fn label(self) -> &'static str {
-        match self {
-            PushReason::Provisioning => "provisioning",
-            PushReason::TopUp => "top-up",
-            PushReason::UsageReset => "usage reset",
-            PushReason::PeriodReset => "period reset",
-            PushReason::TimeBoundary => "time boundary",
-            PushReason::Congestion => "congestion",
-            PushReason::Spending => "spending status",
-        }
-    }
-
-    /// Plan and usage changes ask the PCEF for the usage it has not
-    /// reported yet, so the accumulators catch up at once.
-    fn asks_report(self) -> bool {
-        matches!(
-            self,
-            PushReason::Provisioning | PushReason::UsageReset | PushReason::PeriodReset
-        )
-    }
 }
 
 impl Node {
@@ -213,7 +168,7 @@ impl Node {
             let mut next = (*slot.load()).clone();
             let rolled = next.roll(
                 &cfg,
-                super::monitoring::billing_day(profile.as_deref()),
+                crate::gx::monitoring::billing_day(profile.as_deref()),
                 now_ms,
             );
             if rolled.is_empty() {

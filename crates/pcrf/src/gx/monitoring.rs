@@ -8,8 +8,8 @@
 //! A retransmission is answered from the stored answer and never counted
 //! again, before or after a restart.
 
-use super::{Node, COMMIT_WAIT};
 use crate::gx::{self, UsageGrant, UsageInstructions, UsageReport};
+use crate::node::{Node, COMMIT_WAIT};
 use crate::policy::decision::Decision;
 use crate::policy::input::UsageInput;
 use crate::session::GxSession;
@@ -21,25 +21,15 @@ use crate::usage::{KeyGrant, SubscriberUsage};
 use diameter::codec::DiameterError;
 use diameter::result_code;
 use std::collections::BTreeSet;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 /// Event-Trigger USAGE_REPORT (TS 29.212 §5.3.7): sent with any grant.
 pub const USAGE_REPORT: u32 = 33;
 
-/// Counters of usage monitoring, rendered into /metrics.
-#[derive(Default)]
-pub struct UsageCounters {
-    pub reports: AtomicU64,
-    pub octets: AtomicU64,
-    pub unknown_key_reports: AtomicU64,
-    pub unknown_keys_decided: AtomicU64,
-    pub grants: AtomicU64,
-}
-
 /// The usage side of one request: the subscriber's accumulators being
 /// changed, and the lock that keeps other writers out until the commit.
-pub(super) struct UsageStep {
+pub(crate) struct UsageStep {
     pub cfg: Arc<UsageConfig>,
     pub slot: Arc<UsageSlot>,
     _guard: tokio::sync::OwnedMutexGuard<()>,
@@ -69,7 +59,7 @@ impl UsageStep {
 
 /// The subscriber's own billing day, if any (the usage file's default
 /// applies otherwise).
-pub(super) fn billing_day(profile: Option<&Subscriber>) -> Option<u8> {
+pub(crate) fn billing_day(profile: Option<&Subscriber>) -> Option<u8> {
     profile.and_then(|p| p.billing_day)
 }
 
@@ -77,7 +67,7 @@ impl Node {
     /// Starts the usage side of a request for `subscriber`: takes the lock
     /// (bounded: a request never waits forever for another) and rolls the
     /// accumulators whose period ended. `None` when monitoring is off.
-    pub(super) async fn begin_usage(
+    pub(crate) async fn begin_usage(
         &self,
         subscriber: &str,
         profile: Option<&Subscriber>,
@@ -117,7 +107,7 @@ impl Node {
 
     /// Counts a CCR's usage reports (each exactly once: the caller commits
     /// them with the session and its answer).
-    pub(super) fn count_reports(
+    pub(crate) fn count_reports(
         &self,
         step: &mut UsageStep,
         s: &mut GxSession,
@@ -137,7 +127,7 @@ impl Node {
     /// into the accumulators its sources feed, and in the metrics; a key
     /// the usage file does not know is logged and kept in `step.unknown`.
     /// Returns the key as text and the octets reported.
-    pub(super) fn count_report(
+    pub(crate) fn count_report(
         &self,
         step: &mut UsageStep,
         interface: Interface,
@@ -177,7 +167,7 @@ impl Node {
 
     /// The policy's usage input for a session when no request holds the
     /// lock (pushes): the committed accumulators, rolled to `now`.
-    pub(super) fn usage_view(
+    pub(crate) fn usage_view(
         &self,
         subscriber: &str,
         profile: Option<&Subscriber>,
@@ -197,7 +187,7 @@ impl Node {
     /// stop for each key no longer wanted. Updates the session's grants and
     /// adds the USAGE_REPORT trigger to the decision while anything is
     /// monitored. `usage` is the subscriber's accumulators after counting.
-    pub(super) fn monitoring_answer(
+    pub(crate) fn monitoring_answer(
         &self,
         usage: &SubscriberUsage,
         profile: Option<&Subscriber>,
@@ -264,7 +254,7 @@ impl Node {
     }
 
     /// Publishes the accumulators a commit made durable.
-    pub(super) fn finish_usage(step: UsageStep) {
+    pub(crate) fn finish_usage(step: UsageStep) {
         let UsageStep {
             slot, next, _guard, ..
         } = step;

@@ -1,9 +1,14 @@
-//! What the REST API asks of the PCRF, as one trait. The HTTP layer only
-//! validates, translates and answers; every operation is done by the
-//! implementor (the node), so the API can be tested on its own and the node
-//! knows nothing of HTTP.
+//! The operations an operator drives (provisioning, session control,
+//! policy reload, usage changes), as one trait with its result types. The
+//! REST API only validates, translates and answers; every operation is done
+//! by the implementor (`operations.rs`, over the node), so the API can be
+//! tested on its own and the node knows nothing of HTTP.
 
-use crate::api::usage::{UsageChange, UsageView};
+mod operations;
+pub mod usage;
+
+pub use usage::{AccumulatorView, ReportView, UsageChange, UsageView};
+
 use crate::session::GxSession;
 use crate::subscriber::Subscriber;
 use serde::{Deserialize, Serialize};

@@ -1,0 +1,238 @@
+//! The operations behind the REST API and the CLI, carried out by the node:
+//! provisioning, session look-up and control, policy reload, congestion,
+//! top-ups and usage resets, readiness and metrics.
+
+use crate::control::usage::{UsageChange, UsageView};
+use crate::control::{
+    Control, ControlError, ReauthOutcome, ReleaseCause, ReleaseOutcome, ReloadError, SessionFilter,
+};
+use crate::gx::{self, UsageInstructions};
+use crate::session::{GxSession, SessionState};
+use crate::store::postgres::QueryProfiler;
+use crate::store::Change;
+use crate::subscriber::Subscriber;
+use std::sync::Arc;
+use std::time::Duration;
+
+use crate::node::{now_ms, Node, COMMIT_WAIT};
+
+impl Control for Node {
+    async fn put_subscriber(&self, subscriber: Subscriber) -> Result<bool, ControlError> {
+        subscriber
+            .validate()
+            .map_err(|e| ControlError::Invalid(e.to_string()))?;
+        let s = Arc::new(subscriber);
+        self.store
+            .submit(vec![Change::PutSubscriber(s.clone())])
+            .await
+            .map_err(|e| ControlError::Unavailable(e.to_string()))?;
+        let old = self.subscribers.put(s.clone());
+        if old.as_deref() != Some(&*s) {
+            // Services, plan or quota changed: the sessions follow now.
+            self.push_subscriber(&s.imsi, crate::gx::state::PushReason::Provisioning)
+                .await;
+        }
+        Ok(old.is_none())
+    }
+
+    fn subscriber(&self, imsi: &str) -> Option<Arc<Subscriber>> {
+        self.subscribers.get(imsi)
+    }
+
+    async fn delete_subscriber(&self, imsi: &str) -> Result<bool, ControlError> {
+        if self.subscribers.get(imsi).is_none() {
+            return Ok(false);
+        }
+        self.store
+            .submit(vec![Change::DeleteSubscriber(imsi.to_owned())])
+            .await
+            .map_err(|e| ControlError::Unavailable(e.to_string()))?;
+        Ok(self.subscribers.remove(imsi).is_some())
+    }
+
+    fn sessions(&self, filter: &SessionFilter) -> Vec<Arc<GxSession>> {
+        // Sessions are indexed by IMSI (or MSISDN when no IMSI was sent).
+        let key = filter.subscriber.as_deref().map(|k| {
+            self.subscribers
+                .by_msisdn(k)
+                .map_or_else(|| k.to_owned(), |s| s.imsi.clone())
+        });
+        let f = SessionFilter {
+            subscriber: key.clone(),
+            ..filter.clone()
+        };
+        self.sessions
+            .list(key.as_deref(), |s| f.matches(s), filter.limit)
+    }
+
+    async fn session(&self, id: &str) -> Option<Arc<GxSession>> {
+        if let Some(s) = self.sessions.get(id) {
+            return Some(s.load());
+        }
+        // Closed sessions live in the store only (until the retention ends).
+        let read = tokio::time::timeout(COMMIT_WAIT, self.store.read_session(id)).await;
+        match read {
+            Ok(Ok(found)) => found.map(Arc::new),
+            _ => None,
+        }
+    }
+
+    async fn reauth(&self, id: &str) -> Result<ReauthOutcome, ControlError> {
+        self.push(id, false).await
+    }
+
+    async fn release(&self, id: &str, cause: ReleaseCause) -> Result<ReleaseOutcome, ControlError> {
+        let slot = self
+            .sessions
+            .get(id)
+            .ok_or_else(|| ControlError::NotFound(format!("no session {id}")))?;
+        let cur = slot.load();
+        if cur.state == SessionState::Closed {
+            return Err(ControlError::Conflict(format!("session {id} is closed")));
+        }
+        // Not under the session lock: the PCEF answers with RAA and then
+        // sends CCR-T, which needs that lock.
+        let answer = self
+            .send_rar(
+                &cur,
+                None,
+                Some(cause.code() as i32),
+                &UsageInstructions::default(),
+            )
+            .await?;
+        let raa =
+            gx::decode_raa(&answer).map_err(|e| ControlError::Peer(format!("bad RAA: {e}")))?;
+        Ok(ReleaseOutcome {
+            result_code: raa.result_code.or(raa.experimental_result),
+        })
+    }
+
+    async fn reload_policy(&self) -> Result<u64, ReloadError> {
+        let policy = self.policy.clone();
+        let res = tokio::task::spawn_blocking(move || policy.reload())
+            .await
+            .map_err(|e| ReloadError {
+                error: format!("reload task failed: {e}"),
+                line: None,
+            })?;
+        res.map_err(|e| ReloadError {
+            line: e.line(),
+            error: e.to_string(),
+        })
+    }
+
+    fn set_congestion(&self, cell: &str, level: u32) -> usize {
+        {
+            let mut map = self.congestion.write();
+            let before = map.get(cell).copied().unwrap_or(0);
+            if level == 0 {
+                map.remove(cell);
+            } else {
+                map.insert(cell.to_ascii_lowercase(), level);
+            }
+            if before == level {
+                return 0;
+            }
+        }
+        let ids = self.sessions_in_cell(cell);
+        self.push_spread(ids, crate::gx::state::PushReason::Congestion)
+    }
+
+    fn usage(&self, imsi: &str) -> Option<UsageView> {
+        let profile = self.subscribers.get(imsi)?;
+        Some(self.usage_of(&profile, now_ms()))
+    }
+
+    async fn topup(
+        &self,
+        imsi: &str,
+        accumulator: &str,
+        octets: u64,
+    ) -> Result<UsageChange, ControlError> {
+        self.change_usage(
+            imsi,
+            crate::gx::state::PushReason::TopUp,
+            |u, cfg, day, now| u.topup(cfg, accumulator, octets, now, day),
+        )
+        .await
+    }
+
+    async fn reset_usage(
+        &self,
+        imsi: &str,
+        accumulator: Option<&str>,
+    ) -> Result<UsageChange, ControlError> {
+        if let Some(a) = accumulator {
+            if !self.usage_cfg.load().accumulators().contains_key(a) {
+                return Err(ControlError::Invalid(format!(
+                    "no accumulator {a:?} in the usage file"
+                )));
+            }
+        }
+        self.change_usage(
+            imsi,
+            crate::gx::state::PushReason::UsageReset,
+            |u, cfg, day, now| u.reset(cfg, accumulator, now, day).map(|_| ()),
+        )
+        .await
+    }
+
+    async fn ready(&self) -> Result<(), String> {
+        if let Some(pg) = &self.pg {
+            if !pg.connection.is_up() {
+                return Err(
+                    "store: PostgreSQL is unreachable (requests needing a write are answered 5012)"
+                        .into(),
+                );
+            }
+        }
+        match tokio::time::timeout(Duration::from_secs(2), self.store.flush()).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(format!("store: {e}")),
+            Err(_) => Err("store: writer did not answer within 2 s".into()),
+        }
+    }
+
+    fn config_checksum(&self) -> String {
+        self.live.load().cfg.checksum_hex()
+    }
+
+    fn render_metrics(&self) -> String {
+        self.metrics.render()
+    }
+
+    fn query_profiler(&self) -> Option<QueryProfiler> {
+        self.pg.as_ref().map(|h| h.profiler.clone())
+    }
+
+    // Bulk provisioning: one submit, so the whole batch is one transaction
+    // (all or none); the table is updated only once it is durable.
+    async fn put_subscribers(
+        &self,
+        subscribers: Vec<Subscriber>,
+    ) -> Result<crate::control::BatchOutcome, ControlError> {
+        for (i, s) in subscribers.iter().enumerate() {
+            s.validate()
+                .map_err(|e| ControlError::Invalid(format!("entry {i}: {e}")))?;
+        }
+        let subscribers: Vec<Arc<Subscriber>> = subscribers.into_iter().map(Arc::new).collect();
+        if !subscribers.is_empty() {
+            let changes = subscribers
+                .iter()
+                .map(|s| Change::PutSubscriber(s.clone()))
+                .collect();
+            self.store
+                .submit(changes)
+                .await
+                .map_err(|e| ControlError::Unavailable(e.to_string()))?;
+        }
+        let mut outcome = crate::control::BatchOutcome::default();
+        for s in subscribers {
+            match self.subscribers.put(s) {
+                None => outcome.created += 1,
+                Some(_) => outcome.updated += 1,
+            }
+        }
+        Ok(outcome)
+    }
+}
