@@ -8,7 +8,6 @@
 
 mod avp;
 mod builder;
-pub(crate) mod def_index;
 mod error;
 mod frame;
 mod header;
