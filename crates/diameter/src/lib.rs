@@ -8,13 +8,8 @@
 pub mod codec;
 pub mod dict;
 pub mod doic;
-pub mod dump;
-#[doc(hidden)]
-pub mod fuzz;
-pub mod pcap;
 pub mod peer;
 pub mod result_code;
 pub mod transport;
-pub mod tshark;
 
 pub use codec::{Avp, AvpCode, AvpIter, DiameterError, Message, MessageBuilder};

@@ -1,5 +1,5 @@
 //! Replays every input of the `decode` fuzz corpus through the same function
-//! the fuzzer runs (`diameter::fuzz::decode_one`), so each crash the fuzzer
+//! the fuzzer runs (`diameter_tools::fuzz::decode_one`), so each crash the fuzzer
 //! ever found, and each seed, stays fixed in CI without a nightly toolchain.
 //!
 //! The seeds (realistic Gx/Rx/Sy/Sd messages and deliberately malformed
@@ -392,7 +392,7 @@ fn every_corpus_input_decodes_without_panic() {
     for entry in std::fs::read_dir(corpus_dir()).expect("corpus dir") {
         let path = entry.expect("entry").path();
         let data = std::fs::read(&path).expect("read input");
-        let result = std::panic::catch_unwind(|| diameter::fuzz::decode_one(&data));
+        let result = std::panic::catch_unwind(|| diameter_tools::fuzz::decode_one(&data));
         assert!(result.is_ok(), "{} fails decode_one", path.display());
         n += 1;
     }

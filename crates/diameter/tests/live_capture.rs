@@ -14,10 +14,10 @@ mod support;
 
 use bytes::{Bytes, BytesMut};
 use diameter::dict::{avp, cmd};
-use diameter::pcap::read_pcap;
 use diameter::peer::{Application, DisconnectCause, LocalNode, PeerSettings};
 use diameter::transport::{Handler, Node, PeerHandle};
 use diameter::{DiameterError, Message, MessageBuilder};
+use diameter_tools::pcap::read_pcap;
 use std::collections::HashMap;
 use std::process::{Command, Stdio};
 use std::time::Duration;

@@ -5,9 +5,9 @@
 //! many AVPs as our own validator visits.
 //! Needs tshark (scripts/install-test-deps.sh installs it).
 
-use diameter::pcap::Direction;
-use diameter::tshark::Capture;
 use diameter::Message;
+use diameter_tools::pcap::Direction;
+use diameter_tools::tshark::Capture;
 use pcrf_bench::echo_server::EchoHandler;
 use pcrf_bench::gx::{self, Gateway, Request, Subscriber, Usage};
 use std::net::Ipv4Addr;

@@ -10,11 +10,11 @@
 
 use bytes::{Bytes, BytesMut};
 use diameter::dict::{app, avp, cmd};
-use diameter::pcap::Direction;
 use diameter::peer::{Application, LocalNode, PeerSettings};
 use diameter::transport::{Handler, Node, PeerHandle, PeerTable};
-use diameter::tshark::Capture;
 use diameter::{DiameterError, Message, MessageBuilder};
+use diameter_tools::pcap::Direction;
+use diameter_tools::tshark::Capture;
 use pcrf_bench::af::{AfOptions, Afs};
 use pcrf_bench::ocs::{self, CounterTable};
 use pcrf_bench::rx::{self, AfIdentity, Call, VoiceMedia};

@@ -55,7 +55,7 @@ impl Handler for PrintingPcef {
     async fn handle(&self, req: Message, peer: PeerHandle) -> Result<Bytes, DiameterError> {
         println!(
             "<<< received from the PCRF:\n{}",
-            diameter::dump::dump(&req)
+            diameter_tools::dump::dump(&req)
         );
         let mut buf = BytesMut::new();
         let mut b = MessageBuilder::answer(&mut buf, &req);
@@ -64,7 +64,7 @@ impl Handler for PrintingPcef {
         b.finish();
         let ans = buf.freeze();
         if let Ok(m) = Message::parse(ans.clone()) {
-            println!(">>> answered:\n{}", diameter::dump::dump(&m));
+            println!(">>> answered:\n{}", diameter_tools::dump::dump(&m));
         }
         Ok(ans)
     }
@@ -212,6 +212,6 @@ async fn send(
         })
         .await
         .map_err(|e| format!("request failed: {e}"))?;
-    println!("{}", diameter::dump::dump(&answer));
+    println!("{}", diameter_tools::dump::dump(&answer));
     Ok(())
 }

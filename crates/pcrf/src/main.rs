@@ -411,7 +411,7 @@ fn decode(hex: Option<String>, file: Option<PathBuf>) -> ExitCode {
                     return ExitCode::from(2);
                 }
             };
-            match diameter::pcap::read_pcap(&data) {
+            match diameter_tools::pcap::read_pcap(&data) {
                 Ok(cap) => {
                     for p in &cap.problems {
                         eprintln!("warning: {p:?}");
@@ -441,7 +441,7 @@ fn decode(hex: Option<String>, file: Option<PathBuf>) -> ExitCode {
     let mut status = ExitCode::SUCCESS;
     for bytes in messages {
         match diameter::Message::parse(bytes) {
-            Ok(m) => println!("{}", diameter::dump::dump(&m)),
+            Ok(m) => println!("{}", diameter_tools::dump::dump(&m)),
             Err(e) => {
                 eprintln!("error: not a valid Diameter message: {e}");
                 status = ExitCode::FAILURE;

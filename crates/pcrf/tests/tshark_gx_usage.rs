@@ -7,9 +7,9 @@
 
 use bytes::BytesMut;
 use diameter::dict::cmd;
-use diameter::pcap::Direction;
-use diameter::tshark::Capture;
 use diameter::{Message, MessageBuilder};
+use diameter_tools::pcap::Direction;
+use diameter_tools::tshark::Capture;
 use pcrf::gx::{self, CcaExtras, UsageGrant, UsageInstructions, GX};
 use pcrf::policy::decision::Decision;
 use pcrf::session::RuleDiff;

@@ -7,9 +7,9 @@
 
 use bytes::{Bytes, BytesMut};
 use diameter::dict::{avp, cmd, enums};
-use diameter::pcap::Direction;
-use diameter::tshark::Capture;
 use diameter::{Message, MessageBuilder};
+use diameter_tools::pcap::Direction;
+use diameter_tools::tshark::Capture;
 use pcrf::gx::{self, UsageInstructions};
 use pcrf::policy::decision::Decision;
 use pcrf::policy::media::{af_tag, AfInput, MediaInput};

@@ -7,9 +7,9 @@
 
 use bytes::{Bytes, BytesMut};
 use diameter::dict::{avp, cmd};
-use diameter::pcap::Direction;
-use diameter::tshark::Capture;
 use diameter::{Message, MessageBuilder};
+use diameter_tools::pcap::Direction;
+use diameter_tools::tshark::Capture;
 use pcrf::gx::{UsageGrant, UsageInstructions};
 use pcrf::policy::decision::AdcRule;
 use pcrf::sd::{self, AdcChanges, TsrSubject, SD};

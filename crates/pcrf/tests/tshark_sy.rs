@@ -6,9 +6,9 @@
 
 use bytes::{Bytes, BytesMut};
 use diameter::dict::{avp, cmd};
-use diameter::pcap::Direction;
-use diameter::tshark::Capture;
 use diameter::{Message, MessageBuilder};
+use diameter_tools::pcap::Direction;
+use diameter_tools::tshark::Capture;
 use pcrf::session_message::Identity;
 use pcrf::sy::{self, SlRequestType, Slr, SY};
 

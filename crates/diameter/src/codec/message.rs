@@ -2,7 +2,6 @@
 //! them. Nothing is decoded until asked; nothing is copied.
 
 use super::avp::{Avp, AvpCode, AvpIter, AVP_FLAG_P};
-use super::def_index;
 use super::error::DiameterError;
 use super::header::{Header, FLAG_E, FLAG_R, HEADER_LEN, VERSION};
 use crate::dict::{self, AvpType};
@@ -204,7 +203,7 @@ fn validate_run(mut iter: AvpIter<'_>, depth: u32) -> Result<usize, DiameterErro
                 "AVP with the reserved P bit set",
             ));
         }
-        let Some(def) = def_index::avp_def(avp.code(), avp.vendor()) else {
+        let Some(def) = dict::avp(avp.code(), avp.vendor()) else {
             if avp.is_mandatory() {
                 return Err(DiameterError::with_failed_avp(
                     result_code::DIAMETER_AVP_UNSUPPORTED,

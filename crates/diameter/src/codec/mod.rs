@@ -8,17 +8,18 @@
 
 mod avp;
 mod builder;
-pub(crate) mod def_index;
 mod error;
 mod frame;
 mod header;
 mod message;
+mod missing;
 mod value;
 
 pub use avp::{Avp, AvpCode, AvpIter, AVP_FLAG_M, AVP_FLAG_P, AVP_FLAG_V};
 pub use builder::{GroupMark, MessageBuilder};
-pub use error::{missing_avp, DiameterError};
+pub use error::DiameterError;
 pub use frame::{frame_len, FrameError};
 pub use header::{Header, FLAG_E, FLAG_P, FLAG_R, FLAG_T, HEADER_LEN, RESERVED_FLAGS, VERSION};
 pub use message::Message;
+pub use missing::missing_avp;
 pub use value::{ntp_to_unix, unix_to_ntp, NTP_UNIX_OFFSET};

@@ -6,6 +6,11 @@
 //! the lookup functions serve the human-readable dump and the error checks
 //! (is this M-flagged AVP one we know?).
 
+mod index;
+
+use index::{Index, Slot};
+use std::sync::OnceLock;
+
 include!(concat!(env!("OUT_DIR"), "/dict.rs"));
 
 /// The data type of an AVP (RFC 6733 §4.2, §4.3).
@@ -108,14 +113,26 @@ pub struct CommandDef {
     pub answer: &'static str,
 }
 
-/// Finds an AVP by code and vendor id.
+/// The direct index of `AVPS`, built once, on first use, inside a static:
+/// no heap allocation.
+static INDEX: OnceLock<Index> = OnceLock::new();
+
+/// Finds an AVP by code and vendor id: one array load for IETF and 3GPP
+/// codes (the decoder's `validate()` looks up every AVP it visits), a
+/// binary search for other vendors.
+#[inline]
 pub fn avp(code: u32, vendor: u32) -> Option<&'static AvpDef> {
-    crate::codec::def_index::avp_def(code, vendor)
+    let ix = INDEX.get_or_init(|| Index::build(AVPS.iter().map(|d| (d.vendor, d.code))));
+    match ix.get(code, vendor) {
+        Slot::At(pos) => AVPS.get(pos),
+        Slot::Absent => None,
+        Slot::NotIndexed => avp_by_search(code, vendor),
+    }
 }
 
 /// Binary search of the sorted table: the fallback of the direct index
 /// for rare vendors, and the independent answer its test compares with.
-pub(crate) fn avp_by_search(code: u32, vendor: u32) -> Option<&'static AvpDef> {
+fn avp_by_search(code: u32, vendor: u32) -> Option<&'static AvpDef> {
     AVPS.binary_search_by(|d| (d.vendor, d.code).cmp(&(vendor, code)))
         .ok()
         .map(|i| &AVPS[i])
@@ -183,5 +200,31 @@ mod tests {
             Some("CER")
         );
         assert!(avp(999_999, 0).is_none());
+    }
+
+    #[test]
+    fn the_index_agrees_with_the_search_for_every_code() {
+        for vendor in [0, 10415, 13019, 5535] {
+            for code in 0..5000 {
+                let fast = avp(code, vendor).map(|d| (d.code, d.vendor, d.name));
+                let slow = avp_by_search(code, vendor).map(|d| (d.code, d.vendor, d.name));
+                assert_eq!(fast, slow, "code {code} vendor {vendor}");
+            }
+        }
+        assert!(avp(u32::MAX, 0).is_none());
+        assert!(avp(1005, 10415).is_some_and(|d| d.name == "Charging-Rule-Name"));
+    }
+
+    #[test]
+    fn every_definition_fits_the_index() {
+        // If a dictionary grows past these bounds lookups stay correct
+        // (they fall back to the binary search) but lose their speed.
+        for d in AVPS {
+            match d.vendor {
+                0 => assert!((d.code as usize) < index::IETF_CODES, "{}", d.name),
+                10415 => assert!((d.code as usize) < index::TGPP_CODES, "{}", d.name),
+                _ => {}
+            }
+        }
     }
 }

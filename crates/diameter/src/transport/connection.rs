@@ -6,7 +6,7 @@
 use super::counters::PeerCounters;
 use super::error_answer;
 use super::handler::Handler;
-use super::node::NodeShared;
+use super::node::{Node, NodeShared};
 use super::peer_handle::{Control, Link, PeerHandle, PeerShared};
 use super::peer_table::Admission;
 use super::tls::TlsPeer;
@@ -23,6 +23,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio::sync::{mpsc, watch, OwnedSemaphorePermit, Semaphore};
+use tokio::task::JoinHandle;
 
 /// Read at least this much free space before each read.
 const READ_CHUNK: usize = 64 * 1024;
@@ -54,6 +55,52 @@ impl Drop for InFlight {
 pub(crate) struct Ended {
     pub(crate) reason: CloseReason,
     pub(crate) was_open: bool,
+}
+
+/// A node's connection over a stream it is given ([`Node`] itself is
+/// below this module).
+impl<H: Handler> Node<H> {
+    /// Runs one connection over any byte stream (a TLS stream, an
+    /// in-memory pipe...) in the given role, once, without reconnecting.
+    /// The task ends with the reason the connection closed; close it with
+    /// [`PeerHandle::close`]. Without a socket there is no local address to
+    /// advertise, so set
+    /// [`LocalNode::host_ip_addresses`](crate::peer::LocalNode::host_ip_addresses)
+    /// for peers that require Host-IP-Address.
+    pub fn attach<S>(
+        &self,
+        stream: S,
+        remote: Option<SocketAddr>,
+        role: Role,
+        expected_host: Option<&str>,
+    ) -> (PeerHandle, JoinHandle<CloseReason>)
+    where
+        S: AsyncRead + AsyncWrite + Send + 'static,
+    {
+        let initial = match role {
+            Role::Responder => PeerState::WaitCer,
+            Role::Initiator => PeerState::WaitCea,
+        };
+        let shared = Arc::new(PeerShared::new(
+            self.inner.local.clone(),
+            self.inner.settings.clone(),
+            initial,
+            Jitter::from_entropy().next_u64() as u32,
+        ));
+        let handle = PeerHandle::new(shared.clone());
+        let node = self.inner.clone();
+        let expected = expected_host.map(Arc::from);
+        // No node-wide shutdown for a lone connection: the sender goes away.
+        let (_, never) = watch::channel(None);
+        let task = tokio::spawn(async move {
+            run(
+                node, stream, remote, None, role, shared, expected, None, never,
+            )
+            .await
+            .reason
+        });
+        (handle, task)
+    }
 }
 
 fn now() -> Instant {

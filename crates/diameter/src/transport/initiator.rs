@@ -8,7 +8,7 @@ use super::connection;
 use super::handler::Handler;
 use super::node::Node;
 use super::peer_handle::{PeerHandle, PeerShared};
-use super::tls::{server_name, TlsPeer};
+use super::tls::{server_name, TlsConfig, TlsPeer};
 use crate::peer::{Backoff, CloseReason, DisconnectCause, Jitter, PeerSettings, PeerState, Role};
 use std::net::SocketAddr;
 use std::sync::atomic::Ordering::Relaxed;
@@ -33,6 +33,33 @@ impl Drop for Initiator {
         if self.stop.borrow().is_none() {
             let _ = self.stop.send(Some(DisconnectCause::Rebooting));
         }
+    }
+}
+
+/// A node's connections to peers ([`Node`] itself is below this module).
+impl<H: Handler> Node<H> {
+    /// Keeps a connection to the peer at `addr`, reconnecting with backoff.
+    /// `peer_host` is the Origin-Host we expect there (for the election of
+    /// RFC 6733 §5.6.4 and to skip reconnecting while that peer is open
+    /// through a connection it made to us); `None` when unknown. A CEA
+    /// naming another Origin-Host, or one the allow-list does not admit
+    /// from `addr`, closes the connection (3010 DIAMETER_UNKNOWN_PEER).
+    pub fn connect(&self, addr: SocketAddr, peer_host: Option<&str>) -> Initiator {
+        Initiator::start(self.clone(), addr, peer_host.map(Arc::from), None)
+    }
+
+    /// As [`connect`](Self::connect), over TLS: each connection starts with
+    /// a TLS handshake in which the server's certificate must chain to
+    /// `tls`'s CA and name `peer_host`; we present our own certificate.
+    /// The certificate must also name the Origin-Host of the CEA, else the
+    /// connection closes (CloseReason::Rejected(3010)).
+    pub fn connect_tls(&self, addr: SocketAddr, peer_host: &str, tls: &TlsConfig) -> Initiator {
+        Initiator::start(
+            self.clone(),
+            addr,
+            Some(Arc::from(peer_host)),
+            Some(tls.connector()),
+        )
     }
 }
 

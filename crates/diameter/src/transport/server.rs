@@ -34,8 +34,31 @@ fn handshake_failed() -> connection::Ended {
     }
 }
 
+/// A node's listeners ([`Node`] itself is below this module).
+impl<H: Handler> Node<H> {
+    /// Binds a TCP listener; call [`Server::run`] to accept peers.
+    pub async fn listen(&self, addr: impl ToSocketAddrs) -> std::io::Result<Server<H>> {
+        let listener = TcpListener::bind(addr).await?;
+        Ok(Server::new(listener, self.clone(), None))
+    }
+
+    /// Binds a TCP listener whose peers start with a TLS handshake (RFC
+    /// 6733 §13 "TLS on connect"; the IANA port is 5658). Each peer's
+    /// certificate must chain to `tls`'s CA (and be presented at all when
+    /// it requires client certificates) and name the Origin-Host of its
+    /// CER, else the CER is answered 3010 DIAMETER_UNKNOWN_PEER.
+    pub async fn listen_tls(
+        &self,
+        addr: impl ToSocketAddrs,
+        tls: &TlsConfig,
+    ) -> std::io::Result<Server<H>> {
+        let listener = TcpListener::bind(addr).await?;
+        Ok(Server::new(listener, self.clone(), Some(tls)))
+    }
+}
+
 impl<H: Handler> Server<H> {
-    pub(crate) fn new(listener: TcpListener, node: Node<H>, tls: Option<&TlsConfig>) -> Server<H> {
+    fn new(listener: TcpListener, node: Node<H>, tls: Option<&TlsConfig>) -> Server<H> {
         Server {
             listener,
             node,

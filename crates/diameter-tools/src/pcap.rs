@@ -13,8 +13,8 @@
 //! messages: what a `decode` command needs to read a pcap. pcapng files are
 //! not read (`editcap -F pcap in.pcapng out.pcap` converts them).
 
-use crate::codec::frame_len;
 use bytes::Bytes;
+use diameter::codec::frame_len;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::io::{self, Write};
@@ -598,15 +598,15 @@ impl Stream {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::{Message, MessageBuilder};
-    use crate::dict::{app, avp, cmd};
     use bytes::BytesMut;
+    use diameter::codec::{Message, MessageBuilder};
+    use diameter::dict::{app, avp, cmd};
 
     fn dwr(hbh: u32, pad: usize) -> Vec<u8> {
         let mut buf = BytesMut::new();
         let mut b = MessageBuilder::new(
             &mut buf,
-            crate::codec::FLAG_R,
+            diameter::codec::FLAG_R,
             cmd::DEVICE_WATCHDOG,
             app::DIAMETER_COMMON_MESSAGES,
             hbh,

@@ -8,11 +8,11 @@
 //! as its type is shown as hex with the reason; a framing error (which makes
 //! the rest of the run unreadable) is shown and ends that run.
 
-use crate::codec::{
+use diameter::codec::{
     ntp_to_unix, Avp, AvpIter, Message, AVP_FLAG_M, AVP_FLAG_P, AVP_FLAG_V, FLAG_E, FLAG_P, FLAG_R,
     FLAG_T,
 };
-use crate::dict::{self, AvpType};
+use diameter::dict::{self, AvpType};
 use std::fmt::{self, Write as _};
 
 /// Grouped AVPs nested deeper than this are shown as hex: the dump recurses,
@@ -208,9 +208,9 @@ fn rfc3339(f: &mut fmt::Formatter<'_>, unix: u64) -> fmt::Result {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec::{unix_to_ntp, AvpCode, MessageBuilder};
-    use crate::dict::{app, avp, cmd, enums};
     use bytes::{Bytes, BytesMut};
+    use diameter::codec::{unix_to_ntp, AvpCode, MessageBuilder};
+    use diameter::dict::{app, avp, cmd, enums};
     use std::net::{IpAddr, Ipv4Addr};
 
     fn ccr() -> Message {

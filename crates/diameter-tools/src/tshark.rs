@@ -6,9 +6,9 @@
 //! stack, the server and the load generator check the same way.
 //! Needs `tshark` on PATH (scripts/install-test-deps.sh installs it).
 
-use crate::codec::Message;
 use crate::pcap::{Direction, PcapWriter};
 use bytes::Bytes;
+use diameter::codec::Message;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering::Relaxed};

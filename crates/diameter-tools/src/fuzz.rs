@@ -1,18 +1,19 @@
 //! The decode path as one function over arbitrary bytes, shared by the
-//! cargo-fuzz target (`fuzz/fuzz_targets/decode.rs`) and the corpus replay
-//! test (`tests/fuzz_corpus.rs`), so that what the fuzzer explores is what
-//! CI re-checks on every input the fuzzer ever kept.
+//! cargo-fuzz target (`crates/diameter/fuzz/fuzz_targets/decode.rs`) and
+//! the corpus replay test (`crates/diameter/tests/fuzz_corpus.rs`), so that
+//! what the fuzzer explores is what CI re-checks on every input the fuzzer
+//! ever kept.
 //!
 //! Besides "does not panic", it checks the invariants a server relies on
 //! when the peer is hostile: a parsed message agrees with its length field,
 //! every Failed-AVP is itself a well-formed AVP, and the error answer to any
 //! request is a message that parses back.
 
-use crate::codec::{frame_len, AvpIter, DiameterError, Message, MessageBuilder, FLAG_E};
-use crate::dict::avp;
 use crate::dump::dump;
-use crate::result_code;
 use bytes::{Bytes, BytesMut};
+use diameter::codec::{frame_len, AvpIter, DiameterError, Message, MessageBuilder, FLAG_E};
+use diameter::dict::avp;
+use diameter::result_code;
 
 /// The largest message the fuzzer frames; bigger than any input it makes.
 const MAX_LEN: u32 = 1 << 20;
