@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The source article's headline, re-runnable: the seed scenario (CCR-I,
+# A published commercial PCRF's benchmark, re-runnable: the seed scenario (CCR-I,
 # CCR-U with Used-Service-Unit volumes, CCR-T) at 3000 TPS for 60 s against
 # `pcrf serve` on the embedded store (durability full), after provisioning
 # the population through the REST API. Reports the server's CPU % of one

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Chaos: the store made unavailable under load, then restored (issue 8,
-# item 2: "the database made unavailable and restored under load" and "disk
-# full on the store's volume").
+# Chaos: the store made unavailable under load, then restored: the database
+# server stopped and started again, or the store's volume filled up and
+# freed.
 #
 #   postgres: a throwaway PostgreSQL cluster; its server is stopped
 #             (pg_ctl stop -m fast) after BEFORE s of load and started again

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Chaos: kill -9 of the PCRF under load, CYCLES times, restarting it on the
 # same data each time; then checks that no acknowledged session or usage
-# change was lost and no usage was counted twice (issue 8, item 2).
+# change was lost and no usage was counted twice.
 #
 # One `pcrf-bench run` offers the seed scenario (CCR-I, CCR-U with usage,
 # CCR-T) at RATE to provisioned subscribers the whole time, retransmitting

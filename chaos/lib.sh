@@ -1,4 +1,4 @@
-# Shared by the chaos scripts (issue 8): release binaries, a `pcrf serve`
+# Shared by the chaos scripts: release binaries, a `pcrf serve`
 # on free loopback ports with usage monitoring on, restartable on the same
 # data (embedded SQLite or a throwaway PostgreSQL cluster), and the load
 # generator with retransmission and an answer log. Source it; do not run it.

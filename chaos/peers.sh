@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Chaos: misbehaving Diameter peers beside a well-behaved one (issue 8,
-# item 2: "peers that flap, stall (stop reading), send half messages, or
-# flood: each handled without affecting other peers").
+# Chaos: misbehaving Diameter peers beside a well-behaved one (peers that
+# flap, stall (stop reading), send half messages or flood must each be
+# handled without affecting the other peers).
 #
 # One `pcrf serve` (embedded store). For each of baseline, flap, stall,
 # half, flood: a well-behaved `pcrf-bench run` (seed scenario, RATE

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Chaos: a soak at 80% of a given zero-loss throughput (issue 8, item 2:
-# "a 1-hour soak at 80% of zero-loss throughput: memory and latency flat
-# (record the series)").
+# Chaos: a soak at 80% of a given zero-loss throughput: memory and latency
+# should stay flat over an hour of it, and the recorded series shows whether
+# they do.
 #
 # `pcrf serve` (embedded store, durability full) under the seed scenario at
 # 0.8 x ZERO_LOSS_TPS for DURATION, as one open-loop `pcrf-bench run` with
