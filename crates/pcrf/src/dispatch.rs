@@ -4,20 +4,19 @@
 //! and the command, so every log line written while it is handled says
 //! which request it belongs to. Peer opens and closes are logged here too.
 
-use crate::node::Node;
+use crate::services::Services;
 use crate::{gx, rx, sd, sy};
 use bytes::Bytes;
 use diameter::codec::{DiameterError, Message};
 use diameter::peer::CloseReason;
 use diameter::transport::{Handler, PeerHandle};
-use std::sync::Arc;
 use std::time::Duration;
 use tracing::Instrument;
 
 /// The Diameter node's request handler: routes each request to its
 /// application's service by Application-Id.
 pub struct Dispatcher {
-    pub node: Arc<Node>,
+    pub services: Services,
     pub closes: PeerCloseLog,
 }
 
@@ -68,13 +67,13 @@ impl Handler for Dispatcher {
     async fn handle(&self, req: Message, peer: PeerHandle) -> Result<Bytes, DiameterError> {
         let app = req.application_id();
         let span = request_span(&req, &peer, app);
-        let node = &self.node;
+        let s = &self.services;
         async move {
             match app {
-                rx::RX => node.handle_rx(req).await,
-                sd::SD => node.handle_sd(req).await,
-                sy::SY => node.handle_sy(req).await,
-                _ => node.handle_gx(req).await,
+                rx::RX => s.rx.handle_rx(req).await,
+                sd::SD => s.sd.handle_sd(req).await,
+                sy::SY => s.sy.handle_sy(req).await,
+                _ => s.gx.handle_gx(req).await,
             }
         }
         .instrument(span)

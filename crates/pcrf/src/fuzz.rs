@@ -7,14 +7,14 @@
 //! server relies on breaks; bad input itself must come back as an error.
 //!
 //! - [`gx_handler`]: bytes as one or more Diameter messages through
-//!   `Node::handle_gx` on a real in-process node (embedded SQLite store,
+//!   `Gx::handle_gx` on a real in-process node (embedded SQLite store,
 //!   `policies/default.lua`, the shipped usage file). Every answer must
 //!   parse and carry a Result-Code; every error must make an RFC 6733 error
 //!   answer with a well-formed Failed-AVP where the Result-Code requires one.
 //! - [`rx_handler`]: as `gx_handler` on the same node, Rx requests (AAR,
-//!   STR) going to `Node::handle_rx` and Gx ones to `Node::handle_gx`, so
+//!   STR) going to `Rx::handle_rx` and Gx ones to `Gx::handle_gx`, so
 //!   an input can open a Gx session and then bind AF sessions to it.
-//! - [`sy_handler`]: bytes as Diameter messages through `Node::handle_sy`
+//! - [`sy_handler`]: bytes as Diameter messages through `Sy::handle_sy`
 //!   (an OCS's SNRs) on the same node: the same checks on answers and
 //!   error answers, and an answer is always an SNA.
 //! - [`config`], [`usage_file`], [`policy_cases`]: text through the loaders
@@ -26,9 +26,10 @@
 use crate::config::{Config, UnknownSubscriber};
 use crate::control::Control;
 use crate::metrics::Metrics;
-use crate::node::{Node, NodeParts};
+use crate::node::NodeParts;
 use crate::policy::sandbox::Vm;
 use crate::policy::{engine, EngineConfig, Limits, PolicyEngine};
+use crate::services::Services;
 use crate::store::{Durability, GroupCommit, SqliteStore, Store};
 use crate::subscriber::Subscriber;
 use crate::usage::config::UsageConfig;
@@ -77,7 +78,7 @@ struct GxHarness {
 }
 
 struct GxState {
-    node: Arc<Node>,
+    node: Services,
     dir: PathBuf,
     inputs: u64,
 }
@@ -119,7 +120,7 @@ fn gx_harness() -> &'static GxHarness {
     })
 }
 
-async fn build_node(root: &Path, dir: &Path) -> Arc<Node> {
+async fn build_node(root: &Path, dir: &Path) -> Services {
     let mut cfg = Config::zero_config();
     // Unknown subscribers run the policy too: more of the handler is reached.
     cfg.policy.unknown_subscriber = UnknownSubscriber::DefaultPolicy;
@@ -134,7 +135,7 @@ async fn build_node(root: &Path, dir: &Path) -> Arc<Node> {
     let subscribers = store.subscribers().expect("subscribers");
     let sessions = store.open_sessions().expect("sessions");
     let usage = store.usage_records().expect("usage");
-    let node = Node::new(NodeParts {
+    let node = Services::new(NodeParts {
         cfg: Arc::new(cfg),
         policy: Arc::new(policy),
         store: GroupCommit::start(Box::new(store)).expect("group commit"),
@@ -169,8 +170,9 @@ async fn build_node(root: &Path, dir: &Path) -> Arc<Node> {
             ..Default::default()
         },
     ];
+    let operations = node.operations();
     for s in profiles {
-        node.put_subscriber(s).await.expect("provision");
+        operations.put_subscriber(s).await.expect("provision");
     }
     node
 }
@@ -196,14 +198,14 @@ fn messages(data: &[u8]) -> Vec<Message> {
     out
 }
 
-/// Hands each request framed in `data` to `Node::handle_gx`, in order, on
+/// Hands each request framed in `data` to `Gx::handle_gx`, in order, on
 /// the process's node, and checks each answer.
 #[doc(hidden)]
 pub fn gx_handler(data: &[u8]) {
     run_handler(data, false);
 }
 
-/// As [`gx_handler`], with Rx requests handed to `Node::handle_rx`.
+/// As [`gx_handler`], with Rx requests handed to `Rx::handle_rx`.
 #[doc(hidden)]
 pub fn rx_handler(data: &[u8]) {
     run_handler(data, true);
@@ -216,7 +218,7 @@ fn run_handler(data: &[u8], rx: bool) {
     if state.inputs % INPUTS_PER_NODE == 0 {
         let dir = h.root.join(format!("node-{}", state.inputs));
         let old = std::mem::replace(&mut state.dir, dir.clone());
-        let _ = h.rt.block_on(state.node.store().shutdown());
+        let _ = h.rt.block_on(state.node.node.store().shutdown());
         state.node = h.rt.block_on(build_node(&h.root, &dir));
         let _ = std::fs::remove_dir_all(old);
     }
@@ -229,11 +231,11 @@ fn run_handler(data: &[u8], rx: bool) {
         // The PCRF's one Diameter handler also takes Sd (TDF) and, for
         // the rx_handler target, Rx (AF) requests.
         let result = if rx && req.application_id() == crate::rx::RX {
-            h.rt.block_on(state.node.handle_rx(req.clone()))
+            h.rt.block_on(state.node.rx.handle_rx(req.clone()))
         } else if req.application_id() == crate::sd::SD {
-            h.rt.block_on(state.node.handle_sd(req.clone()))
+            h.rt.block_on(state.node.sd.handle_sd(req.clone()))
         } else {
-            h.rt.block_on(state.node.handle_gx(req.clone()))
+            h.rt.block_on(state.node.gx.handle_gx(req.clone()))
         };
         match result {
             Ok(answer) => check_answer(&req, answer),
@@ -252,7 +254,7 @@ pub fn sy_handler(data: &[u8]) {
         if !req.is_request() {
             continue;
         }
-        match h.rt.block_on(state.node.handle_sy(req.clone())) {
+        match h.rt.block_on(state.node.sy.handle_sy(req.clone())) {
             Ok(answer) => {
                 let ans = match Message::parse(answer) {
                     Ok(a) => a,

@@ -17,6 +17,7 @@ pub mod policy;
 pub mod rx;
 pub mod sd;
 pub mod server;
+pub mod services;
 pub mod session;
 pub mod session_message;
 pub mod store;

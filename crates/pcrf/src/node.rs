@@ -7,20 +7,30 @@
 //! and its flows in its `service.rs`; the REST operations are carried out
 //! in `control/operations.rs`.
 
-pub use crate::gx::state::UsageCounters;
+mod monitoring;
+
+use crate::gx::state::{PushReason, PushSummary};
+pub use crate::usage::step::UsageCounters;
+pub(crate) use crate::usage::step::{billing_day, UsageStep};
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::{OnceLock, Weak};
 
 use crate::admission::Admission;
 use crate::config::Config;
-use crate::control::usage::{AccumulatorView, ReportView, UsageChange, UsageView};
-use crate::control::ControlError;
+use crate::control::{ControlError, ReauthOutcome};
+use crate::gx::{self, UsageInstructions};
+use crate::metrics::Command;
 use crate::metrics::{
     peer_stats, write_peers, CommitStats, Exposition, HistogramSnapshot, Kind, Metrics,
     MetricsSource, PolicyStats as MetricsPolicyStats, SessionStats,
 };
 use crate::policy::decision::Decision;
-use crate::policy::input::{NetworkInput, PolicyInput, SessionInput, SubscriberInput, TimeInput};
+use crate::policy::input::{
+    NetworkInput, PolicyInput, RuleFailure, SessionInput, SubscriberInput, TimeInput,
+};
 use crate::policy::PolicyEngine;
-use crate::session::{GxSession, SessionTable};
+use crate::session::{GxSession, RuleDiff, SessionTable};
 use crate::session_message::Identity;
 use crate::store::group_commit::GroupCommit;
 use crate::store::group_commit::BATCH_SIZE_BOUNDS;
@@ -31,21 +41,26 @@ use crate::subscriber::SubscriberTable;
 use crate::usage::config::UsageConfig;
 use crate::usage::table::UsageTable;
 use crate::usage::SubscriberUsage;
-use bytes::Bytes;
-use diameter::codec::DiameterError;
-use diameter::dict::{self, avp};
+use bytes::{Bytes, BytesMut};
+use diameter::codec::{DiameterError, Message, MessageBuilder, FLAG_E};
+use diameter::dict::{self, avp, cmd};
 use diameter::doic::OverloadReporter;
 use diameter::result_code;
-use diameter::transport::PeerTable;
+use diameter::transport::{PeerHandle, PeerTable, RequestError};
 use parking_lot::RwLock;
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// DIAMETER_USER_UNKNOWN: a Result-Code of RFC 4006 (§9.1) that TS 29.212
 /// (§5.5) uses in a CCA-I for a subscriber the PCRF does not know.
 pub const USER_UNKNOWN: u32 = 5030;
+
+/// What a DOIC report asks of reacting PCEFs while requests are shed: send
+/// 30% less, for 10 s at a time (renewed while shedding goes on).
+pub(crate) const OVERLOAD_REDUCTION_PERCENT: u32 = 30;
+pub(crate) const OVERLOAD_REPORT_VALIDITY: Duration = Duration::from_secs(10);
 
 /// How long a request waits for the store (or for a subscriber's usage
 /// held by another request) before it is answered 5012.
@@ -101,19 +116,32 @@ pub struct Node {
     /// The usage file in force (replaced by a reload that passes its checks).
     pub(crate) usage_cfg: arc_swap::ArcSwap<UsageConfig>,
     pub(crate) usage_counters: UsageCounters,
-    pub(crate) push_counters: crate::gx::state::PushCounters,
-    /// This node, for the background pushes it starts.
-    pub(crate) me_ref: std::sync::Weak<Node>,
     /// DOIC overload reports to the PCEFs that asked for them.
     pub(crate) overload: OverloadReporter,
     /// A report is out (checked without the reporter's lock per request).
     pub(crate) overload_reported: std::sync::atomic::AtomicBool,
-    /// Rx counters and recently aborted AF sessions.
-    pub(crate) rx: crate::rx::state::RxState,
-    /// Sd: which Gx session holds each TDF session (sd/state.rs).
-    pub(crate) sd: crate::sd::state::SdState,
-    /// Sy: the subscribers' Sy sessions and the OCS connections.
-    pub(crate) sy: crate::sy::state::SyPart,
+    /// The Gx service, which re-decides sessions when Sd or Sy learn
+    /// something that changes a decision (set once the services exist).
+    pub(crate) redecide: OnceLock<Weak<dyn Redecide>>,
+}
+
+/// A boxed future: what a [`Redecide`] method returns, so that the trait
+/// can be held as a trait object.
+pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// What the applications bound to a Gx session ask of the Gx service: to
+/// decide a session, or all of a subscriber's sessions, again and push the
+/// difference to the PCEF. Sd (an application detected) and Sy (a spending
+/// status changed) learn things that change a Gx decision; the Gx service,
+/// which holds them, implements this, so they need not know it.
+pub trait Redecide: Send + Sync {
+    fn session<'a>(
+        &'a self,
+        id: &'a str,
+        ask_report: bool,
+    ) -> BoxFuture<'a, Result<ReauthOutcome, ControlError>>;
+
+    fn subscriber<'a>(&'a self, key: &'a str, reason: PushReason) -> BoxFuture<'a, PushSummary>;
 }
 
 /// What start-up hands to the node.
@@ -151,8 +179,6 @@ impl Node {
             sub_table.put(Arc::new(s));
         }
         let session_table = SessionTable::default();
-        let sd = crate::sd::state::SdState::from_sessions(&p.sessions);
-        let sy_part = crate::sy::state::SyPart::recover(&p.sessions);
         for s in p.sessions {
             session_table.replace(Arc::new(s));
         }
@@ -161,7 +187,7 @@ impl Node {
             usage.recover(u);
         }
         let cfg = p.cfg;
-        Arc::new_cyclic(|me| Node {
+        Arc::new(Node {
             me: Identity {
                 origin_host: cfg.node.origin_host.clone(),
                 origin_realm: cfg.node.origin_realm.clone(),
@@ -181,14 +207,15 @@ impl Node {
             usage,
             usage_cfg: arc_swap::ArcSwap::from_pointee(p.usage_cfg),
             usage_counters: UsageCounters::default(),
-            push_counters: Default::default(),
-            me_ref: me.clone(),
             overload: OverloadReporter::new(),
             overload_reported: Default::default(),
-            rx: Default::default(),
-            sd,
-            sy: sy_part,
+            redecide: OnceLock::new(),
         })
+    }
+
+    /// Names the service that re-decides sessions for Sd and Sy.
+    pub fn set_redecide(&self, gx: Weak<dyn Redecide>) {
+        let _ = self.redecide.set(gx);
     }
 
     pub fn metrics(&self) -> &Arc<Metrics> {
@@ -241,9 +268,6 @@ impl Node {
 
     /// Drops rule names the PCEFs do not know (when a catalog is configured).
     pub(crate) fn check_catalog(&self, session: &str, mut d: Decision) -> Decision {
-        if !d.adc.is_empty() {
-            d.adc = self.valid_adc(session, &d.adc);
-        }
         let live = self.live.load();
         if !live.catalog_rules.is_empty() {
             d.rules.retain(|r| {
@@ -268,7 +292,12 @@ impl Node {
         d
     }
 
-    pub(crate) fn policy_input(&self, s: &GxSession, sub: Option<&Subscriber>) -> PolicyInput {
+    pub(crate) fn policy_input(
+        &self,
+        s: &GxSession,
+        sub: Option<&Subscriber>,
+        spending: BTreeMap<String, String>,
+    ) -> PolicyInput {
         let subscriber = match sub {
             Some(p) => SubscriberInput::from_profile(p),
             None => SubscriberInput {
@@ -307,7 +336,96 @@ impl Node {
             network: NetworkInput { congestion },
             usage: Default::default(),
             applications: s.tdf.as_ref().map(|t| t.applications()).unwrap_or_default(),
-            spending: self.spending_of(&s.subscriber),
+            spending,
+        }
+    }
+
+    /// Records rule failures and forgets failed rules as installed (the
+    /// PCEF does not have them); the policy sees the failures next.
+    pub(crate) fn apply_rule_reports(&self, s: &mut GxSession, reports: &[RuleFailure]) {
+        for r in reports {
+            // PCC-Rule-Status ACTIVE (0) reports are not failures.
+            if r.status == 0 {
+                continue;
+            }
+            self.counters.rule_failures_reported.fetch_add(1, Relaxed);
+            tracing::warn!(session = %s.id, rule = %r.rule, status = r.status, code = ?r.code, "PCEF reported a rule failure");
+            s.installed.rules.retain(|n| n != &r.rule);
+            s.installed.base_names.retain(|n| n != &r.rule);
+            s.installed.definitions.retain(|d| d.name != r.rule);
+            s.rule_failures.retain(|f| f.rule != r.rule);
+            s.rule_failures.push(r.clone());
+        }
+    }
+
+    pub(crate) async fn send_rar(
+        &self,
+        s: &GxSession,
+        diff: Option<&RuleDiff<'_>>,
+        release: Option<i32>,
+        usage: &UsageInstructions,
+    ) -> Result<Message, ControlError> {
+        let peer: PeerHandle = self
+            .peers
+            .get(&s.pcef_host)
+            .ok_or_else(|| ControlError::Peer(format!("PCEF {} is not connected", s.pcef_host)))?;
+        let started = Instant::now();
+        let res = peer
+            .request(gx::GX, cmd::RE_AUTH, |b| {
+                gx::encode_rar(
+                    b,
+                    &s.id,
+                    &self.me,
+                    &s.pcef_host,
+                    &s.pcef_realm,
+                    diff,
+                    release,
+                    usage,
+                )
+            })
+            .await;
+        match res {
+            Ok(ans) => {
+                let code = gx::decode_raa(&ans)
+                    .ok()
+                    .and_then(|r| r.result_code.or(r.experimental_result))
+                    .unwrap_or(0);
+                self.metrics.request(Command::Rar, code, started.elapsed());
+                Ok(ans)
+            }
+            Err(e) => {
+                self.metrics
+                    .request(Command::Rar, crate::metrics::NO_ANSWER, started.elapsed());
+                Err(match e {
+                    RequestError::Timeout => {
+                        ControlError::Timeout(format!("no RAA from {} in time", s.pcef_host))
+                    }
+                    other => ControlError::Peer(format!("RAR to {} failed: {other}", s.pcef_host)),
+                })
+            }
+        }
+    }
+
+    /// Re-decides one session through the Gx service and pushes the
+    /// difference to its PCEF (see [`Redecide`]).
+    pub(crate) async fn push(
+        &self,
+        id: &str,
+        ask_report: bool,
+    ) -> Result<ReauthOutcome, ControlError> {
+        match self.redecide.get().and_then(Weak::upgrade) {
+            Some(gx) => gx.session(id, ask_report).await,
+            None => Err(ControlError::Unavailable(
+                "the Gx service is not running".into(),
+            )),
+        }
+    }
+
+    /// Re-decides every open session of a subscriber through the Gx service.
+    pub(crate) async fn push_subscriber(&self, key: &str, reason: PushReason) -> PushSummary {
+        match self.redecide.get().and_then(Weak::upgrade) {
+            Some(gx) => gx.subscriber(key, reason).await,
+            None => PushSummary::default(),
         }
     }
 
@@ -362,102 +480,6 @@ impl Node {
         restart
     }
 
-    /// A subscriber's usage as the API shows it, rolled to `now`.
-    pub(crate) fn usage_of(&self, profile: &Subscriber, now: i64) -> UsageView {
-        let cfg = self.usage_cfg.load();
-        let day = cfg.billing_day_for(profile.billing_day);
-        let mut u = (*self.usage.load(&profile.imsi)).clone();
-        u.roll(&cfg, Some(day), now);
-        let rfc3339 = |ms: i64| {
-            jiff::Timestamp::from_millisecond(ms).map_or_else(|_| ms.to_string(), |t| t.to_string())
-        };
-        let accumulators = cfg
-            .accumulators()
-            .iter()
-            .map(|(name, acfg)| {
-                let a = u.accumulators.get(name).cloned().unwrap_or_default();
-                let allowance = u.allowance(&cfg, name, Some(profile));
-                let view = AccumulatorView {
-                    reset: acfg.reset.name().to_string(),
-                    used: a.used,
-                    topup: a.topup,
-                    quota: allowance.map(|al| al.saturating_sub(a.topup)),
-                    allowance,
-                    remaining: allowance.map(|al| al.saturating_sub(a.used)),
-                    exhausted: allowance.is_some_and(|al| a.used >= al),
-                    period_start: rfc3339(a.period_start_ms),
-                    period_end: a.period_end_ms.map(rfc3339),
-                };
-                (name.clone(), view)
-            })
-            .collect();
-        UsageView {
-            subscriber: profile.imsi.clone(),
-            billing_day: day,
-            accumulators,
-            last_reports: u
-                .last_reports
-                .iter()
-                .map(|(k, r)| {
-                    (
-                        k.clone(),
-                        ReportView {
-                            at: rfc3339(r.at_ms),
-                            session: r.session.clone(),
-                            used: r.used,
-                        },
-                    )
-                })
-                .collect(),
-            unknown_key_reports: u.unknown_key_reports,
-            usage_config: cfg.checksum_hex(),
-        }
-    }
-
-    /// Changes a provisioned subscriber's accumulators under their lock,
-    /// commits, publishes, then re-decides the subscriber's open sessions.
-    pub(crate) async fn change_usage(
-        &self,
-        imsi: &str,
-        reason: crate::gx::state::PushReason,
-        change: impl FnOnce(&mut SubscriberUsage, &UsageConfig, Option<u8>, i64) -> Result<(), String>,
-    ) -> Result<UsageChange, ControlError> {
-        let profile = self
-            .subscribers
-            .get(imsi)
-            .ok_or_else(|| ControlError::NotFound(format!("no subscriber {imsi}")))?;
-        let cfg = self.usage_cfg.load_full();
-        if cfg.is_empty() {
-            return Err(ControlError::Conflict(
-                "usage monitoring is off (no usage file)".into(),
-            ));
-        }
-        let now = now_ms();
-        let day = profile.billing_day;
-        let slot = self.usage.slot(imsi);
-        {
-            let _g = tokio::time::timeout(COMMIT_WAIT, slot.lock())
-                .await
-                .map_err(|_| ControlError::Unavailable("subscriber usage busy".into()))?;
-            let mut next = (*slot.load()).clone();
-            next.roll(&cfg, day, now);
-            change(&mut next, &cfg, day, now).map_err(ControlError::Invalid)?;
-            let next = Arc::new(next);
-            self.store
-                .submit(vec![Change::PutUsage(next.clone())])
-                .await
-                .map_err(|e| ControlError::Unavailable(e.to_string()))?;
-            slot.publish(next);
-        }
-        let pushed = self.push_subscriber(imsi, reason).await;
-        Ok(UsageChange {
-            usage: self.usage_of(&profile, now),
-            sessions: pushed.sessions,
-            rar_sent: pushed.rar_sent,
-            rar_failed: pushed.failed,
-        })
-    }
-
     /// Refuses a usage file that would orphan running grants.
     pub fn check_usage_config(&self, new: &UsageConfig) -> Result<(), String> {
         new.check_reload(&self.usage_cfg.load(), &self.granted_keys())
@@ -488,6 +510,50 @@ impl Node {
             closed_sessions: closed as u64,
             cached_subscribers: self.subscribers.len() as u64,
         }
+    }
+}
+
+/// DIAMETER_TOO_BUSY (3004, a protocol error: E bit) for a shed request,
+/// with an OC-OLR when the PCEF advertised DOIC.
+pub(crate) fn too_busy_answer(req: &Message, me: &Identity, overload: &OverloadReporter) -> Bytes {
+    let mut buf = BytesMut::with_capacity(256);
+    let mut b = MessageBuilder::answer(&mut buf, req);
+    b.set_flags(b.flags() | FLAG_E);
+    b.result_code(result_code::DIAMETER_TOO_BUSY)
+        .origin(&me.origin_host, &me.origin_realm)
+        .str(avp::ERROR_MESSAGE, "PCRF overloaded; retry later");
+    overload.append_to_answer(req, &mut b);
+    b.finish();
+    buf.freeze()
+}
+
+/// The accumulators to write with a request, when they changed.
+pub(crate) fn usage_change(usage: &Option<UsageStep>) -> Option<Change> {
+    usage
+        .as_ref()
+        .filter(|u| u.changed())
+        .map(|u| Change::PutUsage(u.next.clone()))
+}
+
+/// A stored answer sent again with the retransmission's ids.
+pub(crate) fn replay(stored: &[u8], req: &Message) -> Answered {
+    let mut b = BytesMut::from(stored);
+    if b.len() >= 20 {
+        b[12..16].copy_from_slice(&req.hop_by_hop().to_be_bytes());
+        b[16..20].copy_from_slice(&req.end_to_end().to_be_bytes());
+    }
+    let code = Message::parse(Bytes::copy_from_slice(stored))
+        .ok()
+        .and_then(|m| {
+            m.find(avp::RESULT_CODE)
+                .ok()
+                .flatten()
+                .and_then(|a| a.as_u32().ok())
+        })
+        .unwrap_or(result_code::DIAMETER_SUCCESS);
+    Answered {
+        bytes: b.freeze(),
+        code,
     }
 }
 
@@ -540,7 +606,6 @@ impl Node {
 impl MetricsSource for Node {
     fn write(&self, out: &mut Exposition) {
         self.session_stats().write(out);
-        self.write_rx_metrics(out);
         let p = self.policy.stats();
         MetricsPolicyStats {
             runs: p.runs,
@@ -552,7 +617,6 @@ impl MetricsSource for Node {
         }
         .write(out);
         self.write_store_metrics(out);
-        self.write_sy_metrics(out);
         let configured: Vec<String> = self
             .live
             .load()
@@ -577,8 +641,7 @@ impl MetricsSource for Node {
             self.admission.in_flight(),
         );
         let u = &self.usage_counters;
-        let p = &self.push_counters;
-        let counters: [(&str, &str, &AtomicU64); 16] = [
+        let counters: [(&str, &str, &AtomicU64); 11] = [
             ("pcrf_policy_fallbacks_total", "Decisions that fell back to [policy].fallback because the script failed.", &c.policy_fallbacks),
             ("pcrf_unknown_rule_names_total", "Rule or base names a decision named that the [rules] catalog does not list (dropped).", &c.unknown_rule_names),
             ("pcrf_rule_failures_reported_total", "Rules the PCEFs reported as failed (Charging-Rule-Report).", &c.rule_failures_reported),
@@ -590,16 +653,10 @@ impl MetricsSource for Node {
             ("pcrf_usage_unknown_key_reports_total", "Reports for Monitoring-Keys the usage file does not define (counted in no accumulator).", &u.unknown_key_reports),
             ("pcrf_usage_unknown_keys_decided_total", "Monitoring-Keys a decision named that the usage file does not define (ignored).", &u.unknown_keys_decided),
             ("pcrf_usage_grants_total", "Granted-Service-Unit sent (initial grants and re-grants).", &u.grants),
-            ("pcrf_pushes_decided_total", "Sessions re-decided because an input changed outside a CCR.", &p.decided),
-            ("pcrf_pushes_rar_total", "Of them, sessions whose decision changed and got a RAR.", &p.rar_sent),
-            ("pcrf_pushes_unchanged_total", "Of them, sessions whose decision did not change (no RAR).", &p.unchanged),
-            ("pcrf_pushes_failed_total", "Pushes that failed (PCEF not connected, no RAA, error answer).", &p.failed),
-            ("pcrf_usage_period_resets_total", "Subscribers whose accumulators were reset at a period boundary.", &p.resets),
         ];
         for (name, help, value) in counters {
             out.counter(name, help, value.load(Relaxed));
         }
-        self.write_sd_metrics(out);
         out.gauge(
             "pcrf_usage_subscribers",
             "Subscribers with usage accumulators in memory.",
@@ -629,5 +686,46 @@ mod tests {
     fn enum_names_come_from_the_dictionary() {
         assert_eq!(enum_name(avp::RAT_TYPE, 1004), "EUTRAN");
         assert_eq!(enum_name(avp::RAT_TYPE, 424242), "424242");
+    }
+
+    #[test]
+    fn a_shed_request_gets_3004_and_an_olr_only_if_it_speaks_doic() {
+        let me = Identity {
+            origin_host: "pcrf.test".into(),
+            origin_realm: "test".into(),
+        };
+        let request = |doic: bool| {
+            let mut buf = BytesMut::new();
+            let mut b = MessageBuilder::request(&mut buf, cmd::CREDIT_CONTROL, gx::GX, 7, 9);
+            b.str(avp::SESSION_ID, "pgw;1");
+            if doic {
+                b.group(avp::OC_SUPPORTED_FEATURES, |g| {
+                    g.u64(avp::OC_FEATURE_VECTOR, 1);
+                });
+            }
+            b.finish();
+            Message::parse(buf.freeze()).expect("request")
+        };
+        let reporter = OverloadReporter::new();
+        reporter.report(OVERLOAD_REDUCTION_PERCENT, OVERLOAD_REPORT_VALIDITY);
+        let ans = Message::parse(too_busy_answer(&request(true), &me, &reporter)).expect("answer");
+        assert_ne!(ans.flags() & FLAG_E, 0, "3004 is a protocol error");
+        assert_eq!(ans.hop_by_hop(), 7);
+        let rc = ans
+            .find(avp::RESULT_CODE)
+            .expect("avps")
+            .expect("Result-Code");
+        assert_eq!(rc.as_u32(), Ok(result_code::DIAMETER_TOO_BUSY));
+        let olr = ans.find(avp::OC_OLR).expect("avps").expect("OC-OLR");
+        let pct = olr
+            .grouped()
+            .find(avp::OC_REDUCTION_PERCENTAGE)
+            .expect("grouped")
+            .expect("reduction");
+        assert_eq!(pct.as_u32(), Ok(OVERLOAD_REDUCTION_PERCENT));
+        ans.validate().expect("a valid answer");
+        let plain =
+            Message::parse(too_busy_answer(&request(false), &me, &reporter)).expect("answer");
+        assert!(plain.find(avp::OC_OLR).expect("avps").is_none());
     }
 }

@@ -11,6 +11,7 @@ use crate::logging::LogHandle;
 use crate::metrics::Metrics;
 use crate::node::{Node, NodeParts};
 use crate::policy::{EngineConfig, Limits, PolicyEngine};
+use crate::services::Services;
 use crate::store::group_commit::{GroupCommit, GroupCommitOptions};
 use crate::store::open_store_with_handles;
 use crate::usage::config::UsageConfig;
@@ -122,7 +123,7 @@ pub async fn run(
 
     let metrics = Arc::new(Metrics::new());
     let peers = PeerTable::new();
-    let node = Node::new(NodeParts {
+    let services = Services::new(NodeParts {
         cfg: cfg.clone(),
         policy,
         store: writer.clone(),
@@ -135,7 +136,7 @@ pub async fn run(
         tz,
         pg,
     });
-    metrics.register(node.clone());
+    let node = services.node.clone();
     let _usage_watcher = watch_usage_file(&node, &cfg);
 
     let mut local = LocalNode::new(cfg.node.origin_host.clone(), cfg.node.origin_realm.clone())
@@ -215,12 +216,12 @@ pub async fn run(
         Arc::new(local),
         Arc::new(settings),
         Arc::new(Dispatcher {
-            node: node.clone(),
+            services: services.clone(),
             closes: PeerCloseLog::default(),
         }),
         peers,
     );
-    node.start_sy(&dnode);
+    services.sy.start_sy(&dnode);
     let server = dnode
         .listen(cfg.diameter.listen)
         .await
@@ -252,7 +253,7 @@ pub async fn run(
             addr: cfg.api.listen,
             err,
         })?;
-    let router = api::router(node.clone(), &cfg.api);
+    let router = api::router(Arc::new(services.operations()), &cfg.api);
 
     // One shutdown signal fans out to the Diameter server and the API.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -282,7 +283,7 @@ pub async fn run(
     }
 
     // Purge closed sessions past retention, once a minute.
-    let schedule_task = tokio::spawn(node.clone().run_schedule(stop_rx.clone()));
+    let schedule_task = tokio::spawn(services.gx.clone().run_schedule(stop_rx.clone()));
 
     let purge_node = node.clone();
     let mut purge_stop = stop_rx.clone();

@@ -11,8 +11,9 @@ use diameter::transport::PeerTable;
 use pcrf::config::Config;
 use pcrf::control::Control;
 use pcrf::metrics::Metrics;
-use pcrf::node::{Node, NodeParts};
+use pcrf::node::NodeParts;
 use pcrf::policy::{EngineConfig, Limits, PolicyEngine};
+use pcrf::services::Services;
 use pcrf::store::{GroupCommit, SqliteStore, Store};
 use pcrf::subscriber::Subscriber;
 use pcrf::usage::config::UsageConfig;
@@ -49,7 +50,7 @@ reset = "monthly"
 sources = ["total"]
 "#;
 
-fn node(dir: &Path, store: Box<dyn Store>) -> Arc<Node> {
+fn node(dir: &Path, store: Box<dyn Store>) -> Services {
     let cfg = Arc::new(Config::zero_config());
     let policy = Arc::new(
         PolicyEngine::load(EngineConfig {
@@ -68,7 +69,7 @@ fn node(dir: &Path, store: Box<dyn Store>) -> Arc<Node> {
     let usage = store.usage_records().expect("usage");
     let usage_path = dir.join("usage.toml");
     std::fs::write(&usage_path, USAGE).expect("usage file");
-    Node::new(NodeParts {
+    Services::new(NodeParts {
         cfg,
         policy,
         store: GroupCommit::start(store).expect("writer"),
@@ -142,36 +143,37 @@ async fn monthly_reset_happens_at_the_billing_day_boundary_and_not_before() {
         &dir,
         Box::new(SqliteStore::open(&dir.join("data"), Default::default()).expect("store")),
     );
-    n.put_subscriber(Subscriber {
-        imsi: IMSI.into(),
-        plan: Some("basic".into()),
-        quotas: [("monthly".to_string(), 50_000_000)].into_iter().collect(),
-        ..Default::default()
-    })
-    .await
-    .expect("provision");
-
-    let cca = n
-        .handle_gx(request(0, bench_gx::ccr_initial))
+    n.operations()
+        .put_subscriber(Subscriber {
+            imsi: IMSI.into(),
+            plan: Some("basic".into()),
+            quotas: [("monthly".to_string(), 50_000_000)].into_iter().collect(),
+            ..Default::default()
+        })
         .await
-        .expect("CCA-I");
+        .expect("provision");
+
+    let cca =
+        n.gx.handle_gx(request(0, bench_gx::ccr_initial))
+            .await
+            .expect("CCA-I");
     assert_eq!(rules_installed(&cca), vec!["internet".to_string()]);
     let usage = vec![Usage {
         monitoring_key: "total".into(),
         input_octets: 10_000_000,
         output_octets: 50_000_000,
     }];
-    let cca = n
-        .handle_gx(request(1, |b, r| bench_gx::ccr_update(b, r, &usage)))
-        .await
-        .expect("CCA-U");
+    let cca =
+        n.gx.handle_gx(request(1, |b, r| bench_gx::ccr_update(b, r, &usage)))
+            .await
+            .expect("CCA-U");
     assert_eq!(
         rules_installed(&cca),
         vec!["throttled".to_string()],
         "60 MB of a 50 MB allowance: throttled in this very answer"
     );
 
-    let view = n.usage(IMSI).expect("usage");
+    let view = n.operations().usage(IMSI).expect("usage");
     let monthly = &view.accumulators["monthly"];
     assert_eq!(monthly.used, 60_000_000);
     assert!(monthly.exhausted);
@@ -187,22 +189,22 @@ async fn monthly_reset_happens_at_the_billing_day_boundary_and_not_before() {
     let end_ms = end.as_millisecond();
 
     assert_eq!(
-        n.reset_sweep(end_ms - 1000).await,
+        n.gx.reset_sweep(end_ms - 1000).await,
         0,
         "a second early: no reset"
     );
     assert_eq!(
-        n.usage(IMSI).expect("usage").accumulators["monthly"].used,
+        n.operations().usage(IMSI).expect("usage").accumulators["monthly"].used,
         60_000_000
     );
-    assert_eq!(n.reset_sweep(end_ms).await, 1, "at the boundary: reset");
-    assert_eq!(n.reset_sweep(end_ms + 1000).await, 0, "once");
+    assert_eq!(n.gx.reset_sweep(end_ms).await, 1, "at the boundary: reset");
+    assert_eq!(n.gx.reset_sweep(end_ms + 1000).await, 0, "once");
 
     // Durable: a node recovering from the same store sees the new period.
-    n.store().flush().await.expect("flush");
-    let recovered = n.store().shutdown().await.expect("shutdown");
+    n.node.store().flush().await.expect("flush");
+    let recovered = n.node.store().shutdown().await.expect("shutdown");
     let n2 = node(&dir, recovered);
-    let after = n2.usage(IMSI).expect("usage");
+    let after = n2.operations().usage(IMSI).expect("usage");
     assert_eq!(after.accumulators["monthly"].used, 0);
     assert!(!after.accumulators["monthly"].exhausted);
     let _ = std::fs::remove_dir_all(&dir);

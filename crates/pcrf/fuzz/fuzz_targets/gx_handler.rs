@@ -1,5 +1,5 @@
 //! Fuzz target: arbitrary bytes as Diameter messages through the whole Gx
-//! handler (`Node::handle_gx`) of an in-process node on the embedded store
+//! handler (`Gx::handle_gx`) of an in-process node on the embedded store
 //! (`pcrf::fuzz::gx_handler`, also replayed by tests/fuzz_corpus.rs).
 #![no_main]
 

@@ -1,5 +1,5 @@
 //! Fuzz target: arbitrary bytes as Diameter messages through the node's
-//! Gx and Rx handlers (`Node::handle_gx`, `Node::handle_rx`) of an
+//! Gx and Rx handlers (`Gx::handle_gx`, `Rx::handle_rx`) of an
 //! in-process node on the embedded store (`pcrf::fuzz::rx_handler`, also
 //! replayed by tests/fuzz_corpus.rs).
 #![no_main]

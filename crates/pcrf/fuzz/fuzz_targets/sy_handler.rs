@@ -1,5 +1,5 @@
 //! Fuzz target: arbitrary bytes as Diameter messages through the Sy
-//! handler (`Node::handle_sy`, an OCS's SNRs) of an in-process node
+//! handler (`Sy::handle_sy`, an OCS's SNRs) of an in-process node
 //! (`pcrf::fuzz::sy_handler`, also replayed by tests/fuzz_corpus.rs).
 #![no_main]
 

@@ -7,8 +7,9 @@
 //! same second, with a bound on RARs awaiting their RAA.
 
 use crate::control::ControlError;
-use crate::gx::state::PushReason;
-use crate::node::{ecgi_of_location, now_ms, Node};
+use crate::gx::service::Gx;
+use crate::gx::state::{PushReason, PushSummary};
+use crate::node::{ecgi_of_location, now_ms};
 use crate::session::SessionState;
 use crate::store::Change;
 use crate::usage::spread::{next_boundary, Spread};
@@ -19,18 +20,7 @@ use std::time::Duration;
 /// RARs of one spread push awaiting their RAA at once.
 const MAX_PUSHES_IN_FLIGHT: usize = 256;
 
-/// What one push of several sessions did.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct PushSummary {
-    /// Open sessions re-decided.
-    pub sessions: usize,
-    /// Of them, those whose decision changed and got a RAR.
-    pub rar_sent: usize,
-    /// Of them, those whose RAR failed (no peer, timeout, error answer).
-    pub failed: usize,
-}
-
-impl Node {
+impl Gx {
     /// Re-decides one session and records the outcome in the counters.
     async fn push_one(&self, id: &str, reason: PushReason) -> Result<bool, ControlError> {
         self.push_counters.decided.fetch_add(1, Relaxed);
@@ -55,8 +45,9 @@ impl Node {
     /// has few sessions); RAR where the decision changed.
     pub(crate) async fn push_subscriber(&self, key: &str, reason: PushReason) -> PushSummary {
         let mut sum = PushSummary::default();
-        for id in self.sessions.ids_of_subscriber(key) {
+        for id in self.node.sessions.ids_of_subscriber(key) {
             let open = self
+                .node
                 .sessions
                 .get(&id)
                 .is_some_and(|s| s.load().state == SessionState::Open);
@@ -76,14 +67,14 @@ impl Node {
     /// Re-decides `ids` in the background, spread evenly over
     /// `[usage].spread_secs` from now. Returns how many were scheduled.
     pub(crate) fn push_spread(&self, ids: Vec<String>, reason: PushReason) -> usize {
-        let Some(node) = self.me_ref.upgrade() else {
+        let Some(this) = self.me_ref.upgrade() else {
             return 0;
         };
         let n = ids.len();
         if n == 0 {
             return 0;
         }
-        let window = Duration::from_secs(self.live.load().cfg.usage.spread_secs);
+        let window = Duration::from_secs(self.node.live.load().cfg.usage.spread_secs);
         tracing::info!(
             sessions = n,
             window_secs = window.as_secs(),
@@ -98,9 +89,9 @@ impl Node {
                 let Ok(permit) = gate.clone().acquire_owned().await else {
                     break;
                 };
-                let node = node.clone();
+                let this = this.clone();
                 tokio::spawn(async move {
-                    let _ = node.push_one(&id, reason).await;
+                    let _ = this.push_one(&id, reason).await;
                     drop(permit);
                 });
             }
@@ -111,7 +102,8 @@ impl Node {
     /// Open sessions whose last reported location is in `cell` (ECGI hex).
     pub(crate) fn sessions_in_cell(&self, cell: &str) -> Vec<String> {
         let cell = cell.to_ascii_lowercase();
-        self.sessions
+        self.node
+            .sessions
             .list(
                 None,
                 |s| {
@@ -128,7 +120,8 @@ impl Node {
 
     /// Every open session.
     fn open_session_ids(&self) -> Vec<String> {
-        self.sessions
+        self.node
+            .sessions
             .list(None, |s| s.state == SessionState::Open, usize::MAX)
             .into_iter()
             .map(|s| s.id.clone())
@@ -140,19 +133,19 @@ impl Node {
     /// sessions, spread. Returns how many subscribers were reset. Time is a
     /// parameter so that tests inject it.
     pub async fn reset_sweep(&self, now_ms: i64) -> usize {
-        let cfg = self.usage_cfg.load_full();
+        let cfg = self.node.usage_cfg.load_full();
         if cfg.is_empty() {
             return 0;
         }
         let mut reset = 0;
         let mut ids = Vec::new();
-        for key in self.usage.subscribers() {
-            let sessions = self.sessions.ids_of_subscriber(&key);
+        for key in self.node.usage.subscribers() {
+            let sessions = self.node.sessions.ids_of_subscriber(&key);
             if sessions.is_empty() {
                 // Rolled lazily at its next request.
                 continue;
             }
-            let Some(slot) = self.usage.get(&key) else {
+            let Some(slot) = self.node.usage.get(&key) else {
                 continue;
             };
             let ended = slot
@@ -163,19 +156,16 @@ impl Node {
             if !ended {
                 continue;
             }
-            let profile = self.subscribers.get(&key);
+            let profile = self.node.subscribers.get(&key);
             let _g = slot.lock().await;
             let mut next = (*slot.load()).clone();
-            let rolled = next.roll(
-                &cfg,
-                crate::gx::monitoring::billing_day(profile.as_deref()),
-                now_ms,
-            );
+            let rolled = next.roll(&cfg, crate::node::billing_day(profile.as_deref()), now_ms);
             if rolled.is_empty() {
                 continue;
             }
             let next = Arc::new(next);
             match self
+                .node
                 .store
                 .submit(vec![Change::PutUsage(next.clone())])
                 .await
@@ -203,8 +193,8 @@ impl Node {
     pub async fn run_schedule(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
         loop {
             let now = jiff::Timestamp::now();
-            let boundaries = self.live.load().cfg.usage.boundaries();
-            let next_b = next_boundary(&boundaries, now, &self.tz);
+            let boundaries = self.node.live.load().cfg.usage.boundaries();
+            let next_b = next_boundary(&boundaries, now, &self.node.tz);
             let minute = now + jiff::SignedDuration::from_secs(60 - now.as_second().rem_euclid(60));
             let (wake, is_boundary) = match next_b {
                 Some(b) if b <= minute => (b, true),
@@ -229,6 +219,42 @@ impl Node {
                 self.push_spread(ids, PushReason::TimeBoundary);
             }
             self.reset_sweep(now_ms()).await;
+        }
+    }
+}
+
+impl crate::metrics::MetricsSource for Gx {
+    fn write(&self, out: &mut crate::metrics::Exposition) {
+        let p = &self.push_counters;
+        let counters: [(&str, &str, &std::sync::atomic::AtomicU64); 5] = [
+            (
+                "pcrf_pushes_decided_total",
+                "Sessions re-decided because an input changed outside a CCR.",
+                &p.decided,
+            ),
+            (
+                "pcrf_pushes_rar_total",
+                "Of them, sessions whose decision changed and got a RAR.",
+                &p.rar_sent,
+            ),
+            (
+                "pcrf_pushes_unchanged_total",
+                "Of them, sessions whose decision did not change (no RAR).",
+                &p.unchanged,
+            ),
+            (
+                "pcrf_pushes_failed_total",
+                "Pushes that failed (PCEF not connected, no RAA, error answer).",
+                &p.failed,
+            ),
+            (
+                "pcrf_usage_period_resets_total",
+                "Subscribers whose accumulators were reset at a period boundary.",
+                &p.resets,
+            ),
+        ];
+        for (name, help, value) in counters {
+            out.counter(name, help, value.load(Relaxed));
         }
     }
 }

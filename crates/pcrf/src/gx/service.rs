@@ -8,32 +8,55 @@
 use crate::admission::Class;
 use crate::config::UnknownSubscriber;
 use crate::control::{ControlError, ReauthOutcome};
+use crate::gx::state::{PushCounters, PushReason, PushSummary};
 use crate::gx::{self, CcaExtras, Ccr, RequestType, UsageInstructions};
 use crate::metrics::Command;
+use crate::node::{BoxFuture, Redecide, OVERLOAD_REDUCTION_PERCENT, OVERLOAD_REPORT_VALIDITY};
 use crate::policy::decision::{Decision, Reject};
-use crate::policy::input::RuleFailure;
 use crate::policy::Ran;
+use crate::rx::service::Rx;
+use crate::sd::service::Sd;
 use crate::session::{GxSession, RuleDiff, SessionState};
-use crate::session_message::{Identity, Outcome};
+use crate::session_message::Outcome;
 use crate::store::Change;
+use crate::sy::service::Sy;
 use bytes::{Bytes, BytesMut};
-use diameter::codec::{missing_avp, DiameterError, Message, MessageBuilder, FLAG_E, FLAG_T};
+use diameter::codec::{missing_avp, DiameterError, Message, FLAG_T};
 use diameter::dict::{avp, cmd};
-use diameter::doic::OverloadReporter;
 use diameter::result_code;
-use diameter::transport::{PeerHandle, RequestError};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::sync::Weak;
+use std::time::Instant;
 
-use crate::node::{now_ms, Answered, Node, COMMIT_WAIT, USER_UNKNOWN};
+use crate::node::{
+    now_ms, replay, too_busy_answer, usage_change, Answered, Node, COMMIT_WAIT, USER_UNKNOWN,
+};
 
-/// What a DOIC report asks of reacting PCEFs while requests are shed: send
-/// 30% less, for 10 s at a time (renewed while shedding goes on).
-const OVERLOAD_REDUCTION_PERCENT: u32 = 30;
-const OVERLOAD_REPORT_VALIDITY: Duration = Duration::from_secs(10);
+/// The Gx service: answers the PCEFs' CCRs and re-decides their sessions.
+/// It holds the services of the applications bound to a Gx session, which
+/// it tells when the session changes or ends.
+pub struct Gx {
+    pub(crate) node: Arc<Node>,
+    pub(crate) push_counters: PushCounters,
+    pub(crate) rx: Arc<Rx>,
+    pub(crate) sd: Arc<Sd>,
+    pub(crate) sy: Arc<Sy>,
+    /// This service, for the background pushes it starts.
+    pub(crate) me_ref: Weak<Gx>,
+}
 
-impl Node {
+impl Gx {
+    pub fn new(node: Arc<Node>, rx: Arc<Rx>, sd: Arc<Sd>, sy: Arc<Sy>) -> Arc<Gx> {
+        Arc::new_cyclic(|me| Gx {
+            node,
+            push_counters: PushCounters::default(),
+            rx,
+            sd,
+            sy,
+            me_ref: me.clone(),
+        })
+    }
     /// Answers one Gx request from a PCEF.
     pub async fn handle_gx(&self, req: Message) -> Result<Bytes, DiameterError> {
         if req.command_code() != cmd::CREDIT_CONTROL {
@@ -56,7 +79,8 @@ impl Node {
                     .and_then(|a| a.as_u32().ok())
                     .and_then(Command::from_cc_request_type)
                     .unwrap_or(Command::CcrUpdate);
-                self.metrics
+                self.node
+                    .metrics
                     .request(command, e.result_code, started.elapsed());
                 tracing::info!(session = ?req.session_id().ok().flatten(), error = %e, "CCR refused");
                 return Err(e);
@@ -72,21 +96,23 @@ impl Node {
         } else {
             Class::Existing
         };
-        let Some(_permit) = self.admission.admit(class) else {
-            self.metrics
+        let Some(_permit) = self.node.admission.admit(class) else {
+            self.node
+                .metrics
                 .request(command, result_code::DIAMETER_TOO_BUSY, started.elapsed());
             // Peers that speak DOIC are asked to send less for a while.
-            self.overload
+            self.node
+                .overload
                 .report(OVERLOAD_REDUCTION_PERCENT, OVERLOAD_REPORT_VALIDITY);
-            self.overload_reported.store(true, Relaxed);
-            return Ok(too_busy_answer(&req, &self.me, &self.overload));
+            self.node.overload_reported.store(true, Relaxed);
+            return Ok(too_busy_answer(&req, &self.node.me, &self.node.overload));
         };
-        if self.overload_reported.load(Relaxed)
-            && self.admission.in_flight() < self.admission.limit() / 2
+        if self.node.overload_reported.load(Relaxed)
+            && self.node.admission.in_flight() < self.node.admission.limit() / 2
         {
             // Load is back under half the bound: the report is withdrawn.
-            self.overload_reported.store(false, Relaxed);
-            self.overload.end();
+            self.node.overload_reported.store(false, Relaxed);
+            self.node.overload.end();
         }
         let result = match ccr.request_type {
             Some(RequestType::Initial) => self.ccr_initial(&req, &ccr).await,
@@ -98,7 +124,7 @@ impl Node {
             Ok(a) => a.code,
             Err(e) => e.result_code,
         };
-        self.metrics.request(command, code, started.elapsed());
+        self.node.metrics.request(command, code, started.elapsed());
         tracing::debug!(
             session = ccr.session_id,
             command = command.label(),
@@ -116,7 +142,7 @@ impl Node {
             return Err(missing_avp(avp::SUBSCRIPTION_ID, "Subscription-Id"));
         }
         // A retransmitted CCR-I is answered again, not applied twice.
-        if let Some(slot) = self.sessions.get(c.session_id) {
+        if let Some(slot) = self.node.sessions.get(c.session_id) {
             let _g = slot.lock().await;
             let cur = slot.load();
             if cur.state == SessionState::Open {
@@ -125,9 +151,9 @@ impl Node {
                 }
             }
         }
-        let sub = self.find_subscriber(c.imsi, c.msisdn);
+        let sub = self.node.find_subscriber(c.imsi, c.msisdn);
         if sub.is_none()
-            && self.live.load().cfg.policy.unknown_subscriber == UnknownSubscriber::Reject
+            && self.node.live.load().cfg.policy.unknown_subscriber == UnknownSubscriber::Reject
         {
             tracing::info!(session = c.session_id, imsi = ?c.imsi, msisdn = ?c.msisdn, "unknown subscriber rejected");
             return Ok(self.cca(req, c, Outcome::Result(USER_UNKNOWN), None, None));
@@ -152,24 +178,31 @@ impl Node {
         apply_reported(&mut s, c);
         s.last_request_number = c.request_number;
 
-        let mut usage = self.begin_usage(&s.subscriber, sub.as_deref(), now).await?;
+        let mut usage = self
+            .node
+            .begin_usage(&s.subscriber, sub.as_deref(), now)
+            .await?;
         if let Some(step) = usage.as_mut() {
-            self.count_reports(step, &mut s, &c.usage_reports, now);
+            self.node.count_reports(step, &mut s, &c.usage_reports, now);
         }
-        let mut input = self.policy_input(&s, sub.as_deref());
+        let mut input =
+            self.node
+                .policy_input(&s, sub.as_deref(), self.sy.spending_of(&s.subscriber));
         if let Some(step) = &usage {
             input.usage = step.view(sub.as_deref());
         }
-        let out = self.policy.decide(&input, None);
-        self.note_fallback(&s.id, &out);
-        let out = self.settle_spending(&mut s, &mut input, out).await;
+        let out = self.node.policy.decide(&input, None);
+        self.node.note_fallback(&s.id, &out);
+        let out = self.sy.settle_spending(&mut s, &mut input, out).await;
         if let Some(rej) = &out.decision.reject {
             return Ok(self.reject(req, c, rej));
         }
-        let mut decision = self.check_catalog(&s.id, out.decision.clone());
+        let mut decision = self
+            .sd
+            .check_adc(&s.id, self.node.check_catalog(&s.id, out.decision.clone()));
         let mut extras = self.extras(c);
         if let Some(step) = &usage {
-            extras.usage = self.monitoring_answer(
+            extras.usage = self.node.monitoring_answer(
                 &step.next,
                 sub.as_deref(),
                 &mut s,
@@ -192,19 +225,19 @@ impl Node {
         s.installed = decision;
         s.last_answer = Some(answer.bytes.clone());
         let s = Arc::new(s);
-        let slot = match self.sessions.insert(s.clone()) {
+        let slot = match self.node.sessions.insert(s.clone()) {
             Ok(slot) => slot,
-            Err(_) => self.sessions.replace(s.clone()),
+            Err(_) => self.node.sessions.replace(s.clone()),
         };
         let _g = slot.lock().await;
         let mut changes = vec![Change::PutSession(s.clone())];
         changes.extend(usage_change(&usage));
-        if let Err(e) = self.commit(changes).await {
-            self.sessions.remove(&s.id);
+        if let Err(e) = self.node.commit(changes).await {
+            self.node.sessions.remove(&s.id);
             return Err(e);
         }
         slot.publish(s.clone());
-        self.sd_follow(&s);
+        self.sd.sd_follow(&s);
         if let Some(step) = usage {
             Node::finish_usage(step);
         }
@@ -216,7 +249,7 @@ impl Node {
         req: &Message,
         c: &Ccr<'_>,
     ) -> Result<Answered, DiameterError> {
-        let Some(slot) = self.sessions.get(c.session_id) else {
+        let Some(slot) = self.node.sessions.get(c.session_id) else {
             return Ok(self.cold_retransmission(req, c).await);
         };
         let _g = slot.lock().await;
@@ -235,23 +268,32 @@ impl Node {
             s.pcef_host = c.origin_host.to_owned();
             s.pcef_realm = c.origin_realm.to_owned();
         }
-        let af_notices = self.af_notes_from_pcef(&cur, &mut s, &c.rule_reports, &c.charging_ids);
-        self.apply_rule_reports(&mut s, &c.rule_reports);
+        let af_notices = self
+            .rx
+            .af_notes_from_pcef(&cur, &mut s, &c.rule_reports, &c.charging_ids);
+        self.node.apply_rule_reports(&mut s, &c.rule_reports);
         s.last_request_number = c.request_number;
         s.updated_ms = now;
 
-        let sub = self.find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
-        let mut usage = self.begin_usage(&s.subscriber, sub.as_deref(), now).await?;
+        let sub = self
+            .node
+            .find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
+        let mut usage = self
+            .node
+            .begin_usage(&s.subscriber, sub.as_deref(), now)
+            .await?;
         if let Some(step) = usage.as_mut() {
-            self.count_reports(step, &mut s, &c.usage_reports, now);
+            self.node.count_reports(step, &mut s, &c.usage_reports, now);
         }
-        let mut input = self.policy_input(&s, sub.as_deref());
+        let mut input =
+            self.node
+                .policy_input(&s, sub.as_deref(), self.sy.spending_of(&s.subscriber));
         if let Some(step) = &usage {
             input.usage = step.view(sub.as_deref());
         }
-        let out = self.policy.decide(&input, s.last_decision.as_deref());
-        self.note_fallback(&s.id, &out);
-        let out = self.settle_spending(&mut s, &mut input, out).await;
+        let out = self.node.policy.decide(&input, s.last_decision.as_deref());
+        self.node.note_fallback(&s.id, &out);
+        let out = self.sy.settle_spending(&mut s, &mut input, out).await;
         if let Some(rej) = &out.decision.reject {
             let answer = self.reject(req, c, rej);
             if !c.usage_reports.is_empty() {
@@ -260,7 +302,7 @@ impl Node {
                 let s = Arc::new(s);
                 let mut changes = vec![Change::PutSession(s.clone())];
                 changes.extend(usage_change(&usage));
-                self.commit(changes).await?;
+                self.node.commit(changes).await?;
                 slot.publish(s);
                 if let Some(step) = usage {
                     Node::finish_usage(step);
@@ -268,11 +310,13 @@ impl Node {
             }
             return Ok(answer);
         }
-        let mut decision = self.check_catalog(&s.id, out.decision.clone());
+        let mut decision = self
+            .sd
+            .check_adc(&s.id, self.node.check_catalog(&s.id, out.decision.clone()));
         crate::session::af::add_af_rules(&s.af, &mut decision);
         let mut extras = CcaExtras::default();
         if let Some(step) = &usage {
-            extras.usage = self.monitoring_answer(
+            extras.usage = self.node.monitoring_answer(
                 &step.next,
                 sub.as_deref(),
                 &mut s,
@@ -302,23 +346,23 @@ impl Node {
         // a retransmission after a restart must be replayed, not counted again.
         let usage_write = usage_change(&usage);
         if s.durably_equal(&cur) && c.usage_reports.is_empty() && usage_write.is_none() {
-            self.counters.writes_skipped.fetch_add(1, Relaxed);
+            self.node.counters.writes_skipped.fetch_add(1, Relaxed);
         } else {
             let mut changes = vec![Change::PutSession(s.clone())];
             changes.extend(usage_write);
-            self.commit(changes).await?;
+            self.node.commit(changes).await?;
         }
         slot.publish(s.clone());
-        self.sd_follow(&s);
+        self.sd.sd_follow(&s);
         if let Some(step) = usage {
             Node::finish_usage(step);
         }
-        self.spawn_af_notices(af_notices);
+        self.rx.spawn_af_notices(af_notices);
         Ok(answer)
     }
 
     async fn ccr_termination(&self, req: &Message, c: &Ccr<'_>) -> Result<Answered, DiameterError> {
-        let Some(slot) = self.sessions.get(c.session_id) else {
+        let Some(slot) = self.node.sessions.get(c.session_id) else {
             return Ok(self.cold_retransmission(req, c).await);
         };
         let _g = slot.lock().await;
@@ -332,14 +376,19 @@ impl Node {
         let now = now_ms();
         let mut s = (*cur).clone();
         apply_reported(&mut s, c);
-        self.apply_rule_reports(&mut s, &c.rule_reports);
+        self.node.apply_rule_reports(&mut s, &c.rule_reports);
         // The final usage (CCR-T) is counted like any report.
         let mut usage = None;
         if !c.usage_reports.is_empty() {
-            let sub = self.find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
-            usage = self.begin_usage(&s.subscriber, sub.as_deref(), now).await?;
+            let sub = self
+                .node
+                .find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
+            usage = self
+                .node
+                .begin_usage(&s.subscriber, sub.as_deref(), now)
+                .await?;
             if let Some(step) = usage.as_mut() {
-                self.count_reports(step, &mut s, &c.usage_reports, now);
+                self.node.count_reports(step, &mut s, &c.usage_reports, now);
             }
         }
         s.state = SessionState::Closed;
@@ -357,15 +406,15 @@ impl Node {
         let s = Arc::new(s);
         let mut changes = vec![Change::PutSession(s.clone())];
         changes.extend(usage_change(&usage));
-        self.commit(changes).await?;
-        self.sd_release(&s);
+        self.node.commit(changes).await?;
+        self.sd.sd_release(&s);
         slot.publish(s.clone());
-        self.abort_afs(&s);
+        self.rx.abort_afs(&s);
         // Closed records live in the store only (API look-ups and late
         // retransmissions read them there): memory stays the size of the
         // open sessions whatever the churn and the retention.
-        self.sessions.remove(c.session_id);
-        self.sy_session_ended(&cur.subscriber);
+        self.node.sessions.remove(c.session_id);
+        self.sy.sy_session_ended(&cur.subscriber);
         if let Some(step) = usage {
             Node::finish_usage(step);
         }
@@ -385,7 +434,8 @@ impl Node {
     /// read the store, so unknown Session-Ids cannot make the writer busy.
     async fn cold_retransmission(&self, req: &Message, c: &Ccr<'_>) -> Answered {
         if req.flags() & FLAG_T != 0 {
-            let read = tokio::time::timeout(COMMIT_WAIT, self.store.read_session(c.session_id));
+            let read =
+                tokio::time::timeout(COMMIT_WAIT, self.node.store.read_session(c.session_id));
             if let Ok(Ok(Some(stored))) = read.await {
                 if let Some(again) = self.replay_retransmission(&stored, req, c) {
                     return again;
@@ -406,7 +456,7 @@ impl Node {
             return None;
         }
         let ans = cur.last_answer.as_deref()?;
-        self.counters.retransmissions.fetch_add(1, Relaxed);
+        self.node.counters.retransmissions.fetch_add(1, Relaxed);
         Some(replay(ans, req))
     }
 
@@ -423,12 +473,12 @@ impl Node {
         gx::encode_cca(
             &mut buf,
             req,
-            &self.me,
+            &self.node.me,
             c,
             outcome,
             extras.unwrap_or(&empty),
             diff,
-            Some(&self.overload),
+            Some(&self.node.overload),
         );
         Answered {
             bytes: buf.freeze(),
@@ -467,24 +517,6 @@ impl Node {
         }
     }
 
-    /// Records rule failures and forgets failed rules as installed (the
-    /// PCEF does not have them); the policy sees the failures next.
-    pub(crate) fn apply_rule_reports(&self, s: &mut GxSession, reports: &[RuleFailure]) {
-        for r in reports {
-            // PCC-Rule-Status ACTIVE (0) reports are not failures.
-            if r.status == 0 {
-                continue;
-            }
-            self.counters.rule_failures_reported.fetch_add(1, Relaxed);
-            tracing::warn!(session = %s.id, rule = %r.rule, status = r.status, code = ?r.code, "PCEF reported a rule failure");
-            s.installed.rules.retain(|n| n != &r.rule);
-            s.installed.base_names.retain(|n| n != &r.rule);
-            s.installed.definitions.retain(|d| d.name != r.rule);
-            s.rule_failures.retain(|f| f.rule != r.rule);
-            s.rule_failures.push(r.clone());
-        }
-    }
-
     /// Re-decides a session and, if the decision changed, pushes the
     /// difference to its PCEF in a RAR (holding the session's lock, so a
     /// CCR for it waits for the RAA).
@@ -494,6 +526,7 @@ impl Node {
         ask_report: bool,
     ) -> Result<ReauthOutcome, ControlError> {
         let slot = self
+            .node
             .sessions
             .get(id)
             .ok_or_else(|| ControlError::NotFound(format!("no session {id}")))?;
@@ -502,19 +535,28 @@ impl Node {
         if cur.state == SessionState::Closed {
             return Err(ControlError::Conflict(format!("session {id} is closed")));
         }
-        let sub = self.find_subscriber(cur.imsi.as_deref(), cur.msisdn.as_deref());
+        let sub = self
+            .node
+            .find_subscriber(cur.imsi.as_deref(), cur.msisdn.as_deref());
         let now = now_ms();
-        let mut input = self.policy_input(&cur, sub.as_deref());
-        input.usage = self.usage_view(&cur.subscriber, sub.as_deref(), now);
-        let out = self.policy.decide(&input, cur.last_decision.as_deref());
-        self.note_fallback(id, &out);
-        let mut decision = self.check_catalog(id, out.decision.clone());
+        let mut input =
+            self.node
+                .policy_input(&cur, sub.as_deref(), self.sy.spending_of(&cur.subscriber));
+        input.usage = self.node.usage_view(&cur.subscriber, sub.as_deref(), now);
+        let out = self
+            .node
+            .policy
+            .decide(&input, cur.last_decision.as_deref());
+        self.node.note_fallback(id, &out);
+        let mut decision = self
+            .sd
+            .check_adc(id, self.node.check_catalog(id, out.decision.clone()));
         crate::session::af::add_af_rules(&cur.af, &mut decision);
         let mut pending = (*cur).clone();
         let mut usage = UsageInstructions::default();
-        if !self.usage_cfg.load().is_empty() {
-            let accumulators = self.usage.load(&cur.subscriber);
-            usage = self.monitoring_answer(
+        if !self.node.usage_cfg.load().is_empty() {
+            let accumulators = self.node.usage.load(&cur.subscriber);
+            usage = self.node.monitoring_answer(
                 &accumulators,
                 sub.as_deref(),
                 &mut pending,
@@ -540,7 +582,7 @@ impl Node {
             .collect();
         if diff.is_empty() && usage.is_empty() {
             // Only the TDF's part (ADC rules) may have changed: Sd follows.
-            self.adopt_adc(&slot, &cur, &decision.adc).await?;
+            self.sd.adopt_adc(&slot, &cur, &decision.adc).await?;
             return Ok(ReauthOutcome {
                 rar_sent: false,
                 result_code: None,
@@ -553,23 +595,25 @@ impl Node {
             // Every key: the PCEF reports what it counted since its last report.
             usage.report = Some(Vec::new());
         }
-        let answer = self.send_rar(&cur, Some(&diff), None, &usage).await?;
+        let answer = self.node.send_rar(&cur, Some(&diff), None, &usage).await?;
         drop(diff);
         let raa =
             gx::decode_raa(&answer).map_err(|e| ControlError::Peer(format!("bad RAA: {e}")))?;
         let code = raa.result_code.or(raa.experimental_result).unwrap_or(0);
         let mut s = pending;
         let af_notices =
-            self.af_notes_from_pcef(&cur, &mut s, &raa.rule_reports, &raa.charging_ids);
-        self.apply_rule_reports(&mut s, &raa.rule_reports);
+            self.rx
+                .af_notes_from_pcef(&cur, &mut s, &raa.rule_reports, &raa.charging_ids);
+        self.node.apply_rule_reports(&mut s, &raa.rule_reports);
         if code == result_code::DIAMETER_UNKNOWN_SESSION_ID {
             // The PCEF no longer has it: forget it here too.
-            self.commit(vec![Change::DeleteSession(id.to_owned())])
+            self.node
+                .commit(vec![Change::DeleteSession(id.to_owned())])
                 .await
                 .map_err(|e| ControlError::Unavailable(e.message.to_string()))?;
-            self.sessions.remove(id);
-            self.abort_afs(&cur);
-            self.sy_session_ended(&cur.subscriber);
+            self.node.sessions.remove(id);
+            self.rx.abort_afs(&cur);
+            self.sy.sy_session_ended(&cur.subscriber);
             return Err(ControlError::Peer(format!(
                 "PCEF does not know session {id} (5002); removed"
             )));
@@ -588,13 +632,14 @@ impl Node {
         s.updated_ms = now_ms();
         let s = Arc::new(s);
         if !s.durably_equal(&cur) {
-            self.commit(vec![Change::PutSession(s.clone())])
+            self.node
+                .commit(vec![Change::PutSession(s.clone())])
                 .await
                 .map_err(|e| ControlError::Unavailable(e.message.to_string()))?;
         }
         slot.publish(s.clone());
-        self.sd_follow(&s);
-        self.spawn_af_notices(af_notices);
+        self.sd.sd_follow(&s);
+        self.rx.spawn_af_notices(af_notices);
         Ok(ReauthOutcome {
             rar_sent: true,
             result_code: Some(code),
@@ -603,76 +648,6 @@ impl Node {
             script_version,
         })
     }
-
-    pub(crate) async fn send_rar(
-        &self,
-        s: &GxSession,
-        diff: Option<&RuleDiff<'_>>,
-        release: Option<i32>,
-        usage: &UsageInstructions,
-    ) -> Result<Message, ControlError> {
-        let peer: PeerHandle = self
-            .peers
-            .get(&s.pcef_host)
-            .ok_or_else(|| ControlError::Peer(format!("PCEF {} is not connected", s.pcef_host)))?;
-        let started = Instant::now();
-        let res = peer
-            .request(gx::GX, cmd::RE_AUTH, |b| {
-                gx::encode_rar(
-                    b,
-                    &s.id,
-                    &self.me,
-                    &s.pcef_host,
-                    &s.pcef_realm,
-                    diff,
-                    release,
-                    usage,
-                )
-            })
-            .await;
-        match res {
-            Ok(ans) => {
-                let code = gx::decode_raa(&ans)
-                    .ok()
-                    .and_then(|r| r.result_code.or(r.experimental_result))
-                    .unwrap_or(0);
-                self.metrics.request(Command::Rar, code, started.elapsed());
-                Ok(ans)
-            }
-            Err(e) => {
-                self.metrics
-                    .request(Command::Rar, crate::metrics::NO_ANSWER, started.elapsed());
-                Err(match e {
-                    RequestError::Timeout => {
-                        ControlError::Timeout(format!("no RAA from {} in time", s.pcef_host))
-                    }
-                    other => ControlError::Peer(format!("RAR to {} failed: {other}", s.pcef_host)),
-                })
-            }
-        }
-    }
-}
-
-/// DIAMETER_TOO_BUSY (3004, a protocol error: E bit) for a shed request,
-/// with an OC-OLR when the PCEF advertised DOIC.
-pub(crate) fn too_busy_answer(req: &Message, me: &Identity, overload: &OverloadReporter) -> Bytes {
-    let mut buf = BytesMut::with_capacity(256);
-    let mut b = MessageBuilder::answer(&mut buf, req);
-    b.set_flags(b.flags() | FLAG_E);
-    b.result_code(result_code::DIAMETER_TOO_BUSY)
-        .origin(&me.origin_host, &me.origin_realm)
-        .str(avp::ERROR_MESSAGE, "PCRF overloaded; retry later");
-    overload.append_to_answer(req, &mut b);
-    b.finish();
-    buf.freeze()
-}
-
-/// The accumulators to write with a request, when they changed.
-pub(crate) fn usage_change(usage: &Option<crate::gx::monitoring::UsageStep>) -> Option<Change> {
-    usage
-        .as_ref()
-        .filter(|u| u.changed())
-        .map(|u| Change::PutUsage(u.next.clone()))
 }
 
 /// Revalidation-Time is an instant: send it only when the decision asks
@@ -685,28 +660,6 @@ fn settle_revalidation(diff: &mut RuleDiff<'_>, at_ms: &mut Option<i64>, now: i6
         } else {
             *at_ms = Some(at);
         }
-    }
-}
-
-/// A stored answer sent again with the retransmission's ids.
-pub(crate) fn replay(stored: &[u8], req: &Message) -> Answered {
-    let mut b = BytesMut::from(stored);
-    if b.len() >= 20 {
-        b[12..16].copy_from_slice(&req.hop_by_hop().to_be_bytes());
-        b[16..20].copy_from_slice(&req.end_to_end().to_be_bytes());
-    }
-    let code = Message::parse(Bytes::copy_from_slice(stored))
-        .ok()
-        .and_then(|m| {
-            m.find(avp::RESULT_CODE)
-                .ok()
-                .flatten()
-                .and_then(|a| a.as_u32().ok())
-        })
-        .unwrap_or(result_code::DIAMETER_SUCCESS);
-    Answered {
-        bytes: b.freeze(),
-        code,
     }
 }
 
@@ -738,48 +691,16 @@ fn apply_reported(s: &mut GxSession, c: &Ccr<'_>) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+impl Redecide for Gx {
+    fn session<'a>(
+        &'a self,
+        id: &'a str,
+        ask_report: bool,
+    ) -> BoxFuture<'a, Result<ReauthOutcome, ControlError>> {
+        Box::pin(self.push(id, ask_report))
+    }
 
-    #[test]
-    fn a_shed_request_gets_3004_and_an_olr_only_if_it_speaks_doic() {
-        let me = Identity {
-            origin_host: "pcrf.test".into(),
-            origin_realm: "test".into(),
-        };
-        let request = |doic: bool| {
-            let mut buf = BytesMut::new();
-            let mut b = MessageBuilder::request(&mut buf, cmd::CREDIT_CONTROL, gx::GX, 7, 9);
-            b.str(avp::SESSION_ID, "pgw;1");
-            if doic {
-                b.group(avp::OC_SUPPORTED_FEATURES, |g| {
-                    g.u64(avp::OC_FEATURE_VECTOR, 1);
-                });
-            }
-            b.finish();
-            Message::parse(buf.freeze()).expect("request")
-        };
-        let reporter = OverloadReporter::new();
-        reporter.report(OVERLOAD_REDUCTION_PERCENT, OVERLOAD_REPORT_VALIDITY);
-        let ans = Message::parse(too_busy_answer(&request(true), &me, &reporter)).expect("answer");
-        assert_ne!(ans.flags() & FLAG_E, 0, "3004 is a protocol error");
-        assert_eq!(ans.hop_by_hop(), 7);
-        let rc = ans
-            .find(avp::RESULT_CODE)
-            .expect("avps")
-            .expect("Result-Code");
-        assert_eq!(rc.as_u32(), Ok(result_code::DIAMETER_TOO_BUSY));
-        let olr = ans.find(avp::OC_OLR).expect("avps").expect("OC-OLR");
-        let pct = olr
-            .grouped()
-            .find(avp::OC_REDUCTION_PERCENTAGE)
-            .expect("grouped")
-            .expect("reduction");
-        assert_eq!(pct.as_u32(), Ok(OVERLOAD_REDUCTION_PERCENT));
-        ans.validate().expect("a valid answer");
-        let plain =
-            Message::parse(too_busy_answer(&request(false), &me, &reporter)).expect("answer");
-        assert!(plain.find(avp::OC_OLR).expect("avps").is_none());
+    fn subscriber<'a>(&'a self, key: &'a str, reason: PushReason) -> BoxFuture<'a, PushSummary> {
+        Box::pin(self.push_subscriber(key, reason))
     }
 }

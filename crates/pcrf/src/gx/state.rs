@@ -1,17 +1,8 @@
-//! What the Gx service keeps beside the session table: its counters for
-//! /metrics, and why a re-decision was pushed.
+//! What the Gx service keeps beside the session table: its counters of
+//! pushes for /metrics, why a re-decision was pushed, and what a push of
+//! several sessions did.
 
 use std::sync::atomic::AtomicU64;
-
-/// Counters of usage monitoring, rendered into /metrics.
-#[derive(Default)]
-pub struct UsageCounters {
-    pub reports: AtomicU64,
-    pub octets: AtomicU64,
-    pub unknown_key_reports: AtomicU64,
-    pub unknown_keys_decided: AtomicU64,
-    pub grants: AtomicU64,
-}
 
 /// Counters of pushes, rendered into /metrics.
 #[derive(Default)]
@@ -57,4 +48,15 @@ impl PushReason {
             PushReason::Provisioning | PushReason::UsageReset | PushReason::PeriodReset
         )
     }
+}
+
+/// What one push of several sessions did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
+pub struct PushSummary {
+    /// Open sessions re-decided.
+    pub sessions: usize,
+    /// Of them, those whose decision changed and got a RAR.
+    pub rar_sent: usize,
+    /// Of them, those whose RAR failed (no peer, timeout, error answer).
+    pub failed: usize,
 }

@@ -11,11 +11,13 @@ use crate::metrics::{Command, Exposition, NO_ANSWER};
 use crate::node::{now_ms, Node};
 use crate::policy::input::{RuleFailure, SubscriberInput};
 use crate::policy::media::{af_tag, AfInput, MediaInput};
+use crate::rx::state::RxState;
 use crate::rx::{self, AaaExtras, Aar, AfNotice, RxRequestType};
 use crate::session::af::{add_af_triggers, merge_media, replace_af_rules, AfSession};
 use crate::session::{GxSession, RuleDiff, SessionSlot, SessionState};
 use crate::session_message::Outcome;
 use crate::store::Change;
+use crate::sy::service::Sy;
 use bytes::{Bytes, BytesMut};
 use diameter::codec::{DiameterError, Message};
 use diameter::dict::{cmd, enums};
@@ -23,6 +25,7 @@ use diameter::result_code;
 use std::net::IpAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+use std::sync::Weak;
 use std::time::Instant;
 
 /// 3GPP Experimental-Result-Codes of Rx (TS 29.214 §5.5).
@@ -64,7 +67,25 @@ struct RxAnswer {
     code: u32,
 }
 
-impl Node {
+/// The Rx service: binds each AF session to its Gx session, installs its
+/// media rules there and tells the AF when the bearer changes or ends.
+pub struct Rx {
+    pub(crate) node: Arc<Node>,
+    pub(crate) state: RxState,
+    pub(crate) sy: Arc<Sy>,
+    /// This service, for the background exchanges it starts.
+    pub(crate) me_ref: Weak<Rx>,
+}
+
+impl Rx {
+    pub fn new(node: Arc<Node>, sy: Arc<Sy>) -> Arc<Rx> {
+        Arc::new_cyclic(|me| Rx {
+            node,
+            state: RxState::default(),
+            sy,
+            me_ref: me.clone(),
+        })
+    }
     /// Answers one Rx request from an AF (AAR or STR).
     pub async fn handle_rx(&self, req: Message) -> Result<Bytes, DiameterError> {
         let started = Instant::now();
@@ -82,7 +103,7 @@ impl Node {
             Ok(a) => a.code,
             Err(e) => e.result_code,
         };
-        self.metrics.request(command, code, started.elapsed());
+        self.node.metrics.request(command, code, started.elapsed());
         tracing::debug!(
             session = ?req.session_id().ok().flatten(),
             command = command.label(),
@@ -105,7 +126,7 @@ impl Node {
             ip_can_type: s.and_then(|s| s.ip_can_type),
             rat_type: s.and_then(|s| s.rat_type),
         };
-        rx::encode_aaa(&mut buf, req, &self.me, outcome, &extras, why);
+        rx::encode_aaa(&mut buf, req, &self.node.me, outcome, &extras, why);
         RxAnswer {
             bytes: buf.freeze(),
             code: match outcome {
@@ -119,16 +140,17 @@ impl Node {
     fn bind_aar(&self, a: &Aar<'_>) -> Option<Arc<SessionSlot>> {
         let mut slots = Vec::new();
         if let Some(v4) = a.ue_ipv4 {
-            slots = self.sessions.bound_to(IpAddr::V4(v4));
+            slots = self.node.sessions.bound_to(IpAddr::V4(v4));
         }
         if slots.is_empty() {
             if let Some(p) = a.ue_ipv6_prefix {
                 slots = self
+                    .node
                     .sessions
                     .bindings()
                     .find_prefix(p)
                     .iter()
-                    .filter_map(|id| self.sessions.get(id))
+                    .filter_map(|id| self.node.sessions.get(id))
                     .collect();
             }
         }
@@ -145,7 +167,7 @@ impl Node {
         let a = req.validate().and_then(|_| rx::decode_aar(req)).inspect_err(|e| {
             tracing::info!(session = ?req.session_id().ok().flatten(), error = %e, "AAR refused");
         })?;
-        let existing = self.sessions.bound_af(a.session_id);
+        let existing = self.node.sessions.bound_af(a.session_id);
         let slot = match existing {
             Some(slot) => slot,
             None if a.request_type == Some(RxRequestType::Update) => {
@@ -159,7 +181,7 @@ impl Node {
             None => match self.bind_aar(&a) {
                 Some(slot) => slot,
                 None => {
-                    self.rx.binding_failures.fetch_add(1, Relaxed);
+                    self.state.binding_failures.fetch_add(1, Relaxed);
                     tracing::info!(session = a.session_id, ipv4 = ?a.ue_ipv4, apn = ?a.apn, "AAR: no IP-CAN session holds the UE address");
                     return Ok(self.aaa(
                         req,
@@ -173,7 +195,7 @@ impl Node {
         let _g = slot.lock().await;
         let cur = slot.load();
         if cur.state != SessionState::Open {
-            self.rx.binding_failures.fetch_add(1, Relaxed);
+            self.state.binding_failures.fetch_add(1, Relaxed);
             return Ok(self.aaa(
                 req,
                 Outcome::Experimental(IP_CAN_SESSION_NOT_AVAILABLE),
@@ -220,8 +242,12 @@ impl Node {
         af.af_host = a.origin_host.to_owned();
         af.af_realm = a.origin_realm.to_owned();
 
-        let sub = self.find_subscriber(cur.imsi.as_deref(), cur.msisdn.as_deref());
-        let gx_input = self.policy_input(&cur, sub.as_deref());
+        let sub = self
+            .node
+            .find_subscriber(cur.imsi.as_deref(), cur.msisdn.as_deref());
+        let gx_input =
+            self.node
+                .policy_input(&cur, sub.as_deref(), self.sy.spending_of(&cur.subscriber));
         let input = MediaInput {
             af: AfInput {
                 session: af.id.clone(),
@@ -239,6 +265,7 @@ impl Node {
             },
         };
         let decided = self
+            .node
             .policy
             .authorize_media(&input)
             .map_err(|e| e.to_string())
@@ -246,7 +273,7 @@ impl Node {
         let decided = match decided {
             Ok(d) => d,
             Err(e) => {
-                self.rx.policy_errors.fetch_add(1, Relaxed);
+                self.state.policy_errors.fetch_add(1, Relaxed);
                 tracing::error!(session = a.session_id, error = %e, "authorize_media failed; AAR refused");
                 return Ok(self.aaa(
                     req,
@@ -275,7 +302,7 @@ impl Node {
         add_af_triggers(others.chain(std::iter::once(&af)), &mut installed);
         let diff = RuleDiff::between(&cur.installed, &installed);
         let mut next = (*cur).clone();
-        if !diff.is_empty() && !self.live.load().cfg.rx.answer_after_raa {
+        if !diff.is_empty() && !self.node.live.load().cfg.rx.answer_after_raa {
             // Answer first: store the rules as installed, answer, and push
             // in the background; a refusal is undone and notified.
             drop(diff);
@@ -286,12 +313,14 @@ impl Node {
             next.af.push(af.clone());
             next.updated_ms = now;
             let next = Arc::new(next);
-            self.commit(vec![Change::PutSession(next.clone())]).await?;
+            self.node
+                .commit(vec![Change::PutSession(next.clone())])
+                .await?;
             slot.publish(next.clone());
-            if let Some(node) = self.me_ref.upgrade() {
+            if let Some(this) = self.me_ref.upgrade() {
                 let (gx_id, before) = (cur.id.clone(), cur.installed.clone());
                 tokio::spawn(async move {
-                    node.push_af_rules(&gx_id, before, af, old_rules, new_rules)
+                    this.push_af_rules(&gx_id, before, af, old_rules, new_rules)
                         .await;
                 });
             }
@@ -304,6 +333,7 @@ impl Node {
         }
         if !diff.is_empty() {
             let pushed = self
+                .node
                 .send_rar(&cur, Some(&diff), None, &UsageInstructions::default())
                 .await;
             let raa = match pushed.map(|m| gx::decode_raa(&m)) {
@@ -349,7 +379,7 @@ impl Node {
             // A rule accepted in the RAA but reported failed with it.
             let failed =
                 self.af_notes_from_pcef(&cur, &mut next, &raa.rule_reports, &raa.charging_ids);
-            self.apply_rule_reports(&mut next, &raa.rule_reports);
+            self.node.apply_rule_reports(&mut next, &raa.rule_reports);
             self.spawn_af_notices(failed);
         } else {
             drop(diff);
@@ -359,7 +389,9 @@ impl Node {
         }
         next.updated_ms = now;
         let next = Arc::new(next);
-        self.commit(vec![Change::PutSession(next.clone())]).await?;
+        self.node
+            .commit(vec![Change::PutSession(next.clone())])
+            .await?;
         slot.publish(next.clone());
         Ok(self.aaa(
             req,
@@ -373,15 +405,15 @@ impl Node {
         let s = req.validate().and_then(|_| rx::decode_str(req))?;
         let sta = |code: u32| {
             let mut buf = BytesMut::with_capacity(128);
-            rx::encode_sta(&mut buf, req, &self.me, code);
+            rx::encode_sta(&mut buf, req, &self.node.me, code);
             RxAnswer {
                 bytes: buf.freeze(),
                 code,
             }
         };
-        let Some(slot) = self.sessions.bound_af(s.session_id) else {
+        let Some(slot) = self.node.sessions.bound_af(s.session_id) else {
             // The Gx session ended first (ASR sent): the AF's STR closes it.
-            if self.rx.take_aborted(s.session_id) {
+            if self.state.take_aborted(s.session_id) {
                 return Ok(sta(result_code::DIAMETER_SUCCESS));
             }
             return Ok(sta(result_code::DIAMETER_UNKNOWN_SESSION_ID));
@@ -397,6 +429,7 @@ impl Node {
         let diff = RuleDiff::between(&cur.installed, &installed);
         if !diff.is_empty() && cur.state == SessionState::Open {
             let pushed = self
+                .node
                 .send_rar(&cur, Some(&diff), None, &UsageInstructions::default())
                 .await;
             let ok = matches!(
@@ -419,7 +452,9 @@ impl Node {
         }
         next.updated_ms = now_ms();
         let next = Arc::new(next);
-        self.commit(vec![Change::PutSession(next.clone())]).await?;
+        self.node
+            .commit(vec![Change::PutSession(next.clone())])
+            .await?;
         slot.publish(next);
         Ok(sta(result_code::DIAMETER_SUCCESS))
     }
@@ -436,7 +471,7 @@ impl Node {
         old_rules: Vec<crate::policy::decision::RuleDefinition>,
         new_rules: Vec<crate::policy::decision::RuleDefinition>,
     ) {
-        let Some(slot) = self.sessions.get(gx_id) else {
+        let Some(slot) = self.node.sessions.get(gx_id) else {
             return;
         };
         let _g = slot.lock().await;
@@ -447,6 +482,7 @@ impl Node {
         let after = replace_af_rules(&before, &old_rules, &new_rules);
         let diff = RuleDiff::between(&before, &after);
         let res = self
+            .node
             .send_rar(&cur, Some(&diff), None, &UsageInstructions::default())
             .await;
         drop(diff);
@@ -460,7 +496,7 @@ impl Node {
             if let Some(raa) = raa {
                 notes =
                     self.af_notes_from_pcef(&cur, &mut next, &raa.rule_reports, &raa.charging_ids);
-                self.apply_rule_reports(&mut next, &raa.rule_reports);
+                self.node.apply_rule_reports(&mut next, &raa.rule_reports);
             }
         } else {
             tracing::warn!(session = %af.id, code = ?code, "PCEF refused the Rx rules after the AAA; undone");
@@ -479,6 +515,7 @@ impl Node {
             next.updated_ms = now_ms();
             let next = Arc::new(next);
             if self
+                .node
                 .commit(vec![Change::PutSession(next.clone())])
                 .await
                 .is_err()
@@ -585,19 +622,19 @@ impl Node {
         if notices.is_empty() {
             return;
         }
-        let Some(node) = self.me_ref.upgrade() else {
+        let Some(this) = self.me_ref.upgrade() else {
             return;
         };
         tokio::spawn(async move {
             for note in notices {
-                node.notify_af(&note).await;
+                this.notify_af(&note).await;
             }
         });
     }
 
     async fn notify_af(&self, note: &AfNote) {
         let (af, action) = (&note.af, note.action);
-        let Some(peer) = self.peers.get(&af.af_host) else {
+        let Some(peer) = self.node.peers.get(&af.af_host) else {
             tracing::warn!(af = %af.af_host, session = %af.id, "AF not connected; notification dropped");
             return;
         };
@@ -611,15 +648,17 @@ impl Node {
         let started = Instant::now();
         let res = peer
             .request(rx::RX, cmd::RE_AUTH, |b| {
-                rx::encode_af_rar(b, &af.id, &self.me, &af.af_host, &af.af_realm, &notice)
+                rx::encode_af_rar(b, &af.id, &self.node.me, &af.af_host, &af.af_realm, &notice)
             })
             .await;
         let code = match &res {
             Ok(m) => rx::decode_answer_code(m).unwrap_or(0),
             Err(_) => NO_ANSWER,
         };
-        self.rx.af_notifications.fetch_add(1, Relaxed);
-        self.metrics.request(Command::Rar, code, started.elapsed());
+        self.state.af_notifications.fetch_add(1, Relaxed);
+        self.node
+            .metrics
+            .request(Command::Rar, code, started.elapsed());
         tracing::info!(af = %af.af_host, session = %af.id, action, code, "AF notified");
     }
 
@@ -629,22 +668,22 @@ impl Node {
         if ended.af.is_empty() {
             return;
         }
-        let Some(node) = self.me_ref.upgrade() else {
+        let Some(this) = self.me_ref.upgrade() else {
             return;
         };
         let afs = ended.af.clone();
         for af in &afs {
-            self.rx.remember_aborted(&af.id);
+            self.state.remember_aborted(&af.id);
         }
         tokio::spawn(async move {
             for af in afs {
-                node.send_asr(&af).await;
+                this.send_asr(&af).await;
             }
         });
     }
 
     async fn send_asr(&self, af: &AfSession) {
-        let Some(peer) = self.peers.get(&af.af_host) else {
+        let Some(peer) = self.node.peers.get(&af.af_host) else {
             tracing::warn!(af = %af.af_host, session = %af.id, "AF not connected; ASR not sent");
             return;
         };
@@ -654,7 +693,7 @@ impl Node {
                 rx::encode_asr(
                     b,
                     &af.id,
-                    &self.me,
+                    &self.node.me,
                     &af.af_host,
                     &af.af_realm,
                     enums::ABORT_CAUSE::BEARER_RELEASED,
@@ -665,7 +704,9 @@ impl Node {
             Ok(m) => rx::decode_answer_code(m).unwrap_or(0),
             Err(_) => NO_ANSWER,
         };
-        self.metrics.request(Command::Asr, code, started.elapsed());
+        self.node
+            .metrics
+            .request(Command::Asr, code, started.elapsed());
         tracing::info!(af = %af.af_host, session = %af.id, code, "AF session aborted");
     }
 
@@ -674,22 +715,22 @@ impl Node {
         out.counter(
             "pcrf_rx_binding_failures_total",
             "AARs answered IP-CAN_SESSION_NOT_AVAILABLE (5065): no open Gx session held the UE address",
-            self.rx.binding_failures.load(Relaxed),
+            self.state.binding_failures.load(Relaxed),
         );
         out.counter(
             "pcrf_rx_af_notifications_total",
             "RARs sent to AFs for a subscribed Specific-Action",
-            self.rx.af_notifications.load(Relaxed),
+            self.state.af_notifications.load(Relaxed),
         );
         out.counter(
             "pcrf_rx_policy_errors_total",
             "AARs answered 5012 because authorize_media failed (error, budget, bad return value)",
-            self.rx.policy_errors.load(Relaxed),
+            self.state.policy_errors.load(Relaxed),
         );
         out.gauge(
             "pcrf_rx_sessions",
             "Rx (AF) sessions bound to open Gx sessions",
-            self.sessions.af_index().len() as u64,
+            self.node.sessions.af_index().len() as u64,
         );
     }
 }
@@ -739,4 +780,10 @@ fn check_rule_names(
         }
     }
     Ok(d)
+}
+
+impl crate::metrics::MetricsSource for Rx {
+    fn write(&self, out: &mut crate::metrics::Exposition) {
+        self.write_rx_metrics(out);
+    }
 }

@@ -11,16 +11,18 @@
 //! file, exactly once, in the same commit as the record and its answer.
 
 use crate::admission::Class;
-use crate::gx::service::{replay, too_busy_answer, usage_change};
 use crate::gx::{RequestType, UsageGrant, UsageInstructions, UsageReport};
 use crate::metrics::Command;
-use crate::node::{now_ms, Answered, Node};
+use crate::node::{now_ms, replay, too_busy_answer, usage_change, Answered, Node};
 use crate::policy::decision::AdcRule;
+use crate::policy::decision::Decision;
+use crate::sd::state::SdState;
 use crate::sd::{self, AdcChanges, TdfCcr, TsrSubject};
 use crate::session::tdf::{adc_diff, TdfMode, TdfSession};
 use crate::session::{GxSession, SessionSlot, SessionState};
 use crate::session_message::Outcome;
 use crate::store::Change;
+use crate::sy::service::Sy;
 use crate::usage::config::Interface;
 use crate::usage::grant::grant_for;
 use bytes::{Bytes, BytesMut};
@@ -31,6 +33,7 @@ use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
+use std::sync::Weak;
 use std::time::{Duration, Instant};
 
 /// How long the TDF's CCR-T after our release (Sd RAR with
@@ -40,7 +43,25 @@ const RELEASED_KEPT: Duration = Duration::from_secs(300);
 /// Session-Release-Cause UNSPECIFIED_REASON: the IP-CAN session ended.
 const RELEASE_UNSPECIFIED: i32 = 0;
 
-impl Node {
+/// The Sd service: binds each TDF session to its Gx session and keeps the
+/// TDF's ADC rules in step with the Gx decision.
+pub struct Sd {
+    pub(crate) node: Arc<Node>,
+    pub(crate) state: SdState,
+    pub(crate) sy: Arc<Sy>,
+    /// This service, for the background exchanges it starts.
+    pub(crate) me_ref: Weak<Sd>,
+}
+
+impl Sd {
+    pub fn new(node: Arc<Node>, state: SdState, sy: Arc<Sy>) -> Arc<Sd> {
+        Arc::new_cyclic(|me| Sd {
+            node,
+            state,
+            sy,
+            me_ref: me.clone(),
+        })
+    }
     /// Answers one Sd request from a TDF (its CCR).
     pub async fn handle_sd(&self, req: Message) -> Result<Bytes, DiameterError> {
         let started = Instant::now();
@@ -60,13 +81,13 @@ impl Node {
             Some(1) => Class::New,
             _ => Class::Existing,
         };
-        let Some(_permit) = self.admission.admit(class) else {
-            self.metrics.request(
+        let Some(_permit) = self.node.admission.admit(class) else {
+            self.node.metrics.request(
                 Command::SdCcr,
                 result_code::DIAMETER_TOO_BUSY,
                 started.elapsed(),
             );
-            return Ok(too_busy_answer(&req, &self.me, &self.overload));
+            return Ok(too_busy_answer(&req, &self.node.me, &self.node.overload));
         };
         let result = match req.validate().and_then(|_| sd::decode_ccr(&req)) {
             Ok(c) => match c.request_type {
@@ -81,7 +102,8 @@ impl Node {
             Ok(a) => a.code,
             Err(e) => e.result_code,
         };
-        self.metrics
+        self.node
+            .metrics
             .request(Command::SdCcr, code, started.elapsed());
         if let Err(e) = &result {
             tracing::info!(session = ?req.session_id().ok().flatten(), error = %e, "Sd CCR refused");
@@ -98,7 +120,7 @@ impl Node {
         usage: &UsageInstructions,
     ) -> Answered {
         let mut buf = BytesMut::with_capacity(256);
-        sd::encode_cca(&mut buf, req, &self.me, c, outcome, adc, usage);
+        sd::encode_cca(&mut buf, req, &self.node.me, c, outcome, adc, usage);
         Answered {
             bytes: buf.freeze(),
             code: match outcome {
@@ -108,7 +130,7 @@ impl Node {
     }
 
     fn sd_unknown(&self, req: &Message, c: &TdfCcr<'_>) -> Answered {
-        self.sd.counters.unknown_sessions.fetch_add(1, Relaxed);
+        self.state.counters.unknown_sessions.fetch_add(1, Relaxed);
         tracing::info!(
             session = c.session_id,
             tdf = c.origin_host,
@@ -126,13 +148,21 @@ impl Node {
 
     /// The ADC rules of a decision that are well formed (the rest dropped,
     /// counted and logged).
+    /// Drops the ADC rules of a decision that are malformed or named twice.
+    pub(crate) fn check_adc(&self, session: &str, mut d: Decision) -> Decision {
+        if !d.adc.is_empty() {
+            d.adc = self.valid_adc(session, &d.adc);
+        }
+        d
+    }
+
     pub(crate) fn valid_adc(&self, session: &str, rules: &[AdcRule]) -> Vec<AdcRule> {
         let mut out: Vec<AdcRule> = Vec::with_capacity(rules.len());
         for r in rules {
             match r.check() {
                 Ok(()) if !out.iter().any(|o| o.key() == r.key()) => out.push(r.clone()),
                 Ok(()) => {
-                    self.sd.counters.invalid_adc.fetch_add(1, Relaxed);
+                    self.state.counters.invalid_adc.fetch_add(1, Relaxed);
                     tracing::warn!(
                         session,
                         rule = r.key(),
@@ -140,7 +170,7 @@ impl Node {
                     );
                 }
                 Err(e) => {
-                    self.sd.counters.invalid_adc.fetch_add(1, Relaxed);
+                    self.state.counters.invalid_adc.fetch_add(1, Relaxed);
                     tracing::warn!(session, error = %e, "policy returned a malformed ADC rule; dropped");
                 }
             }
@@ -159,12 +189,14 @@ impl Node {
         only: Option<&BTreeSet<String>>,
         now: i64,
     ) -> UsageInstructions {
-        let cfg = self.usage_cfg.load();
+        let cfg = self.node.usage_cfg.load();
         let mut out = UsageInstructions::default();
         if cfg.is_empty() {
             return out;
         }
-        let profile = self.find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
+        let profile = self
+            .node
+            .find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
         let mut keys: Vec<&str> = rules
             .iter()
             .filter_map(|r| r.monitoring_key.as_deref())
@@ -175,7 +207,7 @@ impl Node {
             if let Some((level, units)) =
                 grant_for(&cfg, usage, profile.as_deref(), Interface::Sd, k, now)
             {
-                self.usage_counters.grants.fetch_add(1, Relaxed);
+                self.node.usage_counters.grants.fetch_add(1, Relaxed);
                 out.grants.push(UsageGrant {
                     key: k.to_owned(),
                     level,
@@ -190,13 +222,14 @@ impl Node {
     /// IPv6 prefix; among several, the one of the same subscriber.
     fn bind_tdf(&self, c: &TdfCcr<'_>) -> Option<Arc<SessionSlot>> {
         let mut slots = match (c.ue_ipv4, c.ue_ipv6_prefix) {
-            (Some(v4), _) => self.sessions.bound_to(IpAddr::V4(v4)),
+            (Some(v4), _) => self.node.sessions.bound_to(IpAddr::V4(v4)),
             (None, Some(p)) => self
+                .node
                 .sessions
                 .bindings()
                 .find_prefix(p)
                 .iter()
-                .filter_map(|id| self.sessions.get(id))
+                .filter_map(|id| self.node.sessions.get(id))
                 .collect(),
             (None, None) => Vec::new(),
         };
@@ -219,23 +252,23 @@ impl Node {
         }
         // A retransmitted CCR-I is answered again, not applied twice.
         if let Some(slot) = self
-            .sd
+            .state
             .gx_of(c.session_id)
-            .and_then(|g| self.sessions.get(&g))
+            .and_then(|g| self.node.sessions.get(&g))
         {
             let _g = slot.lock().await;
             let cur = slot.load();
             if let Some(t) = cur.tdf.as_ref().filter(|t| t.id == c.session_id) {
                 if t.last_request_number == c.request_number {
                     if let Some(ans) = &t.last_answer {
-                        self.counters.retransmissions.fetch_add(1, Relaxed);
+                        self.node.counters.retransmissions.fetch_add(1, Relaxed);
                         return Ok(replay(ans, req));
                     }
                 }
             }
         }
         let Some(slot) = self.bind_tdf(c) else {
-            self.sd.counters.unbound.fetch_add(1, Relaxed);
+            self.state.counters.unbound.fetch_add(1, Relaxed);
             tracing::info!(session = c.session_id, ipv4 = ?c.ue_ipv4, "TDF session for an address with no IP-CAN session");
             return Ok(self.sd_cca(
                 req,
@@ -248,7 +281,7 @@ impl Node {
         let _g = slot.lock().await;
         let cur = slot.load();
         if cur.state == SessionState::Closed {
-            self.sd.counters.unbound.fetch_add(1, Relaxed);
+            self.state.counters.unbound.fetch_add(1, Relaxed);
             return Ok(self.sd_cca(
                 req,
                 c,
@@ -267,7 +300,7 @@ impl Node {
             c.origin_realm.to_owned(),
         );
         tdf.last_request_number = c.request_number;
-        let usage = self.usage.load(&s.subscriber);
+        let usage = self.node.usage.load(&s.subscriber);
         let grants = self.sd_grants(&s, &usage, &wanted, None, now);
         let answer = self.sd_cca(
             req,
@@ -284,16 +317,18 @@ impl Node {
         let replaced = s.tdf.replace(tdf).map(|old| old.id);
         s.updated_ms = now;
         let s = Arc::new(s);
-        self.commit(vec![Change::PutSession(s.clone())]).await?;
+        self.node
+            .commit(vec![Change::PutSession(s.clone())])
+            .await?;
         slot.publish(s.clone());
         {
-            let mut index = self.sd.index.write();
+            let mut index = self.state.index.write();
             if let Some(old) = replaced {
                 index.remove(&old);
             }
             index.insert(c.session_id.to_owned(), s.id.clone());
         }
-        self.sd.counters.opened.fetch_add(1, Relaxed);
+        self.state.counters.opened.fetch_add(1, Relaxed);
         tracing::info!(sd = c.session_id, gx = %s.id, tdf = c.origin_host, "TDF session bound (unsolicited)");
         Ok(answer)
     }
@@ -301,9 +336,9 @@ impl Node {
     /// Application starts and stops, and usage, from the TDF.
     async fn sd_update(&self, req: &Message, c: &TdfCcr<'_>) -> Result<Answered, DiameterError> {
         let Some(slot) = self
-            .sd
+            .state
             .gx_of(c.session_id)
-            .and_then(|g| self.sessions.get(&g))
+            .and_then(|g| self.node.sessions.get(&g))
         else {
             return Ok(self.sd_unknown(req, c));
         };
@@ -318,7 +353,7 @@ impl Node {
         };
         if old_tdf.last_request_number == c.request_number {
             if let Some(ans) = &old_tdf.last_answer {
-                self.counters.retransmissions.fetch_add(1, Relaxed);
+                self.node.counters.retransmissions.fetch_add(1, Relaxed);
                 return Ok(replay(ans, req));
             }
         }
@@ -326,7 +361,7 @@ impl Node {
         let mut s = (*cur).clone();
         let mut tdf = old_tdf.clone();
         for d in &c.detections {
-            self.sd.counters.app_reports.fetch_add(1, Relaxed);
+            self.state.counters.app_reports.fetch_add(1, Relaxed);
             if d.started {
                 tdf.running.insert(d.application.to_owned());
             } else {
@@ -337,27 +372,37 @@ impl Node {
         s.tdf = Some(tdf);
         s.updated_ms = now;
 
-        let sub = self.find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
+        let sub = self
+            .node
+            .find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
         let mut usage = None;
         if !c.usage_reports.is_empty() {
-            usage = self.begin_usage(&s.subscriber, sub.as_deref(), now).await?;
+            usage = self
+                .node
+                .begin_usage(&s.subscriber, sub.as_deref(), now)
+                .await?;
             if let Some(step) = usage.as_mut() {
                 self.count_sd_reports(step, &s.id, &c.usage_reports, now);
             }
         }
         // The applications are policy input: decide again.
-        let mut input = self.policy_input(&s, sub.as_deref());
+        let mut input =
+            self.node
+                .policy_input(&s, sub.as_deref(), self.sy.spending_of(&s.subscriber));
         input.usage = match &usage {
             Some(step) => step.view(sub.as_deref()),
-            None => self.usage_view(&s.subscriber, sub.as_deref(), now),
+            None => self.node.usage_view(&s.subscriber, sub.as_deref(), now),
         };
-        let out = self.policy.decide(&input, s.last_decision.as_deref());
-        self.note_fallback(&s.id, &out);
+        let out = self.node.policy.decide(&input, s.last_decision.as_deref());
+        self.node.note_fallback(&s.id, &out);
         let installed = s.tdf.as_ref().map_or(Vec::new(), |t| t.installed.clone());
         // A refusal concerns the PCEF's session; the TDF keeps its rules.
         let wanted = match &out.decision.reject {
             Some(_) => installed.clone(),
-            None => self.check_catalog(&s.id, out.decision.clone()).adc,
+            None => {
+                self.check_adc(&s.id, self.node.check_catalog(&s.id, out.decision.clone()))
+                    .adc
+            }
         };
         let (install, remove) = adc_diff(&installed, &wanted);
         // Grants for the keys just reported and for newly installed rules.
@@ -370,7 +415,7 @@ impl Node {
         let grants = match &usage {
             Some(step) => self.sd_grants(&s, &step.next, &wanted, Some(&regrant), now),
             None if !regrant.is_empty() => {
-                let current = self.usage.load(&s.subscriber);
+                let current = self.node.usage.load(&s.subscriber);
                 self.sd_grants(&s, &current, &wanted, Some(&regrant), now)
             }
             None => UsageInstructions::default(),
@@ -394,16 +439,16 @@ impl Node {
         let s = Arc::new(s);
         let mut changes = vec![Change::PutSession(s.clone())];
         changes.extend(usage_change(&usage));
-        self.commit(changes).await?;
+        self.node.commit(changes).await?;
         slot.publish(s.clone());
         if let Some(step) = usage {
             Node::finish_usage(step);
         }
         if apps_changed {
-            if let Some(node) = self.me_ref.upgrade() {
+            if let Some(this) = self.me_ref.upgrade() {
                 let id = s.id.clone();
                 tokio::spawn(async move {
-                    if let Err(e) = node.push(&id, false).await {
+                    if let Err(e) = this.node.push(&id, false).await {
                         tracing::warn!(session = %id, error = %e, "push after an application report failed");
                     }
                 });
@@ -416,13 +461,13 @@ impl Node {
     /// sources feed (each once: committed with the record and its answer).
     fn count_sd_reports(
         &self,
-        step: &mut crate::gx::monitoring::UsageStep,
+        step: &mut crate::node::UsageStep,
         gx_id: &str,
         reports: &[UsageReport<'_>],
         now: i64,
     ) {
         for r in reports {
-            let (key, _) = self.count_report(step, Interface::Sd, gx_id, r, now);
+            let (key, _) = self.node.count_report(step, Interface::Sd, gx_id, r, now);
             step.reported.insert(key);
         }
     }
@@ -433,7 +478,7 @@ impl Node {
         req: &Message,
         c: &TdfCcr<'_>,
     ) -> Result<Answered, DiameterError> {
-        let ok = |this: &Node| {
+        let ok = |this: &Sd| {
             this.sd_cca(
                 req,
                 c,
@@ -443,11 +488,11 @@ impl Node {
             )
         };
         let slot = self
-            .sd
+            .state
             .gx_of(c.session_id)
-            .and_then(|g| self.sessions.get(&g));
+            .and_then(|g| self.node.sessions.get(&g));
         let Some(slot) = slot else {
-            if self.sd.released.lock().remove(c.session_id).is_some() {
+            if self.state.released.lock().remove(c.session_id).is_some() {
                 return Ok(ok(self));
             }
             return Ok(self.sd_unknown(req, c));
@@ -461,8 +506,13 @@ impl Node {
         let mut s = (*cur).clone();
         let mut usage = None;
         if !c.usage_reports.is_empty() {
-            let sub = self.find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
-            usage = self.begin_usage(&s.subscriber, sub.as_deref(), now).await?;
+            let sub = self
+                .node
+                .find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
+            usage = self
+                .node
+                .begin_usage(&s.subscriber, sub.as_deref(), now)
+                .await?;
             if let Some(step) = usage.as_mut() {
                 self.count_sd_reports(step, &s.id, &c.usage_reports, now);
             }
@@ -473,9 +523,9 @@ impl Node {
         let s = Arc::new(s);
         let mut changes = vec![Change::PutSession(s.clone())];
         changes.extend(usage_change(&usage));
-        self.commit(changes).await?;
+        self.node.commit(changes).await?;
         slot.publish(s);
-        self.sd.index.write().remove(c.session_id);
+        self.state.index.write().remove(c.session_id);
         if let Some(step) = usage {
             Node::finish_usage(step);
         }
@@ -489,23 +539,23 @@ impl Node {
             return;
         }
         let needed = match &s.tdf {
-            None => !s.installed.adc.is_empty() && self.live.load().cfg.sd.tdf.is_some(),
+            None => !s.installed.adc.is_empty() && self.node.live.load().cfg.sd.tdf.is_some(),
             Some(t) => t.installed != s.installed.adc,
         };
         if !needed {
             return;
         }
-        let Some(node) = self.me_ref.upgrade() else {
+        let Some(this) = self.me_ref.upgrade() else {
             return;
         };
         let id = s.id.clone();
-        tokio::spawn(async move { node.sd_reconcile(&id).await });
+        tokio::spawn(async move { this.sd_reconcile(&id).await });
     }
 
     /// Brings the TDF in line with the Gx session's decision, under the
     /// session's lock: TSR when there is no TDF session, Sd RAR otherwise.
     async fn sd_reconcile(&self, gx_id: &str) {
-        let Some(slot) = self.sessions.get(gx_id) else {
+        let Some(slot) = self.node.sessions.get(gx_id) else {
             return;
         };
         let _g = slot.lock().await;
@@ -532,7 +582,7 @@ impl Node {
                     return;
                 }
                 let changes = AdcChanges { install, remove };
-                let usage = self.usage.load(&cur.subscriber);
+                let usage = self.node.usage.load(&cur.subscriber);
                 let only: BTreeSet<String> = changes
                     .install
                     .iter()
@@ -552,7 +602,7 @@ impl Node {
                     }
                     Ok(ans) if ans.code() == result_code::DIAMETER_UNKNOWN_SESSION_ID => {
                         // The TDF no longer has it: forget it here too.
-                        self.sd.index.write().remove(&t.id);
+                        self.state.index.write().remove(&t.id);
                         s.tdf = None;
                         Ok(())
                     }
@@ -562,20 +612,20 @@ impl Node {
             }
         };
         if let Err(e) = outcome {
-            self.sd.counters.open_failed.fetch_add(1, Relaxed);
+            self.state.counters.open_failed.fetch_add(1, Relaxed);
             tracing::warn!(session = gx_id, error = %e, "TDF not brought in line with the decision");
             return;
         }
         s.updated_ms = now_ms();
         let s = Arc::new(s);
-        if let Err(e) = self.commit(vec![Change::PutSession(s.clone())]).await {
+        if let Err(e) = self.node.commit(vec![Change::PutSession(s.clone())]).await {
             tracing::error!(session = gx_id, error = %e, "TDF session state not stored");
             return;
         }
         if let Some(t) = &s.tdf {
             if cur.tdf.is_none() {
-                self.sd.index.write().insert(t.id.clone(), s.id.clone());
-                self.sd.counters.opened.fetch_add(1, Relaxed);
+                self.state.index.write().insert(t.id.clone(), s.id.clone());
+                self.state.counters.opened.fetch_add(1, Relaxed);
                 tracing::info!(sd = %t.id, gx = gx_id, tdf = %t.host, "TDF session opened (solicited)");
             }
         }
@@ -589,7 +639,7 @@ impl Node {
         s: &GxSession,
         wanted: &[AdcRule],
     ) -> Result<(TdfSession, Vec<String>), String> {
-        let cfg = self.live.load().cfg.clone();
+        let cfg = self.node.live.load().cfg.clone();
         let host = cfg.sd.tdf.clone().ok_or("no [sd].tdf configured")?;
         let realm = cfg
             .sd
@@ -597,11 +647,12 @@ impl Node {
             .clone()
             .unwrap_or_else(|| cfg.node.origin_realm.clone());
         let peer = self
+            .node
             .peers
             .get(&host)
             .ok_or_else(|| format!("TDF {host} is not connected"))?;
-        let n = self.sd.next_id.fetch_add(1, Relaxed);
-        let id = format!("{};sd;{};{n}", self.me.origin_host, now_ms());
+        let n = self.state.next_id.fetch_add(1, Relaxed);
+        let id = format!("{};sd;{};{n}", self.node.me.origin_host, now_ms());
         let prefix = s.ue_ipv6_prefix.as_deref().and_then(unhex);
         let subject = TsrSubject {
             imsi: s.imsi.as_deref(),
@@ -614,24 +665,37 @@ impl Node {
             install: wanted.iter().collect(),
             remove: Vec::new(),
         };
-        let usage = self.usage.load(&s.subscriber);
+        let usage = self.node.usage.load(&s.subscriber);
         let grants = self.sd_grants(s, &usage, wanted, None, now_ms());
         let started = Instant::now();
         let res = peer
             .request(sd::SD, cmd::TDF_SESSION, |b| {
-                sd::encode_tsr(b, &id, &self.me, &host, &realm, &subject, &changes, &grants)
+                sd::encode_tsr(
+                    b,
+                    &id,
+                    &self.node.me,
+                    &host,
+                    &realm,
+                    &subject,
+                    &changes,
+                    &grants,
+                )
             })
             .await;
         let ans = match res {
             Ok(m) => m,
             Err(e) => {
-                self.metrics
-                    .request(Command::Tsr, crate::metrics::NO_ANSWER, started.elapsed());
+                self.node.metrics.request(
+                    Command::Tsr,
+                    crate::metrics::NO_ANSWER,
+                    started.elapsed(),
+                );
                 return Err(format!("TSR to {host}: {e}"));
             }
         };
         let tsa = sd::decode_answer(&ans).map_err(|e| format!("bad TSA: {e}"))?;
-        self.metrics
+        self.node
+            .metrics
             .request(Command::Tsr, tsa.code(), started.elapsed());
         if tsa.code() != result_code::DIAMETER_SUCCESS {
             return Err(format!("TDF {host} refused the TSR: {}", tsa.code()));
@@ -656,6 +720,7 @@ impl Node {
         usage: &UsageInstructions,
     ) -> Result<sd::SdAnswer, String> {
         let peer = self
+            .node
             .peers
             .get(&t.host)
             .ok_or_else(|| format!("TDF {} is not connected", t.host))?;
@@ -663,20 +728,31 @@ impl Node {
         let res = peer
             .request(sd::SD, cmd::RE_AUTH, |b| {
                 sd::encode_rar(
-                    b, &t.id, &self.me, &t.host, &t.realm, release, changes, usage,
+                    b,
+                    &t.id,
+                    &self.node.me,
+                    &t.host,
+                    &t.realm,
+                    release,
+                    changes,
+                    usage,
                 )
             })
             .await;
         match res {
             Ok(m) => {
                 let raa = sd::decode_answer(&m).map_err(|e| format!("bad Sd RAA: {e}"))?;
-                self.metrics
+                self.node
+                    .metrics
                     .request(Command::SdRar, raa.code(), started.elapsed());
                 Ok(raa)
             }
             Err(e) => {
-                self.metrics
-                    .request(Command::SdRar, crate::metrics::NO_ANSWER, started.elapsed());
+                self.node.metrics.request(
+                    Command::SdRar,
+                    crate::metrics::NO_ANSWER,
+                    started.elapsed(),
+                );
                 Err(format!("Sd RAR to {}: {e}", t.host))
             }
         }
@@ -697,7 +773,8 @@ impl Node {
         s.installed.adc = adc.to_vec();
         s.updated_ms = now_ms();
         let s = Arc::new(s);
-        self.commit(vec![Change::PutSession(s.clone())])
+        self.node
+            .commit(vec![Change::PutSession(s.clone())])
             .await
             .map_err(|e| crate::control::ControlError::Unavailable(e.message.to_string()))?;
         slot.publish(s.clone());
@@ -711,29 +788,29 @@ impl Node {
         let Some(t) = s.tdf.clone() else {
             return;
         };
-        self.sd.index.write().remove(&t.id);
+        self.state.index.write().remove(&t.id);
         {
-            let mut released = self.sd.released.lock();
+            let mut released = self.state.released.lock();
             released.retain(|_, at| at.elapsed() < RELEASED_KEPT);
             released.insert(t.id.clone(), Instant::now());
         }
-        self.sd.counters.released.fetch_add(1, Relaxed);
-        let Some(node) = self.me_ref.upgrade() else {
+        self.state.counters.released.fetch_add(1, Relaxed);
+        let Some(this) = self.me_ref.upgrade() else {
             return;
         };
         tokio::spawn(async move {
             let none = AdcChanges::default();
-            match node
+            match this
                 .send_sd_rar(&t, Some(RELEASE_UNSPECIFIED), &none, &Default::default())
                 .await
             {
                 Ok(a) if a.code() == result_code::DIAMETER_SUCCESS => {}
                 Ok(a) => {
-                    node.sd.released.lock().remove(&t.id);
+                    this.state.released.lock().remove(&t.id);
                     tracing::info!(sd = %t.id, code = a.code(), "TDF answered the release with an error");
                 }
                 Err(e) => {
-                    node.sd.released.lock().remove(&t.id);
+                    this.state.released.lock().remove(&t.id);
                     tracing::warn!(sd = %t.id, error = %e, "TDF session release not delivered");
                 }
             }
@@ -752,10 +829,10 @@ fn unhex(h: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-impl Node {
+impl Sd {
     /// Sd counters and the TDF session gauge for /metrics.
     pub(crate) fn write_sd_metrics(&self, out: &mut crate::metrics::Exposition) {
-        let c = &self.sd.counters;
+        let c = &self.state.counters;
         let counters: [(&str, &str, &AtomicU64); 7] = [
             ("pcrf_sd_unknown_sessions_total", "TDF requests for Sd sessions the PCRF does not know (answered 5002).", &c.unknown_sessions),
             ("pcrf_sd_unbound_total", "TDF CCR-I whose UE address is held by no open Gx session (answered 5140).", &c.unbound),
@@ -771,7 +848,13 @@ impl Node {
         out.gauge(
             "pcrf_sd_sessions",
             "TDF sessions bound to open Gx sessions.",
-            self.sd.len() as u64,
+            self.state.len() as u64,
         );
+    }
+}
+
+impl crate::metrics::MetricsSource for Sd {
+    fn write(&self, out: &mut crate::metrics::Exposition) {
+        self.write_sd_metrics(out);
     }
 }

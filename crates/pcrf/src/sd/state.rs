@@ -50,7 +50,7 @@ impl SdState {
     }
 
     /// TDF sessions in memory (a gauge).
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.index.read().len()
     }
 }

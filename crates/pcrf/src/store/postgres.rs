@@ -7,6 +7,8 @@
 //! database is down every call fails fast with `Unavailable` (answered
 //! 5012) so nothing unacknowledged is ever reported durable.
 
+mod encoded;
+mod failure;
 pub mod migrations;
 pub mod monitor;
 mod pipeline;
@@ -23,11 +25,13 @@ pub struct PostgresHandles {
     pub connection: ConnectionMonitor,
 }
 
-use super::blob::{self, decode_session, decode_subscriber, decode_usage};
+use super::blob::{decode_session, decode_subscriber, decode_usage};
 use super::{Change, ChangeKey, Store, StoreError};
-use crate::session::{GxSession, SessionState};
+use crate::session::GxSession;
 use crate::subscriber::Subscriber;
 use crate::usage::SubscriberUsage;
+use encoded::{encode, Encoded};
+use failure::{pg_error, PgFailure};
 use pipeline::{run_all, Request};
 use std::future::Future;
 use std::hash::{BuildHasher, Hasher};
@@ -35,7 +39,6 @@ use std::str::FromStr;
 use std::time::{Duration, Instant};
 use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
-use tokio_postgres::error::SqlState;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, NoTls, Statement};
 use written::{session_rows, Written};
@@ -71,49 +74,6 @@ impl PostgresOptions {
             timeout: Duration::from_secs(2),
             backoff_max: Duration::from_secs(5),
         }
-    }
-}
-
-/// Why a database call failed: the connection (dropped and replaced; the
-/// batch may be retried, every change being an idempotent row write) or
-/// the database refusing a statement.
-#[derive(Debug)]
-pub(crate) enum PgFailure {
-    Connection(String),
-    Refused(String),
-}
-
-impl From<tokio_postgres::Error> for PgFailure {
-    fn from(e: tokio_postgres::Error) -> Self {
-        let msg = match e.as_db_error() {
-            Some(db) => format!("{}: {}", db.code().code(), db.message()),
-            None => e.to_string(),
-        };
-        match e.code() {
-            // No SQLSTATE: I/O, protocol or a closed connection.
-            None => PgFailure::Connection(msg),
-            // The server is going away or the transaction lost a conflict
-            // (CockroachDB/YugabyteDB report contention this way): retryable.
-            Some(c)
-                if *c == SqlState::ADMIN_SHUTDOWN
-                    || *c == SqlState::CRASH_SHUTDOWN
-                    || *c == SqlState::CANNOT_CONNECT_NOW
-                    || *c == SqlState::T_R_SERIALIZATION_FAILURE
-                    || *c == SqlState::T_R_DEADLOCK_DETECTED =>
-            {
-                PgFailure::Connection(msg)
-            }
-            Some(_) => PgFailure::Refused(msg),
-        }
-    }
-}
-
-pub(crate) fn pg_error(context: &str, f: PgFailure) -> StoreError {
-    match f {
-        PgFailure::Connection(m) => {
-            StoreError::Unavailable(format!("{context}: database connection: {m}"))
-        }
-        PgFailure::Refused(m) => StoreError::Unavailable(format!("{context}: {m}")),
     }
 }
 
@@ -362,61 +322,6 @@ impl Drop for Live {
     fn drop(&mut self) {
         self.task.abort();
     }
-}
-
-/// A change encoded before the transaction starts (so an encoding failure
-/// never leaves a transaction open).
-enum Encoded<'a> {
-    Session {
-        id: &'a str,
-        subscriber: &'a str,
-        state: &'static str,
-        pcef_host: &'a str,
-        updated_ms: i64,
-        closed_ms: Option<i64>,
-        data: Vec<u8>,
-    },
-    DeleteSession(&'a str),
-    Subscriber {
-        imsi: &'a str,
-        msisdn: Option<&'a str>,
-        data: Vec<u8>,
-    },
-    DeleteSubscriber(&'a str),
-    Usage {
-        subscriber: &'a str,
-        data: Vec<u8>,
-    },
-    DeleteUsage(&'a str),
-}
-
-fn encode(change: &Change) -> Result<Encoded<'_>, StoreError> {
-    Ok(match change {
-        Change::PutSession(s) => Encoded::Session {
-            id: &s.id,
-            subscriber: &s.subscriber,
-            state: match s.state {
-                SessionState::Open => "open",
-                SessionState::Closed => "closed",
-            },
-            pcef_host: &s.pcef_host,
-            updated_ms: s.updated_ms,
-            closed_ms: s.closed_ms,
-            data: blob::encode_session(s)?,
-        },
-        Change::DeleteSession(id) => Encoded::DeleteSession(id),
-        Change::PutSubscriber(s) => Encoded::Subscriber {
-            imsi: &s.imsi,
-            msisdn: s.msisdn.as_deref(),
-            data: blob::encode_subscriber(s)?,
-        },
-        Change::DeleteSubscriber(imsi) => Encoded::DeleteSubscriber(imsi),
-        Change::PutUsage(u) => Encoded::Usage {
-            subscriber: &u.subscriber,
-            data: blob::encode_usage(u)?,
-        },
-        Change::DeleteUsage(subscriber) => Encoded::DeleteUsage(subscriber),
-    })
 }
 
 type Sql = (&'static str, &'static str);

@@ -17,6 +17,7 @@ use crate::session::spending::{SySession, UNKNOWN};
 use crate::session::{GxSession, SessionState};
 use crate::store::Change;
 use crate::sy::ocs::{OcsError, OcsPool};
+use crate::sy::state::SyPart;
 use crate::sy::{self, AnswerCode, SlRequestType, Slr};
 use bytes::{Bytes, BytesMut};
 use diameter::codec::{DiameterError, Message};
@@ -26,21 +27,38 @@ use diameter::transport::{self, Handler};
 use std::collections::BTreeMap;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
+use std::sync::Weak;
 use std::time::{Duration, Instant};
 
-impl Node {
+/// The Sy service: subscribes the policy counters a decision needs at the
+/// OCS, and has sessions re-decided when the OCS changes their status.
+pub struct Sy {
+    pub(crate) node: Arc<Node>,
+    pub(crate) state: SyPart,
+    /// This service, for the background exchanges it starts.
+    pub(crate) me_ref: Weak<Sy>,
+}
+
+impl Sy {
+    pub fn new(node: Arc<Node>, state: SyPart) -> Arc<Sy> {
+        Arc::new_cyclic(|me| Sy {
+            node,
+            state,
+            me_ref: me.clone(),
+        })
+    }
     /// Starts connecting to the configured OCSs from `dnode` (whose handler
     /// receives their SNRs), and schedules the pending status changes of
     /// recovered Sy sessions. Does nothing without `[sy].ocs`.
     pub fn start_sy<H: Handler>(&self, dnode: &transport::Node<H>) {
-        let cfg = self.live.load().cfg.sy.clone();
+        let cfg = self.node.live.load().cfg.sy.clone();
         if !cfg.enabled() {
             return;
         }
         if self
-            .sy
+            .state
             .ocs
-            .set(OcsPool::start(dnode, &cfg, &self.me.origin_realm))
+            .set(OcsPool::start(dnode, &cfg, &self.node.me.origin_realm))
             .is_err()
         {
             return;
@@ -48,11 +66,11 @@ impl Node {
         tracing::info!(
             ocs = ?cfg.ocs.iter().map(|o| o.origin_host.as_str()).collect::<Vec<_>>(),
             timeout_ms = cfg.timeout_ms,
-            recovered_sessions = self.sy.table.len(),
+            recovered_sessions = self.state.table.len(),
             "Sy: connecting to the OCSs"
         );
-        for key in self.sy.table.subscribers() {
-            if let Some(at) = self.sy.table.get(&key).and_then(|s| s.next_change_ms()) {
+        for key in self.state.table.subscribers() {
+            if let Some(at) = self.state.table.get(&key).and_then(|s| s.next_change_ms()) {
                 self.schedule_pending(key, at);
             }
         }
@@ -61,10 +79,10 @@ impl Node {
     /// The counter statuses the policy sees for a subscriber now.
     pub(crate) fn spending_of(&self, key: &str) -> BTreeMap<String, String> {
         // Sy off: nothing to read, no lock taken on the CCR path.
-        if self.sy.ocs.get().is_none() || self.sy.table.is_empty() {
+        if self.state.ocs.get().is_none() || self.state.table.is_empty() {
             return BTreeMap::new();
         }
-        self.sy
+        self.state
             .table
             .get(key)
             .map(|s| s.statuses(now_ms()))
@@ -81,25 +99,28 @@ impl Node {
         input: &mut PolicyInput,
         out: Outcome,
     ) -> Outcome {
-        let Some(pool) = self.sy.ocs.get() else {
+        let Some(pool) = self.state.ocs.get() else {
             return out;
         };
         let key = s.subscriber.clone();
         let wanted = &out.decision.spending_counters;
         if wanted.is_empty() || out.decision.reject.is_some() {
-            s.sy = self.sy.table.get(&key);
+            s.sy = self.state.table.get(&key);
             return out;
         }
-        let entry = self.sy.table.entry(&key);
+        let entry = self.state.table.entry(&key);
         // One SLR at a time per subscriber (two CCR-Is must not both send
         // an initial SLR).
         let _exchange = entry.exchange.lock().await;
         let current = entry.state.lock().clone();
         let now = now_ms();
         let mut sy = current.clone().unwrap_or_else(|| {
-            let n = self.sy.next_id.fetch_add(1, Relaxed);
+            let n = self.state.next_id.fetch_add(1, Relaxed);
             SySession::new(
-                format!("{};sy;{};{n}", self.me.origin_host, self.sy.boot_secs),
+                format!(
+                    "{};sy;{};{n}",
+                    self.node.me.origin_host, self.state.boot_secs
+                ),
                 now,
             )
         });
@@ -133,7 +154,7 @@ impl Node {
             .request(sy::SY, cmd::SPENDING_LIMIT, |b, host, realm| {
                 sy::encode_slr(
                     b,
-                    &self.me,
+                    &self.node.me,
                     &Slr {
                         session_id: &sy.session_id,
                         request_type,
@@ -151,7 +172,8 @@ impl Node {
         match res {
             Ok(ans) => match sy::decode_sla(&ans.msg) {
                 Ok(sla) => {
-                    self.metrics
+                    self.node
+                        .metrics
                         .request(Command::Slr, sla.code.code(), started.elapsed());
                     if sla.code.is_success() {
                         sy.open = true;
@@ -180,34 +202,36 @@ impl Node {
                         } else {
                             named
                         };
-                        self.sy
+                        self.state
                             .unknown_counters
                             .fetch_add(refused.len() as u64, Relaxed);
                         tracing::warn!(subscriber = %key, counters = ?refused, ocs = %ans.host, "OCS does not know these policy counters (5570); they stay unknown");
                         sy.refuse(&refused, now);
                         changed = true;
                     } else {
-                        self.sy.fallbacks.fetch_add(1, Relaxed);
+                        self.state.fallbacks.fetch_add(1, Relaxed);
                         tracing::warn!(subscriber = %key, code = sla.code.code(), ocs = %ans.host, "SLR refused; the policy sees the counters as unknown");
                     }
                 }
                 Err(e) => {
-                    self.metrics
+                    self.node
+                        .metrics
                         .request(Command::Slr, e.result_code, started.elapsed());
-                    self.sy.fallbacks.fetch_add(1, Relaxed);
+                    self.state.fallbacks.fetch_add(1, Relaxed);
                     tracing::warn!(subscriber = %key, error = %e, ocs = %ans.host, "bad SLA; the policy sees the counters as unknown");
                 }
             },
             Err(e) => {
-                self.metrics
+                self.node
+                    .metrics
                     .request(Command::Slr, NO_ANSWER, started.elapsed());
-                self.sy.fallbacks.fetch_add(1, Relaxed);
+                self.state.fallbacks.fetch_add(1, Relaxed);
                 log_unanswered(&key, &e);
             }
         }
         let statuses = with_unknown(sy.statuses(now), wanted);
         if !changed {
-            let retry = self.live.load().cfg.sy.retry_secs.saturating_mul(1000);
+            let retry = self.node.live.load().cfg.sy.retry_secs.saturating_mul(1000);
             entry
                 .retry_at_ms
                 .store(now.saturating_add(retry as i64), Relaxed);
@@ -216,7 +240,7 @@ impl Node {
             if let Some(at) = sy.next_change_ms() {
                 self.schedule_pending(key.clone(), at);
             }
-            self.sy.table.put(&key, sy.clone());
+            self.state.table.put(&key, sy.clone());
             s.sy = Some(sy);
         } else {
             s.sy = current;
@@ -226,48 +250,49 @@ impl Node {
     }
 
     fn decide_again(&self, s: &GxSession, input: &PolicyInput) -> Outcome {
-        let out = self.policy.decide(input, s.last_decision.as_deref());
-        self.note_fallback(&s.id, &out);
+        let out = self.node.policy.decide(input, s.last_decision.as_deref());
+        self.node.note_fallback(&s.id, &out);
         out
     }
 
     /// After a Gx session closed: when it was the subscriber's last one,
     /// the Sy session ends (STR, in the background: the CCA does not wait).
     pub(crate) fn sy_session_ended(&self, key: &str) {
-        if self.sy.table.get(key).is_none() {
+        if self.state.table.get(key).is_none() {
             return;
         }
-        let others_open = self.sessions.ids_of_subscriber(key).iter().any(|id| {
-            self.sessions
+        let others_open = self.node.sessions.ids_of_subscriber(key).iter().any(|id| {
+            self.node
+                .sessions
                 .get(id)
                 .is_some_and(|slot| slot.load().state == SessionState::Open)
         });
         if others_open {
             // The closed record may have held the newest copy: keep one
             // in a record that stays open.
-            if let (Some(node), Some(sy)) = (self.me_ref.upgrade(), self.sy.table.get(key)) {
+            if let (Some(this), Some(sy)) = (self.me_ref.upgrade(), self.state.table.get(key)) {
                 let key = key.to_owned();
                 tokio::spawn(async move {
-                    let _ = node.persist_sy(&key, sy).await;
+                    let _ = this.persist_sy(&key, sy).await;
                 });
             }
             return;
         }
-        let Some(sy) = self.sy.table.remove(key) else {
+        let Some(sy) = self.state.table.remove(key) else {
             return;
         };
         if !sy.open {
             return;
         }
-        let Some(node) = self.me_ref.upgrade() else {
+        let Some(this) = self.me_ref.upgrade() else {
             return;
         };
         let key = key.to_owned();
-        tokio::spawn(async move { node.send_sy_str(&key, &sy).await });
+        tokio::spawn(async move { this.send_sy_str(&key, &sy).await });
     }
 
     async fn send_sy_str(&self, key: &str, sy: &SySession) {
-        let Some(pool) = self.sy.ocs.get() else {
+        let Some(pool) = self.state.ocs.get() else {
             return;
         };
         let started = Instant::now();
@@ -275,7 +300,7 @@ impl Node {
             .request(sy::SY, cmd::SESSION_TERMINATION, |b, host, realm| {
                 sy::encode_str(
                     b,
-                    &self.me,
+                    &self.node.me,
                     &sy.session_id,
                     host,
                     realm,
@@ -286,11 +311,14 @@ impl Node {
         match res {
             Ok(ans) => {
                 let code = sy::decode_sta(&ans.msg).map_or_else(|e| e.result_code, |c| c.code());
-                self.metrics.request(Command::Str, code, started.elapsed());
+                self.node
+                    .metrics
+                    .request(Command::Str, code, started.elapsed());
                 tracing::info!(subscriber = key, sy_session = %sy.session_id, ocs = %ans.host, code, "Sy session ended");
             }
             Err(e) => {
-                self.metrics
+                self.node
+                    .metrics
                     .request(Command::Str, NO_ANSWER, started.elapsed());
                 tracing::warn!(subscriber = key, sy_session = %sy.session_id, error = %e, "STR to the OCS unanswered; the OCS keeps the Sy session until it cleans up");
             }
@@ -307,7 +335,9 @@ impl Node {
             Ok((_, c)) => *c,
             Err(e) => e.result_code,
         };
-        self.metrics.request(Command::Snr, code, started.elapsed());
+        self.node
+            .metrics
+            .request(Command::Snr, code, started.elapsed());
         res.map(|(b, _)| b)
     }
 
@@ -322,14 +352,14 @@ impl Node {
         let snr = sy::decode_snr(req)?;
         let answer = |code: u32| {
             let mut out = BytesMut::with_capacity(256);
-            sy::encode_sna(&mut out, req, &self.me, code);
+            sy::encode_sna(&mut out, req, &self.node.me, code);
             (out.freeze(), code)
         };
-        let Some(key) = self.sy.table.subscriber_of(&snr.session_id) else {
+        let Some(key) = self.state.table.subscriber_of(&snr.session_id) else {
             tracing::info!(sy_session = %snr.session_id, "SNR for an unknown Sy session");
             return Ok(answer(result_code::DIAMETER_UNKNOWN_SESSION_ID));
         };
-        let entry = self.sy.table.entry(&key);
+        let entry = self.state.table.entry(&key);
         let updated = {
             let _exchange = entry.exchange.lock().await;
             let mut st = entry.state.lock();
@@ -351,9 +381,9 @@ impl Node {
         if let Some(at) = sy.next_change_ms() {
             self.schedule_pending(key.clone(), at);
         }
-        if let Some(node) = self.me_ref.upgrade() {
+        if let Some(this) = self.me_ref.upgrade() {
             tokio::spawn(async move {
-                node.push_subscriber(&key, PushReason::Spending).await;
+                this.node.push_subscriber(&key, PushReason::Spending).await;
             });
         }
         Ok(answer(result_code::DIAMETER_SUCCESS))
@@ -362,8 +392,8 @@ impl Node {
     /// Writes the subscriber's Sy session into one of its open session
     /// records (the newest copy wins at start-up, so one is enough).
     async fn persist_sy(&self, key: &str, sy: SySession) -> Result<(), DiameterError> {
-        for id in self.sessions.ids_of_subscriber(key) {
-            let Some(slot) = self.sessions.get(&id) else {
+        for id in self.node.sessions.ids_of_subscriber(key) {
+            let Some(slot) = self.node.sessions.get(&id) else {
                 continue;
             };
             let _g = slot.lock().await;
@@ -378,7 +408,9 @@ impl Node {
             s.sy = Some(sy);
             s.updated_ms = now_ms();
             let s = Arc::new(s);
-            self.commit(vec![Change::PutSession(s.clone())]).await?;
+            self.node
+                .commit(vec![Change::PutSession(s.clone())])
+                .await?;
             slot.publish(s);
             return Ok(());
         }
@@ -388,13 +420,13 @@ impl Node {
     /// At `at_ms` (Unix ms), the pending status changes then due apply:
     /// stored, and the subscriber's sessions re-decided.
     fn schedule_pending(&self, key: String, at_ms: i64) {
-        let Some(node) = self.me_ref.upgrade() else {
+        let Some(this) = self.me_ref.upgrade() else {
             return;
         };
         let wait = Duration::from_millis(u64::try_from(at_ms - now_ms()).unwrap_or(0));
         tokio::spawn(async move {
             tokio::time::sleep(wait).await;
-            let entry = node.sy.table.entry(&key);
+            let entry = this.state.table.entry(&key);
             let settled = {
                 let _exchange = entry.exchange.lock().await;
                 let mut st = entry.state.lock();
@@ -411,17 +443,17 @@ impl Node {
             };
             tracing::info!(subscriber = %key, "pending policy counter statuses apply");
             if let Some(next) = sy.next_change_ms() {
-                node.schedule_pending(key.clone(), next);
+                this.schedule_pending(key.clone(), next);
             }
-            if node.persist_sy(&key, sy).await.is_ok() {
-                node.push_subscriber(&key, PushReason::Spending).await;
+            if this.persist_sy(&key, sy).await.is_ok() {
+                this.node.push_subscriber(&key, PushReason::Spending).await;
             }
         });
     }
 
     /// Sy metrics beyond the per-command counts.
     pub(crate) fn write_sy_metrics(&self, out: &mut Exposition) {
-        let Some(pool) = self.sy.ocs.get() else {
+        let Some(pool) = self.state.ocs.get() else {
             return;
         };
         {
@@ -439,19 +471,19 @@ impl Node {
             "Sy sessions held (one per subscriber with counters subscribed).",
             Kind::Gauge,
         )
-        .sample(&[], self.sy.table.len() as u64);
+        .sample(&[], self.state.table.len() as u64);
         out.family(
             "pcrf_sy_fallbacks_total",
             "SLRs without a usable answer: the policy saw the counters as unknown.",
             Kind::Counter,
         )
-        .sample(&[], self.sy.fallbacks.load(Relaxed));
+        .sample(&[], self.state.fallbacks.load(Relaxed));
         out.family(
             "pcrf_sy_unknown_counters_total",
             "Policy counters the OCS said it does not know (5570).",
             Kind::Counter,
         )
-        .sample(&[], self.sy.unknown_counters.load(Relaxed));
+        .sample(&[], self.state.unknown_counters.load(Relaxed));
     }
 }
 
@@ -470,4 +502,10 @@ fn with_unknown(
 
 fn log_unanswered(key: &str, e: &OcsError) {
     tracing::warn!(subscriber = key, error = %e, "SLR unanswered; the policy sees the counters as unknown");
+}
+
+impl crate::metrics::MetricsSource for Sy {
+    fn write(&self, out: &mut crate::metrics::Exposition) {
+        self.write_sy_metrics(out);
+    }
 }

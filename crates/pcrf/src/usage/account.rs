@@ -9,9 +9,56 @@
 
 use super::config::{Interface, UsageConfig};
 use super::period::{period_at, Reset};
-use super::{Accumulator, LastReport, ServiceUnits, SubscriberUsage};
+use super::ServiceUnits;
 use crate::subscriber::Subscriber;
 use jiff::Timestamp;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// One accumulator of one subscriber in its current period.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Accumulator {
+    /// Octets counted in this period.
+    pub used: u64,
+    /// Octets added to the quota in this period (top-ups; gone at reset).
+    #[serde(default)]
+    pub topup: u64,
+    /// Start of the current period, Unix ms.
+    pub period_start_ms: i64,
+    /// End of the current period (the next reset), Unix ms; `None` for an
+    /// accumulator that never resets.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub period_end_ms: Option<i64>,
+}
+
+/// The last report received for one Monitoring-Key (for the API).
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LastReport {
+    pub at_ms: i64,
+    pub session: String,
+    pub used: ServiceUnits,
+}
+
+/// A subscriber's usage: every accumulator and the last report per key.
+/// One row in the store, written in the same commit as the session whose
+/// report changed it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SubscriberUsage {
+    /// The subscriber key (IMSI, or MSISDN when no IMSI is known), as in
+    /// `GxSession::subscriber`.
+    pub subscriber: String,
+    #[serde(default)]
+    pub accumulators: BTreeMap<String, Accumulator>,
+    #[serde(default)]
+    pub last_reports: BTreeMap<String, LastReport>,
+    /// Reports for Monitoring-Keys the configuration does not know
+    /// (counted, not added to any accumulator).
+    #[serde(default)]
+    pub unknown_key_reports: u64,
+}
 
 /// How many Monitoring-Keys the configuration does not know keep a last
 /// report in a subscriber's row: a PCEF sending ever new keys must not grow

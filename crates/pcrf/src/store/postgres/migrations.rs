@@ -4,7 +4,7 @@
 //! servers starting together serialise on that row instead of both
 //! applying it (no advisory locks: CockroachDB and YugabyteDB lack them).
 
-use super::{pg_error, PgFailure};
+use super::failure::{pg_error, PgFailure};
 use crate::store::StoreError;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;

@@ -13,7 +13,7 @@
 //! rows it has not seen, a batch whose outcome is unknown, and everything
 //! after a reconnect are not known.
 
-use super::Encoded;
+use super::encoded::Encoded;
 use std::collections::HashMap;
 use xxhash_rust::xxh3::xxh3_64;
 

@@ -6,6 +6,10 @@
 //! prints the same. The checksum of the running file is logged and shown by
 //! the API so an operator can tell which configuration a node runs.
 
+mod problem;
+
+pub use problem::ConfigProblem;
+
 use crate::api::ApiConfig;
 use crate::logging::LogConfig;
 use crate::policy::decision::Decision;
@@ -408,20 +412,6 @@ pub struct SdSection {
     /// Its realm (Destination-Realm); default: [node].origin_realm.
     #[serde(default)]
     pub realm: Option<String>,
-}
-
-/// One problem in a configuration, with where it is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigProblem {
-    /// "file:line:column" or "file: [section].key".
-    pub location: String,
-    pub message: String,
-}
-
-impl std::fmt::Display for ConfigProblem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.location, self.message)
-    }
 }
 
 /// A configuration that cannot be used.

@@ -8,15 +8,15 @@
 //! A retransmission is answered from the stored answer and never counted
 //! again, before or after a restart.
 
+use super::{Node, COMMIT_WAIT};
 use crate::gx::{self, UsageGrant, UsageInstructions, UsageReport};
-use crate::node::{Node, COMMIT_WAIT};
 use crate::policy::decision::Decision;
 use crate::policy::input::UsageInput;
 use crate::session::GxSession;
 use crate::subscriber::Subscriber;
-use crate::usage::config::{Interface, UsageConfig};
+use crate::usage::config::Interface;
 use crate::usage::grant::{grant_for, policy_view};
-use crate::usage::table::UsageSlot;
+use crate::usage::step::{billing_day, UsageStep};
 use crate::usage::{KeyGrant, SubscriberUsage};
 use diameter::codec::DiameterError;
 use diameter::result_code;
@@ -26,42 +26,6 @@ use std::sync::Arc;
 
 /// Event-Trigger USAGE_REPORT (TS 29.212 §5.3.7): sent with any grant.
 pub const USAGE_REPORT: u32 = 33;
-
-/// The usage side of one request: the subscriber's accumulators being
-/// changed, and the lock that keeps other writers out until the commit.
-pub(crate) struct UsageStep {
-    pub cfg: Arc<UsageConfig>,
-    pub slot: Arc<UsageSlot>,
-    _guard: tokio::sync::OwnedMutexGuard<()>,
-    /// The next value: changed in place (the only reference until the
-    /// commit), then shared by the commit and the table without a copy.
-    pub next: Arc<SubscriberUsage>,
-    pub billing_day: Option<u8>,
-    /// Keys reported in this request (they are granted again).
-    pub reported: BTreeSet<String>,
-    /// Reported keys the usage file does not know.
-    pub unknown: Vec<String>,
-}
-
-impl UsageStep {
-    /// Whether the accumulators differ from the committed ones.
-    pub fn changed(&self) -> bool {
-        *self.slot.load() != *self.next
-    }
-
-    /// What the policy sees.
-    pub fn view(&self, profile: Option<&Subscriber>) -> UsageInput {
-        let mut v = policy_view(&self.cfg, &self.next, profile);
-        v.unknown_keys = self.unknown.clone();
-        v
-    }
-}
-
-/// The subscriber's own billing day, if any (the usage file's default
-/// applies otherwise).
-pub(crate) fn billing_day(profile: Option<&Subscriber>) -> Option<u8> {
-    profile.and_then(|p| p.billing_day)
-}
 
 impl Node {
     /// Starts the usage side of a request for `subscriber`: takes the lock
@@ -97,7 +61,7 @@ impl Node {
         Ok(Some(UsageStep {
             cfg,
             slot,
-            _guard: guard,
+            guard,
             next,
             billing_day,
             reported: BTreeSet::new(),
@@ -256,7 +220,10 @@ impl Node {
     /// Publishes the accumulators a commit made durable.
     pub(crate) fn finish_usage(step: UsageStep) {
         let UsageStep {
-            slot, next, _guard, ..
+            slot,
+            next,
+            guard: _guard,
+            ..
         } = step;
         slot.publish(next);
     }

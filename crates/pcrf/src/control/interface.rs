@@ -1,0 +1,263 @@
+//! The operations the REST API asks of the PCRF, as one trait, and what
+//! each one returns. The HTTP layer only validates, translates and answers;
+//! `operations.rs` carries them out over the node and the Gx service.
+
+use crate::control::usage::{UsageChange, UsageView};
+use crate::session::GxSession;
+use crate::subscriber::Subscriber;
+use serde::{Deserialize, Serialize};
+use std::future::Future;
+use std::sync::Arc;
+
+/// The operations behind the `/v1` routes.
+pub trait Control: Send + Sync + 'static {
+    /// Creates or replaces a profile (already validated); durable when the
+    /// future resolves. `Ok(true)` when it did not exist before.
+    fn put_subscriber(
+        &self,
+        subscriber: Subscriber,
+    ) -> impl Future<Output = Result<bool, ControlError>> + Send;
+
+    /// Creates or replaces many profiles (already validated, distinct
+    /// IMSIs) in one durable change: all of them are durable when the
+    /// future resolves, or none is applied.
+    fn put_subscribers(
+        &self,
+        subscribers: Vec<Subscriber>,
+    ) -> impl Future<Output = Result<BatchOutcome, ControlError>> + Send;
+
+    fn subscriber(&self, imsi: &str) -> Option<Arc<Subscriber>>;
+
+    /// `Ok(false)` when there was no such subscriber.
+    fn delete_subscriber(
+        &self,
+        imsi: &str,
+    ) -> impl Future<Output = Result<bool, ControlError>> + Send;
+
+    /// Sessions matching every set field of `filter`, at most `filter.limit`.
+    fn sessions(&self, filter: &SessionFilter) -> Vec<Arc<GxSession>>;
+
+    /// One session, open or closed (closed ones are read from the store).
+    fn session(&self, id: &str) -> impl Future<Output = Option<Arc<GxSession>>> + Send;
+
+    /// Re-decides the session and pushes the difference to its PCEF in a RAR.
+    fn reauth(&self, id: &str) -> impl Future<Output = Result<ReauthOutcome, ControlError>> + Send;
+
+    /// Asks the PCEF to end the session: RAR with Session-Release-Cause.
+    fn release(
+        &self,
+        id: &str,
+        cause: ReleaseCause,
+    ) -> impl Future<Output = Result<ReleaseOutcome, ControlError>> + Send;
+
+    /// Loads, checks and swaps in the policy script; the new version on
+    /// success, the old script keeps serving on error.
+    fn reload_policy(&self) -> impl Future<Output = Result<u64, ReloadError>> + Send;
+
+    /// Sets the congestion level of a cell (`cell` is 14 lowercase hex
+    /// digits: the ECGI as in 3GPP-User-Location-Info); 0 clears it. The
+    /// sessions located there are re-decided (spread over time); returns
+    /// how many.
+    fn set_congestion(&self, cell: &str, level: u32) -> usize;
+
+    /// A subscriber's usage; `None` when the subscriber is not provisioned.
+    fn usage(&self, imsi: &str) -> Option<UsageView>;
+
+    /// Adds octets to this period's allowance of one accumulator, durably,
+    /// then re-decides the subscriber's open sessions.
+    fn topup(
+        &self,
+        imsi: &str,
+        accumulator: &str,
+        octets: u64,
+    ) -> impl Future<Output = Result<UsageChange, ControlError>> + Send;
+
+    /// Starts a new period now for one accumulator (or all), durably, then
+    /// re-decides the subscriber's open sessions.
+    fn reset_usage(
+        &self,
+        imsi: &str,
+        accumulator: Option<&str>,
+    ) -> impl Future<Output = Result<UsageChange, ControlError>> + Send;
+
+    /// Ready to serve: `Err(reason)` when, e.g., the store is not writable.
+    fn ready(&self) -> impl Future<Output = Result<(), String>> + Send;
+
+    /// Checksum of the running configuration (hex).
+    fn config_checksum(&self) -> String;
+
+    /// The Prometheus scrape (see [`crate::metrics::Metrics::render`]).
+    fn render_metrics(&self) -> String;
+
+    /// The store's query profiler; only the PostgreSQL store has one.
+    fn query_profiler(&self) -> Option<crate::store::postgres::QueryProfiler> {
+        None
+    }
+}
+
+/// Why an operation failed; each maps to one HTTP status.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ControlError {
+    /// 404.
+    #[error("{0}")]
+    NotFound(String),
+    /// 400: the request is well-formed but not acceptable.
+    #[error("{0}")]
+    Invalid(String),
+    /// 409: e.g. re-authorizing a closed session.
+    #[error("{0}")]
+    Conflict(String),
+    /// 502: the PCEF is not connected, or answered the RAR with an error.
+    #[error("{0}")]
+    Peer(String),
+    /// 504: no answer from the PCEF in time.
+    #[error("{0}")]
+    Timeout(String),
+    /// 503: the store cannot be written, or the node is shutting down.
+    #[error("{0}")]
+    Unavailable(String),
+    /// 500.
+    #[error("{0}")]
+    Internal(String),
+}
+
+/// A refused policy reload: the message and the script line Lua blamed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, thiserror::Error)]
+#[error("{error}")]
+pub struct ReloadError {
+    pub error: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub line: Option<u32>,
+}
+
+/// `GET /v1/sessions` query; unset fields match everything.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionFilter {
+    /// IMSI or MSISDN.
+    #[serde(default)]
+    pub subscriber: Option<String>,
+    /// Called-Station-Id.
+    #[serde(default)]
+    pub apn: Option<String>,
+    /// The PCEF's Origin-Host.
+    #[serde(default)]
+    pub peer: Option<String>,
+    #[serde(default = "default_limit")]
+    pub limit: usize,
+}
+
+/// Sessions per listing unless `?limit=` says otherwise.
+pub const DEFAULT_SESSION_LIMIT: usize = 1000;
+/// The largest `?limit=` accepted: a listing is built in memory.
+pub const MAX_SESSION_LIMIT: usize = 100_000;
+
+fn default_limit() -> usize {
+    DEFAULT_SESSION_LIMIT
+}
+
+impl Default for SessionFilter {
+    fn default() -> Self {
+        SessionFilter {
+            subscriber: None,
+            apn: None,
+            peer: None,
+            limit: DEFAULT_SESSION_LIMIT,
+        }
+    }
+}
+
+impl SessionFilter {
+    /// Whether `s` passes the filter (the limit aside); implementors may
+    /// use it or an index of their own.
+    pub fn matches(&self, s: &GxSession) -> bool {
+        let subscriber_ok = self.subscriber.as_deref().is_none_or(|want| {
+            s.subscriber == want
+                || s.imsi.as_deref() == Some(want)
+                || s.msisdn.as_deref() == Some(want)
+        });
+        subscriber_ok
+            && self
+                .apn
+                .as_deref()
+                .is_none_or(|want| s.apn.as_deref() == Some(want))
+            && self.peer.as_deref().is_none_or(|want| s.pcef_host == want)
+    }
+}
+
+/// Session-Release-Cause (TS 29.212 §5.3.33), spelled as the spec does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
+pub enum ReleaseCause {
+    #[default]
+    UnspecifiedReason,
+    UeSubscriptionReason,
+    InsufficientServerResources,
+    IpCanChange,
+    InsufficientBearerResources,
+}
+
+impl ReleaseCause {
+    /// The AVP's Enumerated value.
+    pub fn code(self) -> u32 {
+        match self {
+            ReleaseCause::UnspecifiedReason => 0,
+            ReleaseCause::UeSubscriptionReason => 1,
+            ReleaseCause::InsufficientServerResources => 2,
+            ReleaseCause::IpCanChange => 3,
+            ReleaseCause::InsufficientBearerResources => 4,
+        }
+    }
+}
+
+/// What a re-authorization did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReauthOutcome {
+    /// False when the new decision equals what is installed: nothing sent.
+    pub rar_sent: bool,
+    /// The RAA's Result-Code or Experimental-Result-Code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_code: Option<u32>,
+    /// Rule names the RAR installed and removed.
+    #[serde(default)]
+    pub installed: Vec<String>,
+    #[serde(default)]
+    pub removed: Vec<String>,
+    /// Script version of the decision (a hash of the script; JSON: 16 hex
+    /// digits, as logged).
+    #[serde(with = "hex_u64")]
+    pub script_version: u64,
+}
+
+/// A u64 as 16 hex digits in JSON: script versions are 64-bit hashes, and
+/// JSON numbers above 2^53 lose precision in JavaScript and jq.
+mod hex_u64 {
+    use serde::{Deserialize, Deserializer, Serializer};
+
+    pub fn serialize<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(&format!("{v:016x}"))
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        let s = String::deserialize(d)?;
+        u64::from_str_radix(&s, 16).map_err(serde::de::Error::custom)
+    }
+}
+
+/// What a release did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ReleaseOutcome {
+    /// The RAA's Result-Code or Experimental-Result-Code.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub result_code: Option<u32>,
+}
+
+/// What a batch of profiles did (`POST /v1/subscribers/batch`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct BatchOutcome {
+    /// Profiles that did not exist before.
+    pub created: u64,
+    /// Profiles that existed and were replaced (possibly by the same
+    /// profile: an unchanged row is not rewritten by the store).
+    pub updated: u64,
+}

@@ -1,0 +1,58 @@
+//! The node and its application services, assembled from what start-up
+//! loaded: the shared node first, then Sy (which the others read spending
+//! statuses from), Rx and Sd, and Gx last (it tells the other three when a
+//! Gx session changes). Gx is then handed to the node as the one that
+//! re-decides sessions on Sd's and Sy's behalf, and every service's metrics
+//! are registered.
+
+use crate::control::Operations;
+use crate::gx::service::Gx;
+use crate::node::{Node, NodeParts, Redecide};
+use crate::rx::service::Rx;
+use crate::sd::service::Sd;
+use crate::sd::state::SdState;
+use crate::sy::service::Sy;
+use crate::sy::state::SyPart;
+use std::sync::Arc;
+
+/// The node and the services of the four applications.
+#[derive(Clone)]
+pub struct Services {
+    pub node: Arc<Node>,
+    pub gx: Arc<Gx>,
+    pub rx: Arc<Rx>,
+    pub sd: Arc<Sd>,
+    pub sy: Arc<Sy>,
+}
+
+impl Services {
+    pub fn new(parts: NodeParts) -> Services {
+        let sd_state = SdState::from_sessions(&parts.sessions);
+        let sy_state = SyPart::recover(&parts.sessions);
+        let node = Node::new(parts);
+        let sy = Sy::new(node.clone(), sy_state);
+        let rx = Rx::new(node.clone(), sy.clone());
+        let sd = Sd::new(node.clone(), sd_state, sy.clone());
+        let gx = Gx::new(node.clone(), rx.clone(), sd.clone(), sy.clone());
+        let redecide: Arc<dyn Redecide> = gx.clone();
+        node.set_redecide(Arc::downgrade(&redecide));
+        let metrics = node.metrics().clone();
+        metrics.register(node.clone());
+        metrics.register(rx.clone());
+        metrics.register(sy.clone());
+        metrics.register(gx.clone());
+        metrics.register(sd.clone());
+        Services {
+            node,
+            gx,
+            rx,
+            sd,
+            sy,
+        }
+    }
+
+    /// The operations the REST API and the CLI drive.
+    pub fn operations(&self) -> Operations {
+        Operations::new(self.node.clone(), self.gx.clone())
+    }
+}

@@ -1,0 +1,39 @@
+//! What a durable store can do, as one trait, so the embedded SQLite store
+//! and the PostgreSQL store are interchangeable behind the group-commit
+//! writer.
+
+use crate::session::GxSession;
+use crate::store::{Change, StoreError};
+use crate::subscriber::Subscriber;
+use crate::usage::SubscriberUsage;
+
+/// What a durable store can do. Implementations are blocking (called from
+/// the group-commit writer thread and at start-up), never on the async path.
+pub trait Store: Send + 'static {
+    /// Applies every change in one transaction; commits only if a row
+    /// changed (otherwise rolls back: nothing to make durable). Returns the
+    /// number of rows changed; 0 means no commit happened.
+    fn apply(&mut self, changes: &[Change]) -> Result<usize, StoreError>;
+    /// Every open session, for recovery at start-up.
+    fn open_sessions(&mut self) -> Result<Vec<GxSession>, StoreError>;
+    /// Every subscriber profile (loaded at start-up; the table is the read path).
+    fn subscribers(&mut self) -> Result<Vec<Subscriber>, StoreError>;
+    /// One session by Session-Id, open or closed (API look-ups of records
+    /// no longer in memory).
+    fn session(&mut self, id: &str) -> Result<Option<GxSession>, StoreError>;
+    /// One subscriber by IMSI (cold profiles behind the LRU).
+    fn subscriber(&mut self, imsi: &str) -> Result<Option<Subscriber>, StoreError>;
+    /// Every subscriber's usage row, for recovery at start-up (corrupt rows
+    /// are skipped, logged and counted in `skipped_corrupt`).
+    fn usage_records(&mut self) -> Result<Vec<SubscriberUsage>, StoreError>;
+    /// One subscriber's usage row by its key (`SubscriberUsage::subscriber`).
+    fn usage(&mut self, subscriber: &str) -> Result<Option<SubscriberUsage>, StoreError>;
+    /// Deletes at most `limit` sessions closed before `before_ms` (in one
+    /// short transaction, so the writer is never held long); returns how
+    /// many. The caller repeats while it returns `limit`.
+    fn purge_closed(&mut self, before_ms: i64, limit: usize) -> Result<usize, StoreError>;
+    /// Records found undecodable by the last `open_sessions`,
+    /// `subscribers` or `usage_records` call (skipped, each logged with its key); call it after
+    /// each of them to report the count at start-up.
+    fn skipped_corrupt(&self) -> u64;
+}

@@ -1,0 +1,61 @@
+//! A batch's changes encoded into row values before its transaction starts,
+//! so that an encoding failure never leaves a transaction open.
+
+use crate::session::SessionState;
+use crate::store::blob;
+use crate::store::{Change, StoreError};
+
+/// A change encoded before the transaction starts (so an encoding failure
+/// never leaves a transaction open).
+pub(super) enum Encoded<'a> {
+    Session {
+        id: &'a str,
+        subscriber: &'a str,
+        state: &'static str,
+        pcef_host: &'a str,
+        updated_ms: i64,
+        closed_ms: Option<i64>,
+        data: Vec<u8>,
+    },
+    DeleteSession(&'a str),
+    Subscriber {
+        imsi: &'a str,
+        msisdn: Option<&'a str>,
+        data: Vec<u8>,
+    },
+    DeleteSubscriber(&'a str),
+    Usage {
+        subscriber: &'a str,
+        data: Vec<u8>,
+    },
+    DeleteUsage(&'a str),
+}
+
+pub(super) fn encode(change: &Change) -> Result<Encoded<'_>, StoreError> {
+    Ok(match change {
+        Change::PutSession(s) => Encoded::Session {
+            id: &s.id,
+            subscriber: &s.subscriber,
+            state: match s.state {
+                SessionState::Open => "open",
+                SessionState::Closed => "closed",
+            },
+            pcef_host: &s.pcef_host,
+            updated_ms: s.updated_ms,
+            closed_ms: s.closed_ms,
+            data: blob::encode_session(s)?,
+        },
+        Change::DeleteSession(id) => Encoded::DeleteSession(id),
+        Change::PutSubscriber(s) => Encoded::Subscriber {
+            imsi: &s.imsi,
+            msisdn: s.msisdn.as_deref(),
+            data: blob::encode_subscriber(s)?,
+        },
+        Change::DeleteSubscriber(imsi) => Encoded::DeleteSubscriber(imsi),
+        Change::PutUsage(u) => Encoded::Usage {
+            subscriber: &u.subscriber,
+            data: blob::encode_usage(u)?,
+        },
+        Change::DeleteUsage(subscriber) => Encoded::DeleteUsage(subscriber),
+    })
+}
