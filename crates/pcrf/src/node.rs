@@ -647,7 +647,7 @@ impl MetricsSource for Node {
             ("pcrf_rule_failures_reported_total", "Rules the PCEFs reported as failed (Charging-Rule-Report).", &c.rule_failures_reported),
             ("pcrf_retransmissions_total", "Retransmitted CCRs answered again without being applied twice.", &c.retransmissions),
             ("pcrf_store_failures_total", "Requests answered 5012 because their state change could not be committed.", &c.store_failures),
-            ("pcrf_writes_skipped_total", "CCR-U whose session changed nothing durable: no write (optimization 1).", &c.writes_skipped),
+            ("pcrf_writes_skipped_total", "CCR-U whose session changed nothing durable: no write.", &c.writes_skipped),
             ("pcrf_usage_reports_total", "Usage reports (Used-Service-Unit per Monitoring-Key) counted, each once.", &u.reports),
             ("pcrf_usage_reported_octets_total", "Octets in those reports.", &u.octets),
             ("pcrf_usage_unknown_key_reports_total", "Reports for Monitoring-Keys the usage file does not define (counted in no accumulator).", &u.unknown_key_reports),

@@ -476,3 +476,31 @@ async fn sighup_reloads_the_live_parts_of_the_config() {
     assert!(p.log().contains("configuration reload refused"));
     pcef.close().await;
 }
+
+/// A log line written while a request is handled names the request: its
+/// Session-Id, the peer's Origin-Host, the application and the command
+/// (the span the dispatcher opens), so one session can be followed
+/// through the log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn log_lines_inside_a_request_name_it() {
+    // The generated configuration ends inside its [log] table.
+    let p = Pcrf::start("format = \"json\"\n");
+    let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
+    // CC-Request-Type 9 is refused (5004) and the refusal is logged.
+    let cca = pcef.ccr("pgw.test.local;7;1", 9, 0, |_| {}).await;
+    assert_eq!(result_of(&cca), 5004);
+    pcef.close().await;
+    let log = p.log();
+    let refused: Vec<serde_json::Value> = log
+        .lines()
+        .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+        .filter(|v| v["message"] == "CCR refused")
+        .collect();
+    assert_eq!(refused.len(), 1, "{log}");
+    let span = &refused[0]["span"];
+    assert_eq!(span["name"], "request", "{log}");
+    assert_eq!(span["session"], "pgw.test.local;7;1", "{log}");
+    assert_eq!(span["peer"], "pgw.test.local", "{log}");
+    assert_eq!(span["app"], "gx", "{log}");
+    assert_eq!(span["cmd"], "CCR", "{log}");
+}

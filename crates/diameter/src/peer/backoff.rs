@@ -1,7 +1,8 @@
 //! When an initiator tries to connect again: exponential backoff from
 //! `reconnect_initial` doubling up to Tc, each delay jittered into its upper
 //! half so that many peers restarting together do not reconnect in step
-//! (the reconnect-storm lesson of the brief). A DPR's Disconnect-Cause
+//! (a whole region of gateways reconnecting at once after an outage
+//! would otherwise hit the server in waves). A DPR's Disconnect-Cause
 //! changes the next delay as RFC 6733 §5.4.3 says.
 
 use super::disconnect_cause::DisconnectCause;

@@ -1,4 +1,5 @@
-//! The query profiler over HTTP (the source article's `tt_perf_info`):
+//! The query profiler over HTTP (per-statement counts and times, switched
+//! on for a window while the server runs):
 //! `POST /v1/debug/query-profiler` {"enabled": true|false} switches it on
 //! (a new measurement window) or off (figures frozen), and
 //! `GET /v1/debug/queries?top=N` shows per statement the calls, calls per

@@ -1,5 +1,5 @@
-//! Everything the policy can see, gathered into one structure (the source
-//! article's optimization 4): the engine hashes it, and when the hash and the
+//! Everything the policy can see, gathered into one structure: the
+//! engine hashes it, and when the hash and the
 //! script version are unchanged since the last decision, Lua is not run.
 //! Anything the script may read MUST be in here, or the memo would be wrong.
 //! Deserialize (every field defaulted) lets policy test cases give a partial input.
@@ -92,7 +92,7 @@ pub struct NetworkInput {
 /// One accumulator as the policy sees it. Whole megabytes (10^6 octets)
 /// and whole percent, not octets: the input hash then changes only when a
 /// figure the policy can act on changes, so most usage reports are decided
-/// from the memo (optimization 4). Exact octets are in the API.
+/// from the memo. Exact octets are in the API.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct AccumulatorInput {

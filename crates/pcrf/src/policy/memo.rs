@@ -1,4 +1,4 @@
-//! The checksum memo (the source article's optimization 4): one xxh3 hash
+//! The checksum memo, which spares Lua for most requests: one xxh3 hash
 //! over a canonical serialization of every input the policy can see. With
 //! the script version it decides whether Lua must run again.
 

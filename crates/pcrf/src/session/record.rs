@@ -47,7 +47,7 @@ pub struct GxSession {
     pub installed: Decision,
     pub rule_failures: Vec<RuleFailure>,
     /// Usage monitoring at the PCEF: keys and their grants (one blob with
-    /// the session, optimization 3).
+    /// the session: one row and one commit for both).
     #[serde(
         default,
         skip_serializing_if = "crate::usage::SessionMonitoring::is_idle"
@@ -131,7 +131,8 @@ impl GxSession {
     /// needed while the process lives (the last request number and answer,
     /// the update time, the memo key and input snapshot of an unchanged
     /// decision) is ignored, so a CCR-U that changes nothing else
-    /// causes no write (the source article's optimization 1).
+    /// causes no write: a published commercial PCRF went from 12,006 to
+    /// 1,199 commits/s at 3000 TPS by writing only durable changes.
     pub fn durably_equal(&self, other: &GxSession) -> bool {
         // Destructured so that a new field must be placed on one side or
         // the other here; compared in place (no clones on the hot path).

@@ -179,7 +179,7 @@ struct Statements {
 }
 
 /// Statement texts with the profiler's names. Portable SQL only: the
-/// upserts' WHERE makes an identical record affect 0 rows (optimization 1).
+/// upserts' WHERE makes an identical record affect 0 rows, so a batch of unchanged records commits nothing.
 mod sql {
     pub const BEGIN: (&str, &str) = ("begin", "BEGIN");
     pub const COMMIT: (&str, &str) = ("commit", "COMMIT");

@@ -1,7 +1,7 @@
 //! The embedded store: one SQLite file in WAL mode, so `pcrf serve` is
 //! durable with no database server. Rows are upserted one by one (never a
 //! lock wider than a row's page), a transaction commits only if a row really
-//! changed (the article's optimization 1), and each record is one JSON blob.
+//! changed (an unchanged session costs no commit and no fsync), and each record is one JSON blob.
 
 use super::blob::{self, decode_session, decode_subscriber, decode_usage};
 use super::config::Durability;

@@ -1,7 +1,8 @@
 //! Usage monitoring (TS 29.212 §4.5.17): what the PCEF reports per
 //! Monitoring-Key is counted into per-subscriber accumulators (monthly,
 //! daily, night-time, per application...), configured in a file with a
-//! checksum (the source article's optimization 3), and turned back into
+//! checksum (which the memo's key includes, so a changed file re-decides
+//! every session), and turned back into
 //! grants and into policy inputs.
 //!
 //! The state is in two places, both written in the same group commit that
