@@ -311,7 +311,7 @@ struct ProvisionArgs {
     connections: usize,
 }
 
-/// The server answers a connection's pipelined PUTs one after another, each
+/// The server answers a connection's PUTs one after another, each
 /// after its commit: with a group-commit window (20 ms on PostgreSQL) four
 /// connections provisioned 177 subscribers a second; 32 keep the window full.
 const PROVISION_CONNECTIONS: usize = 32;
@@ -416,7 +416,6 @@ async fn setup_scenario(c: &Common, mut scenario: Scenario) -> Result<RunSetup, 
             &scenario.population,
             &scenario.provision,
             PROVISION_CONNECTIONS,
-            64,
         )
         .await
         .map_err(|e| format!("provisioning through {url}: {e}"))?;
@@ -743,7 +742,6 @@ async fn provision_only(a: ProvisionArgs) -> Result<(), String> {
         &scenario.population,
         &scenario.provision,
         a.connections,
-        64,
     )
     .await
     .map_err(|e| format!("provisioning through {}: {e}", a.api))?;

@@ -15,7 +15,7 @@
 //! Every loop is bounded by `--duration` (and flood also by a request count).
 
 use crate::gx::{self, Gateway, Subscriber};
-use crate::http_client::{BaseUrl, HttpConnection};
+use crate::http_client::{ApiClient, BaseUrl};
 use crate::population::Population;
 use crate::session::subscriber;
 use crate::verify::encode_segment;
@@ -24,6 +24,7 @@ use diameter::codec::frame_len;
 use diameter::dict::{app, avp, cmd};
 use diameter::peer::{encode_capabilities, Application, LocalNode};
 use diameter::{Message, MessageBuilder};
+use reqwest::Method;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::net::{IpAddr, Ipv4Addr, SocketAddr};
@@ -380,8 +381,12 @@ async fn flood(o: &Options, deadline: Instant, r: &mut MisbehaveReport) {
 }
 
 async fn stall(o: &Options, deadline: Instant, r: &mut MisbehaveReport) {
-    let Some(api) = o.api.clone() else {
+    let Some(api) = &o.api else {
         return r.error("stall needs --api (to make the server send RARs)".into());
+    };
+    let client = match ApiClient::new(api, None) {
+        Ok(c) => c,
+        Err(e) => return r.error(e.to_string()),
     };
     let mut c = match Raw::connect(o.target).await {
         Ok(c) => c,
@@ -427,56 +432,32 @@ async fn stall(o: &Options, deadline: Instant, r: &mut MisbehaveReport) {
     let statuses = Arc::new(std::sync::Mutex::new(BTreeMap::<String, u64>::new()));
     let mut tasks = Vec::new();
     for w in 0..4usize {
-        let (api, sessions, statuses) = (api.clone(), sessions.clone(), statuses.clone());
+        let (client, sessions, statuses) = (client.clone(), sessions.clone(), statuses.clone());
         tasks.push(tokio::spawn(async move {
             let mut asked = 0u64;
             let mut i = w;
             while Instant::now() < deadline && !sessions.is_empty() {
-                let id = &sessions[i % sessions.len()];
+                let id = encode_segment(&sessions[i % sessions.len()]);
                 i += 4;
-                let path = format!("{}/v1/sessions/{}/reauth", api.path, encode_segment(id));
-                let status = async {
-                    let mut h = HttpConnection::connect(&api).await.ok()?;
-                    let mut out = Vec::new();
-                    h.encode(&mut out, "POST", &path, None);
-                    h.send(&out).await.ok()?;
+                // A reauth, and also a release: a RAR every time (reauth
+                // sends one only on a change).
+                for (method, path) in [
+                    (Method::POST, format!("/v1/sessions/{id}/reauth")),
+                    (Method::DELETE, format!("/v1/sessions/{id}")),
+                ] {
                     let left = deadline.saturating_duration_since(Instant::now())
                         + Duration::from_secs(15);
-                    tokio::time::timeout(left, h.read_response())
-                        .await
-                        .ok()?
-                        .ok()
+                    let status = client
+                        .send(client.request(method, &path).timeout(left))
+                        .await;
+                    asked += 1;
+                    let key = status.map_or("no answer".to_string(), |s| s.status.to_string());
+                    *statuses
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .entry(key)
+                        .or_default() += 1;
                 }
-                .await;
-                asked += 1;
-                let key = status.map_or("no answer".to_string(), |s| s.status.to_string());
-                *statuses
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .entry(key)
-                    .or_default() += 1;
-                // Also a release: a RAR every time (reauth sends one only on a change).
-                let path = format!("{}/v1/sessions/{}", api.path, encode_segment(id));
-                let status = async {
-                    let mut h = HttpConnection::connect(&api).await.ok()?;
-                    let mut out = Vec::new();
-                    h.encode(&mut out, "DELETE", &path, None);
-                    h.send(&out).await.ok()?;
-                    let left = deadline.saturating_duration_since(Instant::now())
-                        + Duration::from_secs(15);
-                    tokio::time::timeout(left, h.read_response())
-                        .await
-                        .ok()?
-                        .ok()
-                }
-                .await;
-                asked += 1;
-                let key = status.map_or("no answer".to_string(), |s| s.status.to_string());
-                *statuses
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .entry(key)
-                    .or_default() += 1;
             }
             asked
         }));

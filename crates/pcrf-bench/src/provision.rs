@@ -2,18 +2,21 @@
 //! REST API (`PUT /v1/subscribers/{imsi}`), before a run, so that the run
 //! measures sessions of known subscribers and not profile misses.
 //!
-//! Several keep-alive connections, each pipelining batches of PUTs. PUT is
-//! idempotent, so a batch cut short by a closed connection is re-sent on a
-//! new one.
+//! Several tasks, each PUTting its share of the population one request at
+//! a time over the client's keep-alive pool: the server answers a
+//! connection's requests one after another, each after its commit, so the
+//! tasks (one connection each) are what keeps its group commit full. PUT
+//! is idempotent, so a request whose connection broke is simply re-sent.
 
-use crate::http_client::{BaseUrl, HttpConnection, HttpError};
+use crate::http_client::{ApiClient, BaseUrl, HttpError};
 use crate::population::Population;
 use crate::scenario::ProvisionProfile;
+use reqwest::Method;
 use serde::Serialize;
 use std::sync::Arc;
 use std::time::Instant;
 
-/// How many times a batch is re-sent after its connection broke.
+/// How many times a request is re-sent after its exchange failed.
 const RETRIES: u32 = 3;
 /// How many failure messages are kept for the report.
 const KEEP_ERRORS: usize = 5;
@@ -46,27 +49,25 @@ pub fn subscriber_body(population: &Population, profile: &ProvisionProfile, i: u
     .unwrap_or_default()
 }
 
-/// PUTs every subscriber of `population` over `connections` connections,
-/// `batch` requests in flight on each.
+/// PUTs every subscriber of `population`, `connections` requests in flight.
 pub async fn provision(
     base: &BaseUrl,
     population: &Population,
     profile: &ProvisionProfile,
     connections: usize,
-    batch: usize,
-) -> Result<ProvisionReport, HttpError> {
+) -> Result<ProvisionReport, String> {
     let started = Instant::now();
     let n = population.count();
     let connections = (connections.max(1) as u64).min(n);
-    let batch = batch.max(1) as u64;
-    let shared = Arc::new((base.clone(), population.clone(), profile.clone()));
+    let api = ApiClient::new(base, None).map_err(|e| e.to_string())?;
+    let shared = Arc::new((api, population.clone(), profile.clone()));
     let mut tasks = Vec::new();
     for c in 0..connections {
         let (from, to) = (n * c / connections, n * (c + 1) / connections);
         let shared = shared.clone();
         tasks.push(tokio::spawn(async move {
-            let (base, pop, profile) = &*shared;
-            provision_range(base, pop, profile, from, to, batch).await
+            let (api, pop, profile) = &*shared;
+            provision_range(api, pop, profile, from, to).await
         }));
     }
     let mut report = ProvisionReport {
@@ -86,10 +87,10 @@ pub async fn provision(
                 }
             }
             Ok(Err(e)) => {
-                first_error.get_or_insert(e);
+                first_error.get_or_insert(e.to_string());
             }
             Err(join) => {
-                first_error.get_or_insert(HttpError::Malformed(format!("task failed: {join}")));
+                first_error.get_or_insert(format!("task failed: {join}"));
             }
         }
     }
@@ -102,71 +103,35 @@ pub async fn provision(
 }
 
 async fn provision_range(
-    base: &BaseUrl,
+    api: &ApiClient,
     pop: &Population,
     profile: &ProvisionProfile,
     from: u64,
     to: u64,
-    batch: u64,
 ) -> Result<ProvisionReport, HttpError> {
     let mut report = ProvisionReport::default();
-    let mut conn = HttpConnection::connect(base).await?;
-    let mut next = from;
-    let mut retries = 0;
-    let mut out = Vec::new();
-    while next < to {
-        let end = (next + batch).min(to);
-        out.clear();
-        for i in next..end {
-            let path = format!("{}/v1/subscribers/{}", base.path, pop.imsi(i));
-            conn.encode(
-                &mut out,
-                "PUT",
-                &path,
-                Some(&subscriber_body(pop, profile, i)),
-            );
-        }
-        let mut answered = next;
-        let mut must_reconnect = false;
-        let outcome: Result<(), HttpError> = async {
-            conn.send(&out).await?;
-            while answered < end {
-                let r = conn.read_response().await?;
-                if (200..300).contains(&r.status) {
-                    report.succeeded += 1;
-                } else {
-                    report.failed += 1;
-                    if report.first_errors.len() < KEEP_ERRORS {
-                        let body = String::from_utf8_lossy(&r.body);
-                        let body: String = body.chars().take(200).collect();
-                        report.first_errors.push(format!(
-                            "{}: {} {}",
-                            pop.imsi(answered),
-                            r.status,
-                            body
-                        ));
-                    }
-                }
-                answered += 1;
-                if r.close {
-                    must_reconnect = true;
-                    break;
-                }
+    for i in from..to {
+        let path = format!("/v1/subscribers/{}", pop.imsi(i));
+        let body = subscriber_body(pop, profile, i);
+        let mut retries = 0;
+        let r = loop {
+            match api.send(api.json(Method::PUT, &path, body.clone())).await {
+                Ok(r) => break r,
+                Err(e) if retries >= RETRIES => return Err(e),
+                Err(_) => retries += 1,
             }
-            Ok(())
-        }
-        .await;
-        match outcome {
-            Ok(()) => retries = 0,
-            Err(e) if retries >= RETRIES => return Err(e),
-            Err(_) => {
-                retries += 1;
-                must_reconnect = true;
+        };
+        if (200..300).contains(&r.status) {
+            report.succeeded += 1;
+        } else {
+            report.failed += 1;
+            if report.first_errors.len() < KEEP_ERRORS {
+                let body = String::from_utf8_lossy(&r.body);
+                let body: String = body.chars().take(200).collect();
+                report
+                    .first_errors
+                    .push(format!("{}: {} {body}", pop.imsi(i), r.status));
             }
-        }
-        next = answered;
-        if must_reconnect && next < to {
-            conn = HttpConnection::connect(base).await?;
         }
     }
     Ok(report)
@@ -208,8 +173,10 @@ mod tests {
                             if h.trim_end().is_empty() {
                                 break;
                             }
-                            if let Some(v) = h.strip_prefix("Content-Length: ") {
-                                len = v.trim().parse().expect("len");
+                            if let Some((name, v)) = h.split_once(':') {
+                                if name.eq_ignore_ascii_case("content-length") {
+                                    len = v.trim().parse().expect("len");
+                                }
                             }
                         }
                         let mut body = vec![0; len];
@@ -243,7 +210,7 @@ mod tests {
             services: vec!["internet".into(), "volte".into()],
         };
         let base = BaseUrl::parse(&url).expect("url");
-        let r = provision(&base, &pop, &profile, 3, 4)
+        let r = provision(&base, &pop, &profile, 3)
             .await
             .expect("provision");
         assert_eq!((r.subscribers, r.succeeded, r.failed), (50, 49, 1));
@@ -271,6 +238,6 @@ mod tests {
             services: vec![],
         };
         let base = BaseUrl::parse(&url).expect("url");
-        assert!(provision(&base, &pop, &profile, 2, 4).await.is_err());
+        assert!(provision(&base, &pop, &profile, 2).await.is_err());
     }
 }

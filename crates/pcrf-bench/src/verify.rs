@@ -11,7 +11,8 @@
 //! CCR-I was acknowledged means the server forgot it.
 
 use crate::delivery::AnswerRecord;
-use crate::http_client::{BaseUrl, HttpConnection, HttpError, Response};
+use crate::http_client::{ApiClient, BaseUrl, HttpError, Response};
+use reqwest::Method;
 use serde::Serialize;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -342,18 +343,19 @@ pub struct Api {
     pub accumulator: String,
 }
 
-/// GETs every path, `connections` keep-alive connections with 64 requests
-/// pipelined on each; answers in the order of `paths`.
+/// GETs every path, `connections` requests in flight over the client's
+/// keep-alive pool; answers in the order of `paths`.
 async fn get_all(api: &Api, paths: Vec<String>) -> Result<Vec<Response>, String> {
     let n = paths.len();
     let conns = api.connections.clamp(1, 64).min(n.max(1));
+    let client = ApiClient::new(&api.base, api.token.as_deref()).map_err(|e| e.to_string())?;
     let paths = Arc::new(paths);
     let mut tasks = Vec::new();
     for c in 0..conns {
         let (from, to) = (n * c / conns, n * (c + 1) / conns);
-        let (paths, api) = (paths.clone(), api.clone());
+        let (paths, client) = (paths.clone(), client.clone());
         tasks.push(tokio::spawn(async move {
-            get_range(&api, &paths[from..to]).await
+            get_range(&client, &paths[from..to]).await
         }));
     }
     let mut out = Vec::with_capacity(n);
@@ -361,45 +363,23 @@ async fn get_all(api: &Api, paths: Vec<String>) -> Result<Vec<Response>, String>
         let part = t
             .await
             .map_err(|e| format!("API task failed: {e}"))?
-            .map_err(|e| format!("API {}: {e}", api.base.authority))?;
+            .map_err(|e| e.to_string())?;
         out.extend(part);
     }
     Ok(out)
 }
 
-async fn get_range(api: &Api, paths: &[String]) -> Result<Vec<Response>, HttpError> {
-    const BATCH: usize = 64;
+/// GETs `paths` one after another, each tried up to three times.
+async fn get_range(client: &ApiClient, paths: &[String]) -> Result<Vec<Response>, HttpError> {
     let mut out = Vec::with_capacity(paths.len());
-    let mut conn = HttpConnection::connect(&api.base).await?;
-    let mut buf = Vec::new();
-    for chunk in paths.chunks(BATCH) {
+    for p in paths {
         let mut attempt = 0;
         loop {
             attempt += 1;
-            buf.clear();
-            for p in chunk {
-                conn.encode_with(&mut buf, "GET", p, api.token.as_deref(), None);
-            }
-            let r: Result<Vec<Response>, HttpError> = async {
-                conn.send(&buf).await?;
-                let mut got = Vec::with_capacity(chunk.len());
-                for _ in chunk {
-                    got.push(conn.read_response().await?);
-                }
-                Ok(got)
-            }
-            .await;
-            match r {
-                Ok(got) => {
-                    let close = got.last().is_some_and(|r| r.close);
-                    out.extend(got);
-                    if close {
-                        conn = HttpConnection::connect(&api.base).await?;
-                    }
-                    break;
-                }
+            match client.send(client.request(Method::GET, p)).await {
+                Ok(r) => break out.push(r),
                 Err(e) if attempt >= 3 => return Err(e),
-                Err(_) => conn = HttpConnection::connect(&api.base).await?,
+                Err(_) => {}
             }
         }
     }
@@ -428,13 +408,7 @@ pub async fn verify(records: &[AnswerRecord], api: &Api) -> Result<Verdict, Stri
     let imsis: Vec<&String> = e.subscribers.keys().collect();
     let paths = imsis
         .iter()
-        .map(|i| {
-            format!(
-                "{}/v1/subscribers/{}/usage",
-                api.base.path,
-                encode_segment(i)
-            )
-        })
+        .map(|i| format!("/v1/subscribers/{}/usage", encode_segment(i)))
         .collect();
     let answers = get_all(api, paths).await?;
     for (imsi, r) in imsis.into_iter().zip(answers) {
@@ -493,7 +467,7 @@ pub async fn verify(records: &[AnswerRecord], api: &Api) -> Result<Verdict, Stri
     v.sessions_checked = checked.len() as u64;
     let paths = checked
         .iter()
-        .map(|(id, _)| format!("{}/v1/sessions/{}", api.base.path, encode_segment(id)))
+        .map(|(id, _)| format!("/v1/sessions/{}", encode_segment(id)))
         .collect();
     let answers = get_all(api, paths).await?;
     for ((id, exp), r) in checked.into_iter().zip(answers) {

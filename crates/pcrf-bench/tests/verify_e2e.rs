@@ -107,7 +107,7 @@ async fn verify_passes_after_kill_9_and_catches_a_false_acknowledgement() {
         Scenario::load(&repo_root().join("bench/scenarios/seed-fast.toml")).expect("scenario");
     scenario.population = scenario.population.with_count(200).expect("population");
     let base = BaseUrl::parse(&format!("http://{}", server.api)).expect("url");
-    let r = provision(&base, &scenario.population, &scenario.provision, 2, 64)
+    let r = provision(&base, &scenario.population, &scenario.provision, 2)
         .await
         .expect("provision");
     assert_eq!(r.failed, 0);

@@ -120,7 +120,7 @@ async fn volte_calls_against_pcrf_serve() {
     let server = Server::start();
     let s = scenario("001010000000001", "79000000001");
     let base = BaseUrl::parse(&format!("http://{}", server.api)).expect("url");
-    let p = provision(&base, &s.population, &s.provision, 2, 64)
+    let p = provision(&base, &s.population, &s.provision, 2)
         .await
         .expect("provision");
     assert_eq!(p.failed, 0);
