@@ -93,7 +93,7 @@ pub async fn measure_with(
         }
     }
     let counters = match &setup.cpu.server_metrics {
-        Some(url) => Some(crate::server_counters::ServerCounters::new(url)?),
+        Some(url) => Some(crate::server_counters::ServerCounters::new(url).await?),
         None => None,
     };
     let cpu = CpuWindow::new(samplers).with_counters(counters);

@@ -1,13 +1,12 @@
 //! Store commits counted over exactly the measurement window, from the
-//! server's Prometheus `/metrics`: "commits per 100 transactions" (issue 6,
-//! the source article's optimization 1) must not include the provisioning
-//! phase, the warm-up or the drain, so the counters are read when the CPU
-//! samplers start and end their window. Plain blocking HTTP/1.0 over
-//! std's TcpStream: it runs on the scheduler's thread twice per run.
+//! server's Prometheus `/metrics`: "commits per 100 transactions" must not
+//! include the provisioning phase, the warm-up or the drain, so the
+//! counters are read when the CPU samplers start and end their window.
+//! The readings at the window's edges are made on the scheduler's (or the
+//! sampler's) own thread, which blocks on the generator's runtime for them.
 
+use crate::http_client::error_chain;
 use serde::{Deserialize, Serialize};
-use std::io::{Read, Write};
-use std::net::TcpStream;
 use std::time::Duration;
 
 /// The counters read (names as `pcrf serve` exports them).
@@ -18,7 +17,6 @@ const ROWS: &str = "pcrf_store_rows_total";
 /// Bound on one scrape: a server too busy to answer in this time costs the
 /// figure, not the run.
 const TIMEOUT: Duration = Duration::from_secs(2);
-const MAX_RESPONSE: usize = 4 << 20;
 
 /// What the store did during the window.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -42,52 +40,62 @@ struct Reading {
 /// Reads the store counters at the window's start and end.
 #[derive(Debug)]
 pub struct ServerCounters {
-    authority: String,
-    path: String,
+    http: reqwest::Client,
+    url: reqwest::Url,
+    /// The runtime the readings run on.
+    rt: tokio::runtime::Handle,
     start: Option<Reading>,
     end: Option<Reading>,
     error: Option<String>,
 }
 
 impl ServerCounters {
-    /// `url`: the server's metrics URL, `http://host:port/metrics`.
-    pub fn new(url: &str) -> Result<ServerCounters, String> {
-        let rest = url
-            .strip_prefix("http://")
-            .ok_or_else(|| format!("--server-metrics {url:?}: only http:// URLs are supported"))?;
-        let (authority, path) = match rest.find('/') {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, "/metrics"),
-        };
-        if authority.is_empty() {
-            return Err(format!("--server-metrics {url:?}: no host"));
+    /// `url`: the server's metrics URL, `http://host:port/metrics` (the
+    /// path defaults to /metrics). Call it on the runtime that is to run
+    /// the readings.
+    pub async fn new(url: &str) -> Result<ServerCounters, String> {
+        let mut parsed = reqwest::Url::parse(url)
+            .ok()
+            .filter(|u| u.scheme() == "http" && u.has_host())
+            .ok_or_else(|| format!("--server-metrics {url:?}: give an http://host:port URL"))?;
+        if parsed.path() == "/" {
+            parsed.set_path("/metrics");
         }
+        let http = reqwest::Client::builder()
+            .no_proxy()
+            .connect_timeout(TIMEOUT)
+            .timeout(TIMEOUT)
+            .build()
+            .map_err(|e| format!("--server-metrics: {}", error_chain(&e)))?;
         let c = ServerCounters {
-            authority: authority.to_string(),
-            path: path.to_string(),
+            http,
+            url: parsed,
+            rt: tokio::runtime::Handle::current(),
             start: None,
             end: None,
             error: None,
         };
         // Fail before any traffic when the URL is wrong.
-        c.read()?;
+        c.read().await?;
         Ok(c)
     }
 
+    /// Reads the counters at the window's start; called from a thread
+    /// outside the runtime (it blocks on it).
     pub fn start(&mut self) {
-        match self.read() {
+        match self.rt.block_on(self.read()) {
             Ok(r) => self.start = Some(r),
             Err(e) => self.error = Some(e),
         }
     }
 
+    /// [`start`](Self::start) at the window's end.
     pub fn end(&mut self) {
-        match self.read() {
+        match self.rt.block_on(self.read()) {
             Ok(r) => self.end = Some(r),
             Err(e) => self.error = Some(e),
         }
     }
-
     /// The window's figures; None (with a warning) if a scrape failed.
     pub fn report(&self, transactions: u64) -> Option<StoreReport> {
         if let Some(e) = &self.error {
@@ -105,37 +113,18 @@ impl ServerCounters {
         })
     }
 
-    fn read(&self) -> Result<Reading, String> {
-        let body = self
-            .fetch()
-            .map_err(|e| format!("reading http://{}{}: {e}", self.authority, self.path))?;
-        parse(&body)
-    }
-
-    fn fetch(&self) -> std::io::Result<String> {
-        let addr = std::net::ToSocketAddrs::to_socket_addrs(&self.authority)?
-            .next()
-            .ok_or_else(|| std::io::Error::other("no address"))?;
-        let mut s = TcpStream::connect_timeout(&addr, TIMEOUT)?;
-        s.set_read_timeout(Some(TIMEOUT))?;
-        s.set_write_timeout(Some(TIMEOUT))?;
-        // One write: a server may answer and close after the first segment.
-        let request = format!(
-            "GET {} HTTP/1.0\r\nHost: {}\r\nConnection: close\r\n\r\n",
-            self.path, self.authority
-        );
-        s.write_all(request.as_bytes())?;
-        let mut buf = Vec::new();
-        s.take(MAX_RESPONSE as u64).read_to_end(&mut buf)?;
-        let text = String::from_utf8_lossy(&buf);
-        let (head, body) = text
-            .split_once("\r\n\r\n")
-            .ok_or_else(|| std::io::Error::other("malformed HTTP response"))?;
-        let status = head.lines().next().unwrap_or_default();
-        if status.split_whitespace().nth(1) != Some("200") {
-            return Err(std::io::Error::other(format!("answered {status:?}")));
+    async fn read(&self) -> Result<Reading, String> {
+        let failed = |e: reqwest::Error| format!("reading {}: {}", self.url, error_chain(&e));
+        let r = self
+            .http
+            .get(self.url.clone())
+            .send()
+            .await
+            .map_err(failed)?;
+        if r.status() != reqwest::StatusCode::OK {
+            return Err(format!("reading {}: answered {}", self.url, r.status()));
         }
-        Ok(body.to_string())
+        parse(&r.text().await.map_err(failed)?)
     }
 }
 
@@ -161,6 +150,8 @@ fn parse(body: &str) -> Result<Reading, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::io::{Read, Write};
+    use std::net::TcpStream;
 
     #[test]
     fn parses_the_store_counters_and_refuses_other_servers() {
@@ -191,8 +182,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn counts_only_between_start_and_end() {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn counts_only_between_start_and_end() {
         let server = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = server.local_addr().expect("addr");
         let serve = std::thread::spawn(move || {
@@ -212,9 +203,18 @@ mod tests {
                 .expect("write");
             }
         });
-        let mut c = ServerCounters::new(&format!("http://{addr}/metrics")).expect("reachable");
-        c.start();
-        c.end();
+        let c = ServerCounters::new(&format!("http://{addr}/metrics"))
+            .await
+            .expect("reachable");
+        // As the scheduler does: from a thread that blocks on the runtime.
+        let c = tokio::task::spawn_blocking(move || {
+            let mut c = c;
+            c.start();
+            c.end();
+            c
+        })
+        .await
+        .expect("sampler thread");
         serve.join().expect("server thread");
         let r = c.report(1500).expect("both readings");
         assert_eq!(r.commits, 30);
@@ -223,8 +223,8 @@ mod tests {
         assert_eq!(r.commits_per_100_transactions, Some(2.0));
     }
 
-    #[test]
-    fn a_refusing_server_is_an_error_before_the_run() {
+    #[tokio::test]
+    async fn a_refusing_server_is_an_error_before_the_run() {
         let server = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let addr = server.local_addr().expect("addr");
         let serve = std::thread::spawn(move || {
@@ -232,9 +232,11 @@ mod tests {
             read_request(&mut c);
             write!(c, "HTTP/1.0 401 Unauthorized\r\n\r\nno token").expect("write");
         });
-        let e = ServerCounters::new(&format!("http://{addr}/metrics")).expect_err("401");
+        let e = ServerCounters::new(&format!("http://{addr}/metrics"))
+            .await
+            .expect_err("401");
         serve.join().expect("server thread");
         assert!(e.contains("401"), "{e}");
-        assert!(ServerCounters::new("https://x/metrics").is_err());
+        assert!(ServerCounters::new("https://x/metrics").await.is_err());
     }
 }
