@@ -11,6 +11,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::io::BufRead;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
+use tokio_rustls::rustls;
 
 /// Errors reported from the first pass; more would only scroll.
 const MAX_REPORTED_ERRORS: usize = 20;
@@ -364,91 +365,91 @@ fn validate_file(path: &Path) -> Result<u64, String> {
 }
 
 // ---------------------------------------------------------------------------
-// Talking to the API: hyper's HTTP/1.1 client (already built into pcrf for
-// axum's server), one keep-alive connection.
+// Talking to the API: one reqwest client, its keep-alive pool reused batch
+// after batch.
+
+/// Largest answer read from the API.
+const MAX_ANSWER: usize = 1 << 20;
 
 struct Api {
-    host: String,
-    port: u16,
-    authority: String,
+    http: reqwest::Client,
+    /// The base URL without a trailing slash.
     base: String,
+    /// host:port, for messages.
+    authority: String,
     token: Option<String>,
-    /// For `https`: the connector (trusting `--api-ca` only) and the name
-    /// the API's certificate must carry.
-    tls: Option<(
-        tokio_rustls::TlsConnector,
-        tokio_rustls::rustls::pki_types::ServerName<'static>,
-    )>,
-    sender: Option<hyper::client::conn::http1::SendRequest<axum::body::Body>>,
 }
 
-/// A TLS client trusting only the CA certificate(s) in `ca` (PEM).
-fn tls_connector(ca: &Path) -> Result<tokio_rustls::TlsConnector, String> {
-    use rustls::pki_types::pem::PemObject;
-    use tokio_rustls::rustls;
-    let pem = std::fs::read(ca).map_err(|e| format!("--api-ca {}: {e}", ca.display()))?;
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in rustls::pki_types::CertificateDer::pem_slice_iter(&pem) {
-        let cert = cert.map_err(|e| format!("--api-ca {}: {e}", ca.display()))?;
-        roots
-            .add(cert)
-            .map_err(|e| format!("--api-ca {}: {e}", ca.display()))?;
+/// What went wrong, from an error's causes: reqwest's own message only
+/// names the step and the URL ("error sending request for url ..."), its
+/// causes say why.
+pub fn error_chain(e: &reqwest::Error) -> String {
+    let mut causes = Vec::new();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        causes.push(c.to_string());
+        cause = c.source();
     }
-    if roots.is_empty() {
-        return Err(format!(
-            "--api-ca {}: no PEM certificate found",
-            ca.display()
-        ));
+    if causes.is_empty() {
+        e.to_string()
+    } else {
+        causes.join(": ")
     }
-    let config = rustls::ClientConfig::builder_with_provider(std::sync::Arc::new(
-        rustls::crypto::ring::default_provider(),
-    ))
-    .with_safe_default_protocol_versions()
-    .map_err(|e| e.to_string())?
-    .with_root_certificates(roots)
-    .with_no_client_auth();
-    Ok(tokio_rustls::TlsConnector::from(std::sync::Arc::new(
-        config,
-    )))
+}
+
+/// Whether a failed exchange failed in the TLS handshake: rustls' error
+/// travels inside (nested) I/O errors, which do not list it as a source.
+fn is_tls_failure(e: &reqwest::Error) -> bool {
+    fn is_rustls(e: &(dyn std::error::Error + 'static)) -> bool {
+        e.is::<rustls::Error>()
+            || e.downcast_ref::<std::io::Error>()
+                .and_then(std::io::Error::get_ref)
+                .is_some_and(|inner| is_rustls(inner))
+    }
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        if is_rustls(c) {
+            return true;
+        }
+        cause = c.source();
+    }
+    false
 }
 
 impl Api {
     fn new(url: &str, token: Option<String>, ca: Option<&Path>) -> Result<Api, String> {
-        let uri: hyper::Uri = url
-            .parse()
-            .map_err(|e| format!("--api {url:?} is not a URL: {e}"))?;
-        let https = match uri.scheme_str() {
-            Some("http") => false,
-            Some("https") => true,
-            Some(other) => {
+        if !url.contains("://") {
+            return Err(format!(
+                "--api {url:?}: give a URL like http://127.0.0.1:8080"
+            ));
+        }
+        let uri =
+            reqwest::Url::parse(url).map_err(|e| format!("--api {url:?} is not a URL: {e}"))?;
+        let https = match uri.scheme() {
+            "http" => false,
+            "https" => true,
+            other => {
                 return Err(format!(
                     "--api {url:?}: only http and https are supported, not {other}"
                 ))
             }
-            None => {
-                return Err(format!(
-                    "--api {url:?}: give a URL like http://127.0.0.1:8080"
-                ))
-            }
         };
-        let authority = uri
-            .authority()
-            .map(|a| a.as_str().to_string())
-            .ok_or_else(|| format!("--api {url:?} has no host"))?;
-        let host = uri
-            .host()
-            .unwrap_or_default()
-            .trim_start_matches('[')
-            .trim_end_matches(']')
-            .to_string();
-        let base = uri.path().trim_end_matches('/').to_string();
+        let (Some(host), Some(port)) = (uri.host_str(), uri.port_or_known_default()) else {
+            return Err(format!("--api {url:?} has no host"));
+        };
         if let Some(t) = &token {
-            if hyper::header::HeaderValue::from_str(&format!("Bearer {t}")).is_err() {
+            if reqwest::header::HeaderValue::from_str(&format!("Bearer {t}")).is_err() {
                 return Err("the token contains characters not allowed in a header".into());
             }
         }
-        let tls = match (https, ca) {
-            (false, None) => None,
+        // Never through a proxy named in the environment: the address given
+        // is the API's.
+        let builder = reqwest::Client::builder()
+            .no_proxy()
+            .tcp_nodelay(true)
+            .timeout(REQUEST_TIMEOUT);
+        let builder = match (https, ca) {
+            (false, None) => builder,
             (false, Some(_)) => return Err("--api-ca is for an https --api URL".into()),
             (true, None) => {
                 return Err(format!(
@@ -456,110 +457,75 @@ impl Api {
                 ))
             }
             (true, Some(ca)) => {
-                let name = tokio_rustls::rustls::pki_types::ServerName::try_from(host.clone())
-                    .map_err(|e| format!("--api {url:?}: {e}"))?;
-                Some((tls_connector(ca)?, name))
+                let bad = |e: String| format!("--api-ca {}: {e}", ca.display());
+                let pem = std::fs::read(ca).map_err(|e| bad(e.to_string()))?;
+                let certs = reqwest::Certificate::from_pem_bundle(&pem)
+                    .map_err(|e| bad(error_chain(&e)))?;
+                if certs.is_empty() {
+                    return Err(bad("no PEM certificate found".into()));
+                }
+                // Only these: no other roots are built in.
+                certs
+                    .into_iter()
+                    .fold(builder.use_rustls_tls(), |b, c| b.add_root_certificate(c))
             }
         };
         Ok(Api {
-            host,
-            port: uri.port_u16().unwrap_or(if https { 443 } else { 80 }),
-            authority,
-            base,
+            http: builder
+                .build()
+                .map_err(|e| format!("--api {url:?}: {}", error_chain(&e)))?,
+            authority: format!("{host}:{port}"),
+            base: uri.as_str().trim_end_matches('/').to_string(),
             token,
-            tls,
-            sender: None,
         })
     }
 
-    async fn connect(
-        &self,
-    ) -> Result<hyper::client::conn::http1::SendRequest<axum::body::Body>, String> {
-        let stream = tokio::net::TcpStream::connect((self.host.as_str(), self.port))
-            .await
-            .map_err(|e| format!("cannot reach the API at {}: {e}", self.authority))?;
-        let _ = stream.set_nodelay(true);
-        let Some((connector, name)) = &self.tls else {
-            return self.handshake(stream).await;
-        };
-        let stream = connector
-            .connect(name.clone(), stream)
-            .await
-            .map_err(|e| format!("TLS handshake with {}: {e}", self.authority))?;
-        self.handshake(stream).await
-    }
-
-    async fn handshake<S>(
-        &self,
-        stream: S,
-    ) -> Result<hyper::client::conn::http1::SendRequest<axum::body::Body>, String>
-    where
-        S: tokio::io::AsyncRead + tokio::io::AsyncWrite + Send + Unpin + 'static,
-    {
-        let (sender, conn) =
-            hyper::client::conn::http1::handshake(hyper_util::rt::TokioIo::new(stream))
-                .await
-                .map_err(|e| format!("HTTP handshake with {}: {e}", self.authority))?;
-        tokio::spawn(async move {
-            // Ends when the sender is dropped or the server closes.
-            let _ = conn.await;
-        });
-        Ok(sender)
+    /// What went wrong in an exchange, in words.
+    fn describe(&self, e: &reqwest::Error) -> String {
+        let detail = error_chain(e);
+        if e.is_timeout() {
+            format!(
+                "no answer from {} within {} s",
+                self.authority,
+                REQUEST_TIMEOUT.as_secs()
+            )
+        } else if is_tls_failure(e) {
+            format!("TLS handshake with {}: {detail}", self.authority)
+        } else if e.is_connect() {
+            format!("cannot reach the API at {}: {detail}", self.authority)
+        } else {
+            format!("request to {}: {detail}", self.authority)
+        }
     }
 
     /// POSTs `body` to `path`; the status and the answer's body.
     async fn post(
-        &mut self,
+        &self,
         path: &str,
         content_type: &str,
         body: Vec<u8>,
     ) -> Result<(u16, Vec<u8>), String> {
-        // A connection the server closed while idle is replaced.
-        if self.sender.as_ref().is_none_or(|s| s.is_closed()) {
-            self.sender = Some(self.connect().await?);
-        }
-        let Some(sender) = self.sender.as_mut() else {
-            return Err("no connection".into());
-        };
-        let mut req = hyper::Request::post(format!("{}{path}", self.base))
-            .header(hyper::header::HOST, &self.authority)
-            .header(hyper::header::CONTENT_TYPE, content_type);
+        let mut req = self
+            .http
+            .post(format!("{}{path}", self.base))
+            .header(reqwest::header::CONTENT_TYPE, content_type)
+            .body(body);
         if let Some(t) = &self.token {
-            req = req.header(hyper::header::AUTHORIZATION, format!("Bearer {t}"));
+            req = req.bearer_auth(t);
         }
-        let req = req
-            .body(axum::body::Body::from(body))
-            .map_err(|e| format!("building the request: {e}"))?;
-        let exchange = async {
-            sender
-                .ready()
-                .await
-                .map_err(|e| format!("connection to {}: {e}", self.authority))?;
-            let resp = sender
-                .send_request(req)
-                .await
-                .map_err(|e| format!("request to {}: {e}", self.authority))?;
-            let status = resp.status().as_u16();
-            let body = axum::body::to_bytes(axum::body::Body::new(resp.into_body()), 1 << 20)
-                .await
-                .map_err(|e| format!("reading the answer from {}: {e}", self.authority))?;
-            Ok::<_, String>((status, body.to_vec()))
-        };
-        match tokio::time::timeout(REQUEST_TIMEOUT, exchange).await {
-            Ok(Ok(r)) => Ok(r),
-            Ok(Err(e)) => {
-                self.sender = None;
-                Err(e)
+        let mut resp = req.send().await.map_err(|e| self.describe(&e))?;
+        let status = resp.status().as_u16();
+        let mut answer = Vec::new();
+        while let Some(chunk) = resp.chunk().await.map_err(|e| self.describe(&e))? {
+            if answer.len() + chunk.len() > MAX_ANSWER {
+                return Err(format!(
+                    "the answer from {} is longer than {MAX_ANSWER} bytes",
+                    self.authority
+                ));
             }
-            Err(_) => {
-                self.sender = None;
-                Err(format!(
-                    "no answer from {} within {} s",
-                    self.authority,
-                    REQUEST_TIMEOUT.as_secs()
-                ))
-            }
+            answer.extend_from_slice(&chunk);
         }
+        Ok((status, answer))
     }
 }
 
@@ -590,7 +556,7 @@ pub async fn run(
             "--batch must be 1 to {MAX_BATCH_ENTRIES}"
         )));
     }
-    let mut api = Api::new(&opts.api, opts.token.clone(), opts.api_ca.as_deref())
+    let api = Api::new(&opts.api, opts.token.clone(), opts.api_ca.as_deref())
         .map_err(ImportError::Invalid)?;
     let started = Instant::now();
     let path = opts.file.clone();
@@ -726,13 +692,13 @@ mod tests {
     fn api_urls() {
         let a = Api::new("http://127.0.0.1:8080", None, None).expect("url");
         assert_eq!(
-            (a.host.as_str(), a.port, a.base.as_str()),
-            ("127.0.0.1", 8080, "")
+            (a.authority.as_str(), a.base.as_str()),
+            ("127.0.0.1:8080", "http://127.0.0.1:8080")
         );
         let a = Api::new("http://[::1]:9000/pcrf/", None, None).expect("v6");
         assert_eq!(
-            (a.host.as_str(), a.port, a.base.as_str()),
-            ("::1", 9000, "/pcrf")
+            (a.authority.as_str(), a.base.as_str()),
+            ("[::1]:9000", "http://[::1]:9000/pcrf")
         );
         let e = Api::new("https://x", None, None).err().unwrap_or_default();
         assert!(e.contains("--api-ca"), "{e}");
