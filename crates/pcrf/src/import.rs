@@ -382,7 +382,7 @@ struct Api {
 
 /// What went wrong, from an error's causes: reqwest's own message only
 /// names the step and the URL ("error sending request for url ..."), its
-/// causes say why.
+/// causes say why. Also used for the CLI's other API calls.
 pub fn error_chain(e: &reqwest::Error) -> String {
     let mut causes = Vec::new();
     let mut cause = std::error::Error::source(e);

@@ -546,29 +546,37 @@ fn api_call(
     path: &str,
     body: &str,
 ) -> Result<(u16, String), String> {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect_timeout(&api, std::time::Duration::from_secs(5))
-        .map_err(|e| format!("cannot reach the API at {api}: {e}"))?;
-    let _ = s.set_read_timeout(Some(std::time::Duration::from_secs(10)));
-    let auth = token.map_or_else(String::new, |t| format!("Authorization: Bearer {t}\r\n"));
-    write!(
-        s,
-        "{method} {path} HTTP/1.1\r\nHost: {api}\r\n{auth}Content-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-        body.len()
-    )
-    .map_err(|e| e.to_string())?;
-    let mut resp = String::new();
-    s.read_to_string(&mut resp).map_err(|e| e.to_string())?;
-    let status = resp
-        .split_whitespace()
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = resp
-        .split_once("\r\n\r\n")
-        .map(|(_, b)| b.to_string())
-        .unwrap_or_default();
-    Ok((status, body))
+    let method = reqwest::Method::from_bytes(method.as_bytes()).map_err(|e| e.to_string())?;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .map_err(|e| format!("starting the HTTP client: {e}"))?;
+    let client = reqwest::Client::builder()
+        .no_proxy()
+        .connect_timeout(std::time::Duration::from_secs(5))
+        .read_timeout(std::time::Duration::from_secs(10))
+        .build()
+        .map_err(|e| format!("starting the HTTP client: {}", import::error_chain(&e)))?;
+    let mut req = client
+        .request(method, format!("http://{api}{path}"))
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(body.to_string());
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    let failed = |e: reqwest::Error| {
+        let what = if e.is_connect() {
+            "cannot reach the API at"
+        } else {
+            "no answer from the API at"
+        };
+        format!("{what} {api}: {}", import::error_chain(&e))
+    };
+    rt.block_on(async {
+        let resp = req.send().await.map_err(failed)?;
+        let status = resp.status().as_u16();
+        Ok((status, resp.text().await.map_err(failed)?))
+    })
 }
 
 fn debug(api: std::net::SocketAddr, token: Option<&str>, command: DebugCmd) -> ExitCode {
