@@ -246,10 +246,11 @@ fn session(id: &str, imsi: &str, apn: &str, pcef: &str, state: SessionState) -> 
 }
 
 // ---------------------------------------------------------------------------
-// A real server on loopback and a minimal HTTP/1.1 client
+// A real server on loopback and an HTTP client
 
 struct Server {
     addr: SocketAddr,
+    http: reqwest::Client,
     node: Arc<MapNode>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<std::io::Result<()>>,
@@ -267,6 +268,11 @@ impl Server {
         }));
         Server {
             addr,
+            http: reqwest::Client::builder()
+                .no_proxy()
+                .timeout(Duration::from_secs(5))
+                .build()
+                .expect("HTTP client"),
             node,
             stop: Some(stop),
             task,
@@ -291,44 +297,27 @@ impl Server {
         headers: &[(&str, &str)],
         body: Option<&[u8]>,
     ) -> (u16, HashMap<String, String>, Vec<u8>) {
-        let mut req = format!("{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n");
+        let method = reqwest::Method::from_bytes(method.as_bytes()).expect("method");
+        let mut req = self
+            .http
+            .request(method, format!("http://{}{path}", self.addr));
         for (k, v) in headers {
-            req.push_str(&format!("{k}: {v}\r\n"));
+            req = req.header(*k, *v);
         }
         if let Some(b) = body {
-            req.push_str(&format!("Content-Length: {}\r\n", b.len()));
+            req = req.body(b.to_vec());
         }
-        req.push_str("\r\n");
-        let mut conn = TcpStream::connect(self.addr).await.expect("connect");
-        conn.write_all(req.as_bytes()).await.expect("write");
-        if let Some(b) = body {
-            // A refused oversized body may close the connection early.
-            let _ = conn.write_all(b).await;
-        }
-        let mut raw = Vec::new();
-        tokio::time::timeout(Duration::from_secs(5), conn.read_to_end(&mut raw))
-            .await
-            .expect("answer in time")
-            .expect("read");
-        let split = raw
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .expect("header end");
-        let head = String::from_utf8(raw[..split].to_vec()).expect("ascii head");
-        let mut lines = head.split("\r\n");
-        let status: u16 = lines
-            .next()
-            .and_then(|l| l.split(' ').nth(1))
-            .and_then(|s| s.parse().ok())
-            .expect("status line");
-        let headers: HashMap<String, String> = lines
-            .filter_map(|l| l.split_once(':'))
-            .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        let resp = req.send().await.expect("answer");
+        let status = resp.status().as_u16();
+        let headers = resp
+            .headers()
+            .iter()
+            .map(|(k, v)| {
+                let v = v.to_str().expect("ascii header");
+                (k.as_str().to_string(), v.to_string())
+            })
             .collect();
-        let mut body = raw[split + 4..].to_vec();
-        if headers.get("transfer-encoding").map(String::as_str) == Some("chunked") {
-            body = dechunk(&body);
-        }
+        let body = resp.bytes().await.expect("body").to_vec();
         (status, headers, body)
     }
 
@@ -357,20 +346,6 @@ impl Server {
         );
         let v = serde_json::from_slice(&body).expect("JSON body");
         (status, v)
-    }
-}
-
-fn dechunk(mut b: &[u8]) -> Vec<u8> {
-    let mut out = Vec::new();
-    loop {
-        let eol = b.windows(2).position(|w| w == b"\r\n").expect("chunk size");
-        let size = usize::from_str_radix(std::str::from_utf8(&b[..eol]).expect("hex"), 16)
-            .expect("chunk size");
-        if size == 0 {
-            return out;
-        }
-        out.extend_from_slice(&b[eol + 2..eol + 2 + size]);
-        b = &b[eol + 4 + size..];
     }
 }
 

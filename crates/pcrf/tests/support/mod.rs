@@ -9,12 +9,11 @@ use diameter::codec::{DiameterError, Message, MessageBuilder};
 use diameter::dict::{avp, cmd, enums};
 use diameter::peer::{Application, DisconnectCause, LocalNode, PeerSettings};
 use diameter::transport::{Handler, Initiator, Node, PeerHandle};
-use std::io::{Read, Write};
-use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::net::{SocketAddr, TcpListener};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 pub const GX: u32 = 16_777_238;
@@ -217,27 +216,22 @@ level = "info"
         method: &str,
         path: &str,
         body: Option<&str>,
-    ) -> std::io::Result<(u16, String)> {
-        let mut s = TcpStream::connect_timeout(&self.api, Duration::from_secs(2))?;
-        s.set_read_timeout(Some(Duration::from_secs(10)))?;
-        let body = body.unwrap_or("");
-        write!(
-            s,
-            "{method} {path} HTTP/1.1\r\nHost: test\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
-            body.len()
-        )?;
-        let mut resp = String::new();
-        s.read_to_string(&mut resp)?;
-        let status = resp
-            .split_whitespace()
-            .nth(1)
-            .and_then(|c| c.parse().ok())
-            .unwrap_or(0);
-        let body = resp
-            .split_once("\r\n\r\n")
-            .map(|(_, b)| b.to_string())
-            .unwrap_or_default();
-        Ok((status, body))
+    ) -> Result<(u16, String), String> {
+        let method = reqwest::Method::from_bytes(method.as_bytes()).map_err(|e| e.to_string())?;
+        let req = http_client()
+            .request(method, format!("http://{}{path}", self.api))
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.unwrap_or("").to_string());
+        let (tx, rx) = std::sync::mpsc::channel();
+        http_runtime().spawn(async move {
+            let answer = async {
+                let r = req.send().await?;
+                let status = r.status().as_u16();
+                Ok((status, r.text().await?))
+            };
+            let _ = tx.send(answer.await.map_err(|e: reqwest::Error| format!("{e:?}")));
+        });
+        rx.recv().map_err(|e| e.to_string())?
     }
 
     /// An HTTP request to the API; the status and the body parsed as JSON
@@ -258,6 +252,36 @@ level = "info"
     pub fn metrics(&self) -> String {
         self.try_http("GET", "/metrics", None).expect("metrics").1
     }
+}
+
+/// The client of the tests' API calls: a fresh connection each time (a
+/// restarted server must not meet a connection of its predecessor), no
+/// proxy from the environment.
+fn http_client() -> &'static reqwest::Client {
+    static CLIENT: OnceLock<reqwest::Client> = OnceLock::new();
+    CLIENT.get_or_init(|| {
+        reqwest::Client::builder()
+            .no_proxy()
+            .pool_max_idle_per_host(0)
+            .connect_timeout(Duration::from_secs(2))
+            .read_timeout(Duration::from_secs(10))
+            .build()
+            .expect("HTTP client")
+    })
+}
+
+/// The runtime the API calls run on: they are made from plain tests and
+/// from inside the tests' own runtimes alike, which cannot block on
+/// themselves.
+fn http_runtime() -> &'static tokio::runtime::Runtime {
+    static RT: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RT.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .expect("HTTP client runtime")
+    })
 }
 
 /// A fixed-offset IANA zone in which it is about noon now. The default
