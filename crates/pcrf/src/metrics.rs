@@ -1,26 +1,37 @@
 //! Metrics of the running PCRF, exposed at `GET /metrics` in the Prometheus
-//! text exposition format 0.0.4. Our own small registry instead of a metrics
-//! crate: the hot path is one relaxed atomic add per counter and per
-//! histogram bucket, with no lock, no allocation and no label hashing,
-//! because every label set we have is small and fixed (command, result code,
-//! peer state). Modules that own other state (policy engine, group-commit
-//! writer, Diameter transport, session table) keep their own atomics and
-//! contribute at scrape time through [`MetricsSource`], so this file depends
-//! on none of them. Every family is described in docs/metrics.md.
+//! text exposition format 0.0.4, written by prometheus-client's encoder (the
+//! official Rust client): the text format, its escaping, float spelling and
+//! counter `_total` naming are the library's, not ours.
+//!
+//! What stays here is how the numbers are kept. The hot path is one relaxed
+//! atomic add per counter and per histogram bucket, with no lock, no
+//! allocation and no label hashing, because every label set we have is
+//! small and fixed (command, result code, peer state); prometheus-client's
+//! own `Family` hashes the label set under a lock and its `Histogram` takes
+//! a mutex per observation and cannot be read back as a snapshot. So the
+//! request counters and histograms below are our atomics, encoded at scrape
+//! time through a prometheus-client [`Collector`]. Modules that own other
+//! state (policy engine, group-commit writer, Diameter transport, session
+//! table) keep their own atomics and contribute at scrape time through
+//! [`MetricsSource`], so this file depends on none of them. Every family is
+//! described in docs/metrics.md.
 
 use diameter::peer::WatchdogState;
 use diameter::transport::{PeerCountersSnapshot, PeerHandle, PeerTable};
 use parking_lot::RwLock;
-use std::fmt::Write as _;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, MetricEncoder, NoLabelSet};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::registry::Registry;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-/// `Content-Type` of [`Metrics::render`]'s output.
-pub const CONTENT_TYPE: &str = "text/plain; version=0.0.4; charset=utf-8";
+/// `Content-Type` of [`Metrics::render`]'s output (text format 0.0.4).
+pub use prometheus_client::encoding::prometheus_text::CONTENT_TYPE;
 
 // ---------------------------------------------------------------------------
-// Exposition writer
+// Exposition: our families through prometheus-client's encoder
 
 /// Prometheus metric type of a family.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -30,18 +41,7 @@ pub enum Kind {
     Histogram,
 }
 
-impl Kind {
-    fn as_str(self) -> &'static str {
-        match self {
-            Kind::Counter => "counter",
-            Kind::Gauge => "gauge",
-            Kind::Histogram => "histogram",
-        }
-    }
-}
-
-/// A sample value. Integers are printed exactly; floats in Prometheus'
-/// spelling (`+Inf`, `-Inf`, `NaN`).
+/// A sample value, encoded exactly as an integer or as a float.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub enum Value {
     U(u64),
@@ -80,139 +80,69 @@ impl From<bool> for Value {
     }
 }
 
-fn write_value(out: &mut String, v: Value) {
-    // Writing into a String cannot fail.
-    let _ = match v {
-        Value::U(v) => write!(out, "{v}"),
-        Value::I(v) => write!(out, "{v}"),
-        Value::F(v) if v.is_nan() => write!(out, "NaN"),
-        Value::F(v) if v == f64::INFINITY => write!(out, "+Inf"),
-        Value::F(v) if v == f64::NEG_INFINITY => write!(out, "-Inf"),
-        Value::F(v) => write!(out, "{v}"),
-    };
-}
-
-/// Writes `v / 10^decimals` as an exact decimal (no float rounding), so
-/// bucket bounds kept as integer nanoseconds print as "0.00025", not
-/// "0.00025000000000000006".
-fn write_scaled(out: &mut String, v: u64, decimals: u32) {
-    if decimals == 0 {
-        let _ = write!(out, "{v}");
-        return;
-    }
-    let div = 10u64.pow(decimals);
-    let (int, frac) = (v / div, v % div);
-    let _ = write!(out, "{int}");
-    if frac != 0 {
-        let mut digits = format!("{frac:0width$}", width = decimals as usize);
-        while digits.ends_with('0') {
-            digits.pop();
-        }
-        out.push('.');
-        out.push_str(&digits);
-    }
-}
-
 fn valid_metric_name(name: &str) -> bool {
     let mut bytes = name.bytes();
     matches!(bytes.next(), Some(b'a'..=b'z' | b'A'..=b'Z' | b'_' | b':'))
         && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b':')
 }
 
-fn valid_label_name(name: &str) -> bool {
-    let mut bytes = name.bytes();
-    matches!(bytes.next(), Some(b'a'..=b'z' | b'A'..=b'Z' | b'_'))
-        && bytes.all(|b| b.is_ascii_alphanumeric() || b == b'_')
-        && !name.starts_with("__")
-}
-
-/// HELP text escaping: backslash and line feed.
-fn push_help_escaped(out: &mut String, s: &str) {
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-}
-
-/// Label value escaping: backslash, double quote and line feed.
-fn push_label_escaped(out: &mut String, s: &str) {
-    for c in s.chars() {
-        match c {
-            '\\' => out.push_str("\\\\"),
-            '"' => out.push_str("\\\""),
-            '\n' => out.push_str("\\n"),
-            c => out.push(c),
-        }
-    }
-}
-
-/// A scrape being written. Families must be complete when the next one
-/// starts (the format requires a family's lines to be contiguous), and a
-/// family name may appear once per scrape: a repeated or invalid family is
-/// dropped (and logged) so one module's mistake never makes the whole
-/// scrape unparseable.
-pub struct Exposition {
-    out: String,
+/// A scrape being encoded. A family name may appear once per scrape, and
+/// a counter's name must end in `_total` (the encoder appends that suffix
+/// to counters, so the name is handed over without it): a repeated or
+/// invalid family is dropped (and logged) so one module's mistake never
+/// makes the whole scrape unparseable.
+pub struct Exposition<'a> {
+    encoder: DescriptorEncoder<'a>,
     seen: Vec<String>,
-    /// Where the samples of a dropped family go.
-    discard: String,
+    /// The first encoding error; writing into a String never fails, so in
+    /// practice none.
+    result: std::fmt::Result,
 }
 
-impl Default for Exposition {
-    fn default() -> Self {
-        Exposition::new()
-    }
-}
-
-impl Exposition {
-    pub fn new() -> Exposition {
+impl<'a> Exposition<'a> {
+    fn new(encoder: DescriptorEncoder<'a>) -> Exposition<'a> {
         Exposition {
-            out: String::with_capacity(16 * 1024),
+            encoder,
             seen: Vec::new(),
-            discard: String::new(),
+            result: Ok(()),
         }
     }
 
     /// Starts a family: writes its HELP and TYPE lines. Samples follow
     /// through the returned [`Family`].
-    pub fn family(&mut self, name: &str, help: &str, kind: Kind) -> Family<'_> {
-        let problem = if !valid_metric_name(name) {
-            Some("invalid name")
-        } else if self.seen.iter().any(|n| n == name) {
-            Some("written twice in one scrape")
-        } else {
-            None
+    pub fn family<'s>(&'s mut self, name: &'s str, help: &str, kind: Kind) -> Family<'s> {
+        let (base, metric_type) = match kind {
+            Kind::Counter => (name.strip_suffix("_total"), MetricType::Counter),
+            Kind::Gauge => (Some(name), MetricType::Gauge),
+            Kind::Histogram => (Some(name), MetricType::Histogram),
         };
-        if let Some(problem) = problem {
-            tracing::error!(
-                family = name,
-                problem,
-                "metric family dropped from the scrape"
-            );
-            self.discard.clear();
-            return Family {
-                out: &mut self.discard,
-                name: name.to_string(),
-                kind,
-            };
-        }
-        self.seen.push(name.to_string());
-        self.out.push_str("# HELP ");
-        self.out.push_str(name);
-        self.out.push(' ');
-        push_help_escaped(&mut self.out, help);
-        self.out.push_str("\n# TYPE ");
-        self.out.push_str(name);
-        self.out.push(' ');
-        self.out.push_str(kind.as_str());
-        self.out.push('\n');
+        let problem = match base {
+            _ if !valid_metric_name(name) => Some("invalid name"),
+            None => Some("counter name without _total"),
+            Some(_) if self.seen.iter().any(|n| n == name) => Some("written twice in one scrape"),
+            Some(_) => None,
+        };
+        let encoder = match (problem, base) {
+            (None, Some(base)) => {
+                self.seen.push(name.to_string());
+                self.encoder
+                    .encode_descriptor(base, help, None, metric_type)
+                    .map_err(|e| self.result = Err(e))
+                    .ok()
+            }
+            _ => {
+                tracing::error!(
+                    family = name,
+                    problem,
+                    "metric family dropped from the scrape"
+                );
+                None
+            }
+        };
         Family {
-            out: &mut self.out,
-            name: name.to_string(),
+            encoder,
             kind,
+            result: &mut self.result,
         }
     }
 
@@ -225,47 +155,45 @@ impl Exposition {
     pub fn gauge(&mut self, name: &str, help: &str, value: impl Into<Value>) {
         self.family(name, help, Kind::Gauge).sample(&[], value);
     }
-
-    /// The finished text.
-    pub fn finish(self) -> String {
-        self.out
-    }
 }
 
-/// One family being written.
+/// One family being written; a dropped family swallows its samples.
 pub struct Family<'a> {
-    out: &'a mut String,
-    name: String,
+    encoder: Option<MetricEncoder<'a>>,
     kind: Kind,
+    result: &'a mut std::fmt::Result,
 }
 
 impl Family<'_> {
-    fn series(&mut self, suffix: &str, labels: &[(&str, &str)], extra: Option<(&str, &str)>) {
-        self.out.push_str(&self.name);
-        self.out.push_str(suffix);
-        let all = labels.iter().copied().chain(extra);
-        let mut first = true;
-        for (k, v) in all {
-            debug_assert!(valid_label_name(k), "bad label name {k:?}");
-            self.out.push(if first { '{' } else { ',' });
-            first = false;
-            self.out.push_str(k);
-            self.out.push_str("=\"");
-            push_label_escaped(self.out, v);
-            self.out.push('"');
+    /// Encodes one labelled metric of the family, keeping the first error.
+    fn encode(
+        &mut self,
+        labels: &[(&str, &str)],
+        f: impl FnOnce(&mut MetricEncoder<'_>) -> std::fmt::Result,
+    ) {
+        if let Some(encoder) = &mut self.encoder {
+            let r = encoder
+                .encode_family(&labels)
+                .and_then(|mut metric| f(&mut metric));
+            if self.result.is_ok() {
+                *self.result = r;
+            }
         }
-        if !first {
-            self.out.push('}');
-        }
-        self.out.push(' ');
     }
 
     /// One sample of a counter or gauge family.
     pub fn sample(&mut self, labels: &[(&str, &str)], value: impl Into<Value>) -> &mut Self {
         debug_assert!(self.kind != Kind::Histogram, "use Family::histogram");
-        self.series("", labels, None);
-        write_value(self.out, value.into());
-        self.out.push('\n');
+        let counter = self.kind == Kind::Counter;
+        let value = value.into();
+        self.encode(labels, |m| match value {
+            Value::U(v) if counter => m.encode_counter::<NoLabelSet, _, u64>(&v, None),
+            Value::I(v) if counter => m.encode_counter::<NoLabelSet, _, u64>(&(v as f64), None),
+            Value::F(v) if counter => m.encode_counter::<NoLabelSet, _, u64>(&v, None),
+            Value::U(v) => m.encode_gauge(&v),
+            Value::I(v) => m.encode_gauge(&v),
+            Value::F(v) => m.encode_gauge(&v),
+        });
         self
     }
 
@@ -276,23 +204,17 @@ impl Family<'_> {
             self.kind == Kind::Histogram,
             "histogram in a non-histogram family"
         );
-        let mut cumulative = 0u64;
-        let mut le = String::with_capacity(16);
-        for (i, bound) in h.bounds.iter().enumerate() {
-            cumulative += h.buckets[i];
-            le.clear();
-            write_scaled(&mut le, *bound, h.decimals);
-            self.series("_bucket", labels, Some(("le", &le)));
-            let _ = writeln!(self.out, "{cumulative}");
-        }
-        cumulative += h.buckets[h.bounds.len()];
-        self.series("_bucket", labels, Some(("le", "+Inf")));
-        let _ = writeln!(self.out, "{cumulative}");
-        self.series("_sum", labels, None);
-        write_scaled(self.out, h.sum, h.decimals);
-        self.out.push('\n');
-        self.series("_count", labels, None);
-        let _ = writeln!(self.out, "{cumulative}");
+        let scale = 10f64.powi(h.decimals as i32);
+        // The encoder accumulates the buckets and writes the +Inf one as the count.
+        let buckets: Vec<(f64, u64)> = h
+            .bounds
+            .iter()
+            .zip(&h.buckets)
+            .map(|(bound, n)| (*bound as f64 / scale, *n))
+            .collect();
+        self.encode(labels, |m| {
+            m.encode_histogram::<NoLabelSet>(h.sum as f64 / scale, h.count(), &buckets, None)
+        });
         self
     }
 }
@@ -311,6 +233,45 @@ where
     fn write(&self, out: &mut Exposition) {
         self(out)
     }
+}
+
+/// Sources in the order they are encoded, as a prometheus-client collector.
+struct Sources(RwLock<Vec<Arc<dyn MetricsSource>>>);
+
+/// prometheus-client wants collectors printable; the sources are not.
+impl std::fmt::Debug for Sources {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Sources")
+    }
+}
+
+impl Collector for Sources {
+    fn encode(&self, encoder: DescriptorEncoder) -> std::fmt::Result {
+        // Clone the list so a slow source never blocks `register`.
+        let sources: Vec<Arc<dyn MetricsSource>> = self.0.read().clone();
+        let mut out = Exposition::new(encoder);
+        for s in sources {
+            s.write(&mut out);
+        }
+        out.result
+    }
+}
+
+/// `registry` in the text format 0.0.4.
+fn encode(registry: &Registry) -> String {
+    let mut text = String::with_capacity(16 * 1024);
+    if let Err(e) = prometheus_client::encoding::prometheus_text::encode(&mut text, registry) {
+        tracing::error!(error = %e, "metrics scrape could not be encoded");
+    }
+    text
+}
+
+/// The families of one source on their own, in the text format 0.0.4 (the
+/// API appends its own counters to the node's scrape this way).
+pub fn render_source(source: Arc<dyn MetricsSource>) -> String {
+    let mut registry = Registry::default();
+    registry.register_collector(Box::new(Sources(RwLock::new(vec![source]))));
+    encode(&registry)
 }
 
 // ---------------------------------------------------------------------------
@@ -630,61 +591,15 @@ struct CommandStats {
     latency: Histogram,
 }
 
-/// The registry: request counters and latency histograms owned here (the
-/// hot path), plus the sources registered by other modules.
-pub struct Metrics {
+/// The families owned here: build, start time, and the request counters
+/// and latency histograms of the hot path.
+struct Requests {
     commands: Vec<CommandStats>,
     start_unix: f64,
-    sources: RwLock<Vec<Arc<dyn MetricsSource>>>,
 }
 
-impl Default for Metrics {
-    fn default() -> Self {
-        Metrics::new()
-    }
-}
-
-impl Metrics {
-    pub fn new() -> Metrics {
-        Metrics {
-            commands: Command::ALL
-                .iter()
-                .map(|_| CommandStats {
-                    results: ResultCounts::new(),
-                    latency: Histogram::latency(),
-                })
-                .collect(),
-            start_unix: SystemTime::now()
-                .duration_since(UNIX_EPOCH)
-                .map_or(0.0, |d| d.as_secs_f64()),
-            sources: RwLock::new(Vec::new()),
-        }
-    }
-
-    /// Counts one request handled (or, for commands we send, one answer
-    /// received) with its Result-Code or Experimental-Result-Code
-    /// ([`NO_ANSWER`] if none came), and its latency from read to answer.
-    #[inline]
-    pub fn request(&self, command: Command, result_code: u32, elapsed: Duration) {
-        let s = &self.commands[command.index()];
-        s.results.add(result_code);
-        s.latency.observe_duration(elapsed);
-    }
-
-    /// How many `command` requests ended with `result_code` so far.
-    pub fn requests(&self, command: Command, result_code: u32) -> u64 {
-        self.commands[command.index()].results.get(result_code)
-    }
-
-    /// Adds a contributor, rendered after the built-in families in
-    /// registration order.
-    pub fn register(&self, source: Arc<dyn MetricsSource>) {
-        self.sources.write().push(source);
-    }
-
-    /// The whole scrape, Prometheus text format 0.0.4.
-    pub fn render(&self) -> String {
-        let mut out = Exposition::new();
+impl MetricsSource for Requests {
+    fn write(&self, out: &mut Exposition) {
         out.family(
             "pcrf_build_info",
             "Build of the running PCRF (always 1).",
@@ -717,25 +632,85 @@ impl Metrics {
                 }
             }
         }
-        {
-            let mut f = out.family(
-                "pcrf_request_duration_seconds",
-                "Time from reading a request to writing its answer (for requests the PCRF sends: to receiving the answer), by command.",
-                Kind::Histogram,
-            );
-            for (cmd, stats) in Command::ALL.iter().zip(&self.commands) {
-                let snap = stats.latency.snapshot();
-                if snap.count() > 0 {
-                    f.histogram(&[("command", cmd.label())], &snap);
-                }
+        let mut f = out.family(
+            "pcrf_request_duration_seconds",
+            "Time from reading a request to writing its answer (for requests the PCRF sends: to receiving the answer), by command.",
+            Kind::Histogram,
+        );
+        for (cmd, stats) in Command::ALL.iter().zip(&self.commands) {
+            let snap = stats.latency.snapshot();
+            if snap.count() > 0 {
+                f.histogram(&[("command", cmd.label())], &snap);
             }
         }
-        // Clone the list so a slow source never blocks `register`.
-        let sources: Vec<Arc<dyn MetricsSource>> = self.sources.read().clone();
-        for s in sources {
-            s.write(&mut out);
+    }
+}
+
+/// The registry: request counters and latency histograms owned here (the
+/// hot path), plus the sources registered by other modules, encoded by
+/// one prometheus-client collector.
+pub struct Metrics {
+    requests: Arc<Requests>,
+    sources: Arc<Sources>,
+    registry: Registry,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Metrics {
+        let requests = Arc::new(Requests {
+            commands: Command::ALL
+                .iter()
+                .map(|_| CommandStats {
+                    results: ResultCounts::new(),
+                    latency: Histogram::latency(),
+                })
+                .collect(),
+            start_unix: SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map_or(0.0, |d| d.as_secs_f64()),
+        });
+        let sources = Arc::new(Sources(RwLock::new(vec![requests.clone()])));
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(sources.clone()));
+        Metrics {
+            requests,
+            sources,
+            registry,
         }
-        out.finish()
+    }
+
+    /// Counts one request handled (or, for commands we send, one answer
+    /// received) with its Result-Code or Experimental-Result-Code
+    /// ([`NO_ANSWER`] if none came), and its latency from read to answer.
+    #[inline]
+    pub fn request(&self, command: Command, result_code: u32, elapsed: Duration) {
+        let s = &self.requests.commands[command.index()];
+        s.results.add(result_code);
+        s.latency.observe_duration(elapsed);
+    }
+
+    /// How many `command` requests ended with `result_code` so far.
+    pub fn requests(&self, command: Command, result_code: u32) -> u64 {
+        self.requests.commands[command.index()]
+            .results
+            .get(result_code)
+    }
+
+    /// Adds a contributor, rendered after the built-in families in
+    /// registration order.
+    pub fn register(&self, source: Arc<dyn MetricsSource>) {
+        self.sources.0.write().push(source);
+    }
+
+    /// The whole scrape, Prometheus text format 0.0.4.
+    pub fn render(&self) -> String {
+        encode(&self.registry)
     }
 }
 
@@ -1102,22 +1077,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn scaled_decimals_are_exact() {
-        let mut s = String::new();
-        for (v, d, want) in [
-            (250_000u64, 9u32, "0.00025"),
-            (1_000_000_000, 9, "1"),
-            (2_500_000_000, 9, "2.5"),
-            (0, 9, "0"),
-            (17, 0, "17"),
-        ] {
-            s.clear();
-            write_scaled(&mut s, v, d);
-            assert_eq!(s, want);
-        }
-    }
-
-    #[test]
     fn histogram_buckets_are_le() {
         let h = Histogram::new(&[10, 20], 0);
         for v in [0, 10, 11, 20, 21, 1000] {
@@ -1179,10 +1138,10 @@ mod tests {
 
     #[test]
     fn escaping() {
-        let mut e = Exposition::new();
-        e.family("x", "a \\ b\nc", Kind::Gauge)
-            .sample(&[("peer", "a\"b\\c\nd")], 1u64);
-        let text = e.finish();
+        let text = render_source(Arc::new(|out: &mut Exposition| {
+            out.family("x", "a \\ b\nc", Kind::Gauge)
+                .sample(&[("peer", "a\"b\\c\nd")], 1u64);
+        }));
         assert!(text.contains("# HELP x a \\\\ b\\nc\n"));
         assert!(text.contains("x{peer=\"a\\\"b\\\\c\\nd\"} 1\n"));
     }
@@ -1210,6 +1169,6 @@ mod tests {
         assert!(text.contains(
             "pcrf_request_duration_seconds_bucket{command=\"CCR-U\",le=\"0.0005\"} 40000\n"
         ));
-        assert!(text.contains("pcrf_request_duration_seconds_sum{command=\"CCR-U\"} 12\n"));
+        assert!(text.contains("pcrf_request_duration_seconds_sum{command=\"CCR-U\"} 12.0\n"));
     }
 }

@@ -3,7 +3,7 @@
 //! errors and auth failures. API traffic is light, so one mutex is enough;
 //! label values are bounded (route templates, standard methods, statuses).
 
-use crate::metrics::{Exposition, Kind};
+use crate::metrics::{Exposition, Kind, MetricsSource};
 use axum::http::Method;
 use parking_lot::Mutex;
 use std::collections::BTreeMap;
@@ -38,8 +38,10 @@ impl HttpStats {
         );
         *self.counts.lock().entry(key).or_insert(0) += 1;
     }
+}
 
-    pub fn write(&self, out: &mut Exposition) {
+impl MetricsSource for HttpStats {
+    fn write(&self, out: &mut Exposition) {
         let counts = self.counts.lock().clone();
         let mut f = out.family(
             "pcrf_api_requests_total",

@@ -3,7 +3,7 @@
 
 use super::http_stats::HttpStats;
 use crate::control::Control;
-use crate::metrics::{Exposition, CONTENT_TYPE};
+use crate::metrics::{render_source, CONTENT_TYPE};
 use axum::extract::State;
 use axum::http::{header, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -39,8 +39,6 @@ pub async fn metrics<C: Control>(
     Extension(http): Extension<Arc<HttpStats>>,
 ) -> Response {
     let mut text = ctl.render_metrics();
-    let mut own = Exposition::new();
-    http.write(&mut own);
-    text.push_str(&own.finish());
+    text.push_str(&render_source(http));
     ([(header::CONTENT_TYPE, CONTENT_TYPE)], text).into_response()
 }
