@@ -923,7 +923,7 @@ async fn openapi_document_matches_the_router() {
     let doc = openapi::document();
     assert!(doc["openapi"]
         .as_str()
-        .is_some_and(|v| v.starts_with("3.0.")));
+        .is_some_and(|v| v.starts_with("3.1.")));
     assert!(doc["info"]["title"].is_string() && doc["info"]["version"].is_string());
 
     let mut documented = Vec::new();

@@ -7,7 +7,7 @@
 //! costliest first. Only the PostgreSQL store has one; with the embedded
 //! store both answer 409 saying so.
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiQuery};
 use crate::control::Control;
 use crate::store::postgres::{ProfileSnapshot, QueryProfiler};
@@ -16,22 +16,26 @@ use axum::http::StatusCode;
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
+use utoipa::{IntoParams, ToSchema};
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Switch {
     pub enabled: bool,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct Switched {
     pub enabled: bool,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct Top {
+    /// Statements shown, costliest first.
     #[serde(default = "fifteen")]
+    #[param(minimum = 1, default = 15)]
     pub top: usize,
 }
 
@@ -48,6 +52,15 @@ fn profiler<C: Control>(ctl: &C) -> Result<QueryProfiler, ApiError> {
     })
 }
 
+/// Switch the store's query profiler on (new window) or off (figures
+/// kept); PostgreSQL store only.
+#[utoipa::path(post, path = "/v1/debug/query-profiler", operation_id = "switchQueryProfiler",
+    request_body = Switch,
+    responses(
+        (status = 200, description = "The profiler's state", body = Switched),
+        (status = 400, description = "Bad body", body = ErrorBody),
+        (status = 409, description = "The store has no profiler (embedded SQLite)", body = ErrorBody),
+    ))]
 pub async fn switch<C: Control>(
     State(ctl): State<Arc<C>>,
     ApiJson(s): ApiJson<Switch>,
@@ -60,6 +73,14 @@ pub async fn switch<C: Control>(
     }))
 }
 
+/// Per statement: calls, calls/s, execution and fetch time (µs), rows,
+/// share of database time; costliest first.
+#[utoipa::path(get, path = "/v1/debug/queries", operation_id = "queries",
+    params(Top),
+    responses(
+        (status = 200, description = "The profile", body = Object),
+        (status = 409, description = "The store has no profiler (embedded SQLite)", body = ErrorBody),
+    ))]
 pub async fn queries<C: Control>(
     State(ctl): State<Arc<C>>,
     ApiQuery(t): ApiQuery<Top>,

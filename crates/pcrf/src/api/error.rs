@@ -7,6 +7,7 @@ use axum::extract::rejection::{JsonRejection, PathRejection, QueryRejection};
 use axum::http::{header, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
+use utoipa::ToSchema;
 
 /// An error answer.
 #[derive(Debug)]
@@ -17,9 +18,12 @@ pub struct ApiError {
     pub line: Option<u32>,
 }
 
-#[derive(Serialize)]
-struct Body<'a> {
+/// The body of every error answer.
+#[derive(Serialize, ToSchema)]
+#[schema(as = Error)]
+pub struct ErrorBody<'a> {
     error: &'a str,
+    /// Policy script line, for a refused reload.
     #[serde(skip_serializing_if = "Option::is_none")]
     line: Option<u32>,
 }
@@ -44,7 +48,7 @@ impl ApiError {
 
 impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
-        let body = Body {
+        let body = ErrorBody {
             error: &self.message,
             line: self.line,
         };

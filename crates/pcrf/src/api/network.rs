@@ -4,24 +4,27 @@
 //! Cell Global Identifier as it appears in 3GPP-User-Location-Info: 7 octets
 //! (MCC/MNC, 28-bit ECI) written as 14 hex digits.
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiPath};
 use crate::control::Control;
 use axum::extract::State;
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
+use utoipa::ToSchema;
 
 /// The highest congestion level accepted (0 = none).
 pub const MAX_CONGESTION: u32 = 100;
 
-#[derive(Debug, Deserialize, Serialize)]
+#[derive(Debug, Deserialize, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Congestion {
+    /// 0 (none) to [`MAX_CONGESTION`].
+    #[schema(maximum = 100)]
     pub congestion: u32,
 }
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct CellState {
     pub cell: String,
     pub congestion: u32,
@@ -39,6 +42,17 @@ pub fn normalize_cell(cell: &str) -> Result<String, ApiError> {
     Ok(cell.to_ascii_lowercase())
 }
 
+/// Set a cell's congestion level (0 = none); the sessions located there are
+/// re-decided, spread over `[usage].spread_secs`.
+#[utoipa::path(put, path = "/v1/cells/{cell}/congestion", operation_id = "putCellCongestion",
+    params(("cell" = String, Path, description = "ECGI as 14 hex digits, as in 3GPP-User-Location-Info")),
+    request_body = Congestion,
+    responses(
+        (status = 200, description = "Set", body = CellState),
+        (status = 400, description = "Invalid cell or level", body = ErrorBody),
+        (status = 415, description = "Content-Type is not application/json", body = ErrorBody),
+        (status = 422, description = "JSON of the wrong shape", body = ErrorBody),
+    ))]
 pub async fn put_cell<C: Control>(
     State(ctl): State<Arc<C>>,
     ApiPath(cell): ApiPath<String>,

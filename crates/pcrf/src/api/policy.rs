@@ -4,18 +4,26 @@
 //! sent as 16 hex digits as the log prints it (a JSON number that large
 //! loses precision in JavaScript and jq).
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use crate::control::Control;
 use axum::extract::State;
 use axum::Json;
 use serde::Serialize;
 use std::sync::Arc;
+use utoipa::ToSchema;
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 pub struct Reloaded {
+    /// Version (hash) of the script now serving, 16 hex digits as logged.
     pub version: String,
 }
 
+/// Load, check and swap in the policy script.
+#[utoipa::path(post, path = "/v1/policy/reload", operation_id = "reloadPolicy",
+    responses(
+        (status = 200, description = "New script serving", body = Reloaded),
+        (status = 422, description = "Script refused; the old one keeps serving", body = ErrorBody),
+    ))]
 pub async fn reload<C: Control>(State(ctl): State<Arc<C>>) -> Result<Json<Reloaded>, ApiError> {
     match ctl.reload_policy().await {
         Ok(version) => {

@@ -2,23 +2,38 @@
 //! its inputs and script version), re-authorize one (RAR with the rule
 //! difference) or release it (RAR with Session-Release-Cause).
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiPath, ApiQuery};
-use crate::control::{Control, ReleaseCause, SessionFilter, MAX_SESSION_LIMIT};
+use crate::control::{
+    Control, ReauthOutcome, ReleaseCause, ReleaseOutcome, SessionFilter, MAX_SESSION_LIMIT,
+};
 use crate::session::GxSession;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
+use utoipa::{IntoParams, ToSchema};
 
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct SessionList<'a> {
     sessions: Vec<&'a GxSession>,
     /// More sessions matched than `limit`.
     truncated: bool,
 }
 
+/// List Gx sessions, optionally filtered.
+#[utoipa::path(get, path = "/v1/sessions", operation_id = "listSessions",
+    params(
+        ("subscriber" = Option<String>, Query, description = "IMSI or MSISDN"),
+        ("apn" = Option<String>, Query, description = "Called-Station-Id"),
+        ("peer" = Option<String>, Query, description = "The PCEF's Origin-Host"),
+        ("limit" = Option<usize>, Query, minimum = 1, maximum = 100000, description = "At most this many sessions (default 1000)"),
+    ),
+    responses(
+        (status = 200, description = "Matching sessions", body = SessionList),
+        (status = 400, description = "Invalid query", body = ErrorBody),
+    ))]
 pub async fn list<C: Control>(
     State(ctl): State<Arc<C>>,
     ApiQuery(mut filter): ApiQuery<SessionFilter>,
@@ -43,12 +58,21 @@ pub async fn list<C: Control>(
 /// `GET /v1/subscribers/{imsi}/sessions`: the whole records, so whatever
 /// is bound to a Gx session (Rx AF sessions now, others later) shows up
 /// without this handler knowing about it.
-#[derive(Serialize)]
+#[derive(Serialize, ToSchema)]
 struct SubscriberSessions<'a> {
     subscriber: &'a str,
     sessions: Vec<&'a GxSession>,
 }
 
+/// A subscriber's open Gx sessions with what is bound to them (Rx AF
+/// sessions with their media and rules).
+#[utoipa::path(get, path = "/v1/subscribers/{imsi}/sessions", operation_id = "getSubscriberSessions",
+    params(("imsi" = String, Path, description = "IMSI, 5 to 15 digits")),
+    responses(
+        (status = 200, description = "Sessions", body = SubscriberSessions),
+        (status = 400, description = "Invalid IMSI", body = ErrorBody),
+        (status = 404, description = "No such subscriber", body = ErrorBody),
+    ))]
 pub async fn of_subscriber<C: Control>(
     State(ctl): State<Arc<C>>,
     ApiPath(imsi): ApiPath<String>,
@@ -76,6 +100,15 @@ fn check_id(id: &str) -> Result<(), ApiError> {
     Ok(())
 }
 
+/// A session with its last decision, the decision's inputs and script
+/// version.
+#[utoipa::path(get, path = "/v1/sessions/{id}", operation_id = "getSession",
+    params(("id" = String, Path, description = "Session-Id (percent-encoded)")),
+    responses(
+        (status = 200, description = "The session", body = GxSession),
+        (status = 400, description = "Invalid Session-Id", body = ErrorBody),
+        (status = 404, description = "No such session", body = ErrorBody),
+    ))]
 pub async fn get<C: Control>(
     State(ctl): State<Arc<C>>,
     ApiPath(id): ApiPath<String>,
@@ -88,13 +121,27 @@ pub async fn get<C: Control>(
 }
 
 /// `DELETE /v1/sessions/{id}?cause=...`.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub struct ReleaseQuery {
+    /// Session-Release-Cause; UNSPECIFIED_REASON when absent.
     #[serde(default)]
+    #[param(inline)]
     pub cause: ReleaseCause,
 }
 
+/// Release the session: RAR with Session-Release-Cause to its PCEF.
+#[utoipa::path(delete, path = "/v1/sessions/{id}", operation_id = "releaseSession",
+    params(("id" = String, Path, description = "Session-Id (percent-encoded)"), ReleaseQuery),
+    responses(
+        (status = 200, description = "RAR answered", body = ReleaseOutcome),
+        (status = 400, description = "Invalid Session-Id or cause", body = ErrorBody),
+        (status = 404, description = "No such session", body = ErrorBody),
+        (status = 409, description = "Session already closed", body = ErrorBody),
+        (status = 502, description = "PCEF not connected or answered with an error", body = ErrorBody),
+        (status = 504, description = "No RAA in time", body = ErrorBody),
+    ))]
 pub async fn release<C: Control>(
     State(ctl): State<Arc<C>>,
     ApiPath(id): ApiPath<String>,
@@ -106,6 +153,17 @@ pub async fn release<C: Control>(
     Ok(Json(outcome).into_response())
 }
 
+/// Re-decide the session and push the rule difference in a RAR.
+#[utoipa::path(post, path = "/v1/sessions/{id}/reauth", operation_id = "reauthSession",
+    params(("id" = String, Path, description = "Session-Id (percent-encoded)")),
+    responses(
+        (status = 200, description = "Re-decided", body = ReauthOutcome),
+        (status = 400, description = "Invalid Session-Id", body = ErrorBody),
+        (status = 404, description = "No such session", body = ErrorBody),
+        (status = 409, description = "Session closed", body = ErrorBody),
+        (status = 502, description = "PCEF not connected or answered with an error", body = ErrorBody),
+        (status = 504, description = "No RAA in time", body = ErrorBody),
+    ))]
 pub async fn reauth<C: Control>(
     State(ctl): State<Arc<C>>,
     ApiPath(id): ApiPath<String>,

@@ -3,7 +3,7 @@
 //! `POST /v1/subscribers/batch`: many profiles (each with its IMSI) in one
 //! durable change, for bulk provisioning (`pcrf subscribers import`).
 
-use super::error::ApiError;
+use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiPath};
 use crate::control::{BatchOutcome, Control};
 use crate::subscriber::Subscriber;
@@ -16,6 +16,7 @@ use axum::Json;
 use serde::Deserialize;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
+use utoipa::ToSchema;
 
 /// Bounds that keep one profile (and the policy input built from it) small.
 const MAX_SERVICES: usize = 256;
@@ -28,7 +29,7 @@ pub const MAX_BATCH_ENTRIES: usize = 100_000;
 pub const NDJSON: &str = "application/x-ndjson";
 
 /// The request body of `PUT /v1/subscribers/{imsi}`.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SubscriberBody {
     /// Optional; when given it must equal the path's IMSI.
@@ -42,9 +43,12 @@ pub struct SubscriberBody {
     pub services: Vec<String>,
     #[serde(default)]
     pub attributes: BTreeMap<String, serde_json::Value>,
+    /// Day of the month monthly accumulators reset; the usage file's
+    /// default when absent.
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 28)]
     pub billing_day: Option<u8>,
-    /// Octets per period by accumulator name.
+    /// Octets per period by accumulator name; overrides the plan's quota.
     #[serde(default)]
     pub quotas: BTreeMap<String, u64>,
 }
@@ -115,6 +119,19 @@ pub(crate) fn check_imsi(imsi: &str) -> Result<(), ApiError> {
     .map_err(|e| ApiError::bad_request(e.to_string()))
 }
 
+/// Create or replace a subscriber profile.
+#[utoipa::path(put, path = "/v1/subscribers/{imsi}", operation_id = "putSubscriber",
+    params(("imsi" = String, Path, description = "IMSI, 5 to 15 digits")),
+    request_body = SubscriberBody,
+    responses(
+        (status = 200, description = "Replaced", body = Subscriber),
+        (status = 201, description = "Created", body = Subscriber),
+        (status = 400, description = "Invalid input", body = ErrorBody),
+        (status = 413, description = "Body too large", body = ErrorBody),
+        (status = 415, description = "Content-Type is not application/json", body = ErrorBody),
+        (status = 422, description = "JSON of the wrong shape (unknown field, wrong type)", body = ErrorBody),
+        (status = 503, description = "Store unavailable", body = ErrorBody),
+    ))]
 pub async fn put<C: Control>(
     State(ctl): State<Arc<C>>,
     ApiPath(imsi): ApiPath<String>,
@@ -134,6 +151,14 @@ pub async fn put<C: Control>(
     }
 }
 
+/// Read a subscriber profile.
+#[utoipa::path(get, path = "/v1/subscribers/{imsi}", operation_id = "getSubscriber",
+    params(("imsi" = String, Path, description = "IMSI, 5 to 15 digits")),
+    responses(
+        (status = 200, description = "The profile", body = Subscriber),
+        (status = 400, description = "Invalid IMSI", body = ErrorBody),
+        (status = 404, description = "No such subscriber", body = ErrorBody),
+    ))]
 pub async fn get<C: Control>(
     State(ctl): State<Arc<C>>,
     ApiPath(imsi): ApiPath<String>,
@@ -145,6 +170,15 @@ pub async fn get<C: Control>(
     }
 }
 
+/// Delete a subscriber profile.
+#[utoipa::path(delete, path = "/v1/subscribers/{imsi}", operation_id = "deleteSubscriber",
+    params(("imsi" = String, Path, description = "IMSI, 5 to 15 digits")),
+    responses(
+        (status = 204, description = "Deleted"),
+        (status = 400, description = "Invalid IMSI", body = ErrorBody),
+        (status = 404, description = "No such subscriber", body = ErrorBody),
+        (status = 503, description = "Store unavailable", body = ErrorBody),
+    ))]
 pub async fn delete<C: Control>(
     State(ctl): State<Arc<C>>,
     ApiPath(imsi): ApiPath<String>,
@@ -255,6 +289,22 @@ fn parse_batch(body: &[u8], format: BatchFormat) -> Result<Vec<Subscriber>, ApiE
     Ok(out)
 }
 
+/// Create or replace many subscriber profiles in one durable change.
+#[utoipa::path(post, path = "/v1/subscribers/batch", operation_id = "putSubscribersBatch",
+    description = format!(
+        "Every entry is validated as PUT /v1/subscribers/{{imsi}} validates its body, and must name its imsi; IMSIs must be distinct. The body is a JSON array of profiles, or one profile as JSON per line (blank lines skipped). The first bad entry refuses the whole batch (400, the message starts with \"entry N\", 0-based, and for JSON lines gives the line); otherwise all profiles are written in one store transaction (all or none). At most {MAX_BATCH_ENTRIES} entries; the body limit is [api].max_batch_bytes (default 16 MiB)."
+    ),
+    request_body(content(
+        ([SubscriberBody] = "application/json"),
+        (String = "application/x-ndjson"),
+    )),
+    responses(
+        (status = 200, description = "Every profile written", body = BatchOutcome),
+        (status = 400, description = "An entry is invalid (named by index), repeats an IMSI, the body is not JSON, or more than the maximum entries", body = ErrorBody),
+        (status = 413, description = "Body larger than [api].max_batch_bytes", body = ErrorBody),
+        (status = 415, description = "Content-Type is neither application/json nor application/x-ndjson", body = ErrorBody),
+        (status = 503, description = "Store unavailable: nothing was written", body = ErrorBody),
+    ))]
 pub async fn put_batch<C: Control>(
     State(ctl): State<Arc<C>>,
     headers: HeaderMap,

@@ -186,7 +186,7 @@ impl SessionFilter {
 }
 
 /// Session-Release-Cause (TS 29.212 §5.3.33), spelled as the spec does.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "SCREAMING_SNAKE_CASE")]
 pub enum ReleaseCause {
     #[default]
@@ -245,7 +245,7 @@ mod hex_u64 {
 }
 
 /// What a release did.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ReleaseOutcome {
     /// The RAA's Result-Code or Experimental-Result-Code.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -253,7 +253,7 @@ pub struct ReleaseOutcome {
 }
 
 /// What a batch of profiles did (`POST /v1/subscribers/batch`).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct BatchOutcome {
     /// Profiles that did not exist before.
     pub created: u64,

@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// One accumulator as the API shows it; octets.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct AccumulatorView {
     /// never, daily, weekly or monthly.
     pub reset: String,
@@ -32,7 +32,7 @@ pub struct AccumulatorView {
 }
 
 /// The last report of one Monitoring-Key.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ReportView {
     /// RFC 3339.
     pub at: String,
@@ -41,7 +41,7 @@ pub struct ReportView {
 }
 
 /// `GET /v1/subscribers/{imsi}/usage`.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct UsageView {
     pub subscriber: String,
     pub billing_day: u8,
@@ -53,7 +53,7 @@ pub struct UsageView {
 }
 
 /// What a top-up or reset did.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct UsageChange {
     pub usage: UsageView,
     /// Open sessions re-decided, RARs sent, RARs failed.

@@ -7,7 +7,9 @@ use serde::{Deserialize, Serialize};
 /// Amounts of service, as in Used-Service-Unit / Granted-Service-Unit
 /// (RFC 4006 §8.17-8.21): octets in total and per direction, and seconds.
 /// `None` means the AVP was absent, not zero.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(
+    Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize, utoipa::ToSchema,
+)]
 #[serde(default, deny_unknown_fields)]
 pub struct ServiceUnits {
     #[serde(skip_serializing_if = "Option::is_none")]
