@@ -453,18 +453,7 @@ fn decode(hex: Option<String>, file: Option<PathBuf>) -> ExitCode {
 
 fn parse_hex(text: &str) -> Result<Vec<u8>, String> {
     let digits: Vec<u8> = text.bytes().filter(|b| !b.is_ascii_whitespace()).collect();
-    if digits.len() % 2 != 0 {
-        return Err("hex has an odd number of digits".into());
-    }
-    digits
-        .chunks(2)
-        .map(|pair| {
-            std::str::from_utf8(pair)
-                .ok()
-                .and_then(|s| u8::from_str_radix(s, 16).ok())
-                .ok_or_else(|| format!("not hex: {:?}", String::from_utf8_lossy(pair)))
-        })
-        .collect()
+    hex::decode(digits).map_err(|e| format!("not hex: {e}"))
 }
 
 fn import_subscribers(opts: import::ImportOptions) -> ExitCode {

@@ -163,8 +163,7 @@ fn tshark_reads_our_usage_monitoring_grants_and_report_requests() {
         "diameter.Usage-Monitoring-Report",
     ];
     let got = cap.fields(&fields).expect("tshark fields");
-    let hex = |s: &str| gx::hex(s.as_bytes());
-    let (internet, video) = (hex("mk-internet"), hex("mk-video"));
+    let (internet, video) = (hex::encode("mk-internet"), hex::encode("mk-video"));
     assert_eq!(
         got,
         vec![

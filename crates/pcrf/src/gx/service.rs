@@ -672,7 +672,7 @@ fn apply_reported(s: &mut GxSession, c: &Ccr<'_>) {
         s.ue_ipv4 = Some(v);
     }
     if let Some(v) = c.ue_ipv6_prefix {
-        s.ue_ipv6_prefix = Some(gx::hex(v));
+        s.ue_ipv6_prefix = Some(hex::encode(v));
     }
     if let Some(v) = c.rat_type {
         s.rat_type = Some(v);
@@ -681,10 +681,10 @@ fn apply_reported(s: &mut GxSession, c: &Ccr<'_>) {
         s.ip_can_type = Some(v);
     }
     if let Some(v) = c.location {
-        s.location = Some(gx::hex(v));
+        s.location = Some(hex::encode(v));
     }
     if let Some(v) = c.ms_timezone {
-        s.ms_timezone = Some(gx::hex(v));
+        s.ms_timezone = Some(hex::encode(v));
     }
     if let Some(v) = &c.device {
         s.device = Some(v.clone());

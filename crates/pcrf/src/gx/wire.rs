@@ -422,7 +422,7 @@ const HEX_KEY: &str = "hex:";
 pub fn key_text(key: &[u8]) -> Cow<'_, str> {
     match std::str::from_utf8(key) {
         Ok(s) if !s.starts_with(HEX_KEY) => Cow::Borrowed(s),
-        _ => Cow::Owned(format!("{HEX_KEY}{}", hex(key))),
+        _ => Cow::Owned(format!("{HEX_KEY}{}", hex::encode(key))),
     }
 }
 
@@ -430,28 +430,9 @@ pub fn key_text(key: &[u8]) -> Cow<'_, str> {
 /// by an even number of hex digits is decoded, anything else is the text's
 /// own bytes.
 pub fn key_bytes(text: &str) -> Cow<'_, [u8]> {
-    fn nibble(c: u8) -> Option<u8> {
-        match c {
-            b'0'..=b'9' => Some(c - b'0'),
-            b'a'..=b'f' => Some(c - b'a' + 10),
-            b'A'..=b'F' => Some(c - b'A' + 10),
-            _ => None,
-        }
-    }
-    let Some(digits) = text.strip_prefix(HEX_KEY) else {
-        return Cow::Borrowed(text.as_bytes());
-    };
-    let d = digits.as_bytes();
-    if d.len() % 2 != 0 {
-        return Cow::Borrowed(text.as_bytes());
-    }
-    let decoded: Option<Vec<u8>> = d
-        .chunks_exact(2)
-        .map(|p| Some(nibble(p[0])? << 4 | nibble(p[1])?))
-        .collect();
-    match decoded {
-        Some(v) => Cow::Owned(v),
-        None => Cow::Borrowed(text.as_bytes()),
+    match text.strip_prefix(HEX_KEY).map(hex::decode) {
+        Some(Ok(v)) => Cow::Owned(v),
+        _ => Cow::Borrowed(text.as_bytes()),
     }
 }
 
@@ -468,17 +449,6 @@ fn imeisv_text(v: &[u8]) -> String {
                 s.push((b'0' + nib) as char);
             }
         }
-    }
-    s
-}
-
-/// Hex of bytes, for location and time zone kept as text.
-pub fn hex(b: &[u8]) -> String {
-    const H: &[u8; 16] = b"0123456789abcdef";
-    let mut s = String::with_capacity(b.len() * 2);
-    for x in b {
-        s.push(H[(x >> 4) as usize] as char);
-        s.push(H[(x & 15) as usize] as char);
     }
     s
 }

@@ -230,7 +230,7 @@ impl Rx {
             af.application = a.application.clone();
         }
         if let Some(c) = a.charging_id {
-            af.charging_id = Some(gx::hex(c));
+            af.charging_id = Some(hex::encode(c));
         }
         if a.service_urn.is_some() {
             af.service_urn = a.service_urn.clone();

@@ -653,7 +653,10 @@ impl Sd {
             .ok_or_else(|| format!("TDF {host} is not connected"))?;
         let n = self.state.next_id.fetch_add(1, Relaxed);
         let id = format!("{};sd;{};{n}", self.node.me.origin_host, now_ms());
-        let prefix = s.ue_ipv6_prefix.as_deref().and_then(unhex);
+        let prefix = s
+            .ue_ipv6_prefix
+            .as_deref()
+            .and_then(|h| hex::decode(h).ok());
         let subject = TsrSubject {
             imsi: s.imsi.as_deref(),
             msisdn: s.msisdn.as_deref(),
@@ -816,17 +819,6 @@ impl Sd {
             }
         });
     }
-}
-
-/// Bytes from the hex a record keeps (Framed-IPv6-Prefix).
-fn unhex(h: &str) -> Option<Vec<u8>> {
-    if h.len() % 2 != 0 {
-        return None;
-    }
-    (0..h.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(h.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 impl Sd {

@@ -61,15 +61,11 @@ pub fn ipv6_prefix(data: &[u8]) -> Option<(Ipv6Addr, u8)> {
 }
 
 /// The IPv6 prefix of a session record (stored as hex of the AVP data).
-fn session_prefix(hex: &str) -> Option<(Ipv6Addr, u8)> {
-    if hex.len() % 2 != 0 || hex.len() > 36 {
+fn session_prefix(text: &str) -> Option<(Ipv6Addr, u8)> {
+    if text.len() > 36 {
         return None;
     }
-    let bytes: Option<Vec<u8>> = (0..hex.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(hex.get(i..i + 2)?, 16).ok())
-        .collect();
-    ipv6_prefix(&bytes?)
+    ipv6_prefix(&hex::decode(text).ok()?)
 }
 
 fn mask(v: u128, len: u8) -> u128 {

@@ -227,7 +227,7 @@ mod answer_text {
         };
         let bytes = match text.strip_prefix(TAG) {
             Some(b64) => decode_base64(b64),
-            None => decode_hex(&text),
+            None => hex::decode(&text).ok(),
         };
         bytes
             .map(|b| Some(Bytes::from(b)))
@@ -302,19 +302,6 @@ mod answer_text {
             out.extend_from_slice(&[x, y, z][..3 - pad]);
         }
         Some(out)
-    }
-
-    fn decode_hex(text: &str) -> Option<Vec<u8>> {
-        if text.len() % 2 != 0 {
-            return None;
-        }
-        (0..text.len())
-            .step_by(2)
-            .map(|i| {
-                text.get(i..i + 2)
-                    .and_then(|h| u8::from_str_radix(h, 16).ok())
-            })
-            .collect()
     }
 }
 
