@@ -225,23 +225,8 @@ pub struct ReauthOutcome {
     pub removed: Vec<String>,
     /// Script version of the decision (a hash of the script; JSON: 16 hex
     /// digits, as logged).
-    #[serde(with = "hex_u64")]
+    #[serde(with = "crate::policy::record::hex_u64")]
     pub script_version: u64,
-}
-
-/// A u64 as 16 hex digits in JSON: script versions are 64-bit hashes, and
-/// JSON numbers above 2^53 lose precision in JavaScript and jq.
-mod hex_u64 {
-    use serde::{Deserialize, Deserializer, Serializer};
-
-    pub fn serialize<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&format!("{v:016x}"))
-    }
-
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
-        let s = String::deserialize(d)?;
-        u64::from_str_radix(&s, 16).map_err(serde::de::Error::custom)
-    }
 }
 
 /// What a release did.

@@ -94,8 +94,9 @@ impl PartialEq for InputsJson {
     }
 }
 
-/// A u64 as 16 hex digits (as the logs and the reload answer show it).
-mod hex_u64 {
+/// A u64 as 16 hex digits, as the logs and the reload answer show it
+/// (JSON numbers above 2^53 lose precision in JavaScript and jq).
+pub(crate) mod hex_u64 {
     use serde::{Deserialize, Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
