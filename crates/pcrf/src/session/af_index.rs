@@ -5,25 +5,12 @@
 //! binding index, so it is rebuilt from the records at start-up.
 
 use super::record::{GxSession, SessionState};
-use parking_lot::Mutex;
-use std::collections::HashMap;
-use std::hash::BuildHasher;
-
-const SHARDS: usize = 16;
+use dashmap::DashMap;
 
 /// Rx Session-Id → Gx Session-Id, for open Gx sessions.
+#[derive(Default)]
 pub struct AfIndex {
-    shards: Vec<Mutex<HashMap<String, String>>>,
-    hasher: std::collections::hash_map::RandomState,
-}
-
-impl Default for AfIndex {
-    fn default() -> Self {
-        AfIndex {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-            hasher: Default::default(),
-        }
-    }
+    gx_of: DashMap<String, String>,
 }
 
 fn rx_ids(s: &GxSession) -> impl Iterator<Item = &str> {
@@ -32,24 +19,17 @@ fn rx_ids(s: &GxSession) -> impl Iterator<Item = &str> {
 }
 
 impl AfIndex {
-    fn shard(&self, rx: &str) -> &Mutex<HashMap<String, String>> {
-        &self.shards[(self.hasher.hash_one(rx) as usize) % SHARDS]
-    }
-
     /// Indexes the AF sessions of a record.
     pub fn bind(&self, s: &GxSession) {
         for rx in rx_ids(s) {
-            self.shard(rx).lock().insert(rx.to_owned(), s.id.clone());
+            self.gx_of.insert(rx.to_owned(), s.id.clone());
         }
     }
 
     /// Forgets the AF sessions of a record (only entries pointing to it).
     pub fn unbind(&self, s: &GxSession) {
         for rx in rx_ids(s) {
-            let mut shard = self.shard(rx).lock();
-            if shard.get(rx) == Some(&s.id) {
-                shard.remove(rx);
-            }
+            self.gx_of.remove_if(rx, |_, gx| *gx == s.id);
         }
     }
 
@@ -64,12 +44,12 @@ impl AfIndex {
 
     /// The Gx Session-Id an Rx session is bound to.
     pub fn gx_of(&self, rx: &str) -> Option<String> {
-        self.shard(rx).lock().get(rx).cloned()
+        self.gx_of.get(rx).map(|gx| gx.value().clone())
     }
 
     /// Indexed AF sessions (for gauges and tests).
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().len()).sum()
+        self.gx_of.len()
     }
 
     pub fn is_empty(&self) -> bool {

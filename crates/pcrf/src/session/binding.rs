@@ -13,14 +13,10 @@
 //! full address tries every prefix length in use (usually only /64).
 
 use super::record::{GxSession, SessionState};
+use dashmap::DashMap;
 use indexmap::IndexSet;
-use parking_lot::Mutex;
-use std::collections::HashMap;
-use std::hash::BuildHasher;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-
-const SHARDS: usize = 64;
 
 /// An indexed address: a whole IPv4 address, or an IPv6 prefix (masked
 /// address and length).
@@ -31,21 +27,11 @@ enum Key {
 }
 
 /// UE address → ids of the open sessions holding it.
+#[derive(Default)]
 pub struct Bindings {
-    shards: Vec<Mutex<HashMap<Key, IndexSet<String>>>>,
+    ids: DashMap<Key, IndexSet<String>>,
     /// Bit n set: some session holds an IPv6 prefix of length n (0..=128).
     v6_lengths: [AtomicU64; 3],
-    hasher: std::collections::hash_map::RandomState,
-}
-
-impl Default for Bindings {
-    fn default() -> Self {
-        Bindings {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-            v6_lengths: Default::default(),
-            hasher: Default::default(),
-        }
-    }
 }
 
 /// The IPv6 prefix of Framed-IPv6-Prefix data (RFC 3162 §2.3: reserved,
@@ -92,31 +78,23 @@ fn keys_of(s: &GxSession) -> Vec<Key> {
 }
 
 impl Bindings {
-    fn shard(&self, k: &Key) -> &Mutex<HashMap<Key, IndexSet<String>>> {
-        &self.shards[(self.hasher.hash_one(k) as usize) % SHARDS]
-    }
-
     fn add(&self, k: Key, id: &str) {
         if let Key::V6(_, len) = k {
             let len = usize::from(len);
             self.v6_lengths[len / 64].fetch_or(1 << (len % 64), Relaxed);
         }
-        let mut shard = self.shard(&k).lock();
-        let ids = shard.entry(k).or_default();
+        let mut ids = self.ids.entry(k).or_default();
         if !ids.contains(id) {
             ids.insert(id.to_owned());
         }
     }
 
     fn drop_key(&self, k: Key, id: &str) {
-        let mut shard = self.shard(&k).lock();
-        if let Some(ids) = shard.get_mut(&k) {
+        self.ids.remove_if_mut(&k, |_, ids| {
             // O(1); the last id takes the removed one's place.
             ids.swap_remove(id);
-            if ids.is_empty() {
-                shard.remove(&k);
-            }
-        }
+            ids.is_empty()
+        });
     }
 
     /// Indexes a session that entered the table.
@@ -189,8 +167,7 @@ impl Bindings {
     }
 
     fn lookup(&self, k: Key) -> Vec<String> {
-        self.shard(&k)
-            .lock()
+        self.ids
             .get(&k)
             .map(|ids| ids.iter().cloned().collect())
             .unwrap_or_default()
@@ -198,7 +175,7 @@ impl Bindings {
 
     /// Addresses indexed (a gauge for tests and metrics).
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().len()).sum()
+        self.ids.len()
     }
 
     pub fn is_empty(&self) -> bool {

@@ -8,12 +8,10 @@ use super::af_index::AfIndex;
 use super::binding::Bindings;
 use super::record::{GxSession, SessionState};
 use arc_swap::ArcSwap;
-use parking_lot::Mutex;
-use std::collections::{HashMap, HashSet};
-use std::hash::BuildHasher;
+use dashmap::mapref::entry::Entry;
+use dashmap::DashMap;
+use std::collections::HashSet;
 use std::sync::Arc;
-
-const SHARDS: usize = 64;
 
 /// One session's slot: the current record and the lock writers hold while
 /// they compute, commit and publish the next one.
@@ -62,34 +60,18 @@ impl SessionSlot {
 /// All Gx sessions, open and recently closed, by Session-Id, with an index
 /// by subscriber for policy pushes and one by UE address for binding Rx
 /// and Sd sessions.
+#[derive(Default)]
 pub struct SessionTable {
-    shards: Vec<Mutex<HashMap<String, Arc<SessionSlot>>>>,
-    by_subscriber: Vec<Mutex<HashMap<String, HashSet<String>>>>,
+    slots: DashMap<String, Arc<SessionSlot>>,
+    by_subscriber: DashMap<String, HashSet<String>>,
     bindings: Arc<Bindings>,
     af: Arc<AfIndex>,
-    hasher: std::collections::hash_map::RandomState,
-}
-
-impl Default for SessionTable {
-    fn default() -> Self {
-        SessionTable {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-            by_subscriber: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-            bindings: Arc::new(Bindings::default()),
-            af: Arc::new(AfIndex::default()),
-            hasher: Default::default(),
-        }
-    }
 }
 
 impl SessionTable {
-    fn shard_of(&self, key: &str) -> usize {
-        (self.hasher.hash_one(key) as usize) % SHARDS
-    }
-
     /// The slot of a session, if known.
     pub fn get(&self, id: &str) -> Option<Arc<SessionSlot>> {
-        self.shards[self.shard_of(id)].lock().get(id).cloned()
+        self.slots.get(id).map(|s| s.value().clone())
     }
 
     /// Inserts a new session, or returns the existing slot if the id is taken
@@ -102,20 +84,15 @@ impl SessionTable {
             self.bindings.clone(),
             self.af.clone(),
         ));
-        {
-            let mut shard = self.shards[self.shard_of(&id)].lock();
-            if let Some(existing) = shard.get(&id) {
-                return Err(existing.clone());
+        match self.slots.entry(id.clone()) {
+            Entry::Occupied(existing) => return Err(existing.get().clone()),
+            Entry::Vacant(e) => {
+                e.insert(slot.clone());
             }
-            shard.insert(id.clone(), slot.clone());
         }
         self.bindings.bind(&s);
         self.af.bind(&s);
-        self.by_subscriber[self.shard_of(&sub)]
-            .lock()
-            .entry(sub)
-            .or_default()
-            .insert(id);
+        self.by_subscriber.entry(sub).or_default().insert(id);
         Ok(slot)
     }
 
@@ -129,9 +106,7 @@ impl SessionTable {
             self.bindings.clone(),
             self.af.clone(),
         ));
-        let old = self.shards[self.shard_of(&id)]
-            .lock()
-            .insert(id.clone(), slot.clone());
+        let old = self.slots.insert(id.clone(), slot.clone());
         if let Some(old) = &old {
             self.bindings.unbind(&old.load());
             self.af.unbind(&old.load());
@@ -144,17 +119,13 @@ impl SessionTable {
                 self.unindex(&old_sub, &id);
             }
         }
-        self.by_subscriber[self.shard_of(&sub)]
-            .lock()
-            .entry(sub)
-            .or_default()
-            .insert(id);
+        self.by_subscriber.entry(sub).or_default().insert(id);
         slot
     }
 
     /// Forgets a session entirely.
     pub fn remove(&self, id: &str) -> Option<Arc<SessionSlot>> {
-        let slot = self.shards[self.shard_of(id)].lock().remove(id)?;
+        let (_, slot) = self.slots.remove(id)?;
         let cur = slot.load();
         self.bindings.unbind(&cur);
         self.af.unbind(&cur);
@@ -163,13 +134,10 @@ impl SessionTable {
     }
 
     fn unindex(&self, sub: &str, id: &str) {
-        let mut idx = self.by_subscriber[self.shard_of(sub)].lock();
-        if let Some(set) = idx.get_mut(sub) {
+        self.by_subscriber.remove_if_mut(sub, |_, set| {
             set.remove(id);
-            if set.is_empty() {
-                idx.remove(sub);
-            }
-        }
+            set.is_empty()
+        });
     }
 
     /// Slots of the open sessions holding a UE address (TS 29.213 §8.2
@@ -199,8 +167,7 @@ impl SessionTable {
 
     /// Session ids of a subscriber (open and closed).
     pub fn ids_of_subscriber(&self, sub: &str) -> Vec<String> {
-        self.by_subscriber[self.shard_of(sub)]
-            .lock()
+        self.by_subscriber
             .get(sub)
             .map(|s| s.iter().cloned().collect())
             .unwrap_or_default()
@@ -220,11 +187,7 @@ impl SessionTable {
                 .iter()
                 .filter_map(|id| self.get(id))
                 .collect(),
-            None => self
-                .shards
-                .iter()
-                .flat_map(|s| s.lock().values().cloned().collect::<Vec<_>>())
-                .collect(),
+            None => self.slots.iter().map(|s| s.value().clone()).collect(),
         };
         let mut out: Vec<Arc<GxSession>> = candidates
             .iter()
@@ -236,16 +199,14 @@ impl SessionTable {
         out
     }
 
-    /// Open and closed sessions held (gauges; walks the shards).
+    /// Open and closed sessions held (gauges; walks the table).
     pub fn counts(&self) -> (usize, usize) {
         let mut open = 0;
         let mut closed = 0;
-        for shard in &self.shards {
-            for v in shard.lock().values() {
-                match v.load().state {
-                    SessionState::Open => open += 1,
-                    SessionState::Closed => closed += 1,
-                }
+        for v in self.slots.iter() {
+            match v.load().state {
+                SessionState::Open => open += 1,
+                SessionState::Closed => closed += 1,
             }
         }
         (open, closed)
@@ -253,19 +214,13 @@ impl SessionTable {
 
     /// Ids of closed sessions closed before `before_ms` (for purging).
     pub fn closed_before(&self, before_ms: i64) -> Vec<String> {
-        self.shards
+        self.slots
             .iter()
-            .flat_map(|s| {
-                s.lock()
-                    .values()
-                    .map(|v| v.load())
-                    .filter(|v| {
-                        v.state == SessionState::Closed
-                            && v.closed_ms.is_some_and(|c| c < before_ms)
-                    })
-                    .map(|v| v.id.clone())
-                    .collect::<Vec<_>>()
+            .map(|v| v.load())
+            .filter(|v| {
+                v.state == SessionState::Closed && v.closed_ms.is_some_and(|c| c < before_ms)
             })
+            .map(|v| v.id.clone())
             .collect()
     }
 }

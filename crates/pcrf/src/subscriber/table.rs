@@ -3,75 +3,50 @@
 //! start-up), sharded so lookups never contend.
 
 use crate::subscriber::Subscriber;
-use parking_lot::RwLock;
-use std::collections::HashMap;
-use std::hash::BuildHasher;
+use dashmap::DashMap;
 use std::sync::Arc;
 
-const SHARDS: usize = 64;
-
 /// All subscribers.
+#[derive(Default)]
 pub struct SubscriberTable {
-    by_imsi: Vec<RwLock<HashMap<String, Arc<Subscriber>>>>,
-    imsi_by_msisdn: Vec<RwLock<HashMap<String, String>>>,
-    hasher: std::collections::hash_map::RandomState,
-}
-
-impl Default for SubscriberTable {
-    fn default() -> Self {
-        SubscriberTable {
-            by_imsi: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect(),
-            imsi_by_msisdn: (0..SHARDS).map(|_| RwLock::new(HashMap::new())).collect(),
-            hasher: Default::default(),
-        }
-    }
+    by_imsi: DashMap<String, Arc<Subscriber>>,
+    imsi_by_msisdn: DashMap<String, String>,
 }
 
 impl SubscriberTable {
-    fn shard(&self, key: &str) -> usize {
-        (self.hasher.hash_one(key) as usize) % SHARDS
-    }
-
     pub fn get(&self, imsi: &str) -> Option<Arc<Subscriber>> {
-        self.by_imsi[self.shard(imsi)].read().get(imsi).cloned()
+        self.by_imsi.get(imsi).map(|s| s.value().clone())
     }
 
     pub fn by_msisdn(&self, msisdn: &str) -> Option<Arc<Subscriber>> {
-        let imsi = self.imsi_by_msisdn[self.shard(msisdn)]
-            .read()
-            .get(msisdn)
-            .cloned()?;
+        let imsi = self.imsi_by_msisdn.get(msisdn)?.value().clone();
         self.get(&imsi)
     }
 
     /// Inserts or replaces; returns the previous profile.
     pub fn put(&self, s: Arc<Subscriber>) -> Option<Arc<Subscriber>> {
-        let prev = self.by_imsi[self.shard(&s.imsi)]
-            .write()
-            .insert(s.imsi.clone(), s.clone());
+        let prev = self.by_imsi.insert(s.imsi.clone(), s.clone());
         if let Some(old) = prev.as_ref().and_then(|p| p.msisdn.as_ref()) {
             if s.msisdn.as_ref() != Some(old) {
-                self.imsi_by_msisdn[self.shard(old)].write().remove(old);
+                self.imsi_by_msisdn.remove(old);
             }
         }
         if let Some(m) = &s.msisdn {
-            self.imsi_by_msisdn[self.shard(m)]
-                .write()
-                .insert(m.clone(), s.imsi.clone());
+            self.imsi_by_msisdn.insert(m.clone(), s.imsi.clone());
         }
         prev
     }
 
     pub fn remove(&self, imsi: &str) -> Option<Arc<Subscriber>> {
-        let prev = self.by_imsi[self.shard(imsi)].write().remove(imsi)?;
+        let (_, prev) = self.by_imsi.remove(imsi)?;
         if let Some(m) = &prev.msisdn {
-            self.imsi_by_msisdn[self.shard(m)].write().remove(m);
+            self.imsi_by_msisdn.remove(m);
         }
         Some(prev)
     }
 
     pub fn len(&self) -> usize {
-        self.by_imsi.iter().map(|s| s.read().len()).sum()
+        self.by_imsi.len()
     }
 
     pub fn is_empty(&self) -> bool {

@@ -5,6 +5,7 @@
 
 use crate::session::spending::SySession;
 use crate::session::{GxSession, SessionState};
+use dashmap::DashMap;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -19,35 +20,17 @@ pub struct SyEntry {
     pub retry_at_ms: std::sync::atomic::AtomicI64,
 }
 
-/// Shards of the table: a CCR reads its subscriber's entry, so one lock
-/// for all would serialise every CCR of the node.
-const SHARDS: usize = 64;
-
 /// Every subscriber's Sy session, and the Sy Session-Id index for SNR.
+/// Sharded maps: a CCR reads its subscriber's entry, so one lock for all
+/// would serialise every CCR of the node.
+#[derive(Default)]
 pub struct SyTable {
-    by_subscriber: Vec<parking_lot::Mutex<HashMap<String, Arc<SyEntry>>>>,
-    by_session: Vec<parking_lot::Mutex<HashMap<String, String>>>,
+    by_subscriber: DashMap<String, Arc<SyEntry>>,
+    by_session: DashMap<String, String>,
     count: std::sync::atomic::AtomicUsize,
-    hasher: std::collections::hash_map::RandomState,
-}
-
-impl Default for SyTable {
-    fn default() -> Self {
-        SyTable {
-            by_subscriber: (0..SHARDS).map(|_| Default::default()).collect(),
-            by_session: (0..SHARDS).map(|_| Default::default()).collect(),
-            count: Default::default(),
-            hasher: Default::default(),
-        }
-    }
 }
 
 impl SyTable {
-    fn shard(&self, key: &str) -> usize {
-        use std::hash::BuildHasher;
-        (self.hasher.hash_one(key) as usize) % SHARDS
-    }
-
     /// From the records loaded at start-up: per subscriber, the newest
     /// copy among its open sessions.
     pub fn recover(sessions: &[GxSession]) -> SyTable {
@@ -69,27 +52,24 @@ impl SyTable {
 
     /// The subscriber's entry, created empty if absent.
     pub fn entry(&self, key: &str) -> Arc<SyEntry> {
-        self.by_subscriber[self.shard(key)]
-            .lock()
+        self.by_subscriber
             .entry(key.to_owned())
             .or_default()
+            .value()
             .clone()
     }
 
     /// A copy of the subscriber's Sy session.
     pub fn get(&self, key: &str) -> Option<SySession> {
-        let e = self.by_subscriber[self.shard(key)]
-            .lock()
-            .get(key)
-            .cloned()?;
+        let e = self.by_subscriber.get(key)?.value().clone();
         let s = e.state.lock().clone();
         s
     }
 
     /// Sets the subscriber's Sy session (and indexes its Session-Id).
     pub fn put(&self, key: &str, sy: SySession) {
-        let fresh = self.by_session[self.shard(&sy.session_id)]
-            .lock()
+        let fresh = self
+            .by_session
             .insert(sy.session_id.clone(), key.to_owned())
             .is_none();
         if fresh {
@@ -101,20 +81,16 @@ impl SyTable {
 
     /// The subscriber key of a Sy Session-Id.
     pub fn subscriber_of(&self, sy_session_id: &str) -> Option<String> {
-        self.by_session[self.shard(sy_session_id)]
-            .lock()
+        self.by_session
             .get(sy_session_id)
-            .cloned()
+            .map(|key| key.value().clone())
     }
 
     /// Forgets the subscriber's Sy session; returns it.
     pub fn remove(&self, key: &str) -> Option<SySession> {
-        let e = self.by_subscriber[self.shard(key)].lock().remove(key)?;
+        let (_, e) = self.by_subscriber.remove(key)?;
         let sy = e.state.lock().take()?;
-        let gone = self.by_session[self.shard(&sy.session_id)]
-            .lock()
-            .remove(&sy.session_id)
-            .is_some();
+        let gone = self.by_session.remove(&sy.session_id).is_some();
         if gone {
             self.count
                 .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
@@ -124,10 +100,7 @@ impl SyTable {
 
     /// Subscribers with a Sy session.
     pub fn subscribers(&self) -> Vec<String> {
-        self.by_session
-            .iter()
-            .flat_map(|m| m.lock().values().cloned().collect::<Vec<_>>())
-            .collect()
+        self.by_session.iter().map(|e| e.value().clone()).collect()
     }
 
     /// Sy sessions now held.

@@ -6,12 +6,8 @@
 
 use super::SubscriberUsage;
 use arc_swap::ArcSwap;
-use parking_lot::Mutex;
-use std::collections::HashMap;
-use std::hash::BuildHasher;
+use dashmap::DashMap;
 use std::sync::Arc;
-
-const SHARDS: usize = 64;
 
 /// One subscriber's usage and the lock its writers hold.
 pub struct UsageSlot {
@@ -42,36 +38,21 @@ impl UsageSlot {
 }
 
 /// Subscriber key -> usage.
+#[derive(Default)]
 pub struct UsageTable {
-    shards: Vec<Mutex<HashMap<String, Arc<UsageSlot>>>>,
-    hasher: std::collections::hash_map::RandomState,
-}
-
-impl Default for UsageTable {
-    fn default() -> Self {
-        UsageTable {
-            shards: (0..SHARDS).map(|_| Mutex::new(HashMap::new())).collect(),
-            hasher: Default::default(),
-        }
-    }
+    slots: DashMap<String, Arc<UsageSlot>>,
 }
 
 impl UsageTable {
-    fn shard(&self, key: &str) -> &Mutex<HashMap<String, Arc<UsageSlot>>> {
-        let i = (self.hasher.hash_one(key) as usize) % SHARDS;
-        &self.shards[i]
-    }
-
     /// The subscriber's slot, if any usage was ever recorded.
     pub fn get(&self, subscriber: &str) -> Option<Arc<UsageSlot>> {
-        self.shard(subscriber).lock().get(subscriber).cloned()
+        self.slots.get(subscriber).map(|s| s.value().clone())
     }
 
     /// The subscriber's slot, created empty when missing (nothing is
     /// written until a writer commits a value).
     pub fn slot(&self, subscriber: &str) -> Arc<UsageSlot> {
-        self.shard(subscriber)
-            .lock()
+        self.slots
             .entry(subscriber.to_owned())
             .or_insert_with(|| {
                 Arc::new(UsageSlot::new(Arc::new(SubscriberUsage {
@@ -79,6 +60,7 @@ impl UsageTable {
                     ..Default::default()
                 })))
             })
+            .value()
             .clone()
     }
 
@@ -96,22 +78,17 @@ impl UsageTable {
     /// Puts a recovered record (start-up).
     pub fn recover(&self, u: SubscriberUsage) {
         let key = u.subscriber.clone();
-        self.shard(&key)
-            .lock()
+        self.slots
             .insert(key, Arc::new(UsageSlot::new(Arc::new(u))));
     }
 
     /// Subscribers with a usage record.
     pub fn subscribers(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        for s in &self.shards {
-            out.extend(s.lock().keys().cloned());
-        }
-        out
+        self.slots.iter().map(|s| s.key().clone()).collect()
     }
 
     pub fn len(&self) -> usize {
-        self.shards.iter().map(|s| s.lock().len()).sum()
+        self.slots.len()
     }
 
     pub fn is_empty(&self) -> bool {
