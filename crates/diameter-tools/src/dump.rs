@@ -182,27 +182,13 @@ fn hex(f: &mut fmt::Formatter<'_>, data: &[u8]) -> fmt::Result {
     Ok(())
 }
 
-/// Unix seconds as RFC 3339 UTC (`2026-01-01T00:00:00Z`), without a date
-/// library: days to civil date by H. Hinnant's algorithm.
+/// Unix seconds as RFC 3339 UTC (`2026-01-01T00:00:00Z`); seconds past
+/// the year 9999 print as the number.
 fn rfc3339(f: &mut fmt::Formatter<'_>, unix: u64) -> fmt::Result {
-    let days = (unix / 86_400) as i64;
-    let secs = unix % 86_400;
-    let z = days + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let day = doy - (153 * mp + 2) / 5 + 1;
-    let month = if mp < 10 { mp + 3 } else { mp - 9 };
-    let year = yoe + era * 400 + i64::from(month <= 2);
-    write!(
-        f,
-        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}Z",
-        secs / 3600,
-        secs / 60 % 60,
-        secs % 60
-    )
+    match i64::try_from(unix).map(jiff::Timestamp::from_second) {
+        Ok(Ok(t)) => write!(f, "{t}"),
+        _ => write!(f, "{unix}"),
+    }
 }
 
 #[cfg(test)]

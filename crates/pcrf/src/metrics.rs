@@ -948,7 +948,7 @@ pub struct PolicyStats {
     /// Lua runs (the inputs or the script changed).
     pub runs: u64,
     /// Decisions reused because the input hash and script version were
-    /// unchanged (optimization 4).
+    /// unchanged (the memo).
     pub skips: u64,
     /// Runtime errors (incl. instruction budget or memory limit exceeded);
     /// the fallback decision was used.
@@ -1002,7 +1002,7 @@ pub struct CommitStats {
     pub batches: u64,
     /// Transactions committed (a row changed).
     pub commits: u64,
-    /// Batches where no row changed: no commit, no fsync (optimization 1).
+    /// Batches where no row changed: no commit, no fsync.
     pub skipped: u64,
     /// Rows inserted, updated or deleted.
     pub rows: u64,
