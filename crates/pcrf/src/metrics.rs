@@ -10,7 +10,12 @@
 //! own `Family` hashes the label set under a lock and its `Histogram` takes
 //! a mutex per observation and cannot be read back as a snapshot. So the
 //! request counters and histograms below are our atomics, encoded at scrape
-//! time through a prometheus-client [`Collector`]. Modules that own other
+//! time through a prometheus-client [`Collector`]. Measured on the 2-core
+//! development VM (release build): prometheus-client's histogram took
+//! 15-21 ns per observation against 12-13 ns for ours on one thread, and
+//! 29-42 ns against 19-40 ns with two threads observing at once; the
+//! snapshot, which the tests and the store's batch-size histogram need, it
+//! cannot give at all. Modules that own other
 //! state (policy engine, group-commit writer, Diameter transport, session
 //! table) keep their own atomics and contribute at scrape time through
 //! [`MetricsSource`], so this file depends on none of them. Every family is

@@ -2,6 +2,11 @@
 //! what: changes (PUT/POST/DELETE) at info, reads at debug, with method,
 //! path, status, duration and client address. Tokens and bodies are never
 //! logged. The same middleware counts the request in [`HttpStats`].
+//!
+//! tower-http's `TraceLayer` would not do: its response hook sees neither
+//! the method (which picks the level), the route template nor the client
+//! address, so the counting middleware would stay and the line would lose
+//! what an operator reads it for.
 
 use super::http_stats::HttpStats;
 use super::listener::ClientAddr;
