@@ -732,7 +732,7 @@ mod tests {
         });
         let api = Api {
             base: BaseUrl::parse(&format!("http://{addr}")).expect("url"),
-            token: Some("t".repeat(16)),
+            token: Some("verify-test-token-4f9a2c".into()),
             connections: 2,
             accumulator: "monthly".into(),
         };

@@ -963,6 +963,8 @@ pub struct PolicyStats {
     pub reloads_failed: u64,
     /// The serving script's version (a hash of it).
     pub script_version: u64,
+    /// `log()` lines the script wrote beyond its limits, dropped.
+    pub log_dropped: u64,
 }
 
 impl PolicyStats {
@@ -989,6 +991,11 @@ impl PolicyStats {
         )
         .sample(&[("outcome", "ok")], self.reloads_ok)
         .sample(&[("outcome", "failed")], self.reloads_failed);
+        out.counter(
+            "pcrf_policy_log_dropped_total",
+            "Lines the policy's log() wrote beyond its limits (per call, per second), dropped.",
+            self.log_dropped,
+        );
         // An info metric: a 64-bit hash does not fit a float sample exactly.
         let version = format!("{:016x}", self.script_version);
         out.family(

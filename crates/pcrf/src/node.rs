@@ -614,6 +614,7 @@ impl MetricsSource for Node {
             reloads_ok: p.reloads,
             reloads_failed: p.reload_failures,
             script_version: p.script_version,
+            log_dropped: p.log_dropped,
         }
         .write(out);
         self.write_store_metrics(out);

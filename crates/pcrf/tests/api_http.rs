@@ -832,10 +832,14 @@ async fn bearer_token_guards_everything_but_health() {
             let v: Value = serde_json::from_slice(&body).expect("json");
             assert!(v["error"].is_string());
         }
-        let (status, _, _) = s
-            .call(method.as_str(), &path, &[("Authorization", &good)], None)
-            .await;
-        assert_ne!(status, 401, "{method} {path} with the right token");
+        // The scheme name is case-insensitive (RFC 7235).
+        for scheme in ["Bearer", "bearer", "BEARER"] {
+            let auth = format!("{scheme} {token}");
+            let (status, _, _) = s
+                .call(method.as_str(), &path, &[("Authorization", &auth)], None)
+                .await;
+            assert_ne!(status, 401, "{method} {path} with {auth:?}");
+        }
     }
     let (_, _, body) = s
         .call("GET", "/metrics", &[("Authorization", &good)], None)

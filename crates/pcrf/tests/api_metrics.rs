@@ -308,6 +308,7 @@ fn full_scrape_is_valid_and_complete() {
             reloads_ok: 2,
             reloads_failed: 1,
             script_version: 3,
+            log_dropped: 0,
         }
         .write(out)
     }));

@@ -336,6 +336,58 @@ fn a_silent_client_does_not_stop_others() {
     );
 }
 
+/// A token with too few different characters is refused by `check-config`,
+/// which names the file and the key.
+#[test]
+fn check_config_refuses_a_guessable_token() {
+    let dir = scratch("weak-token");
+    let p = pki(&dir);
+    let api: SocketAddr = "127.0.0.1:8443".parse().expect("addr");
+    let cfg = config(
+        &dir,
+        api,
+        &format!(
+            "certificate = {:?}\nprivate_key = {:?}",
+            p.cert.display().to_string(),
+            p.key.display().to_string()
+        ),
+    );
+    let strong = Command::new(env!("CARGO_BIN_EXE_pcrf"))
+        .arg("check-config")
+        .arg(&cfg)
+        .output()
+        .expect("run check-config");
+    assert!(
+        strong.status.success(),
+        "{}",
+        String::from_utf8_lossy(&strong.stderr)
+    );
+    for weak in ["aaaaaaaaaaaaaaaaaaaaaaaa", "abcabcabcabcabcabcabc"] {
+        let text = std::fs::read_to_string(&cfg).expect("read config");
+        let weak_cfg = dir.join("weak.toml");
+        std::fs::write(
+            &weak_cfg,
+            text.replace(
+                &format!("token = \"{TOKEN}\""),
+                &format!("token = \"{weak}\""),
+            ),
+        )
+        .expect("write config");
+        let out = Command::new(env!("CARGO_BIN_EXE_pcrf"))
+            .arg("check-config")
+            .arg(&weak_cfg)
+            .output()
+            .expect("run check-config");
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!out.status.success(), "{weak} accepted");
+        assert!(
+            stderr.contains(&weak_cfg.display().to_string())
+                && stderr.contains("api.token is too easy to guess"),
+            "{stderr}"
+        );
+    }
+}
+
 #[test]
 fn check_config_names_the_key_and_file_at_fault() {
     let dir = scratch("check");

@@ -170,3 +170,95 @@ fn an_unreachable_api_is_a_clear_error() {
     assert!(stderr.contains("0 of 1 profiles were imported"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// The server's resident memory, from /proc.
+fn rss_kib(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        })
+        .unwrap_or(0)
+}
+
+/// A profile too large for `PUT` is refused by the batch endpoint and by
+/// the import as well (the same check), naming the entry or line and the
+/// field, and nothing is stored; an oversized batch leaves memory as it was.
+#[test]
+fn oversized_profiles_are_refused_by_every_way_in() {
+    let pcrf = Pcrf::start("");
+    let blob = "x".repeat(100 * 1024);
+    let entry = format!(r#"{{"imsi":"001010000000077","attributes":{{"blob":"{blob}"}}}}"#);
+
+    let (st, body) = pcrf.http("POST", "/v1/subscribers/batch", Some(&format!("[{entry}]")));
+    assert_eq!(st, 400, "{body}");
+    let msg = body["error"].as_str().unwrap_or_default();
+    assert!(
+        msg.starts_with("entry 0: ") && msg.contains("attribute \"blob\""),
+        "{msg}"
+    );
+    assert_eq!(
+        pcrf.http("GET", "/v1/subscribers/001010000000077", None).0,
+        404
+    );
+    // PUT refuses it too, by the same rule, when the body limit allows it.
+    let (st, body) = pcrf.http(
+        "PUT",
+        "/v1/subscribers/001010000000077",
+        Some(&format!(
+            r#"{{"attributes":{{"blob":"{}"}}}}"#,
+            "x".repeat(60 * 1024)
+        )),
+    );
+    assert_eq!(st, 201, "{body}");
+    assert_eq!(
+        pcrf.http("DELETE", "/v1/subscribers/001010000000077", None)
+            .0,
+        204
+    );
+
+    // Nearly the whole batch body limit in one attribute: refused, and the
+    // server's memory does not keep it (storing it cost over 300 MB).
+    let before = rss_kib(pcrf.pid());
+    let huge = "y".repeat(12 << 20);
+    let (st, body) = pcrf.http(
+        "POST",
+        "/v1/subscribers/batch",
+        Some(&format!(
+            r#"[{{"imsi":"001010000000078","attributes":{{"blob":"{huge}"}}}}]"#
+        )),
+    );
+    assert_eq!(st, 400, "{body}");
+    assert_eq!(
+        pcrf.http("GET", "/v1/subscribers/001010000000078", None).0,
+        404
+    );
+    let after = rss_kib(pcrf.pid());
+    eprintln!("RSS around the refused 12 MiB batch: {before} KiB -> {after} KiB");
+    assert!(
+        after < before + 96 * 1024,
+        "RSS grew from {before} KiB to {after} KiB"
+    );
+
+    let dir = scratch_dir("import-oversized");
+    let file = dir.join("subs.jsonl");
+    std::fs::write(
+        &file,
+        format!("{{\"imsi\":\"001010000000079\"}}\n{entry}\n"),
+    )
+    .expect("write");
+    let out = import(&pcrf, &file, &[]);
+    let stderr = text(&out.stderr);
+    assert!(!out.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("subs.jsonl:2: ") && stderr.contains("attribute \"blob\""),
+        "{stderr}"
+    );
+    assert!(stderr.contains("nothing was imported"), "{stderr}");
+    assert_eq!(
+        pcrf.http("GET", "/v1/subscribers/001010000000079", None).0,
+        404
+    );
+}

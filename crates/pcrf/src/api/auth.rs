@@ -21,7 +21,7 @@ pub async fn require_token(
     let given = req
         .headers()
         .get(header::AUTHORIZATION)
-        .and_then(|v| v.as_bytes().strip_prefix(b"Bearer "));
+        .and_then(|v| bearer_credentials(v.as_bytes()));
     match given {
         Some(g) if constant_time_eq(g, &token.0) => Ok(next.run(req).await),
         _ => {
@@ -38,6 +38,18 @@ pub async fn require_token(
     }
 }
 
+/// The token of an `Authorization: Bearer <token>` value. The scheme name
+/// is case-insensitive (RFC 7235 section 2.1), so `bearer` and `BEARER`
+/// are the same scheme; one or more spaces separate it from the token.
+fn bearer_credentials(value: &[u8]) -> Option<&[u8]> {
+    let (scheme, rest) = value.split_at_checked(6)?;
+    if !scheme.eq_ignore_ascii_case(b"Bearer") || rest.first() != Some(&b' ') {
+        return None;
+    }
+    let token = rest.trim_ascii_start();
+    (!token.is_empty()).then_some(token)
+}
+
 /// Equal in time independent of where the first difference is (the time
 /// depends only on the expected token's length).
 pub fn constant_time_eq(given: &[u8], expected: &[u8]) -> bool {
@@ -51,7 +63,17 @@ pub fn constant_time_eq(given: &[u8], expected: &[u8]) -> bool {
 
 #[cfg(test)]
 mod tests {
-    use super::constant_time_eq;
+    use super::{bearer_credentials, constant_time_eq};
+
+    #[test]
+    fn scheme_is_case_insensitive() {
+        for v in ["Bearer t0k", "bearer t0k", "BEARER t0k", "bEaReR  t0k"] {
+            assert_eq!(bearer_credentials(v.as_bytes()), Some(&b"t0k"[..]), "{v}");
+        }
+        for v in ["Bearert0k", "Basic t0k", "Bearer ", "Bear t0k", ""] {
+            assert_eq!(bearer_credentials(v.as_bytes()), None, "{v}");
+        }
+    }
 
     #[test]
     fn compares() {

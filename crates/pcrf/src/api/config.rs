@@ -8,6 +8,13 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
+/// Fewest characters an `api.token` may have.
+pub const MIN_TOKEN_LEN: usize = 16;
+/// Fewest different characters an `api.token` may have: refuses a repeated
+/// character or a short pattern repeated (`aaaa...`, `abab...`,
+/// `passwordpassword`) that would pass the length rule yet be guessed first.
+pub const MIN_TOKEN_DISTINCT: usize = 10;
+
 /// Ceiling of `api.max_batch_bytes` (256 MiB).
 pub const MAX_BATCH_BYTES: usize = 256 * 1024 * 1024;
 
@@ -127,8 +134,11 @@ impl ApiConfig {
     /// Errors that must stop start-up.
     pub fn validate(&self) -> Result<(), String> {
         if let Some(t) = &self.token {
-            if t.len() < 16 {
-                return Err("api.token must be at least 16 characters".into());
+            if t.len() < MIN_TOKEN_LEN {
+                return Err(format!(
+                    "api.token must be at least {MIN_TOKEN_LEN} characters, got {}",
+                    t.len()
+                ));
             }
             // RFC 6750 b64token characters, so any HTTP client can send it.
             let ok = t.bytes().all(|b| {
@@ -136,6 +146,12 @@ impl ApiConfig {
             });
             if !ok {
                 return Err("api.token may contain only letters, digits and - . _ ~ + /".into());
+            }
+            let distinct = t.bytes().collect::<std::collections::BTreeSet<u8>>().len();
+            if distinct < MIN_TOKEN_DISTINCT {
+                return Err(format!(
+                    "api.token is too easy to guess: it has {distinct} different characters, at least {MIN_TOKEN_DISTINCT} are required (use a random one, e.g. `openssl rand -hex 24`)"
+                ));
             }
         }
         if self.max_body_bytes < 1024 {
@@ -206,6 +222,15 @@ mod tests {
         assert!(short.validate().is_err());
         let spaced: ApiConfig = toml::from_str("token = \"0123456789abcdef 0\"").expect("token");
         assert!(spaced.validate().is_err());
+        for weak in [
+            "aaaaaaaaaaaaaaaaaaaa",
+            "abababababababababab",
+            "passwordpassword",
+        ] {
+            let c: ApiConfig = toml::from_str(&format!("token = {weak:?}")).expect("token");
+            let e = c.validate().expect_err(weak);
+            assert!(e.contains("api.token is too easy to guess"), "{e}");
+        }
         let good: ApiConfig =
             toml::from_str("listen = \"0.0.0.0:8080\"\ntoken = \"0123456789abcdef\"")
                 .expect("token");

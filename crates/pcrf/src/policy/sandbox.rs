@@ -14,6 +14,8 @@ use mlua::state::{GcGenParams, GcMode};
 use mlua::{Function, HookTriggers, Lua, LuaOptions, LuaSerdeExt, StdLib, Table, Value, VmState};
 use std::cell::Cell;
 use std::rc::Rc;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
 /// Resource limits of one VM.
@@ -48,6 +50,85 @@ const PRELUDE: &str = include_str!("sandbox.lua");
 /// script ever meets it.
 pub const TIME_LIMIT: Duration = Duration::from_secs(1);
 
+/// Lines `log()` may write in one call (or the script's top level); the
+/// rest of that call's lines are dropped. A policy that logs in a loop
+/// otherwise spends its whole time limit writing (hundreds of MB).
+pub const MAX_LOG_LINES_PER_CALL: u32 = 100;
+/// Bytes of one `log()` line; longer lines are cut and end with `...`.
+pub const MAX_LOG_LINE_BYTES: usize = 1024;
+/// Lines `log()` may write per second, all VMs of the process together, so
+/// that many sessions each logging their allowance cannot flood the log.
+pub const MAX_LOG_LINES_PER_SECOND: u64 = 1000;
+
+/// `log()` lines dropped since start (for `pcrf_policy_log_dropped_total`).
+static LOG_DROPPED: AtomicU64 = AtomicU64::new(0);
+/// The second (since `log_epoch`) the global count is for, and the count.
+static LOG_SECOND: AtomicU64 = AtomicU64::new(0);
+static LOG_IN_SECOND: AtomicU64 = AtomicU64::new(0);
+
+fn log_epoch() -> Instant {
+    static EPOCH: OnceLock<Instant> = OnceLock::new();
+    *EPOCH.get_or_init(Instant::now)
+}
+
+/// `log()` lines dropped since the process started.
+pub fn log_dropped() -> u64 {
+    LOG_DROPPED.load(Relaxed)
+}
+
+/// Takes one line from the process-wide allowance of this second; `Err`
+/// with `true` for the first line refused in this second.
+fn take_global_log_line() -> Result<(), bool> {
+    let second = log_epoch().elapsed().as_secs() + 1;
+    let current = LOG_SECOND.load(Relaxed);
+    if current != second
+        && LOG_SECOND
+            .compare_exchange(current, second, Relaxed, Relaxed)
+            .is_ok()
+    {
+        LOG_IN_SECOND.store(0, Relaxed);
+    }
+    let n = LOG_IN_SECOND.fetch_add(1, Relaxed) + 1;
+    if n <= MAX_LOG_LINES_PER_SECOND {
+        Ok(())
+    } else {
+        Err(n == MAX_LOG_LINES_PER_SECOND + 1)
+    }
+}
+
+/// The text of one `log()` line: the arguments joined by tabs, cut at
+/// `MAX_LOG_LINE_BYTES` without converting more of a long string than that.
+fn log_line(args: &[Value]) -> String {
+    let mut line = Vec::with_capacity(128);
+    for (n, v) in args.iter().enumerate() {
+        if n > 0 {
+            line.push(b'\t');
+        }
+        let room = MAX_LOG_LINE_BYTES + 1 - line.len().min(MAX_LOG_LINE_BYTES + 1);
+        match v {
+            Value::String(s) => {
+                let b = s.as_bytes();
+                line.extend_from_slice(&b[..b.len().min(room)]);
+            }
+            other => {
+                let t = other.to_string().unwrap_or_default();
+                line.extend_from_slice(&t.as_bytes()[..t.len().min(room)]);
+            }
+        }
+        if line.len() > MAX_LOG_LINE_BYTES {
+            break;
+        }
+    }
+    if line.len() > MAX_LOG_LINE_BYTES {
+        line.truncate(MAX_LOG_LINE_BYTES);
+        let mut text = String::from_utf8_lossy(&line).into_owned();
+        text.push_str("...");
+        text
+    } else {
+        String::from_utf8_lossy(&line).into_owned()
+    }
+}
+
 /// Why a call was stopped.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Stop {
@@ -61,6 +142,8 @@ struct Budget {
     deadline: Cell<Instant>,
     exceeded: Cell<Option<Stop>>,
     limit: u64,
+    /// `log()` lines this call wrote or dropped.
+    logged: Cell<u32>,
 }
 
 impl Budget {
@@ -69,6 +152,7 @@ impl Budget {
         self.left.set(self.limit as i64);
         self.deadline.set(Instant::now() + TIME_LIMIT);
         self.exceeded.set(None);
+        self.logged.set(0);
     }
 
     fn message(&self) -> Option<String> {
@@ -124,6 +208,7 @@ impl Vm {
             deadline: Cell::new(Instant::now() + TIME_LIMIT),
             exceeded: Cell::new(None),
             limit: limits.instructions,
+            logged: Cell::new(0),
         });
         let setup = |e: mlua::Error| PolicyError::Setup(e.to_string());
 
@@ -151,10 +236,32 @@ impl Vm {
             .create_function(move |_, ()| Ok(flag_budget.message()))
             .map_err(setup)?;
         let chunk_for_log = chunk.to_string();
+        let log_budget = budget.clone();
         let log = lua
             .create_function(move |_, args: mlua::Variadic<Value>| {
-                let text: Vec<String> = args.iter().map(|v| v.to_string().unwrap_or_default()).collect();
-                tracing::info!(target: "pcrf::policy::script", policy = %chunk_for_log, "{}", text.join("\t"));
+                let n = log_budget.logged.get().saturating_add(1);
+                log_budget.logged.set(n);
+                if n > MAX_LOG_LINES_PER_CALL {
+                    LOG_DROPPED.fetch_add(1, Relaxed);
+                    if n == MAX_LOG_LINES_PER_CALL + 1 {
+                        tracing::warn!(target: "pcrf::policy::script", policy = %chunk_for_log,
+                            "policy log(): more than {MAX_LOG_LINES_PER_CALL} lines in one call, \
+                             the rest of this call's lines are dropped \
+                             (counted in pcrf_policy_log_dropped_total)");
+                    }
+                    return Ok(());
+                }
+                if let Err(first) = take_global_log_line() {
+                    LOG_DROPPED.fetch_add(1, Relaxed);
+                    if first {
+                        tracing::warn!(target: "pcrf::policy::script", policy = %chunk_for_log,
+                            "policy log(): more than {MAX_LOG_LINES_PER_SECOND} lines this second, \
+                             the rest of this second's lines are dropped \
+                             (counted in pcrf_policy_log_dropped_total)");
+                    }
+                    return Ok(());
+                }
+                tracing::info!(target: "pcrf::policy::script", policy = %chunk_for_log, "{}", log_line(&args));
                 Ok(())
             })
             .map_err(setup)?;
@@ -234,6 +341,25 @@ impl Vm {
     /// Any failure (Lua error, budget, memory, a return value that is not a
     /// Decision) is a `PolicyError::Runtime` with the Lua traceback.
     pub fn decide(&self, input: &PolicyInput) -> Result<Decision, PolicyError> {
+        // The input table is built with the memory limit off (see
+        // `call_table`): bound it here, so that an oversized profile is an
+        // error that names it rather than a script that fails for want of
+        // memory on its first allocation.
+        let attributes = &input.subscriber.attributes;
+        if !attributes.is_empty() {
+            let cost = input_table::attributes_cost(attributes);
+            let bound = self.input_bound();
+            if cost > bound {
+                return Err(PolicyError::Runtime {
+                    message: format!(
+                        "input too large: the subscriber's attributes would take about {cost} bytes \
+                         in Lua, more than the {bound} allowed (a quarter of the policy memory \
+                         limit); shrink the profile's attributes"
+                    ),
+                    line: None,
+                });
+            }
+        }
         self.call_table(
             &self.decide,
             "decide",
@@ -275,6 +401,17 @@ impl Vm {
             |lua| lua.to_value_with(input, serialize_options()),
             |_, _| None,
         )
+    }
+
+    /// Most bytes the input's subscriber attributes may take in Lua: a
+    /// quarter of the memory limit leaves the script the rest; without a
+    /// limit, that of the default one.
+    fn input_bound(&self) -> usize {
+        let memory = match self.memory_bytes {
+            0 => Limits::default().memory_bytes,
+            m => m,
+        };
+        memory / 4
     }
 
     /// A Lua error as a runtime error, with the script line it names.
@@ -648,6 +785,138 @@ mod tests {
         );
         let err = run_err("local s = string.rep('x', 64 * 1024 * 1024)");
         assert!(err.contains("memory"), "{err}");
+    }
+
+    /// A profile as large as provisioning accepts, in the shape that makes
+    /// the most Lua values per byte, is still decided by the script.
+    #[test]
+    fn largest_accepted_profile_is_decided() {
+        use crate::subscriber::{Subscriber, MAX_PROFILE_BYTES};
+        let mut s = Subscriber {
+            imsi: "001010123456789".into(),
+            ..Default::default()
+        };
+        let zeros = vec![serde_json::json!(0); MAX_PROFILE_BYTES / 2 - 64];
+        s.attributes.insert("list".into(), serde_json::json!(zeros));
+        s.validate().expect("within the profile limit");
+        let mut input = PolicyInput::default();
+        input.subscriber.attributes = s.attributes;
+        let src = "function decide(input)\n\
+                   return { rules = { tostring(#input.subscriber.attributes.list) } }\nend\n";
+        let d = vm(src).expect("loads").decide(&input).expect("decided");
+        assert_eq!(d.rules, vec![(MAX_PROFILE_BYTES / 2 - 64).to_string()]);
+    }
+
+    /// An attribute larger than the script's memory could hold is an
+    /// error naming the attributes, not an out-of-memory in the script.
+    #[test]
+    fn oversized_input_is_a_clear_error() {
+        let mut input = PolicyInput::default();
+        input
+            .subscriber
+            .attributes
+            .insert("blob".into(), serde_json::json!("x".repeat(16 << 20)));
+        let vm = vm(OK).expect("loads");
+        let started = Instant::now();
+        let err = vm.decide(&input).expect_err("too large").to_string();
+        eprintln!("oversized input refused in {:?}", started.elapsed());
+        assert!(
+            err.contains("input too large") && err.contains("attributes"),
+            "{err}"
+        );
+    }
+
+    /// Collects what a tracing subscriber writes.
+    #[derive(Clone, Default)]
+    struct Captured(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Captured {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            if let Ok(mut v) = self.0.lock() {
+                v.extend_from_slice(buf);
+            }
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for Captured {
+        type Writer = Captured;
+        fn make_writer(&'a self) -> Captured {
+            self.clone()
+        }
+    }
+
+    impl Captured {
+        fn text(&self) -> String {
+            self.0
+                .lock()
+                .map(|v| String::from_utf8_lossy(&v).into_owned())
+                .unwrap_or_default()
+        }
+    }
+
+    /// `log()` in an endless loop writes at most its per-call allowance of
+    /// short lines, says once that it dropped the rest, counts them, and the
+    /// loop still ends on the instruction budget; many such calls together
+    /// stay within the per-second allowance.
+    #[test]
+    fn log_flood_is_bounded() {
+        let cap = Captured::default();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(cap.clone())
+            .with_ansi(false)
+            .finish();
+        let src = "local big = string.rep('y', 100000)\n\
+                   function decide(input)\n\
+                   local i = 0 while true do i = i + 1 log('line', i, big) end\nend\n";
+        let vm_of = |src: &str| vm(src).expect("loads");
+        let vm = vm_of(src);
+        let dropped = log_dropped();
+        tracing::subscriber::with_default(subscriber, || {
+            let started = Instant::now();
+            let err = vm.decide(&PolicyInput::default()).expect_err("stopped");
+            assert!(err.to_string().contains("instruction budget"), "{err}");
+            let took = started.elapsed();
+            let text = cap.text();
+            let lines: Vec<&str> = text.lines().filter(|l| l.contains(": line\t")).collect();
+            eprintln!(
+                "log flood: {} lines, {} bytes written in {took:?}",
+                lines.len(),
+                text.len()
+            );
+            assert!(took < TIME_LIMIT, "{took:?}");
+            assert!(
+                !lines.is_empty() && lines.len() <= MAX_LOG_LINES_PER_CALL as usize,
+                "{} lines",
+                lines.len()
+            );
+            assert!(lines.iter().all(|l| l.len() < MAX_LOG_LINE_BYTES + 256));
+            assert!(lines[0].contains("yyy... "), "{}", lines[0]);
+            assert_eq!(text.matches("lines in one call").count(), 1, "{text}");
+            assert!(log_dropped() - dropped > 1000);
+
+            // Calls that each log just over their allowance, quickly.
+            let burst = vm_of(
+                "function decide(input) for i = 1, 150 do log('line', i) end return {} end\n",
+            );
+            for _ in 0..30 {
+                burst.decide(&PolicyInput::default()).expect("decides");
+            }
+            let written = cap
+                .text()
+                .lines()
+                .filter(|l| l.contains(": line\t"))
+                .count();
+            // 30 calls could write 3000 lines; at most two one-second
+            // windows' allowance can fall inside their span.
+            assert!(
+                written <= 2 * MAX_LOG_LINES_PER_SECOND as usize + MAX_LOG_LINES_PER_CALL as usize,
+                "{written} lines"
+            );
+        });
     }
 
     #[test]

@@ -28,6 +28,8 @@ pub struct StatsSnapshot {
     pub reload_failures: u64,
     /// Version of the script serving now.
     pub script_version: u64,
+    /// `log()` lines dropped by the per-call and per-second limits.
+    pub log_dropped: u64,
 }
 
 impl PolicyStats {
@@ -43,6 +45,7 @@ impl PolicyStats {
             reloads: self.reloads.load(Relaxed),
             reload_failures: self.reload_failures.load(Relaxed),
             script_version,
+            log_dropped: super::sandbox::log_dropped(),
         }
     }
 }

@@ -5,6 +5,13 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// Most bytes one profile may take as compact JSON. The same bound holds
+/// whichever way a profile comes in (`PUT`, `POST /v1/subscribers/batch`,
+/// `pcrf subscribers import`): every profile is kept in memory, written to
+/// the store and turned into the policy's input table on every decision, so
+/// one oversized profile would cost memory and time on each of its requests.
+pub const MAX_PROFILE_BYTES: usize = 64 * 1024;
+
 /// One subscriber's profile.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -41,6 +48,34 @@ pub enum SubscriberError {
     BadMsisdn(String),
     #[error("billing_day must be 1 to 28, got {0}")]
     BadBillingDay(u8),
+    #[error(
+        "profile is {size} bytes as JSON, more than the {max} allowed; the largest field is {field} ({field_size} bytes)",
+        max = MAX_PROFILE_BYTES
+    )]
+    TooLarge {
+        size: usize,
+        /// The biggest part, e.g. `attribute "blob"`.
+        field: String,
+        field_size: usize,
+    },
+}
+
+/// Bytes `v` takes as compact JSON.
+fn json_len<T: Serialize + ?Sized>(v: &T) -> usize {
+    struct Count(usize);
+    impl std::io::Write for Count {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0 += buf.len();
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+    let mut c = Count(0);
+    // Serializing maps with string keys and JSON values cannot fail.
+    let _ = serde_json::to_writer(&mut c, v);
+    c.0
 }
 
 fn digits(s: &str) -> bool {
@@ -63,6 +98,25 @@ impl Subscriber {
                 return Err(SubscriberError::BadBillingDay(d));
             }
         }
+        let size = json_len(self);
+        if size > MAX_PROFILE_BYTES {
+            let mut parts: Vec<(String, usize)> = self
+                .attributes
+                .iter()
+                .map(|(k, v)| (format!("attribute {k:?}"), json_len(k) + json_len(v)))
+                .collect();
+            parts.push(("services".into(), json_len(&self.services)));
+            parts.push(("quotas".into(), json_len(&self.quotas)));
+            let (field, field_size) = parts
+                .into_iter()
+                .max_by_key(|(_, n)| *n)
+                .unwrap_or_default();
+            return Err(SubscriberError::TooLarge {
+                size,
+                field,
+                field_size,
+            });
+        }
         Ok(())
     }
 }
@@ -82,6 +136,24 @@ mod tests {
         assert!(matches!(s.validate(), Err(SubscriberError::BadMsisdn(_))));
         s.imsi = "12ab".into();
         assert!(matches!(s.validate(), Err(SubscriberError::BadImsi(_))));
+    }
+
+    #[test]
+    fn oversized_profile_is_refused_naming_the_field() {
+        let mut s = Subscriber {
+            imsi: "001010123456789".into(),
+            ..Default::default()
+        };
+        s.attributes
+            .insert("note".into(), serde_json::json!("x".repeat(60 * 1024)));
+        assert_eq!(s.validate(), Ok(()));
+        s.attributes
+            .insert("blob".into(), serde_json::json!("y".repeat(100 * 1024)));
+        let e = s.validate().expect_err("too large").to_string();
+        assert!(
+            e.contains("attribute \"blob\"") && e.contains("65536"),
+            "{e}"
+        );
     }
 
     #[test]
