@@ -75,6 +75,8 @@ pub struct NodeCounters {
     pub retransmissions: AtomicU64,
     pub store_failures: AtomicU64,
     pub writes_skipped: AtomicU64,
+    /// Answers refused for exceeding `[diameter].max_message_bytes`.
+    pub answers_too_large: AtomicU64,
 }
 
 /// The parts of the configuration that change without a restart.
@@ -642,8 +644,9 @@ impl MetricsSource for Node {
             self.admission.in_flight(),
         );
         let u = &self.usage_counters;
-        let counters: [(&str, &str, &AtomicU64); 11] = [
-            ("pcrf_policy_fallbacks_total", "Decisions that fell back to [policy].fallback because the script failed.", &c.policy_fallbacks),
+        let counters: [(&str, &str, &AtomicU64); 12] = [
+            ("pcrf_policy_fallbacks_total", "Decisions that fell back to [policy].fallback because the script failed or returned a value out of range.", &c.policy_fallbacks),
+            ("pcrf_answers_too_large_total", "Answers over [diameter].max_message_bytes, replaced by DIAMETER_UNABLE_TO_COMPLY (5012).", &c.answers_too_large),
             ("pcrf_unknown_rule_names_total", "Rule or base names a decision named that the [rules] catalog does not list (dropped).", &c.unknown_rule_names),
             ("pcrf_rule_failures_reported_total", "Rules the PCEFs reported as failed (Charging-Rule-Report).", &c.rule_failures_reported),
             ("pcrf_retransmissions_total", "Retransmitted CCRs answered again without being applied twice.", &c.retransmissions),

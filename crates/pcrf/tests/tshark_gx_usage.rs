@@ -120,7 +120,8 @@ fn tshark_reads_our_usage_monitoring_grants_and_report_requests() {
         &extras,
         Some(&diff),
         None,
-    );
+    )
+    .expect("fits");
     let cca_u = out.freeze();
     let rar_all = rar(
         &me,

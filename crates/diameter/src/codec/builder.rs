@@ -295,14 +295,55 @@ impl<'b> MessageBuilder<'b> {
         self
     }
 
-    /// Back-fills the message length; returns it.
-    pub fn finish(self) -> usize {
+    /// Back-fills the message length; returns it. A message longer than
+    /// the 24-bit Message-Length can say is refused: it is removed from the
+    /// buffer (whatever was there before it stays) and never sent with a
+    /// cut length. Any AVP over 24 bits lies inside such a message, so this
+    /// one comparison per message also refuses every oversized AVP (and
+    /// Grouped AVP) without a check per AVP on the normal path.
+    pub fn try_finish(self) -> Result<usize, TooLong> {
         let len = self.buf.len() - self.start;
+        if len > MAX_MESSAGE_LEN {
+            self.buf.truncate(self.start);
+            return Err(TooLong { len });
+        }
         let l = (len as u32).to_be_bytes();
         self.buf[self.start + 1..self.start + 4].copy_from_slice(&l[1..]);
-        len
+        Ok(len)
+    }
+
+    /// [`try_finish`](Self::try_finish) for messages bounded by
+    /// construction (base protocol, fixed answers): an oversized one is
+    /// removed from the buffer and 0 returned. Messages that carry content
+    /// from outside (policy decisions, copied AVPs) use `try_finish` and
+    /// answer the refusal.
+    pub fn finish(self) -> usize {
+        self.try_finish().unwrap_or(0)
     }
 }
+
+/// The largest Message-Length (and AVP Length) the 24-bit field holds.
+pub const MAX_MESSAGE_LEN: usize = (1 << 24) - 1;
+
+/// A message longer than [`MAX_MESSAGE_LEN`]: refused by
+/// [`MessageBuilder::try_finish`], which removed it from the buffer.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TooLong {
+    /// The length the message would have had.
+    pub len: usize,
+}
+
+impl std::fmt::Display for TooLong {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "message of {} bytes exceeds the 24-bit Diameter length ({MAX_MESSAGE_LEN})",
+            self.len
+        )
+    }
+}
+
+impl std::error::Error for TooLong {}
 
 const _: () = assert!(HEADER_LEN == 20);
 
@@ -362,6 +403,50 @@ mod tests {
         );
         let m = Message::parse(buf.freeze()).expect("valid");
         assert_eq!(m.len(), HEADER_LEN + 52);
+    }
+
+    #[test]
+    fn a_message_over_24_bits_is_refused_not_cut() {
+        let mut buf = BytesMut::new();
+        buf.extend_from_slice(b"earlier answer..");
+        let mut b = MessageBuilder::request(&mut buf, 272, 16_777_238, 1, 2);
+        // One AVP longer than its 24-bit Length field.
+        let big = vec![7u8; MAX_MESSAGE_LEN];
+        b.bytes(AvpCode::new(1005, 10415, true), &big);
+        let err = b.try_finish().expect_err("over 24 bits");
+        assert!(err.len > MAX_MESSAGE_LEN, "{err}");
+        assert!(err.to_string().contains("24-bit"), "{err}");
+        // Nothing of it is left to be sent; what was there before stays.
+        assert_eq!(&buf[..], b"earlier answer..");
+
+        // Many AVPs each under the limit, inside a Grouped one, adding up
+        // to more than 24 bits: refused the same way.
+        let mut buf = BytesMut::new();
+        let mut b = MessageBuilder::request(&mut buf, 272, 16_777_238, 1, 2);
+        let chunk = vec![1u8; 1 << 20];
+        b.group(avp::PROXY_INFO, |g| {
+            for _ in 0..17 {
+                g.bytes(avp::PROXY_STATE, &chunk);
+            }
+        });
+        assert!(b.try_finish().is_err());
+        assert!(buf.is_empty());
+        // `finish` refuses too: nothing written, 0 returned.
+        let mut b = MessageBuilder::request(&mut buf, 272, 16_777_238, 1, 2);
+        for _ in 0..17 {
+            b.bytes(avp::PROXY_STATE, &chunk);
+        }
+        assert_eq!(b.finish(), 0);
+        assert!(buf.is_empty());
+
+        // Exactly at the limit is fine and parses back.
+        let mut b = MessageBuilder::request(&mut buf, 272, 16_777_238, 1, 2);
+        let fill = MAX_MESSAGE_LEN - HEADER_LEN - 8;
+        b.bytes(AvpCode::new(1005, 0, false), &vec![0u8; fill & !3]);
+        let n = b.try_finish().expect("fits");
+        assert!(n <= MAX_MESSAGE_LEN);
+        let m = Message::parse(buf.freeze()).expect("valid");
+        assert_eq!(m.len(), n);
     }
 
     #[test]

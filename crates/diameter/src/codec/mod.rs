@@ -16,7 +16,7 @@ mod missing;
 mod value;
 
 pub use avp::{Avp, AvpCode, AvpIter, AVP_FLAG_M, AVP_FLAG_P, AVP_FLAG_V};
-pub use builder::{GroupMark, MessageBuilder};
+pub use builder::{GroupMark, MessageBuilder, TooLong, MAX_MESSAGE_LEN};
 pub use error::DiameterError;
 pub use frame::{frame_len, FrameError};
 pub use header::{Header, FLAG_E, FLAG_P, FLAG_R, FLAG_T, HEADER_LEN, RESERVED_FLAGS, VERSION};

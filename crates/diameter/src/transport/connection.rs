@@ -505,11 +505,31 @@ impl<H: Handler> Conn<H> {
         let local = self.node.local.clone();
         let out = self.link.out.clone();
         let peer = self.handle.clone();
+        let max_len = self.node.settings.max_message_len as usize;
         tokio::spawn(async move {
             let req = msg.clone();
             // Boxed: a handler's future can be kilobytes (the PCRF's is
             // ~10 KB), which spawning would otherwise copy more than once.
             let ans = match Box::pin(handler.handle(req, peer.clone())).await {
+                // The peer enforces the same maximum and would close the
+                // connection on a longer answer: refuse it here instead.
+                Ok(b) if b.len() > max_len => {
+                    PeerCounters::add(&peer.inner.counters.error_answers_out, 1);
+                    tracing::error!(
+                        command = msg.command_code(),
+                        bytes = b.len(),
+                        max = max_len,
+                        "answer larger than the maximum message size; answering DIAMETER_UNABLE_TO_COMPLY"
+                    );
+                    let e = DiameterError::new(
+                        result_code::DIAMETER_UNABLE_TO_COMPLY,
+                        format!(
+                            "the answer ({} bytes) exceeds the maximum message size ({max_len} bytes)",
+                            b.len()
+                        ),
+                    );
+                    error_answer::for_message(&msg, &local, &e)
+                }
                 Ok(b) => b,
                 Err(e) => {
                     PeerCounters::add(&peer.inner.counters.error_answers_out, 1);

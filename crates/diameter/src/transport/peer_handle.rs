@@ -7,7 +7,7 @@
 
 use super::counters::PeerCounters;
 use super::request_error::RequestError;
-use crate::codec::{Message, MessageBuilder};
+use crate::codec::{Message, MessageBuilder, TooLong};
 use crate::peer::{
     DisconnectCause, LocalNode, NegotiatedApps, PeerCapabilities, PeerSettings, PeerState,
     WatchdogState,
@@ -254,7 +254,13 @@ impl PeerHandle {
         let mut buf = BytesMut::with_capacity(512);
         let mut b = MessageBuilder::request(&mut buf, cmd, app_id, hbh, e2e);
         build(&mut b);
-        b.finish();
+        // The peer enforces the same maximum: a longer request would only
+        // close the connection (or, over 24 bits, desynchronise it).
+        let max = self.inner.settings.max_message_len as usize;
+        match b.try_finish() {
+            Ok(len) if len <= max => {}
+            Ok(len) | Err(TooLong { len }) => return Err(RequestError::TooLarge { len, max }),
+        }
         let (tx, rx) = oneshot::channel();
         link.pending().insert(hbh, tx);
         // Removes the waiter however this ends: answer, timeout, or the

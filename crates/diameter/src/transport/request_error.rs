@@ -18,4 +18,8 @@ pub enum RequestError {
     /// The connection closed before the answer arrived.
     #[error("connection closed before the answer")]
     Disconnected,
+    /// The request was longer than the maximum message size (the
+    /// configured one, or the 24-bit Diameter length): not sent.
+    #[error("request of {len} bytes exceeds the maximum message size ({max} bytes); not sent")]
+    TooLarge { len: usize, max: usize },
 }

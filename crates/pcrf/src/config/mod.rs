@@ -503,6 +503,11 @@ impl Config {
                 "must be between 4096 and 8388608 (8 MiB)".into(),
             );
         }
+        // The fallback answers when the script's decision is unusable: it
+        // must itself be one the encoders can send.
+        if let Err(e) = self.policy.fallback.check() {
+            bad("[policy.fallback]", e.to_string());
+        }
         if self.diameter.max_in_flight == 0 {
             bad("[diameter].max_in_flight", "must be at least 1".into());
         }

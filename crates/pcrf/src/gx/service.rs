@@ -470,7 +470,7 @@ impl Gx {
     ) -> Answered {
         let mut buf = BytesMut::with_capacity(512);
         let empty = CcaExtras::default();
-        gx::encode_cca(
+        let encoded = gx::encode_cca(
             &mut buf,
             req,
             &self.node.me,
@@ -480,11 +480,34 @@ impl Gx {
             diff,
             Some(&self.node.overload),
         );
+        // An answer larger than the configured maximum (which the PCEF
+        // enforces too) or than the 24-bit length would desynchronise or
+        // drop the connection: answer 5012 instead, on the same connection.
+        let max = self.node.live.load().cfg.diameter.max_message_bytes as usize;
+        let len = match encoded {
+            Ok(len) if len <= max => {
+                return Answered {
+                    bytes: buf.freeze(),
+                    code: match outcome {
+                        Outcome::Result(rc) | Outcome::Experimental(rc) => rc,
+                    },
+                }
+            }
+            Ok(len) => len,
+            Err(e) => e.len,
+        };
+        self.node.counters.answers_too_large.fetch_add(1, Relaxed);
+        tracing::error!(
+            session = c.session_id,
+            bytes = len,
+            max,
+            "CCA larger than [diameter].max_message_bytes; answering DIAMETER_UNABLE_TO_COMPLY"
+        );
+        buf.clear();
+        gx::encode_cca_too_large(&mut buf, req, &self.node.me, c, len, max);
         Answered {
             bytes: buf.freeze(),
-            code: match outcome {
-                Outcome::Result(rc) | Outcome::Experimental(rc) => rc,
-            },
+            code: result_code::DIAMETER_UNABLE_TO_COMPLY,
         }
     }
 
@@ -654,8 +677,10 @@ impl Gx {
 /// for an instant more than a minute away from the one the PCEF has.
 fn settle_revalidation(diff: &mut RuleDiff<'_>, at_ms: &mut Option<i64>, now: i64) {
     if let Some(secs) = diff.revalidation_secs {
-        let at = now + (secs as i64) * 1000;
-        if at_ms.is_some_and(|old| (old - at).abs() < 60_000) {
+        // Saturating: `Decision::check` bounds `secs`, and an instant far
+        // out must still never overflow here.
+        let at = now.saturating_add(i64::try_from(secs).unwrap_or(i64::MAX).saturating_mul(1000));
+        if at_ms.is_some_and(|old| old.abs_diff(at) < 60_000) {
             diff.revalidation_secs = None;
         } else {
             *at_ms = Some(at);

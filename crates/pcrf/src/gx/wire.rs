@@ -11,9 +11,10 @@ use crate::session::RuleDiff;
 use crate::session_message::{self, Identity, Outcome, TGPP};
 use crate::usage::{MonitoringLevel, ServiceUnits};
 use bytes::BytesMut;
-use diameter::codec::{missing_avp, Avp, DiameterError, Message, MessageBuilder};
+use diameter::codec::{missing_avp, Avp, DiameterError, Message, MessageBuilder, TooLong};
 use diameter::dict::{app, avp, cmd, enums};
 use diameter::doic::OverloadReporter;
+use diameter::result_code;
 use std::borrow::Cow;
 use std::net::{IpAddr, Ipv4Addr};
 use std::time::{Duration, SystemTime};
@@ -611,7 +612,7 @@ pub fn encode_cca(
     extras: &CcaExtras,
     diff: Option<&RuleDiff<'_>>,
     overload: Option<&OverloadReporter>,
-) -> usize {
+) -> Result<usize, TooLong> {
     let mut b = MessageBuilder::answer(out, req);
     b.u32(avp::AUTH_APPLICATION_ID, GX)
         .origin(&me.origin_host, &me.origin_realm);
@@ -641,6 +642,33 @@ pub fn encode_cca(
     if let Some(r) = overload {
         r.append_to_answer(req, &mut b);
     }
+    b.try_finish()
+}
+
+/// The CCA sent instead of one too long to send (`len` bytes, over the
+/// 24-bit Diameter length or the configured `max`): 5012
+/// DIAMETER_UNABLE_TO_COMPLY with an Error-Message saying why, and the
+/// AVPs a CCA needs to be matched (Session-Id, CC-Request-Type/Number).
+pub fn encode_cca_too_large(
+    out: &mut BytesMut,
+    req: &Message,
+    me: &Identity,
+    ccr: &Ccr<'_>,
+    len: usize,
+    max: usize,
+) -> usize {
+    let mut b = MessageBuilder::answer(out, req);
+    b.u32(avp::AUTH_APPLICATION_ID, GX)
+        .origin(&me.origin_host, &me.origin_realm)
+        .result_code(result_code::DIAMETER_UNABLE_TO_COMPLY);
+    if let Some(t) = ccr.request_type {
+        b.i32(avp::CC_REQUEST_TYPE, t.to_enum());
+    }
+    b.u32(avp::CC_REQUEST_NUMBER, ccr.request_number).str(
+        avp::ERROR_MESSAGE,
+        &format!("the answer ({len} bytes) exceeds the maximum message size ({max} bytes)"),
+    );
+    b.proxy_info_from(req);
     b.finish()
 }
 
@@ -686,11 +714,13 @@ fn encode_diff(b: &mut MessageBuilder<'_>, d: &RuleDiff<'_>) {
                 .u32(avp::APN_AGGREGATE_MAX_BITRATE_DL, ambr.dl);
         });
     }
-    if let Some(secs) = d.revalidation_secs {
-        b.time(
-            avp::REVALIDATION_TIME,
-            SystemTime::now() + Duration::from_secs(secs),
-        );
+    // `Decision::check` bounds `secs`; an instant the clock cannot
+    // represent is left out rather than computed with a panic.
+    if let Some(at) = d
+        .revalidation_secs
+        .and_then(|secs| SystemTime::now().checked_add(Duration::from_secs(secs)))
+    {
+        b.time(avp::REVALIDATION_TIME, at);
     }
     if let Some(q) = d.default_bearer_qos {
         b.group(avp::DEFAULT_EPS_BEARER_QOS, |g| {
@@ -840,7 +870,6 @@ pub fn ue_ip(c: &Ccr<'_>) -> Option<IpAddr> {
 mod tests {
     use super::*;
     use crate::policy::decision::{Ambr, BearerQos, Decision};
-    use diameter::result_code;
 
     fn ccr_i() -> Message {
         let mut buf = BytesMut::new();
@@ -993,7 +1022,8 @@ mod tests {
             &CcaExtras::default(),
             Some(&diff),
             None,
-        );
+        )
+        .expect("fits");
         let cca = Message::parse(out.freeze()).expect("valid CCA");
         assert_eq!(cca.validate().map(|n| n > 10), Ok(true));
         let [inst, rem, qos, dbq, rc] = cca
@@ -1347,7 +1377,8 @@ mod tests {
             &extras,
             Some(&diff),
             None,
-        );
+        )
+        .expect("fits");
         let cca = Message::parse(out.freeze()).expect("valid CCA");
         cca.validate().expect("CCA passes validation");
         assert_eq!(decode_usage_instructions(&cca), Ok(instructions()));
@@ -1399,7 +1430,8 @@ mod tests {
             &extras,
             None,
             None,
-        );
+        )
+        .expect("fits");
         let cca_t = Message::parse(out.freeze()).expect("valid CCA-T");
         cca_t.validate().expect("CCA-T passes validation");
         assert_eq!(
@@ -1548,5 +1580,155 @@ mod tests {
         let c = decode_ccr(&t).expect("decodes");
         assert_eq!(c.usage_reports.len(), 1);
         assert_eq!(c.usage_reports[0].used, units(5, 6));
+    }
+
+    /// Random policy results, extreme integers, huge strings and many rules
+    /// included, through the decision check and the CCA encoder: nothing
+    /// panics, and each CCA either parses back and validates or is refused
+    /// (removed from the buffer, the refusal's length over 24 bits). The
+    /// seed is fixed so a failure reproduces.
+    #[test]
+    fn random_decisions_encode_or_are_refused_never_panic() {
+        use crate::policy::decision::{
+            AdcRule, Arp, RuleDefinition, RuleQos, MAX_NAME_BYTES, MAX_REVALIDATION_SECS,
+        };
+        use diameter::codec::MAX_MESSAGE_LEN;
+        use rand::{rngs::StdRng, Rng, SeedableRng};
+
+        fn int(rng: &mut StdRng) -> u32 {
+            match rng.random_range(0..6) {
+                0 => 0,
+                1 => u32::MAX,
+                2 => i32::MAX as u32 + rng.random_range(0..2),
+                3 => rng.random_range(0..20),
+                4 => rng.random_range(250..260),
+                _ => rng.random(),
+            }
+        }
+        fn text(rng: &mut StdRng, huge: bool) -> String {
+            let len = match rng.random_range(0..5) {
+                0 => 0,
+                1 => MAX_NAME_BYTES + rng.random_range(0..2),
+                2 if huge => (1 << 24) + rng.random_range(0..64),
+                _ => rng.random_range(1..40),
+            };
+            "é".repeat(len / 2) + &"x".repeat(len % 2)
+        }
+        fn list(rng: &mut StdRng, huge: bool) -> Vec<String> {
+            let n = if rng.random_bool(0.05) {
+                rng.random_range(1000..1100)
+            } else {
+                rng.random_range(0..4)
+            };
+            (0..n).map(|_| text(rng, huge && n < 4)).collect()
+        }
+        fn arp(rng: &mut StdRng) -> Arp {
+            Arp {
+                priority: int(rng),
+                may_preempt: rng.random(),
+                preemptable: rng.random(),
+            }
+        }
+        fn decision(rng: &mut StdRng, huge: bool) -> Decision {
+            let opt = |rng: &mut StdRng| rng.random_bool(0.5).then(|| int(rng));
+            let defs = (0..rng.random_range(0..4))
+                .map(|_| RuleDefinition {
+                    name: text(rng, false),
+                    flows: list(rng, huge),
+                    flow_status: opt(rng),
+                    qos: rng.random_bool(0.5).then(|| RuleQos {
+                        qci: int(rng),
+                        arp: rng.random_bool(0.5).then(|| arp(rng)),
+                        mbr_ul: opt(rng),
+                        mbr_dl: opt(rng),
+                        gbr_ul: opt(rng),
+                        gbr_dl: opt(rng),
+                    }),
+                    precedence: opt(rng),
+                    rating_group: opt(rng),
+                    service_identifier: opt(rng),
+                    online: rng.random_bool(0.5).then(|| rng.random()),
+                    offline: rng.random_bool(0.5).then(|| rng.random()),
+                    monitoring_key: rng.random_bool(0.5).then(|| text(rng, false)),
+                })
+                .collect();
+            Decision {
+                rules: list(rng, huge),
+                base_names: list(rng, false),
+                definitions: defs,
+                apn_ambr: rng.random_bool(0.5).then(|| Ambr {
+                    ul: int(rng),
+                    dl: int(rng),
+                }),
+                default_bearer_qos: rng.random_bool(0.5).then(|| BearerQos {
+                    qci: int(rng),
+                    arp: arp(rng),
+                }),
+                event_triggers: (0..rng.random_range(0..4)).map(|_| int(rng)).collect(),
+                revalidation_secs: rng.random_bool(0.5).then(|| match rng.random_range(0..4) {
+                    0 => u64::MAX,
+                    1 => i64::MAX as u64,
+                    2 => MAX_REVALIDATION_SECS + rng.random_range(0..2),
+                    _ => rng.random_range(0..100_000),
+                }),
+                reject: None,
+                monitoring: list(rng, false),
+                adc: (0..rng.random_range(0..3))
+                    .map(|_| AdcRule {
+                        name: Some(text(rng, false)),
+                        base: None,
+                        application: None,
+                        monitoring_key: None,
+                    })
+                    .collect(),
+                spending_counters: list(rng, false),
+            }
+        }
+
+        let req = ccr_i();
+        let c = decode_ccr(&req).expect("decodes");
+        let me = Identity {
+            origin_host: "pcrf.example".into(),
+            origin_realm: "example".into(),
+        };
+        let mut rng = StdRng::seed_from_u64(0x5eed_0f9c);
+        let nothing = Decision::default();
+        let (mut sent, mut refused, mut unchecked) = (0, 0, 0);
+        for round in 0..400 {
+            let d = decision(&mut rng, round % 40 == 0);
+            if d.check().is_err() {
+                unchecked += 1;
+            }
+            // Encoded whether or not the check passes: the encoder must
+            // not panic on any value either.
+            let diff = RuleDiff::between(&nothing, &d);
+            let mut out = BytesMut::from(&b"queued"[..]);
+            match encode_cca(
+                &mut out,
+                &req,
+                &me,
+                &c,
+                Outcome::Result(2001),
+                &CcaExtras::default(),
+                Some(&diff),
+                None,
+            ) {
+                Ok(len) => {
+                    sent += 1;
+                    let m = Message::parse(out.split_off(6).freeze()).expect("parses back");
+                    assert_eq!(m.len(), len);
+                    m.validate().expect("a well-formed CCA");
+                }
+                Err(e) => {
+                    refused += 1;
+                    assert!(e.len > MAX_MESSAGE_LEN, "{e}");
+                    assert_eq!(&out[..], b"queued", "refused CCA left in the buffer");
+                }
+            }
+        }
+        assert!(
+            sent > 0 && refused > 0 && unchecked > 0,
+            "{sent} {refused} {unchecked}"
+        );
     }
 }

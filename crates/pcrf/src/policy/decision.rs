@@ -176,3 +176,320 @@ pub struct Decision {
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub spending_counters: Vec<String>,
 }
+
+/// The largest Revalidation-Time offset a decision may ask for: one year.
+/// Revalidation-Time is an NTP instant (32-bit seconds), and "now + secs"
+/// must stay a representable instant on every path that computes it.
+pub const MAX_REVALIDATION_SECS: u64 = 366 * 24 * 3600;
+/// Longest name a decision may carry (rule, rule base, ADC rule, Monitoring-Key,
+/// Sy counter): names travel in many messages and key maps, so they stay short.
+pub const MAX_NAME_BYTES: usize = 255;
+/// Longest Flow-Description (IPFilterRule) or reject reason.
+pub const MAX_TEXT_BYTES: usize = 4096;
+/// Most entries in any one list of a decision (rules, base names, definitions,
+/// event triggers, Monitoring-Keys, ADC rules, Sy counters).
+pub const MAX_LIST_LEN: usize = 1024;
+/// Most Flow-Descriptions in one rule definition.
+pub const MAX_FLOWS: usize = 256;
+
+/// Why a decision cannot be encoded: the field (a path such as
+/// `definitions[3].qos.arp.priority`) and the value it holds.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OutOfRange {
+    pub field: String,
+    pub value: String,
+    pub allowed: &'static str,
+}
+
+impl std::fmt::Display for OutOfRange {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "decision field {} = {} is out of range ({})",
+            self.field, self.value, self.allowed
+        )
+    }
+}
+
+fn bad(field: impl Into<String>, value: impl ToString, allowed: &'static str) -> OutOfRange {
+    OutOfRange {
+        field: field.into(),
+        value: value.to_string(),
+        allowed,
+    }
+}
+
+fn in_range(
+    field: impl FnOnce() -> String,
+    v: u64,
+    lo: u64,
+    hi: u64,
+    allowed: &'static str,
+) -> Result<(), OutOfRange> {
+    if (lo..=hi).contains(&v) {
+        Ok(())
+    } else {
+        Err(bad(field(), v, allowed))
+    }
+}
+
+/// A string's length (the value logged is the length, not the text).
+fn text(
+    field: impl FnOnce() -> String,
+    s: &str,
+    max: usize,
+    empty_ok: bool,
+) -> Result<(), OutOfRange> {
+    if s.len() > max || (!empty_ok && s.is_empty()) {
+        let allowed = match (max, empty_ok) {
+            (MAX_NAME_BYTES, false) => "1..=255 bytes",
+            (MAX_TEXT_BYTES, true) => "at most 4096 bytes",
+            _ => "a bounded length",
+        };
+        return Err(bad(
+            field(),
+            format!("a string of {} bytes", s.len()),
+            allowed,
+        ));
+    }
+    Ok(())
+}
+
+fn list_len<T>(field: &str, l: &[T], max: usize) -> Result<(), OutOfRange> {
+    if l.len() > max {
+        let allowed = if max == MAX_FLOWS {
+            "at most 256 entries"
+        } else {
+            "at most 1024 entries"
+        };
+        return Err(bad(format!("{field} (count)"), l.len(), allowed));
+    }
+    Ok(())
+}
+
+fn names(field: &str, l: &[String]) -> Result<(), OutOfRange> {
+    list_len(field, l, MAX_LIST_LEN)?;
+    for (i, n) in l.iter().enumerate() {
+        text(|| format!("{field}[{i}]"), n, MAX_NAME_BYTES, false)?;
+    }
+    Ok(())
+}
+
+fn check_arp(field: &str, a: &Arp) -> Result<(), OutOfRange> {
+    in_range(
+        || format!("{field}.priority"),
+        a.priority.into(),
+        1,
+        15,
+        "1..=15",
+    )
+}
+
+fn check_qci(field: impl FnOnce() -> String, qci: u32) -> Result<(), OutOfRange> {
+    in_range(field, qci.into(), 1, 255, "1..=255")
+}
+
+impl RuleDefinition {
+    fn check(&self, at: &str) -> Result<(), OutOfRange> {
+        text(|| format!("{at}.name"), &self.name, MAX_NAME_BYTES, false)?;
+        list_len(&format!("{at}.flows"), &self.flows, MAX_FLOWS)?;
+        for (i, f) in self.flows.iter().enumerate() {
+            text(|| format!("{at}.flows[{i}]"), f, MAX_TEXT_BYTES, true)?;
+        }
+        if let Some(v) = self.flow_status {
+            // ENABLED-UPLINK (0) ..= REMOVED (4), TS 29.212 §5.3.11.
+            in_range(|| format!("{at}.flow_status"), v.into(), 0, 4, "0..=4")?;
+        }
+        if let Some(q) = &self.qos {
+            check_qci(|| format!("{at}.qos.qci"), q.qci)?;
+            if let Some(a) = &q.arp {
+                check_arp(&format!("{at}.qos.arp"), a)?;
+            }
+        }
+        if let Some(k) = &self.monitoring_key {
+            text(|| format!("{at}.monitoring_key"), k, MAX_NAME_BYTES, false)?;
+        }
+        Ok(())
+    }
+}
+
+impl Decision {
+    /// Checks that every field fits the AVP it is sent in and the limits
+    /// above, so the encoders never see a value they cannot write. Bit
+    /// rates, precedence, rating groups and service identifiers are
+    /// Unsigned32 AVPs: their `u32` type is their range. A decision that
+    /// fails is a policy error (the fallback decision applies).
+    pub fn check(&self) -> Result<(), OutOfRange> {
+        names("rules", &self.rules)?;
+        names("base_names", &self.base_names)?;
+        list_len("definitions", &self.definitions, MAX_LIST_LEN)?;
+        for (i, r) in self.definitions.iter().enumerate() {
+            r.check(&format!("definitions[{i}]"))?;
+        }
+        if let Some(q) = &self.default_bearer_qos {
+            check_qci(|| "default_bearer_qos.qci".into(), q.qci)?;
+            check_arp("default_bearer_qos.arp", &q.arp)?;
+        }
+        list_len("event_triggers", &self.event_triggers, MAX_LIST_LEN)?;
+        for (i, t) in self.event_triggers.iter().enumerate() {
+            // Event-Trigger is Enumerated (Integer32).
+            in_range(
+                || format!("event_triggers[{i}]"),
+                (*t).into(),
+                0,
+                i32::MAX as u64,
+                "0..=2147483647",
+            )?;
+        }
+        if let Some(s) = self.revalidation_secs {
+            in_range(
+                || "revalidation_secs".into(),
+                s,
+                0,
+                MAX_REVALIDATION_SECS,
+                "0..=31622400 (one year)",
+            )?;
+        }
+        if let Some(r) = &self.reject {
+            if let Some(reason) = &r.reason {
+                text(|| "reject.reason".into(), reason, MAX_TEXT_BYTES, true)?;
+            }
+        }
+        names("monitoring", &self.monitoring)?;
+        list_len("adc", &self.adc, MAX_LIST_LEN)?;
+        for (i, a) in self.adc.iter().enumerate() {
+            for (what, v, max) in [
+                ("name", &a.name, MAX_NAME_BYTES),
+                ("base", &a.base, MAX_NAME_BYTES),
+                ("application", &a.application, MAX_NAME_BYTES),
+                ("monitoring_key", &a.monitoring_key, MAX_NAME_BYTES),
+            ] {
+                if let Some(v) = v {
+                    text(|| format!("adc[{i}].{what}"), v, max, true)?;
+                }
+            }
+        }
+        names("spending_counters", &self.spending_counters)?;
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn field_of(d: &Decision) -> String {
+        d.check().expect_err("out of range").field
+    }
+
+    #[test]
+    fn every_bounded_field_is_checked() {
+        assert_eq!(Decision::default().check(), Ok(()));
+        let d = Decision {
+            revalidation_secs: Some(i64::MAX as u64),
+            ..Default::default()
+        };
+        let e = d.check().expect_err("too far");
+        assert_eq!(e.field, "revalidation_secs");
+        assert_eq!(e.value, i64::MAX.to_string());
+        assert!(e
+            .to_string()
+            .contains("revalidation_secs = 9223372036854775807"));
+        let ok = Decision {
+            revalidation_secs: Some(MAX_REVALIDATION_SECS),
+            ..Default::default()
+        };
+        assert_eq!(ok.check(), Ok(()));
+
+        let arp = |priority| Arp {
+            priority,
+            may_preempt: false,
+            preemptable: true,
+        };
+        let bearer = |qci, priority| Decision {
+            default_bearer_qos: Some(BearerQos {
+                qci,
+                arp: arp(priority),
+            }),
+            ..Default::default()
+        };
+        assert_eq!(bearer(9, 15).check(), Ok(()));
+        assert_eq!(field_of(&bearer(0, 1)), "default_bearer_qos.qci");
+        assert_eq!(field_of(&bearer(256, 1)), "default_bearer_qos.qci");
+        assert_eq!(field_of(&bearer(u32::MAX, 1)), "default_bearer_qos.qci");
+        assert_eq!(field_of(&bearer(9, 0)), "default_bearer_qos.arp.priority");
+        assert_eq!(field_of(&bearer(9, 16)), "default_bearer_qos.arp.priority");
+
+        let def = |r: RuleDefinition| Decision {
+            definitions: vec![
+                RuleDefinition {
+                    name: "ok".into(),
+                    ..Default::default()
+                },
+                r,
+            ],
+            ..Default::default()
+        };
+        let named = |name: &str| RuleDefinition {
+            name: name.into(),
+            ..Default::default()
+        };
+        assert_eq!(field_of(&def(named(""))), "definitions[1].name");
+        assert_eq!(
+            field_of(&def(named(&"x".repeat(256)))),
+            "definitions[1].name"
+        );
+        let mut r = named("r");
+        r.qos = Some(RuleQos {
+            qci: 1,
+            arp: Some(arp(99)),
+            mbr_ul: Some(u32::MAX),
+            mbr_dl: None,
+            gbr_ul: None,
+            gbr_dl: None,
+        });
+        assert_eq!(field_of(&def(r.clone())), "definitions[1].qos.arp.priority");
+        r.qos = None;
+        r.flow_status = Some(5);
+        assert_eq!(field_of(&def(r.clone())), "definitions[1].flow_status");
+        r.flow_status = None;
+        r.flows = vec!["f".repeat(MAX_TEXT_BYTES + 1)];
+        assert_eq!(field_of(&def(r.clone())), "definitions[1].flows[0]");
+        r.flows = vec![String::new(); MAX_FLOWS + 1];
+        assert_eq!(field_of(&def(r.clone())), "definitions[1].flows (count)");
+        r.flows = vec![];
+        r.monitoring_key = Some("k".repeat(300));
+        assert_eq!(field_of(&def(r)), "definitions[1].monitoring_key");
+
+        let many = Decision {
+            rules: vec!["r".into(); MAX_LIST_LEN + 1],
+            ..Default::default()
+        };
+        assert_eq!(field_of(&many), "rules (count)");
+        let trig = Decision {
+            event_triggers: vec![2, u32::MAX],
+            ..Default::default()
+        };
+        assert_eq!(field_of(&trig), "event_triggers[1]");
+        let mk = Decision {
+            monitoring: vec![String::new()],
+            ..Default::default()
+        };
+        assert_eq!(field_of(&mk), "monitoring[0]");
+        let adc = Decision {
+            adc: vec![AdcRule {
+                name: Some("n".repeat(256)),
+                base: None,
+                application: None,
+                monitoring_key: None,
+            }],
+            ..Default::default()
+        };
+        assert_eq!(field_of(&adc), "adc[0].name");
+        let sy = Decision {
+            spending_counters: vec!["c".repeat(256)],
+            ..Default::default()
+        };
+        assert_eq!(field_of(&sy), "spending_counters[0]");
+    }
+}

@@ -339,7 +339,8 @@ impl Vm {
 
     /// Runs `decide(input)` with a fresh input table and a full budget.
     /// Any failure (Lua error, budget, memory, a return value that is not a
-    /// Decision) is a `PolicyError::Runtime` with the Lua traceback.
+    /// Decision, or a decision with a field out of range: see
+    /// `Decision::check`) is a `PolicyError::Runtime`.
     pub fn decide(&self, input: &PolicyInput) -> Result<Decision, PolicyError> {
         // The input table is built with the memory limit off (see
         // `call_table`): bound it here, so that an oversized profile is an
@@ -360,13 +361,18 @@ impl Vm {
                 });
             }
         }
-        self.call_table(
+        let d: Decision = self.call_table(
             &self.decide,
             "decide",
             "decision",
             |lua| input_table::build(lua, input, serialize_options()),
             read_decision,
-        )
+        )?;
+        d.check().map_err(|e| PolicyError::Runtime {
+            message: format!("decide returned an unusable decision: {e}"),
+            line: None,
+        })?;
+        Ok(d)
     }
 
     /// Runs the optional hook `name(input)` the script defines, or the
