@@ -199,3 +199,24 @@ async fn a_second_connection_claiming_a_live_gateway_does_not_push_it_off() {
     );
     pcef.close().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn changing_relay_on_sighup_is_logged_as_needing_a_restart() {
+    let p = Pcrf::start(
+        "[[peers]]\norigin_host = \"dra.test.local\"\naddresses = [\"127.0.0.1\"]\nrelay = true\n",
+    );
+    let text = std::fs::read_to_string(&p.config).expect("config");
+    std::fs::write(&p.config, text.replace("relay = true", "relay = false")).expect("write");
+    p.signal("-HUP");
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !p.log().contains("configuration reloaded") && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let log = p.log();
+    assert!(log.contains("configuration reloaded"), "{log}");
+    assert!(
+        log.contains("changed settings that apply only after a restart")
+            && log.contains("[[peers]]"),
+        "the running transport keeps its relays until a restart:\n{log}"
+    );
+}
