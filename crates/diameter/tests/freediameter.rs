@@ -455,7 +455,12 @@ async fn freediameter_relays_gx_between_our_nodes() {
         LocalNode::new("pcrf.test.local", "pcrf.realm")
             .with_host_ip("127.0.0.1".parse().expect("ip"))
             .with_application(Application::auth_vendor(GX, TGPP)),
-        settings(30),
+        // freeDiameter forwards pcef.test.local's requests: a relay may
+        // speak for others (any other peer's requests must name itself).
+        PeerSettings {
+            relays: vec!["dra.test.local".into()],
+            ..settings(30)
+        },
         Pcrf::default(),
     );
     let server = pcrf.listen("127.0.0.1:0").await.expect("bind");

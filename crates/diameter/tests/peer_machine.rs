@@ -604,3 +604,53 @@ fn mutated_input_never_panics() {
         }
     }
 }
+
+#[test]
+fn probe_sends_a_dwr_and_any_message_back_says_alive() {
+    let t0 = Instant::now();
+    let mut m = open_responder(t0);
+    assert!(m.probe(), "an open connection can be probed");
+    let a = drain(&mut m);
+    let out = sent(&a);
+    assert_eq!(out.len(), 1, "{a:?}");
+    assert_eq!(out[0].command_code(), cmd::DEVICE_WATCHDOG);
+    assert!(out[0].is_request());
+    // A second probe while one is pending sends nothing more.
+    assert!(m.probe());
+    assert!(sent(&drain(&mut m)).is_empty());
+    // The DWA comes back: alive, once.
+    let dwa = answer_to(&out[0], result_code::DIAMETER_SUCCESS);
+    assert!(matches!(m.receive(t0, dwa), Inbound::Consumed));
+    let a = drain(&mut m);
+    assert!(a.iter().any(|x| matches!(x, Action::Alive)), "{a:?}");
+    assert_eq!(m.state(), PeerState::Open);
+    let dwr = request(cmd::DEVICE_WATCHDOG, 0, 40, |_| {});
+    m.receive(t0, dwr);
+    let a = drain(&mut m);
+    assert!(!a.iter().any(|x| matches!(x, Action::Alive)), "{a:?}");
+}
+
+#[test]
+fn probe_of_a_silent_peer_says_nothing() {
+    let t0 = Instant::now();
+    let mut m = open_responder(t0);
+    assert!(m.probe());
+    drain(&mut m);
+    // Time passes without a word from the peer: no Alive ever comes (the
+    // transport bounds its wait), and the watchdog goes its own way.
+    m.on_timer(t0 + Duration::from_secs(2));
+    let a = drain(&mut m);
+    assert!(!a.iter().any(|x| matches!(x, Action::Alive)), "{a:?}");
+}
+
+#[test]
+fn only_an_open_connection_can_be_probed() {
+    let t0 = Instant::now();
+    let mut m = responder(PeerSettings::default(), t0);
+    assert!(!m.probe(), "waiting for CER: nothing to vouch for");
+    assert!(drain(&mut m).is_empty());
+    let mut m = open_responder(t0);
+    m.close(t0, DisconnectCause::Rebooting);
+    drain(&mut m);
+    assert!(!m.probe(), "closing: it is going away");
+}

@@ -128,10 +128,16 @@ async fn start(settings: PeerSettings, handler: Gx) -> Running {
     }
 }
 
+/// A CCR from client.test.local: the peer that sends it must be that
+/// node (a request naming another Origin-Host is refused 3010).
 fn ccr(b: &mut MessageBuilder<'_>, n: u32) {
-    let sid = format!("client.test.local;1;{n}");
+    ccr_from(b, n, "client.test.local")
+}
+
+fn ccr_from(b: &mut MessageBuilder<'_>, n: u32, origin: &str) {
+    let sid = format!("{origin};1;{n}");
     b.str(avp::SESSION_ID, &sid)
-        .origin("client.test.local", "test.local")
+        .origin(origin, "test.local")
         .str(avp::DESTINATION_REALM, "test.local")
         .u32(avp::AUTH_APPLICATION_ID, GX)
         .u32(avp::CC_REQUEST_TYPE, 1)
@@ -332,7 +338,7 @@ async fn many_requests_run_concurrently_on_one_connection() {
 #[tokio::test]
 async fn answers_ready_together_leave_in_few_writes() {
     let srv = start(quick(), Gx::default()).await;
-    let mut raw = Raw::open(srv.addr, "raw.test.local").await;
+    let mut raw = Raw::open(srv.addr, "client.test.local").await;
     let mut burst = BytesMut::new();
     for n in 0..200 {
         burst.extend_from_slice(&raw_ccr(100 + n, GX, CCR));
@@ -344,7 +350,7 @@ async fn answers_ready_together_leave_in_few_writes() {
     let c = srv
         .node
         .peer_table()
-        .get("raw.test.local")
+        .get("client.test.local")
         .expect("open")
         .counters()
         .snapshot();
@@ -374,7 +380,7 @@ async fn requests_beyond_the_in_flight_cap_get_3004() {
         ..Gx::default()
     };
     let srv = start(settings, handler).await;
-    let mut raw = Raw::open(srv.addr, "raw.test.local").await;
+    let mut raw = Raw::open(srv.addr, "client.test.local").await;
     let mut burst = BytesMut::new();
     for n in 0..10 {
         burst.extend_from_slice(&raw_ccr(n, GX, CCR));
@@ -397,7 +403,7 @@ async fn requests_beyond_the_in_flight_cap_get_3004() {
     let c = srv
         .node
         .peer_table()
-        .get("raw.test.local")
+        .get("client.test.local")
         .expect("open")
         .counters()
         .snapshot();
@@ -449,7 +455,10 @@ async fn server_sends_requests_to_a_connected_client() {
     })
     .await
     .expect("registered");
-    let ans = pgw.request(GX, CCR, |b| ccr(b, 9)).await.expect("answer");
+    let ans = pgw
+        .request(GX, CCR, |b| ccr_from(b, 9, "pcrf.test.local"))
+        .await
+        .expect("answer");
     assert_eq!(rc(&ans), 2001);
     assert_eq!(client.handler().max_running.load(Ordering::SeqCst), 1);
     init.shutdown(DisconnectCause::Rebooting).await;
@@ -459,7 +468,7 @@ async fn server_sends_requests_to_a_connected_client() {
 #[tokio::test]
 async fn malformed_input_gets_rfc_answers_or_a_clean_close() {
     let srv = start(quick(), Gx::default()).await;
-    let mut raw = Raw::open(srv.addr, "raw.test.local").await;
+    let mut raw = Raw::open(srv.addr, "client.test.local").await;
 
     // An AVP whose length runs past the message: 5014 with Failed-AVP.
     let mut bad = BytesMut::from(&raw_ccr(10, GX, CCR)[..]);
@@ -502,7 +511,7 @@ async fn malformed_input_gets_rfc_answers_or_a_clean_close() {
     let c = srv
         .node
         .peer_table()
-        .get("raw.test.local")
+        .get("client.test.local")
         .expect("open")
         .counters()
         .snapshot();
@@ -613,12 +622,54 @@ async fn initiator_refuses_a_cea_from_another_origin_host_or_one_not_allowed() {
 #[tokio::test]
 async fn duplicate_connection_from_an_open_peer_is_refused() {
     let srv = start(quick(), Gx::default()).await;
-    let _first = Raw::open(srv.addr, "raw.test.local").await;
+    let mut first = Raw::open(srv.addr, "client.test.local").await;
     let mut second = Raw::connect(srv.addr).await;
-    second.send(&raw_cer("raw.test.local", 1)).await;
+    second.send(&raw_cer("client.test.local", 1)).await;
+    // The open connection is asked whether it is alive, and answers.
+    let dwr = first.recv().await.expect("probe DWR");
+    assert_eq!(dwr.command_code(), cmd::DEVICE_WATCHDOG);
+    assert!(dwr.is_request());
+    let dwa = encode(|buf| {
+        let mut b = MessageBuilder::answer(buf, &dwr);
+        b.result_code(2001)
+            .origin("client.test.local", "test.local");
+        b.finish();
+    });
+    first.send(&dwa).await;
     let cea = second.recv().await.expect("CEA");
     assert_eq!(rc(&cea), result_code::DIAMETER_UNABLE_TO_COMPLY);
     assert!(second.recv().await.is_none());
+    // The live one stays, and is served.
+    first.send(&raw_ccr(5, GX, CCR)).await;
+    assert_eq!(rc(&first.recv().await.expect("answer")), 2001);
+    srv.stop().await;
+}
+
+#[tokio::test]
+async fn a_silent_open_peer_is_replaced_by_its_new_connection() {
+    let settings = PeerSettings {
+        replace_probe: Duration::from_millis(300),
+        ..quick()
+    };
+    let srv = start(settings, Gx::default()).await;
+    // Open, then silent: it never answers again and never closes.
+    let mut first = Raw::open(srv.addr, "client.test.local").await;
+    let started = std::time::Instant::now();
+    let mut second = Raw::connect(srv.addr).await;
+    second.send(&raw_cer("client.test.local", 1)).await;
+    let cea = second.recv().await.expect("CEA");
+    let waited = started.elapsed();
+    assert_eq!(rc(&cea), 2001, "the new connection replaces the dead one");
+    assert!(
+        waited >= Duration::from_millis(300) && waited < Duration::from_secs(3),
+        "{waited:?}"
+    );
+    second.send(&raw_ccr(6, GX, CCR)).await;
+    assert_eq!(rc(&second.recv().await.expect("answer")), 2001);
+    // The old one got the probe, then was dropped.
+    let dwr = first.recv().await.expect("probe DWR");
+    assert_eq!(dwr.command_code(), cmd::DEVICE_WATCHDOG);
+    assert!(first.recv().await.is_none(), "the old connection is closed");
     srv.stop().await;
 }
 
@@ -771,7 +822,7 @@ async fn dpr_busy_holds_the_initiator_off_and_rebooting_does_not() {
 #[tokio::test]
 async fn garbage_from_one_peer_does_not_disturb_another() {
     let srv = start(quick(), Gx::default()).await;
-    let mut good = Raw::open(srv.addr, "good.test.local").await;
+    let mut good = Raw::open(srv.addr, "client.test.local").await;
     let mut rng = diameter::peer::Jitter::seeded(1234);
     let mut attackers = Vec::new();
     for i in 0..20u32 {
@@ -815,7 +866,7 @@ async fn garbage_from_one_peer_does_not_disturb_another() {
 async fn request_pipelined_right_behind_the_cer_is_served() {
     let srv = start(quick(), Gx::default()).await;
     let mut raw = Raw::connect(srv.addr).await;
-    let mut both = BytesMut::from(&raw_cer("eager.test.local", 1)[..]);
+    let mut both = BytesMut::from(&raw_cer("client.test.local", 1)[..]);
     both.extend_from_slice(&raw_ccr(2, GX, CCR));
     raw.send(&both).await;
     let cea = raw.recv().await.expect("CEA");
@@ -829,7 +880,7 @@ async fn request_pipelined_right_behind_the_cer_is_served() {
 #[tokio::test]
 async fn a_long_message_arriving_in_pieces_is_reassembled() {
     let srv = start(quick(), Gx::default()).await;
-    let mut raw = Raw::open(srv.addr, "slow.test.local").await;
+    let mut raw = Raw::open(srv.addr, "client.test.local").await;
     let big = encode(|buf| {
         let mut b = MessageBuilder::request(buf, CCR, GX, 77, 77);
         ccr(&mut b, 77);

@@ -121,8 +121,14 @@ impl Running {
 }
 
 fn ccr(b: &mut MessageBuilder<'_>, n: u32) {
-    b.str(avp::SESSION_ID, &format!("{CLIENT};1;{n}"))
-        .origin(CLIENT, "test.local")
+    ccr_from(b, n, CLIENT)
+}
+
+/// A CCR from `origin`: the peer that sends it must be that node (a
+/// request naming another Origin-Host is refused 3010).
+fn ccr_from(b: &mut MessageBuilder<'_>, n: u32, origin: &str) {
+    b.str(avp::SESSION_ID, &format!("{origin};1;{n}"))
+        .origin(origin, "test.local")
         .str(avp::DESTINATION_REALM, "test.local")
         .u32(avp::AUTH_APPLICATION_ID, GX)
         .u32(avp::CC_REQUEST_TYPE, 1)
@@ -242,7 +248,7 @@ async fn mutual_tls_then_cer_cea_and_requests_both_ways() {
     assert!(on_server.is_tls());
     assert_eq!(on_server.state(), PeerState::Open);
     let back = on_server
-        .request(GX, CCR, |b| ccr(b, 2))
+        .request(GX, CCR, |b| ccr_from(b, 2, SERVER))
         .await
         .expect("the client answers");
     // The client serves nothing: 3001 proves the request crossed TLS and back.

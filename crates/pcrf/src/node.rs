@@ -452,10 +452,11 @@ impl Node {
         {
             restart.push("[diameter]");
         }
-        let peers = |c: &Config| -> Vec<(String, Vec<std::net::IpAddr>, bool)> {
+        // The transport reads these once, at start (relays included).
+        let peers = |c: &Config| -> Vec<(String, Vec<std::net::IpAddr>, bool, bool)> {
             c.peers
                 .iter()
-                .map(|p| (p.origin_host.clone(), p.addresses.clone(), p.tls))
+                .map(|p| (p.origin_host.clone(), p.addresses.clone(), p.tls, p.relay))
                 .collect()
         };
         if peers(&old) != peers(&new) {

@@ -200,6 +200,12 @@ pub async fn run(
             .filter(|p| p.tls)
             .map(|p| p.origin_host.clone())
             .collect(),
+        relays: cfg
+            .peers
+            .iter()
+            .filter(|p| p.relay)
+            .map(|p| p.origin_host.clone())
+            .collect(),
         ..PeerSettings::default()
     };
     // Validated with the configuration; read again here, so what runs is

@@ -14,11 +14,14 @@
 //! initiator connection is closed and the CER is answered with success; if
 //! we lose, the CER is answered with 4003 ELECTION_LOST and that connection
 //! closed, and our initiator connection goes on. A CER for an Origin-Host
-//! that already has an Open connection is refused with 5012
-//! DIAMETER_UNABLE_TO_COMPLY (RFC 6733 state table: R-Open + R-Conn-CER ->
-//! R-Reject), unless its Origin-State-Id changed, which means the peer
-//! restarted and the old connection is dead: then the old one is closed
-//! and the new one accepted.
+//! that already has an Open connection first probes that connection with a
+//! DWR ([`crate::peer::PeerMachine::probe`], bounded by
+//! `PeerSettings::replace_probe`): if it answers, the CER is refused with
+//! 5012 DIAMETER_UNABLE_TO_COMPLY (RFC 6733 state table: R-Open +
+//! R-Conn-CER -> R-Reject); if it stays silent, it is the half-open
+//! leftover of a peer that restarted, and it is closed and the new one
+//! accepted. Origin-State-Id plays no part: anyone who may connect could
+//! present a new one, and a restarted peer may send none.
 
 /// The outcome of an election for the local node.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

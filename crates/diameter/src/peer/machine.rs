@@ -124,6 +124,9 @@ pub enum Action {
     Watchdog(WatchdogState),
     /// Flush what was sent, then close the transport.
     Close(CloseReason),
+    /// The peer sent something after [`PeerMachine::probe`]: the
+    /// connection is alive.
+    Alive,
 }
 
 /// What to do with a received message.
@@ -155,6 +158,8 @@ pub struct PeerMachine {
     out: BytesMut,
     next_hbh: u32,
     next_e2e: u32,
+    /// A [`PeerMachine::probe`] DWR went out and nothing came back yet.
+    probe_pending: bool,
 }
 
 impl PeerMachine {
@@ -243,6 +248,7 @@ impl PeerMachine {
             out: BytesMut::with_capacity(1024),
             next_hbh,
             next_e2e,
+            probe_pending: false,
         }
     }
 
@@ -336,6 +342,12 @@ impl PeerMachine {
                 Inbound::Consumed
             }
             PeerState::Open | PeerState::Closing => {
+                if self.probe_pending {
+                    // Any message proves the peer reads and writes (RFC
+                    // 3539 counts all traffic, not only DWA).
+                    self.probe_pending = false;
+                    self.actions.push_back(Action::Alive);
+                }
                 let is_dwa = is_base && !is_req && code == cmd::DEVICE_WATCHDOG;
                 let before = self.watchdog.state();
                 self.watchdog.on_receive(now, is_dwa);
@@ -524,27 +536,46 @@ impl PeerMachine {
         self.flush_out();
     }
 
+    fn send_dwr(&mut self) {
+        let (hbh, e2e) = self.next_ids();
+        let mut b = MessageBuilder::new(
+            &mut self.out,
+            crate::codec::FLAG_R,
+            cmd::DEVICE_WATCHDOG,
+            app::DIAMETER_COMMON_MESSAGES,
+            hbh,
+            e2e,
+        );
+        b.origin(&self.local.origin_host, &self.local.origin_realm)
+            .u32(avp::ORIGIN_STATE_ID, self.local.origin_state_id);
+        b.finish();
+        self.flush_out();
+    }
+
+    /// Another connection claims this peer's identity: ask this one whether
+    /// it is alive with a DWR, outside the watchdog's schedule.
+    /// [`Action::Alive`] follows when the peer sends anything; the caller
+    /// bounds the wait. `false` (nothing sent) when the connection is not
+    /// open, so it cannot vouch for itself. A second probe while one is
+    /// pending sends nothing more.
+    pub fn probe(&mut self) -> bool {
+        if self.state != PeerState::Open {
+            return false;
+        }
+        if !self.probe_pending {
+            self.probe_pending = true;
+            self.send_dwr();
+        }
+        true
+    }
+
     /// Time passed: CER/CEA/DPA waits and the watchdog.
     pub fn on_timer(&mut self, now: Instant) {
         match self.state {
             PeerState::Closed => {}
             PeerState::Open => match self.watchdog.on_timer(now) {
                 WatchdogAction::None => {}
-                WatchdogAction::SendDwr => {
-                    let (hbh, e2e) = self.next_ids();
-                    let mut b = MessageBuilder::new(
-                        &mut self.out,
-                        crate::codec::FLAG_R,
-                        cmd::DEVICE_WATCHDOG,
-                        app::DIAMETER_COMMON_MESSAGES,
-                        hbh,
-                        e2e,
-                    );
-                    b.origin(&self.local.origin_host, &self.local.origin_realm)
-                        .u32(avp::ORIGIN_STATE_ID, self.local.origin_state_id);
-                    b.finish();
-                    self.flush_out();
-                }
+                WatchdogAction::SendDwr => self.send_dwr(),
                 WatchdogAction::Suspect => {
                     self.actions
                         .push_back(Action::Watchdog(WatchdogState::Suspect));

@@ -44,6 +44,17 @@ pub struct PeerSettings {
     /// Origin-Hosts that must connect over TLS: over plain TCP their CER is
     /// answered 3010 DIAMETER_UNKNOWN_PEER. Case-insensitive.
     pub tls_required: Vec<String>,
+    /// Origin-Hosts of relays (DRAs): their connections may carry requests
+    /// whose Origin-Host names another node. Any other peer's request must
+    /// name the peer itself, else it is answered 3010 DIAMETER_UNKNOWN_PEER
+    /// (E bit) without reaching the application. Case-insensitive.
+    pub relays: Vec<String>,
+    /// When a CER arrives for a peer that already has an open connection,
+    /// that connection is probed with a DWR: if nothing comes back within
+    /// this bound it is taken for dead (a half-open connection of a
+    /// restarted peer) and replaced; if it answers, it stays and the new
+    /// CER is refused 5012.
+    pub replace_probe: Duration,
 }
 
 impl Default for PeerSettings {
@@ -60,6 +71,8 @@ impl Default for PeerSettings {
             max_in_flight: 4096,
             allowed_peers: None,
             tls_required: Vec::new(),
+            relays: Vec::new(),
+            replace_probe: Duration::from_millis(1500),
         }
     }
 }
@@ -68,6 +81,13 @@ impl PeerSettings {
     /// Whether this peer may only talk to us over TLS.
     pub fn requires_tls(&self, origin_host: &str) -> bool {
         self.tls_required
+            .iter()
+            .any(|h| h.eq_ignore_ascii_case(origin_host))
+    }
+
+    /// Whether this peer is a relay, which may forward requests of others.
+    pub fn is_relay(&self, origin_host: &str) -> bool {
+        self.relays
             .iter()
             .any(|h| h.eq_ignore_ascii_case(origin_host))
     }

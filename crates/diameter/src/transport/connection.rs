@@ -126,6 +126,8 @@ struct Conn<H> {
     tls: Option<TlsPeer>,
     in_flight: Arc<Semaphore>,
     was_open: bool,
+    /// Waiting for any sign of life after a probe DWR.
+    probes: Vec<tokio::sync::oneshot::Sender<()>>,
 }
 
 /// Runs one connection to its end.
@@ -205,6 +207,7 @@ where
         expected_host,
         tls,
         was_open: false,
+        probes: Vec::new(),
     };
     let max_len = settings.max_message_len;
     let mut rbuf = BytesMut::with_capacity(READ_CHUNK);
@@ -258,6 +261,11 @@ where
                     conn.machine.close(now(), cause);
                 }
                 Control::Abort => conn.machine.transport_closed(),
+                Control::Probe(tx) => {
+                    if conn.machine.probe() {
+                        conn.probes.push(tx);
+                    }
+                }
             },
             r = shutdown.changed(), if !shutdown_seen => {
                 shutdown_seen = true;
@@ -288,14 +296,7 @@ impl<H: Handler> Conn<H> {
                         self.machine
                             .refuse(result_code::DIAMETER_UNKNOWN_PEER, text);
                     } else {
-                        match self
-                            .node
-                            .table
-                            .admit(&self.handle, &self.node.local.origin_host)
-                        {
-                            Admission::Accept => self.machine.accept(now()),
-                            Admission::Refuse(rc, text) => self.machine.refuse(rc, text),
-                        }
+                        self.admit().await;
                     }
                 }
                 Action::Open if self.role == Role::Initiator && self.check_transport().is_err() => {
@@ -327,6 +328,11 @@ impl<H: Handler> Conn<H> {
                     }
                 }
                 Action::Watchdog(w) => self.shared.set_watchdog(w),
+                Action::Alive => {
+                    for tx in self.probes.drain(..) {
+                        let _ = tx.send(());
+                    }
+                }
                 Action::Close(reason) => {
                     self.shared.set_state(PeerState::Closed);
                     return Some(reason);
@@ -335,6 +341,60 @@ impl<H: Handler> Conn<H> {
             self.shared.set_state(self.machine.state());
         }
         None
+    }
+
+    /// Decides on a CER that passed every check of its own: duplicates and
+    /// elections (the peer table). A CER for a peer already open through
+    /// another connection probes that connection with a DWR, bounded by
+    /// `replace_probe`: silent, it is taken for the half-open leftover of a
+    /// peer that restarted and replaced, so the peer is served at once
+    /// (with or without a new Origin-State-Id); alive, it stays and the new
+    /// CER is refused 5012 (RFC 6733 state table: R-Open + R-Conn-CER ->
+    /// R-Reject), so nobody can push a live peer off by claiming its name.
+    async fn admit(&mut self) {
+        let local = self.node.local.origin_host.as_str();
+        let mut replacing: Option<PeerHandle> = None;
+        loop {
+            match self
+                .node
+                .table
+                .admit(&self.handle, local, replacing.as_ref())
+            {
+                Admission::Accept => return self.machine.accept(now()),
+                Admission::Refuse(rc, text) => return self.machine.refuse(rc, text),
+                // Another connection took the place while we probed.
+                Admission::Occupied(_) if replacing.is_some() => {
+                    return self.machine.refuse(
+                        result_code::DIAMETER_UNABLE_TO_COMPLY,
+                        "a connection with this peer is already open",
+                    )
+                }
+                Admission::Occupied(old) => {
+                    let bound = self.node.settings.replace_probe;
+                    let host = self.machine.peer().map(|p| p.origin_host.clone());
+                    let remote = self.machine.remote_addr();
+                    if old.probe(bound).await {
+                        tracing::warn!(
+                            peer = ?host,
+                            ?remote,
+                            "CER refused (5012): this peer is already open through a connection that answers"
+                        );
+                        return self.machine.refuse(
+                            result_code::DIAMETER_UNABLE_TO_COMPLY,
+                            "a connection with this peer is already open",
+                        );
+                    }
+                    tracing::warn!(
+                        peer = ?host,
+                        ?remote,
+                        old = ?old.remote_addr(),
+                        ?bound,
+                        "the peer's open connection did not answer a DWR: replaced by the new one"
+                    );
+                    replacing = Some(old);
+                }
+            }
+        }
     }
 
     /// The checks that depend on the transport, once the peer told its
@@ -470,11 +530,53 @@ impl<H: Handler> Conn<H> {
         self.send(ans).await;
     }
 
+    /// Whether a request names another Origin-Host than the peer this
+    /// connection's CER identified, from a peer not configured as a relay.
+    /// Such a request is refused 3010 DIAMETER_UNKNOWN_PEER with the E bit:
+    /// its originator is not a peer we exchanged capabilities with (RFC
+    /// 6733 §5.3, §7.1.3), and only a relay (DRA) forwards others' requests.
+    /// A protocol error rather than 5012 UNABLE_TO_COMPLY: the application
+    /// never saw it, and nothing was applied. A missing Origin-Host is left
+    /// to the application (5005). One search of the top-level AVPs and a
+    /// byte compare: no allocation.
+    fn speaks_for_another(&self, msg: &Message) -> bool {
+        let Some(peer) = self.machine.peer() else {
+            return false;
+        };
+        let Ok(Some(origin)) = msg.find(crate::dict::avp::ORIGIN_HOST) else {
+            return false;
+        };
+        if origin
+            .data()
+            .eq_ignore_ascii_case(peer.origin_host.as_bytes())
+        {
+            return false;
+        }
+        if self.node.settings.is_relay(&peer.origin_host) {
+            return false;
+        }
+        // Debug, not warn: a misconfigured peer would flood the log with
+        // one line per request; its error answers are counted.
+        tracing::debug!(
+            peer = %peer.origin_host,
+            origin = %String::from_utf8_lossy(origin.data()),
+            "request refused (3010): its Origin-Host is not the peer of this connection, which is not a relay"
+        );
+        true
+    }
+
     async fn dispatch(&mut self, msg: Message) {
         let c = &self.shared.counters;
         PeerCounters::add(&c.requests_in, 1);
         // Top-level AVP framing (cheap: headers only); values are the handler's.
         if let Some(Err(e)) = Iterator::find(&mut msg.avps(), |a| a.is_err()) {
+            return self.reject(&msg, e).await;
+        }
+        if self.speaks_for_another(&msg) {
+            let e = DiameterError::new(
+                result_code::DIAMETER_UNKNOWN_PEER,
+                "Origin-Host is not the peer of this connection, which is not a relay",
+            );
             return self.reject(&msg, e).await;
         }
         let (app, cmd) = (msg.application_id(), msg.command_code());

@@ -20,12 +20,15 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::{mpsc, oneshot, watch};
 
 /// A local order to a connection task.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug)]
 pub(crate) enum Control {
     /// Close gracefully with DPR.
     Close(DisconnectCause),
     /// Drop the connection now (it lost an election or was replaced).
     Abort,
+    /// Send a DWR now and say on this channel when the peer sends
+    /// anything back; dropped unanswered when it cannot be probed.
+    Probe(oneshot::Sender<()>),
 }
 
 /// The live parts of one connection that handles reach.
@@ -291,6 +294,20 @@ impl PeerHandle {
         if let Some(link) = self.inner.conn().link.clone() {
             let _ = link.control.send(Control::Close(cause));
         }
+    }
+
+    /// Whether this connection is alive: it is open and its peer sends
+    /// something (a DWA to the DWR sent now) within `bound`.
+    pub(crate) async fn probe(&self, bound: std::time::Duration) -> bool {
+        let Some(link) = self.inner.conn().link.clone() else {
+            return false;
+        };
+        let (tx, rx) = oneshot::channel();
+        if link.control.send(Control::Probe(tx)).is_err() {
+            return false;
+        }
+        drop(link);
+        matches!(tokio::time::timeout(bound, rx).await, Ok(Ok(())))
     }
 
     pub(crate) fn abort(&self) {

@@ -35,6 +35,8 @@ pub(crate) enum Admission {
     Accept,
     /// Refuse with this Result-Code and text.
     Refuse(u32, &'static str),
+    /// The peer is open through this other connection: probe it first.
+    Occupied(PeerHandle),
 }
 
 fn with_lower<R>(host: &str, f: impl FnOnce(&str) -> R) -> R {
@@ -88,8 +90,16 @@ impl PeerTable {
     }
 
     /// A responder connection's peer passed the CER checks: decide on
-    /// duplicates and elections, and register it when accepted.
-    pub(crate) fn admit(&self, handle: &PeerHandle, local_host: &str) -> Admission {
+    /// duplicates and elections, and register it when accepted. When the
+    /// peer is already open through another live connection the answer is
+    /// [`Admission::Occupied`]: the caller probes that connection and, if it
+    /// is dead, asks again with it as `replacing`, which is then dropped.
+    pub(crate) fn admit(
+        &self,
+        handle: &PeerHandle,
+        local_host: &str,
+        replacing: Option<&PeerHandle>,
+    ) -> Admission {
         let Some(caps) = handle.capabilities() else {
             return Admission::Refuse(
                 crate::result_code::DIAMETER_UNABLE_TO_COMPLY,
@@ -99,17 +109,15 @@ impl PeerTable {
         let key = caps.origin_host.to_ascii_lowercase().into_boxed_str();
         let mut e = self.entries();
         if let Some(old) = e.open.get(&key) {
-            let old_state = old.capabilities().and_then(|c| c.origin_state_id);
-            let restarted =
-                matches!((old_state, caps.origin_state_id), (Some(a), Some(b)) if a != b);
-            if !restarted {
-                return Admission::Refuse(
-                    crate::result_code::DIAMETER_UNABLE_TO_COMPLY,
-                    "a connection with this peer is already open",
-                );
+            // A connection already closing is no obstacle.
+            if old.state() != PeerState::Closed {
+                if !replacing.is_some_and(|r| r.same(old)) {
+                    return Admission::Occupied(old.clone());
+                }
+                // Probed and silent: a half-open connection of a restarted
+                // peer. Its own task unregisters it when it ends.
+                old.abort();
             }
-            // The peer restarted: its old connection is dead.
-            old.abort();
         }
         if let Some(ours) = e.connecting.get(&key) {
             match wins_election(local_host, &caps.origin_host) {

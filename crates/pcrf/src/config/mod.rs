@@ -163,6 +163,13 @@ pub struct PeerConfig {
     /// plain TCP its CER is refused with 3010 DIAMETER_UNKNOWN_PEER.
     #[serde(default)]
     pub tls: bool,
+    /// A relay (DRA) forwards requests of other nodes: its requests may
+    /// name any Origin-Host. Any other peer's request must name the peer
+    /// itself, else it is answered 3010 DIAMETER_UNKNOWN_PEER. Default
+    /// false. A relay speaks for everyone, so it must be pinned to its
+    /// `addresses` or to `tls`.
+    #[serde(default)]
+    pub relay: bool,
 }
 
 /// What to do with a CCR-I for a subscriber nobody provisioned.
@@ -542,6 +549,13 @@ impl Config {
                     "needs a [diameter.tls] section (there is no TLS listener)".into(),
                 );
             }
+            if peer.relay && peer.addresses.is_empty() && !peer.tls {
+                bad(
+                    &format!("[[peers]] #{}.relay", i + 1),
+                    "a relay may speak for any node: pin it with `addresses` or `tls = true`"
+                        .into(),
+                );
+            }
             if !is_fqdn(&peer.origin_host) {
                 bad(
                     &format!("[[peers]] #{}.origin_host", i + 1),
@@ -767,6 +781,27 @@ origin_host = "PGW.example"
             keys,
             vec!["c.toml: [diameter.tls].listen", "c.toml: [diameter.tls]"]
         );
+    }
+
+    #[test]
+    fn a_relay_must_be_pinned_to_addresses_or_tls() {
+        let e = Config::parse(
+            "[[peers]]\norigin_host = \"dra.example\"\nrelay = true\n",
+            "c.toml",
+        )
+        .expect_err("unpinned relay");
+        assert_eq!(
+            e.to_string(),
+            "c.toml: [[peers]] #1.relay: a relay may speak for any node: pin it with `addresses` or `tls = true`"
+        );
+        let c = Config::parse(
+            "[[peers]]\norigin_host = \"dra.example\"\nrelay = true\naddresses = [\"192.0.2.1\"]\n\
+             [[peers]]\norigin_host = \"pgw.example\"\n",
+            "c.toml",
+        )
+        .expect("pinned relay");
+        assert!(c.peers[0].relay);
+        assert!(!c.peers[1].relay, "relay defaults to false");
     }
 
     #[test]
