@@ -74,6 +74,16 @@ impl Pcrf {
     /// As `start`, with `store` as the `[store]` section's body (default:
     /// the embedded store in the scratch directory).
     pub fn start_with_store(store: Option<&str>, extra: &str) -> Pcrf {
+        Self::start_full(store, "", extra)
+    }
+
+    /// As `start`, with `api` added to the `[api]` section (after its
+    /// `listen`).
+    pub fn start_with_api(api: &str, extra: &str) -> Pcrf {
+        Self::start_full(None, api, extra)
+    }
+
+    fn start_full(store: Option<&str>, api_extra: &str, extra: &str) -> Pcrf {
         let dir = scratch_dir("pcrf");
         let policy = dir.join("policy.lua");
         std::fs::copy(repo_root().join("policies/default.lua"), &policy).expect("copy policy");
@@ -105,6 +115,7 @@ time_zone = "{zone}"
 
 [api]
 listen = "{api}"
+{api_extra}
 
 [log]
 level = "info"
