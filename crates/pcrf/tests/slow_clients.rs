@@ -150,3 +150,90 @@ async fn a_trickled_request_body_is_cut_off_at_the_body_deadline() {
     );
     assert!(text.starts_with("HTTP/1.1 4"), "answer: {text:?}");
 }
+
+/// The server's resident set size, KiB.
+fn rss_kib(pid: u32) -> u64 {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+        .unwrap_or(0)
+}
+
+/// Whether the server has closed `s` (EOF or reset within `wait`).
+async fn closed_by_server(s: &mut TcpStream, wait: Duration) -> bool {
+    let mut buf = [0u8; 64];
+    matches!(
+        tokio::time::timeout(wait, s.read(&mut buf)).await,
+        Ok(Ok(0)) | Ok(Err(_))
+    )
+}
+
+/// 1,500 Diameter connections that never send a CER (a CER timeout far
+/// longer than the test): at most `max_connections_awaiting_cer` of them
+/// stay open, the rest are closed and counted, memory stays flat and comes
+/// back, and a real PCEF still connects and is served while they are held.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_awaiting_cer_are_bounded() {
+    const FLOOD: usize = 1_500;
+    const CAP: usize = 16;
+    let p = Pcrf::start_with_diameter(
+        &format!("max_connections_awaiting_cer = {CAP}\ncer_timeout_secs = 60"),
+        "",
+    );
+    p.provision(
+        "001010000000001",
+        r#"{"msisdn":"491700000001","plan":"basic"}"#,
+    );
+    let before = rss_kib(p.pid());
+    let mut silent = Vec::with_capacity(FLOOD);
+    for _ in 0..FLOOD {
+        match TcpStream::connect(p.diameter).await {
+            Ok(s) => silent.push(s),
+            Err(e) => panic!("connect: {e}\n{}", p.log()),
+        }
+    }
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let during = rss_kib(p.pid());
+    let mut open = 0;
+    for s in &mut silent {
+        if !closed_by_server(s, Duration::from_millis(5)).await {
+            open += 1;
+        }
+    }
+    // A real PCEF, while the newest silent connections still hold the cap.
+    let pcef = tokio::time::timeout(
+        Duration::from_secs(10),
+        Pcef::connect(p.diameter, "pgw.test.local"),
+    )
+    .await
+    .expect("PCEF connected within 10 s");
+    let cca = pcef.ccr_i("pgw.test.local;1;1", "001010000000001").await;
+    assert_eq!(result_of(&cca), 2001);
+    let metrics = p.metrics();
+    drop(silent);
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let after = rss_kib(p.pid());
+    println!(
+        "{FLOOD} silent connections: {open} left open; RSS {before} KiB before, {during} KiB during, {after} KiB after"
+    );
+    assert!(open <= CAP, "{open} connections awaiting CER stayed open");
+    let closed: u64 = metrics
+        .lines()
+        .find_map(|l| l.strip_prefix("pcrf_diameter_closed_awaiting_cer_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(0);
+    assert!(
+        closed as usize >= FLOOD - CAP,
+        "closed_awaiting_cer_total {closed}"
+    );
+    assert!(
+        during < before + 20 * 1024,
+        "RSS grew from {before} to {during} KiB during the flood"
+    );
+    assert!(
+        after < before + 10 * 1024,
+        "RSS {after} KiB after the flood, {before} KiB before"
+    );
+}

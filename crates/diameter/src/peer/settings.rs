@@ -44,6 +44,11 @@ pub struct PeerSettings {
     /// Origin-Hosts that must connect over TLS: over plain TCP their CER is
     /// answered 3010 DIAMETER_UNKNOWN_PEER. Case-insensitive.
     pub tls_required: Vec<String>,
+    /// Accepted connections that have not yet completed CER, at most. A
+    /// further one closes the oldest of them (each costs a task, buffers
+    /// and a socket; a flood of silent connections must not grow memory
+    /// without bound). At least 1.
+    pub max_awaiting_cer: usize,
 }
 
 impl Default for PeerSettings {
@@ -60,6 +65,7 @@ impl Default for PeerSettings {
             max_in_flight: 4096,
             allowed_peers: None,
             tls_required: Vec::new(),
+            max_awaiting_cer: 256,
         }
     }
 }
