@@ -448,6 +448,9 @@ impl Node {
             || old.diameter.max_in_flight != new.diameter.max_in_flight
             || old.diameter.max_pending_requests != new.diameter.max_pending_requests
             || old.diameter.request_timeout_ms != new.diameter.request_timeout_ms
+            || old.diameter.max_connections_awaiting_cer
+                != new.diameter.max_connections_awaiting_cer
+            || old.diameter.cer_timeout_secs != new.diameter.cer_timeout_secs
             || old.diameter.tls != new.diameter.tls
         {
             restart.push("[diameter]");
@@ -630,6 +633,16 @@ impl MetricsSource for Node {
             .map(|p| p.origin_host.clone())
             .collect();
         write_peers(out, &peer_stats(&self.peers, &configured));
+        out.counter(
+            "pcrf_diameter_closed_awaiting_cer_total",
+            "Diameter connections closed before CER because [diameter].max_connections_awaiting_cer were already waiting.",
+            self.peers.closed_awaiting_cer(),
+        );
+        out.gauge(
+            "pcrf_diameter_connections_awaiting_cer",
+            "Diameter connections accepted and not yet past CER.",
+            self.peers.awaiting_cer(),
+        );
         let c = &self.counters;
         let (shed_new, shed_existing) = self.admission.shed();
         out.family(

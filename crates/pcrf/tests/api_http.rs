@@ -863,6 +863,7 @@ async fn idle_connections_are_closed_and_the_connection_cap_holds() {
     let limits = api::ConnectionLimits {
         max_connections: 1,
         idle_timeout: Duration::from_millis(300),
+        ..api::ConnectionLimits::default()
     };
     let router = api::router(node, &ApiConfig::default());
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();

@@ -55,6 +55,11 @@ pub struct PeerSettings {
     /// restarted peer) and replaced; if it answers, it stays and the new
     /// CER is refused 5012.
     pub replace_probe: Duration,
+    /// Accepted connections that have not yet completed CER, at most. A
+    /// further one closes the oldest of them (each costs a task, buffers
+    /// and a socket; a flood of silent connections must not grow memory
+    /// without bound). At least 1.
+    pub max_awaiting_cer: usize,
 }
 
 impl Default for PeerSettings {
@@ -73,6 +78,7 @@ impl Default for PeerSettings {
             tls_required: Vec::new(),
             relays: Vec::new(),
             replace_probe: Duration::from_millis(1500),
+            max_awaiting_cer: 256,
         }
     }
 }

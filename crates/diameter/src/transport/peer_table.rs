@@ -9,6 +9,7 @@
 use super::peer_handle::PeerHandle;
 use crate::peer::{wins_election, Election, PeerState};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// Longest DiameterIdentity looked up without allocating (an FQDN is at most 255).
@@ -28,6 +29,16 @@ struct Entries {
 #[derive(Clone, Default)]
 pub struct PeerTable {
     inner: Arc<Mutex<Entries>>,
+    listener: Arc<ListenerCounters>,
+}
+
+/// What the node's listeners count outside any one peer.
+#[derive(Default)]
+struct ListenerCounters {
+    /// Connections closed because `max_awaiting_cer` were already waiting.
+    closed_awaiting_cer: AtomicU64,
+    /// Connections accepted and not yet past CER.
+    awaiting_cer: AtomicU64,
 }
 
 /// The transport's decision on a CER that passed the peer machine's checks.
@@ -63,6 +74,29 @@ impl PeerTable {
     /// An empty table.
     pub fn new() -> PeerTable {
         PeerTable::default()
+    }
+
+    /// Connections closed, unanswered, because `max_awaiting_cer` accepted
+    /// connections were already waiting for their CER.
+    pub fn closed_awaiting_cer(&self) -> u64 {
+        self.listener.closed_awaiting_cer.load(Ordering::Relaxed)
+    }
+
+    /// Accepted connections that have not yet completed CER.
+    pub fn awaiting_cer(&self) -> u64 {
+        self.listener.awaiting_cer.load(Ordering::Relaxed)
+    }
+
+    pub(crate) fn count_closed_awaiting_cer(&self) {
+        self.listener
+            .closed_awaiting_cer
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn set_awaiting_cer(&self, n: usize) {
+        self.listener
+            .awaiting_cer
+            .store(n as u64, Ordering::Relaxed);
     }
 
     fn entries(&self) -> MutexGuard<'_, Entries> {

@@ -3,20 +3,31 @@
 //! DPAs and closes. A TLS listener runs the handshake first (RFC 6733 §13,
 //! TLS on connect), bounded by the CER timeout, and only then the
 //! Diameter connection; a failed handshake is logged and closes the socket.
+//!
+//! Until its CER is accepted a connection is only a cost: a task, buffers,
+//! a socket. At most `max_awaiting_cer` may wait at once; a further one
+//! closes the *oldest* waiting connection (counted, see
+//! [`PeerTable::closed_awaiting_cer`]). Closing the oldest rather than the
+//! newest keeps the listener open to a real peer during a flood of silent
+//! connections: its CER follows its connect within milliseconds, long
+//! before `max_awaiting_cer` later connections could push it out, whereas
+//! refusing newcomers would lock every peer out for as long as the flood
+//! kept the slots full. The CER timeout closes the rest in any case.
 
 use super::connection;
 use super::handler::Handler;
 use super::node::Node;
-use super::peer_handle::PeerShared;
+use super::peer_handle::{PeerHandle, PeerShared};
 use super::peer_table::PeerTable;
 use super::tls::{TlsConfig, TlsPeer};
 use crate::peer::{CloseReason, DisconnectCause, Jitter, LocalNode, PeerSettings, PeerState, Role};
+use std::collections::VecDeque;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::net::{TcpListener, ToSocketAddrs};
-use tokio::sync::watch;
+use tokio::sync::{watch, Notify};
 use tokio::task::JoinSet;
 
 /// A listening Diameter server. Build it with [`Server::bind`] or
@@ -104,6 +115,11 @@ impl<H: Handler> Server<H> {
         let (stop_tx, stop_rx) = watch::channel(None::<DisconnectCause>);
         let mut tasks = JoinSet::new();
         let mut jitter = Jitter::from_entropy();
+        let awaiting = Arc::new(AwaitingCer {
+            cap: self.node.inner.settings.max_awaiting_cer.max(1),
+            next_id: std::sync::atomic::AtomicU64::new(0),
+            list: Mutex::new(VecDeque::new()),
+        });
         tokio::pin!(shutdown);
         loop {
             tokio::select! {
@@ -120,9 +136,10 @@ impl<H: Handler> Server<H> {
                         ));
                         let node = self.node.inner.clone();
                         let stop = stop_rx.clone();
+                        let waiting = awaiting.admit(&node.table, shared.clone());
                         match &self.tls {
                             None => {
-                                tasks.spawn(connection::run(
+                                tasks.spawn(waiting.bound(connection::run(
                                     node,
                                     stream,
                                     Some(remote),
@@ -132,13 +149,22 @@ impl<H: Handler> Server<H> {
                                     None,
                                     None,
                                     stop,
-                                ));
+                                )));
                             }
                             Some(acceptor) => {
                                 let acceptor = acceptor.clone();
                                 tasks.spawn(async move {
                                     let limit = node.settings.cer_timeout;
-                                    let stream = match tokio::time::timeout(limit, acceptor.accept(stream)).await {
+                                    let handshake = tokio::time::timeout(limit, acceptor.accept(stream));
+                                    let evicted = waiting.closed.clone();
+                                    let handshake = tokio::select! {
+                                        h = handshake => h,
+                                        () = evicted.notified() => {
+                                            tracing::debug!(%remote, "closed during its TLS handshake: too many connections awaiting CER");
+                                            return handshake_failed();
+                                        }
+                                    };
+                                    let stream = match handshake {
                                         Ok(Ok(s)) => s,
                                         Ok(Err(e)) => {
                                             tracing::warn!(%remote, error = %e, "TLS handshake failed; connection closed");
@@ -150,7 +176,7 @@ impl<H: Handler> Server<H> {
                                         }
                                     };
                                     let peer = TlsPeer::from_connection(stream.get_ref().1);
-                                    connection::run(
+                                    waiting.bound(connection::run(
                                         node,
                                         stream,
                                         Some(remote),
@@ -160,7 +186,7 @@ impl<H: Handler> Server<H> {
                                         None,
                                         Some(peer),
                                         stop,
-                                    )
+                                    ))
                                     .await
                                 });
                             }
@@ -182,5 +208,93 @@ impl<H: Handler> Server<H> {
             tokio::time::timeout(bound, async { while tasks.join_next().await.is_some() {} }).await;
         tasks.abort_all();
         Ok(())
+    }
+}
+
+/// The connections accepted and not yet past CER, oldest first.
+struct AwaitingCer {
+    cap: usize,
+    next_id: std::sync::atomic::AtomicU64,
+    list: Mutex<VecDeque<(u64, Arc<Notify>)>>,
+}
+
+impl AwaitingCer {
+    fn lock(&self) -> std::sync::MutexGuard<'_, VecDeque<(u64, Arc<Notify>)>> {
+        self.list.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Registers a new connection; at the cap, tells the oldest waiting
+    /// one to close.
+    fn admit(self: &Arc<Self>, table: &PeerTable, shared: Arc<PeerShared>) -> Waiting {
+        let id = self
+            .next_id
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let closed = Arc::new(Notify::new());
+        let mut list = self.lock();
+        while list.len() >= self.cap {
+            let Some((_, oldest)) = list.pop_front() else {
+                break;
+            };
+            oldest.notify_one();
+            table.count_closed_awaiting_cer();
+        }
+        list.push_back((id, closed.clone()));
+        table.set_awaiting_cer(list.len());
+        Waiting {
+            set: self.clone(),
+            table: table.clone(),
+            id,
+            closed,
+            shared,
+        }
+    }
+}
+
+/// One connection's place among those awaiting CER, given up when it
+/// opens or ends.
+struct Waiting {
+    set: Arc<AwaitingCer>,
+    table: PeerTable,
+    id: u64,
+    /// Notified when a newer connection needs the place.
+    closed: Arc<Notify>,
+    shared: Arc<PeerShared>,
+}
+
+impl Waiting {
+    fn leave(&self) {
+        let mut list = self.set.lock();
+        list.retain(|(id, _)| *id != self.id);
+        self.table.set_awaiting_cer(list.len());
+    }
+
+    /// Runs the connection `run`, leaving the waiting set once the peer
+    /// is open, and aborting the connection if told to make room first.
+    async fn bound(self, run: impl Future<Output = connection::Ended>) -> connection::Ended {
+        tokio::pin!(run);
+        let mut state = self.shared.state.subscribe();
+        let mut waiting = true;
+        loop {
+            tokio::select! {
+                // The connection first: it publishes its link (what
+                // `abort` goes through) on its first poll.
+                biased;
+                ended = &mut run => {
+                    self.leave();
+                    return ended;
+                }
+                () = self.closed.notified(), if waiting => {
+                    waiting = false;
+                    tracing::debug!(remote = ?self.shared.conn().remote_addr, "connection closed before CER: too many connections awaiting CER");
+                    PeerHandle::new(self.shared.clone()).abort();
+                }
+                open = async { state.wait_for(|s| *s == PeerState::Open).await.is_ok() }, if waiting => {
+                    waiting = false;
+                    if open {
+                        self.leave();
+                    }
+                }
+            }
+        }
     }
 }

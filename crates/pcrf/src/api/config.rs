@@ -35,6 +35,16 @@ pub struct ApiConfig {
     pub max_connections: usize,
     /// A connection with nothing read or written for this long is closed.
     pub idle_timeout_secs: u64,
+    /// A request's head (request line and headers) must arrive whole within
+    /// this long; a client trickling it is closed.
+    pub header_read_timeout_secs: u64,
+    /// A request's body must arrive whole within this long of its head
+    /// (400 otherwise).
+    pub body_timeout_secs: u64,
+    /// Connections one client address may hold at once. A further one
+    /// closes that address's oldest connection with no request in
+    /// progress, so clients sharing an address can't lock each other out.
+    pub max_connections_per_address: usize,
     /// HTTPS instead of plain HTTP when set.
     pub tls: Option<ApiTls>,
 }
@@ -110,6 +120,9 @@ impl Default for ApiConfig {
             max_batch_bytes: 16 * 1024 * 1024,
             max_connections: 256,
             idle_timeout_secs: 60,
+            header_read_timeout_secs: 10,
+            body_timeout_secs: 30,
+            max_connections_per_address: 64,
             tls: None,
         }
     }
@@ -125,6 +138,12 @@ impl std::fmt::Debug for ApiConfig {
             .field("max_batch_bytes", &self.max_batch_bytes)
             .field("max_connections", &self.max_connections)
             .field("idle_timeout_secs", &self.idle_timeout_secs)
+            .field("header_read_timeout_secs", &self.header_read_timeout_secs)
+            .field("body_timeout_secs", &self.body_timeout_secs)
+            .field(
+                "max_connections_per_address",
+                &self.max_connections_per_address,
+            )
             .field("tls", &self.tls)
             .finish()
     }
@@ -171,6 +190,17 @@ impl ApiConfig {
         if !(1..=86_400).contains(&self.idle_timeout_secs) {
             return Err("api.idle_timeout_secs must be 1 to 86400".into());
         }
+        if !(1..=3_600).contains(&self.header_read_timeout_secs) {
+            return Err("api.header_read_timeout_secs must be 1 to 3600".into());
+        }
+        if !(1..=3_600).contains(&self.body_timeout_secs) {
+            return Err("api.body_timeout_secs must be 1 to 3600".into());
+        }
+        // Above api.max_connections it acts as api.max_connections, so a
+        // configuration lowering only the total stays valid.
+        if self.max_connections_per_address == 0 {
+            return Err("api.max_connections_per_address must be at least 1".into());
+        }
         if let Some(tls) = &self.tls {
             tls.load()?;
         }
@@ -182,6 +212,9 @@ impl ApiConfig {
         ConnectionLimits {
             max_connections: self.max_connections,
             idle_timeout: Duration::from_secs(self.idle_timeout_secs),
+            header_read_timeout: Duration::from_secs(self.header_read_timeout_secs),
+            body_timeout: Duration::from_secs(self.body_timeout_secs),
+            max_connections_per_address: self.max_connections_per_address,
         }
     }
 
@@ -242,6 +275,14 @@ mod tests {
         assert!(zero.validate().is_err());
         let idle: ApiConfig = toml::from_str("idle_timeout_secs = 0").expect("parse");
         assert!(idle.validate().is_err());
+        for bad in [
+            "header_read_timeout_secs = 0",
+            "body_timeout_secs = 0",
+            "max_connections_per_address = 0",
+        ] {
+            let c: ApiConfig = toml::from_str(bad).expect("parse");
+            assert!(c.validate().is_err(), "{bad}");
+        }
         assert_eq!(c.max_batch_bytes, 16 * 1024 * 1024);
         let small: ApiConfig = toml::from_str("max_batch_bytes = 1000").expect("parse");
         assert!(small.validate().is_err());

@@ -34,6 +34,15 @@ pub struct ConnectionLimits {
     pub max_connections: usize,
     /// A connection with no byte read or written for this long is closed.
     pub idle_timeout: Duration,
+    /// A request's head (request line and headers) must arrive whole
+    /// within this long, however steadily its bytes trickle in.
+    pub header_read_timeout: Duration,
+    /// A request's body must arrive whole within this long of its head.
+    pub body_timeout: Duration,
+    /// Connections one client address may hold at once; a further one
+    /// closes that address's oldest connection that has no request in
+    /// progress (see [`super::server`]).
+    pub max_connections_per_address: usize,
 }
 
 impl Default for ConnectionLimits {
@@ -41,6 +50,9 @@ impl Default for ConnectionLimits {
         ConnectionLimits {
             max_connections: 256,
             idle_timeout: Duration::from_secs(60),
+            header_read_timeout: Duration::from_secs(10),
+            body_timeout: Duration::from_secs(30),
+            max_connections_per_address: 64,
         }
     }
 }

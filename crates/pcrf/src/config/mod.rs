@@ -73,6 +73,13 @@ pub struct DiameterConfig {
     /// new sessions (CCR-I) are refused from 80% of it, so CCR-U/T go first.
     #[serde(default = "default_pending")]
     pub max_pending_requests: usize,
+    /// Connections accepted and not yet past CER, at most; a further one
+    /// closes the oldest of them.
+    #[serde(default = "default_awaiting_cer")]
+    pub max_connections_awaiting_cer: usize,
+    /// A connection must complete CER within this long, seconds.
+    #[serde(default = "default_cer_timeout")]
+    pub cer_timeout_secs: u64,
     /// `[diameter.tls]`: a second listener where peers start with a TLS
     /// handshake (RFC 6733 §13); absent, there is none.
     #[serde(default)]
@@ -115,6 +122,14 @@ impl TlsSection {
     }
 }
 
+fn default_awaiting_cer() -> usize {
+    256
+}
+
+fn default_cer_timeout() -> u64 {
+    10
+}
+
 fn default_pending() -> usize {
     2_000
 }
@@ -146,6 +161,8 @@ impl Default for DiameterConfig {
             max_message_bytes: default_max_message(),
             max_in_flight: default_in_flight(),
             max_pending_requests: default_pending(),
+            max_connections_awaiting_cer: default_awaiting_cer(),
+            cer_timeout_secs: default_cer_timeout(),
             tls: None,
         }
     }
@@ -523,6 +540,15 @@ impl Config {
                 "[diameter].max_pending_requests",
                 "must be at least 10".into(),
             );
+        }
+        if self.diameter.max_connections_awaiting_cer == 0 {
+            bad(
+                "[diameter].max_connections_awaiting_cer",
+                "must be at least 1".into(),
+            );
+        }
+        if !(1..=300).contains(&self.diameter.cer_timeout_secs) {
+            bad("[diameter].cer_timeout_secs", "must be 1 to 300".into());
         }
         if self.diameter.request_timeout_ms == 0 {
             bad("[diameter].request_timeout_ms", "must be at least 1".into());

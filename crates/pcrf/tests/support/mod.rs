@@ -74,6 +74,21 @@ impl Pcrf {
     /// As `start`, with `store` as the `[store]` section's body (default:
     /// the embedded store in the scratch directory).
     pub fn start_with_store(store: Option<&str>, extra: &str) -> Pcrf {
+        Self::start_full(store, "", "", extra)
+    }
+
+    /// As `start`, with `diameter` added to the `[diameter]` section.
+    pub fn start_with_diameter(diameter: &str, extra: &str) -> Pcrf {
+        Self::start_full(None, diameter, "", extra)
+    }
+
+    /// As `start`, with `api` added to the `[api]` section (after its
+    /// `listen`).
+    pub fn start_with_api(api: &str, extra: &str) -> Pcrf {
+        Self::start_full(None, "", api, extra)
+    }
+
+    fn start_full(store: Option<&str>, diameter_extra: &str, api_extra: &str, extra: &str) -> Pcrf {
         let dir = scratch_dir("pcrf");
         let policy = dir.join("policy.lua");
         std::fs::copy(repo_root().join("policies/default.lua"), &policy).expect("copy policy");
@@ -91,6 +106,7 @@ origin_realm = "test.local"
 listen = "{diameter}"
 watchdog_secs = 30
 request_timeout_ms = 3000
+{diameter_extra}
 
 [[peers]]
 origin_host = "pgw.test.local"
@@ -105,6 +121,7 @@ time_zone = "{zone}"
 
 [api]
 listen = "{api}"
+{api_extra}
 
 [log]
 level = "info"
