@@ -136,6 +136,9 @@ async fn an_answer_over_the_maximum_is_5012_and_the_connection_stays() {
         let why = error_message(&cca);
         assert!(why.contains("262144"), "{why}");
         cca.validate().expect("the 5012 answer is well formed");
+        // The PCEF holds no session after a 5012 CCA-I: neither does the PCRF.
+        let (status, _) = p.http("GET", &format!("/v1/sessions/pgw.test.local;7{n};1"), None);
+        assert_eq!(status, 404, "{imsi}: the refused session was not kept");
         // The same connection answers the next request.
         let ok = pcef.ccr_i(&format!("pgw.test.local;74;{n}"), PLAIN).await;
         assert_eq!(result_of(&ok), 2001);

@@ -221,6 +221,11 @@ impl Gx {
             Some(&extras),
             Some(&diff),
         );
+        if answer.code != result_code::DIAMETER_SUCCESS {
+            // The decision could not be sent (its CCA was too large): the
+            // PCEF holds no session, so none is kept here either.
+            return Ok(answer);
+        }
         s.last_decision = Some(Arc::new(out.into_record(&input, now)));
         s.installed = decision;
         s.last_answer = Some(answer.bytes.clone());
