@@ -88,7 +88,14 @@ impl Handler for Dispatcher {
         let host = peer.origin_host();
         let key = host.as_deref().unwrap_or("(before CER)");
         if let Some(unlogged) = self.closes.admit(key) {
-            tracing::warn!(peer = ?host, ?reason, unlogged, "Diameter peer closed");
+            match reason {
+                // A DPR/DPA exchange is an orderly close (a gateway
+                // rebooting or shutting down), not something to look into.
+                CloseReason::PeerDisconnect(_) | CloseReason::LocalDisconnect(_) => {
+                    tracing::info!(peer = ?host, ?reason, unlogged, "Diameter peer closed");
+                }
+                _ => tracing::warn!(peer = ?host, ?reason, unlogged, "Diameter peer closed"),
+            }
         }
     }
 }

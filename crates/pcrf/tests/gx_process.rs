@@ -504,3 +504,31 @@ async fn log_lines_inside_a_request_name_it() {
     assert_eq!(span["app"], "gx", "{log}");
     assert_eq!(span["cmd"], "CCR", "{log}");
 }
+
+/// A gateway that closes with DPR (here: rebooting) is an orderly close,
+/// logged at info; only abnormal closes are warnings an operator should
+/// look into.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_gateway_closing_with_dpr_is_logged_at_info() {
+    let p = Pcrf::start("format = \"json\"\n");
+    let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
+    pcef.close().await;
+    let closed = |log: &str| -> Option<serde_json::Value> {
+        log.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .find(|v| v["message"] == "Diameter peer closed")
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while closed(&p.log()).is_none() && std::time::Instant::now() < deadline {
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    let line = closed(&p.log()).unwrap_or_else(|| panic!("no close logged: {}", p.log()));
+    assert_eq!(line["level"], "INFO", "{line}");
+    assert!(
+        line["reason"]
+            .as_str()
+            .unwrap_or("")
+            .contains("PeerDisconnect"),
+        "{line}"
+    );
+}

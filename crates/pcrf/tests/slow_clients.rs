@@ -228,12 +228,15 @@ async fn connections_awaiting_cer_are_bounded() {
         closed as usize >= FLOOD - CAP,
         "closed_awaiting_cer_total {closed}"
     );
+    // Bounds with room for the allocator and the test PCEF's session on a
+    // busy machine (41 -> 49 MB measured alone): without the cap the flood
+    // took 41 -> 275 MB, and 167 MB stayed after it.
     assert!(
-        during < before + 20 * 1024,
+        during < before + 64 * 1024,
         "RSS grew from {before} to {during} KiB during the flood"
     );
     assert!(
-        after < before + 10 * 1024,
+        after < before + 32 * 1024,
         "RSS {after} KiB after the flood, {before} KiB before"
     );
 }
