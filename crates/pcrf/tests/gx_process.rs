@@ -306,6 +306,23 @@ async fn api_pushes_rar_and_release() {
     assert_eq!(st, 200, "{out}");
     assert_eq!(out["rar_sent"], false);
     assert!(pcef.rars().is_empty());
+    // The log shows the script version as everything else does: 16 hex digits.
+    let log = p.log();
+    let logged = log
+        .lines()
+        .find(|l| l.contains("session re-authorized by API"))
+        .and_then(|l| l.split("script_version=").nth(1))
+        .map(|v| v.split(' ').next().unwrap_or("").to_string())
+        .unwrap_or_default();
+    assert!(
+        logged.len() == 16 && logged.bytes().all(|b| b.is_ascii_hexdigit()),
+        "script_version={logged:?} in {log}"
+    );
+    assert_eq!(
+        out["script_version"],
+        logged.as_str(),
+        "the API says the same"
+    );
 
     // A plan change is pushed by the provisioning itself (before its
     // answer): the RAR carries the new AMBR only; a reauth then finds

@@ -174,7 +174,8 @@ pub async fn reauth<C: Control>(
         session = %id,
         rar_sent = outcome.rar_sent,
         result = ?outcome.result_code,
-        script_version = outcome.script_version,
+        // 16 hex digits, as the reload answer, the API and /metrics show it.
+        script_version = %format_args!("{:016x}", outcome.script_version),
         "session re-authorized by API"
     );
     Ok(Json(outcome).into_response())
