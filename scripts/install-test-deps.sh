@@ -80,23 +80,15 @@ if [ ${#others[@]} -gt 0 ]; then
 fi
 if [ ${#prom[@]} -gt 0 ]; then
     policy=/usr/sbin/policy-rc.d
-    if [ -e "$policy" ]; then
-        added=0
-    else
+    if [ ! -e "$policy" ]; then
         printf '#!/bin/sh\n# Added by install-test-deps.sh while prometheus installs.\nexit 101\n' |
             "${as_root[@]}" tee "$policy" >/dev/null
         "${as_root[@]}" chmod 755 "$policy"
-        added=1
+        # Removed however the script ends (a failed install, Ctrl-C).
+        trap '"${as_root[@]}" rm -f "$policy"' EXIT
     fi
-    rc=0
     "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-        --no-install-recommends "${prom[@]}" || rc=$?
-    if [ "$added" -eq 1 ]; then
-        "${as_root[@]}" rm -f "$policy"
-    fi
-    if [ "$rc" -ne 0 ]; then
-        exit "$rc"
-    fi
+        --no-install-recommends "${prom[@]}"
     # Where a permissive policy-rc.d let it start, or systemd would start
     # it at the next boot (the package enables it), stop and disable it.
     if [ -d /run/systemd/system ]; then
