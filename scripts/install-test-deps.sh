@@ -4,6 +4,9 @@
 #   freediameterd, -extensions   - independent Diameter peer (tests/freediameter.rs)
 #   erlang-base, -diameter, -dev - OTP's strict Diameter stack (tests/erlang_gx.rs)
 #   postgresql                   - the production store's database
+#   prometheus                   - for promtool (tests/deploy_files.rs checks the
+#                                  alert rules); installed with service starts
+#                                  denied, so no Prometheus server is left running
 # Idempotent: when everything is installed it only runs dpkg-query and exits.
 # Runs as root, or through sudo when not root.
 set -euo pipefail
@@ -16,6 +19,7 @@ PACKAGES=(
     erlang-diameter
     erlang-dev
     postgresql
+    prometheus
 )
 
 installed() {
@@ -61,5 +65,33 @@ if [ "$need_update" -eq 1 ]; then
     "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get update -q
 fi
 
-"${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-    --no-install-recommends "${missing[@]}"
+# Debian's prometheus package ships promtool beside a server that its
+# postinst would start (and enable) on :9090. The tests need only promtool:
+# while it installs, a policy-rc.d (Debian's hook for exactly this) denies
+# every service start; one already in place (containers) is left as it is.
+others=()
+prom=()
+for p in "${missing[@]}"; do
+    if [ "$p" = prometheus ]; then prom+=("$p"); else others+=("$p"); fi
+done
+if [ ${#others[@]} -gt 0 ]; then
+    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+        --no-install-recommends "${others[@]}"
+fi
+if [ ${#prom[@]} -gt 0 ]; then
+    policy=/usr/sbin/policy-rc.d
+    if [ ! -e "$policy" ]; then
+        printf '#!/bin/sh\n# Added by install-test-deps.sh while prometheus installs.\nexit 101\n' |
+            "${as_root[@]}" tee "$policy" >/dev/null
+        "${as_root[@]}" chmod 755 "$policy"
+        # Removed however the script ends (a failed install, Ctrl-C).
+        trap '"${as_root[@]}" rm -f "$policy"' EXIT
+    fi
+    "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
+        --no-install-recommends "${prom[@]}"
+    # Where a permissive policy-rc.d let it start, or systemd would start
+    # it at the next boot (the package enables it), stop and disable it.
+    if [ -d /run/systemd/system ]; then
+        "${as_root[@]}" systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+    fi
+fi

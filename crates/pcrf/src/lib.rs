@@ -3,6 +3,7 @@
 
 pub mod admission;
 pub mod api;
+pub mod certificate_expiry;
 pub mod client;
 pub mod config;
 pub mod control;

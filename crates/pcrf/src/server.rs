@@ -4,6 +4,7 @@
 //! let in-flight requests finish, flush the store and stop.
 
 use crate::api;
+use crate::certificate_expiry::CertificateExpiry;
 use crate::config::Config;
 use crate::dispatch::{Dispatcher, PeerCloseLog};
 use crate::gx;
@@ -277,6 +278,15 @@ pub async fn run(
         Ok(t) => t,
         Err(e) => return Err(StartError::Config(e)),
     };
+    // The certificates just loaded: when each expires, for /metrics.
+    let mut expiry = CertificateExpiry::default();
+    if let Some(t) = &cfg.diameter.tls {
+        expiry.add("diameter", &t.certificate);
+    }
+    if let Some(t) = &cfg.api.tls {
+        expiry.add("api", &t.certificate);
+    }
+    metrics.register(Arc::new(expiry));
     let api_task = tokio::spawn(api::serve_tls(
         api_listener,
         router,

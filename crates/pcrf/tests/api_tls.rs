@@ -245,6 +245,27 @@ fn https_with_the_right_ca_and_token_is_served() {
     let (code, status) = s.curl(&["--cacert", &ca], "/v1/config");
     assert_eq!((code, status.as_str()), (0, "401"));
     assert!(s.log().contains("https"), "the listening line says https");
+    // /metrics says when the served certificate expires (rcgen's default
+    // notAfter, 4096-01-01).
+    let out = Command::new("curl")
+        .args(["-sS", "--max-time", "8", "--cacert", &ca, "-H", &auth()])
+        .arg("--resolve")
+        .arg(format!("localhost:{}:127.0.0.1", s.api.port()))
+        .arg(s.url("https", "/metrics"))
+        .output()
+        .expect("run curl");
+    let scrape = String::from_utf8_lossy(&out.stdout);
+    let not_after = jiff::civil::date(4096, 1, 1)
+        .to_zoned(jiff::tz::TimeZone::UTC)
+        .expect("date")
+        .timestamp()
+        .as_second();
+    assert!(
+        scrape.contains(&format!(
+            "pcrf_tls_certificate_expiry_timestamp_seconds{{listener=\"api\"}} {not_after}\n"
+        )),
+        "{scrape}"
+    );
 }
 
 #[test]
