@@ -272,7 +272,20 @@ pub async fn run(
             node.connect_tls(o.server, &t.server_host, &cfg)
         }
     };
-    if !ini.wait_open(Duration::from_secs(10)).await {
+    let mut waits = Waits {
+        interrupt: Box::pin(interrupt),
+        interrupted: false,
+        closed,
+    };
+    let open = tokio::select! {
+        open = ini.wait_open(Duration::from_secs(10)) => open,
+        _ = waits.interrupt.as_mut() => {
+            // Nothing was opened yet: nothing to end.
+            ini.shutdown(DisconnectCause::DoNotWantToTalkToYou).await;
+            return Ok(GxClientEnd::Interrupted);
+        }
+    };
+    if !open {
         ini.shutdown(DisconnectCause::DoNotWantToTalkToYou).await;
         return Err(format!(
             "could not open a Diameter {}connection to {} (is the PCRF running, and is {} an allowed peer?{})",
@@ -287,11 +300,6 @@ pub async fn run(
         ));
     }
     let peer = ini.handle();
-    let mut waits = Waits {
-        interrupt: Box::pin(interrupt),
-        interrupted: false,
-        closed,
-    };
     let session = format!(
         "{};{};{}",
         o.origin_host,
