@@ -80,7 +80,7 @@ IMSI=001010000000001
 curl -sf -X PUT "$API/v1/subscribers/$IMSI" -H 'content-type: application/json' \
   -d '{"msisdn":"491700000001","plan":"basic","services":["vip"]}' >/dev/null
 "$BIN/pcrf" client gx --server "127.0.0.1:$DIAMETER_PORT" --origin-host pgw.bench.test \
-  --origin-realm bench.test --imsi "$IMSI" --updates 1 >"$WORK/client.out" 2>&1 \
+  --origin-realm bench.test --imsi "$IMSI" --updates 1 --keep-session >"$WORK/client.out" 2>&1 \
   || die "client failed: $(tail -5 "$WORK/client.out")"
 stop
 

@@ -7,6 +7,7 @@
 #   prometheus                   - for promtool (tests/deploy_files.rs checks the
 #                                  alert rules); installed with service starts
 #                                  denied, so no Prometheus server is left running
+#   curl, python3                - the README tour's commands (tests/readme_tour.rs)
 # Idempotent: when everything is installed it only runs dpkg-query and exits.
 # Runs as root, or through sudo when not root.
 set -euo pipefail
@@ -20,6 +21,8 @@ PACKAGES=(
     erlang-dev
     postgresql
     prometheus
+    curl
+    python3
 )
 
 installed() {

@@ -32,6 +32,10 @@ enum Cmd {
         /// Configuration file (TOML); see config/pcrf.example.toml.
         #[arg(long, short, env = "PCRF_CONFIG")]
         config: Option<PathBuf>,
+        /// The policy script, instead of the configuration's [policy].path
+        /// (also across SIGHUP reloads); e.g. a copy to edit and try.
+        #[arg(long)]
+        policy: Option<PathBuf>,
     },
     /// Validate a configuration file and the policy it names; print every
     /// error with its location. Exit status 0 when valid.
@@ -137,7 +141,10 @@ enum DebugCmd {
 #[derive(Subcommand)]
 enum ClientCmd {
     /// Open a Gx session as a PCEF would (CCR-I), print the CCA decoded,
-    /// answer and print RARs while holding, optionally update and terminate.
+    /// send CCR-Us (with usage reports when asked), answer and print RARs
+    /// while holding, then end the session with a CCR-T. Ctrl-C or SIGTERM
+    /// ends it at once (CCR-T, then exit); a DPR from the PCRF is answered
+    /// with DPA and ends the client. Exit status 0 unless a request failed.
     Gx {
         /// The PCRF's Diameter address.
         #[arg(long, default_value = "127.0.0.1:3868")]
@@ -158,12 +165,23 @@ enum ClientCmd {
         /// CCR-U messages to send after the CCR-I, one a second.
         #[arg(long, default_value_t = 0)]
         updates: u32,
-        /// Seconds to stay connected (RARs are answered and shown).
+        /// Usage each CCR-U reports for a Monitoring-Key, as KEY=SIZE
+        /// (e.g. total=100MB; SIZE as in the usage file: kB, MB, GB, TB
+        /// powers of 1000, KiB, MiB, GiB, TiB of 1024, or octets).
+        /// Repeatable. Sent as Used-Service-Unit: CC-Total-Octets SIZE, a
+        /// tenth uplink (CC-Input-Octets), the rest downlink
+        /// (CC-Output-Octets); with the Usage-Monitoring-Level the PCRF
+        /// granted the key at. Needs --updates.
+        #[arg(long = "report", value_name = "KEY=SIZE")]
+        reports: Vec<pcrf::client::UsageToReport>,
+        /// Seconds to stay connected (RARs are answered and shown) before
+        /// the CCR-T.
         #[arg(long, default_value_t = 0)]
         hold: u64,
-        /// End the session with a CCR-T before exiting.
+        /// Exit without a CCR-T, leaving the session open in the PCRF (end
+        /// it with DELETE /v1/sessions/ID); Ctrl-C then only disconnects.
         #[arg(long)]
-        terminate: bool,
+        keep_session: bool,
         /// Connect over TLS (RFC 6733 TLS on connect) with this certificate
         /// chain (PEM); needs --tls-key and --tls-ca.
         #[arg(long, requires_all = ["tls_key", "tls_ca"])]
@@ -195,7 +213,7 @@ enum PolicyCmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Cmd::Serve { config } => serve(config),
+        Cmd::Serve { config, policy } => serve(config, policy),
         Cmd::CheckConfig { file } => check_config(&file),
         Cmd::Policy {
             command: PolicyCmd::Test { policy, cases },
@@ -249,14 +267,19 @@ fn main() -> ExitCode {
                     apn,
                     ue_ip,
                     updates,
+                    reports,
                     hold,
-                    terminate,
+                    keep_session,
                     tls_cert,
                     tls_key,
                     tls_ca,
                     tls_server_host,
                 },
         } => {
+            if !reports.is_empty() && updates == 0 {
+                eprintln!("error: --report is sent in CCR-U: give --updates N too");
+                return ExitCode::from(2);
+            }
             let tls = match (tls_cert, tls_key, tls_ca) {
                 (Some(certificate), Some(private_key), Some(ca)) => {
                     Some(pcrf::client::GxClientTls {
@@ -277,8 +300,9 @@ fn main() -> ExitCode {
                 apn,
                 ue_ip,
                 updates,
-                terminate,
+                reports,
                 hold: std::time::Duration::from_secs(hold),
+                keep_session,
             };
             let rt = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()
@@ -290,8 +314,11 @@ fn main() -> ExitCode {
                     return ExitCode::FAILURE;
                 }
             };
-            match rt.block_on(pcrf::client::run_with_tls(opts, tls)) {
-                Ok(()) => ExitCode::SUCCESS,
+            match rt.block_on(async {
+                let interrupt = client_interrupt()?;
+                pcrf::client::run(opts, tls, interrupt).await
+            }) {
+                Ok(_) => ExitCode::SUCCESS,
                 Err(e) => {
                     eprintln!("error: {e}");
                     ExitCode::FAILURE
@@ -301,7 +328,31 @@ fn main() -> ExitCode {
     }
 }
 
-fn serve(path: Option<PathBuf>) -> ExitCode {
+/// Resolves on Ctrl-C (SIGINT) or SIGTERM, for `client gx`. The handlers
+/// are installed now, so a signal arriving before the client waits is not
+/// lost (nor does it kill the client without its CCR-T).
+#[cfg(unix)]
+fn client_interrupt() -> Result<impl std::future::Future<Output = ()>, String> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let listen = |kind: SignalKind| signal(kind).map_err(|e| format!("cannot catch signals: {e}"));
+    let mut int = listen(SignalKind::interrupt())?;
+    let mut term = listen(SignalKind::terminate())?;
+    Ok(async move {
+        tokio::select! {
+            _ = int.recv() => {}
+            _ = term.recv() => {}
+        }
+    })
+}
+
+#[cfg(not(unix))]
+fn client_interrupt() -> Result<impl std::future::Future<Output = ()>, String> {
+    Ok(async {
+        let _ = tokio::signal::ctrl_c().await;
+    })
+}
+
+fn serve(path: Option<PathBuf>, policy: Option<PathBuf>) -> ExitCode {
     let cfg = match &path {
         Some(p) => match Config::load(p) {
             Ok(c) => c,
@@ -311,6 +362,10 @@ fn serve(path: Option<PathBuf>) -> ExitCode {
             }
         },
         None => Config::zero_config(),
+    };
+    let cfg = match policy {
+        Some(p) => cfg.with_policy_path(p),
+        None => cfg,
     };
     let log = match pcrf::logging::init(&cfg.log) {
         Ok(h) => h,

@@ -297,7 +297,13 @@ pub async fn run(
 
     #[cfg(unix)]
     if let Some(source) = cfg.source.clone() {
-        spawn_reload_on_sighup(node.clone(), source, log, stop_rx.clone());
+        spawn_reload_on_sighup(
+            node.clone(),
+            source,
+            cfg.policy_from_command_line.clone(),
+            log,
+            stop_rx.clone(),
+        );
     }
 
     // Purge closed sessions past retention, once a minute.
@@ -392,6 +398,7 @@ fn watch_usage_file(node: &Arc<Node>, cfg: &Config) -> Option<crate::file_watch:
 fn spawn_reload_on_sighup(
     node: Arc<Node>,
     source: std::path::PathBuf,
+    policy_path: Option<std::path::PathBuf>,
     log: Option<LogHandle>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -418,7 +425,10 @@ fn spawn_reload_on_sighup(
                 }
             }
             let new = match Config::load(&source) {
-                Ok(c) => c,
+                Ok(c) => match &policy_path {
+                    Some(p) => c.with_policy_path(p.clone()),
+                    None => c,
+                },
                 Err(e) => {
                     tracing::error!(file = %source.display(), "configuration reload refused, the running one stays:\n{e}");
                     continue;

@@ -139,8 +139,9 @@ tls = true
         apn: "internet".into(),
         ue_ip: "10.0.0.77".parse().expect("ip"),
         updates: 0,
-        terminate: true,
+        reports: Vec::new(),
         hold: Duration::ZERO,
+        keep_session: false,
     };
     let tls_opts = pcrf::client::GxClientTls {
         certificate: ccert.into(),
@@ -148,7 +149,7 @@ tls = true
         ca: ca_path.clone(),
         server_host: "pcrf.test.local".into(),
     };
-    pcrf::client::run_with_tls(opts, Some(tls_opts))
+    pcrf::client::run(opts, Some(tls_opts), std::future::pending())
         .await
         .expect("pcrf client gx over TLS");
 

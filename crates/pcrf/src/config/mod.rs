@@ -422,6 +422,10 @@ pub struct Config {
     /// Where it came from, for messages.
     #[serde(skip)]
     pub source: Option<PathBuf>,
+    /// The policy script named on the command line (`serve --policy`),
+    /// which wins over `[policy].path` in this file and in reloads of it.
+    #[serde(skip)]
+    pub policy_from_command_line: Option<PathBuf>,
 }
 
 /// `[sd]`: the TDF that solicited application detection goes to (TS
@@ -452,6 +456,15 @@ impl Config {
             zero_config: true,
             ..Default::default()
         }
+    }
+
+    /// This configuration with `path` as the policy script, instead of
+    /// `[policy].path`, now and after reloads (see
+    /// [`policy_from_command_line`](Self::policy_from_command_line)).
+    pub fn with_policy_path(mut self, path: PathBuf) -> Config {
+        self.policy.path = path.clone();
+        self.policy_from_command_line = Some(path);
+        self
     }
 
     /// Reads, parses and validates a file.

@@ -62,6 +62,8 @@ pub struct Pcrf {
     pub policy: PathBuf,
     pub diameter: SocketAddr,
     pub api: SocketAddr,
+    /// Arguments of `pcrf serve` after `--config FILE`.
+    serve_args: Vec<String>,
 }
 
 impl Pcrf {
@@ -74,21 +76,32 @@ impl Pcrf {
     /// As `start`, with `store` as the `[store]` section's body (default:
     /// the embedded store in the scratch directory).
     pub fn start_with_store(store: Option<&str>, extra: &str) -> Pcrf {
-        Self::start_full(store, "", "", extra)
+        Self::start_full(store, "", "", extra, &[])
     }
 
     /// As `start`, with `diameter` added to the `[diameter]` section.
     pub fn start_with_diameter(diameter: &str, extra: &str) -> Pcrf {
-        Self::start_full(None, diameter, "", extra)
+        Self::start_full(None, diameter, "", extra, &[])
     }
 
     /// As `start`, with `api` added to the `[api]` section (after its
     /// `listen`).
     pub fn start_with_api(api: &str, extra: &str) -> Pcrf {
-        Self::start_full(None, "", api, extra)
+        Self::start_full(None, "", api, extra, &[])
     }
 
-    fn start_full(store: Option<&str>, diameter_extra: &str, api_extra: &str, extra: &str) -> Pcrf {
+    /// As `start`, with `args` added to `pcrf serve --config FILE`.
+    pub fn start_with_serve_args(args: &[&str], extra: &str) -> Pcrf {
+        Self::start_full(None, "", "", extra, args)
+    }
+
+    fn start_full(
+        store: Option<&str>,
+        diameter_extra: &str,
+        api_extra: &str,
+        extra: &str,
+        serve_args: &[&str],
+    ) -> Pcrf {
         let dir = scratch_dir("pcrf");
         let policy = dir.join("policy.lua");
         std::fs::copy(repo_root().join("policies/default.lua"), &policy).expect("copy policy");
@@ -142,6 +155,7 @@ level = "info"
             policy,
             diameter,
             api,
+            serve_args: serve_args.iter().map(|a| a.to_string()).collect(),
         };
         p.spawn();
         p
@@ -157,6 +171,7 @@ level = "info"
             .arg("serve")
             .arg("--config")
             .arg(&self.config)
+            .args(&self.serve_args)
             .current_dir(&self.dir)
             .stdout(Stdio::from(log.try_clone().expect("log")))
             .stderr(Stdio::from(log))
