@@ -209,9 +209,9 @@ fn round_trip_reopen_and_migrate() {
     assert_eq!(st.subscriber(&sub.imsi).expect("sub"), Some(sub.clone()));
     let rows = st
         .apply(&[
-            Change::DeleteSession("gx;1".into()),
+            Change::delete_session("gx;1", "1"),
             Change::DeleteSubscriber(sub.imsi.clone()),
-            Change::DeleteSession("never-existed".into()),
+            Change::delete_session("never-existed", "1"),
         ])
         .expect("delete");
     assert_eq!(rows, 2);
@@ -256,7 +256,7 @@ fn unchanged_upsert_changes_nothing_and_does_not_commit() {
     let before = xmin(&db);
     assert_eq!(st.apply(&batch).expect("again"), 0);
     assert_eq!(
-        st.apply(&[Change::DeleteSession("missing".into())])
+        st.apply(&[Change::delete_session("missing", "1")])
             .expect("delete missing"),
         0
     );
@@ -961,9 +961,9 @@ fn a_mixed_batch_is_one_statement_per_table_and_operation() {
     newer.plan = Some("gold".into());
     let mixed = [
         setup[0].clone(),                                   // unchanged
-        Change::DeleteSession("gx;gone".into()),            // 1
+        Change::delete_session("gx;gone", "1"),             // 1
         put(session("gx;new", "001010000000003", 2)),       // 1
-        Change::DeleteSession("gx;never".into()),           // 0
+        Change::delete_session("gx;never", "1"),            // 0
         Change::PutSubscriber(Arc::new(newer.clone())),     // 1
         Change::DeleteSubscriber("001010000000002".into()), // 1
         put_usage(usage("001010000000001", 1)),             // unchanged
@@ -1021,7 +1021,7 @@ fn changes_to_one_row_in_a_batch_keep_the_last() {
             put(session("gx;a", "1", 1)),
             put(session("gx;a", "1", 2)),
             put(session("gx;b", "1", 1)),
-            Change::DeleteSession("gx;b".into()),
+            Change::delete_session("gx;b", "1"),
             Change::DeleteUsage("1".into()),
             put_usage(usage("1", 9)),
         ])
@@ -1058,7 +1058,7 @@ fn a_batch_of_more_than_1000_rows_per_table() {
         .flat_map(|i| {
             let s = match i % 3 {
                 0 => put(session(&format!("gx;big{i:05}"), &key(i), 2)),
-                1 => Change::DeleteSession(format!("gx;big{i:05}")),
+                1 => Change::delete_session(format!("gx;big{i:05}"), "1"),
                 _ => put(session(&format!("gx;big{i:05}"), &key(i), 1)),
             };
             [s, put_usage(usage(&key(i), 2))]
