@@ -1,5 +1,5 @@
 //! The `[store]` section of the configuration: which store, where, and how
-//! durable a commit is. Embedded by the config module; `open_store` turns it
+//! durable a commit is. Embedded by the config module; `open_shards` turns it
 //! into a `Store`.
 
 use crate::store::shard::MAX_SHARDS;

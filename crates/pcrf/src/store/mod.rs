@@ -11,7 +11,7 @@ mod open;
 pub use change::{Change, ChangeKey, Route};
 pub use error::StoreError;
 pub use interface::Store;
-pub use open::{open_shards, open_store, open_store_with_handles, OpenedStore, Recovered};
+pub use open::{open_shards, OpenedStore, Recovered};
 
 pub(crate) mod blob;
 mod checkpointer;

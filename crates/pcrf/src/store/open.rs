@@ -5,7 +5,6 @@
 use crate::session::GxSession;
 use crate::store::config::{StoreConfig, StoreKind};
 use crate::store::postgres::{self, ConnectionMonitor, PostgresHandles, QueryProfiler};
-use crate::store::sqlite::SqliteStore;
 use crate::store::sqlite_layout;
 use crate::store::{Store, StoreError};
 use crate::subscriber::Subscriber;
@@ -96,38 +95,5 @@ pub fn open_shards(config: &StoreConfig) -> Result<OpenedStore, StoreError> {
                 }),
             })
         }
-    }
-}
-
-/// Opens one store like `open_store`, also returning the handles the API
-/// holds when the store has them (PostgreSQL: query profiler, connection
-/// health for `/v1/ready`).
-pub fn open_store_with_handles(
-    config: &StoreConfig,
-) -> Result<(Box<dyn Store>, Option<postgres::PostgresHandles>), StoreError> {
-    match config.kind {
-        StoreKind::Postgres => {
-            let store = postgres::PostgresStore::open(config.postgres_options()?)?;
-            let handles = store.handles();
-            Ok((Box::new(store), Some(handles)))
-        }
-        StoreKind::Sqlite => Ok((open_store(config)?, None)),
-    }
-}
-
-/// Opens one store (for SQLite, the directory's shard 0 file alone; a
-/// server opens every shard with `open_shards`).
-pub fn open_store(config: &StoreConfig) -> Result<Box<dyn Store>, StoreError> {
-    match config.kind {
-        StoreKind::Sqlite => {
-            let mut store = SqliteStore::open(&config.path, config.durability)?;
-            if let Some(mb) = config.max_size_mb {
-                store.limit_size(mb.saturating_mul(1024 * 1024))?;
-            }
-            Ok(Box::new(store))
-        }
-        StoreKind::Postgres => Ok(Box::new(postgres::PostgresStore::open(
-            config.postgres_options()?,
-        )?)),
     }
 }
