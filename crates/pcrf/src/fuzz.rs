@@ -30,7 +30,7 @@ use crate::node::NodeParts;
 use crate::policy::sandbox::Vm;
 use crate::policy::{engine, EngineConfig, Limits, PolicyEngine};
 use crate::services::Services;
-use crate::store::{Durability, GroupCommit, SqliteStore, Store};
+use crate::store::{Durability, ShardedWriter, SqliteStore, Store};
 use crate::subscriber::Subscriber;
 use crate::usage::config::UsageConfig;
 use bytes::{Bytes, BytesMut};
@@ -138,7 +138,7 @@ async fn build_node(root: &Path, dir: &Path) -> Services {
     let node = Services::new(NodeParts {
         cfg: Arc::new(cfg),
         policy: Arc::new(policy),
-        store: GroupCommit::start(Box::new(store)).expect("group commit"),
+        store: ShardedWriter::single(Box::new(store)).expect("group commit"),
         subscribers,
         sessions,
         usage,

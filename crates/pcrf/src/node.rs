@@ -32,9 +32,9 @@ use crate::policy::input::{
 use crate::policy::PolicyEngine;
 use crate::session::{GxSession, RuleDiff, SessionTable};
 use crate::session_message::Identity;
-use crate::store::group_commit::GroupCommit;
 use crate::store::group_commit::BATCH_SIZE_BOUNDS;
 use crate::store::postgres::PostgresHandles;
+use crate::store::ShardedWriter;
 use crate::store::{Change, StoreError};
 use crate::subscriber::Subscriber;
 use crate::subscriber::SubscriberTable;
@@ -104,7 +104,7 @@ pub struct Node {
     pub(crate) subscribers: SubscriberTable,
     pub(crate) sessions: SessionTable,
     pub(crate) policy: Arc<PolicyEngine>,
-    pub(crate) store: GroupCommit,
+    pub(crate) store: ShardedWriter,
     pub(crate) peers: PeerTable,
     /// Congestion level by cell (ECGI, 14 lowercase hex digits).
     pub(crate) congestion: RwLock<HashMap<String, u32>>,
@@ -150,7 +150,7 @@ pub trait Redecide: Send + Sync {
 pub struct NodeParts {
     pub cfg: Arc<Config>,
     pub policy: Arc<PolicyEngine>,
-    pub store: GroupCommit,
+    pub store: ShardedWriter,
     pub subscribers: Vec<Subscriber>,
     pub sessions: Vec<GxSession>,
     pub usage: Vec<SubscriberUsage>,
@@ -226,7 +226,7 @@ impl Node {
     pub fn policy(&self) -> &Arc<PolicyEngine> {
         &self.policy
     }
-    pub fn store(&self) -> &GroupCommit {
+    pub fn store(&self) -> &ShardedWriter {
         &self.store
     }
     pub fn session_table(&self) -> &SessionTable {

@@ -13,8 +13,9 @@ use crate::metrics::Metrics;
 use crate::node::{Node, NodeParts};
 use crate::policy::{EngineConfig, Limits, PolicyEngine};
 use crate::services::Services;
-use crate::store::group_commit::{GroupCommit, GroupCommitOptions};
-use crate::store::open_store_with_handles;
+use crate::store::group_commit::GroupCommitOptions;
+use crate::store::open_shards;
+use crate::store::ShardedWriter;
 use crate::usage::config::UsageConfig;
 use diameter::peer::{AllowedPeer, Application, LocalNode, PeerSettings};
 use diameter::transport::{self, PeerTable};
@@ -73,15 +74,15 @@ pub async fn run(
     }
 
     // Store: read what it holds, then hand it to the writer thread.
-    let (mut store, pg) = open_store_with_handles(&cfg.store)?;
+    let mut opened = open_shards(&cfg.store)?;
     let usage_cfg = load_usage_config(&cfg)?;
-    // skipped_corrupt() reports the last load only: add up all three.
-    let subscribers = store.subscribers()?;
-    let mut corrupt = store.skipped_corrupt();
-    let sessions = store.open_sessions()?;
-    corrupt += store.skipped_corrupt();
-    let usage_records = store.usage_records()?;
-    corrupt += store.skipped_corrupt();
+    let recovered = opened.recover()?;
+    let (subscribers, sessions, usage_records, corrupt) = (
+        recovered.subscribers,
+        recovered.sessions,
+        recovered.usage,
+        recovered.corrupt,
+    );
     if corrupt > 0 {
         tracing::error!(
             records = corrupt,
@@ -96,10 +97,13 @@ pub async fn run(
         kind = ?cfg.store.kind,
         path = %cfg.store.path.display(),
         commit_window_us = cfg.store.commit_window().as_micros() as u64,
+        writers = opened.shards.len(),
         "store opened"
     );
-    let writer = GroupCommit::start_with(
-        store,
+    let pg = opened.pg.take();
+    let writer = ShardedWriter::start(
+        opened.shards,
+        opened.shared,
         GroupCommitOptions {
             queue_depth: cfg.store.queue_depth,
             commit_window: cfg.store.commit_window(),

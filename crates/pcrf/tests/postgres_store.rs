@@ -209,9 +209,9 @@ fn round_trip_reopen_and_migrate() {
     assert_eq!(st.subscriber(&sub.imsi).expect("sub"), Some(sub.clone()));
     let rows = st
         .apply(&[
-            Change::DeleteSession("gx;1".into()),
+            Change::delete_session("gx;1", "1"),
             Change::DeleteSubscriber(sub.imsi.clone()),
-            Change::DeleteSession("never-existed".into()),
+            Change::delete_session("never-existed", "1"),
         ])
         .expect("delete");
     assert_eq!(rows, 2);
@@ -256,7 +256,7 @@ fn unchanged_upsert_changes_nothing_and_does_not_commit() {
     let before = xmin(&db);
     assert_eq!(st.apply(&batch).expect("again"), 0);
     assert_eq!(
-        st.apply(&[Change::DeleteSession("missing".into())])
+        st.apply(&[Change::delete_session("missing", "1")])
             .expect("delete missing"),
         0
     );
@@ -690,7 +690,8 @@ fn newer_schema_is_refused() {
 /// acknowledged is in the database afterwards.
 #[test]
 fn behind_group_commit_nothing_acknowledged_is_lost_across_an_outage() {
-    use pcrf::store::{open_store_with_handles, GroupCommit, StoreConfig, StoreKind};
+    use pcrf::store::group_commit::GroupCommitOptions;
+    use pcrf::store::{open_shards, ShardedWriter, StoreConfig, StoreKind};
     let db = TestSchema::new();
     drop(db.open());
     let relay = Relay::start(Duration::ZERO);
@@ -698,6 +699,9 @@ fn behind_group_commit_nothing_acknowledged_is_lost_across_an_outage() {
         kind: StoreKind::Postgres,
         url: Some(relay.url(&db)),
         timeout_ms: 500,
+        // Several connections, as on a server with cores: the outage and
+        // the recovery are every shard's.
+        writers: Some(3),
         ..StoreConfig::default()
     };
     let rt = tokio::runtime::Builder::new_multi_thread()
@@ -706,10 +710,14 @@ fn behind_group_commit_nothing_acknowledged_is_lost_across_an_outage() {
         .build()
         .expect("runtime");
     rt.block_on(async {
-        let (store, handles) = open_store_with_handles(&cfg).expect("open in async code");
-        let health = handles.expect("postgres has handles").connection;
+        let opened = open_shards(&cfg).expect("open in async code");
+        assert_eq!(opened.shards.len(), 3);
+        let health = opened.pg.expect("postgres has handles").connection;
         assert!(health.is_up());
-        let gc = Arc::new(GroupCommit::start(store).expect("start writer"));
+        let gc = Arc::new(
+            ShardedWriter::start(opened.shards, opened.shared, GroupCommitOptions::default())
+                .expect("start writers"),
+        );
         let acked = Arc::new(Mutex::new(Vec::<String>::new()));
         let wave = |tag: &'static str, n: usize| {
             let (gc, acked) = (gc.clone(), acked.clone());
@@ -719,7 +727,8 @@ fn behind_group_commit_nothing_acknowledged_is_lost_across_an_outage() {
                         let (gc, acked) = (gc.clone(), acked.clone());
                         tokio::spawn(async move {
                             let id = format!("gx;{tag}{i}");
-                            let r = gc.submit(vec![put(session(&id, "1", 1))]).await;
+                            // Its own subscriber: spread over the shards.
+                            let r = gc.submit(vec![put(session(&id, &id, 1))]).await;
                             if r.is_ok() {
                                 acked.lock().expect("acked").push(id);
                             }
@@ -760,7 +769,8 @@ fn behind_group_commit_nothing_acknowledged_is_lost_across_an_outage() {
         assert!(health.is_up());
         assert!(health.reconnects() >= 1);
         let gc = Arc::try_unwrap(gc).unwrap_or_else(|_| panic!("writer still shared"));
-        let mut store = gc.shutdown().await.expect("shutdown");
+        let mut stores = gc.shutdown().await.expect("shutdown");
+        let store = &mut stores[0];
         let stored: std::collections::HashSet<String> = store
             .open_sessions()
             .expect("load")
@@ -772,7 +782,84 @@ fn behind_group_commit_nothing_acknowledged_is_lost_across_an_outage() {
         for id in &acked {
             assert!(stored.contains(id), "acknowledged {id} lost");
         }
-        drop(store);
+        drop(stores);
+    });
+}
+
+/// Writers of several shards on one database, with the purge running
+/// meanwhile: every request commits (no deadlock between the connections,
+/// no lock wait past the timeout), a subscriber's session and usage stay
+/// together, and recovery reads each row once.
+#[test]
+fn shard_writers_on_one_database_never_deadlock() {
+    use pcrf::store::group_commit::GroupCommitOptions;
+    use pcrf::store::{open_shards, ShardedWriter, StoreConfig, StoreKind};
+    let db = TestSchema::new();
+    drop(db.open());
+    let cfg = StoreConfig {
+        kind: StoreKind::Postgres,
+        url: Some(db.url.clone()),
+        writers: Some(4),
+        ..StoreConfig::default()
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    rt.block_on(async {
+        let opened = open_shards(&cfg).expect("open");
+        assert!(opened.shared);
+        let w = ShardedWriter::start(opened.shards, true, GroupCommitOptions::default())
+            .expect("start");
+        const SUBSCRIBERS: usize = 40;
+        const ROUNDS: i64 = 15;
+        let mut tasks = Vec::new();
+        for t in 0..SUBSCRIBERS {
+            let w = w.clone();
+            tasks.push(tokio::spawn(async move {
+                let key = format!("0010100000{t:05}");
+                for i in 1..=ROUNDS {
+                    let mut s = session(&format!("gx;{t}-{}", i % 3), &key, i);
+                    if i % 5 == 0 {
+                        // Closed long ago: the purge's prey, written while
+                        // it runs.
+                        s.state = SessionState::Closed;
+                        s.closed_ms = Some(1);
+                    }
+                    w.submit(vec![put(s), put_usage(usage(&key, i as u64))])
+                        .await
+                        .expect("every write commits");
+                }
+            }));
+        }
+        let purger = {
+            let w = w.clone();
+            tokio::spawn(async move {
+                let mut purged = 0;
+                for _ in 0..20 {
+                    purged += w.purge_closed(1_000).await.expect("purge");
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+                purged
+            })
+        };
+        for t in tasks {
+            t.await.expect("task");
+        }
+        purger.await.expect("purger");
+        let st = w.stats();
+        assert_eq!(st.errors, 0, "{st:?}");
+        let busy = (0..4)
+            .filter(|&i| w.shard(i).is_some_and(|g| g.stats().commits > 0))
+            .count();
+        assert!(busy >= 3, "the subscribers spread over the shards: {busy}");
+        let mut stores = w.shutdown().await.expect("shutdown");
+        let usage_rows = stores[0].usage_records().expect("usage");
+        assert_eq!(usage_rows.len(), SUBSCRIBERS);
+        assert!(usage_rows
+            .iter()
+            .all(|u| u.accumulators["monthly"].used == ROUNDS as u64));
     });
 }
 
@@ -961,9 +1048,9 @@ fn a_mixed_batch_is_one_statement_per_table_and_operation() {
     newer.plan = Some("gold".into());
     let mixed = [
         setup[0].clone(),                                   // unchanged
-        Change::DeleteSession("gx;gone".into()),            // 1
+        Change::delete_session("gx;gone", "1"),             // 1
         put(session("gx;new", "001010000000003", 2)),       // 1
-        Change::DeleteSession("gx;never".into()),           // 0
+        Change::delete_session("gx;never", "1"),            // 0
         Change::PutSubscriber(Arc::new(newer.clone())),     // 1
         Change::DeleteSubscriber("001010000000002".into()), // 1
         put_usage(usage("001010000000001", 1)),             // unchanged
@@ -1021,7 +1108,7 @@ fn changes_to_one_row_in_a_batch_keep_the_last() {
             put(session("gx;a", "1", 1)),
             put(session("gx;a", "1", 2)),
             put(session("gx;b", "1", 1)),
-            Change::DeleteSession("gx;b".into()),
+            Change::delete_session("gx;b", "1"),
             Change::DeleteUsage("1".into()),
             put_usage(usage("1", 9)),
         ])
@@ -1058,7 +1145,7 @@ fn a_batch_of_more_than_1000_rows_per_table() {
         .flat_map(|i| {
             let s = match i % 3 {
                 0 => put(session(&format!("gx;big{i:05}"), &key(i), 2)),
-                1 => Change::DeleteSession(format!("gx;big{i:05}")),
+                1 => Change::delete_session(format!("gx;big{i:05}"), "1"),
                 _ => put(session(&format!("gx;big{i:05}"), &key(i), 1)),
             };
             [s, put_usage(usage(&key(i), 2))]

@@ -14,7 +14,7 @@ use pcrf::metrics::Metrics;
 use pcrf::node::NodeParts;
 use pcrf::policy::{EngineConfig, Limits, PolicyEngine};
 use pcrf::services::Services;
-use pcrf::store::{GroupCommit, SqliteStore, Store};
+use pcrf::store::{ShardedWriter, SqliteStore, Store};
 use pcrf::subscriber::Subscriber;
 use pcrf::usage::config::UsageConfig;
 use pcrf_bench::gx::{self as bench_gx, Gateway, Request, Usage};
@@ -72,7 +72,7 @@ fn node(dir: &Path, store: Box<dyn Store>) -> Services {
     Services::new(NodeParts {
         cfg,
         policy,
-        store: GroupCommit::start(store).expect("writer"),
+        store: ShardedWriter::single(store).expect("writer"),
         subscribers,
         sessions,
         usage,
@@ -202,7 +202,8 @@ async fn monthly_reset_happens_at_the_billing_day_boundary_and_not_before() {
 
     // Durable: a node recovering from the same store sees the new period.
     n.node.store().flush().await.expect("flush");
-    let recovered = n.node.store().shutdown().await.expect("shutdown");
+    let mut stores = n.node.store().shutdown().await.expect("shutdown");
+    let recovered = stores.pop().expect("its one shard");
     let n2 = node(&dir, recovered);
     let after = n2.operations().usage(IMSI).expect("usage");
     assert_eq!(after.accumulators["monthly"].used, 0);

@@ -5,6 +5,8 @@
 //! every request that got no answer retransmitted (T flag) to the restarted
 //! node, as a PCEF does. Afterwards each subscriber's accumulator must hold
 //! exactly the sum of the volumes reported: none lost, none counted twice.
+//! Also with the number of store writers (shards) changed at each restart,
+//! so that rows move between shard files while requests are retransmitted.
 
 mod support;
 
@@ -134,9 +136,45 @@ enum Kind {
     Terminate,
 }
 
+/// Sets `[store] writers` in the server's configuration (None: the
+/// default), for its next start.
+fn set_writers(p: &Pcrf, writers: Option<usize>) {
+    let text = std::fs::read_to_string(&p.config).expect("config");
+    let mut out = String::new();
+    for line in text.lines().filter(|l| !l.starts_with("writers = ")) {
+        out.push_str(line);
+        out.push('\n');
+        if let (true, Some(n)) = (line == "[store]", writers) {
+            out.push_str(&format!("writers = {n}\n"));
+        }
+    }
+    std::fs::write(&p.config, out).expect("write config");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn seed_scenario_usage_is_exact_after_kill_9_in_the_middle() {
+    seed_scenario([None, None, None]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_is_exact_when_each_restart_changes_the_number_of_writers() {
+    let log = seed_scenario([Some(4), Some(3), Some(1)]).await;
+    assert!(
+        log.matches("store directory laid out for its shards")
+            .count()
+            >= 2,
+        "{log}"
+    );
+}
+
+/// The scenario with `writers[0]` store writers from the start, then
+/// `writers[1]` and `writers[2]` after the two kills; returns the log.
+async fn seed_scenario(writers: [Option<usize>; 3]) -> String {
     let mut p = Pcrf::start_with_usage("");
+    if writers[0].is_some() {
+        set_writers(&p, writers[0]);
+        p.restart();
+    }
     for i in 0..SUBSCRIBERS {
         p.provision(&subscriber(i).imsi, r#"{"plan":"basic"}"#);
     }
@@ -189,6 +227,7 @@ async fn seed_scenario_usage_is_exact_after_kill_9_in_the_middle() {
                     assert_eq!(code.expect("task"), 2001);
                 }
             }
+            set_writers(&p, writers[kills + 1]);
             tokio::task::block_in_place(|| p.restart());
             kills += 1;
         }
@@ -211,4 +250,5 @@ async fn seed_scenario_usage_is_exact_after_kill_9_in_the_middle() {
             "subscriber {imsi}: {v}\n{retransmitted}"
         );
     }
+    p.log()
 }

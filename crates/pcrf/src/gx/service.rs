@@ -636,7 +636,7 @@ impl Gx {
         if code == result_code::DIAMETER_UNKNOWN_SESSION_ID {
             // The PCEF no longer has it: forget it here too.
             self.node
-                .commit(vec![Change::DeleteSession(id.to_owned())])
+                .commit(vec![Change::delete_session(id, cur.subscriber.clone())])
                 .await
                 .map_err(|e| ControlError::Unavailable(e.message.to_string()))?;
             self.node.sessions.remove(id);

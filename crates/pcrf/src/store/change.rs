@@ -1,5 +1,6 @@
 //! One state change to persist, as the services hand it to the group-commit
-//! writer: a session, a subscriber, a subscriber's usage, or their removal.
+//! writer: a session, a subscriber, a subscriber's usage, or their removal;
+//! and the shard each change belongs to (see `store::shard`).
 
 use crate::session::GxSession;
 use crate::subscriber::Subscriber;
@@ -12,7 +13,12 @@ pub enum Change {
     /// Insert or replace a session (the whole record is one row).
     PutSession(Arc<GxSession>),
     /// Remove a session record (after retention, or on 5002 from the PCEF).
-    DeleteSession(String),
+    /// With its subscriber key (`GxSession::subscriber`): the shard that
+    /// holds the row is chosen by it.
+    DeleteSession {
+        id: String,
+        subscriber: String,
+    },
     PutSubscriber(Arc<Subscriber>),
     DeleteSubscriber(String),
     /// Insert or replace a subscriber's usage accumulators (one row per
@@ -37,11 +43,45 @@ impl Change {
     pub fn key(&self) -> ChangeKey<'_> {
         match self {
             Change::PutSession(s) => ChangeKey::Session(&s.id),
-            Change::DeleteSession(id) => ChangeKey::Session(id),
+            Change::DeleteSession { id, .. } => ChangeKey::Session(id),
             Change::PutSubscriber(s) => ChangeKey::Subscriber(&s.imsi),
             Change::DeleteSubscriber(imsi) => ChangeKey::Subscriber(imsi),
             Change::PutUsage(u) => ChangeKey::Usage(&u.subscriber),
             Change::DeleteUsage(subscriber) => ChangeKey::Usage(subscriber),
+        }
+    }
+}
+
+/// Which writer a change goes to: the rows of one subscriber (its sessions
+/// and usage) always to the same one, so that they commit together;
+/// provisioning (subscriber profiles) always to the first, so that a bulk
+/// provisioning request stays one transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Route<'a> {
+    /// By the subscriber key (`GxSession::subscriber`,
+    /// `SubscriberUsage::subscriber`).
+    Subscriber(&'a str),
+    /// Subscriber profiles: shard 0.
+    Provisioning,
+}
+
+impl Change {
+    /// `DeleteSession` of session `id` of subscriber `subscriber`.
+    pub fn delete_session(id: impl Into<String>, subscriber: impl Into<String>) -> Change {
+        Change::DeleteSession {
+            id: id.into(),
+            subscriber: subscriber.into(),
+        }
+    }
+
+    /// Where this change is written (see `Route`).
+    pub fn route(&self) -> Route<'_> {
+        match self {
+            Change::PutSession(s) => Route::Subscriber(&s.subscriber),
+            Change::DeleteSession { subscriber, .. } => Route::Subscriber(subscriber),
+            Change::PutUsage(u) => Route::Subscriber(&u.subscriber),
+            Change::DeleteUsage(subscriber) => Route::Subscriber(subscriber),
+            Change::PutSubscriber(_) | Change::DeleteSubscriber(_) => Route::Provisioning,
         }
     }
 }

@@ -1,7 +1,8 @@
 //! The `[store]` section of the configuration: which store, where, and how
-//! durable a commit is. Embedded by the config module; `open_store` turns it
+//! durable a commit is. Embedded by the config module; `open_shards` turns it
 //! into a `Store`.
 
+use crate::store::shard::MAX_SHARDS;
 use serde::Deserialize;
 use std::path::PathBuf;
 use std::time::Duration;
@@ -99,6 +100,11 @@ pub struct StoreConfig {
     /// the kind's default (`commit_window`).
     #[serde(default)]
     pub commit_window_us: Option<u64>,
+    /// Shards of the store, each with its own writer (and, for SQLite, its
+    /// own database file): durable writes run in parallel. A subscriber's
+    /// rows always land in one shard. Unset: the available cores.
+    #[serde(default)]
+    pub writers: Option<usize>,
 }
 
 /// The window PostgreSQL gets unless configured: a commit there is a round
@@ -138,6 +144,7 @@ impl Default for StoreConfig {
             lifetime_max_secs: default_lifetime_max_secs(),
             timeout_ms: default_timeout_ms(),
             commit_window_us: None,
+            writers: None,
         }
     }
 }
@@ -156,10 +163,27 @@ impl StoreConfig {
                 "store.commit_window_us must be at most {MAX_COMMIT_WINDOW_US} (100 ms)"
             ));
         }
+        if let Some(n) = self.writers {
+            if !(1..=MAX_SHARDS).contains(&n) {
+                return Err(format!("store.writers must be from 1 to {MAX_SHARDS}"));
+            }
+        }
         if self.kind == StoreKind::Postgres {
             self.postgres_options().map_err(|e| e.to_string())?;
         }
         Ok(())
+    }
+
+    /// The number of shards and writers: the configured one, else the
+    /// available cores (at least 1, at most `MAX_SHARDS`).
+    pub fn writers(&self) -> usize {
+        self.writers
+            .unwrap_or_else(|| {
+                std::thread::available_parallelism()
+                    .map(|n| n.get())
+                    .unwrap_or(1)
+            })
+            .clamp(1, MAX_SHARDS)
     }
 
     /// The group-commit window: the configured one, else the kind's.
@@ -254,5 +278,18 @@ mod tests {
         assert!(toml::from_str::<StoreConfig>("paht = \"x\"").is_err());
         let c: StoreConfig = toml::from_str("queue_depth = 0").expect("parses");
         assert!(c.validate().is_err());
+        let c: StoreConfig = toml::from_str("writers = 0").expect("parses");
+        assert!(c.validate().is_err());
+        let c: StoreConfig = toml::from_str("writers = 65").expect("parses");
+        assert!(c.validate().is_err());
+    }
+
+    #[test]
+    fn writers_default_to_the_cores_and_yield_to_the_file() {
+        let c: StoreConfig = toml::from_str("writers = 3").expect("parses");
+        assert!(c.validate().is_ok());
+        assert_eq!(c.writers(), 3);
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(StoreConfig::default().writers(), cores.clamp(1, MAX_SHARDS));
     }
 }

@@ -5,12 +5,14 @@
 //! checks that every acknowledged change is there. With usage, each batch
 //! is a session and its subscriber's usage row carrying the same counter:
 //! after the kill both rows must hold the same value (both or neither).
+//! With several shards (one writer and one file each), every shard's
+//! acknowledged changes survive, each row in its subscriber's shard.
 
 use super::config::Durability;
 use super::fixtures::{session, usage, TestDir};
-use super::group_commit::GroupCommit;
-use super::sqlite::SqliteStore;
-use super::{Change, Store};
+use super::group_commit::GroupCommitOptions;
+use super::sqlite_layout::open_shards;
+use super::{shard, Change, ShardedWriter, Store};
 use std::collections::HashMap;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
@@ -21,6 +23,8 @@ const DIR_ENV: &str = "PCRF_STORE_CRASH_CHILD_DIR";
 const MODE_ENV: &str = "PCRF_STORE_CRASH_CHILD_MODE";
 /// Set: each batch also writes the usage row of the session's key.
 const PAIRS_ENV: &str = "PCRF_STORE_CRASH_CHILD_PAIRS";
+/// The number of shards (writers) the child and the parent open.
+const SHARDS_ENV: &str = "PCRF_STORE_CRASH_CHILD_SHARDS";
 const TASKS: usize = 8;
 /// Each task rewrites a small set of rows, so updates (not only inserts)
 /// must survive too.
@@ -37,8 +41,16 @@ fn crash_child() {
         _ => Durability::Full,
     };
     let pairs = std::env::var_os(PAIRS_ENV).is_some();
-    let store = SqliteStore::open(std::path::Path::new(&dir), durability).expect("open");
-    let gc = GroupCommit::start(Box::new(store)).expect("start");
+    let shards = std::env::var(SHARDS_ENV)
+        .ok()
+        .and_then(|n| n.parse().ok())
+        .unwrap_or(1);
+    let (stores, _) = open_shards(std::path::Path::new(&dir), shards, durability).expect("open");
+    let stores = stores
+        .into_iter()
+        .map(|s| Box::new(s) as Box<dyn Store>)
+        .collect();
+    let gc = ShardedWriter::start(stores, false, GroupCommitOptions::default()).expect("start");
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()
@@ -51,7 +63,8 @@ fn crash_child() {
             tasks.push(tokio::spawn(async move {
                 for i in 1_i64.. {
                     let id = format!("t{t}-k{}", i % KEYS_PER_TASK);
-                    let s = session(&id, "001010000000001", i);
+                    // Each key its own subscriber: spread over the shards.
+                    let s = session(&id, &id, i);
                     let mut batch = vec![Change::PutSession(Arc::new(s))];
                     if pairs {
                         // The usage row is keyed like the session, so the
@@ -83,8 +96,8 @@ fn run_entropy() -> u64 {
     nanos ^ (std::process::id() as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15)
 }
 
-fn crash_and_check(durability: Durability, mode: &str, pairs: bool) {
-    let dir = TestDir::new(&format!("crash-{mode}-{pairs}"));
+fn crash_and_check(durability: Durability, mode: &str, pairs: bool, shards: usize) {
+    let dir = TestDir::new(&format!("crash-{mode}-{pairs}-{shards}"));
     let exe = std::env::current_exe().expect("test binary path");
     let mut command = Command::new(exe);
     if pairs {
@@ -99,6 +112,7 @@ fn crash_and_check(durability: Durability, mode: &str, pairs: bool) {
             "--test-threads=1",
         ])
         .env(DIR_ENV, dir.path())
+        .env(SHARDS_ENV, shards.to_string())
         .env(MODE_ENV, mode)
         .stdout(Stdio::piped())
         .stderr(Stdio::null())
@@ -141,19 +155,27 @@ fn crash_and_check(durability: Durability, mode: &str, pairs: bool) {
         "child acknowledged too little before the deadline: {}",
         acked.len()
     );
-    let mut store = SqliteStore::open(dir.path(), durability).expect("reopen after kill -9");
+    let (mut stores, moved) =
+        open_shards(dir.path(), shards, durability).expect("reopen after kill -9");
+    assert_eq!(moved, None, "every row was written to its shard");
+    assert_eq!(stores.len(), shards);
     for (id, i) in &acked {
+        // In the shard of its subscriber (its own id here).
+        let store = &mut stores[shard::of_subscriber(id, shards)];
         let stored = store.session(id).expect("read").map(|s| s.updated_ms);
         assert!(
             stored.is_some_and(|s| s >= *i),
-            "{mode}: {id} acknowledged at #{i}, stored {stored:?}"
+            "{mode}/{shards}: {id} acknowledged at #{i}, stored {stored:?}"
         );
     }
-    let open = store.open_sessions().expect("recovery load");
-    assert_eq!(store.skipped_corrupt(), 0);
+    let (mut open, mut usage_rows) = (Vec::new(), Vec::new());
+    for store in &mut stores {
+        open.extend(store.open_sessions().expect("recovery load"));
+        assert_eq!(store.skipped_corrupt(), 0);
+        usage_rows.extend(store.usage_records().expect("usage load"));
+        assert_eq!(store.skipped_corrupt(), 0);
+    }
     assert!(open.len() >= acked.len());
-    let usage_rows = store.usage_records().expect("usage load");
-    assert_eq!(store.skipped_corrupt(), 0);
     if !pairs {
         assert!(usage_rows.is_empty());
         return;
@@ -191,12 +213,18 @@ fn record_ack(line: &str, acked: &mut HashMap<String, i64>) -> bool {
 
 #[test]
 fn acknowledged_changes_survive_kill_9() {
-    crash_and_check(Durability::Full, "full", false);
-    crash_and_check(Durability::Relaxed, "relaxed", false);
+    crash_and_check(Durability::Full, "full", false, 1);
+    crash_and_check(Durability::Relaxed, "relaxed", false, 1);
 }
 
 #[test]
 fn session_and_usage_of_one_batch_survive_kill_9_together() {
-    crash_and_check(Durability::Full, "full", true);
-    crash_and_check(Durability::Relaxed, "relaxed", true);
+    crash_and_check(Durability::Full, "full", true, 1);
+    crash_and_check(Durability::Relaxed, "relaxed", true, 1);
+}
+
+#[test]
+fn acknowledged_changes_of_every_shard_survive_kill_9() {
+    crash_and_check(Durability::Full, "full", true, 4);
+    crash_and_check(Durability::Relaxed, "relaxed", true, 3);
 }

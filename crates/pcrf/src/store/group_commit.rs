@@ -83,6 +83,29 @@ pub struct GroupCommitStats {
     pub queued: u64,
 }
 
+impl GroupCommitStats {
+    /// Adds another writer's counters (the shards' total).
+    pub fn add(&mut self, o: &GroupCommitStats) {
+        self.requests += o.requests;
+        self.changes += o.changes;
+        self.coalesced += o.coalesced;
+        self.batches += o.batches;
+        self.commits += o.commits;
+        self.skipped_commits += o.skipped_commits;
+        self.rows_changed += o.rows_changed;
+        self.errors += o.errors;
+        self.purged += o.purged;
+        self.apply_micros += o.apply_micros;
+        for (a, b) in self.apply_micros_le.iter_mut().zip(o.apply_micros_le) {
+            *a += b;
+        }
+        for (a, b) in self.batch_size_le.iter_mut().zip(o.batch_size_le) {
+            *a += b;
+        }
+        self.queued += o.queued;
+    }
+}
+
 #[derive(Default)]
 struct Metrics {
     requests: AtomicU64,
@@ -864,7 +887,7 @@ mod tests {
             gc.reserve()
                 .await
                 .expect("slot")
-                .send(vec![Change::DeleteSession("a".into())]),
+                .send(vec![Change::delete_session("a", "1")]),
         );
         blocker.execute_batch("COMMIT").expect("unlock");
         first.await.expect("first");
@@ -912,7 +935,7 @@ mod tests {
             other => panic!("expected disk full, got {other:?}"),
         }
         // The next batch (fits: a delete frees space) is written.
-        gc.submit(vec![Change::DeleteSession("keep".into())])
+        gc.submit(vec![Change::delete_session("keep", "1")])
             .await
             .expect("writer still running");
         let st = gc.stats();
@@ -989,7 +1012,7 @@ mod tests {
         before.await.expect("written before the flush returned");
         let mut store = gc.shutdown().await.expect("shutdown");
         assert!(store.session("x").expect("read").is_some());
-        match gc.submit(vec![Change::DeleteSession("x".into())]).await {
+        match gc.submit(vec![Change::delete_session("x", "1")]).await {
             Err(StoreError::Unavailable(m)) => assert!(m.contains("stopped"), "{m}"),
             other => panic!("expected stopped, got {other:?}"),
         }
@@ -1077,13 +1100,13 @@ mod tests {
     fn coalesce_keeps_the_last_change_per_row() {
         let a1 = Change::PutSession(Arc::new(session("a", "1", 1)));
         let b = Change::PutSubscriber(Arc::new(crate::store::fixtures::subscriber("a")));
-        let a2 = Change::DeleteSession("a".into());
+        let a2 = Change::delete_session("a", "1");
         let out = coalesce(vec![a1, b, a2]);
         assert_eq!(out.len(), 2);
         assert!(
             matches!(&out[0], Change::PutSubscriber(_)),
             "session and subscriber keys differ"
         );
-        assert!(matches!(&out[1], Change::DeleteSession(id) if id == "a"));
+        assert!(matches!(&out[1], Change::DeleteSession { id, .. } if id == "a"));
     }
 }

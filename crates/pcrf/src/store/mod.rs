@@ -8,17 +8,21 @@ mod error;
 mod interface;
 mod open;
 
-pub use change::{Change, ChangeKey};
+pub use change::{Change, ChangeKey, Route};
 pub use error::StoreError;
 pub use interface::Store;
-pub use open::{open_store, open_store_with_handles};
+pub use open::{open_shards, OpenedStore, Recovered};
 
 pub(crate) mod blob;
+mod checkpointer;
 pub mod config;
 pub mod group_commit;
 mod json_writer;
 pub mod postgres;
+pub mod shard;
+mod sharded_writer;
 pub mod sqlite;
+pub mod sqlite_layout;
 
 #[cfg(test)]
 mod crash_test;
@@ -28,4 +32,5 @@ mod fixtures;
 pub use blob::encode_session;
 pub use config::{Durability, StoreConfig, StoreKind};
 pub use group_commit::{GroupCommit, GroupCommitOptions, GroupCommitStats, Pending, Slot};
+pub use sharded_writer::ShardedWriter;
 pub use sqlite::SqliteStore;

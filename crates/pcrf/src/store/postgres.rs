@@ -227,10 +227,13 @@ mod sql {
         "get_subscriber",
         "SELECT data FROM subscribers WHERE imsi = $1",
     );
+    // SKIP LOCKED: the purge runs on one shard's connection while the
+    // others write; it never waits for a row another writer holds (so it
+    // can never be part of a deadlock) and leaves that row to the next run.
     pub const PURGE_CLOSED: (&str, &str) = (
         "purge_closed",
         "DELETE FROM sessions WHERE id IN (SELECT id FROM sessions \
-         WHERE state = 'closed' AND closed_ms < $1 LIMIT $2)",
+         WHERE state = 'closed' AND closed_ms < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)",
     );
     pub const UPSERT_USAGE: (&str, &str) = (
         "upsert_usage",
@@ -608,6 +611,15 @@ impl PostgresStore {
     /// Fails (`Unavailable`) if the database cannot be reached within
     /// `opts.timeout`: a server must not start on a store it cannot read.
     pub fn open(opts: PostgresOptions) -> Result<Self, StoreError> {
+        Self::open_with_profiler(opts, QueryProfiler::new())
+    }
+
+    /// Opens like `open`, recording into `profiler` (the shards of one
+    /// server share one).
+    pub fn open_with_profiler(
+        opts: PostgresOptions,
+        profiler: QueryProfiler,
+    ) -> Result<Self, StoreError> {
         if opts.lifetime_min.is_zero() || opts.lifetime_max < opts.lifetime_min {
             return Err(StoreError::Unavailable(
                 "connection lifetime window must be non-empty and positive".into(),
@@ -623,7 +635,7 @@ impl PostgresStore {
             backoff: BACKOFF_MIN,
             last_error: String::new(),
             monitor: ConnectionMonitor::default(),
-            profiler: QueryProfiler::new(),
+            profiler,
             skipped_corrupt: 0,
             written: Written::default(),
         };

@@ -1,9 +1,10 @@
-//! The embedded store: one SQLite file in WAL mode, so `pcrf serve` is
-//! durable with no database server. Rows are upserted one by one (never a
+//! The embedded store: one SQLite file in WAL mode per shard (see
+//! `sqlite_layout`), so `pcrf serve` is durable with no database server. Rows are upserted one by one (never a
 //! lock wider than a row's page), a transaction commits only if a row really
 //! changed (an unchanged session costs no commit and no fsync), and each record is one JSON blob.
 
 use super::blob::{self, decode_session, decode_subscriber, decode_usage};
+use super::checkpointer::{Checkpointer, CHECKPOINT_EVERY};
 use super::config::Durability;
 use super::{Change, Store, StoreError};
 use crate::session::GxSession;
@@ -14,9 +15,10 @@ use std::fs::File;
 use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// File name of the database inside the store directory.
+/// File name of the database inside the store directory (shard 0).
 pub const DB_FILE: &str = "pcrf.db";
 /// Held with an exclusive flock while a store is open: two servers on one
 /// directory would otherwise both believe they own every session.
@@ -50,6 +52,10 @@ const MIGRATIONS: &[&str] = &[
         subscriber TEXT PRIMARY KEY NOT NULL,
         data BLOB NOT NULL
     );",
+    // 3: the number of shards the directory's rows are placed for (one row,
+    // in shard 0's file only; none: a directory from before shards, which
+    // is one shard).
+    "CREATE TABLE layout (shards INTEGER NOT NULL);",
 ];
 
 // The WHERE of each upsert makes an identical record count 0 changes, so a
@@ -86,8 +92,11 @@ pub struct SqliteStore {
     identity: (u64, u64),
     last_identity_check: Instant,
     identity_check_every: Duration,
-    // Keeps the directory's flock for as long as the store is open.
-    _lock: File,
+    // Checkpoints the WAL off the writer's path; stops with the store.
+    checkpointer: Checkpointer,
+    // Keeps the directory's flock for as long as the store is open (shared
+    // by the shards of one directory).
+    _lock: Arc<File>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -138,7 +147,15 @@ fn file_identity(path: &Path) -> Result<(u64, u64), StoreError> {
         })
 }
 
-fn lock_directory(dir: &Path) -> Result<File, StoreError> {
+/// Takes the directory's exclusive lock (creating the directory), held
+/// until the returned file is dropped.
+pub(crate) fn lock_directory(dir: &Path) -> Result<Arc<File>, StoreError> {
+    std::fs::create_dir_all(dir).map_err(|e| {
+        StoreError::Unavailable(format!(
+            "cannot create store directory {}: {e}",
+            dir.display()
+        ))
+    })?;
     let path = dir.join(LOCK_FILE);
     let file = File::options()
         .create(true)
@@ -161,21 +178,25 @@ fn lock_directory(dir: &Path) -> Result<File, StoreError> {
             path.display()
         )));
     }
-    Ok(file)
+    Ok(Arc::new(file))
 }
 
 impl SqliteStore {
-    /// Opens (creating if needed) `dir/pcrf.db`, sets WAL and the
-    /// durability, and applies pending schema migrations.
+    /// Opens (creating if needed) `dir/pcrf.db` alone, as one store: sets
+    /// WAL and the durability, and applies pending schema migrations.
+    /// A server opens every shard of the directory with `sqlite_layout`.
     pub fn open(dir: &Path, durability: Durability) -> Result<Self, StoreError> {
-        std::fs::create_dir_all(dir).map_err(|e| {
-            StoreError::Unavailable(format!(
-                "cannot create store directory {}: {e}",
-                dir.display()
-            ))
-        })?;
         let lock = lock_directory(dir)?;
-        let path = dir.join(DB_FILE);
+        Self::open_file(dir.join(DB_FILE), durability, lock)
+    }
+
+    /// Opens (creating if needed) one database file of a directory whose
+    /// lock the caller holds.
+    pub(crate) fn open_file(
+        path: PathBuf,
+        durability: Durability,
+        lock: Arc<File>,
+    ) -> Result<Self, StoreError> {
         let ctx = format!("opening {}", path.display());
         let conn = Connection::open(&path).map_err(|e| db_error(&ctx, e))?;
         // Another process (an operator's sqlite3 shell) may hold the lock
@@ -194,13 +215,16 @@ impl SqliteStore {
             Durability::Full => "FULL",
             Durability::Relaxed => "NORMAL",
         };
+        // No checkpoint inside a commit: the checkpointer thread runs them.
         conn.execute_batch(&format!(
             "PRAGMA synchronous = {synchronous};
              PRAGMA journal_size_limit = 67108864;
-             PRAGMA cache_size = -65536;"
+             PRAGMA cache_size = -65536;
+             PRAGMA wal_autocheckpoint = 0;"
         ))
         .map_err(|e| db_error(&ctx, e))?;
         let identity = file_identity(&path)?;
+        let checkpointer = Checkpointer::start(&path, synchronous, CHECKPOINT_EVERY)?;
         let mut store = SqliteStore {
             conn,
             path,
@@ -208,6 +232,7 @@ impl SqliteStore {
             identity,
             last_identity_check: Instant::now(),
             identity_check_every: Duration::from_secs(1),
+            checkpointer,
             _lock: lock,
         };
         store.migrate()?;
@@ -217,6 +242,16 @@ impl SqliteStore {
     /// The database file.
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    /// WAL checkpoints the background thread ran (none on the writer).
+    pub fn checkpoints(&self) -> u64 {
+        self.checkpointer.checkpoints()
+    }
+
+    /// The connection, for moving rows between shard files at start-up.
+    pub(crate) fn connection(&self) -> &Connection {
+        &self.conn
     }
 
     /// Schema version the database is at (the number of migrations applied).
@@ -311,7 +346,7 @@ impl SqliteStore {
                     })
                     .map_err(|e| db_error(ctx, e))
             }
-            Change::DeleteSession(id) => tx
+            Change::DeleteSession { id, .. } => tx
                 .prepare_cached(DELETE_SESSION)
                 .and_then(|mut st| st.execute(params![id]))
                 .map_err(|e| db_error(ctx, e)),
@@ -580,7 +615,7 @@ mod tests {
         let sub = subscriber("001010000000001");
         {
             let mut st = SqliteStore::open(dir.path(), Durability::Full).expect("open");
-            assert_eq!(st.schema_version().expect("version"), 2);
+            assert_eq!(st.schema_version().expect("version"), 3);
             let rows = st
                 .apply(&[
                     Change::PutSession(Arc::new(s1.clone())),
@@ -591,7 +626,7 @@ mod tests {
             assert_eq!(rows, 3);
         }
         let mut st = SqliteStore::open(dir.path(), Durability::Relaxed).expect("reopen");
-        assert_eq!(st.schema_version().expect("version"), 2);
+        assert_eq!(st.schema_version().expect("version"), 3);
         assert_eq!(st.open_sessions().expect("load"), vec![s1.clone()]);
         assert_eq!(st.session("gx;2").expect("get"), Some(s2));
         assert_eq!(st.session("gx;3").expect("get"), None);
@@ -599,9 +634,9 @@ mod tests {
         assert_eq!(st.subscriber(&sub.imsi).expect("sub"), Some(sub.clone()));
         let rows = st
             .apply(&[
-                Change::DeleteSession("gx;1".into()),
+                Change::delete_session("gx;1", "1"),
                 Change::DeleteSubscriber(sub.imsi.clone()),
-                Change::DeleteSession("never-existed".into()),
+                Change::delete_session("never-existed", "1"),
             ])
             .expect("delete");
         assert_eq!(rows, 2);
@@ -719,7 +754,7 @@ mod tests {
             .expect("row");
         }
         let mut st = SqliteStore::open(dir.path(), Durability::Full).expect("open migrates");
-        assert_eq!(st.schema_version().expect("version"), 2);
+        assert_eq!(st.schema_version().expect("version"), 3);
         assert_eq!(st.subscribers().expect("kept"), vec![sub]);
         assert!(st.usage_records().expect("empty table").is_empty());
         assert_eq!(
@@ -740,6 +775,46 @@ mod tests {
     }
 
     #[test]
+    fn checkpoints_run_on_their_own_thread_never_in_a_commit() {
+        let dir = TestDir::new("checkpoints");
+        let mut st = SqliteStore::open(dir.path(), Durability::Relaxed).expect("open");
+        let auto: i64 = st
+            .conn
+            .query_row("PRAGMA wal_autocheckpoint", [], |r| r.get(0))
+            .expect("pragma");
+        assert_eq!(auto, 0, "a commit would checkpoint");
+        let db_before = std::fs::metadata(st.path()).expect("db").len();
+        // Past SQLite's 1000-page automatic checkpoint.
+        for chunk in 0..12 {
+            let changes: Vec<Change> = (0..200)
+                .map(|i| {
+                    let id = format!("s{chunk}-{i}");
+                    Change::PutSession(Arc::new(session(&id, "1", i)))
+                })
+                .collect();
+            st.apply(&changes).expect("apply");
+        }
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while st.checkpoints() == 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(st.checkpoints() > 0, "no background checkpoint");
+        // Copied into the database file, which the writer never did.
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while std::fs::metadata(st.path()).expect("db").len() < db_before + 1_000_000
+            && Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        assert!(std::fs::metadata(st.path()).expect("db").len() > db_before + 1_000_000);
+        // Once checkpointed, the next commit starts the WAL over.
+        std::thread::sleep(CHECKPOINT_EVERY * 3);
+        st.apply(&[Change::PutSession(Arc::new(session("after", "1", 1)))])
+            .expect("apply");
+        assert_eq!(st.open_sessions().expect("load").len(), 2401);
+    }
+
+    #[test]
     fn unchanged_put_changes_nothing_and_does_not_commit() {
         let dir = TestDir::new("unchanged");
         let mut st = SqliteStore::open(dir.path(), Durability::Full).expect("open");
@@ -757,7 +832,7 @@ mod tests {
         assert!(st.conn.is_autocommit(), "no transaction left open");
         // A deletion of a missing row is no change either.
         assert_eq!(
-            st.apply(&[Change::DeleteSession("missing".into())])
+            st.apply(&[Change::delete_session("missing", "1")])
                 .expect("delete missing"),
             0
         );
@@ -934,7 +1009,7 @@ mod tests {
         // Nothing of the failed batch is visible; the store still works.
         assert!(st.session("big0").expect("get").is_none());
         assert_eq!(
-            st.apply(&[Change::DeleteSession("a".into())])
+            st.apply(&[Change::delete_session("a", "1")])
                 .expect("delete fits"),
             1
         );

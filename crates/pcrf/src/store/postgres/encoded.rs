@@ -45,7 +45,7 @@ pub(super) fn encode(change: &Change) -> Result<Encoded<'_>, StoreError> {
             closed_ms: s.closed_ms,
             data: blob::encode_session(s)?,
         },
-        Change::DeleteSession(id) => Encoded::DeleteSession(id),
+        Change::DeleteSession { id, .. } => Encoded::DeleteSession(id),
         Change::PutSubscriber(s) => Encoded::Subscriber {
             imsi: &s.imsi,
             msisdn: s.msisdn.as_deref(),

@@ -6,9 +6,16 @@
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
-/// A cloneable read-only view of one store's connection.
-#[derive(Clone, Debug, Default)]
-pub struct ConnectionMonitor(Arc<State>);
+/// A cloneable read-only view of one store's connection, or of the
+/// connections of every shard's store together (`combine`).
+#[derive(Clone, Debug)]
+pub struct ConnectionMonitor(Arc<[Arc<State>]>);
+
+impl Default for ConnectionMonitor {
+    fn default() -> Self {
+        ConnectionMonitor(Arc::new([Arc::new(State::default())]))
+    }
+}
 
 #[derive(Debug, Default)]
 struct State {
@@ -18,40 +25,58 @@ struct State {
 }
 
 impl ConnectionMonitor {
+    /// One view of several stores' connections (the shards').
+    pub fn combine(monitors: &[ConnectionMonitor]) -> Self {
+        let states: Vec<Arc<State>> = monitors.iter().flat_map(|m| m.0.iter().cloned()).collect();
+        ConnectionMonitor(states.into())
+    }
+
     /// Whether the store holds a connection now (false from a failure until
     /// the next successful reconnect): what `/v1/ready` should report.
+    /// Combined: whether every one does.
     pub fn is_up(&self) -> bool {
-        self.0.up.load(Ordering::Relaxed)
+        self.0.iter().all(|s| s.up.load(Ordering::Relaxed))
     }
 
     /// Connections opened after the first (lifetime replacements and
     /// reconnects after failures).
     pub fn reconnects(&self) -> u64 {
-        self.0.reconnects.load(Ordering::Relaxed)
+        self.0
+            .iter()
+            .map(|s| s.reconnects.load(Ordering::Relaxed))
+            .sum()
     }
 
     /// Connections lost and connection attempts failed.
     pub fn failures(&self) -> u64 {
-        self.0.failures.load(Ordering::Relaxed)
+        self.0
+            .iter()
+            .map(|s| s.failures.load(Ordering::Relaxed))
+            .sum()
+    }
+
+    /// The state a store updates: its own (a store's monitor has one).
+    fn own(&self) -> &State {
+        &self.0[0]
     }
 
     pub(super) fn connected(&self, first: bool) {
-        self.0.up.store(true, Ordering::Relaxed);
+        self.own().up.store(true, Ordering::Relaxed);
         if !first {
-            self.0.reconnects.fetch_add(1, Ordering::Relaxed);
+            self.own().reconnects.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     pub(super) fn lost(&self) {
-        self.0.up.store(false, Ordering::Relaxed);
-        self.0.failures.fetch_add(1, Ordering::Relaxed);
+        self.own().up.store(false, Ordering::Relaxed);
+        self.own().failures.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(super) fn attempt_failed(&self) {
-        self.0.failures.fetch_add(1, Ordering::Relaxed);
+        self.own().failures.fetch_add(1, Ordering::Relaxed);
     }
 
     pub(super) fn closed(&self) {
-        self.0.up.store(false, Ordering::Relaxed);
+        self.own().up.store(false, Ordering::Relaxed);
     }
 }
