@@ -14,6 +14,7 @@ pub mod memo;
 pub mod record;
 pub mod sandbox;
 pub mod stats;
+mod watchdog;
 pub mod watcher;
 
 pub use decision::Decision;
