@@ -14,6 +14,7 @@ pub mod memo;
 pub mod record;
 pub mod sandbox;
 pub mod stats;
+pub mod validity;
 mod watchdog;
 pub mod watcher;
 
