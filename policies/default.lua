@@ -34,6 +34,11 @@
 -- server skips it when the input did not change), so no os.time, no random,
 -- no state kept between calls; iterate with ipairs or sorted keys.
 -- Bit rates are whole numbers of bit/s: prefer integer arithmetic (5 * MBPS).
+--
+-- Each decision says how long, and over which usage, it holds (`valid`,
+-- docs/policy.md): this one depends on the clock only through the night
+-- boost, and on usage only through `exhausted`, so a CCR-U that merely
+-- reports usage is answered without running it.
 
 local MBPS = 1000000
 
@@ -60,6 +65,8 @@ local SY_COUNTER = "monthly-data"
 -- Night boost window, local hours [NIGHT_START, NIGHT_END).
 local NIGHT_START = 1
 local NIGHT_END = 6
+
+local ONE_DAY = 24 * 3600
 
 -- The VIP video service: a dynamic rule with its own GBR bearer (QCI 4,
 -- non-conversational video) and a higher precedence than "internet".
@@ -152,6 +159,8 @@ function decide(input)
       apn_ambr = { ul = GUEST.ul, dl = GUEST.dl },
       default_bearer_qos = default_bearer(session.apn, 12),
       event_triggers = { RAT_CHANGE, UE_IP_ADDRESS_ALLOCATE, UE_IP_ADDRESS_RELEASE },
+      -- Reads neither the clock nor any usage.
+      valid = { secs = ONE_DAY, usage = "any" },
     }
   end
 
@@ -199,6 +208,11 @@ function decide(input)
     event_triggers = TRIGGERS,
     revalidation_secs = secs_to_next_boundary(time),
     monitoring = { "total" },
+    -- Holds until the next night-boost boundary, whatever the amounts
+    -- used: of the usage it reads only `exhausted` (and the Sy status),
+    -- which the server still compares, so running out of allowance (or a
+    -- top-up, or the monthly reset) still decides again at once.
+    valid = { secs = secs_to_next_boundary(time), usage = "any" },
   }
   if sub.known then
     decision.spending_counters = { SY_COUNTER }

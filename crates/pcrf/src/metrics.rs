@@ -955,6 +955,9 @@ pub struct PolicyStats {
     /// Decisions reused because the input hash and script version were
     /// unchanged (the memo).
     pub skips: u64,
+    /// Of `skips`, the decisions reused on changed inputs, within the
+    /// bounds the script stated with them (`valid`).
+    pub skips_within_bounds: u64,
     /// Runtime errors (incl. instruction budget or memory limit exceeded);
     /// the fallback decision was used.
     pub errors: u64,
@@ -978,6 +981,11 @@ impl PolicyStats {
             "pcrf_policy_skips_total",
             "Decisions reused without running the script (input hash and script version unchanged).",
             self.skips,
+        );
+        out.counter(
+            "pcrf_policy_skips_within_bounds_total",
+            "Of the reused decisions, those whose inputs changed only within the validity the script stated (valid).",
+            self.skips_within_bounds,
         );
         out.counter(
             "pcrf_policy_errors_total",

@@ -616,6 +616,7 @@ impl MetricsSource for Node {
         MetricsPolicyStats {
             runs: p.runs,
             skips: p.skips,
+            skips_within_bounds: p.skips_within_bounds,
             errors: p.errors,
             reloads_ok: p.reloads,
             reloads_failed: p.reload_failures,

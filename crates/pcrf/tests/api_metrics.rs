@@ -304,6 +304,7 @@ fn full_scrape_is_valid_and_complete() {
         PolicyStats {
             runs: 10,
             skips: 90,
+            skips_within_bounds: 40,
             errors: 1,
             reloads_ok: 2,
             reloads_failed: 1,
@@ -425,6 +426,15 @@ fn full_scrape_is_valid_and_complete() {
             &[]
         ),
         Some(90.0)
+    );
+    assert_eq!(
+        value(
+            &f,
+            "pcrf_policy_skips_within_bounds_total",
+            "pcrf_policy_skips_within_bounds_total",
+            &[]
+        ),
+        Some(40.0)
     );
     assert_eq!(
         value(

@@ -286,6 +286,27 @@ fn cpu_and_memory_bombs_are_stopped() {
     );
 }
 
+/// The budget hook is off until a call has run for a while (the watchdog
+/// arms it): loops that call nothing and allocate nothing, which only that
+/// hook can stop, are stopped all the same, and so is a loop that keeps
+/// swallowing memory errors.
+#[test]
+fn loops_only_the_watchdog_can_reach_are_stopped() {
+    refused_in_decide(
+        "local function f(n) return f(n + 1) end\nreturn f(1)",
+        "instruction budget",
+    );
+    refused_in_decide("::again:: goto again", "instruction budget");
+    refused_in_decide(
+        "local x = 0 repeat x = x + 1 until false",
+        "instruction budget",
+    );
+    refused_in_decide(
+        "while true do pcall(string.rep, 'x', 1 << 30) end",
+        "instruction budget",
+    );
+}
+
 #[test]
 fn c_functions_cannot_loop_without_the_budget() {
     // Exponential backtracking in one string.find call: no instruction

@@ -72,6 +72,13 @@ fn grants(m: &Message) -> (BTreeMap<String, u64>, Vec<String>) {
     (granted, stopped)
 }
 
+/// The value of an unlabelled sample in a metrics text.
+fn metric(text: &str, name: &str) -> f64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no {name} in\n{text}"))
+}
+
 fn triggers(m: &Message) -> Vec<i32> {
     m.avps()
         .filter_map(|a| a.ok())
@@ -120,6 +127,13 @@ async fn quota_throttles_in_the_answering_cca_and_top_up_restores_by_rar() {
         .await;
     assert_eq!(grants(&cca).0["total"], 50 * MB);
     assert_eq!(rule_changes(&cca), (vec![], vec![]));
+    // The shipped policy holds its decision whatever the amounts used
+    // (`valid`): only the amounts changed since the last report, so the
+    // script did not run; running out of allowance below still does.
+    assert_eq!(
+        metric(&p.metrics(), "pcrf_policy_skips_within_bounds_total"),
+        1.0
+    );
 
     // 260 MB: the allowance is used up; the same CCA throttles.
     let cca = pcef

@@ -54,6 +54,7 @@ pub fn ccr_u_decision() -> Decision {
         monitoring: Default::default(),
         adc: Vec::new(),
         spending_counters: Vec::new(),
+        valid: None,
     }
 }
 
@@ -96,6 +97,7 @@ pub fn ccr_u_session(id: String, imsi: String, updated_ms: i64) -> GxSession {
             "network": {"congestion": 0}
         })),
         at_ms: updated_ms,
+        bounds: None,
     }));
     s.updated_ms = updated_ms;
     s

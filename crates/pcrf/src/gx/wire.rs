@@ -1682,6 +1682,7 @@ mod tests {
                     })
                     .collect(),
                 spending_counters: list(rng, false),
+                valid: None,
             }
         }
 

@@ -25,11 +25,15 @@ impl TimeInput {
     /// The policy's view of `at` in `tz`.
     pub fn at(at: Timestamp, tz: &TimeZone) -> TimeInput {
         let local = at.to_zoned(tz.clone());
+        let at_ms = at.as_millisecond();
+        let into_minute = i64::from(local.second()) * 1000 + i64::from(local.millisecond());
         TimeInput {
             hour: local.hour() as u8,
             minute: local.minute() as u8,
             weekday: local.weekday().to_monday_one_offset() as u8,
             date: local.date().to_string(),
+            at_ms,
+            minute_ms: at_ms - into_minute,
         }
     }
 
@@ -53,6 +57,10 @@ mod tests {
         let berlin = TimeInput::at(at, &time_zone("Europe/Berlin").expect("berlin"));
         assert_eq!((berlin.hour, berlin.minute, berlin.weekday), (0, 30, 1));
         assert_eq!(berlin.date, "2026-01-05");
+        let later: Timestamp = "2026-01-04T23:30:42.5Z".parse().expect("timestamp");
+        let t = TimeInput::at(later, &time_zone("Europe/Berlin").expect("berlin"));
+        assert_eq!(t.at_ms - t.minute_ms, 42_500);
+        assert_eq!(t.minute_ms, at.as_millisecond());
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! The Lua script returns a table of this shape; the Gx encoder turns it into
 //! AVPs, and the session diff compares two of them.
 
+use super::validity::Validity;
 use serde::{Deserialize, Serialize};
 
 /// Allocation-Retention-Priority (TS 29.212 §5.3.32).
@@ -175,6 +176,12 @@ pub struct Decision {
     /// PCRF subscribes to those not subscribed yet (SLR) and decides again.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub spending_counters: Vec<String>,
+    /// How long and over which usage the decision holds (validity.rs):
+    /// read by the memo, never sent anywhere. The engine takes it out of
+    /// the decision it answers, so it is only ever set in a script's
+    /// return value and in `policy test` results.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub valid: Option<Validity>,
 }
 
 /// The largest Revalidation-Time offset a decision may ask for: one year.
@@ -370,6 +377,24 @@ impl Decision {
             }
         }
         names("spending_counters", &self.spending_counters)?;
+        if let Some(v) = &self.valid {
+            if let Some(secs) = v.secs {
+                in_range(
+                    || "valid.secs".into(),
+                    secs,
+                    0,
+                    MAX_REVALIDATION_SECS,
+                    "0..=31622400 (one year)",
+                )?;
+            }
+            if let Some(u) = &v.usage {
+                let named: Vec<&str> = u.names().collect();
+                list_len("valid.usage", &named, MAX_LIST_LEN)?;
+                for n in named {
+                    text(|| "valid.usage (a name)".into(), n, MAX_NAME_BYTES, false)?;
+                }
+            }
+        }
         Ok(())
     }
 }

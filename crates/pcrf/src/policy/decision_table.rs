@@ -15,7 +15,9 @@
 //! lists by the raw values at 1..=raw length.
 
 use super::decision::{AdcRule, Ambr, Arp, BearerQos, Decision, Reject, RuleDefinition, RuleQos};
+use super::validity::{AnyWord, MbRange, UsageRange, UsageValidity, Validity};
 use mlua::{ffi, Lua, Value};
+use std::collections::BTreeMap;
 use std::os::raw::c_int;
 
 /// Stack slots the deepest read needs (decision, list, definition, QoS,
@@ -62,6 +64,7 @@ fn decision(t: Slot) -> Read<Decision> {
             b"monitoring" => d.monitoring = v.list(Slot::string)?,
             b"adc" => d.adc = v.list(|v| adc_rule(v.table()?))?,
             b"spending_counters" => d.spending_counters = v.list(Slot::string)?,
+            b"valid" => d.valid = Some(validity(v.table()?)?),
             _ => return Err(NotPlain),
         }
         Ok(())
@@ -209,6 +212,59 @@ fn adc_rule(t: Slot) -> Read<AdcRule> {
         Ok(())
     })?;
     Ok(r)
+}
+
+fn validity(t: Slot) -> Read<Validity> {
+    let mut v = Validity::default();
+    t.fields(|key, f| {
+        match key {
+            b"secs" => v.secs = Some(f.u64()?),
+            b"usage" => v.usage = Some(usage_validity(f)?),
+            _ => return Err(NotPlain),
+        }
+        Ok(())
+    })?;
+    Ok(v)
+}
+
+fn usage_validity(v: Slot) -> Read<UsageValidity> {
+    if v.type_is(ffi::LUA_TSTRING) {
+        return any_word(v).map(UsageValidity::All);
+    }
+    let mut by_name = BTreeMap::new();
+    v.fields(|key, r| {
+        let name = std::str::from_utf8(key).map_err(|_| NotPlain)?;
+        by_name.insert(name.to_owned(), usage_range(r)?);
+        Ok(())
+    })?;
+    if by_name.is_empty() {
+        // An empty table is a list to serde's untagged reading.
+        return Err(NotPlain);
+    }
+    Ok(UsageValidity::Each(by_name))
+}
+
+fn usage_range(v: Slot) -> Read<UsageRange> {
+    if v.type_is(ffi::LUA_TSTRING) {
+        return any_word(v).map(UsageRange::Any);
+    }
+    let mut r = MbRange::default();
+    v.fields(|key, b| {
+        match key {
+            b"at_least" => r.at_least = Some(b.u64()?),
+            b"below" => r.below = Some(b.u64()?),
+            _ => return Err(NotPlain),
+        }
+        Ok(())
+    })?;
+    Ok(UsageRange::Mb(r))
+}
+
+fn any_word(v: Slot) -> Read<AnyWord> {
+    match v.string()?.as_str() {
+        "any" => Ok(AnyWord::Any),
+        _ => Err(NotPlain),
+    }
 }
 
 /// A value on the Lua stack: valid only inside `read_decision`'s
@@ -394,6 +450,7 @@ mod tests {
         adc = { { name = "video", application = "video-streaming", monitoring_key = "video" },
                 { base = "group" } },
         spending_counters = { "monthly-data" },
+        valid = { secs = 3600, usage = { monthly = { at_least = 5, below = 8000 }, daily = "any", ["*"] = {} } },
     }"#;
 
     #[test]
@@ -417,6 +474,9 @@ mod tests {
         // One table in two places (not a cycle).
         plain("(function() local a = { priority = 3 } return { default_bearer_qos = { qci = 9, arp = a }, definitions = { { name = 'r', qos = { qci = 1, arp = a } } } } end)()");
         plain("{ revalidation_secs = 9007199254740993 }");
+        plain("{ valid = { usage = 'any' } }");
+        plain("{ valid = { secs = 0, usage = { monthly = 'any' } } }");
+        plain("{ valid = {} }");
     }
 
     #[test]
@@ -447,6 +507,12 @@ mod tests {
             "{ adc = { { name = 5 } } }",
             "{ monitoring = { '\\xff' } }",
             "{ rules = print }",
+            "{ valid = { ['until'] = 5 } }",
+            "{ valid = { usage = 'all' } }",
+            "{ valid = { usage = { monthly = { below = -1 } } } }",
+            "{ valid = { usage = { monthly = { under = 1 } } } }",
+            "{ valid = { usage = { monthly = 'some' } } }",
+            "{ valid = { secs = '60' } }",
             "(function() local d = {} d.apn_ambr = d return d end)()",
             "(function() local l = {} l[1] = l return { definitions = l } end)()",
         ] {

@@ -55,6 +55,9 @@ pub struct Outcome {
     pub error: Option<String>,
     /// The inputs as JSON, for the record; `None` with `Ran::Memo`.
     pub inputs: Option<InputsJson>,
+    /// Where the decision holds beyond identical inputs (the script's
+    /// `valid`); kept in the record. `None` with `Ran::Memo`.
+    pub bounds: Option<Box<memo::Bounds>>,
 }
 
 impl Outcome {
@@ -70,6 +73,7 @@ impl Outcome {
                 None => InputsJson::of(input),
             },
             at_ms,
+            bounds: self.bounds,
         }
     }
 }
@@ -119,7 +123,11 @@ impl PolicyEngine {
             path: config.path,
             chunk,
             limits: config.limits,
-            fallback: config.fallback,
+            // Never reused by the memo: a `valid` in it means nothing.
+            fallback: Decision {
+                valid: None,
+                ..config.fallback
+            },
             script: ArcSwap::from_pointee(Script {
                 version,
                 source: source.into(),
@@ -130,10 +138,29 @@ impl PolicyEngine {
     }
 
     /// Decides for `input`, or reuses `prev` when neither the input nor the
-    /// script changed since it was made. Never fails: a script error yields
-    /// the fallback decision with the error text.
+    /// script changed since it was made, or when the input changed only
+    /// within the bounds `prev`'s decision stated. Never fails: a script
+    /// error yields the fallback decision with the error text.
     pub fn decide(&self, input: &PolicyInput, prev: Option<&DecisionRecord>) -> Outcome {
         let script = self.script.load();
+        let prev = prev.filter(|p| p.script_version == script.version);
+        // Tried first: when it holds, the whole input need not be written
+        // out as text at all.
+        if let Some((prev, bounds)) = prev.and_then(|p| Some((p, p.bounds.as_deref()?))) {
+            if bounds.hold_for(input) {
+                PolicyStats::bump(&self.stats.skips);
+                PolicyStats::bump(&self.stats.skips_within_bounds);
+                return Outcome {
+                    decision: bounds.reused(&prev.decision, input),
+                    ran: Ran::Memo,
+                    input_hash: prev.input_hash,
+                    script_version: script.version,
+                    error: None,
+                    inputs: None,
+                    bounds: None,
+                };
+            }
+        }
         // Hashed as text, and the text kept for the record when Lua runs.
         let inputs = memo::input_json(input);
         let input_hash = memo::json_hash(&inputs);
@@ -146,18 +173,27 @@ impl PolicyEngine {
                 script_version: script.version,
                 error: None,
                 inputs: None,
+                bounds: None,
             };
         }
         PolicyStats::bump(&self.stats.runs);
         match self.run(&script, input) {
-            Ok(decision) => Outcome {
-                decision,
-                ran: Ran::Lua,
-                input_hash,
-                script_version: script.version,
-                error: None,
-                inputs: Some(inputs),
-            },
+            Ok(mut decision) => {
+                let bounds = decision
+                    .valid
+                    .take()
+                    .and_then(|v| memo::bounds(input, &v, decision.revalidation_secs))
+                    .map(Box::new);
+                Outcome {
+                    decision,
+                    ran: Ran::Lua,
+                    input_hash,
+                    script_version: script.version,
+                    error: None,
+                    inputs: Some(inputs),
+                    bounds,
+                }
+            }
             Err(e) => {
                 PolicyStats::bump(&self.stats.errors);
                 Outcome {
@@ -167,6 +203,7 @@ impl PolicyEngine {
                     script_version: 0,
                     error: Some(format!("script {:016x}: {e}", script.version)),
                     inputs: Some(inputs),
+                    bounds: None,
                 }
             }
         }
@@ -311,6 +348,7 @@ pub fn sample_inputs() -> Vec<(&'static str, PolicyInput)> {
         minute: 0,
         weekday: 3,
         date: "2026-01-07".into(),
+        ..TimeInput::default()
     };
     let known = PolicyInput {
         subscriber: SubscriberInput {
@@ -416,6 +454,201 @@ mod tests {
         let mut other = rec.clone();
         other.script_version ^= 1;
         assert_eq!(e.decide(&input(), Some(&other)).ran, Ran::Lua);
+    }
+
+    fn with_monthly(mut i: PolicyInput, used_mb: u64) -> PolicyInput {
+        i.usage.accumulators.insert(
+            "monthly".into(),
+            crate::policy::input::AccumulatorInput {
+                used_mb,
+                quota_mb: Some(1000),
+                percent: Some(used_mb / 10),
+                exhausted: false,
+            },
+        );
+        i
+    }
+
+    /// A decision that bounds the amount it read is reused while the
+    /// amount stays in the range, and decided again once it leaves it;
+    /// any other change still runs the script.
+    #[test]
+    fn usage_bounds_reuse_within_the_range_only() {
+        let src = "function decide(input)\n\
+                   local used = (input.usage.accumulators.monthly or { used_mb = 0 }).used_mb\n\
+                   local over = used >= 100\n\
+                   return { rules = { over and 'slow' or 'fast' },\n\
+                   valid = { usage = { monthly = over and { at_least = 100 } or { below = 100 } } } }\nend\n";
+        let s = Script::new("bounds", src);
+        let e = engine(&s);
+        let first = e.decide(&with_monthly(input(), 10), None);
+        assert_eq!(
+            (first.ran, first.decision.rules[0].as_str()),
+            (Ran::Lua, "fast")
+        );
+        assert!(
+            first.decision.valid.is_none(),
+            "valid is the memo's, not sent"
+        );
+        let rec = first.into_record(&with_monthly(input(), 10), 1);
+        assert!(rec.bounds.is_some());
+        for used in [11, 50, 99] {
+            let out = e.decide(&with_monthly(input(), used), Some(&rec));
+            assert_eq!(out.ran, Ran::Memo, "{used} MB");
+            assert_eq!(out.decision.rules, vec!["fast".to_string()]);
+        }
+        let out = e.decide(&with_monthly(input(), 100), Some(&rec));
+        assert_eq!(
+            (out.ran, out.decision.rules[0].as_str()),
+            (Ran::Lua, "slow")
+        );
+        // Within the range, but something else changed.
+        let mut other = with_monthly(input(), 20);
+        other.network.congestion = 2;
+        assert_eq!(e.decide(&other, Some(&rec)).ran, Ran::Lua);
+        // An accumulator the bounds do not name must keep its amount.
+        let mut daily = with_monthly(input(), 20);
+        daily
+            .usage
+            .accumulators
+            .insert("daily".into(), Default::default());
+        let rec2 = e.decide(&daily, None).into_record(&daily, 2);
+        daily.usage.accumulators.insert(
+            "daily".into(),
+            crate::policy::input::AccumulatorInput {
+                used_mb: 1,
+                ..Default::default()
+            },
+        );
+        assert_eq!(e.decide(&daily, Some(&rec2)).ran, Ran::Lua);
+        // Exhaustion stays compared even within the range.
+        let mut gone = with_monthly(input(), 20);
+        if let Some(m) = gone.usage.accumulators.get_mut("monthly") {
+            m.exhausted = true;
+        }
+        assert_eq!(e.decide(&gone, Some(&rec)).ran, Ran::Lua);
+        let st = e.stats();
+        assert_eq!((st.skips, st.skips_within_bounds), (3, 3));
+    }
+
+    /// Correctness first: a decision that read an amount and stated no
+    /// bound is decided again whenever the amount changes.
+    #[test]
+    fn without_valid_every_amount_change_runs_the_script() {
+        let src = "function decide(input)\n\
+                   return { rules = { (input.usage.accumulators.monthly or { used_mb = 0 }).used_mb < 100 and 'fast' or 'slow' } }\nend\n";
+        let s = Script::new("nobounds", src);
+        let e = engine(&s);
+        let rec = e
+            .decide(&with_monthly(input(), 10), None)
+            .into_record(&with_monthly(input(), 10), 1);
+        assert!(rec.bounds.is_none());
+        assert_eq!(
+            e.decide(&with_monthly(input(), 11), Some(&rec)).ran,
+            Ran::Lua
+        );
+        assert_eq!(
+            e.decide(&with_monthly(input(), 10), Some(&rec)).ran,
+            Ran::Memo
+        );
+        // A range that leaves out the amount decided on is ignored.
+        let src = "function decide(input) return { rules = { 'x' }, valid = { usage = { monthly = { below = 5 } } } } end";
+        let s = Script::new("badrange", src);
+        let e = engine(&s);
+        let out = e.decide(&with_monthly(input(), 10), None);
+        assert!(out.bounds.is_none());
+    }
+
+    fn at(mut i: PolicyInput, minute_ms: i64, secs_into: i64) -> PolicyInput {
+        i.time.minute_ms = minute_ms;
+        i.time.at_ms = minute_ms + secs_into * 1000;
+        i.time.minute = ((minute_ms / 60_000) % 60) as u8;
+        i
+    }
+
+    /// `valid.secs` lets the time change until its end (counted from the
+    /// decided minute's start), never past the decision's revalidation; a
+    /// reused revalidation keeps its instant.
+    #[test]
+    fn time_bounds_hold_until_their_end() {
+        // A minute's start (a multiple of 60,000 ms).
+        let m0 = 1_800_000_000_000;
+        let src = "function decide(input)\n\
+                   return { rules = { 'r' }, revalidation_secs = 600, valid = { secs = 300 } }\nend\n";
+        let s = Script::new("time", src);
+        let e = engine(&s);
+        let made = at(input(), m0, 30);
+        let rec = e.decide(&made, None).into_record(&made, 1);
+        let later = e.decide(&at(input(), m0 + 120_000, 10), Some(&rec));
+        assert_eq!(later.ran, Ran::Memo);
+        // 600 s from m0 + 30 s, asked at m0 + 130 s: 500 s left.
+        assert_eq!(later.decision.revalidation_secs, Some(500));
+        assert_eq!(
+            e.decide(&at(input(), m0 + 240_000, 59), Some(&rec)).ran,
+            Ran::Memo
+        );
+        assert_eq!(
+            e.decide(&at(input(), m0 + 300_000, 0), Some(&rec)).ran,
+            Ran::Lua
+        );
+        // Without secs the minute stays compared (the amounts are free).
+        let src =
+            "function decide(input) return { rules = { 'r' }, valid = { usage = 'any' } } end";
+        let s = Script::new("notime", src);
+        let e = engine(&s);
+        let made = at(with_monthly(input(), 1), m0, 30);
+        let rec = e.decide(&made, None).into_record(&made, 1);
+        let same_minute = at(with_monthly(input(), 7), m0, 50);
+        let out = e.decide(&same_minute, Some(&rec));
+        assert_eq!(out.ran, Ran::Memo);
+        assert_eq!(
+            e.decide(&at(with_monthly(input(), 7), m0 + 60_000, 0), Some(&rec))
+                .ran,
+            Ran::Lua
+        );
+        // The revalidation ends a longer validity.
+        let src = "function decide(input)\n\
+                   return { rules = { 'r' }, revalidation_secs = 60, valid = { secs = 3600 } }\nend\n";
+        let s = Script::new("reval", src);
+        let e = engine(&s);
+        let made = at(input(), m0, 30);
+        let rec = e.decide(&made, None).into_record(&made, 1);
+        assert_eq!(
+            e.decide(&at(input(), m0 + 60_000, 29), Some(&rec)).ran,
+            Ran::Memo
+        );
+        assert_eq!(
+            e.decide(&at(input(), m0 + 60_000, 30), Some(&rec)).ran,
+            Ran::Lua
+        );
+    }
+
+    /// A script that loops forever on some input is stopped by the
+    /// watchdog's hook; that session gets the fallback and the engine keeps
+    /// deciding the others.
+    #[test]
+    fn a_runaway_call_is_stopped_and_the_engine_keeps_serving() {
+        let src = "function decide(input)\n\
+                   if input.network.congestion == 9 then while true do end end\n\
+                   return { rules = { 'ok' } }\nend\n";
+        let s = Script::new("runaway", src);
+        let e = engine(&s);
+        let mut bad = input();
+        bad.network.congestion = 9;
+        let out = e.decide(&bad, None);
+        assert_eq!(out.ran, Ran::Fallback);
+        assert!(
+            out.error
+                .as_deref()
+                .unwrap_or("")
+                .contains("instruction budget"),
+            "{:?}",
+            out.error
+        );
+        assert_eq!(
+            e.decide(&input(), None).decision.rules,
+            vec!["ok".to_string()]
+        );
     }
 
     #[test]

@@ -79,6 +79,15 @@ pub struct TimeInput {
     pub weekday: u8,
     /// "YYYY-MM-DD".
     pub date: String,
+    /// The instant the fields above were read, Unix ms (0 when unknown, as
+    /// in policy test cases). Not shown to the policy nor hashed: the memo
+    /// checks a decision's time bound (`valid.secs`) against it.
+    #[serde(skip)]
+    pub at_ms: i64,
+    /// The start of the local minute `at_ms` falls in, Unix ms: where a
+    /// decision's `valid.secs` counts from.
+    #[serde(skip)]
+    pub minute_ms: i64,
 }
 
 /// Network state the operator sets through the API.

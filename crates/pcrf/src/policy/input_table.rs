@@ -282,6 +282,7 @@ mod tests {
             minute: 59,
             weekday: 7,
             date: "2026-11-22".into(),
+            ..TimeInput::default()
         };
         p.network = NetworkInput { congestion: 2 };
         p.usage.accumulators.insert(

@@ -1,10 +1,18 @@
 //! The checksum memo, which spares Lua for most requests: one xxh3 hash
 //! over a canonical serialization of every input the policy can see. With
-//! the script version it decides whether Lua must run again.
+//! the script version it decides whether Lua must run again. A decision
+//! that states its validity (validity.rs) is also reused on inputs that
+//! differ only within it: the `Bounds` kept with it hash every input but
+//! those it covers, and hold the ranges and the time it covers them for.
 
-use super::input::PolicyInput;
+use super::decision::Decision;
+use super::input::{AccumulatorInput, PolicyInput, UsageInput};
+use super::validity::{UsageValidity, Validity};
 use crate::policy::record::{DecisionRecord, InputsJson};
+use serde::ser::{SerializeMap, SerializeStruct};
+use serde::{Serialize, Serializer};
 use std::cell::RefCell;
+use std::collections::BTreeMap;
 use xxhash_rust::xxh3::xxh3_64;
 
 thread_local! {
@@ -53,6 +61,194 @@ pub fn script_version(source: &str) -> u64 {
 /// True when `prev` was decided by this script version on identical inputs.
 pub fn unchanged(prev: &DecisionRecord, hash: u64, version: u64) -> bool {
     prev.input_hash == hash && prev.script_version == version
+}
+
+/// Where a decision holds beyond identical inputs: made from the
+/// `valid` the script returned with it, kept with the decision.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Bounds {
+    /// xxh3 of every input except what `usage` and `time` cover.
+    key: u64,
+    /// The accumulators whose used amounts (`used_mb`, `percent`) may
+    /// change, and within which range; `None`: all in the key.
+    usage: Option<UsageValidity>,
+    /// `[from, until)` Unix ms, over which `input.time` may change; `None`:
+    /// the time is in the key.
+    time: Option<(i64, i64)>,
+    /// When the decision's inputs were read, Unix ms: its
+    /// `revalidation_secs` counted from here.
+    made_ms: i64,
+}
+
+/// The bounds `valid` states for a decision made on `input` (with its
+/// `revalidation_secs`), or `None` when they add nothing to the exact memo
+/// or do not contain the input they were made on (a script mistake, which
+/// then only costs the reuse).
+pub fn bounds(
+    input: &PolicyInput,
+    valid: &Validity,
+    revalidation_secs: Option<u64>,
+) -> Option<Bounds> {
+    let time = match valid.secs {
+        Some(secs) if input.time.at_ms > 0 => {
+            let secs = i64::try_from(secs).unwrap_or(i64::MAX);
+            let mut until = input
+                .time
+                .minute_ms
+                .saturating_add(secs.saturating_mul(1000));
+            // A decision never outlives its own revalidation: the PCEF
+            // comes back then to have the policy run again.
+            if let Some(r) = revalidation_secs {
+                let r = i64::try_from(r).unwrap_or(i64::MAX);
+                until = until.min(input.time.at_ms.saturating_add(r.saturating_mul(1000)));
+            }
+            (until > input.time.at_ms).then_some((input.time.minute_ms, until))
+        }
+        _ => None,
+    };
+    let usage = valid.usage.clone();
+    if let Some(u) = &usage {
+        if !amounts_within(u, &input.usage) {
+            return None;
+        }
+    }
+    if time.is_none() && usage.is_none() {
+        return None;
+    }
+    Some(Bounds {
+        key: key_hash(input, usage.as_ref(), time.is_some()),
+        usage,
+        time,
+        made_ms: input.time.at_ms,
+    })
+}
+
+impl Bounds {
+    /// True when a decision kept with these bounds holds for `input` (made
+    /// by the same script version: the caller checks that).
+    pub fn hold_for(&self, input: &PolicyInput) -> bool {
+        if let Some((from, until)) = self.time {
+            if !(from..until).contains(&input.time.at_ms) {
+                return false;
+            }
+        }
+        if let Some(u) = &self.usage {
+            if !amounts_within(u, &input.usage) {
+                return false;
+            }
+        }
+        key_hash(input, self.usage.as_ref(), self.time.is_some()) == self.key
+    }
+
+    /// `decision` as it applies at `input`'s time: a revalidation it asks
+    /// for is the same instant, so fewer seconds from now when the time was
+    /// left out of the key (within one minute, as with the exact memo, it
+    /// is left as it is).
+    pub fn reused(&self, decision: &Decision, input: &PolicyInput) -> Decision {
+        let mut d = decision.clone();
+        if self.time.is_some() {
+            if let Some(r) = d.revalidation_secs {
+                let elapsed = (input.time.at_ms - self.made_ms).max(0) / 1000;
+                d.revalidation_secs = Some(r.saturating_sub(elapsed.unsigned_abs()));
+            }
+        }
+        d
+    }
+}
+
+/// Every accumulator whose amount `u` covers is within its range.
+fn amounts_within(u: &UsageValidity, usage: &UsageInput) -> bool {
+    usage
+        .accumulators
+        .iter()
+        .all(|(name, a)| u.range_of(name).is_none_or(|r| r.contains(a.used_mb)))
+}
+
+/// xxh3 of the canonical JSON of `input` without the used amounts `usage`
+/// covers and, with `no_time`, without the time.
+fn key_hash(input: &PolicyInput, usage: Option<&UsageValidity>, no_time: bool) -> u64 {
+    BUF.with(|buf| {
+        let mut buf = buf.borrow_mut();
+        buf.clear();
+        // Cannot fail: see `input_hash`.
+        let _ = serde_json::to_writer(
+            &mut *buf,
+            &Keyed {
+                input,
+                usage,
+                no_time,
+            },
+        );
+        xxh3_64(&buf)
+    })
+}
+
+/// `PolicyInput` as the bounds key sees it.
+struct Keyed<'a> {
+    input: &'a PolicyInput,
+    usage: Option<&'a UsageValidity>,
+    no_time: bool,
+}
+
+impl Serialize for Keyed<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        // Every field named, so that a new input cannot be left out of the
+        // key unnoticed: it must be added here to compile.
+        let PolicyInput {
+            subscriber,
+            session,
+            time,
+            network,
+            usage,
+            applications,
+            spending,
+        } = self.input;
+        let UsageInput {
+            accumulators,
+            unknown_keys,
+        } = usage;
+        let mut st = s.serialize_struct("Keyed", 8)?;
+        st.serialize_field("subscriber", subscriber)?;
+        st.serialize_field("session", session)?;
+        st.serialize_field("time", &(!self.no_time).then_some(time))?;
+        st.serialize_field("network", network)?;
+        st.serialize_field(
+            "accumulators",
+            &Accumulators {
+                all: accumulators,
+                covered: self.usage,
+            },
+        )?;
+        st.serialize_field("unknown_keys", unknown_keys)?;
+        st.serialize_field("applications", applications)?;
+        st.serialize_field("spending", spending)?;
+        st.end()
+    }
+}
+
+struct Accumulators<'a> {
+    all: &'a BTreeMap<String, AccumulatorInput>,
+    covered: Option<&'a UsageValidity>,
+}
+
+impl Serialize for Accumulators<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(self.all.len()))?;
+        for (name, a) in self.all {
+            let AccumulatorInput {
+                used_mb,
+                quota_mb,
+                percent,
+                exhausted,
+            } = a;
+            let covered = self.covered.is_some_and(|u| u.range_of(name).is_some());
+            // The amounts follow `used_mb`; the allowance and whether it is
+            // used up stay in the key.
+            let amounts = (!covered).then_some((used_mb, percent));
+            m.serialize_entry(name, &(amounts, quota_mb, exhausted))?;
+        }
+        m.end()
+    }
 }
 
 #[cfg(test)]

@@ -14,6 +14,8 @@ pub mod memo;
 pub mod record;
 pub mod sandbox;
 pub mod stats;
+pub mod validity;
+mod watchdog;
 pub mod watcher;
 
 pub use decision::Decision;

@@ -4,6 +4,7 @@
 //! its memo reads them back; the session holds the last one.
 
 use crate::policy::decision::Decision;
+use crate::policy::memo::Bounds;
 use serde::{Deserialize, Serialize};
 
 /// The last decision: hash of its inputs and script version (the memo key),
@@ -19,6 +20,11 @@ pub struct DecisionRecord {
     pub inputs: InputsJson,
     /// Unix milliseconds.
     pub at_ms: i64,
+    /// Where the decision holds beyond identical inputs, when the script
+    /// said (`valid`). In memory only: after a restart the memo falls back
+    /// to the exact match once, as it does for the inputs.
+    #[serde(skip)]
+    pub bounds: Option<Box<Bounds>>,
 }
 
 /// The inputs of a decision as the JSON text the memo hash was computed

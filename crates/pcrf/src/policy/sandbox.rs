@@ -1,13 +1,16 @@
 //! One sandboxed Lua VM holding one compiled policy script: a whitelist
 //! environment (see sandbox.lua), read-only globals once loaded, text chunks
-//! only, an instruction budget per call and a memory limit. Not Send: each
-//! worker thread owns its own (see engine.rs).
+//! only, an instruction budget and a time limit per call (counted by a hook
+//! that watchdog.rs arms only when a call runs long) and a memory limit
+//! (mlua's allocator). Not Send: each worker thread owns its own (see
+//! engine.rs).
 
 use super::decision::Decision;
 use super::decision_table::read_decision;
 use super::error::{line_in, PolicyError};
 use super::input::PolicyInput;
 use super::input_table;
+use super::watchdog::{self, Armed};
 use mlua::chunk::ChunkMode;
 use mlua::serde::{DeserializeOptions, SerializeOptions};
 use mlua::state::{GcGenParams, GcMode};
@@ -36,8 +39,8 @@ impl Default for Limits {
     }
 }
 
-/// How often the budget hook runs, in instructions: rare enough to cost
-/// nothing measurable, often enough to stop a loop within microseconds.
+/// How often the budget hook runs once armed, in instructions: often
+/// enough to stop a loop within microseconds.
 const HOOK_EVERY: u32 = 1000;
 
 const PRELUDE: &str = include_str!("sandbox.lua");
@@ -171,6 +174,8 @@ pub struct Vm {
     /// (optional hooks such as `authorize_media` are looked up here).
     defs: Table,
     budget: Rc<Budget>,
+    /// The budget hook, off until the watchdog arms it during a long call.
+    armed: Box<Armed>,
     chunk: String,
     version: u64,
     memory_bytes: usize,
@@ -230,6 +235,7 @@ impl Vm {
             },
         )
         .map_err(setup)?;
+        let armed = watchdog::take_over(&lua, HOOK_EVERY).map_err(setup)?;
 
         let flag_budget = budget.clone();
         let exceeded = lua
@@ -295,7 +301,10 @@ impl Vm {
                 }
             })?;
         budget.reset();
-        main.call::<()>(()).map_err(|e| {
+        let watch = watchdog::watch(&armed);
+        let ran = main.call::<()>(());
+        drop(watch);
+        ran.map_err(|e| {
             let message = lua_message(&e);
             PolicyError::Invalid {
                 line: line_in(&message, chunk),
@@ -326,6 +335,7 @@ impl Vm {
             decide,
             defs,
             budget,
+            armed,
             chunk: chunk.to_string(),
             version,
             memory_bytes: limits.memory_bytes,
@@ -450,7 +460,9 @@ impl Vm {
         if self.memory_bytes > 0 {
             let _ = self.lua.set_memory_limit(self.memory_bytes);
         }
+        let watch = watchdog::watch(&self.armed);
         let ret = f.call::<Value>(arg);
+        drop(watch);
         lift_memory_limit(&self.lua);
         let ret = ret.map_err(|e| self.runtime(e))?;
         if !ret.is_table() {
@@ -774,6 +786,84 @@ mod tests {
         }
     }
 
+    /// A VM for `src` whose script may call `hooked()`: whether the
+    /// budget hook is armed at that moment.
+    fn probed(src: &str) -> Vm {
+        let vm = vm(src).expect("loads");
+        let armed: *const Armed = &*vm.armed;
+        let hooked = vm
+            .lua
+            // SAFETY (test): the VM, and so `armed`, outlives every call.
+            .create_function(move |_, ()| Ok(unsafe { (*armed).is_armed() }))
+            .expect("function");
+        vm.defs.raw_set("hooked", hooked).expect("set");
+        vm
+    }
+
+    /// The budget hook is off while a short call runs and after it.
+    #[test]
+    fn short_calls_run_without_the_hook() {
+        let vm = probed("function decide(input) return { rules = { tostring(hooked()) } } end");
+        assert!(!vm.armed.is_armed());
+        for _ in 0..3 {
+            let d = vm.decide(&PolicyInput::default()).expect("runs");
+            assert_eq!(d.rules, vec!["false".to_string()]);
+            assert!(!vm.armed.is_armed());
+        }
+    }
+
+    /// A call that runs past `ARM_AFTER` gets the hook armed by the
+    /// watchdog while it runs (not at its start), and it is off again
+    /// once the call returns.
+    #[test]
+    fn the_watchdog_arms_the_hook_in_a_long_call() {
+        let vm = probed(
+            "function decide(input)\n\
+             local spins = 0\n\
+             while not hooked() do spins = spins + 1 end\n\
+             return { rules = { tostring(spins) } }\nend\n",
+        );
+        let d = vm.decide(&PolicyInput::default()).expect("runs");
+        let spins: u64 = d.rules[0].parse().expect("a count");
+        assert!(
+            spins > 0,
+            "armed at the start of the call: no per-thread timer?"
+        );
+        assert!(!vm.armed.is_armed());
+        // The next short call runs without it.
+        let vm2 = probed("function decide(input) return { rules = { tostring(hooked()) } } end");
+        assert_eq!(
+            vm2.decide(&PolicyInput::default()).expect("runs").rules,
+            vec!["false".to_string()]
+        );
+    }
+
+    /// Loops that make no call and allocate nothing are stopped too: the
+    /// armed hook reaches a running loop (jumps and tail calls check it).
+    #[test]
+    fn loops_without_calls_are_stopped_by_the_watchdog() {
+        for body in [
+            "while true do end",
+            "repeat local x = 1 until false",
+            "for i = 1, math.maxinteger do end",
+            "::again:: goto again",
+            "local function f(n) return f(n + 1) end\ndo return f(1) end",
+        ] {
+            let err = run_err(body);
+            assert!(err.contains("instruction budget"), "{body}: {err}");
+        }
+        // The VM serves a good call after each (the engine drops a failed
+        // VM; the sandbox itself stays usable too).
+        let vm = vm("function decide(input) if input.network.congestion > 0 then while true do end end return { rules = { 'ok' } } end").expect("loads");
+        let mut busy = PolicyInput::default();
+        busy.network.congestion = 1;
+        assert!(vm.decide(&busy).is_err());
+        assert_eq!(
+            vm.decide(&PolicyInput::default()).expect("runs").rules,
+            vec!["ok".to_string()]
+        );
+    }
+
     #[test]
     fn top_level_infinite_loop_is_stopped() {
         let err = vm("while true do end\nfunction decide() return {} end")
@@ -784,7 +874,9 @@ mod tests {
 
     #[test]
     fn runaway_memory_is_stopped() {
-        let err = run_err("local t = {} for i = 1, 1e9 do t[i] = string.rep('x', 1000) .. i end");
+        // Large pieces, so that the limit is met in a few hundred steps
+        // even in a slow (debug, loaded) build, well before the time limit.
+        let err = run_err("local t = {} for i = 1, 1e9 do t[i] = string.rep('x', 100000) .. i end");
         assert!(
             err.contains("memory") || err.contains("instruction budget"),
             "{err}"

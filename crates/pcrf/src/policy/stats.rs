@@ -8,6 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 pub struct PolicyStats {
     pub(crate) runs: AtomicU64,
     pub(crate) skips: AtomicU64,
+    pub(crate) skips_within_bounds: AtomicU64,
     pub(crate) errors: AtomicU64,
     pub(crate) reloads: AtomicU64,
     pub(crate) reload_failures: AtomicU64,
@@ -20,6 +21,9 @@ pub struct StatsSnapshot {
     pub runs: u64,
     /// `decide` calls answered from the memo without running Lua.
     pub skips: u64,
+    /// Of `skips`, those whose inputs had changed within the bounds the
+    /// reused decision stated (`valid`).
+    pub skips_within_bounds: u64,
     /// Lua runs that failed and were answered with the fallback decision.
     pub errors: u64,
     /// Successful reloads.
@@ -41,6 +45,7 @@ impl PolicyStats {
         StatsSnapshot {
             runs: self.runs.load(Relaxed),
             skips: self.skips.load(Relaxed),
+            skips_within_bounds: self.skips_within_bounds.load(Relaxed),
             errors: self.errors.load(Relaxed),
             reloads: self.reloads.load(Relaxed),
             reload_failures: self.reload_failures.load(Relaxed),

@@ -271,6 +271,7 @@ mod tests {
             },
             inputs: InputsJson::null(),
             at_ms: hash as i64,
+            bounds: None,
         };
         let mut d = a.clone();
         d.last_decision = Some(std::sync::Arc::new(record(1, vec!["internet".into()])));
@@ -331,6 +332,7 @@ mod tests {
             decision: Decision::default(),
             inputs: InputsJson::null(),
             at_ms: 5,
+            bounds: None,
         }));
         let json = serde_json::to_value(&s).expect("serialises");
         assert_eq!(json["last_answer"], "b64:AKv/");
