@@ -4,6 +4,11 @@
 #   freediameterd, -extensions   - independent Diameter peer (tests/freediameter.rs)
 #   erlang-base, -diameter, -dev - OTP's strict Diameter stack (tests/erlang_gx.rs)
 #   postgresql                   - the production store's database
+#   systemd, iproute2, curl,     - the Debian package's test (deploy/debian/test-package.sh):
+#   dpkg-dev                       systemd-analyze and systemd-sysusers, a private network
+#                                  namespace's loopback, the API checks, dpkg-shlibdeps
+#                                  for the package's dependencies
+# and cargo-deb (cargo install), which builds the Debian package.
 # Idempotent: when everything is installed it only runs dpkg-query and exits.
 # Runs as root, or through sudo when not root.
 set -euo pipefail
@@ -16,7 +21,18 @@ PACKAGES=(
     erlang-diameter
     erlang-dev
     postgresql
+    systemd
+    iproute2
+    curl
+    dpkg-dev
 )
+
+# cargo-deb (not a Debian package): built from crates.io for the user that
+# runs the tests, whatever happens to the system packages below.
+if ! command -v cargo-deb >/dev/null 2>&1; then
+    echo "install-test-deps: installing cargo-deb" >&2
+    cargo install cargo-deb --locked
+fi
 
 installed() {
     [ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null)" = "installed" ]
