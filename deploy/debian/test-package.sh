@@ -220,7 +220,7 @@ fi
 trap 'status=$?; if [ "$status" -ne 0 ]; then echo "test-package: FAILED" >&2; fi' EXIT
 
 [ "$(id -u)" -eq 0 ] || fail "needs root (dpkg into a throwaway root, namespaces)"
-for tool in cargo-deb dpkg dpkg-deb systemd-analyze systemd-sysusers unshare setpriv ip ss curl python3; do
+for tool in cargo-deb dpkg dpkg-deb systemd-analyze systemd-sysusers unshare setpriv ip ss curl; do
     command -v "$tool" >/dev/null || fail "$tool is missing (scripts/install-test-deps.sh installs it)"
 done
 
