@@ -8,6 +8,11 @@
 #                                  alert rules); installed with service starts
 #                                  denied, so no Prometheus server is left running
 #   curl, python3                - the README tour's commands (tests/readme_tour.rs)
+#   systemd, iproute2, curl,     - the Debian package's test (deploy/debian/test-package.sh):
+#   dpkg-dev                       systemd-analyze and systemd-sysusers, a private network
+#                                  namespace's loopback, the API checks, dpkg-shlibdeps
+#                                  for the package's dependencies
+# and cargo-deb (cargo install), which builds the Debian package.
 # Idempotent: when everything is installed it only runs dpkg-query and exits.
 # Runs as root, or through sudo when not root.
 set -euo pipefail
@@ -23,7 +28,17 @@ PACKAGES=(
     prometheus
     curl
     python3
+    systemd
+    iproute2
+    dpkg-dev
 )
+
+# cargo-deb (not a Debian package): built from crates.io for the user that
+# runs the tests, whatever happens to the system packages below.
+if ! command -v cargo-deb >/dev/null 2>&1; then
+    echo "install-test-deps: installing cargo-deb" >&2
+    cargo install cargo-deb --locked
+fi
 
 installed() {
     [ "$(dpkg-query -W -f='${db:Status-Status}' "$1" 2>/dev/null)" = "installed" ]

@@ -7,7 +7,9 @@
 #      temporary directory, a free port on 127.0.0.1) and removes it on exit;
 #   3. checks formatting (cargo fmt) and lints (cargo clippy, warnings denied);
 #   4. runs every test: cargo nextest when installed (plus the doc tests,
-#      which nextest does not run), cargo test otherwise.
+#      which nextest does not run), cargo test otherwise;
+#   5. builds the Debian package (release build) and tests it installed
+#      (deploy/debian/test-package.sh).
 # Exits non-zero when any step fails (set-up, fmt and clippy stop at once).
 set -euo pipefail
 
@@ -90,6 +92,8 @@ else
     step "cargo test"
     cargo test --workspace --no-fail-fast || status=$?
 fi
+step "Debian package"
+deploy/debian/test-package.sh || status=$?
 if [ "$status" -ne 0 ]; then
     step "tests FAILED"
     exit "$status"

@@ -26,6 +26,10 @@ pub struct ApiConfig {
     /// When set, every route but `GET /v1/health` requires
     /// `Authorization: Bearer <token>`.
     pub token: Option<String>,
+    /// A file holding the token (white space around it ignored), read with
+    /// the configuration: the token then stays out of the configuration
+    /// file, in a file only the server's user may read. Not with `token`.
+    pub token_file: Option<PathBuf>,
     /// Largest request body accepted (413 above).
     pub max_body_bytes: usize,
     /// Largest body of `POST /v1/subscribers/batch` (413 above): bulk
@@ -116,6 +120,7 @@ impl Default for ApiConfig {
         ApiConfig {
             listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
             token: None,
+            token_file: None,
             max_body_bytes: 64 * 1024,
             max_batch_bytes: 16 * 1024 * 1024,
             max_connections: 256,
@@ -134,6 +139,7 @@ impl std::fmt::Debug for ApiConfig {
         f.debug_struct("ApiConfig")
             .field("listen", &self.listen)
             .field("token", &self.token.as_ref().map(|_| "<set>"))
+            .field("token_file", &self.token_file)
             .field("max_body_bytes", &self.max_body_bytes)
             .field("max_batch_bytes", &self.max_batch_bytes)
             .field("max_connections", &self.max_connections)
@@ -150,6 +156,25 @@ impl std::fmt::Debug for ApiConfig {
 }
 
 impl ApiConfig {
+    /// Reads `token_file` into `token`; the error names the file (the
+    /// caller names the key). The token's own rules are checked by [`Self::validate`].
+    pub fn read_token_file(&mut self) -> Result<(), String> {
+        let Some(path) = &self.token_file else {
+            return Ok(());
+        };
+        if self.token.is_some() {
+            return Err("set api.token or api.token_file, not both".into());
+        }
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+        let token = text.trim();
+        if token.is_empty() {
+            return Err(format!("{} is empty", path.display()));
+        }
+        self.token = Some(token.to_string());
+        Ok(())
+    }
+
     /// Errors that must stop start-up.
     pub fn validate(&self) -> Result<(), String> {
         if let Some(t) = &self.token {

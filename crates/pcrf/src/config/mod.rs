@@ -500,7 +500,19 @@ impl Config {
             }
         })?;
         cfg.checksum = xxhash_rust::xxh3::xxh3_64(text.as_bytes());
-        let problems = cfg.validate(name);
+        // Read now, so that `pcrf check-config`, start-up and a SIGHUP
+        // reload all see the token the file holds.
+        let mut problems: Vec<ConfigProblem> = cfg
+            .api
+            .read_token_file()
+            .err()
+            .map(|message| ConfigProblem {
+                location: format!("{name}: [api].token_file"),
+                message,
+            })
+            .into_iter()
+            .collect();
+        problems.extend(cfg.validate(name));
         if problems.is_empty() {
             Ok(cfg)
         } else {
@@ -841,6 +853,38 @@ origin_host = "PGW.example"
         .expect("pinned relay");
         assert!(c.peers[0].relay);
         assert!(!c.peers[1].relay, "relay defaults to false");
+    }
+
+    #[test]
+    fn the_api_token_can_come_from_a_file() {
+        let dir = std::env::temp_dir().join(format!("pcrf-token-file-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).expect("dir");
+        let file = dir.join("api-token");
+        std::fs::write(&file, "  0123456789abcdef-token\n").expect("write");
+        let text = format!("[api]\ntoken_file = {:?}\n", file.display().to_string());
+        let c = Config::parse(&text, "c.toml").expect("token file");
+        assert_eq!(c.api.token.as_deref(), Some("0123456789abcdef-token"));
+        assert!(c.api.validate().is_ok());
+
+        let both = format!("[api]\ntoken = \"0123456789abcdef-token\"\n{}", &text[6..]);
+        let e = Config::parse(&both, "c.toml").expect_err("token and token_file");
+        assert_eq!(
+            e.to_string(),
+            "c.toml: [api].token_file: set api.token or api.token_file, not both"
+        );
+
+        std::fs::write(&file, "\n").expect("write");
+        let e = Config::parse(&text, "c.toml").expect_err("empty file");
+        assert!(e.to_string().ends_with("is empty"), "{e}");
+
+        std::fs::remove_file(&file).expect("remove");
+        let e = Config::parse(&text, "c.toml").expect_err("missing file");
+        assert!(
+            e.to_string()
+                .contains("c.toml: [api].token_file: cannot read"),
+            "{e}"
+        );
+        let _ = std::fs::remove_dir(&dir);
     }
 
     #[test]
