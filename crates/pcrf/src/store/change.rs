@@ -1,6 +1,9 @@
 //! One state change to persist, as the services hand it to the group-commit
-//! writer: a session, a subscriber, a subscriber's usage, or their removal.
+//! writer: a session, a subscriber, a subscriber's usage, or their removal,
+//! and the notification outbox's events (written with the change that
+//! caused them, removed once delivered).
 
+use crate::notify::Event;
 use crate::session::GxSession;
 use crate::subscriber::Subscriber;
 use crate::usage::SubscriberUsage;
@@ -21,6 +24,16 @@ pub enum Change {
     PutUsage(Arc<SubscriberUsage>),
     /// Remove a subscriber's usage row (by `SubscriberUsage::subscriber`).
     DeleteUsage(String),
+    /// Put a notification in the outbox: one row per sink it is owed to,
+    /// keyed by its sequence number and the sink, carrying its subscriber
+    /// (so it routes with the subscriber's other rows).
+    PutEvent(Arc<Event>),
+    /// A sink has the event: remove its row.
+    AckEvent {
+        seq: u64,
+        sink: Arc<str>,
+        subscriber: String,
+    },
 }
 
 /// The row a change touches: two changes with the same key in one batch
@@ -30,6 +43,10 @@ pub enum ChangeKey<'a> {
     Session(&'a str),
     Subscriber(&'a str),
     Usage(&'a str),
+    /// An event (all its rows).
+    Event(u64),
+    /// One event's row for one sink.
+    EventDelivery(u64, &'a str),
 }
 
 impl Change {
@@ -42,6 +59,8 @@ impl Change {
             Change::DeleteSubscriber(imsi) => ChangeKey::Subscriber(imsi),
             Change::PutUsage(u) => ChangeKey::Usage(&u.subscriber),
             Change::DeleteUsage(subscriber) => ChangeKey::Usage(subscriber),
+            Change::PutEvent(e) => ChangeKey::Event(e.seq),
+            Change::AckEvent { seq, sink, .. } => ChangeKey::EventDelivery(*seq, sink),
         }
     }
 }

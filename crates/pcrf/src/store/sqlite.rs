@@ -50,6 +50,16 @@ const MIGRATIONS: &[&str] = &[
         subscriber TEXT PRIMARY KEY NOT NULL,
         data BLOB NOT NULL
     );",
+    // 3: the notification outbox: one row per event and sink still owed,
+    // written in the same batch as the change that caused the event and
+    // deleted once the sink has it; seq orders them.
+    "CREATE TABLE outbox (
+        seq INTEGER NOT NULL,
+        sink TEXT NOT NULL,
+        subscriber TEXT NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (seq, sink)
+    );",
 ];
 
 // The WHERE of each upsert makes an identical record count 0 changes, so a
@@ -72,6 +82,10 @@ const UPSERT_USAGE: &str = "INSERT INTO usage (subscriber, data) VALUES (?1, ?2)
     ON CONFLICT (subscriber) DO UPDATE SET data = excluded.data
     WHERE usage.data IS DISTINCT FROM excluded.data";
 const DELETE_USAGE: &str = "DELETE FROM usage WHERE subscriber = ?1";
+// A replayed event (same seq and sink) is already there: nothing to do.
+const INSERT_EVENT: &str = "INSERT INTO outbox (seq, sink, subscriber, data)
+    VALUES (?1, ?2, ?3, ?4) ON CONFLICT (seq, sink) DO NOTHING";
+const DELETE_EVENT: &str = "DELETE FROM outbox WHERE seq = ?1 AND sink = ?2";
 const PURGE_CLOSED: &str = "DELETE FROM sessions WHERE id IN (
         SELECT id FROM sessions WHERE state = 'closed' AND closed_ms < ?1 LIMIT ?2)";
 
@@ -335,6 +349,27 @@ impl SqliteStore {
                 .prepare_cached(DELETE_USAGE)
                 .and_then(|mut st| st.execute(params![subscriber]))
                 .map_err(|e| db_error(ctx, e)),
+            Change::PutEvent(e) => {
+                let mut rows = 0;
+                let mut st = tx
+                    .prepare_cached(INSERT_EVENT)
+                    .map_err(|err| db_error(ctx, err))?;
+                for sink in &e.sinks {
+                    rows += st
+                        .execute(params![
+                            e.seq as i64,
+                            &**sink,
+                            e.subscriber_key(),
+                            &e.body[..]
+                        ])
+                        .map_err(|err| db_error(ctx, err))?;
+                }
+                Ok(rows)
+            }
+            Change::AckEvent { seq, sink, .. } => tx
+                .prepare_cached(DELETE_EVENT)
+                .and_then(|mut st| st.execute(params![*seq as i64, &**sink]))
+                .map_err(|e| db_error(ctx, e)),
         }
     }
 }
@@ -550,6 +585,32 @@ impl Store for SqliteStore {
         }
     }
 
+    fn pending_events(&mut self) -> Result<Vec<crate::notify::Event>, StoreError> {
+        let ctx = "loading the notification outbox";
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT seq, sink, data FROM outbox ORDER BY seq, sink")
+            .map_err(|e| db_error(ctx, e))?;
+        let mut rows = st.query([]).map_err(|e| db_error(ctx, e))?;
+        let mut out = Vec::new();
+        let mut skipped = 0;
+        while let Some(row) = rows.next().map_err(|e| db_error(ctx, e))? {
+            let seq: i64 = row.get(0).map_err(|e| db_error(ctx, e))?;
+            let sink: String = row.get(1).map_err(|e| db_error(ctx, e))?;
+            let data = column_bytes(row.get_ref(2).map_err(|e| db_error(ctx, e))?);
+            match crate::notify::Event::from_stored(seq as u64, &sink, data) {
+                Ok(e) => out.push(e),
+                Err(e) => {
+                    skipped += 1;
+                    tracing::error!(seq, sink, error = %e,
+                        "stored notification cannot be decoded; skipped");
+                }
+            }
+        }
+        self.skipped_corrupt = skipped;
+        Ok(out)
+    }
+
     fn purge_closed(&mut self, before_ms: i64, limit: usize) -> Result<usize, StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.conn
@@ -580,7 +641,7 @@ mod tests {
         let sub = subscriber("001010000000001");
         {
             let mut st = SqliteStore::open(dir.path(), Durability::Full).expect("open");
-            assert_eq!(st.schema_version().expect("version"), 2);
+            assert_eq!(st.schema_version().expect("version"), 3);
             let rows = st
                 .apply(&[
                     Change::PutSession(Arc::new(s1.clone())),
@@ -591,7 +652,7 @@ mod tests {
             assert_eq!(rows, 3);
         }
         let mut st = SqliteStore::open(dir.path(), Durability::Relaxed).expect("reopen");
-        assert_eq!(st.schema_version().expect("version"), 2);
+        assert_eq!(st.schema_version().expect("version"), 3);
         assert_eq!(st.open_sessions().expect("load"), vec![s1.clone()]);
         assert_eq!(st.session("gx;2").expect("get"), Some(s2));
         assert_eq!(st.session("gx;3").expect("get"), None);
@@ -719,7 +780,7 @@ mod tests {
             .expect("row");
         }
         let mut st = SqliteStore::open(dir.path(), Durability::Full).expect("open migrates");
-        assert_eq!(st.schema_version().expect("version"), 2);
+        assert_eq!(st.schema_version().expect("version"), 3);
         assert_eq!(st.subscribers().expect("kept"), vec![sub]);
         assert!(st.usage_records().expect("empty table").is_empty());
         assert_eq!(
