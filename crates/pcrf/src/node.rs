@@ -7,7 +7,10 @@
 //! and its flows in its `service.rs`; the REST operations are carried out
 //! in `control/operations.rs`.
 
+mod events;
 mod monitoring;
+
+pub(crate) use events::StagedEvents;
 
 use crate::gx::state::{PushReason, PushSummary};
 pub use crate::usage::step::UsageCounters;
@@ -125,6 +128,9 @@ pub struct Node {
     /// The Gx service, which re-decides sessions when Sd or Sy learn
     /// something that changes a decision (set once the services exist).
     pub(crate) redecide: OnceLock<Weak<dyn Redecide>>,
+    /// Notifications to external systems: events are staged here and
+    /// written in the commit of the change that caused them.
+    pub(crate) notify: Arc<crate::notify::Outbox>,
 }
 
 /// A boxed future: what a [`Redecide`] method returns, so that the trait
@@ -159,6 +165,8 @@ pub struct NodeParts {
     pub metrics: Arc<Metrics>,
     pub tz: jiff::tz::TimeZone,
     pub pg: Option<PostgresHandles>,
+    /// The notification outbox (`Outbox::disabled()` for none).
+    pub notify: Arc<crate::notify::Outbox>,
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -212,6 +220,7 @@ impl Node {
             overload: OverloadReporter::new(),
             overload_reported: Default::default(),
             redecide: OnceLock::new(),
+            notify: p.notify,
         })
     }
 
@@ -234,6 +243,9 @@ impl Node {
     }
     pub fn counters(&self) -> &NodeCounters {
         &self.counters
+    }
+    pub fn notifications(&self) -> &Arc<crate::notify::Outbox> {
+        &self.notify
     }
 
     pub(crate) fn find_subscriber(

@@ -15,6 +15,10 @@ pub struct NotificationsConfig {
     /// (`pcrf_notifications_dropped_total`): the Gx answer never waits.
     #[serde(default = "default_max_backlog")]
     pub max_backlog: usize,
+    /// Percentages of an allowance whose crossing emits `quota.threshold`
+    /// (once per accumulator, threshold and period).
+    #[serde(default = "default_thresholds")]
+    pub quota_thresholds: Vec<u8>,
     #[serde(default)]
     pub sinks: Vec<SinkConfig>,
 }
@@ -23,9 +27,14 @@ impl Default for NotificationsConfig {
     fn default() -> Self {
         NotificationsConfig {
             max_backlog: default_max_backlog(),
+            quota_thresholds: default_thresholds(),
             sinks: Vec::new(),
         }
     }
+}
+
+fn default_thresholds() -> Vec<u8> {
+    vec![80, 100]
 }
 
 fn default_max_backlog() -> usize {
@@ -172,6 +181,12 @@ impl NotificationsConfig {
             out.push((
                 "[notifications].max_backlog".into(),
                 "must be at least 1".into(),
+            ));
+        }
+        if self.quota_thresholds.iter().any(|t| !(1..=100).contains(t)) {
+            out.push((
+                "[notifications].quota_thresholds".into(),
+                "each threshold is a percentage from 1 to 100".into(),
             ));
         }
         let mut seen = std::collections::HashSet::new();

@@ -66,10 +66,7 @@ impl Event {
         payload: serde_json::Value,
         sinks: Vec<Arc<str>>,
     ) -> Event {
-        let time = jiff::Timestamp::from_millisecond(time_ms)
-            .unwrap_or(jiff::Timestamp::UNIX_EPOCH)
-            .strftime("%Y-%m-%dT%H:%M:%S%.3fZ")
-            .to_string();
+        let time = iso_ms(time_ms);
         let doc = Document {
             id: id_text(seq),
             time,
@@ -119,6 +116,15 @@ impl Event {
     pub fn subscriber_key(&self) -> &str {
         self.subscriber.as_deref().unwrap_or("")
     }
+}
+
+/// Unix ms as RFC 3339 in UTC with milliseconds, as event documents write
+/// instants.
+pub fn iso_ms(ms: i64) -> String {
+    jiff::Timestamp::from_millisecond(ms)
+        .unwrap_or(jiff::Timestamp::UNIX_EPOCH)
+        .strftime("%Y-%m-%dT%H:%M:%S%.3fZ")
+        .to_string()
 }
 
 pub fn id_text(seq: u64) -> String {

@@ -173,6 +173,13 @@ impl Outbox {
         &self.sinks
     }
 
+    /// A number never handed out before by this node (sequence numbers
+    /// skip it): makes the idempotency key of an event that has no natural
+    /// one unique.
+    pub fn next_id_hint(&self) -> u64 {
+        self.next_seq.fetch_add(1, Relaxed)
+    }
+
     /// Whether any sink takes events named `name` (a caller may skip
     /// building a payload otherwise).
     pub fn wants(&self, name: &str) -> bool {
@@ -351,5 +358,51 @@ pub struct SinkStatus {
 impl serde::Serialize for SinkKind {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         s.serialize_str(self.label())
+    }
+}
+
+impl crate::metrics::MetricsSource for Outbox {
+    fn write(&self, out: &mut crate::metrics::Exposition) {
+        use crate::metrics::Kind;
+        let labels: Vec<[(&str, &str); 1]> =
+            self.sinks.iter().map(|s| [("sink", &*s.name)]).collect();
+        type Read = fn(&SinkQueue) -> u64;
+        let families: [(&str, &str, Kind, Read); 4] = [
+            (
+                "pcrf_notifications_backlog",
+                "Notifications committed and not yet delivered, per sink (bounded by [notifications].max_backlog, all sinks together).",
+                Kind::Gauge,
+                |s| s.pending.load(Relaxed) as u64,
+            ),
+            (
+                "pcrf_notifications_delivered_total",
+                "Notifications a sink acknowledged.",
+                Kind::Counter,
+                |s| s.counters.delivered.load(Relaxed),
+            ),
+            (
+                "pcrf_notifications_failed_total",
+                "Delivery attempts that failed (each is retried with backoff until delivered).",
+                Kind::Counter,
+                |s| s.counters.failed.load(Relaxed),
+            ),
+            (
+                "pcrf_notifications_dropped_total",
+                "New notifications not written because the backlog was full ([notifications].max_backlog).",
+                Kind::Counter,
+                |s| s.counters.dropped.load(Relaxed),
+            ),
+        ];
+        for (name, help, kind, value) in families {
+            let mut f = out.family(name, help, kind);
+            for (sink, l) in self.sinks.iter().zip(&labels) {
+                f.sample(l, value(sink));
+            }
+        }
+        out.gauge(
+            "pcrf_notifications_backlog_limit",
+            "[notifications].max_backlog: deliveries that may wait, all sinks together.",
+            self.max_backlog as u64,
+        );
     }
 }

@@ -7,7 +7,7 @@ use super::decision::Decision;
 use super::error::PolicyError;
 use super::input::{PolicyInput, SessionInput, SubscriberInput, TimeInput};
 use super::memo;
-use super::sandbox::{Limits, Vm};
+use super::sandbox::{Limits, Notification, Vm};
 use super::stats::{PolicyStats, StatsSnapshot};
 use crate::policy::record::{DecisionRecord, InputsJson};
 use arc_swap::ArcSwap;
@@ -55,6 +55,9 @@ pub struct Outcome {
     pub error: Option<String>,
     /// The inputs as JSON, for the record; `None` with `Ran::Memo`.
     pub inputs: Option<InputsJson>,
+    /// What the script asked to notify with this decision (`notify()`);
+    /// none when Lua did not run.
+    pub notifications: Vec<Notification>,
 }
 
 impl Outcome {
@@ -146,17 +149,19 @@ impl PolicyEngine {
                 script_version: script.version,
                 error: None,
                 inputs: None,
+                notifications: Vec::new(),
             };
         }
         PolicyStats::bump(&self.stats.runs);
         match self.run(&script, input) {
-            Ok(decision) => Outcome {
+            Ok((decision, notifications)) => Outcome {
                 decision,
                 ran: Ran::Lua,
                 input_hash,
                 script_version: script.version,
                 error: None,
                 inputs: Some(inputs),
+                notifications,
             },
             Err(e) => {
                 PolicyStats::bump(&self.stats.errors);
@@ -167,6 +172,7 @@ impl PolicyEngine {
                     script_version: 0,
                     error: Some(format!("script {:016x}: {e}", script.version)),
                     inputs: Some(inputs),
+                    notifications: Vec::new(),
                 }
             }
         }
@@ -175,6 +181,14 @@ impl PolicyEngine {
     /// Runs the current script on `input`: no memo, no fallback, no
     /// counters (policy test cases, dry runs).
     pub fn evaluate(&self, input: &PolicyInput) -> Result<Decision, PolicyError> {
+        self.evaluate_with_notifications(input).map(|(d, _)| d)
+    }
+
+    /// `evaluate`, with the notifications the script asked for.
+    pub fn evaluate_with_notifications(
+        &self,
+        input: &PolicyInput,
+    ) -> Result<(Decision, Vec<Notification>), PolicyError> {
         let script = self.script.load();
         self.run(&script, input)
     }
@@ -228,8 +242,15 @@ impl PolicyEngine {
 
     /// Runs `script` on this thread's VM, building it when missing or stale.
     /// A VM that failed is dropped so the next call starts clean.
-    fn run(&self, script: &Script, input: &PolicyInput) -> Result<Decision, PolicyError> {
-        self.on_vm(script, |vm| vm.decide(input))
+    fn run(
+        &self,
+        script: &Script,
+        input: &PolicyInput,
+    ) -> Result<(Decision, Vec<Notification>), PolicyError> {
+        self.on_vm(script, |vm| {
+            let d = vm.decide(input)?;
+            Ok((d, vm.take_notifications()?))
+        })
     }
 
     /// Runs the optional hook `name` of the current script (or the
