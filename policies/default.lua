@@ -181,6 +181,12 @@ function decide(input)
   end
 
   local monthly = input.usage.accumulators.monthly
+  -- Tell the CRM when 80% of the monthly allowance is used: the event
+  -- policy.quota-80 (docs/notifications.md) is emitted once per period of
+  -- "monthly", however many updates find the usage above 80%.
+  if monthly ~= nil and monthly.percent ~= nil and monthly.percent >= 80 then
+    notify("quota-80", { accumulator = "monthly", percent = monthly.percent })
+  end
   local spending = input.spending or {}
   local throttled = (monthly ~= nil and monthly.exhausted)
     or spending[SY_COUNTER] == "exhausted"

@@ -4,6 +4,7 @@
 #   freediameterd, -extensions   - independent Diameter peer (tests/freediameter.rs)
 #   erlang-base, -diameter, -dev - OTP's strict Diameter stack (tests/erlang_gx.rs)
 #   postgresql                   - the production store's database
+#   rabbitmq-server              - the AMQP broker of the notification tests
 # Idempotent: when everything is installed it only runs dpkg-query and exits.
 # Runs as root, or through sudo when not root.
 set -euo pipefail
@@ -16,6 +17,7 @@ PACKAGES=(
     erlang-diameter
     erlang-dev
     postgresql
+    rabbitmq-server
 )
 
 installed() {
