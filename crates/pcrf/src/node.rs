@@ -494,6 +494,12 @@ impl Node {
         if old.sy != new.sy {
             restart.push("[sy]");
         }
+        // The outbox and its sinks are built once, at start.
+        if old.notifications.sinks != new.notifications.sinks
+            || old.notifications.max_backlog != new.notifications.max_backlog
+        {
+            restart.push("[notifications] (except quota_thresholds)");
+        }
         self.live.store(Arc::new(Live::of(Arc::new(new))));
         restart
     }

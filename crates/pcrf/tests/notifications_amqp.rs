@@ -172,6 +172,7 @@ fn status(p: &Pcrf) -> Value {
 async fn events_are_published_persistent_and_confirmed() {
     let c = Consumer::start("publish").await;
     let p = Pcrf::start(&sink(BROKER.parse().unwrap(), &c.exchange));
+    p.provision("001010000000001", r#"{"plan":"basic"}"#);
     let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
     let sid = "pgw.test.local;amqp;1";
     assert_eq!(result_of(&pcef.ccr_i(sid, "001010000000001").await), 2001);
@@ -198,6 +199,9 @@ async fn kill_9_while_delivering_and_while_the_broker_is_away_loses_nothing() {
     let proxy = Proxy::start(BROKER.parse().unwrap()).await;
     let mut p = Pcrf::start(&sink(proxy.addr, &c.exchange));
     let mut expected = BTreeSet::new();
+    for i in 0..110 {
+        p.provision(&format!("00101000000{i:04}"), r#"{"plan":"basic"}"#);
+    }
 
     // 1. Many events, the PCRF killed as soon as the last is answered:
     //    some are delivered, some in flight, some still in the outbox.

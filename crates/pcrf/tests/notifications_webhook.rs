@@ -18,7 +18,10 @@ use support::*;
 
 const SECRET: &str = "a-shared-webhook-secret";
 
-fn sink(url: &str, extra: &str) -> String {
+const ALL: &str = r#"["session.*", "policy.*", "quota.*", "subscriber.*", "usage.*"]"#;
+const SESSIONS: &str = r#"["session.*"]"#;
+
+fn sink(url: &str, extra: &str, events: &str) -> String {
     format!(
         r#"
 [notifications]
@@ -29,7 +32,7 @@ name = "crm"
 kind = "webhook"
 url = "{url}"
 secret = "{SECRET}"
-events = ["session.*", "policy.*", "quota.*", "subscriber.*", "usage.*"]
+events = {events}
 concurrency = 2
 timeout_ms = 1000
 retry_initial_ms = 50
@@ -53,7 +56,7 @@ fn status(p: &Pcrf) -> Value {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_events_reach_the_webhook_signed_in_order_and_as_documented() {
     let rx = WebhookReceiver::start(SECRET).await;
-    let p = Pcrf::start(&sink(&rx.url(), ""));
+    let p = Pcrf::start(&sink(&rx.url(), "", ALL));
     p.provision("001010000000001", r#"{"plan":"basic"}"#);
     let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
     let sid = "pgw.test.local;notify;1";
@@ -73,7 +76,11 @@ async fn session_events_reach_the_webhook_signed_in_order_and_as_documented() {
         "one subscriber's events arrive in the order they happened"
     );
     for r in &got {
-        assert!(r.signed, "X-Pcrf-Signature must match the body: {:?}", r.body);
+        assert!(
+            r.signed,
+            "X-Pcrf-Signature must match the body: {:?}",
+            r.body
+        );
         assert_eq!(r.event_header.as_deref(), r.body["name"].as_str());
         assert_matches_schema(&r.body);
         assert_eq!(r.body["subscriber"], "001010000000001");
@@ -114,11 +121,14 @@ async fn session_events_reach_the_webhook_signed_in_order_and_as_documented() {
 async fn a_receiver_outage_backs_up_then_drains_without_loss() {
     let rx = WebhookReceiver::start(SECRET).await;
     let proxy = Proxy::start(rx.addr).await;
-    let p = Pcrf::start(&sink(&format!("http://{}/hook", proxy.addr), ""));
+    let p = Pcrf::start(&sink(&format!("http://{}/hook", proxy.addr), "", SESSIONS));
     let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
+    let sessions = 20;
+    for i in 0..sessions {
+        p.provision(&format!("0010100000001{i:02}"), r#"{"plan":"basic"}"#);
+    }
 
     proxy.cut();
-    let sessions = 20;
     for i in 0..sessions {
         let sid = format!("pgw.test.local;outage;{i}");
         let imsi = format!("0010100000001{i:02}");
@@ -136,9 +146,10 @@ async fn a_receiver_outage_backs_up_then_drains_without_loss() {
     let s = status(&p);
     assert_eq!(s["backlog"], 2 * sessions, "{s}");
     assert!(s["sinks"][0]["last_error"].is_string(), "{s}");
-    assert!(p
-        .metrics()
-        .contains(&format!("pcrf_notifications_backlog{{sink=\"crm\"}} {}", 2 * sessions)));
+    assert!(p.metrics().contains(&format!(
+        "pcrf_notifications_backlog{{sink=\"crm\"}} {}",
+        2 * sessions
+    )));
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert_eq!(rx.received().len(), 0);
 
@@ -171,7 +182,10 @@ async fn a_receiver_outage_backs_up_then_drains_without_loss() {
             .map(|r| r.body["name"].as_str().unwrap().to_owned())
             .collect();
         let first_end = of.iter().position(|n| n == "session.ended").unwrap();
-        assert!(of[..first_end].iter().any(|n| n == "session.started"), "{of:?}");
+        assert!(
+            of[..first_end].iter().any(|n| n == "session.started"),
+            "{of:?}"
+        );
     }
 }
 
@@ -182,7 +196,9 @@ async fn a_full_backlog_drops_new_events_and_gx_is_still_answered() {
     let p = Pcrf::start(&sink(
         &format!("http://{}/hook", proxy.addr),
         "max_backlog = 3",
+        SESSIONS,
     ));
+    p.provision("001010000000009", r#"{"plan":"basic"}"#);
     proxy.cut();
     let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
     for i in 0..3 {
@@ -237,7 +253,7 @@ fn report(b: &mut MessageBuilder<'_>, octets: u64) {
 async fn policy_notify_fires_once_per_period_even_across_kill_9() {
     const MB: u64 = 1_000_000;
     let rx = WebhookReceiver::start(SECRET).await;
-    let mut p = Pcrf::start_with_usage(&sink(&rx.url(), "quota_thresholds = [50]"));
+    let mut p = Pcrf::start_with_usage(&sink(&rx.url(), "quota_thresholds = [50]", ALL));
     std::fs::write(&p.policy, NOTIFY_POLICY).expect("policy");
     let (st, body) = p.http("POST", "/v1/policy/reload", None);
     assert_eq!(st, 200, "{body}");
@@ -252,7 +268,13 @@ async fn policy_notify_fires_once_per_period_even_across_kill_9() {
         assert_eq!(result_of(&pcef.ccr_i(sid, "001010000000001").await), 2001);
         // 40%, 60% (crosses the 50% threshold), 85%, 90%, 95%: three
         // updates above 80% make one notice.
-        for (n, octets) in [(1, 40 * MB), (2, 20 * MB), (3, 25 * MB), (4, 5 * MB), (5, 5 * MB)] {
+        for (n, octets) in [
+            (1, 40 * MB),
+            (2, 20 * MB),
+            (3, 25 * MB),
+            (4, 5 * MB),
+            (5, 5 * MB),
+        ] {
             let a = pcef.ccr_u(sid, n, |b| report(b, octets)).await;
             assert_eq!(result_of(&a), 2001);
         }
@@ -266,7 +288,11 @@ async fn policy_notify_fires_once_per_period_even_across_kill_9() {
             .filter(|r| seen.insert(r.body["idempotency_key"].to_string()))
             .collect::<Vec<_>>()
     };
-    assert!(wait_until(Duration::from_secs(10), || named("policy.quota-80").len() == 1).await);
+    assert!(
+        wait_until(Duration::from_secs(10), || named("policy.quota-80").len()
+            == 1)
+        .await
+    );
     let quota = named("policy.quota-80");
     assert_eq!(quota[0].body["payload"]["accumulator"], "monthly");
     assert_eq!(quota[0].body["payload"]["percent"], 85);
@@ -292,8 +318,17 @@ async fn policy_notify_fires_once_per_period_even_across_kill_9() {
     assert_eq!(result_of(&a), 2001);
     let sid2 = "pgw.test.local;policy;2";
     assert_eq!(result_of(&pcef.ccr_i(sid2, "001010000000001").await), 2001);
-    assert!(wait_until(Duration::from_secs(10), || named("policy.welcome").len() == 2).await);
+    assert!(
+        wait_until(Duration::from_secs(10), || named("policy.welcome").len()
+            == 2)
+        .await
+    );
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert_eq!(named("policy.quota-80").len(), 1, "{:?}", names(&rx.received()));
+    assert_eq!(
+        named("policy.quota-80").len(),
+        1,
+        "{:?}",
+        names(&rx.received())
+    );
     assert_eq!(named("quota.threshold").len(), 1);
 }

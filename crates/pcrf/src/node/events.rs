@@ -126,10 +126,11 @@ impl Node {
         profile: Option<&Subscriber>,
         out: &mut StagedEvents,
     ) {
-        let thresholds = self.live.load().cfg.notifications.quota_thresholds.clone();
-        if thresholds.is_empty() || !self.notify.wants(names::QUOTA_THRESHOLD) {
+        // Nothing to do (and nothing allocated) without a sink for it.
+        if !self.notify.wants(names::QUOTA_THRESHOLD) {
             return;
         }
+        let thresholds = self.live.load().cfg.notifications.quota_thresholds.clone();
         let names: Vec<String> = step.cfg.accumulators().keys().cloned().collect();
         for acc in names {
             let Some(allowance) = step.next.allowance(&step.cfg, &acc, profile) else {
@@ -234,6 +235,36 @@ impl Node {
                 }
             }
         }
+    }
+
+    /// `peer.up` / `peer.down`: a Diameter peer past CER came or went.
+    /// Nothing else changes with it, so the event is a commit of its own,
+    /// made off the connection's path.
+    pub(crate) fn peer_event(&self, name: &'static str, host: &str, reason: Option<String>) {
+        let Some(staged) = self.stage_event(
+            name,
+            None,
+            format!("{name}:{host}:{}", self.notify.next_id_hint()),
+            || match &reason {
+                Some(r) => json!({ "peer": host, "reason": r }),
+                None => json!({ "peer": host }),
+            },
+        ) else {
+            return;
+        };
+        let Ok(rt) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let store = self.store.clone();
+        rt.spawn(async move {
+            let Some(change) = staged.change() else {
+                return;
+            };
+            match store.submit(vec![change]).await {
+                Ok(()) => staged.publish(),
+                Err(e) => tracing::warn!(error = %e, "peer notification not stored; dropped"),
+            }
+        });
     }
 
     /// `usage.topup`: octets added to an accumulator's allowance through

@@ -631,6 +631,59 @@ mod tests {
     use crate::store::fixtures::{session, subscriber, usage, TestDir};
     use std::sync::Arc;
 
+    fn event(seq: u64, sinks: &[&str]) -> Arc<crate::notify::Event> {
+        Arc::new(crate::notify::Event::new(
+            seq,
+            1_795_000_000_000,
+            "session.started",
+            Some("001010000000001"),
+            format!("session.started:gx;{seq}"),
+            serde_json::json!({ "session": format!("gx;{seq}") }),
+            sinks.iter().map(|s| Arc::from(*s)).collect(),
+        ))
+    }
+
+    #[test]
+    fn outbox_rows_are_written_with_the_batch_acked_per_sink_and_reloaded_in_order() {
+        let dir = TestDir::new("outbox");
+        let e1 = event(10, &["crm", "bus"]);
+        let e2 = event(11, &["bus"]);
+        let ack = |seq, sink: &str| Change::AckEvent {
+            seq,
+            sink: Arc::from(sink),
+            subscriber: "001010000000001".into(),
+        };
+        {
+            let mut st = SqliteStore::open(dir.path(), Durability::Full).expect("open");
+            let rows = st
+                .apply(&[
+                    Change::PutSession(Arc::new(session("gx;10", "001010000000001", 1))),
+                    Change::PutEvent(e1.clone()),
+                    Change::PutEvent(e2.clone()),
+                ])
+                .expect("apply");
+            assert_eq!(rows, 4, "the session and one row per event and sink");
+            assert_eq!(st.apply(&[Change::PutEvent(e1.clone())]).expect("again"), 0);
+            assert_eq!(st.apply(&[ack(10, "bus")]).expect("ack"), 1);
+        }
+        let mut st = SqliteStore::open(dir.path(), Durability::Full).expect("reopen");
+        let pending = st.pending_events().expect("outbox");
+        let got: Vec<(u64, Vec<String>)> = pending
+            .iter()
+            .map(|e| (e.seq, e.sinks.iter().map(|s| s.to_string()).collect()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![(10, vec!["crm".to_string()]), (11, vec!["bus".to_string()])]
+        );
+        assert_eq!(pending[0].body, e1.body, "the document, byte for byte");
+        assert_eq!(
+            st.apply(&[ack(10, "crm"), ack(11, "bus")]).expect("acks"),
+            2
+        );
+        assert!(st.pending_events().expect("outbox").is_empty());
+    }
+
     #[test]
     fn round_trip_and_reopen() {
         let dir = TestDir::new("round-trip");

@@ -185,7 +185,10 @@ pub fn assert_matches_schema(event: &Value) {
         .iter_errors(event)
         .map(|e| format!("{} at {}", e, e.instance_path()))
         .collect();
-    assert!(errors.is_empty(), "event {event} breaks the schema: {errors:?}");
+    assert!(
+        errors.is_empty(),
+        "event {event} breaks the schema: {errors:?}"
+    );
 }
 
 /// Polls `f` every 50 ms until it returns true or `limit` passes.
