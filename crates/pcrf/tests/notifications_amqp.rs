@@ -4,7 +4,8 @@
 //! PCRF while it delivers, and again while the broker is unreachable
 //! behind a TCP proxy the test cuts, loses no event: every event of every
 //! answered request arrives, a duplicate only ever with its event's id and
-//! idempotency key. Each test uses its own exchange and queue.
+//! idempotency key, on the embedded store and on PostgreSQL. Each test
+//! uses its own exchange and queue.
 
 mod notify_support;
 mod support;
@@ -195,9 +196,19 @@ async fn events_are_published_persistent_and_confirmed() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_while_delivering_and_while_the_broker_is_away_loses_nothing() {
+    kill_9_loses_nothing(None).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kill_9_loses_nothing_on_the_postgres_store_either() {
+    kill_9_loses_nothing(Some(postgres_store().await)).await;
+}
+
+/// The kill -9 scenario on the embedded store, or on `store`.
+async fn kill_9_loses_nothing(store: Option<String>) {
     let c = Consumer::start("kill9").await;
     let proxy = Proxy::start(BROKER.parse().unwrap()).await;
-    let mut p = Pcrf::start(&sink(proxy.addr, &c.exchange));
+    let mut p = Pcrf::start_with_store(store.as_deref(), &sink(proxy.addr, &c.exchange));
     let mut expected = BTreeSet::new();
     for i in 0..110 {
         p.provision(&format!("00101000000{i:04}"), r#"{"plan":"basic"}"#);

@@ -18,7 +18,7 @@ use support::*;
 
 const SECRET: &str = "a-shared-webhook-secret";
 
-const ALL: &str = r#"["session.*", "policy.*", "quota.*", "subscriber.*", "usage.*"]"#;
+const ALL: &str = r#"["session.*", "policy.*", "quota.*", "subscriber.*", "usage.*", "peer.*"]"#;
 const SESSIONS: &str = r#"["session.*"]"#;
 
 fn sink(url: &str, extra: &str, events: &str) -> String {
@@ -63,13 +63,21 @@ async fn session_events_reach_the_webhook_signed_in_order_and_as_documented() {
     assert_eq!(result_of(&pcef.ccr_i(sid, "001010000000001").await), 2001);
     assert_eq!(result_of(&pcef.ccr_t(sid, 1).await), 2001);
 
+    // The subscriber's events, and the PCEF's connection (no subscriber).
     assert!(
-        wait_until(Duration::from_secs(10), || rx.received().len() >= 3).await,
+        wait_until(Duration::from_secs(10), || rx.received().len() >= 4).await,
         "got {:?}\n{}",
         names(&rx.received()),
         p.log()
     );
-    let got = rx.received();
+    let (peer, got): (Vec<Received>, Vec<Received>) = rx
+        .received()
+        .into_iter()
+        .partition(|r| r.body.get("subscriber").is_none());
+    assert_eq!(names(&peer), ["peer.up"]);
+    assert_eq!(peer[0].body["payload"]["peer"], "pgw.test.local");
+    assert!(peer[0].signed);
+    assert_matches_schema(&peer[0].body);
     assert_eq!(
         names(&got),
         ["subscriber.changed", "session.started", "session.ended"],
@@ -105,14 +113,14 @@ async fn session_events_reach_the_webhook_signed_in_order_and_as_documented() {
     );
     let s = status(&p);
     assert_eq!(s["sinks"][0]["name"], "crm");
-    assert_eq!(s["sinks"][0]["delivered"], 3);
+    assert_eq!(s["sinks"][0]["delivered"], 4);
     let m = p.metrics();
     assert!(
         m.contains("pcrf_notifications_backlog{sink=\"crm\"} 0"),
         "{m}"
     );
     assert!(
-        m.contains("pcrf_notifications_delivered_total{sink=\"crm\"} 3"),
+        m.contains("pcrf_notifications_delivered_total{sink=\"crm\"} 4"),
         "{m}"
     );
 }
