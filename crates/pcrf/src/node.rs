@@ -7,10 +7,8 @@
 //! and its flows in its `service.rs`; the REST operations are carried out
 //! in `control/operations.rs`.
 
-mod events;
+pub(crate) mod events;
 mod monitoring;
-
-pub(crate) use events::StagedEvents;
 
 use crate::gx::state::{PushReason, PushSummary};
 pub use crate::usage::step::UsageCounters;

@@ -29,9 +29,9 @@ use std::sync::Arc;
 use std::sync::Weak;
 use std::time::Instant;
 
+use crate::node::events::StagedEvents;
 use crate::node::{
-    now_ms, replay, too_busy_answer, usage_change, Answered, Node, StagedEvents, COMMIT_WAIT,
-    USER_UNKNOWN,
+    now_ms, replay, too_busy_answer, usage_change, Answered, Node, COMMIT_WAIT, USER_UNKNOWN,
 };
 
 /// The subscriber's profile, for the allowance a threshold is a share of.
