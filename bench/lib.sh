@@ -175,6 +175,8 @@ pcrf_config() {
   echo "listen = \"127.0.0.1:$aport\""
   echo '[log]'
   echo 'level = "warn"'
+  # More sections (e.g. [notifications]) from a file, for benches that need them.
+  if [[ -n "${PCRF_EXTRA_CONFIG:-}" ]]; then cat "$PCRF_EXTRA_CONFIG"; fi
 }
 
 # sqlite_store_section DIR / postgres_store_section URL: [store] bodies for

@@ -37,10 +37,21 @@
 --
 -- Each decision says how long, and over which usage, it holds (`valid`,
 -- docs/policy.md): this one depends on the clock only through the night
--- boost, and on usage only through `exhausted`, so a CCR-U that merely
--- reports usage is answered without running it.
+-- boost, and on usage only through `exhausted` and the 80% mark of the
+-- monthly allowance, so a CCR-U that merely reports usage is answered
+-- without running it.
 
 local MBPS = 1000000
+
+-- The usage over which a decision holds: any amount, except that below 80%
+-- of a monthly allowance it must run again when used_mb reaches 80% (the
+-- quota-80 notice).
+local function usage_validity(monthly)
+  if monthly ~= nil and monthly.quota_mb ~= nil and (monthly.percent or 0) < 80 then
+    return { monthly = { below = monthly.quota_mb * 80 // 100 }, ["*"] = "any" }
+  end
+  return "any"
+end
 
 -- Event-Trigger values, TS 29.212 section 5.3.7.
 local RAT_CHANGE = 2
@@ -190,6 +201,12 @@ function decide(input)
   end
 
   local monthly = input.usage.accumulators.monthly
+  -- Tell the CRM when 80% of the monthly allowance is used: the event
+  -- policy.quota-80 (docs/notifications.md) is emitted once per period of
+  -- "monthly", however many updates find the usage above 80%.
+  if monthly ~= nil and monthly.percent ~= nil and monthly.percent >= 80 then
+    notify("quota-80", { accumulator = "monthly", percent = monthly.percent })
+  end
   local spending = input.spending or {}
   local throttled = (monthly ~= nil and monthly.exhausted)
     or spending[SY_COUNTER] == "exhausted"
@@ -208,11 +225,13 @@ function decide(input)
     event_triggers = TRIGGERS,
     revalidation_secs = secs_to_next_boundary(time),
     monitoring = { "total" },
-    -- Holds until the next night-boost boundary, whatever the amounts
-    -- used: of the usage it reads only `exhausted` (and the Sy status),
-    -- which the server still compares, so running out of allowance (or a
-    -- top-up, or the monthly reset) still decides again at once.
-    valid = { secs = secs_to_next_boundary(time), usage = "any" },
+    -- Holds until the next night-boost boundary. Of the usage it reads
+    -- `exhausted` (and the Sy status), which the server still compares, so
+    -- running out of allowance (or a top-up, or the monthly reset) still
+    -- decides again at once; and the monthly percentage, for the 80%
+    -- notice: below 80% the decision holds only while used_mb stays below
+    -- that mark.
+    valid = { secs = secs_to_next_boundary(time), usage = usage_validity(monthly) },
   }
   if sub.known then
     decision.spending_counters = { SY_COUNTER }

@@ -13,6 +13,7 @@
 #                                  namespace's loopback, the API checks, dpkg-shlibdeps
 #                                  for the package's dependencies
 # and cargo-deb (cargo install), which builds the Debian package.
+#   rabbitmq-server              - the AMQP broker of the notification tests
 # Idempotent: when everything is installed it only runs dpkg-query and exits.
 # Runs as root, or through sudo when not root.
 set -euo pipefail
@@ -31,6 +32,7 @@ PACKAGES=(
     systemd
     iproute2
     dpkg-dev
+    rabbitmq-server
 )
 
 # cargo-deb (not a Debian package): built from crates.io for the user that

@@ -5,6 +5,9 @@
 #   2. uses PCRF_TEST_DATABASE_URL for the PostgreSQL tests if set;
 #      otherwise starts a throwaway PostgreSQL cluster (initdb + pg_ctl in a
 #      temporary directory, a free port on 127.0.0.1) and removes it on exit;
+#   2b. starts RabbitMQ (the notification tests' broker, 127.0.0.1:5672,
+#      guest/guest) when nothing listens there; a broker already running
+#      is used as it is and never stopped;
 #   3. checks formatting (cargo fmt) and lints (cargo clippy, warnings denied);
 #   4. runs every test: cargo nextest when installed (plus the doc tests,
 #      which nextest does not run), cargo test otherwise;
@@ -68,6 +71,32 @@ if ! psql "$PCRF_TEST_DATABASE_URL" -X -q -tAc 'SELECT 1' >/dev/null; then
     echo "cannot connect to PCRF_TEST_DATABASE_URL=$PCRF_TEST_DATABASE_URL" >&2
     exit 1
 fi
+
+# RabbitMQ for the notification tests: the machine's own broker when one
+# listens on 127.0.0.1:5672 (left as it is), else one started here and left
+# running for later runs.
+amqp_listening() {
+    (exec 3<>/dev/tcp/127.0.0.1/5672) 2>/dev/null
+}
+step "RabbitMQ"
+if ! amqp_listening; then
+    if command -v rabbitmq-server >/dev/null 2>&1; then
+        if [ "$(id -u)" -eq 0 ]; then
+            rabbitmq-server -detached >/dev/null 2>&1 || true
+        else
+            sudo -n rabbitmq-server -detached >/dev/null 2>&1 || true
+        fi
+    fi
+    for _ in $(seq 1 120); do
+        amqp_listening && break
+        sleep 1
+    done
+    if ! amqp_listening; then
+        echo "RabbitMQ is not listening on 127.0.0.1:5672 (scripts/install-test-deps.sh installs rabbitmq-server)" >&2
+        exit 1
+    fi
+fi
+echo "RabbitMQ listening on 127.0.0.1:5672" >&2
 
 # A minimal rustup profile lacks these two components.
 if command -v rustup >/dev/null 2>&1; then

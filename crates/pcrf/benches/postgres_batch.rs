@@ -61,6 +61,7 @@ fn usage(i: usize, used: u64) -> SubscriberUsage {
         .into_iter()
         .collect(),
         unknown_key_reports: 0,
+        notified: Default::default(),
     }
 }
 

@@ -82,10 +82,22 @@ impl Handler for Dispatcher {
 
     fn peer_up(&self, peer: &PeerHandle) {
         tracing::info!(peer = ?peer.origin_host(), addr = ?peer.remote_addr(), tls = peer.is_tls(), "Diameter peer open");
+        if let Some(host) = peer.origin_host() {
+            self.services
+                .node
+                .peer_event(crate::notify::names::PEER_UP, &host, None);
+        }
     }
 
     fn peer_down(&self, peer: &PeerHandle, reason: CloseReason) {
         let host = peer.origin_host();
+        if let Some(h) = &host {
+            self.services.node.peer_event(
+                crate::notify::names::PEER_DOWN,
+                h,
+                Some(format!("{reason:?}")),
+            );
+        }
         let key = host.as_deref().unwrap_or("(before CER)");
         if let Some(unlogged) = self.closes.admit(key) {
             match reason {

@@ -147,6 +147,7 @@ async fn build_node(root: &Path, dir: &Path) -> Services {
         metrics: Arc::new(Metrics::new()),
         tz: jiff::tz::TimeZone::get("Europe/Berlin").expect("time zone"),
         pg: None,
+        notify: crate::notify::Outbox::disabled(),
     });
     let profiles = [
         Subscriber {

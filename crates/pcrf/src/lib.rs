@@ -14,6 +14,7 @@ pub mod gx;
 pub mod logging;
 pub mod metrics;
 pub mod node;
+pub mod notify;
 pub mod policy;
 pub mod rx;
 pub mod sd;

@@ -7,6 +7,7 @@
 //! and its flows in its `service.rs`; the REST operations are carried out
 //! in `control/operations.rs`.
 
+pub(crate) mod events;
 mod monitoring;
 
 use crate::gx::state::{PushReason, PushSummary};
@@ -125,6 +126,9 @@ pub struct Node {
     /// The Gx service, which re-decides sessions when Sd or Sy learn
     /// something that changes a decision (set once the services exist).
     pub(crate) redecide: OnceLock<Weak<dyn Redecide>>,
+    /// Notifications to external systems: events are staged here and
+    /// written in the commit of the change that caused them.
+    pub(crate) notify: Arc<crate::notify::Outbox>,
 }
 
 /// A boxed future: what a [`Redecide`] method returns, so that the trait
@@ -159,6 +163,8 @@ pub struct NodeParts {
     pub metrics: Arc<Metrics>,
     pub tz: jiff::tz::TimeZone,
     pub pg: Option<PostgresHandles>,
+    /// The notification outbox (`Outbox::disabled()` for none).
+    pub notify: Arc<crate::notify::Outbox>,
 }
 
 pub(crate) fn now_ms() -> i64 {
@@ -212,6 +218,7 @@ impl Node {
             overload: OverloadReporter::new(),
             overload_reported: Default::default(),
             redecide: OnceLock::new(),
+            notify: p.notify,
         })
     }
 
@@ -234,6 +241,9 @@ impl Node {
     }
     pub fn counters(&self) -> &NodeCounters {
         &self.counters
+    }
+    pub fn notifications(&self) -> &Arc<crate::notify::Outbox> {
+        &self.notify
     }
 
     pub(crate) fn find_subscriber(
@@ -481,6 +491,12 @@ impl Node {
         }
         if old.sy != new.sy {
             restart.push("[sy]");
+        }
+        // The outbox and its sinks are built once, at start.
+        if old.notifications.sinks != new.notifications.sinks
+            || old.notifications.max_backlog != new.notifications.max_backlog
+        {
+            restart.push("[notifications] (except quota_thresholds)");
         }
         self.live.store(Arc::new(Live::of(Arc::new(new))));
         restart

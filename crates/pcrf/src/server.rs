@@ -11,6 +11,7 @@ use crate::gx;
 use crate::logging::LogHandle;
 use crate::metrics::Metrics;
 use crate::node::{Node, NodeParts};
+use crate::notify::{build_sink, Outbox};
 use crate::policy::{EngineConfig, Limits, PolicyEngine};
 use crate::services::Services;
 use crate::store::group_commit::GroupCommitOptions;
@@ -83,6 +84,9 @@ pub async fn run(
         recovered.usage,
         recovered.corrupt,
     );
+    // Undelivered notifications go back to their sinks before any new one.
+    let outbox = Outbox::new(&cfg.notifications);
+    let undeliverable = outbox.recover(recovered.events);
     if corrupt > 0 {
         tracing::error!(
             records = corrupt,
@@ -93,6 +97,7 @@ pub async fn run(
         subscribers = subscribers.len(),
         open_sessions = sessions.len(),
         usage_records = usage_records.len(),
+        notifications_pending = outbox.backlog(),
         durability = cfg.store.durability.risk(),
         kind = ?cfg.store.kind,
         path = %cfg.store.path.display(),
@@ -110,6 +115,15 @@ pub async fn run(
             ..Default::default()
         },
     )?;
+    if !undeliverable.is_empty() {
+        writer.submit(undeliverable).await?;
+    }
+    let mut sinks = Vec::new();
+    for s in &cfg.notifications.sinks {
+        sinks.push(build_sink(s).map_err(|e| {
+            StartError::Config(format!("[[notifications.sinks]] {:?}: {e}", s.name))
+        })?);
+    }
 
     let tz = crate::policy::clock::time_zone(&cfg.policy.time_zone)?;
     let policy = Arc::new(PolicyEngine::load(EngineConfig {
@@ -140,7 +154,9 @@ pub async fn run(
         metrics: metrics.clone(),
         tz,
         pg,
+        notify: outbox.clone(),
     });
+    metrics.register(outbox.clone());
     let node = services.node.clone();
     let _usage_watcher = watch_usage_file(&node, &cfg);
 
@@ -309,6 +325,8 @@ pub async fn run(
             stop_rx.clone(),
         );
     }
+
+    crate::notify::delivery::start(&outbox, sinks, writer.clone(), stop_rx.clone());
 
     // Purge closed sessions past retention, once a minute.
     let schedule_task = tokio::spawn(services.gx.clone().run_schedule(stop_rx.clone()));

@@ -1232,3 +1232,57 @@ fn session_blobs_are_lz4_compressed_where_the_server_has_it() {
     );
     assert_eq!(st.session("gx;big").expect("get"), Some(s));
 }
+
+fn event(seq: u64, subscriber: &str, sinks: &[&str]) -> Arc<pcrf::notify::Event> {
+    Arc::new(pcrf::notify::Event::new(
+        seq,
+        1_795_000_000_000,
+        "session.started",
+        Some(subscriber),
+        format!("session.started:gx;{seq}"),
+        serde_json::json!({ "session": format!("gx;{seq}") }),
+        sinks.iter().map(|s| Arc::from(*s)).collect(),
+    ))
+}
+
+#[test]
+fn outbox_rows_are_written_with_the_batch_acked_per_sink_and_reloaded_in_order() {
+    let db = TestSchema::new();
+    let mut st = db.open();
+    let e1 = event(10, "001010000000001", &["crm", "bus"]);
+    let e2 = event(11, "001010000000001", &["bus"]);
+    let rows = st
+        .apply(&[
+            put(session("gx;10", "001010000000001", 1)),
+            Change::PutEvent(e1.clone()),
+            Change::PutEvent(e2.clone()),
+        ])
+        .expect("apply");
+    assert_eq!(rows, 4, "the session and one row per event and sink");
+    // Written again (a replay after a restart): nothing changes.
+    assert_eq!(st.apply(&[Change::PutEvent(e1.clone())]).expect("again"), 0);
+    let ack = |seq, sink: &str| Change::AckEvent {
+        seq,
+        sink: Arc::from(sink),
+        subscriber: "001010000000001".into(),
+        provisioning: false,
+    };
+    assert_eq!(st.apply(&[ack(10, "bus")]).expect("ack"), 1);
+    drop(st);
+    let mut st = db.open();
+    let pending = st.pending_events().expect("outbox");
+    let got: Vec<(u64, Vec<String>)> = pending
+        .iter()
+        .map(|e| (e.seq, e.sinks.iter().map(|s| s.to_string()).collect()))
+        .collect();
+    assert_eq!(
+        got,
+        vec![(10, vec!["crm".to_string()]), (11, vec!["bus".to_string()])]
+    );
+    assert_eq!(pending[0].body, e1.body, "the document, byte for byte");
+    assert_eq!(
+        st.apply(&[ack(10, "crm"), ack(11, "bus")]).expect("acks"),
+        2
+    );
+    assert!(st.pending_events().expect("outbox").is_empty());
+}

@@ -81,6 +81,7 @@ fn node(dir: &Path, store: Box<dyn Store>) -> Services {
         metrics: Arc::new(Metrics::new()),
         tz: jiff::tz::TimeZone::get("Europe/Berlin").expect("tz"),
         pg: None,
+        notify: pcrf::notify::Outbox::disabled(),
     })
 }
 

@@ -13,6 +13,7 @@ pub mod extract;
 pub mod http_stats;
 pub mod listener;
 pub mod network;
+pub mod notifications;
 pub mod openapi;
 pub mod policy;
 pub mod server;
@@ -125,6 +126,11 @@ fn routes<C: Control>() -> Vec<Route<C>> {
             ..r(Method::GET, "/v1/health", get(status::health))
         },
         r(Method::GET, "/v1/ready", get(status::ready::<C>)),
+        r(
+            Method::GET,
+            "/v1/notifications/status",
+            get(notifications::status::<C>),
+        ),
         r(Method::GET, "/v1/config", get(status::config::<C>)),
         r(
             Method::POST,

@@ -413,6 +413,9 @@ pub struct Config {
     /// Sy towards the OCS (off without OCSs).
     #[serde(default)]
     pub sy: crate::sy::ocs::SyConfig,
+    /// Events to webhooks and AMQP brokers (off without sinks).
+    #[serde(default)]
+    pub notifications: crate::notify::NotificationsConfig,
     /// Set when no file was given: any peer may connect.
     #[serde(skip)]
     pub zero_config: bool,
@@ -634,6 +637,9 @@ impl Config {
         }
         if self.sessions.retention_secs == 0 {
             bad("[sessions].retention_secs", "must be at least 1".into());
+        }
+        for (key, message) in self.notifications.problems() {
+            bad(&key, message);
         }
         if self.usage.spread_secs > 86_400 {
             bad(

@@ -93,6 +93,11 @@ pub trait Control: Send + Sync + 'static {
     fn query_profiler(&self) -> Option<crate::store::postgres::QueryProfiler> {
         None
     }
+
+    /// The notification outbox: backlog and counters per sink.
+    fn notifications(&self) -> crate::notify::OutboxStatus {
+        crate::notify::Outbox::disabled().status()
+    }
 }
 
 /// Why an operation failed; each maps to one HTTP status.

@@ -91,6 +91,7 @@ impl Operations {
         imsi: &str,
         reason: crate::gx::state::PushReason,
         change: impl FnOnce(&mut SubscriberUsage, &UsageConfig, Option<u8>, i64) -> Result<(), String>,
+        event: impl FnOnce(&Node, &SubscriberUsage) -> Option<crate::notify::Staged>,
     ) -> Result<UsageChange, ControlError> {
         let profile = self
             .node
@@ -114,12 +115,18 @@ impl Operations {
             next.roll(&cfg, day, now);
             change(&mut next, &cfg, day, now).map_err(ControlError::Invalid)?;
             let next = Arc::new(next);
+            let staged = event(&self.node, &next);
+            let mut changes = vec![Change::PutUsage(next.clone())];
+            changes.extend(staged.as_ref().and_then(|s| s.change()));
             self.node
                 .store
-                .submit(vec![Change::PutUsage(next.clone())])
+                .submit(changes)
                 .await
                 .map_err(|e| ControlError::Unavailable(e.to_string()))?;
             slot.publish(next);
+            if let Some(s) = staged {
+                s.publish();
+            }
         }
         let pushed = self.gx.push_subscriber(imsi, reason).await;
         Ok(UsageChange {
@@ -137,12 +144,24 @@ impl Control for Operations {
             .validate()
             .map_err(|e| ControlError::Invalid(e.to_string()))?;
         let s = Arc::new(subscriber);
+        let before = self.node.subscribers.get(&s.imsi);
+        let staged = if before.as_deref() == Some(&*s) {
+            None
+        } else {
+            self.node
+                .subscriber_changed(&s.imsi, before.as_deref(), Some(&s))
+        };
+        let mut changes = vec![Change::PutSubscriber(s.clone())];
+        changes.extend(staged.as_ref().and_then(|e| e.change()));
         self.node
             .store
-            .submit(vec![Change::PutSubscriber(s.clone())])
+            .submit(changes)
             .await
             .map_err(|e| ControlError::Unavailable(e.to_string()))?;
         let old = self.node.subscribers.put(s.clone());
+        if let Some(e) = staged {
+            e.publish();
+        }
         if old.as_deref() != Some(&*s) {
             // Services, plan or quota changed: the sessions follow now.
             self.gx
@@ -157,14 +176,20 @@ impl Control for Operations {
     }
 
     async fn delete_subscriber(&self, imsi: &str) -> Result<bool, ControlError> {
-        if self.node.subscribers.get(imsi).is_none() {
+        let Some(before) = self.node.subscribers.get(imsi) else {
             return Ok(false);
-        }
+        };
+        let staged = self.node.subscriber_changed(imsi, Some(&before), None);
+        let mut changes = vec![Change::DeleteSubscriber(imsi.to_owned())];
+        changes.extend(staged.as_ref().and_then(|e| e.change()));
         self.node
             .store
-            .submit(vec![Change::DeleteSubscriber(imsi.to_owned())])
+            .submit(changes)
             .await
             .map_err(|e| ControlError::Unavailable(e.to_string()))?;
+        if let Some(e) = staged {
+            e.publish();
+        }
         Ok(self.node.subscribers.remove(imsi).is_some())
     }
 
@@ -276,6 +301,7 @@ impl Control for Operations {
             imsi,
             crate::gx::state::PushReason::TopUp,
             |u, cfg, day, now| u.topup(cfg, accumulator, octets, now, day),
+            |node, u| node.usage_topup(u, accumulator, octets),
         )
         .await
     }
@@ -296,6 +322,7 @@ impl Control for Operations {
             imsi,
             crate::gx::state::PushReason::UsageReset,
             |u, cfg, day, now| u.reset(cfg, accumulator, now, day).map(|_| ()),
+            |_, _| None,
         )
         .await
     }
@@ -322,6 +349,10 @@ impl Control for Operations {
 
     fn render_metrics(&self) -> String {
         self.node.metrics.render()
+    }
+
+    fn notifications(&self) -> crate::notify::OutboxStatus {
+        self.node.notify.status()
     }
 
     fn query_profiler(&self) -> Option<QueryProfiler> {

@@ -29,9 +29,15 @@ use std::sync::Arc;
 use std::sync::Weak;
 use std::time::Instant;
 
+use crate::node::events::StagedEvents;
 use crate::node::{
     now_ms, replay, too_busy_answer, usage_change, Answered, Node, COMMIT_WAIT, USER_UNKNOWN,
 };
+
+/// The subscriber's profile, for the allowance a threshold is a share of.
+fn sub_of_usage(node: &Node, s: &GxSession) -> Option<Arc<crate::subscriber::Subscriber>> {
+    node.find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref())
+}
 
 /// The Gx service: answers the PCEFs' CCRs and re-decides their sessions.
 /// It holds the services of the applications bound to a Gx session, which
@@ -182,6 +188,7 @@ impl Gx {
             .node
             .begin_usage(&s.subscriber, sub.as_deref(), now)
             .await?;
+        let mut events = StagedEvents::default();
         if let Some(step) = usage.as_mut() {
             self.node.count_reports(step, &mut s, &c.usage_reports, now);
         }
@@ -193,10 +200,20 @@ impl Gx {
         }
         let out = self.node.policy.decide(&input, None);
         self.node.note_fallback(&s.id, &out);
-        let out = self.sy.settle_spending(&mut s, &mut input, out).await;
+        let mut out = self.sy.settle_spending(&mut s, &mut input, out).await;
         if let Some(rej) = &out.decision.reject {
             return Ok(self.reject(req, c, rej));
         }
+        // Staged in the order they happened: the session, what its
+        // first report crossed, what the policy asked for.
+        events.push(self.node.session_started(&s));
+        if let Some(step) = usage.as_mut() {
+            self.node
+                .quota_thresholds(step, sub.as_deref(), &mut events);
+        }
+        let notes = std::mem::take(&mut out.notifications);
+        self.node
+            .policy_notifications(&notes, &mut s, usage.as_mut(), &mut events);
         let mut decision = self
             .sd
             .check_adc(&s.id, self.node.check_catalog(&s.id, out.decision.clone()));
@@ -237,10 +254,12 @@ impl Gx {
         let _g = slot.lock().await;
         let mut changes = vec![Change::PutSession(s.clone())];
         changes.extend(usage_change(&usage));
+        changes.extend(events.changes());
         if let Err(e) = self.node.commit(changes).await {
             self.node.sessions.remove(&s.id);
             return Err(e);
         }
+        events.publish();
         slot.publish(s.clone());
         self.sd.sd_follow(&s);
         if let Some(step) = usage {
@@ -287,8 +306,11 @@ impl Gx {
             .node
             .begin_usage(&s.subscriber, sub.as_deref(), now)
             .await?;
+        let mut events = StagedEvents::default();
         if let Some(step) = usage.as_mut() {
             self.node.count_reports(step, &mut s, &c.usage_reports, now);
+            self.node
+                .quota_thresholds(step, sub.as_deref(), &mut events);
         }
         let mut input =
             self.node
@@ -298,7 +320,7 @@ impl Gx {
         }
         let out = self.node.policy.decide(&input, s.last_decision.as_deref());
         self.node.note_fallback(&s.id, &out);
-        let out = self.sy.settle_spending(&mut s, &mut input, out).await;
+        let mut out = self.sy.settle_spending(&mut s, &mut input, out).await;
         if let Some(rej) = &out.decision.reject {
             let answer = self.reject(req, c, rej);
             if !c.usage_reports.is_empty() {
@@ -307,7 +329,9 @@ impl Gx {
                 let s = Arc::new(s);
                 let mut changes = vec![Change::PutSession(s.clone())];
                 changes.extend(usage_change(&usage));
+                changes.extend(events.changes());
                 self.node.commit(changes).await?;
+                events.publish();
                 slot.publish(s);
                 if let Some(step) = usage {
                     Node::finish_usage(step);
@@ -315,6 +339,9 @@ impl Gx {
             }
             return Ok(answer);
         }
+        let notes = std::mem::take(&mut out.notifications);
+        self.node
+            .policy_notifications(&notes, &mut s, usage.as_mut(), &mut events);
         let mut decision = self
             .sd
             .check_adc(&s.id, self.node.check_catalog(&s.id, out.decision.clone()));
@@ -350,12 +377,18 @@ impl Gx {
         // A request that reported usage is always written, with its answer:
         // a retransmission after a restart must be replayed, not counted again.
         let usage_write = usage_change(&usage);
-        if s.durably_equal(&cur) && c.usage_reports.is_empty() && usage_write.is_none() {
+        if s.durably_equal(&cur)
+            && c.usage_reports.is_empty()
+            && usage_write.is_none()
+            && events.is_empty()
+        {
             self.node.counters.writes_skipped.fetch_add(1, Relaxed);
         } else {
             let mut changes = vec![Change::PutSession(s.clone())];
             changes.extend(usage_write);
+            changes.extend(events.changes());
             self.node.commit(changes).await?;
+            events.publish();
         }
         slot.publish(s.clone());
         self.sd.sd_follow(&s);
@@ -396,6 +429,11 @@ impl Gx {
                 self.node.count_reports(step, &mut s, &c.usage_reports, now);
             }
         }
+        let mut events = StagedEvents::default();
+        if let Some(step) = usage.as_mut() {
+            self.node
+                .quota_thresholds(step, sub_of_usage(&self.node, &s).as_deref(), &mut events);
+        }
         s.state = SessionState::Closed;
         s.closed_ms = Some(now);
         s.updated_ms = now;
@@ -408,10 +446,13 @@ impl Gx {
             None,
         );
         s.last_answer = Some(answer.bytes.clone());
+        events.push(self.node.session_ended(&s, "ccr-t"));
         let s = Arc::new(s);
         let mut changes = vec![Change::PutSession(s.clone())];
         changes.extend(usage_change(&usage));
+        changes.extend(events.changes());
         self.node.commit(changes).await?;
+        events.publish();
         self.sd.sd_release(&s);
         slot.publish(s.clone());
         self.rx.abort_afs(&s);

@@ -159,7 +159,19 @@ pub fn run(policy: &Path, cases: &Path) -> Result<Report, PolicyError> {
 fn evaluate(engine: &PolicyEngine, input: &CaseInput) -> Result<Json, PolicyError> {
     let json = |v: Result<Json, serde_json::Error>| v.unwrap_or(Json::Null);
     Ok(match input {
-        CaseInput::Decide(i) => json(serde_json::to_value(engine.evaluate(i)?)),
+        CaseInput::Decide(i) => {
+            // The notifications the decision asked for appear as `notify`.
+            let (decision, notes) = engine.evaluate_with_notifications(i)?;
+            let mut out = json(serde_json::to_value(decision));
+            if let (Json::Object(m), false) = (&mut out, notes.is_empty()) {
+                let notes = notes
+                    .into_iter()
+                    .map(|n| serde_json::json!({ "name": n.name, "payload": n.payload }))
+                    .collect();
+                m.insert("notify".into(), Json::Array(notes));
+            }
+            out
+        }
         CaseInput::Media(i) => json(serde_json::to_value(engine.authorize_media(i)?)),
     })
 }

@@ -7,7 +7,7 @@ use super::decision::Decision;
 use super::error::PolicyError;
 use super::input::{PolicyInput, SessionInput, SubscriberInput, TimeInput};
 use super::memo;
-use super::sandbox::{Limits, Vm};
+use super::sandbox::{Limits, Notification, Vm};
 use super::stats::{PolicyStats, StatsSnapshot};
 use crate::policy::record::{DecisionRecord, InputsJson};
 use arc_swap::ArcSwap;
@@ -58,6 +58,9 @@ pub struct Outcome {
     /// Where the decision holds beyond identical inputs (the script's
     /// `valid`); kept in the record. `None` with `Ran::Memo`.
     pub bounds: Option<Box<memo::Bounds>>,
+    /// What the script asked to notify with this decision (`notify()`);
+    /// none when Lua did not run.
+    pub notifications: Vec<Notification>,
 }
 
 impl Outcome {
@@ -158,6 +161,7 @@ impl PolicyEngine {
                     error: None,
                     inputs: None,
                     bounds: None,
+                    notifications: Vec::new(),
                 };
             }
         }
@@ -174,11 +178,12 @@ impl PolicyEngine {
                 error: None,
                 inputs: None,
                 bounds: None,
+                notifications: Vec::new(),
             };
         }
         PolicyStats::bump(&self.stats.runs);
         match self.run(&script, input) {
-            Ok(mut decision) => {
+            Ok((mut decision, notifications)) => {
                 let bounds = decision
                     .valid
                     .take()
@@ -192,6 +197,7 @@ impl PolicyEngine {
                     error: None,
                     inputs: Some(inputs),
                     bounds,
+                    notifications,
                 }
             }
             Err(e) => {
@@ -204,6 +210,7 @@ impl PolicyEngine {
                     error: Some(format!("script {:016x}: {e}", script.version)),
                     inputs: Some(inputs),
                     bounds: None,
+                    notifications: Vec::new(),
                 }
             }
         }
@@ -212,6 +219,14 @@ impl PolicyEngine {
     /// Runs the current script on `input`: no memo, no fallback, no
     /// counters (policy test cases, dry runs).
     pub fn evaluate(&self, input: &PolicyInput) -> Result<Decision, PolicyError> {
+        self.evaluate_with_notifications(input).map(|(d, _)| d)
+    }
+
+    /// `evaluate`, with the notifications the script asked for.
+    pub fn evaluate_with_notifications(
+        &self,
+        input: &PolicyInput,
+    ) -> Result<(Decision, Vec<Notification>), PolicyError> {
         let script = self.script.load();
         self.run(&script, input)
     }
@@ -265,8 +280,15 @@ impl PolicyEngine {
 
     /// Runs `script` on this thread's VM, building it when missing or stale.
     /// A VM that failed is dropped so the next call starts clean.
-    fn run(&self, script: &Script, input: &PolicyInput) -> Result<Decision, PolicyError> {
-        self.on_vm(script, |vm| vm.decide(input))
+    fn run(
+        &self,
+        script: &Script,
+        input: &PolicyInput,
+    ) -> Result<(Decision, Vec<Notification>), PolicyError> {
+        self.on_vm(script, |vm| {
+            let d = vm.decide(input)?;
+            Ok((d, vm.take_notifications()?))
+        })
     }
 
     /// Runs the optional hook `name` of the current script (or the

@@ -22,6 +22,6 @@ pub use decision::Decision;
 pub use engine::{EngineConfig, Outcome, PolicyEngine, Ran};
 pub use error::PolicyError;
 pub use input::PolicyInput;
-pub use sandbox::Limits;
+pub use sandbox::{Limits, Notification};
 pub use stats::StatsSnapshot;
 pub use watcher::WatcherGuard;

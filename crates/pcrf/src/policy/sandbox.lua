@@ -1,7 +1,8 @@
 -- Builds the environment operator scripts run in. Trusted code, run once per
 -- VM before any script. Receives (budget_exceeded, log) from Rust and returns
--- (env, defs, seal): env is the script's _ENV, defs holds what the script's
--- top level defined, seal() makes every later global assignment an error.
+-- (env, defs, seal, take_notes): env is the script's _ENV, defs holds what the
+-- script's top level defined, seal() makes every later global assignment an
+-- error, take_notes() hands over (and forgets) what notify() collected.
 -- Written in the Lua 5.1/5.4 common subset so the LuaJIT benchmark build works.
 local budget_exceeded, log = ...
 
@@ -265,6 +266,29 @@ if G.utf8 then
   libs.utf8 = readonly(copy(G.utf8), "utf8")
 end
 
+-- notify(name, payload): asks for a notification to external systems with
+-- this decision (see docs/notifications.md). Collected here, taken by Rust
+-- after the call; a call that fails emits none.
+local MAX_NOTES = 16
+local notes = {}
+libs.notify = function(name, payload)
+  if type(name) ~= "string" then
+    error("notify: the name must be a string", 2)
+  end
+  if payload ~= nil and type(payload) ~= "table" then
+    error("notify: the payload must be a table (or nil)", 2)
+  end
+  if #notes >= MAX_NOTES then
+    error("notify: more than " .. MAX_NOTES .. " notifications in one decision", 2)
+  end
+  notes[#notes + 1] = { name = name, payload = payload }
+end
+local function take_notes()
+  local taken = notes
+  notes = {}
+  return taken
+end
+
 -- The built-in Rx media authorisation (TS 29.213 section 6.3), used when the
 -- policy defines no authorize_media(input). Copy it into a policy to change
 -- it. One dynamic PCC rule per Media-Sub-Component:
@@ -336,4 +360,4 @@ local function seal()
   sealed = true
 end
 
-return env, defs, seal
+return env, defs, seal, take_notes

@@ -166,6 +166,16 @@ impl Budget {
     }
 }
 
+/// Largest payload of one policy notification, as JSON.
+pub const MAX_NOTIFICATION_BYTES: usize = 16 * 1024;
+
+/// A notification a decision asked for with `notify(name, payload)`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Notification {
+    pub name: String,
+    pub payload: serde_json::Value,
+}
+
 /// A VM with the script loaded and sealed, ready for `decide` calls.
 pub struct Vm {
     lua: Lua,
@@ -173,6 +183,8 @@ pub struct Vm {
     /// What the script's top level defined, over the prelude's library
     /// (optional hooks such as `authorize_media` are looked up here).
     defs: Table,
+    /// Hands over what `notify()` collected since the last call.
+    take_notes: Function,
     budget: Rc<Budget>,
     /// The budget hook, off until the watchdog arms it during a long call.
     armed: Box<Armed>,
@@ -271,7 +283,7 @@ impl Vm {
                 Ok(())
             })
             .map_err(setup)?;
-        let (env, defs, seal): (Table, Table, Function) = lua
+        let (env, defs, seal, take_notes): (Table, Table, Function, Function) = lua
             .load(PRELUDE)
             .set_name("=sandbox")
             .call((exceeded, log))
@@ -334,6 +346,7 @@ impl Vm {
             lua,
             decide,
             defs,
+            take_notes,
             budget,
             armed,
             chunk: chunk.to_string(),
@@ -371,6 +384,9 @@ impl Vm {
                 });
             }
         }
+        // Whatever an earlier call (that failed, or a hook) collected is not
+        // this decision's.
+        let _ = self.take_notes.call::<Value>(());
         let d: Decision = self.call_table(
             &self.decide,
             "decide",
@@ -383,6 +399,61 @@ impl Vm {
             line: None,
         })?;
         Ok(d)
+    }
+
+    /// The notifications `notify()` asked for during the last `decide`
+    /// (call right after it): names checked, payloads as JSON objects.
+    pub fn take_notifications(&self) -> Result<Vec<Notification>, PolicyError> {
+        let taken: Value = self.take_notes.call(()).map_err(|e| self.runtime(e))?;
+        let Value::Table(list) = taken else {
+            return Ok(Vec::new());
+        };
+        let mut out = Vec::new();
+        for note in list.sequence_values::<Table>() {
+            let note = note.map_err(|e| self.runtime(e))?;
+            let name: String = note.get("name").map_err(|e| self.runtime(e))?;
+            if !crate::notify::event::valid_policy_name(&name) {
+                return Err(PolicyError::Runtime {
+                    message: format!(
+                        "notify: name {name:?} must be 1 to 64 letters, digits, '-', '_' or '.'"
+                    ),
+                    line: None,
+                });
+            }
+            let payload: Value = note.get("payload").map_err(|e| self.runtime(e))?;
+            let payload = match payload {
+                Value::Nil => serde_json::Value::Object(Default::default()),
+                v => {
+                    let json: serde_json::Value = self
+                        .lua
+                        .from_value_with(v, deserialize_options())
+                        .map_err(|e| PolicyError::Runtime {
+                            message: format!(
+                                "notify {name:?}: payload is not JSON: {}",
+                                lua_message(&e)
+                            ),
+                            line: None,
+                        })?;
+                    match whole_floats_to_integers(json) {
+                        // An empty Lua table reads as a list.
+                        serde_json::Value::Array(a) if a.is_empty() => {
+                            serde_json::Value::Object(Default::default())
+                        }
+                        other => other,
+                    }
+                }
+            };
+            if serde_json::to_vec(&payload).map_or(0, |b| b.len()) > MAX_NOTIFICATION_BYTES {
+                return Err(PolicyError::Runtime {
+                    message: format!(
+                        "notify {name:?}: payload larger than {MAX_NOTIFICATION_BYTES} bytes"
+                    ),
+                    line: None,
+                });
+            }
+            out.push(Notification { name, payload });
+        }
+        Ok(out)
     }
 
     /// Runs the optional hook `name(input)` the script defines, or the

@@ -77,6 +77,11 @@ pub struct GxSession {
     /// Rx (AF) sessions bound to this one, with the rules they installed.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub af: Vec<super::af::AfSession>,
+    /// Policy notifications already emitted for this session (those whose
+    /// period is the session: see docs/notifications.md), so each is
+    /// emitted once per session, even across restarts.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
+    pub notified: std::collections::BTreeSet<String>,
     /// Unix milliseconds.
     pub created_ms: i64,
     pub updated_ms: i64,
@@ -119,6 +124,7 @@ impl GxSession {
             last_decision: None,
             last_answer: None,
             af: Vec::new(),
+            notified: Default::default(),
             created_ms: now_ms,
             updated_ms: now_ms,
             closed_ms: None,
@@ -163,6 +169,7 @@ impl GxSession {
             last_decision,
             last_answer: _,
             af,
+            notified,
             created_ms,
             updated_ms: _,
             closed_ms,
@@ -198,6 +205,7 @@ impl GxSession {
             && last_decision.as_ref().map(|d| &d.decision)
                 == other.last_decision.as_ref().map(|d| &d.decision)
             && *af == other.af
+            && *notified == other.notified
             && *created_ms == other.created_ms
             && *closed_ms == other.closed_ms
     }

@@ -1,7 +1,10 @@
 //! One state change to persist, as the services hand it to the group-commit
-//! writer: a session, a subscriber, a subscriber's usage, or their removal;
-//! and the shard each change belongs to (see `store::shard`).
+//! writer: a session, a subscriber, a subscriber's usage, or their removal,
+//! and the notification outbox's events (written with the change that
+//! caused them, removed once delivered); and the shard each change belongs
+//! to (see `store::shard`).
 
+use crate::notify::Event;
 use crate::session::GxSession;
 use crate::subscriber::Subscriber;
 use crate::usage::SubscriberUsage;
@@ -27,6 +30,19 @@ pub enum Change {
     PutUsage(Arc<SubscriberUsage>),
     /// Remove a subscriber's usage row (by `SubscriberUsage::subscriber`).
     DeleteUsage(String),
+    /// Put a notification in the outbox: one row per sink it is owed to,
+    /// keyed by its sequence number and the sink, carrying its subscriber
+    /// (so it routes with the subscriber's other rows).
+    PutEvent(Arc<Event>),
+    /// A sink has the event: remove its row.
+    AckEvent {
+        seq: u64,
+        sink: Arc<str>,
+        subscriber: String,
+        /// The event was written with a provisioning change (its row is
+        /// in the provisioning shard; see `Event::with_provisioning`).
+        provisioning: bool,
+    },
 }
 
 /// The row a change touches: two changes with the same key in one batch
@@ -36,6 +52,10 @@ pub enum ChangeKey<'a> {
     Session(&'a str),
     Subscriber(&'a str),
     Usage(&'a str),
+    /// An event (all its rows).
+    Event(u64),
+    /// One event's row for one sink.
+    EventDelivery(u64, &'a str),
 }
 
 impl Change {
@@ -48,6 +68,8 @@ impl Change {
             Change::DeleteSubscriber(imsi) => ChangeKey::Subscriber(imsi),
             Change::PutUsage(u) => ChangeKey::Usage(&u.subscriber),
             Change::DeleteUsage(subscriber) => ChangeKey::Usage(subscriber),
+            Change::PutEvent(e) => ChangeKey::Event(e.seq),
+            Change::AckEvent { seq, sink, .. } => ChangeKey::EventDelivery(*seq, sink),
         }
     }
 }
@@ -82,6 +104,14 @@ impl Change {
             Change::PutUsage(u) => Route::Subscriber(&u.subscriber),
             Change::DeleteUsage(subscriber) => Route::Subscriber(subscriber),
             Change::PutSubscriber(_) | Change::DeleteSubscriber(_) => Route::Provisioning,
+            // An event goes where the change that caused it goes, so that
+            // both commit in one transaction; its acknowledgement follows.
+            Change::PutEvent(e) if e.with_provisioning() => Route::Provisioning,
+            Change::PutEvent(e) => Route::Subscriber(e.subscriber_key()),
+            Change::AckEvent {
+                provisioning: true, ..
+            } => Route::Provisioning,
+            Change::AckEvent { subscriber, .. } => Route::Subscriber(subscriber),
         }
     }
 }

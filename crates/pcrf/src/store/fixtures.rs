@@ -103,5 +103,6 @@ pub fn usage(subscriber: &str, used: u64) -> SubscriberUsage {
         .into_iter()
         .collect(),
         unknown_key_reports: 0,
+        notified: Default::default(),
     }
 }

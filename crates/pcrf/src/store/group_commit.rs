@@ -1057,6 +1057,9 @@ mod tests {
         ) -> Result<Option<crate::usage::SubscriberUsage>, StoreError> {
             self.0.usage(subscriber)
         }
+        fn pending_events(&mut self) -> Result<Vec<crate::notify::Event>, StoreError> {
+            self.0.pending_events()
+        }
         fn purge_closed(&mut self, before_ms: i64, limit: usize) -> Result<usize, StoreError> {
             self.0.purge_closed(before_ms, limit)
         }

@@ -28,6 +28,10 @@ pub trait Store: Send + 'static {
     fn usage_records(&mut self) -> Result<Vec<SubscriberUsage>, StoreError>;
     /// One subscriber's usage row by its key (`SubscriberUsage::subscriber`).
     fn usage(&mut self, subscriber: &str) -> Result<Option<SubscriberUsage>, StoreError>;
+    /// Every notification still owed to a sink, oldest first (one `Event`
+    /// per row: its `sinks` holds that row's sink). Corrupt rows are
+    /// skipped, logged and counted in `skipped_corrupt`.
+    fn pending_events(&mut self) -> Result<Vec<crate::notify::Event>, StoreError>;
     /// Deletes at most `limit` sessions closed before `before_ms` (in one
     /// short transaction, so the writer is never held long); returns how
     /// many. The caller repeats while it returns `limit`.

@@ -28,12 +28,15 @@ pub struct Recovered {
     pub subscribers: Vec<Subscriber>,
     pub sessions: Vec<GxSession>,
     pub usage: Vec<SubscriberUsage>,
+    /// Notifications still owed to a sink (one per event and sink).
+    pub events: Vec<crate::notify::Event>,
     /// Records found undecodable (each logged with its key) and skipped.
     pub corrupt: u64,
 }
 
 impl OpenedStore {
-    /// Reads every subscriber, open session and usage row.
+    /// Reads every subscriber, open session, usage row and undelivered
+    /// notification.
     pub fn recover(&mut self) -> Result<Recovered, StoreError> {
         let mut out = Recovered::default();
         let readers = if self.shared { 1 } else { self.shards.len() };
@@ -44,6 +47,8 @@ impl OpenedStore {
             out.sessions.extend(store.open_sessions()?);
             out.corrupt += store.skipped_corrupt();
             out.usage.extend(store.usage_records()?);
+            out.corrupt += store.skipped_corrupt();
+            out.events.extend(store.pending_events()?);
             out.corrupt += store.skipped_corrupt();
         }
         Ok(out)

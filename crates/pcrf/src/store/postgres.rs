@@ -176,6 +176,8 @@ struct Statements {
     delete_usage: Statement,
     all_usage: Statement,
     get_usage: Statement,
+    insert_events: Statement,
+    delete_events: Statement,
 }
 
 /// Statement texts with the profiler's names. Portable SQL only: the
@@ -251,6 +253,23 @@ mod sql {
     );
     pub const GET_USAGE: (&str, &str) =
         ("get_usage", "SELECT data FROM usage WHERE subscriber = $1");
+    // A replayed event (same seq and sink) is already there: nothing to do.
+    pub const INSERT_EVENTS: (&str, &str) = (
+        "insert_events",
+        "INSERT INTO outbox (seq, sink, subscriber, data) \
+         SELECT * FROM unnest($1::BIGINT[], $2::TEXT[], $3::TEXT[], $4::BYTEA[]) \
+         ON CONFLICT (seq, sink) DO NOTHING",
+    );
+    pub const DELETE_EVENTS: (&str, &str) = (
+        "delete_events",
+        "DELETE FROM outbox WHERE (seq, sink) IN \
+         (SELECT * FROM unnest($1::BIGINT[], $2::TEXT[]))",
+    );
+    pub const PENDING_EVENTS: (&str, &str) = (
+        "load_outbox",
+        "SELECT seq, sink, data FROM outbox WHERE (seq, sink) > ($1, $2) \
+         ORDER BY seq, sink LIMIT $3",
+    );
 }
 
 impl Statements {
@@ -273,6 +292,8 @@ impl Statements {
             sql::DELETE_USAGE,
             sql::ALL_USAGE,
             sql::GET_USAGE,
+            sql::INSERT_EVENTS,
+            sql::DELETE_EVENTS,
         ];
         let requests: Vec<Request<'_, Result<Statement, tokio_postgres::Error>>> = texts
             .iter()
@@ -287,8 +308,8 @@ impl Statements {
             .map(|(r, _)| r)
             .collect::<Result<Vec<Statement>, _>>()?;
         let Ok(
-            [begin, commit, rollback, upsert_session, delete_session, upsert_subscriber, delete_subscriber, open_sessions, all_subscribers, get_session, get_subscriber, purge_closed, upsert_usage, delete_usage, all_usage, get_usage],
-        ) = <[Statement; 16]>::try_from(prepared)
+            [begin, commit, rollback, upsert_session, delete_session, upsert_subscriber, delete_subscriber, open_sessions, all_subscribers, get_session, get_subscriber, purge_closed, upsert_usage, delete_usage, all_usage, get_usage, insert_events, delete_events],
+        ) = <[Statement; 18]>::try_from(prepared)
         else {
             unreachable!("run_all returns one result per request")
         };
@@ -309,6 +330,8 @@ impl Statements {
             delete_usage,
             all_usage,
             get_usage,
+            insert_events,
+            delete_events,
         })
     }
 }
@@ -334,11 +357,13 @@ type Sql = (&'static str, &'static str);
 /// last change is the one that counts; the fixed order makes writers on
 /// one database lock rows in the same order (no deadlock between them).
 fn last_per_row(changes: &[Change]) -> Vec<&Change> {
-    fn order(c: &Change) -> (u8, &str) {
+    fn order(c: &Change) -> (u8, &str, u64) {
         match c.key() {
-            ChangeKey::Session(k) => (0, k),
-            ChangeKey::Subscriber(k) => (1, k),
-            ChangeKey::Usage(k) => (2, k),
+            ChangeKey::Session(k) => (0, k, 0),
+            ChangeKey::Subscriber(k) => (1, k, 0),
+            ChangeKey::Usage(k) => (2, k, 0),
+            ChangeKey::Event(seq) => (3, "", seq),
+            ChangeKey::EventDelivery(seq, sink) => (4, sink, seq),
         }
     }
     // Newest first, then a stable sort: of equal keys the newest stays first
@@ -368,6 +393,12 @@ struct Columns<'a> {
     usage_subscriber: Vec<&'a str>,
     usage_data: Vec<&'a [u8]>,
     deleted_usage: Vec<&'a str>,
+    event_seq: Vec<i64>,
+    event_sink: Vec<&'a str>,
+    event_subscriber: Vec<&'a str>,
+    event_data: Vec<&'a [u8]>,
+    acked_seq: Vec<i64>,
+    acked_sink: Vec<&'a str>,
 }
 
 impl<'a> Columns<'a> {
@@ -404,6 +435,23 @@ impl<'a> Columns<'a> {
                     c.usage_data.push(data);
                 }
                 Encoded::DeleteUsage(subscriber) => c.deleted_usage.push(subscriber),
+                Encoded::Event {
+                    seq,
+                    sinks,
+                    subscriber,
+                    data,
+                } => {
+                    for sink in sinks.iter() {
+                        c.event_seq.push(*seq);
+                        c.event_sink.push(sink);
+                        c.event_subscriber.push(subscriber);
+                        c.event_data.push(data);
+                    }
+                }
+                Encoded::AckEvent { seq, sink } => {
+                    c.acked_seq.push(*seq);
+                    c.acked_sink.push(sink);
+                }
             }
         }
         c
@@ -464,6 +512,25 @@ impl<'a> Columns<'a> {
             out.push((
                 sql::DELETE_USAGE,
                 Box::pin(c.execute_raw(&st.delete_usage, [p(&self.deleted_usage)])),
+            ));
+        }
+        if !self.event_seq.is_empty() {
+            let params = [
+                p(&self.event_seq),
+                p(&self.event_sink),
+                p(&self.event_subscriber),
+                p(&self.event_data),
+            ];
+            out.push((
+                sql::INSERT_EVENTS,
+                Box::pin(c.execute_raw(&st.insert_events, params)),
+            ));
+        }
+        if !self.acked_seq.is_empty() {
+            let params = [p(&self.acked_seq), p(&self.acked_sink)];
+            out.push((
+                sql::DELETE_EVENTS,
+                Box::pin(c.execute_raw(&st.delete_events, params)),
             ));
         }
         out
@@ -1065,6 +1132,56 @@ impl Store for PostgresStore {
                 ))),
             },
         }
+    }
+
+    fn pending_events(&mut self) -> Result<Vec<crate::notify::Event>, StoreError> {
+        let ctx = "loading the notification outbox";
+        self.ensure_live()?;
+        let mut out = Vec::new();
+        let mut skipped = 0;
+        let (mut after_seq, mut after_sink) = (i64::MIN, String::new());
+        loop {
+            let (rt, live) = self.parts()?;
+            let timeout = self.opts.timeout;
+            let r = block(rt, async {
+                tokio::time::timeout(
+                    timeout,
+                    live.client
+                        .query(sql::PENDING_EVENTS.1, &[&after_seq, &after_sink, &PAGE]),
+                )
+                .await
+            });
+            let rows = match r {
+                Ok(Ok(rows)) => rows,
+                Ok(Err(e)) => return Err(self.failed(ctx, PgFailure::from(e))),
+                Err(_) => return Err(self.timed_out(ctx)),
+            };
+            for row in &rows {
+                let seq: i64 = row
+                    .try_get(0)
+                    .map_err(|e| pg_error(ctx, PgFailure::from(e)))?;
+                let sink: String = row
+                    .try_get(1)
+                    .map_err(|e| pg_error(ctx, PgFailure::from(e)))?;
+                let data: &[u8] = row
+                    .try_get(2)
+                    .map_err(|e| pg_error(ctx, PgFailure::from(e)))?;
+                match crate::notify::Event::from_stored(seq as u64, &sink, data) {
+                    Ok(e) => out.push(e),
+                    Err(e) => {
+                        skipped += 1;
+                        tracing::error!(seq, sink, error = %e,
+                            "stored notification cannot be decoded; skipped");
+                    }
+                }
+                (after_seq, after_sink) = (seq, sink);
+            }
+            if (rows.len() as i64) < PAGE {
+                break;
+            }
+        }
+        self.skipped_corrupt = skipped;
+        Ok(out)
     }
 
     fn purge_closed(&mut self, before_ms: i64, limit: usize) -> Result<usize, StoreError> {

@@ -11,7 +11,7 @@
 //! the request succeeds only if every part did: it is not atomic as a
 //! whole, and no caller relies on it.
 
-use super::group_commit::{GroupCommit, GroupCommitOptions, GroupCommitStats};
+use super::group_commit::{GroupCommit, GroupCommitOptions, GroupCommitStats, Slot};
 use super::{shard, Change, Store, StoreError};
 use crate::session::GxSession;
 
@@ -55,6 +55,15 @@ impl ShardedWriter {
     /// The writer of shard `i`.
     pub fn shard(&self, i: usize) -> Option<&GroupCommit> {
         self.shards.get(i)
+    }
+
+    /// A place in the queue of the shard that `change` goes to, for a
+    /// caller that sends it without waiting for its commit (a delivered
+    /// notification's acknowledgement).
+    pub async fn reserve_for(&self, change: &Change) -> Result<Slot, StoreError> {
+        self.shards[shard::of_change(change, self.shards.len())]
+            .reserve()
+            .await
     }
 
     /// Persists `changes`; returns once the transaction holding them

@@ -56,6 +56,16 @@ const MIGRATIONS: &[&str] = &[
     // in shard 0's file only; none: a directory from before shards, which
     // is one shard).
     "CREATE TABLE layout (shards INTEGER NOT NULL);",
+    // 4: the notification outbox: one row per event and sink still owed,
+    // written in the same batch as the change that caused the event and
+    // deleted once the sink has it; seq orders them.
+    "CREATE TABLE outbox (
+        seq INTEGER NOT NULL,
+        sink TEXT NOT NULL,
+        subscriber TEXT NOT NULL,
+        data BLOB NOT NULL,
+        PRIMARY KEY (seq, sink)
+    );",
 ];
 
 // The WHERE of each upsert makes an identical record count 0 changes, so a
@@ -78,6 +88,10 @@ const UPSERT_USAGE: &str = "INSERT INTO usage (subscriber, data) VALUES (?1, ?2)
     ON CONFLICT (subscriber) DO UPDATE SET data = excluded.data
     WHERE usage.data IS DISTINCT FROM excluded.data";
 const DELETE_USAGE: &str = "DELETE FROM usage WHERE subscriber = ?1";
+// A replayed event (same seq and sink) is already there: nothing to do.
+const INSERT_EVENT: &str = "INSERT INTO outbox (seq, sink, subscriber, data)
+    VALUES (?1, ?2, ?3, ?4) ON CONFLICT (seq, sink) DO NOTHING";
+const DELETE_EVENT: &str = "DELETE FROM outbox WHERE seq = ?1 AND sink = ?2";
 const PURGE_CLOSED: &str = "DELETE FROM sessions WHERE id IN (
         SELECT id FROM sessions WHERE state = 'closed' AND closed_ms < ?1 LIMIT ?2)";
 
@@ -370,6 +384,27 @@ impl SqliteStore {
                 .prepare_cached(DELETE_USAGE)
                 .and_then(|mut st| st.execute(params![subscriber]))
                 .map_err(|e| db_error(ctx, e)),
+            Change::PutEvent(e) => {
+                let mut rows = 0;
+                let mut st = tx
+                    .prepare_cached(INSERT_EVENT)
+                    .map_err(|err| db_error(ctx, err))?;
+                for sink in &e.sinks {
+                    rows += st
+                        .execute(params![
+                            e.seq as i64,
+                            &**sink,
+                            e.subscriber_key(),
+                            &e.body[..]
+                        ])
+                        .map_err(|err| db_error(ctx, err))?;
+                }
+                Ok(rows)
+            }
+            Change::AckEvent { seq, sink, .. } => tx
+                .prepare_cached(DELETE_EVENT)
+                .and_then(|mut st| st.execute(params![*seq as i64, &**sink]))
+                .map_err(|e| db_error(ctx, e)),
         }
     }
 }
@@ -585,6 +620,32 @@ impl Store for SqliteStore {
         }
     }
 
+    fn pending_events(&mut self) -> Result<Vec<crate::notify::Event>, StoreError> {
+        let ctx = "loading the notification outbox";
+        let mut st = self
+            .conn
+            .prepare_cached("SELECT seq, sink, data FROM outbox ORDER BY seq, sink")
+            .map_err(|e| db_error(ctx, e))?;
+        let mut rows = st.query([]).map_err(|e| db_error(ctx, e))?;
+        let mut out = Vec::new();
+        let mut skipped = 0;
+        while let Some(row) = rows.next().map_err(|e| db_error(ctx, e))? {
+            let seq: i64 = row.get(0).map_err(|e| db_error(ctx, e))?;
+            let sink: String = row.get(1).map_err(|e| db_error(ctx, e))?;
+            let data = column_bytes(row.get_ref(2).map_err(|e| db_error(ctx, e))?);
+            match crate::notify::Event::from_stored(seq as u64, &sink, data) {
+                Ok(e) => out.push(e),
+                Err(e) => {
+                    skipped += 1;
+                    tracing::error!(seq, sink, error = %e,
+                        "stored notification cannot be decoded; skipped");
+                }
+            }
+        }
+        self.skipped_corrupt = skipped;
+        Ok(out)
+    }
+
     fn purge_closed(&mut self, before_ms: i64, limit: usize) -> Result<usize, StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.conn
@@ -604,6 +665,60 @@ mod tests {
     use crate::session::SessionState;
     use crate::store::fixtures::{session, subscriber, usage, TestDir};
     use std::sync::Arc;
+
+    fn event(seq: u64, sinks: &[&str]) -> Arc<crate::notify::Event> {
+        Arc::new(crate::notify::Event::new(
+            seq,
+            1_795_000_000_000,
+            "session.started",
+            Some("001010000000001"),
+            format!("session.started:gx;{seq}"),
+            serde_json::json!({ "session": format!("gx;{seq}") }),
+            sinks.iter().map(|s| Arc::from(*s)).collect(),
+        ))
+    }
+
+    #[test]
+    fn outbox_rows_are_written_with_the_batch_acked_per_sink_and_reloaded_in_order() {
+        let dir = TestDir::new("outbox");
+        let e1 = event(10, &["crm", "bus"]);
+        let e2 = event(11, &["bus"]);
+        let ack = |seq, sink: &str| Change::AckEvent {
+            seq,
+            sink: Arc::from(sink),
+            subscriber: "001010000000001".into(),
+            provisioning: false,
+        };
+        {
+            let mut st = SqliteStore::open(dir.path(), Durability::Full).expect("open");
+            let rows = st
+                .apply(&[
+                    Change::PutSession(Arc::new(session("gx;10", "001010000000001", 1))),
+                    Change::PutEvent(e1.clone()),
+                    Change::PutEvent(e2.clone()),
+                ])
+                .expect("apply");
+            assert_eq!(rows, 4, "the session and one row per event and sink");
+            assert_eq!(st.apply(&[Change::PutEvent(e1.clone())]).expect("again"), 0);
+            assert_eq!(st.apply(&[ack(10, "bus")]).expect("ack"), 1);
+        }
+        let mut st = SqliteStore::open(dir.path(), Durability::Full).expect("reopen");
+        let pending = st.pending_events().expect("outbox");
+        let got: Vec<(u64, Vec<String>)> = pending
+            .iter()
+            .map(|e| (e.seq, e.sinks.iter().map(|s| s.to_string()).collect()))
+            .collect();
+        assert_eq!(
+            got,
+            vec![(10, vec!["crm".to_string()]), (11, vec!["bus".to_string()])]
+        );
+        assert_eq!(pending[0].body, e1.body, "the document, byte for byte");
+        assert_eq!(
+            st.apply(&[ack(10, "crm"), ack(11, "bus")]).expect("acks"),
+            2
+        );
+        assert!(st.pending_events().expect("outbox").is_empty());
+    }
 
     #[test]
     fn round_trip_and_reopen() {

@@ -58,6 +58,12 @@ pub struct SubscriberUsage {
     /// (counted, not added to any accumulator).
     #[serde(default)]
     pub unknown_key_reports: u64,
+    /// Notifications already emitted in an accumulator's current period:
+    /// `<name>:<accumulator>` to that period's start (Unix ms). Written in
+    /// the same commit as the event, so a notification fires once a period
+    /// however many requests find its condition true, and after a restart.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub notified: BTreeMap<String, i64>,
 }
 
 /// How many Monitoring-Keys the configuration does not know keep a last

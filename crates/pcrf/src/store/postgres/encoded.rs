@@ -29,6 +29,17 @@ pub(super) enum Encoded<'a> {
         data: Vec<u8>,
     },
     DeleteUsage(&'a str),
+    /// One row per sink.
+    Event {
+        seq: i64,
+        sinks: &'a [std::sync::Arc<str>],
+        subscriber: &'a str,
+        data: &'a [u8],
+    },
+    AckEvent {
+        seq: i64,
+        sink: &'a str,
+    },
 }
 
 pub(super) fn encode(change: &Change) -> Result<Encoded<'_>, StoreError> {
@@ -57,5 +68,15 @@ pub(super) fn encode(change: &Change) -> Result<Encoded<'_>, StoreError> {
             data: blob::encode_usage(u)?,
         },
         Change::DeleteUsage(subscriber) => Encoded::DeleteUsage(subscriber),
+        Change::PutEvent(e) => Encoded::Event {
+            seq: e.seq as i64,
+            sinks: &e.sinks,
+            subscriber: e.subscriber_key(),
+            data: &e.body,
+        },
+        Change::AckEvent { seq, sink, .. } => Encoded::AckEvent {
+            seq: *seq as i64,
+            sink,
+        },
     })
 }

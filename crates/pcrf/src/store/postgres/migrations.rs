@@ -68,6 +68,19 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         // take the setting as they are rewritten (VACUUM FULL does it now).
         "ALTER TABLE sessions SET (fillfactor = 70);",
     ),
+    (
+        5,
+        "the notification outbox, one row per event and sink still owed",
+        // Written in the same batch as the change that caused the event,
+        // deleted once the sink has it; seq orders them.
+        "CREATE TABLE outbox (
+        seq BIGINT NOT NULL,
+        sink TEXT NOT NULL,
+        subscriber TEXT NOT NULL,
+        data BYTEA NOT NULL,
+        PRIMARY KEY (seq, sink)
+    );",
+    ),
 ];
 
 /// What a storage-only version needs of the server.

@@ -1,0 +1,342 @@
+//! Notifications to a real HTTP receiver started by the test: session
+//! events signed with HMAC-SHA256 (checked by the receiver), in order and
+//! matching docs/notifications.schema.json; a receiver outage behind a TCP
+//! proxy the test cuts, then the backlog drains with nothing lost; a full
+//! backlog drops new events and counts them while Gx is answered; and the
+//! policy's notify() firing once per usage period, across kill -9.
+
+mod notify_support;
+mod support;
+
+use diameter::codec::MessageBuilder;
+use diameter::dict::avp;
+use notify_support::*;
+use serde_json::Value;
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+use support::*;
+
+const SECRET: &str = "a-shared-webhook-secret";
+
+const ALL: &str = r#"["session.*", "policy.*", "quota.*", "subscriber.*", "usage.*", "peer.*"]"#;
+const SESSIONS: &str = r#"["session.*"]"#;
+
+fn sink(url: &str, extra: &str, events: &str) -> String {
+    format!(
+        r#"
+[notifications]
+{extra}
+
+[[notifications.sinks]]
+name = "crm"
+kind = "webhook"
+url = "{url}"
+secret = "{SECRET}"
+events = {events}
+concurrency = 2
+timeout_ms = 1000
+retry_initial_ms = 50
+retry_max_ms = 300
+"#
+    )
+}
+
+fn names(got: &[Received]) -> Vec<String> {
+    got.iter()
+        .map(|r| r.body["name"].as_str().unwrap_or("").to_owned())
+        .collect()
+}
+
+fn status(p: &Pcrf) -> Value {
+    let (st, body) = p.http("GET", "/v1/notifications/status", None);
+    assert_eq!(st, 200, "{body}");
+    body
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn session_events_reach_the_webhook_signed_in_order_and_as_documented() {
+    let rx = WebhookReceiver::start(SECRET).await;
+    let p = Pcrf::start(&sink(&rx.url(), "", ALL));
+    p.provision("001010000000001", r#"{"plan":"basic"}"#);
+    let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
+    let sid = "pgw.test.local;notify;1";
+    assert_eq!(result_of(&pcef.ccr_i(sid, "001010000000001").await), 2001);
+    assert_eq!(result_of(&pcef.ccr_t(sid, 1).await), 2001);
+
+    // The subscriber's events, and the PCEF's connection (no subscriber).
+    assert!(
+        wait_until(Duration::from_secs(10), || rx.received().len() >= 4).await,
+        "got {:?}\n{}",
+        names(&rx.received()),
+        p.log()
+    );
+    let (peer, got): (Vec<Received>, Vec<Received>) = rx
+        .received()
+        .into_iter()
+        .partition(|r| r.body.get("subscriber").is_none());
+    assert_eq!(names(&peer), ["peer.up"]);
+    assert_eq!(peer[0].body["payload"]["peer"], "pgw.test.local");
+    assert!(peer[0].signed);
+    assert_matches_schema(&peer[0].body);
+    assert_eq!(
+        names(&got),
+        ["subscriber.changed", "session.started", "session.ended"],
+        "one subscriber's events arrive in the order they happened"
+    );
+    for r in &got {
+        assert!(
+            r.signed,
+            "X-Pcrf-Signature must match the body: {:?}",
+            r.body
+        );
+        assert_eq!(r.event_header.as_deref(), r.body["name"].as_str());
+        assert_matches_schema(&r.body);
+        assert_eq!(r.body["subscriber"], "001010000000001");
+    }
+    assert_eq!(got[1].body["payload"]["session"], sid);
+    assert_eq!(
+        got[1].body["idempotency_key"],
+        format!("session.started:{sid}")
+    );
+    assert_eq!(got[2].body["payload"]["cause"], "ccr-t");
+    assert_eq!(got[0].body["payload"]["change"], "created");
+    let ids: Vec<&str> = got.iter().map(|r| r.body["id"].as_str().unwrap()).collect();
+    let mut sorted = ids.clone();
+    sorted.sort();
+    assert_eq!(ids, sorted, "ids sort in the order the events were made");
+
+    // Delivered and acknowledged: nothing waits.
+    assert!(
+        wait_until(Duration::from_secs(5), || status(&p)["backlog"] == 0).await,
+        "{}",
+        status(&p)
+    );
+    let s = status(&p);
+    assert_eq!(s["sinks"][0]["name"], "crm");
+    assert_eq!(s["sinks"][0]["delivered"], 4);
+    let m = p.metrics();
+    assert!(
+        m.contains("pcrf_notifications_backlog{sink=\"crm\"} 0"),
+        "{m}"
+    );
+    assert!(
+        m.contains("pcrf_notifications_delivered_total{sink=\"crm\"} 4"),
+        "{m}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_outage_backs_up_then_drains_without_loss() {
+    let rx = WebhookReceiver::start(SECRET).await;
+    let proxy = Proxy::start(rx.addr).await;
+    let p = Pcrf::start(&sink(&format!("http://{}/hook", proxy.addr), "", SESSIONS));
+    let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
+    let sessions = 20;
+    for i in 0..sessions {
+        p.provision(&format!("0010100000001{i:02}"), r#"{"plan":"basic"}"#);
+    }
+
+    proxy.cut();
+    for i in 0..sessions {
+        let sid = format!("pgw.test.local;outage;{i}");
+        let imsi = format!("0010100000001{i:02}");
+        assert_eq!(result_of(&pcef.ccr_i(&sid, &imsi).await), 2001);
+        assert_eq!(result_of(&pcef.ccr_t(&sid, 1).await), 2001);
+    }
+    // The receiver is unreachable: the events wait, failures are counted.
+    assert!(
+        wait_until(Duration::from_secs(5), || status(&p)["sinks"][0]["failed"]
+            .as_u64()
+            .unwrap_or(0)
+            > 0)
+        .await
+    );
+    let s = status(&p);
+    assert_eq!(s["backlog"], 2 * sessions, "{s}");
+    assert!(s["sinks"][0]["last_error"].is_string(), "{s}");
+    assert!(p.metrics().contains(&format!(
+        "pcrf_notifications_backlog{{sink=\"crm\"}} {}",
+        2 * sessions
+    )));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert_eq!(rx.received().len(), 0);
+
+    proxy.restore();
+    assert!(
+        wait_until(Duration::from_secs(20), || status(&p)["backlog"] == 0).await,
+        "the backlog drains once the receiver is back: {}",
+        status(&p)
+    );
+    let got = rx.received();
+    let mut by_key: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for r in &got {
+        assert!(r.signed);
+        assert_matches_schema(&r.body);
+        by_key
+            .entry(r.body["idempotency_key"].as_str().unwrap().to_owned())
+            .or_default()
+            .insert(r.body["id"].as_str().unwrap().to_owned());
+    }
+    assert_eq!(by_key.len(), 2 * sessions as usize, "every event arrived");
+    for (key, ids) in &by_key {
+        assert_eq!(ids.len(), 1, "a duplicate is the same event: {key} {ids:?}");
+    }
+    // Per subscriber: started before ended.
+    for i in 0..sessions {
+        let imsi = format!("0010100000001{i:02}");
+        let of: Vec<String> = got
+            .iter()
+            .filter(|r| r.body["subscriber"] == imsi.as_str())
+            .map(|r| r.body["name"].as_str().unwrap().to_owned())
+            .collect();
+        let first_end = of.iter().position(|n| n == "session.ended").unwrap();
+        assert!(
+            of[..first_end].iter().any(|n| n == "session.started"),
+            "{of:?}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_backlog_drops_new_events_and_gx_is_still_answered() {
+    let rx = WebhookReceiver::start(SECRET).await;
+    let proxy = Proxy::start(rx.addr).await;
+    let p = Pcrf::start(&sink(
+        &format!("http://{}/hook", proxy.addr),
+        "max_backlog = 3",
+        SESSIONS,
+    ));
+    p.provision("001010000000009", r#"{"plan":"basic"}"#);
+    proxy.cut();
+    let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
+    for i in 0..3 {
+        let sid = format!("pgw.test.local;full;{i}");
+        assert_eq!(result_of(&pcef.ccr_i(&sid, "001010000000009").await), 2001);
+    }
+    let s = status(&p);
+    assert_eq!(s["backlog"], 3, "{s}");
+    assert_eq!(s["sinks"][0]["dropped"], 0, "{s}");
+    // Full: the next events are dropped, the requests answered all the same.
+    for i in 0..3 {
+        let sid = format!("pgw.test.local;full;{i}");
+        assert_eq!(result_of(&pcef.ccr_t(&sid, 1).await), 2001);
+    }
+    let s = status(&p);
+    assert_eq!(s["backlog"], 3, "{s}");
+    assert_eq!(s["sinks"][0]["dropped"], 3, "{s}");
+    assert!(p
+        .metrics()
+        .contains("pcrf_notifications_dropped_total{sink=\"crm\"} 3"));
+    assert!(p.log().contains("notification backlog full"));
+    proxy.restore();
+    assert!(wait_until(Duration::from_secs(10), || rx.received().len() == 3).await);
+    assert!(names(&rx.received()).iter().all(|n| n == "session.started"));
+}
+
+const NOTIFY_POLICY: &str = r#"
+function decide(input)
+  local monthly = input.usage.accumulators.monthly
+  if monthly ~= nil and monthly.percent ~= nil and monthly.percent >= 80 then
+    notify("quota-80", { accumulator = "monthly", percent = monthly.percent })
+  end
+  if input.session.apn == "internet" then
+    notify("welcome", { apn = input.session.apn })
+  end
+  return { rules = { "internet" }, monitoring = { "total" } }
+end
+"#;
+
+fn report(b: &mut MessageBuilder<'_>, octets: u64) {
+    b.i32(avp::EVENT_TRIGGER, 33);
+    b.group(avp::USAGE_MONITORING_INFORMATION, |g| {
+        g.bytes(avp::MONITORING_KEY, b"total")
+            .group(avp::USED_SERVICE_UNIT, |u| {
+                u.u64(avp::CC_TOTAL_OCTETS, octets);
+            })
+            .i32(avp::USAGE_MONITORING_LEVEL, 0);
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_notify_fires_once_per_period_even_across_kill_9() {
+    const MB: u64 = 1_000_000;
+    let rx = WebhookReceiver::start(SECRET).await;
+    let mut p = Pcrf::start_with_usage(&sink(&rx.url(), "quota_thresholds = [50]", ALL));
+    std::fs::write(&p.policy, NOTIFY_POLICY).expect("policy");
+    let (st, body) = p.http("POST", "/v1/policy/reload", None);
+    assert_eq!(st, 200, "{body}");
+    // 100 MB a month.
+    p.provision(
+        "001010000000001",
+        r#"{"plan":"basic","quotas":{"monthly":100000000}}"#,
+    );
+    let sid = "pgw.test.local;policy;1";
+    {
+        let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
+        assert_eq!(result_of(&pcef.ccr_i(sid, "001010000000001").await), 2001);
+        // 40%, 60% (crosses the 50% threshold), 85%, 90%, 95%: three
+        // updates above 80% make one notice.
+        for (n, octets) in [
+            (1, 40 * MB),
+            (2, 20 * MB),
+            (3, 25 * MB),
+            (4, 5 * MB),
+            (5, 5 * MB),
+        ] {
+            let a = pcef.ccr_u(sid, n, |b| report(b, octets)).await;
+            assert_eq!(result_of(&a), 2001);
+        }
+    }
+    // One per idempotency key.
+    let named = |name: &str| {
+        let mut seen = BTreeSet::new();
+        rx.received()
+            .into_iter()
+            .filter(|r| r.body["name"] == name)
+            .filter(|r| seen.insert(r.body["idempotency_key"].to_string()))
+            .collect::<Vec<_>>()
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), || named("policy.quota-80").len()
+            == 1)
+        .await
+    );
+    let quota = named("policy.quota-80");
+    assert_eq!(quota[0].body["payload"]["accumulator"], "monthly");
+    assert_eq!(quota[0].body["payload"]["percent"], 85);
+    assert_matches_schema(&quota[0].body);
+    let welcome = named("policy.welcome");
+    assert_eq!(welcome.len(), 1, "once per session");
+    assert_eq!(
+        welcome[0].body["idempotency_key"],
+        format!("policy.welcome:001010000000001:session:{sid}")
+    );
+    let threshold = named("quota.threshold");
+    assert_eq!(threshold.len(), 1, "{:?}", names(&rx.received()));
+    assert_eq!(threshold[0].body["payload"]["threshold_percent"], 50);
+    assert_eq!(threshold[0].body["payload"]["percent"], 60);
+    assert_matches_schema(&threshold[0].body);
+
+    // The marks were written with the events: a restart forgets nothing.
+    // (A delivery whose acknowledgement the kill beats is sent again, with
+    // its idempotency key: count keys, not deliveries.)
+    p.restart();
+    let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
+    let a = pcef.ccr_u(sid, 6, |b| report(b, MB)).await;
+    assert_eq!(result_of(&a), 2001);
+    let sid2 = "pgw.test.local;policy;2";
+    assert_eq!(result_of(&pcef.ccr_i(sid2, "001010000000001").await), 2001);
+    assert!(
+        wait_until(Duration::from_secs(10), || named("policy.welcome").len()
+            == 2)
+        .await
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(
+        named("policy.quota-80").len(),
+        1,
+        "{:?}",
+        names(&rx.received())
+    );
+    assert_eq!(named("quota.threshold").len(), 1);
+}
