@@ -10,7 +10,7 @@
 #   BUILD=0 PCRF_BIN=/path/pcrf BENCH_BIN=/path/pcrf-bench bench/scaling.sh   # prebuilt release binaries
 #   CORES="1 2" bench/scaling.sh                                               # some rows only
 #
-# Needs only the two binaries, bash, coreutils and taskset (no cargo with
+# Needs only the two binaries, bash, coreutils, sed and taskset (no cargo with
 # BUILD=0 or PCRF_BIN/BENCH_BIN, no jq, no python). The searches are short
 # (trials of 2 s after 1 s of warm-up) so the whole table takes about 6-8
 # minutes on 16 cores: each pcrf search starts from 0.9 of the figure on
@@ -18,7 +18,7 @@
 # search that would start after BUDGET seconds is skipped.
 #
 # Environment: BUILD (1), PCRF_BIN, BENCH_BIN, CORES ("1 2 4 8"), MIN (2000, the first row's start), MAX (400000),
-# DURATION (2s), WARMUP (1s), P99_BOUND (10ms), MAX_TRIALS (8), RESOLUTION (0.05), PAUSE (1s), RECOVERY (3s),
+# DURATION (2s), WARMUP (1s), P99_BOUND (10ms), MAX_TRIALS (7), RESOLUTION (0.05), PAUSE (1s), RECOVERY (3s),
 # PEERS (4), SUBSCRIBERS (100000), BUDGET (seconds, 400), TARGETS ("pcrf echo").
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -35,7 +35,7 @@ MAX="${MAX:-400000}"
 DURATION="${DURATION:-2s}"
 WARMUP="${WARMUP:-1s}"
 P99_BOUND="${P99_BOUND:-10ms}"
-MAX_TRIALS="${MAX_TRIALS:-8}"
+MAX_TRIALS="${MAX_TRIALS:-7}"
 RESOLUTION="${RESOLUTION:-0.05}"
 PAUSE="${PAUSE:-1s}"
 RECOVERY="${RECOVERY:-3s}"
