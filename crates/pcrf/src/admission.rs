@@ -194,10 +194,12 @@ impl Admission {
         by_cause[cause as usize].fetch_add(1, Relaxed);
     }
 
-    /// Sustained overload (queueing delay), as of the last request: while
-    /// it lasts, DOIC peers are asked to send less.
+    /// Sustained overload (queueing delay, as of the last request) or at
+    /// least half the hard cap in flight: while it lasts, DOIC peers are
+    /// asked to send less. (Half the cap, so that a report made at the cap
+    /// is not withdrawn by the next request admitted below it.)
     pub fn overloaded(&self) -> bool {
-        self.delay.overloaded()
+        self.delay.overloaded() || self.in_flight() >= self.limit / 2
     }
 
     /// The smallest queueing delay of the current interval so far.
@@ -270,9 +272,11 @@ mod tests {
             }
         );
         assert_eq!(a.in_flight(), 10);
+        assert!(a.overloaded(), "reported at the cap");
         drop(held);
         drop(more);
         assert_eq!(a.in_flight(), 0);
+        assert!(!a.overloaded(), "withdrawn under half the cap");
         assert!(a.admit_at(Class::New, 0, 0).is_ok());
     }
 

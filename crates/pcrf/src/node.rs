@@ -668,7 +668,7 @@ impl MetricsSource for Node {
         );
         out.gauge(
             "pcrf_overload_active",
-            "1 while the node is in sustained overload (queueing delay above [overload].target_delay_ms for a whole interval), else 0.",
+            "1 while the node is in sustained overload (queueing delay above [overload].target_delay_ms for a whole interval) or has half of [diameter].max_pending_requests in flight, else 0.",
             self.admission.overloaded(),
         );
         out.gauge(
