@@ -67,7 +67,7 @@ for run in $(seq "$RUNS"); do
   mkdir -p "$dir"
   start_pcrf "$dir" 1
   t0="$(now)"
-  "$BIN/pcrf" subscribers import "$CSV" --api "$API_URL" --batch "$BATCH" \
+  "$PCRF_BIN" subscribers import "$CSV" --api "$API_URL" --batch "$BATCH" \
     >"$dir/import.out" 2>"$dir/import.err" \
     || die "import failed: $(tail -5 "$dir/import.err")"
   t1="$(now)"
@@ -78,7 +78,7 @@ for run in $(seq "$RUNS"); do
 
   # Restart on the same data: start-up is recovery of N subscribers.
   t2="$(now)"
-  "$BIN/pcrf" serve --config "$dir/pcrf.toml" >"$dir/restart.out" 2>"$dir/restart.err" &
+  "$PCRF_BIN" serve --config "$dir/pcrf.toml" >"$dir/restart.out" 2>"$dir/restart.err" &
   SERVER_PID=$!
   wait_healthy "$API_URL" 600 || die "restart failed: $(tail -5 "$dir/restart.err")"
   t3="$(now)"

@@ -38,14 +38,14 @@ fi
 pcrf_config "$dport" "$aport" "$store" pgw-1.bench.test pgw-2.bench.test >"$work/pcrf.toml"
 valgrind --tool=callgrind --callgrind-out-file="$work/callgrind.out" --dump-instr=no \
   --compress-strings=no --compress-pos=no \
-  "$BIN/pcrf" serve --config "$work/pcrf.toml" >"$work/pcrf.out" 2>"$work/pcrf.err" &
+  "$PCRF_BIN" serve --config "$work/pcrf.toml" >"$work/pcrf.out" 2>"$work/pcrf.err" &
 SERVER_PID=$!
 trap 'stop_server' EXIT
 wait_port "$dport" 120 && wait_port "$aport" 60 || die "pcrf serve did not start: $(tail -5 "$work/pcrf.err")"
-"$BIN/pcrf-bench" provision --scenario "$BENCH_ROOT/bench/scenarios/seed.toml" \
+"$BENCH_BIN" provision --scenario "$BENCH_ROOT/bench/scenarios/seed.toml" \
   --subscribers "$SUBSCRIBERS" --api "http://127.0.0.1:$aport" >"$work/provision.out"
 callgrind_control -z "$SERVER_PID" >/dev/null
-"$BIN/pcrf-bench" run --scenario "$BENCH_ROOT/bench/scenarios/seed.toml" \
+"$BENCH_BIN" run --scenario "$BENCH_ROOT/bench/scenarios/seed.toml" \
   --target "127.0.0.1:$dport" --peers 2 --subscribers "$SUBSCRIBERS" \
   --rate "$RATE" --duration "$DURATION" --warmup 0s --timeout 10s \
   --out "$work/report.json" 2>"$work/run.err" >/dev/null || true

@@ -1,28 +1,101 @@
 # Shared by the bench scripts: building release binaries, free loopback
-# ports, and starting/stopping the server under test (`pcrf serve` on the
-# embedded store, or `pcrf-bench echo-server`). Source it; do not run it.
+# ports, pinning the server and the generator to separate cores, and
+# starting/stopping the server under test (`pcrf serve` on the embedded
+# store, or `pcrf-bench echo-server`). Source it; do not run it.
+#
+# Binaries: $CARGO_TARGET_DIR/release (built unless BUILD=0), or PCRF_BIN
+# and BENCH_BIN (paths to prebuilt `pcrf` and `pcrf-bench`; BUILD=0 is then
+# implied, and nothing but bash, coreutils and taskset is needed).
+#
+# Pinning: SERVER_CPUS and GEN_CPUS are taskset CPU lists (e.g. 0-7 and
+# 8-15). By default, on a machine with more than 2 CPUs, the server gets
+# the first half and the generator the rest; on 2 or fewer nothing is
+# pinned (both share the CPUs, as before). SERVER_CPUS=all GEN_CPUS=all
+# turns pinning off.
 
 # The repository root, whatever the caller's directory.
 BENCH_ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 export CARGO_TARGET_DIR="${CARGO_TARGET_DIR:-$BENCH_ROOT/target}"
 BIN="$CARGO_TARGET_DIR/release"
+PCRF_BIN="${PCRF_BIN:-$BIN/pcrf}"
+BENCH_BIN="${BENCH_BIN:-$BIN/pcrf-bench}"
+if [[ "$PCRF_BIN" != "$BIN/pcrf" || "$BENCH_BIN" != "$BIN/pcrf-bench" ]]; then
+  BUILD=0
+fi
+
+# Command prefixes that pin the server and the generator (set_pinning).
+SERVER_PIN=()
+GEN_PIN=()
 
 die() { echo "$(basename "$0"): $*" >&2; exit 1; }
 
 need() { command -v "$1" >/dev/null 2>&1 || die "needs $1 (apt-get install $2)"; }
 
+# The binary for a package name (pcrf or pcrf-bench).
+bin_of() {
+  case "$1" in
+    pcrf) echo "$PCRF_BIN" ;;
+    pcrf-bench) echo "$BENCH_BIN" ;;
+    *) echo "$BIN/$1" ;;
+  esac
+}
+
 # build_release PACKAGE...: release binaries of the given packages
-# (BUILD=0 uses the binaries already in $CARGO_TARGET_DIR/release).
+# (BUILD=0 uses the binaries already there: $CARGO_TARGET_DIR/release, or
+# PCRF_BIN / BENCH_BIN).
 build_release() {
   if [[ "${BUILD:-1}" == 0 ]]; then
     local p
-    for p in "$@"; do [[ -x "$BIN/$p" ]] || die "BUILD=0 but $BIN/$p does not exist"; done
+    for p in "$@"; do
+      [[ -x "$(bin_of "$p")" ]] || die "BUILD=0 but $(bin_of "$p") does not exist"
+    done
     return 0
   fi
   local args=()
   for p in "$@"; do args+=(-p "$p"); done
   (cd "$BENCH_ROOT" && cargo build --release "${args[@]}") >&2 \
     || die "cargo build --release ${args[*]} failed"
+}
+
+# set_pinning [SERVER_CPUS GEN_CPUS]: sets SERVER_PIN and GEN_PIN, the
+# command prefixes (taskset -c LIST, or nothing) that start the server and
+# the generator; with no arguments, from the environment and the defaults
+# described above. Prints what it chose on stderr.
+set_pinning() {
+  local server="${1:-${SERVER_CPUS:-}}" gen="${2:-${GEN_CPUS:-}}" n
+  n="$(nproc)"
+  if [[ -z "$server" && -z "$gen" && "$n" -gt 2 ]]; then
+    server="0-$((n / 2 - 1))"
+    gen="$((n / 2))-$((n - 1))"
+  fi
+  SERVER_PIN=()
+  GEN_PIN=()
+  if [[ -n "$server" && "$server" != all ]] || [[ -n "$gen" && "$gen" != all ]]; then
+    need taskset util-linux
+  fi
+  [[ -n "$server" && "$server" != all ]] && SERVER_PIN=(taskset -c "$server")
+  [[ -n "$gen" && "$gen" != all ]] && GEN_PIN=(taskset -c "$gen")
+  echo "pinning: server on CPUs ${server:-all}, generator on CPUs ${gen:-all} ($n CPUs)" >&2
+}
+
+# gen: runs the generator (pcrf-bench) with its pinning.
+gen() {
+  "${GEN_PIN[@]}" "$BENCH_BIN" "$@"
+}
+
+# ratio A B: A / B with 2 decimals (A and B decimal numbers), "n/a" when
+# either is missing or B is 0; bash arithmetic only.
+ratio() {
+  local a="$1" b="$2"
+  [[ "$a" =~ ^[0-9]+(\.[0-9]+)?$ && "$b" =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo n/a; return; }
+  # Both scaled to thousandths.
+  local ai af bi bf
+  ai="${a%%.*}"; af="${a#"$ai"}"; af="${af#.}000"; af="${af:0:3}"
+  bi="${b%%.*}"; bf="${b#"$bi"}"; bf="${bf#.}000"; bf="${bf:0:3}"
+  local an=$((10#$ai * 1000 + 10#$af)) bn=$((10#$bi * 1000 + 10#$bf))
+  ((bn > 0)) || { echo n/a; return; }
+  local r=$(((an * 100 + bn / 2) / bn))
+  printf '%d.%02d\n' $((r / 100)) $((r % 100))
 }
 
 # free_port: a loopback TCP port nothing listens on now.
@@ -50,7 +123,7 @@ wait_port() {
 # start_echo WORKDIR: starts the echo server; sets SERVER_PID, DIAMETER_PORT.
 start_echo() {
   local work="$1"
-  "$BIN/pcrf-bench" echo-server --listen 127.0.0.1:0 >"$work/echo.out" 2>"$work/echo.err" &
+  "${SERVER_PIN[@]}" "$BENCH_BIN" echo-server --listen 127.0.0.1:0 >"$work/echo.out" 2>"$work/echo.err" &
   SERVER_PID=$!
   local i
   for i in $(seq 50); do
@@ -99,8 +172,10 @@ start_postgres() {
   PG_URL="postgres://pcrf@127.0.0.1:$PG_PORT/pcrf"
 }
 
+# The cluster runs on the server's CPUs (SERVER_PIN): it is part of the
+# system under test.
 pg_up() {
-  as_pg "$PG_BIN/pg_ctl" -D "$PG_TMP/data" -l "$PG_TMP/server.log" -w -t 60 \
+  as_pg "${SERVER_PIN[@]}" "$PG_BIN/pg_ctl" -D "$PG_TMP/data" -l "$PG_TMP/server.log" -w -t 60 \
     -o "-c listen_addresses=127.0.0.1 -p $PG_PORT -k $PG_TMP -c fsync=on -c max_connections=100" start >/dev/null
 }
 
@@ -138,7 +213,7 @@ start_pcrf() {
     store="$(sqlite_store_section "$work/data")"
   fi
   pcrf_config "$DIAMETER_PORT" "$api_port" "$store" "${hosts[@]}" >"$work/pcrf.toml"
-  "$BIN/pcrf" serve --config "$work/pcrf.toml" >"$work/pcrf.out" 2>"$work/pcrf.err" &
+  "${SERVER_PIN[@]}" "$PCRF_BIN" serve --config "$work/pcrf.toml" >"$work/pcrf.out" 2>"$work/pcrf.err" &
   SERVER_PID=$!
   wait_port "$DIAMETER_PORT" 30 && wait_port "$api_port" 10 \
     || die "pcrf serve did not start: $(tail -20 "$work/pcrf.err")"
@@ -149,6 +224,10 @@ start_pcrf() {
 # configuration of `pcrf serve` on stdout: loopback listeners, each HOST a
 # peer allowed from 127.0.0.1, the given [store] body (COMMIT_WINDOW_US
 # added), the example policy and usage file, warnings only in the log.
+# MAX_PENDING sets [diameter].max_pending_requests and OVERLOAD_INTERVAL_MS
+# [overload].interval_ms (unset: the server's defaults); with
+# MAX_PENDING=2000 OVERLOAD_INTERVAL_MS=60000 the server sheds as it did
+# before overload control measured queueing delay (a count of 2,000).
 pcrf_config() {
   local dport="$1" aport="$2" store="$3" h
   shift 3
@@ -158,6 +237,10 @@ pcrf_config() {
   echo '[diameter]'
   echo "listen = \"127.0.0.1:$dport\""
   echo 'max_in_flight = 65536'
+  if [[ -n "${MAX_PENDING:-}" ]]; then echo "max_pending_requests = $MAX_PENDING"; fi
+  if [[ -n "${OVERLOAD_INTERVAL_MS:-}" ]]; then
+    printf '[overload]\ninterval_ms = %s\n' "$OVERLOAD_INTERVAL_MS"
+  fi
   for h in "$@"; do
     echo '[[peers]]'
     echo "origin_host = \"$h\""

@@ -66,7 +66,7 @@ fi
 pcrf_config "$DIAMETER_PORT" "$API_PORT" "$STORE_SECTION" pgw.bench.test >"$WORK/pcrf.toml"
 
 start() {
-  "$BIN/pcrf" serve --config "$WORK/pcrf.toml" >>"$WORK/pcrf.out" 2>>"$WORK/pcrf.err" &
+  "$PCRF_BIN" serve --config "$WORK/pcrf.toml" >>"$WORK/pcrf.out" 2>>"$WORK/pcrf.err" &
   PID=$!
 }
 healthy() { curl -sf "$API/v1/health" >/dev/null 2>&1; }
@@ -79,7 +79,7 @@ healthy || die "pcrf serve did not start: $(tail -5 "$WORK/pcrf.err")"
 IMSI=001010000000001
 curl -sf -X PUT "$API/v1/subscribers/$IMSI" -H 'content-type: application/json' \
   -d '{"msisdn":"491700000001","plan":"basic","services":["vip"]}' >/dev/null
-"$BIN/pcrf" client gx --server "127.0.0.1:$DIAMETER_PORT" --origin-host pgw.bench.test \
+"$PCRF_BIN" client gx --server "127.0.0.1:$DIAMETER_PORT" --origin-host pgw.bench.test \
   --origin-realm bench.test --imsi "$IMSI" --updates 1 --keep-session >"$WORK/client.out" 2>&1 \
   || die "client failed: $(tail -5 "$WORK/client.out")"
 stop

@@ -5,8 +5,8 @@
 # the population through the REST API. Reports the server's CPU % of one
 # core and CPU µs per transaction, latency percentiles and Apdex per command.
 #
-#   bench/seed-scenario.sh            # against pcrf serve
-#   bench/seed-scenario.sh --echo     # against pcrf-bench echo-server (the ceiling)
+#   bench/seed-scenario.sh            # against pcrf serve, then the echo server, and their ratio
+#   bench/seed-scenario.sh --echo     # against pcrf-bench echo-server (the ceiling) only
 #   STORE=postgres bench/seed-scenario.sh   # pcrf serve on a throwaway PostgreSQL cluster
 #
 # With STORE=postgres the cluster runs on this machine (Debian's settings, or
@@ -18,8 +18,14 @@
 # writes its top 15 statements to bench/results/seed-scenario-pcrf-postgres-queries.txt
 # (the profiler's timing costs CPU: measure CPU in runs without it).
 #
-# Environment: BUILD (1; 0 uses existing release binaries), RATE (3000), DURATION (60s), WARMUP (the scenario's longest
-# hold: 6s), PEERS (4), SUBSCRIBERS (20000), SCENARIO (bench/scenarios/seed.toml).
+# The echo server runs right after pcrf serve with the same load and the
+# same pinning, and "ratio pcrf/echo" is printed for the achieved TPS and
+# the server's CPU per transaction (ECHO=0 skips it).
+#
+# Environment: BUILD (1; 0 uses existing release binaries), PCRF_BIN and BENCH_BIN (prebuilt binaries), RATE (3000),
+# DURATION (60s), WARMUP (the scenario's longest hold: 6s), PEERS (4), SUBSCRIBERS (20000), SCENARIO
+# (bench/scenarios/seed.toml), ECHO (1), SERVER_CPUS and GEN_CPUS (taskset lists; default on more than 2 CPUs: the
+# first half for the server, the rest for the generator; see bench/lib.sh).
 # Writes bench/results/seed-scenario-<pcrf|pcrf-postgres|echo>.json and prints the summary.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -28,7 +34,7 @@ kind=pcrf
 for a in "$@"; do
   case "$a" in
     --echo) kind=echo ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
     *) die "unknown argument $a (use --echo)" ;;
   esac
 done
@@ -37,35 +43,57 @@ DURATION="${DURATION:-60s}"
 PEERS="${PEERS:-4}"
 SUBSCRIBERS="${SUBSCRIBERS:-20000}"
 SCENARIO="${SCENARIO:-$BENCH_ROOT/bench/scenarios/seed.toml}"
+ECHO="${ECHO:-1}"
 
+targets=("$kind")
+[[ $kind == pcrf && "$ECHO" == 1 ]] && targets+=(echo)
 if [[ $kind == pcrf ]]; then build_release pcrf-bench pcrf; else build_release pcrf-bench; fi
+set_pinning
 work="$(mktemp -d "${TMPDIR:-/tmp}/pcrf-bench.XXXXXX")"
 trap 'stop_server; stop_postgres; rm -rf "$work"' EXIT
-[[ $kind == pcrf && "${STORE:-sqlite}" == postgres ]] && start_postgres
-if [[ $kind == pcrf ]]; then start_pcrf "$work" "$PEERS"; else start_echo "$work"; fi
 
-suffix="$kind"
-[[ $kind == pcrf && "${STORE:-sqlite}" == postgres ]] && suffix="pcrf-postgres"
-out="$BENCH_ROOT/bench/results/seed-scenario-$suffix.json"
-args=(run --scenario "$SCENARIO" --target "127.0.0.1:$DIAMETER_PORT"
-      --peers "$PEERS" --subscribers "$SUBSCRIBERS"
-      --rate "$RATE" --duration "$DURATION" --server-pid "$SERVER_PID" --out "$out")
-[[ -n "${WARMUP:-}" ]] && args+=(--warmup "$WARMUP")
-[[ -n "$API_URL" ]] && args+=(--server-metrics "$API_URL/metrics")
-if [[ "${PROFILE:-0}" == 1 ]]; then
-  [[ -n "$PG_TMP" ]] || die "PROFILE=1 needs STORE=postgres"
-  "$BIN/pcrf-bench" provision --scenario "$SCENARIO" --api "$API_URL" --subscribers "$SUBSCRIBERS" >&2
-  "$BIN/pcrf" debug --api "${API_URL#http://}" query-profiler on >&2
-elif [[ -n "$API_URL" ]]; then
-  args+=(--provision "$API_URL")
-fi
-if [[ -n "$PG_TMP" ]]; then
-  # The PCRF's backend exists once it has connected, which it does at start.
-  for p in $(postgres_pids); do args+=(--db-pid "$p"); done
-fi
-"$BIN/pcrf-bench" "${args[@]}"
-echo "report: $out"
-if [[ "${PROFILE:-0}" == 1 ]]; then
-  "$BIN/pcrf" debug --api "${API_URL#http://}" queries --top 15 \
-    | tee "$BENCH_ROOT/bench/results/seed-scenario-pcrf-postgres-queries.txt"
+# run_one KIND: one run against pcrf serve or the echo server; its summary
+# is printed and kept in $work/KIND.txt.
+run_one() {
+  local kind="$1" suffix out args p
+  mkdir -p "$work/$kind"
+  [[ $kind == pcrf && "${STORE:-sqlite}" == postgres ]] && start_postgres
+  if [[ $kind == pcrf ]]; then start_pcrf "$work/$kind" "$PEERS"; else start_echo "$work/$kind"; fi
+  suffix="$kind"
+  [[ $kind == pcrf && "${STORE:-sqlite}" == postgres ]] && suffix="pcrf-postgres"
+  out="$BENCH_ROOT/bench/results/seed-scenario-$suffix.json"
+  args=(run --scenario "$SCENARIO" --target "127.0.0.1:$DIAMETER_PORT"
+        --peers "$PEERS" --subscribers "$SUBSCRIBERS"
+        --rate "$RATE" --duration "$DURATION" --server-pid "$SERVER_PID" --out "$out")
+  [[ -n "${WARMUP:-}" ]] && args+=(--warmup "$WARMUP")
+  [[ -n "$API_URL" ]] && args+=(--server-metrics "$API_URL/metrics")
+  if [[ "${PROFILE:-0}" == 1 && $kind == pcrf ]]; then
+    [[ -n "$PG_TMP" ]] || die "PROFILE=1 needs STORE=postgres"
+    gen provision --scenario "$SCENARIO" --api "$API_URL" --subscribers "$SUBSCRIBERS" >&2
+    "$PCRF_BIN" debug --api "${API_URL#http://}" query-profiler on >&2
+  elif [[ -n "$API_URL" ]]; then
+    args+=(--provision "$API_URL")
+  fi
+  if [[ -n "$PG_TMP" ]]; then
+    # The PCRF's backend exists once it has connected, which it does at start.
+    for p in $(postgres_pids); do args+=(--db-pid "$p"); done
+  fi
+  echo "== $kind ==" >&2
+  gen "${args[@]}" | tee "$work/$kind.txt"
+  echo "report: $out"
+  if [[ "${PROFILE:-0}" == 1 && $kind == pcrf ]]; then
+    "$PCRF_BIN" debug --api "${API_URL#http://}" queries --top 15 \
+      | tee "$BENCH_ROOT/bench/results/seed-scenario-pcrf-postgres-queries.txt"
+  fi
+  stop_server
+  stop_postgres
+}
+
+for t in "${targets[@]}"; do run_one "$t"; done
+
+# The ratio to the echo server, from the two summaries.
+if [[ ${#targets[@]} == 2 ]]; then
+  tps() { sed -n 's/^achieved: \([0-9.]*\) TPS$/\1/p' "$work/$1.txt"; }
+  cpu() { sed -n 's/^server CPU .*, \([0-9.]*\) µs\/txn.*/\1/p' "$work/$1.txt"; }
+  echo "ratio pcrf/echo: TPS $(ratio "$(tps pcrf)" "$(tps echo)"), server CPU per transaction $(ratio "$(cpu pcrf)" "$(cpu echo)") ($(cpu pcrf) / $(cpu echo) µs)"
 fi

@@ -43,6 +43,6 @@ for run in $(seq "$RUNS"); do
         --calls-per-second "$CALLS" --duration "$DURATION" --out "$out")
   # Provision once, before the first run.
   [[ $run == 1 ]] && args+=(--provision "$API_URL")
-  "$BIN/pcrf-bench" "${args[@]}"
+  "$BENCH_BIN" "${args[@]}"
   echo "report: $out"
 done

@@ -17,6 +17,9 @@
 # trial (2s), P99_BOUND (10ms), MIN_ACHIEVED (0.99), MAX_TRIALS (14), RESOLUTION (0.02), PAUSE (2s), RECOVERY (15s),
 # PEERS (4), SUBSCRIBERS (100000), TIMEOUT (the scenario's: 2s), SCENARIO (bench/scenarios/seed-fast.toml:
 # the seed mix with hold times / 4, so a trial reaches its steady mix quickly).
+# SERVER_CPUS and GEN_CPUS pin the server (pcrf and echo alike) and the generator (taskset lists; default on more
+# than 2 CPUs: the first half for the server, the rest for the generator); PCRF_BIN and BENCH_BIN name prebuilt
+# binaries. The core-scaling table (the same search at 1, 2, 4, 8 server cores): bench/scaling.sh.
 # Writes bench/results/zero-loss-<pcrf|echo>.json and bench/results/zero-loss.json.
 set -euo pipefail
 source "$(dirname "$0")/lib.sh"
@@ -27,7 +30,7 @@ for a in "$@"; do
   case "$a" in
     --echo) targets=(echo) ;;
     --pcrf) targets=(pcrf) ;;
-    -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,23p' "$0"; exit 0 ;;
     *) die "unknown argument $a (use --echo or --pcrf)" ;;
   esac
 done
@@ -46,6 +49,7 @@ SUBSCRIBERS="${SUBSCRIBERS:-100000}"
 SCENARIO="${SCENARIO:-$BENCH_ROOT/bench/scenarios/seed-fast.toml}"
 
 if [[ " ${targets[*]} " == *" pcrf "* ]]; then build_release pcrf-bench pcrf; else build_release pcrf-bench; fi
+set_pinning
 work="$(mktemp -d "${TMPDIR:-/tmp}/pcrf-bench.XXXXXX")"
 trap 'stop_server; stop_postgres; rm -rf "$work"' EXIT
 
@@ -67,7 +71,7 @@ for kind in "${targets[@]}"; do
   fi
   [[ -n "${TIMEOUT:-}" ]] && args+=(--timeout "$TIMEOUT")
   echo "== $kind ==" >&2
-  "$BIN/pcrf-bench" "${args[@]}"
+  gen "${args[@]}"
   stop_server
   stop_postgres
 done

@@ -118,11 +118,7 @@ async fn worker(
                 }
             } else {
                 out.outside.sent += 1;
-                if success {
-                    out.outside.succeeded += 1;
-                } else {
-                    out.outside.failed += 1;
-                }
+                out.outside.finished(ex.outcome);
             }
             if !success {
                 out.counts.failed += 1;
@@ -193,9 +189,7 @@ pub async fn run(
     for t in tasks {
         let w = t.await.map_err(|e| format!("worker failed: {e}"))?;
         stats.merge(&w.stats);
-        outside.sent += w.outside.sent;
-        outside.succeeded += w.outside.succeeded;
-        outside.failed += w.outside.failed;
+        outside.add(&w.outside);
         counts.started += w.counts.started;
         counts.completed += w.counts.completed;
         counts.failed += w.counts.failed;

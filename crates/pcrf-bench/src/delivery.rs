@@ -224,12 +224,23 @@ impl Delivery {
 
     /// Sends `spec` until it is answered or the tries are used up; logs it.
     pub async fn exchange(&self, peer: &PeerHandle, spec: &RequestSpec) -> Exchanged {
+        self.exchange_within(peer, spec, None).await
+    }
+
+    /// As [`exchange`](Self::exchange), each try waiting `timeout` for its
+    /// answer instead of the transport's request timeout when given.
+    pub async fn exchange_within(
+        &self,
+        peer: &PeerHandle,
+        spec: &RequestSpec,
+        timeout: Option<Duration>,
+    ) -> Exchanged {
         let sent_at = Instant::now();
         self.in_flight.fetch_add(1, Relaxed);
         let mut tries = 0u32;
         let (outcome, origin_host) = loop {
             tries += 1;
-            let failed = match send_once(peer, spec, tries > 1).await {
+            let failed = match send_once(peer, spec, tries > 1, timeout).await {
                 answered @ (Outcome::Answered(_), _) => break answered,
                 (failed, _) => failed,
             };

@@ -7,7 +7,7 @@ use diameter::dict::{app, avp, cmd};
 use diameter::transport::{PeerHandle, RequestError};
 use diameter::Message;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 /// How a request ended and when.
 #[derive(Clone, Debug)]
@@ -43,21 +43,27 @@ pub fn classify(answer: &Message, spec: &RequestSpec) -> ResultKind {
 }
 
 /// Sends the request once (with the T flag when `retransmit`) and waits
-/// for its answer (the transport's request timeout bounds the wait): the
-/// outcome and the answering node's Origin-Host.
+/// for its answer (`timeout`, or the transport's request timeout, bounds
+/// the wait): the outcome and the answering node's Origin-Host.
 pub async fn send_once(
     peer: &PeerHandle,
     spec: &RequestSpec,
     retransmit: bool,
+    timeout: Option<Duration>,
 ) -> (Outcome, Option<Arc<str>>) {
-    let r = peer
-        .request(app::GX, cmd::CREDIT_CONTROL, |b| {
-            if retransmit {
-                b.set_retransmit();
-            }
-            spec.build(b)
-        })
-        .await;
+    let build = |b: &mut diameter::MessageBuilder<'_>| {
+        if retransmit {
+            b.set_retransmit();
+        }
+        spec.build(b)
+    };
+    let r = match timeout {
+        Some(t) => {
+            peer.request_within(t, app::GX, cmd::CREDIT_CONTROL, build)
+                .await
+        }
+        None => peer.request(app::GX, cmd::CREDIT_CONTROL, build).await,
+    };
     match r {
         Ok(answer) => {
             let host = answer
@@ -75,7 +81,7 @@ pub async fn send_once(
 /// Sends the request and waits for its answer.
 pub async fn exchange(peer: &PeerHandle, spec: &RequestSpec) -> Exchanged {
     let sent_at = Instant::now();
-    let (outcome, origin_host) = send_once(peer, spec, false).await;
+    let (outcome, origin_host) = send_once(peer, spec, false, None).await;
     let done_at = Instant::now();
     Exchanged {
         outcome,

@@ -12,7 +12,11 @@
 //! generator's own CPU per request low enough to measure a fast server. A
 //! session's next request waits for the previous answer, as a real PCEF
 //! does; the wait counts in its latency. At the end of the window every open
-//! session is closed with a CCR-T (the drain), outside the figures.
+//! session is closed with a CCR-T (the drain), outside the figures. Those
+//! CCR-Ts leave together, thousands at once at high rates, so a server may
+//! take longer than the scenario's timeout to answer the last of them: a
+//! drain request waits for its answer until the drain's deadline, so that a
+//! session whose CCR-T is answered 2001 counts as completed, not failed.
 
 use crate::cpu::CpuWindow;
 use crate::exchange::Exchanged;
@@ -66,11 +70,18 @@ struct Ready {
     command: Command,
     intended: Instant,
     in_window: bool,
+    /// The drain's requests wait for their answer this long (until the
+    /// drain's deadline) instead of the scenario's timeout.
+    timeout: Option<Duration>,
 }
 
 /// The longest the scheduler sleeps: bounds how late a request queued
 /// behind its session's previous answer can leave.
 const MAX_SLEEP: Duration = Duration::from_millis(1);
+
+/// After the drain's deadline, how long outcomes (timeouts included) are
+/// still picked up.
+const DRAIN_GRACE: Duration = Duration::from_millis(250);
 
 /// One session in progress.
 struct Live {
@@ -114,6 +125,8 @@ struct Scheduler<'a> {
     run_tag: u32,
     window_start: Instant,
     window_end: Instant,
+    /// When the drain gives up on requests still unanswered.
+    drain_deadline: Instant,
     sessions: HashMap<u64, Live>,
     occupancy: Occupancy,
     stats: RunStats,
@@ -253,6 +266,13 @@ impl Scheduler<'_> {
             self.outside.sent += 1;
         }
         self.progress.sent.fetch_add(1, Relaxed);
+        // Sent by the drain: wait until its deadline, however long the
+        // server takes to work through the drain's burst.
+        let timeout = (self.draining && !in_window).then(|| {
+            self.drain_deadline
+                .saturating_duration_since(Instant::now())
+                .max(self.scenario.timeout)
+        });
         self.ready.push(Ready {
             peer,
             spec,
@@ -260,6 +280,7 @@ impl Scheduler<'_> {
             command,
             intended,
             in_window,
+            timeout,
         });
     }
 
@@ -277,7 +298,7 @@ impl Scheduler<'_> {
                 let done = done.clone();
                 let delivery = delivery.clone();
                 tokio::spawn(async move {
-                    let ex = delivery.exchange(&r.peer, &r.spec).await;
+                    let ex = delivery.exchange_within(&r.peer, &r.spec, r.timeout).await;
                     done.lock().unwrap_or_else(|e| e.into_inner()).push(Done {
                         session: r.session,
                         command: r.command,
@@ -314,10 +335,8 @@ impl Scheduler<'_> {
                         .map_or(d.ex.done_at, |l| l.max(d.ex.done_at)),
                 );
             }
-        } else if success {
-            self.outside.succeeded += 1;
         } else {
-            self.outside.failed += 1;
+            self.outside.finished(d.ex.outcome);
         }
         let Some(live) = self.sessions.get_mut(&d.session) else {
             return;
@@ -454,6 +473,7 @@ pub fn run(
         run_tag: tag,
         window_start,
         window_end,
+        drain_deadline,
         sessions: HashMap::new(),
         occupancy: Occupancy::new(scenario.population.count()),
         stats: RunStats::new(&scenario.apdex),
@@ -500,7 +520,9 @@ pub fn run(
             }
         }
         s.flush();
-        if s.draining && (s.in_flight == 0 || now >= drain_deadline) {
+        // The drain's requests time out at the deadline: a little longer
+        // for their outcomes to come back and be counted.
+        if s.draining && (s.in_flight == 0 || now >= drain_deadline + DRAIN_GRACE) {
             break;
         }
         let mut wake = now + MAX_SLEEP;

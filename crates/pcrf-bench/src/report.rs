@@ -6,7 +6,7 @@ use crate::apdex::ApdexSummary;
 use crate::cpu::CpuReport;
 use crate::delivery::DeliveryCounts;
 use crate::latency::Percentiles;
-use crate::stats::{Command, CommandStats, RunStats};
+use crate::stats::{Command, CommandStats, Outcome, RunStats};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -115,12 +115,53 @@ pub struct RarCounts {
 }
 
 /// Requests of the warm-up and of the final drain (CCR-T of sessions still
-/// open at the end): sent, but outside the measurement.
+/// open at the end): sent, but outside the measurement. How they failed is
+/// kept too: a failed session is otherwise unexplained by the figures.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct OutsideWindow {
     pub sent: u64,
     pub succeeded: u64,
+    /// Answered with an error, timed out, not sent, or never sent because
+    /// their session had failed.
     pub failed: u64,
+    /// Of `failed`: no answer within the timeout.
+    #[serde(default)]
+    pub timeouts: u64,
+    /// Answers by result ("2001", "3004", "10415:5030"), as in the window.
+    #[serde(default)]
+    pub results: BTreeMap<String, u64>,
+}
+
+impl OutsideWindow {
+    /// One request outside the window ended with `outcome`.
+    pub fn finished(&mut self, outcome: Outcome) {
+        match outcome {
+            Outcome::Answered(r) => {
+                *self.results.entry(r.key()).or_default() += 1;
+                if r.is_success() {
+                    self.succeeded += 1;
+                } else {
+                    self.failed += 1;
+                }
+            }
+            Outcome::Timeout => {
+                self.timeouts += 1;
+                self.failed += 1;
+            }
+            Outcome::SendFailed => self.failed += 1,
+        }
+    }
+
+    /// Adds another's counts (closed-loop workers).
+    pub fn add(&mut self, o: &OutsideWindow) {
+        self.sent += o.sent;
+        self.succeeded += o.succeeded;
+        self.failed += o.failed;
+        self.timeouts += o.timeouts;
+        for (k, n) in &o.results {
+            *self.results.entry(k.clone()).or_default() += n;
+        }
+    }
 }
 
 /// A whole run.
@@ -258,6 +299,19 @@ impl Report {
         let codes: Vec<String> = results.iter().map(|(k, n)| format!("{k}: {n}")).collect();
         let _ = writeln!(s, "results: {}", codes.join(", "));
         let _ = writeln!(s, "achieved: {:.1} TPS", self.achieved_tps);
+        let o = &self.outside_window;
+        if o.sent > 0 {
+            let codes: Vec<String> = o.results.iter().map(|(k, n)| format!("{k}: {n}")).collect();
+            let _ = writeln!(
+                s,
+                "outside the window (warm-up, drain): {} sent, {} succeeded, {} failed ({} timeouts; results {})",
+                o.sent,
+                o.succeeded,
+                o.failed,
+                o.timeouts,
+                if codes.is_empty() { "none".into() } else { codes.join(", ") }
+            );
+        }
         let _ = writeln!(
             s,
             "sessions: {} started, {} completed, {} failed, {} not started (population exhausted)",

@@ -200,7 +200,11 @@ impl Node {
                 origin_host: cfg.node.origin_host.clone(),
                 origin_realm: cfg.node.origin_realm.clone(),
             },
-            admission: Admission::new(cfg.diameter.max_pending_requests),
+            admission: Admission::new(
+                cfg.diameter.max_pending_requests,
+                cfg.overload.target(),
+                cfg.overload.interval(),
+            ),
             live: arc_swap::ArcSwap::from_pointee(Live::of(cfg)),
             subscribers: sub_table,
             sessions: session_table,
@@ -465,6 +469,9 @@ impl Node {
         {
             restart.push("[diameter]");
         }
+        if old.overload != new.overload {
+            restart.push("[overload]");
+        }
         // The transport reads these once, at start (relays included).
         let peers = |c: &Config| -> Vec<(String, Vec<std::net::IpAddr>, bool, bool)> {
             c.peers
@@ -661,18 +668,30 @@ impl MetricsSource for Node {
             self.peers.awaiting_cer(),
         );
         let c = &self.counters;
-        let (shed_new, shed_existing) = self.admission.shed();
+        let shed = self.admission.shed();
         out.family(
             "pcrf_overload_shed_total",
-            "Gx requests answered DIAMETER_TOO_BUSY because the node was at [diameter].max_pending_requests (new = CCR-I, shed first).",
+            "Gx and Sd requests answered DIAMETER_TOO_BUSY: cause queue_delay in sustained overload ([overload]), in_flight_cap at [diameter].max_pending_requests (new = CCR-I, shed first).",
             Kind::Counter,
         )
-        .sample(&[("class", "new")], shed_new)
-        .sample(&[("class", "existing")], shed_existing);
+        .sample(&[("class", "new"), ("cause", "queue_delay")], shed.new_delay)
+        .sample(&[("class", "existing"), ("cause", "queue_delay")], shed.existing_delay)
+        .sample(&[("class", "new"), ("cause", "in_flight_cap")], shed.new_cap)
+        .sample(&[("class", "existing"), ("cause", "in_flight_cap")], shed.existing_cap);
         out.gauge(
             "pcrf_gx_in_flight",
-            "Gx requests being worked on now.",
+            "Gx and Sd requests being worked on now.",
             self.admission.in_flight(),
+        );
+        out.gauge(
+            "pcrf_overload_active",
+            "1 while the node is in sustained overload (queueing delay above [overload].target_delay_ms for a whole interval) or has half of [diameter].max_pending_requests in flight, else 0.",
+            self.admission.overloaded(),
+        );
+        out.gauge(
+            "pcrf_queue_delay_min_seconds",
+            "The smallest queueing delay (read to handler start) of the current [overload] interval so far.",
+            self.admission.interval_min_delay().map_or(0.0, |d| d.as_secs_f64()),
         );
         let u = &self.usage_counters;
         let counters: [(&str, &str, &AtomicU64); 12] = [

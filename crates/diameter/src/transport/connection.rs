@@ -9,6 +9,7 @@ use super::handler::Handler;
 use super::node::{Node, NodeShared};
 use super::peer_handle::{Control, Link, PeerHandle, PeerShared};
 use super::peer_table::Admission;
+use super::received;
 use super::tls::TlsPeer;
 use super::writer::write_loop;
 use crate::codec::{frame_len, DiameterError, Message};
@@ -608,7 +609,8 @@ impl<H: Handler> Conn<H> {
         let out = self.link.out.clone();
         let peer = self.handle.clone();
         let max_len = self.node.settings.max_message_len as usize;
-        tokio::spawn(async move {
+        let received = std::time::Instant::now();
+        tokio::spawn(received::scope(received, async move {
             let req = msg.clone();
             // Boxed: a handler's future can be kilobytes (the PCRF's is
             // ~10 KB), which spawning would otherwise copy more than once.
@@ -640,7 +642,7 @@ impl<H: Handler> Conn<H> {
             };
             let _ = out.send(ans).await;
             drop(in_flight);
-        });
+        }));
     }
 
     /// Tears down: unregister, fail pending requests, flush and close.

@@ -5,6 +5,8 @@
 //!   a configurable maximum size); an untrustworthy length closes the connection.
 //! - Requests from the peer run concurrently (a task each), up to
 //!   `max_in_flight`; beyond it they are answered 3004 DIAMETER_TOO_BUSY.
+//!   A handler learns when its request was read with
+//!   [`request_received_at`] (its queueing delay is the time since).
 //!   Requests for applications not negotiated get 3007, commands the
 //!   [`Handler`] does not serve 3001, bad top-level AVP framing 5014 with
 //!   Failed-AVP, a request with the E bit 3008.
@@ -81,6 +83,7 @@ mod initiator;
 mod node;
 mod peer_handle;
 mod peer_table;
+mod received;
 mod request_error;
 mod server;
 mod tls;
@@ -92,6 +95,7 @@ pub use initiator::Initiator;
 pub use node::Node;
 pub use peer_handle::PeerHandle;
 pub use peer_table::PeerTable;
+pub use received::request_received_at;
 pub use request_error::RequestError;
 pub use server::Server;
 pub use tls::{TlsConfig, TlsError};

@@ -235,6 +235,19 @@ impl PeerHandle {
         cmd: u32,
         build: impl FnOnce(&mut MessageBuilder<'_>),
     ) -> Result<Message, RequestError> {
+        self.request_within(self.inner.settings.request_timeout, app_id, cmd, build)
+            .await
+    }
+
+    /// As [`request`](Self::request), waiting at most `timeout` for the
+    /// answer instead of the configured `request_timeout`.
+    pub async fn request_within(
+        &self,
+        timeout: std::time::Duration,
+        app_id: u32,
+        cmd: u32,
+        build: impl FnOnce(&mut MessageBuilder<'_>),
+    ) -> Result<Message, RequestError> {
         let link = {
             let conn = self.inner.conn();
             let Some(link) = conn.link.clone() else {
@@ -277,7 +290,7 @@ impl PeerHandle {
                 .map_err(|_| RequestError::Disconnected)?;
             rx.await.map_err(|_| RequestError::Disconnected)
         };
-        match tokio::time::timeout(self.inner.settings.request_timeout, exchange).await {
+        match tokio::time::timeout(timeout, exchange).await {
             Ok(r) => r,
             Err(_) => {
                 PeerCounters::add(&self.inner.counters.request_timeouts, 1);

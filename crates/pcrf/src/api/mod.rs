@@ -16,6 +16,7 @@ pub mod network;
 pub mod notifications;
 pub mod openapi;
 pub mod policy;
+pub mod profile;
 pub mod server;
 pub mod sessions;
 pub mod status;
@@ -138,6 +139,7 @@ fn routes<C: Control>() -> Vec<Route<C>> {
             post(debug::switch::<C>),
         ),
         r(Method::GET, "/v1/debug/queries", get(debug::queries::<C>)),
+        r(Method::GET, "/v1/debug/profile", get(profile::profile)),
         r(
             Method::GET,
             "/v1/openapi.json",

@@ -9,7 +9,7 @@
 //! code, and the re-authorization outcome, whose script version is a u64
 //! written as 16 hex digits.
 
-use super::{debug, network, notifications, policy, sessions, status, subscribers, usage};
+use super::{debug, network, notifications, policy, profile, sessions, status, subscribers, usage};
 use crate::control::ReauthOutcome;
 use crate::session::GxSession;
 use serde_json::{json, Value};
@@ -29,7 +29,7 @@ use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
         sessions::list, sessions::get, sessions::release, sessions::reauth,
         sessions::of_subscriber, policy::reload, usage::get, usage::topup, usage::reset,
         network::put_cell, status::health, status::ready, status::config,
-        debug::switch, debug::queries, serve_document, status::metrics,
+        debug::switch, debug::queries, profile::profile, serve_document, status::metrics,
         notifications::status,
     ),
     security(("bearerAuth" = [])),

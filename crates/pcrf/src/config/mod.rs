@@ -6,8 +6,10 @@
 //! prints the same. The checksum of the running file is logged and shown by
 //! the API so an operator can tell which configuration a node runs.
 
+mod overload;
 mod problem;
 
+pub use overload::OverloadConfig;
 pub use problem::ConfigProblem;
 
 use crate::api::ApiConfig;
@@ -64,12 +66,14 @@ pub struct DiameterConfig {
     /// Larger messages close the connection.
     #[serde(default = "default_max_message")]
     pub max_message_bytes: u32,
-    /// Requests in flight per connection before DIAMETER_TOO_BUSY. Below
-    /// the node-wide bound, so that one flooding peer cannot take all of it
-    /// and get the other peers' new sessions refused.
+    /// Requests in flight per connection before DIAMETER_TOO_BUSY: a memory
+    /// cap, half the node-wide one, so that one flooding peer cannot take
+    /// all of it. Overload itself is shed by queueing delay (`[overload]`).
     #[serde(default = "default_in_flight")]
     pub max_in_flight: usize,
-    /// Gx requests being worked on across the node before DIAMETER_TOO_BUSY;
+    /// Gx and Sd requests being worked on across the node before
+    /// DIAMETER_TOO_BUSY: the hard memory cap, a last resort far above any
+    /// burst (overload is shed earlier, by queueing delay: `[overload]`);
     /// new sessions (CCR-I) are refused from 80% of it, so CCR-U/T go first.
     #[serde(default = "default_pending")]
     pub max_pending_requests: usize,
@@ -131,7 +135,9 @@ fn default_cer_timeout() -> u64 {
 }
 
 fn default_pending() -> usize {
-    2_000
+    // A memory bound, not a load bound: a request in flight holds its
+    // message and its task (~10 KB), so 50,000 is about 0.5 GB.
+    50_000
 }
 
 fn default_listen() -> SocketAddr {
@@ -147,8 +153,8 @@ fn default_max_message() -> u32 {
     1 << 20
 }
 fn default_in_flight() -> usize {
-    // Half the default node-wide bound: one connection alone stays below
-    // the 80% at which CCR-I are shed for everyone.
+    // Half the default node-wide cap: one connection alone stays below
+    // the 80% at which CCR-I are refused for everyone.
     default_pending() / 2
 }
 
@@ -391,6 +397,8 @@ pub struct Config {
     #[serde(default)]
     pub diameter: DiameterConfig,
     #[serde(default)]
+    pub overload: OverloadConfig,
+    #[serde(default)]
     pub peers: Vec<PeerConfig>,
     #[serde(default)]
     pub store: StoreConfig,
@@ -568,6 +576,9 @@ impl Config {
                 "[diameter].max_pending_requests",
                 "must be at least 10".into(),
             );
+        }
+        for (key, message) in self.overload.problems() {
+            bad(key, message);
         }
         if self.diameter.max_connections_awaiting_cer == 0 {
             bad(

@@ -24,6 +24,7 @@ use bytes::{Bytes, BytesMut};
 use diameter::codec::{missing_avp, DiameterError, Message, FLAG_T};
 use diameter::dict::{avp, cmd};
 use diameter::result_code;
+use diameter::transport::request_received_at;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::sync::Weak;
@@ -102,7 +103,8 @@ impl Gx {
         } else {
             Class::Existing
         };
-        let Some(_permit) = self.node.admission.admit(class) else {
+        let admitted = self.node.admission.admit(class, request_received_at());
+        let Ok(_permit) = admitted else {
             self.node
                 .metrics
                 .request(command, result_code::DIAMETER_TOO_BUSY, started.elapsed());
@@ -113,10 +115,8 @@ impl Gx {
             self.node.overload_reported.store(true, Relaxed);
             return Ok(too_busy_answer(&req, &self.node.me, &self.node.overload));
         };
-        if self.node.overload_reported.load(Relaxed)
-            && self.node.admission.in_flight() < self.node.admission.limit() / 2
-        {
-            // Load is back under half the bound: the report is withdrawn.
+        if self.node.overload_reported.load(Relaxed) && !self.node.admission.overloaded() {
+            // The queue emptied within an interval: the report is withdrawn.
             self.node.overload_reported.store(false, Relaxed);
             self.node.overload.end();
         }

@@ -29,6 +29,7 @@ use bytes::{Bytes, BytesMut};
 use diameter::codec::{missing_avp, DiameterError, Message};
 use diameter::dict::{avp, cmd};
 use diameter::result_code;
+use diameter::transport::request_received_at;
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -71,7 +72,7 @@ impl Sd {
                 "Sd serves CCR only at the PCRF",
             ));
         }
-        // Sd shares the node's bound on work in flight with Gx (overload).
+        // Sd shares the node's admission control with Gx (overload).
         let class = match req
             .find(avp::CC_REQUEST_TYPE)
             .ok()
@@ -81,7 +82,8 @@ impl Sd {
             Some(1) => Class::New,
             _ => Class::Existing,
         };
-        let Some(_permit) = self.node.admission.admit(class) else {
+        let admitted = self.node.admission.admit(class, request_received_at());
+        let Ok(_permit) = admitted else {
             self.node.metrics.request(
                 Command::SdCcr,
                 result_code::DIAMETER_TOO_BUSY,
