@@ -4,6 +4,7 @@
 #   freediameterd, -extensions   - independent Diameter peer (tests/freediameter.rs)
 #   erlang-base, -diameter, -dev - OTP's strict Diameter stack (tests/erlang_gx.rs)
 #   postgresql                   - the production store's database
+#   chromium, chromium-driver    - headless browser for the console test (tests/console_browser.rs)
 # Idempotent: when everything is installed it only runs dpkg-query and exits.
 # Runs as root, or through sudo when not root.
 set -euo pipefail
@@ -16,6 +17,8 @@ PACKAGES=(
     erlang-diameter
     erlang-dev
     postgresql
+    chromium
+    chromium-driver
 )
 
 installed() {

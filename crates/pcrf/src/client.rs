@@ -31,6 +31,23 @@ pub struct GxClientOptions {
     pub terminate: bool,
     /// Stay connected this long before the CCR-T/exit, answering RARs.
     pub hold: Duration,
+    /// Each CCR-U reports this many octets used on this Monitoring-Key
+    /// (Usage-Monitoring-Information with Used-Service-Unit).
+    pub usage: Option<(String, u64)>,
+}
+
+/// `KEY=OCTETS` of `pcrf client gx --usage`.
+pub fn parse_usage(s: &str) -> Result<(String, u64), String> {
+    let (key, octets) = s
+        .split_once('=')
+        .ok_or_else(|| format!("expected KEY=OCTETS, got {s:?}"))?;
+    let octets = octets
+        .parse::<u64>()
+        .map_err(|e| format!("octets in {s:?}: {e}"))?;
+    if key.is_empty() {
+        return Err(format!("empty Monitoring-Key in {s:?}"));
+    }
+    Ok((key.to_string(), octets))
 }
 
 /// TLS for the client: our certificate and key, the CA the PCRF's
@@ -203,6 +220,18 @@ async fn send(
                         .i32(avp::IP_CAN_TYPE, 5) // 3GPP-EPS
                         .i32(avp::RAT_TYPE, 1004) // EUTRAN
                         .str(avp::CALLED_STATION_ID, &o.apn);
+                }
+                enums::CC_REQUEST_TYPE::UPDATE_REQUEST => {
+                    if let Some((key, octets)) = &o.usage {
+                        b.i32(avp::EVENT_TRIGGER, 33) // USAGE_REPORT
+                            .group(avp::USAGE_MONITORING_INFORMATION, |g| {
+                                g.bytes(avp::MONITORING_KEY, key.as_bytes())
+                                    .group(avp::USED_SERVICE_UNIT, |u| {
+                                        u.u64(avp::CC_TOTAL_OCTETS, *octets);
+                                    })
+                                    .i32(avp::USAGE_MONITORING_LEVEL, 0);
+                            });
+                    }
                 }
                 enums::CC_REQUEST_TYPE::TERMINATION_REQUEST => {
                     b.i32(avp::TERMINATION_CAUSE, 1);

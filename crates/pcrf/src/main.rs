@@ -161,6 +161,9 @@ enum ClientCmd {
         /// Seconds to stay connected (RARs are answered and shown).
         #[arg(long, default_value_t = 0)]
         hold: u64,
+        /// Report usage in every CCR-U: KEY=OCTETS on that Monitoring-Key.
+        #[arg(long, value_name = "KEY=OCTETS", value_parser = pcrf::client::parse_usage)]
+        usage: Option<(String, u64)>,
         /// End the session with a CCR-T before exiting.
         #[arg(long)]
         terminate: bool,
@@ -250,6 +253,7 @@ fn main() -> ExitCode {
                     ue_ip,
                     updates,
                     hold,
+                    usage,
                     terminate,
                     tls_cert,
                     tls_key,
@@ -279,6 +283,7 @@ fn main() -> ExitCode {
                 updates,
                 terminate,
                 hold: std::time::Duration::from_secs(hold),
+                usage,
             };
             let rt = match tokio::runtime::Builder::new_current_thread()
                 .enable_all()

@@ -141,6 +141,7 @@ tls = true
         updates: 0,
         terminate: true,
         hold: Duration::ZERO,
+        usage: None,
     };
     let tls_opts = pcrf::client::GxClientTls {
         certificate: ccert.into(),

@@ -4,7 +4,29 @@
 
 use crate::subscriber::Subscriber;
 use dashmap::DashMap;
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
 use std::sync::Arc;
+
+/// A profile ordered by IMSI (for [`SubscriberTable::scan`]'s heap).
+struct ByImsi(Arc<Subscriber>);
+
+impl PartialEq for ByImsi {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.imsi == other.0.imsi
+    }
+}
+impl Eq for ByImsi {}
+impl PartialOrd for ByImsi {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for ByImsi {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.0.imsi.cmp(&other.0.imsi)
+    }
+}
 
 /// All subscribers.
 #[derive(Default)]
@@ -45,6 +67,40 @@ impl SubscriberTable {
         Some(prev)
     }
 
+    /// The first `limit` profiles passing `keep`, in IMSI order, whose
+    /// IMSI sorts after `after`; and whether more follow. One pass over
+    /// the table keeping the `limit + 1` smallest IMSIs in a heap: no
+    /// ordered index to maintain on the CCR path, O(n log limit) per page.
+    pub fn scan(
+        &self,
+        keep: impl Fn(&Subscriber) -> bool,
+        after: Option<&str>,
+        limit: usize,
+    ) -> (Vec<Arc<Subscriber>>, bool) {
+        let mut heap: BinaryHeap<ByImsi> = BinaryHeap::with_capacity(limit + 1);
+        for entry in self.by_imsi.iter() {
+            let s = entry.value();
+            if after.is_some_and(|a| s.imsi.as_str() <= a) {
+                continue;
+            }
+            if heap.len() > limit && heap.peek().is_some_and(|top| top.0.imsi <= s.imsi) {
+                continue;
+            }
+            if !keep(s) {
+                continue;
+            }
+            heap.push(ByImsi(s.clone()));
+            if heap.len() > limit + 1 {
+                heap.pop();
+            }
+        }
+        let mut found: Vec<Arc<Subscriber>> = heap.into_iter().map(|b| b.0).collect();
+        found.sort_by(|a, b| a.imsi.cmp(&b.imsi));
+        let more = found.len() > limit;
+        found.truncate(limit);
+        (found, more)
+    }
+
     pub fn len(&self) -> usize {
         self.by_imsi.len()
     }
@@ -83,5 +139,32 @@ mod tests {
         t.remove("001010000000001");
         assert!(t.by_msisdn("491700000002").is_none());
         assert!(t.is_empty());
+    }
+
+    #[test]
+    fn scan_pages_in_imsi_order() {
+        let t = SubscriberTable::default();
+        for i in (0..50).rev() {
+            t.put(sub(&format!("0010100000000{i:02}"), None));
+        }
+        let all = |_: &Subscriber| true;
+        let (page, more) = t.scan(all, None, 20);
+        assert!(more);
+        assert_eq!(page.len(), 20);
+        assert_eq!(page[0].imsi, "001010000000000");
+        assert_eq!(page[19].imsi, "001010000000019");
+        let (page, more) = t.scan(all, Some("001010000000019"), 20);
+        assert_eq!(page[0].imsi, "001010000000020");
+        assert!(more);
+        let (page, more) = t.scan(all, Some("001010000000039"), 20);
+        assert_eq!(page.len(), 10);
+        assert!(!more);
+        let (page, more) = t.scan(|s| s.imsi.ends_with('7'), None, 3);
+        let imsis: Vec<&str> = page.iter().map(|s| s.imsi.as_str()).collect();
+        assert_eq!(
+            imsis,
+            ["001010000000007", "001010000000017", "001010000000027"]
+        );
+        assert!(more);
     }
 }
