@@ -69,7 +69,11 @@ function selectLine(n) {
   const editor = document.getElementById('editor');
   const lines = editor.value.split('\n');
   const start = lines.slice(0, n - 1).reduce((a, l) => a + l.length + 1, 0);
+  editor.focus({ preventScroll: true });
   editor.setSelectionRange(start, start + (lines[n - 1] || '').length);
+  // Bring the line into the textarea's view (about a third from the top).
+  const lineHeight = editor.scrollHeight / Math.max(1, lines.length);
+  editor.scrollTop = Math.max(0, (n - 1) * lineHeight - editor.clientHeight / 3);
 }
 
 async function check() {
@@ -91,7 +95,7 @@ async function runTests() {
     const r = await api('POST', '/v1/policy/test', { source: draft() });
     const rows = r.cases.map((c) => ({
       attrs: { class: c.passed ? 'pass' : 'fail', 'data-case': c.name },
-      cells: [el('span', { class: c.passed ? 'good' : 'bad', text: c.passed ? 'PASS' : 'FAIL' }), c.name,
+      cells: [el('span', { class: (c.passed ? 'good' : 'bad') + ' nowrap', text: c.passed ? 'PASS' : 'FAIL' }), c.name,
         c.error ? pre(c.error) : c.diffs.length ? pre(c.diffs.map((d) => `${d.field}: expected ${JSON.stringify(d.expected)}, actual ${JSON.stringify(d.actual)}`).join('\n')) : ''],
     }));
     fill('tests',

@@ -33,7 +33,14 @@ async function search(page) {
     if (res.next) pageCursors[page + 1] = res.next;
     const rows = res.subscribers.map((s) => ({
       attrs: { class: 'clickable', 'data-imsi': s.imsi },
-      cells: [el('a', { href: '#' + encodeURIComponent(s.imsi), text: s.imsi }), s.msisdn || '—', s.plan || '—', fmtNum(s.sessions), s.provisioned ? 'yes' : 'no'],
+      cells: [el('a', {
+        href: '#' + encodeURIComponent(s.imsi),
+        text: s.imsi,
+        onclick: (e) => {
+          e.preventDefault();
+          show(s.imsi);
+        },
+      }), s.msisdn || '—', s.plan || '—', fmtNum(s.sessions), s.provisioned ? 'yes' : 'no'],
     }));
     fill('results',
       el('p', { class: 'muted', text: `${res.subscribers.length} shown (matched by ${res.matched_by})` }),
