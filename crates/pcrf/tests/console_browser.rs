@@ -606,6 +606,8 @@ async fn console_in_headless_chromium() {
         "the peer row",
     )
     .await;
+    let header = text_of(&c, "#peers thead").await;
+    assert!(header.contains("last error"), "{header}");
     screenshot(&c, &dir, "peers.png").await;
 
     c.close().await.expect("close browser");

@@ -1,6 +1,6 @@
 // The peers page: every Diameter peer (connected, or configured and not
-// connected) with its state and transport counters, from GET /v1/stats,
-// refreshed every 2 s.
+// connected) with its state, transport counters and last error, from
+// GET /v1/stats, refreshed every 2 s.
 'use strict';
 
 const COUNTERS = [
@@ -36,13 +36,15 @@ async function refresh() {
       const peer = p.labels.peer;
       const problems = ['pcrf_peer_error_answers_total', 'pcrf_peer_request_timeouts_total', 'pcrf_peer_too_busy_total']
         .some((f) => value(snap, f, peer));
+      const last = (snap.metrics.pcrf_peer_last_error_time_seconds || []).find((x) => x.labels.peer === peer);
       return {
         attrs: { 'data-peer': peer, class: problems ? 'warn-row' : '' },
         cells: [peer, el('span', { class: 'state state-' + p.labels.state, text: p.labels.state }),
-          ...COUNTERS.map(([, f, dir]) => fmtNum(value(snap, f, peer, dir)))],
+          ...COUNTERS.map(([, f, dir]) => fmtNum(value(snap, f, peer, dir))),
+          last ? el('span', { class: 'last-error' }, el('span', { class: 'muted nowrap', text: fmtTime(last.value * 1000) }), ' ', last.labels.error) : '—'],
       };
     });
-    fill('peer-table', rows.length ? table(['peer', 'state', ...COUNTERS.map((c) => c[0])], rows, { id: 'peers' })
+    fill('peer-table', rows.length ? table(['peer', 'state', ...COUNTERS.map((c) => c[0]), 'last error'], rows, { id: 'peers' })
       : el('p', { class: 'muted', text: 'no Diameter peer connected or configured' }));
     status('');
   } catch (e) {
