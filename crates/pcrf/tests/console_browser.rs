@@ -438,6 +438,19 @@ async fn console_in_headless_chromium() {
     let decision = text_of(&c, "article.session .decision").await;
     assert!(decision.contains("internet"), "{decision}");
     assert!(decision.contains("vip-video"), "{decision}");
+    // Re-authorize: confirmed, then the RAR's outcome is shown.
+    click(&c, "article.session .actions button").await;
+    confirm(&c).await;
+    let outcome = wait_for(
+        &c,
+        "document.getElementById('session-state')?.textContent",
+        "the re-authorization's outcome",
+    )
+    .await;
+    assert!(
+        outcome.as_str().is_some_and(|s| s.contains("rar_sent")),
+        "{outcome}"
+    );
     let before = monthly_fraction(&c).await;
     assert!((before - 0.2).abs() < 1e-6, "2 GB of 10 GB: {before}");
 

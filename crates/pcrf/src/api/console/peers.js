@@ -3,13 +3,11 @@
 // GET /v1/stats, refreshed every 2 s.
 'use strict';
 
+// [header, family, direction ("both": in / out)]
 const COUNTERS = [
-  ['messages in', 'pcrf_peer_messages_total', 'in'],
-  ['messages out', 'pcrf_peer_messages_total', 'out'],
-  ['requests in', 'pcrf_peer_requests_total', 'in'],
-  ['requests out', 'pcrf_peer_requests_total', 'out'],
-  ['bytes in', 'pcrf_peer_bytes_total', 'in'],
-  ['bytes out', 'pcrf_peer_bytes_total', 'out'],
+  ['messages in / out', 'pcrf_peer_messages_total', 'both'],
+  ['requests in / out', 'pcrf_peer_requests_total', 'both'],
+  ['bytes in / out', 'pcrf_peer_bytes_total', 'both'],
   ['writes', 'pcrf_peer_writes_total'],
   ['in flight', 'pcrf_peer_in_flight'],
   ['connects', 'pcrf_peer_connects_total'],
@@ -40,7 +38,9 @@ async function refresh() {
       return {
         attrs: { 'data-peer': peer, class: problems ? 'warn-row' : '' },
         cells: [peer, el('span', { class: 'state state-' + p.labels.state, text: p.labels.state }),
-          ...COUNTERS.map(([, f, dir]) => fmtNum(value(snap, f, peer, dir))),
+          ...COUNTERS.map(([, f, dir]) => (dir === 'both'
+            ? `${fmtNum(value(snap, f, peer, 'in'))} / ${fmtNum(value(snap, f, peer, 'out'))}`
+            : fmtNum(value(snap, f, peer, dir)))),
           last ? el('span', { class: 'last-error' }, el('span', { class: 'muted nowrap', text: fmtTime(last.value * 1000) }), ' ', last.labels.error) : '—'],
       };
     });

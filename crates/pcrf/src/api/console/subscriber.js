@@ -8,6 +8,7 @@
 let current = null; // IMSI shown
 let pageCursors = [null]; // `after` of each page seen
 let lastQuery = '';
+let lastAction = ''; // outcome of the last session action, kept across refreshes
 
 function layout() {
   append(document.getElementById('main'), [
@@ -178,11 +179,11 @@ function sessionCard(s, imsi) {
       if (!(await confirmAction(ask))) return;
       try {
         const r = await run();
-        fill('session-state', `${label}: ${JSON.stringify(r)}`);
+        lastAction = `${label}: ${JSON.stringify(r)}`;
       } catch (e) {
-        fill('session-state', `${label} refused: ${e.message}`);
+        lastAction = `${label} refused: ${e.message}`;
       }
-      setTimeout(() => show(imsi), 300);
+      show(imsi);
     },
   });
   const id = encodeURIComponent(s.id);
@@ -205,6 +206,7 @@ function sessionCard(s, imsi) {
 }
 
 async function show(imsi) {
+  if (current !== imsi) lastAction = '';
   current = imsi;
   if (location.hash !== '#' + encodeURIComponent(imsi)) history.replaceState(null, '', '#' + encodeURIComponent(imsi));
   const q = encodeURIComponent(imsi);
@@ -220,7 +222,7 @@ async function show(imsi) {
       profile.error ? section('Profile', el('p', { class: 'muted', text: profile.error.message })) : profileCard(profile),
       section('Usage', el('div', { id: 'usage-card' }))),
     section(`Open Gx sessions (${open.length})`,
-      el('p', { id: 'session-state', class: 'muted', role: 'status' }),
+      el('p', { id: 'session-state', class: 'muted', role: 'status', text: lastAction }),
       open.length ? open.map((s) => sessionCard(s, imsi)) : el('p', { class: 'muted', text: 'no open session' })));
   if (!profile.error) await refreshUsage(imsi);
 }
