@@ -485,6 +485,35 @@ async fn console_in_headless_chromium() {
     );
     screenshot(&c, &dir, "subscriber.png").await;
 
+    // Edit the profile: another plan, confirmed, shown after saving.
+    c.execute(
+        "document.querySelector('#profile-form').closest('details').open = true;\
+         document.querySelector('#profile-form input[name=plan]').value = 'plus';",
+        vec![],
+    )
+    .await
+    .expect("edit");
+    click(&c, "#profile-form button[type=submit]").await;
+    confirm(&c).await;
+    wait_for(
+        &c,
+        "document.getElementById('profile')?.textContent.includes('plus')",
+        "the saved plan",
+    )
+    .await;
+    let (_, profile) = api(
+        &p,
+        reqwest::Method::GET,
+        &format!("/v1/subscribers/{IMSI}"),
+        None,
+    )
+    .await;
+    assert_eq!(profile["plan"], "plus");
+    assert_eq!(
+        profile["attributes"]["note"], HOSTILE,
+        "attributes kept as they were"
+    );
+
     // The same page on a phone's width.
     c.set_window_size(390, 844).await.expect("phone size");
     c.refresh().await.expect("reload");

@@ -38,13 +38,13 @@ async function refresh() {
       return {
         attrs: { 'data-peer': peer, class: problems ? 'warn-row' : '' },
         cells: [peer, el('span', { class: 'state state-' + p.labels.state, text: p.labels.state }),
+          last ? el('span', { class: 'last-error' }, el('span', { class: 'muted nowrap', text: fmtTime(last.value * 1000) }), ' ', last.labels.error) : '—',
           ...COUNTERS.map(([, f, dir]) => (dir === 'both'
             ? `${fmtNum(value(snap, f, peer, 'in'))} / ${fmtNum(value(snap, f, peer, 'out'))}`
-            : fmtNum(value(snap, f, peer, dir)))),
-          last ? el('span', { class: 'last-error' }, el('span', { class: 'muted nowrap', text: fmtTime(last.value * 1000) }), ' ', last.labels.error) : '—'],
+            : fmtNum(value(snap, f, peer, dir))))],
       };
     });
-    fill('peer-table', rows.length ? table(['peer', 'state', ...COUNTERS.map((c) => c[0]), 'last error'], rows, { id: 'peers' })
+    fill('peer-table', rows.length ? table(['peer', 'state', 'last error', ...COUNTERS.map((c) => c[0])], rows, { id: 'peers', class: 'wrap-head' })
       : el('p', { class: 'muted', text: 'no Diameter peer connected or configured' }));
     status('');
   } catch (e) {
