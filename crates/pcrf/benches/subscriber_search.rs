@@ -1,6 +1,7 @@
 //! The console's subscriber search on a table of 1,000,000 profiles: a
-//! whole MSISDN (an index look-up) against leading digits (one scan of the
-//! table per page, keeping the page's smallest IMSIs). The figures in
+//! whole MSISDN (an index look-up), leading MSISDN digits (one scan of
+//! the table per page, keeping the page's smallest IMSIs) and leading IMSI
+//! digits (a range of the ordered IMSI index). The figures in
 //! docs/console.md come from here.
 
 use criterion::{criterion_group, criterion_main, Criterion};
@@ -46,6 +47,13 @@ fn search(c: &mut Criterion) {
     // A few match: the scan still reads every profile.
     g.bench_function("prefix_10_matches", |b| {
         b.iter(|| t.scan(prefix(black_box("001010000123")), None, 20))
+    });
+    // Leading IMSI digits through the ordered index instead.
+    g.bench_function("imsi_index_first_page", |b| {
+        b.iter(|| t.imsi_page(black_box("00101"), None, 20))
+    });
+    g.bench_function("imsi_index_page_after_500000", |b| {
+        b.iter(|| t.imsi_page(black_box("00101"), Some("001010000500000"), 20))
     });
     g.finish();
 }

@@ -683,7 +683,7 @@ async fn console_routes_search_and_refuse_broken_deployments() {
         };
         let (st, page) = api(&p, Method::GET, &path, None).await;
         assert_eq!(st, 200, "{page}");
-        assert_eq!(page["matched_by"], "prefix");
+        assert_eq!(page["matched_by"], "imsi_prefix");
         let imsis: Vec<String> = page["subscribers"]
             .as_array()
             .expect("list")
@@ -706,6 +706,24 @@ async fn console_routes_search_and_refuse_broken_deployments() {
     assert_eq!(by_msisdn["subscribers"][0]["imsi"], "001010000000107");
     let (_, by_prefix) = api(&p, Method::GET, "/v1/subscribers?q=4917000001", None).await;
     assert_eq!(by_prefix["subscribers"].as_array().map(Vec::len), Some(20));
+    assert_eq!(by_prefix["matched_by"], "msisdn_prefix");
+    let next = by_prefix["next"].as_str().expect("a second page");
+    let (_, page2) = api(
+        &p,
+        Method::GET,
+        &format!("/v1/subscribers?q=4917000001&after={next}"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        page2["subscribers"].as_array().map(Vec::len),
+        Some(20),
+        "{page2}"
+    );
+    assert_ne!(
+        page2["subscribers"][0]["imsi"],
+        by_prefix["subscribers"][0]["imsi"]
+    );
     let (st, _) = api(&p, Method::GET, "/v1/subscribers?limit=0", None).await;
     assert_eq!(st, 400);
 

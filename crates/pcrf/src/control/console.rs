@@ -55,7 +55,8 @@ pub struct SubscriberPage {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub next: Option<String>,
     /// How the query was read: "imsi", "msisdn", "ue_address" (exact
-    /// look-ups in an index) or "prefix" (a scan of the table).
+    /// look-ups in an index), "imsi_prefix" (a range of the ordered IMSI
+    /// index) or "msisdn_prefix" (a scan of the table).
     pub matched_by: &'static str,
 }
 

@@ -387,15 +387,31 @@ impl Control for Operations {
         if let Some(p) = self.node.subscribers.by_msisdn(q) {
             return one(p, "msisdn");
         }
-        let (found, more) = self.node.subscribers.scan(
-            |s| s.imsi.starts_with(q) || s.msisdn.as_deref().is_some_and(|m| m.starts_with(q)),
-            query.after.as_deref(),
-            limit,
-        );
+        // Leading IMSI digits: a range of the ordered index. When none
+        // match, leading MSISDN digits: a scan of the table.
+        let after = query.after.as_deref();
+        let table = &self.node.subscribers;
+        let imsi_digits = table
+            .imsi_page(q, None, 1)
+            .is_some_and(|(first, _)| !first.is_empty());
+        let (found, more, matched_by) = match imsi_digits {
+            true => {
+                let (found, more) = table.imsi_page(q, after, limit).unwrap_or_default();
+                (found, more, "imsi_prefix")
+            }
+            false => {
+                let (found, more) = table.scan(
+                    |s| s.msisdn.as_deref().is_some_and(|m| m.starts_with(q)),
+                    after,
+                    limit,
+                );
+                (found, more, "msisdn_prefix")
+            }
+        };
         SubscriberPage {
             next: more.then(|| found.last().map(|s| s.imsi.clone())).flatten(),
             subscribers: found.iter().map(|p| hit(&p.imsi, Some(p))).collect(),
-            matched_by: "prefix",
+            matched_by,
         }
     }
 
