@@ -14,6 +14,7 @@
 #                                  for the package's dependencies
 # and cargo-deb (cargo install), which builds the Debian package.
 #   rabbitmq-server              - the AMQP broker of the notification tests
+#   chromium, chromium-driver    - headless browser for the console test (tests/console_browser.rs)
 # Idempotent: when everything is installed it only runs dpkg-query and exits.
 # Runs as root, or through sudo when not root.
 set -euo pipefail
@@ -33,6 +34,8 @@ PACKAGES=(
     iproute2
     dpkg-dev
     rabbitmq-server
+    chromium
+    chromium-driver
 )
 
 # cargo-deb (not a Debian package): built from crates.io for the user that

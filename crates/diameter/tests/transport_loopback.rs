@@ -408,6 +408,20 @@ async fn requests_beyond_the_in_flight_cap_get_3004() {
         .counters()
         .snapshot();
     assert_eq!(c.too_busy, 7);
+    let last = srv
+        .node
+        .peer_table()
+        .get("client.test.local")
+        .expect("open")
+        .counters()
+        .last_error()
+        .expect("the shedding is the last error");
+    assert!(
+        last.text
+            .contains("answered 3004: too many requests in flight"),
+        "{last:?}"
+    );
+    assert!(last.at_ms > 1_600_000_000_000, "{last:?}");
     srv.stop().await;
 }
 

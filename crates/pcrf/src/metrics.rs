@@ -22,7 +22,7 @@
 //! described in docs/metrics.md.
 
 use diameter::peer::WatchdogState;
-use diameter::transport::{PeerCountersSnapshot, PeerHandle, PeerTable};
+use diameter::transport::{LastError, PeerCountersSnapshot, PeerHandle, PeerTable};
 use parking_lot::RwLock;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, MetricEncoder, NoLabelSet};
@@ -806,6 +806,8 @@ pub struct PeerStat {
     pub state: PeerState,
     /// Zero for a peer that is not connected.
     pub counters: PeerCountersSnapshot,
+    /// The connection's most recent error.
+    pub last_error: Option<LastError>,
 }
 
 impl PeerStat {
@@ -819,6 +821,7 @@ impl PeerStat {
                 .unwrap_or_default(),
             state: PeerState::of(handle.state(), handle.watchdog()),
             counters: handle.counters().snapshot(),
+            last_error: handle.counters().last_error(),
         }
     }
 }
@@ -833,6 +836,7 @@ pub fn peer_stats(table: &PeerTable, configured: &[String]) -> Vec<PeerStat> {
                 host: host.clone(),
                 state: PeerState::Closed,
                 counters: PeerCountersSnapshot::default(),
+                last_error: None,
             });
         }
     }
@@ -943,6 +947,19 @@ pub fn write_peers(out: &mut Exposition, peers: &[PeerStat]) {
         let mut f = out.family(name, help, kind);
         for p in peers {
             f.sample(&[("peer", &p.host)], pick(&p.counters));
+        }
+    }
+    let mut f = out.family(
+        "pcrf_peer_last_error_time_seconds",
+        "When each peer's connection last had an error (Unix seconds), the error in its label; peers without one have no sample.",
+        Kind::Gauge,
+    );
+    for p in peers {
+        if let Some(e) = &p.last_error {
+            f.sample(
+                &[("peer", &p.host), ("error", &e.text)],
+                e.at_ms as f64 / 1000.0,
+            );
         }
     }
 }

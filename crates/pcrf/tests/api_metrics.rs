@@ -291,11 +291,16 @@ fn full_scrape_is_valid_and_complete() {
                         writes: 4,
                         ..Default::default()
                     },
+                    last_error: Some(diameter::transport::LastError {
+                        at_ms: 1_700_000_000_500,
+                        text: "command 272 answered 3004: too \"busy\"".into(),
+                    }),
                 },
                 PeerStat {
                     host: "pgw2".into(),
                     state: PeerState::Suspect,
                     counters: PeerCountersSnapshot::default(),
+                    last_error: None,
                 },
             ],
         )
@@ -417,6 +422,18 @@ fn full_scrape_is_valid_and_complete() {
             &[("peer", "pgw1.\"lab\""), ("state", "open")]
         ),
         Some(1.0)
+    );
+    assert_eq!(
+        value(
+            &f,
+            "pcrf_peer_last_error_time_seconds",
+            "pcrf_peer_last_error_time_seconds",
+            &[
+                ("peer", "pgw1.\"lab\""),
+                ("error", "command 272 answered 3004: too \"busy\"")
+            ]
+        ),
+        Some(1_700_000_000.5)
     );
     assert_eq!(
         value(

@@ -496,6 +496,9 @@ impl<H: Handler> Conn<H> {
                 match error_answer::for_frame(&frame, &self.node.local, &e) {
                     Some(ans) if open => {
                         PeerCounters::add(&self.shared.counters.error_answers_out, 1);
+                        self.shared
+                            .counters
+                            .error(format!("undecodable message answered: {e}"));
                         self.send(ans).await;
                     }
                     // Before the peer is open nothing but a good CER is
@@ -527,6 +530,12 @@ impl<H: Handler> Conn<H> {
 
     async fn reject(&mut self, msg: &Message, err: DiameterError) {
         PeerCounters::add(&self.shared.counters.error_answers_out, 1);
+        self.shared.counters.error(format!(
+            "command {} answered {}: {}",
+            msg.command_code(),
+            err.result_code,
+            err.message
+        ));
         let ans = error_answer::for_message(msg, &self.node.local, &err);
         self.send(ans).await;
     }
@@ -619,6 +628,11 @@ impl<H: Handler> Conn<H> {
                 // connection on a longer answer: refuse it here instead.
                 Ok(b) if b.len() > max_len => {
                     PeerCounters::add(&peer.inner.counters.error_answers_out, 1);
+                    peer.inner.counters.error(format!(
+                        "command {}: answer of {} bytes over the maximum {max_len}, answered 5012",
+                        msg.command_code(),
+                        b.len()
+                    ));
                     tracing::error!(
                         command = msg.command_code(),
                         bytes = b.len(),
@@ -637,6 +651,12 @@ impl<H: Handler> Conn<H> {
                 Ok(b) => b,
                 Err(e) => {
                     PeerCounters::add(&peer.inner.counters.error_answers_out, 1);
+                    peer.inner.counters.error(format!(
+                        "command {} answered {}: {}",
+                        msg.command_code(),
+                        e.result_code,
+                        e.message
+                    ));
                     error_answer::for_message(&msg, &local, &e)
                 }
             };

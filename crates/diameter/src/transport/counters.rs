@@ -1,8 +1,21 @@
 //! Per-peer counters for metrics, as plain atomics: cheap to bump on the
 //! hot path (relaxed ordering, one cache line per connection), read with
-//! [`PeerCounters::snapshot`].
+//! [`PeerCounters::snapshot`]. Beside them the peer's last error (what an
+//! operator asks first when a counter moves), behind a mutex taken only
+//! when an error happens.
 
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Mutex;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// The most recent error on a peer's connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LastError {
+    /// Unix milliseconds.
+    pub at_ms: i64,
+    /// What happened, e.g. "answered 3004: too many requests in flight".
+    pub text: String,
+}
 
 /// Counters of one peer (one connection; an initiator keeps them across reconnects).
 #[derive(Debug, Default)]
@@ -21,6 +34,7 @@ pub struct PeerCounters {
     pub(crate) unmatched_answers: AtomicU64,
     pub(crate) in_flight: AtomicU64,
     pub(crate) connects: AtomicU64,
+    last_error: Mutex<Option<LastError>>,
 }
 
 /// A copy of [`PeerCounters`] at one moment.
@@ -72,6 +86,29 @@ impl PeerCounters {
             unmatched_answers: self.unmatched_answers.load(Relaxed),
             in_flight: self.in_flight.load(Relaxed),
             connects: self.connects.load(Relaxed),
+        }
+    }
+
+    /// The most recent error, if any.
+    pub fn last_error(&self) -> Option<LastError> {
+        self.last_error.lock().ok().and_then(|e| e.clone())
+    }
+
+    /// Records an error as the last one (bounded to 256 bytes of text).
+    pub(crate) fn error(&self, text: impl Into<String>) {
+        let mut text = text.into();
+        if text.len() > 256 {
+            let mut cut = 256;
+            while !text.is_char_boundary(cut) {
+                cut -= 1;
+            }
+            text.truncate(cut);
+        }
+        let at_ms = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX));
+        if let Ok(mut last) = self.last_error.lock() {
+            *last = Some(LastError { at_ms, text });
         }
     }
 

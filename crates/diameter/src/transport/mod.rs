@@ -89,7 +89,7 @@ mod server;
 mod tls;
 mod writer;
 
-pub use counters::{PeerCounters, PeerCountersSnapshot};
+pub use counters::{LastError, PeerCounters, PeerCountersSnapshot};
 pub use handler::{Handler, ServesNothing};
 pub use initiator::Initiator;
 pub use node::Node;

@@ -294,6 +294,10 @@ impl PeerHandle {
             Ok(r) => r,
             Err(_) => {
                 PeerCounters::add(&self.inner.counters.request_timeouts, 1);
+                self.inner.counters.error(format!(
+                    "no answer to our command {cmd} within {:?}",
+                    self.inner.settings.request_timeout
+                ));
                 Err(RequestError::Timeout)
             }
         }

@@ -12,6 +12,11 @@ use std::sync::Arc;
 #[derive(Clone)]
 pub struct Token(pub Arc<[u8]>);
 
+/// Who made a request that passed the token check (a request extension):
+/// there is one token, so "token". Absent when the API has no token.
+#[derive(Clone, Copy, Debug)]
+pub struct Caller(pub &'static str);
+
 /// Middleware: passes the request on only with the right token.
 pub async fn require_token(
     State(token): State<Token>,
@@ -23,7 +28,11 @@ pub async fn require_token(
         .get(header::AUTHORIZATION)
         .and_then(|v| bearer_credentials(v.as_bytes()));
     match given {
-        Some(g) if constant_time_eq(g, &token.0) => Ok(next.run(req).await),
+        Some(g) if constant_time_eq(g, &token.0) => {
+            let mut req = req;
+            req.extensions_mut().insert(Caller("token"));
+            Ok(next.run(req).await)
+        }
         _ => {
             tracing::info!(
                 method = %req.method(),

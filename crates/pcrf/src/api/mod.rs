@@ -2,11 +2,13 @@
 //! policy reload, network state, health and monitoring. Generic over
 //! [`Control`], the operations the node provides, so the HTTP layer is
 //! tested on its own. Routes are listed once ([`route_table`]) and the
-//! OpenAPI document is checked against that list.
+//! OpenAPI document is checked against that list. The operator console
+//! (`/`, `/console/...`, see [`console`]) is served beside them.
 
 pub mod access_log;
 pub mod auth;
 pub mod config;
+pub mod console;
 pub mod debug;
 pub mod error;
 pub mod extract;
@@ -19,6 +21,7 @@ pub mod policy;
 pub mod profile;
 pub mod server;
 pub mod sessions;
+pub mod stats;
 pub mod status;
 pub mod subscribers;
 pub mod usage;
@@ -84,6 +87,11 @@ fn routes<C: Control>() -> Vec<Route<C>> {
             "/v1/subscribers/{imsi}",
             delete(subscribers::delete::<C>),
         ),
+        r(
+            Method::GET,
+            "/v1/subscribers",
+            get(subscribers::search::<C>),
+        ),
         r(Method::GET, "/v1/sessions", get(sessions::list::<C>)),
         r(Method::GET, "/v1/sessions/{id}", get(sessions::get::<C>)),
         r(
@@ -97,6 +105,29 @@ fn routes<C: Control>() -> Vec<Route<C>> {
             post(sessions::reauth::<C>),
         ),
         r(Method::POST, "/v1/policy/reload", post(policy::reload::<C>)),
+        r(Method::GET, "/v1/policy", get(policy::running::<C>)),
+        // A script may be larger than an ordinary body.
+        Route {
+            batch: true,
+            ..r(Method::PUT, "/v1/policy", put(policy::deploy::<C>))
+        },
+        Route {
+            batch: true,
+            ..r(Method::POST, "/v1/policy/check", post(policy::check::<C>))
+        },
+        Route {
+            batch: true,
+            ..r(Method::POST, "/v1/policy/test", post(policy::test::<C>))
+        },
+        Route {
+            batch: true,
+            ..r(
+                Method::POST,
+                "/v1/policy/dry-run",
+                post(policy::dry_run::<C>),
+            )
+        },
+        r(Method::GET, "/v1/stats", get(stats::get::<C>)),
         r(
             Method::GET,
             "/v1/subscribers/{imsi}/usage",
@@ -183,6 +214,7 @@ pub fn router<C: Control>(ctl: Arc<C>, cfg: &ApiConfig) -> Router {
     }
     protected
         .merge(public)
+        .merge(console::router())
         .fallback(error::no_route)
         .method_not_allowed_fallback(error::wrong_method)
         .layer(DefaultBodyLimit::max(cfg.max_body_bytes))

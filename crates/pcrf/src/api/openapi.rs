@@ -9,7 +9,9 @@
 //! code, and the re-authorization outcome, whose script version is a u64
 //! written as 16 hex digits.
 
-use super::{debug, network, notifications, policy, profile, sessions, status, subscribers, usage};
+use super::{
+    debug, network, notifications, policy, profile, sessions, stats, status, subscribers, usage,
+};
 use crate::control::ReauthOutcome;
 use crate::session::GxSession;
 use serde_json::{json, Value};
@@ -27,7 +29,8 @@ use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
     paths(
         subscribers::put_batch, subscribers::put, subscribers::get, subscribers::delete,
         sessions::list, sessions::get, sessions::release, sessions::reauth,
-        sessions::of_subscriber, policy::reload, usage::get, usage::topup, usage::reset,
+        sessions::of_subscriber, policy::reload, policy::running, policy::deploy,
+        policy::check, policy::test, policy::dry_run, subscribers::search, stats::get, usage::get, usage::topup, usage::reset,
         network::put_cell, status::health, status::ready, status::config,
         debug::switch, debug::queries, profile::profile, serve_document, status::metrics,
         notifications::status,

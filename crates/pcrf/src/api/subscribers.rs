@@ -1,10 +1,12 @@
 //! `PUT/GET/DELETE /v1/subscribers/{imsi}`: provisioning of subscriber
 //! profiles. The body is the profile without the IMSI, which the path gives.
+//! `GET /v1/subscribers?q=`: search (the console's), a page at a time.
 //! `POST /v1/subscribers/batch`: many profiles (each with its IMSI) in one
 //! durable change, for bulk provisioning (`pcrf subscribers import`).
 
 use super::error::{ApiError, ErrorBody};
-use super::extract::{ApiJson, ApiPath};
+use super::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::control::console::{SubscriberPage, SubscriberQuery, MAX_PAGE};
 use crate::control::{BatchOutcome, Control};
 use crate::subscriber::Subscriber;
 use axum::body::Bytes;
@@ -395,4 +397,43 @@ mod tests {
         let e = lines(&body).expect_err("too many");
         assert!(e.contains("at most 100000"), "{e}");
     }
+}
+
+/// `GET /v1/subscribers` query (the console's search box).
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code)]
+struct SearchParams {
+    /// An IMSI or MSISDN (exact, or leading digits), or a UE address of an
+    /// open session; empty or absent lists every subscriber.
+    q: Option<String>,
+    /// The last IMSI of the previous page (`next` of its answer).
+    after: Option<String>,
+    /// Subscribers per page (default 20).
+    #[param(minimum = 1, maximum = 200)]
+    limit: Option<usize>,
+}
+
+/// Search subscribers by IMSI, MSISDN (exact or prefix) or UE address; a
+/// page at a time in IMSI order. Exact IMSI, MSISDN and UE address are
+/// index look-ups; a prefix scans the table once per page.
+#[utoipa::path(get, path = "/v1/subscribers", operation_id = "searchSubscribers",
+    params(SearchParams),
+    responses(
+        (status = 200, description = "A page of subscribers", body = SubscriberPage),
+        (status = 400, description = "Invalid query", body = ErrorBody),
+    ))]
+pub async fn search<C: Control>(
+    State(ctl): State<Arc<C>>,
+    ApiQuery(query): ApiQuery<SubscriberQuery>,
+) -> Result<Json<SubscriberPage>, ApiError> {
+    if query.limit == 0 || query.limit > MAX_PAGE {
+        return Err(ApiError::bad_request(format!(
+            "limit must be 1 to {MAX_PAGE}"
+        )));
+    }
+    if query.q.len() > 64 {
+        return Err(ApiError::bad_request("q must be at most 64 characters"));
+    }
+    Ok(Json(ctl.search_subscribers(&query)))
 }

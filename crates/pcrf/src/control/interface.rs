@@ -2,6 +2,7 @@
 //! each one returns. The HTTP layer only validates, translates and answers;
 //! `operations.rs` carries them out over the node and the Gx service.
 
+use crate::control::console::{DryRun, PolicyView, SubscriberPage, SubscriberQuery, TestView};
 use crate::control::usage::{UsageChange, UsageView};
 use crate::session::GxSession;
 use crate::subscriber::Subscriber;
@@ -89,6 +90,54 @@ pub trait Control: Send + Sync + 'static {
     /// The Prometheus scrape (see [`crate::metrics::Metrics::render`]).
     fn render_metrics(&self) -> String;
 
+    /// Subscribers matching a console search, a page at a time.
+    fn search_subscribers(&self, _query: &SubscriberQuery) -> SubscriberPage {
+        SubscriberPage::default()
+    }
+
+    /// The running policy script, its version and history.
+    fn policy(&self) -> Option<PolicyView> {
+        None
+    }
+
+    /// Compiles and checks a draft as a reload would; its version, or
+    /// the error with its line.
+    fn check_policy(
+        &self,
+        _source: String,
+    ) -> impl Future<Output = Result<u64, ReloadError>> + Send {
+        async { Err(not_here()) }
+    }
+
+    /// Runs the policy's test cases on a draft, or on the running script
+    /// when `source` is `None`.
+    fn test_policy(
+        &self,
+        _source: Option<String>,
+    ) -> impl Future<Output = Result<TestView, ReloadError>> + Send {
+        async { Err(not_here()) }
+    }
+
+    /// Decides with a draft and with the running script on the inputs of
+    /// a subscriber's last decision.
+    fn dry_run_policy(
+        &self,
+        _source: String,
+        _imsi: String,
+    ) -> impl Future<Output = Result<DryRun, ControlError>> + Send {
+        async { Err(ControlError::Unavailable("no policy workbench".into())) }
+    }
+
+    /// Checks a draft, writes it to the policy file and makes it the
+    /// running script; `by` is who, for the history.
+    fn deploy_policy(
+        &self,
+        _source: String,
+        _by: String,
+    ) -> impl Future<Output = Result<u64, ReloadError>> + Send {
+        async { Err(not_here()) }
+    }
+
     /// The store's query profiler; only the PostgreSQL store has one.
     fn query_profiler(&self) -> Option<crate::store::postgres::QueryProfiler> {
         None
@@ -124,6 +173,13 @@ pub enum ControlError {
     /// 500.
     #[error("{0}")]
     Internal(String),
+}
+
+fn not_here() -> ReloadError {
+    ReloadError {
+        error: "no policy workbench".into(),
+        line: None,
+    }
 }
 
 /// A refused policy reload: the message and the script line Lua blamed.

@@ -5,6 +5,7 @@
 //! REST API depends on this, so it can be tested on its own and the node
 //! and the services know nothing of HTTP.
 
+pub mod console;
 mod interface;
 mod operations;
 pub mod usage;

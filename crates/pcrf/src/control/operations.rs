@@ -2,6 +2,10 @@
 //! provisioning, session look-up and control, policy reload, congestion,
 //! top-ups and usage resets, readiness and metrics.
 
+use crate::control::console::{
+    DryDecision, DryRun, PolicyView, SubscriberHit, SubscriberPage, SubscriberQuery, TestView,
+    MAX_PAGE,
+};
 use crate::control::usage::{AccumulatorView, ReportView};
 use crate::control::usage::{UsageChange, UsageView};
 use crate::control::{
@@ -9,6 +13,7 @@ use crate::control::{
 };
 use crate::gx::service::Gx;
 use crate::gx::{self, UsageInstructions};
+use crate::policy::input::PolicyInput;
 use crate::session::{GxSession, SessionState};
 use crate::store::postgres::QueryProfiler;
 use crate::store::Change;
@@ -19,6 +24,24 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::node::{now_ms, Node, COMMIT_WAIT};
+
+/// Runs a policy task off the async workers (Lua may run for a while);
+/// its error as a reload's: the message and the script line.
+async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, crate::policy::PolicyError> + Send + 'static,
+) -> Result<T, ReloadError> {
+    match tokio::task::spawn_blocking(f).await {
+        Ok(Ok(v)) => Ok(v),
+        Ok(Err(e)) => Err(ReloadError {
+            line: e.line(),
+            error: e.to_string(),
+        }),
+        Err(e) => Err(ReloadError {
+            error: format!("policy task failed: {e}"),
+            line: None,
+        }),
+    }
+}
 
 /// The operations over the node and the Gx service, which re-decides the
 /// sessions an operation changes.
@@ -353,6 +376,175 @@ impl Control for Operations {
 
     fn notifications(&self) -> crate::notify::OutboxStatus {
         self.node.notify.status()
+    }
+
+    fn search_subscribers(&self, query: &SubscriberQuery) -> SubscriberPage {
+        let q = query.q.trim();
+        let limit = query.limit.clamp(1, MAX_PAGE);
+        let hit = |imsi: &str, profile: Option<&Subscriber>| SubscriberHit {
+            imsi: imsi.to_string(),
+            msisdn: profile.and_then(|p| p.msisdn.clone()),
+            plan: profile.and_then(|p| p.plan.clone()),
+            sessions: self.node.sessions.ids_of_subscriber(imsi).len(),
+            provisioned: profile.is_some(),
+        };
+        let one = |p: Arc<Subscriber>, matched_by| SubscriberPage {
+            subscribers: vec![hit(&p.imsi, Some(&p))],
+            next: None,
+            matched_by,
+        };
+        if let Ok(addr) = q.parse::<std::net::IpAddr>() {
+            let mut keys: Vec<String> = self
+                .node
+                .sessions
+                .bound_to(addr)
+                .iter()
+                .map(|slot| slot.load().subscriber.clone())
+                .collect();
+            keys.sort();
+            keys.dedup();
+            return SubscriberPage {
+                subscribers: keys
+                    .iter()
+                    .map(|k| hit(k, self.node.subscribers.get(k).as_deref()))
+                    .collect(),
+                next: None,
+                matched_by: "ue_address",
+            };
+        }
+        if let Some(p) = self.node.subscribers.get(q) {
+            return one(p, "imsi");
+        }
+        if let Some(p) = self.node.subscribers.by_msisdn(q) {
+            return one(p, "msisdn");
+        }
+        // Leading IMSI digits: a range of the ordered index. When none
+        // match, leading MSISDN digits: a scan of the table.
+        let after = query.after.as_deref();
+        let table = &self.node.subscribers;
+        let imsi_digits = table
+            .imsi_page(q, None, 1)
+            .is_some_and(|(first, _)| !first.is_empty());
+        let (found, more, matched_by) = match imsi_digits {
+            true => {
+                let (found, more) = table.imsi_page(q, after, limit).unwrap_or_default();
+                (found, more, "imsi_prefix")
+            }
+            false => {
+                let (found, more) = table.scan(
+                    |s| s.msisdn.as_deref().is_some_and(|m| m.starts_with(q)),
+                    after,
+                    limit,
+                );
+                (found, more, "msisdn_prefix")
+            }
+        };
+        SubscriberPage {
+            next: more.then(|| found.last().map(|s| s.imsi.clone())).flatten(),
+            subscribers: found.iter().map(|p| hit(&p.imsi, Some(p))).collect(),
+            matched_by,
+        }
+    }
+
+    fn policy(&self) -> Option<PolicyView> {
+        let engine = &self.node.policy;
+        let cases = crate::policy::cases::file_of(engine.path());
+        Some(PolicyView {
+            version: format!("{:016x}", engine.version()),
+            path: engine.path().display().to_string(),
+            source: engine.source().to_string(),
+            cases: cases.is_file().then(|| cases.display().to_string()),
+            history: engine.history(),
+        })
+    }
+
+    async fn check_policy(&self, source: String) -> Result<u64, ReloadError> {
+        let policy = self.node.policy.clone();
+        blocking(move || policy.draft(source).map(|d| d.version())).await
+    }
+
+    async fn test_policy(&self, source: Option<String>) -> Result<TestView, ReloadError> {
+        let policy = self.node.policy.clone();
+        blocking(move || {
+            let cases = crate::policy::cases::file_of(policy.path());
+            let report = match source {
+                Some(src) => crate::policy::cases::run_on(&policy.draft(src)?, &cases)?,
+                None => crate::policy::cases::run_on(&policy, &cases)?,
+            };
+            Ok(TestView::of(&report, cases.display().to_string()))
+        })
+        .await
+    }
+
+    async fn dry_run_policy(&self, source: String, imsi: String) -> Result<DryRun, ControlError> {
+        let profile = self.node.subscribers.get(&imsi);
+        // The inputs of the subscriber's most recent decision, if any.
+        let session = self
+            .node
+            .sessions
+            .ids_of_subscriber(&imsi)
+            .into_iter()
+            .filter_map(|id| self.node.sessions.get(&id).map(|s| s.load()))
+            .filter(|s| s.state == SessionState::Open)
+            .filter_map(|s| {
+                let rec = s.last_decision.clone()?;
+                let input: PolicyInput = serde_json::from_str(rec.inputs.get()).ok()?;
+                Some((rec.at_ms, s.id.clone(), input))
+            })
+            .max_by_key(|(at, _, _)| *at);
+        let (session, input) = match (session, profile) {
+            (Some((_, id, input)), _) => (Some(id), input),
+            (None, Some(p)) => {
+                let mut input = crate::policy::engine::sample_inputs()
+                    .into_iter()
+                    .next()
+                    .map(|(_, i)| i)
+                    .unwrap_or_default();
+                input.subscriber = crate::policy::input::SubscriberInput::from_profile(&p);
+                (None, input)
+            }
+            (None, None) => return Err(ControlError::NotFound(format!("no subscriber {imsi}"))),
+        };
+        let policy = self.node.policy.clone();
+        let inputs = serde_json::to_value(&input).unwrap_or_default();
+        let (running, draft) = tokio::task::spawn_blocking(move || {
+            let decide = |e: &crate::policy::PolicyEngine| match e.evaluate(&input) {
+                Ok(d) => DryDecision {
+                    script_version: format!("{:016x}", e.version()),
+                    decision: Some(d),
+                    error: None,
+                },
+                Err(err) => DryDecision {
+                    script_version: format!("{:016x}", e.version()),
+                    decision: None,
+                    error: Some(err.to_string()),
+                },
+            };
+            let running = decide(&policy);
+            let draft = match policy.draft(source) {
+                Ok(d) => decide(&d),
+                Err(err) => DryDecision {
+                    script_version: String::new(),
+                    decision: None,
+                    error: Some(err.to_string()),
+                },
+            };
+            (running, draft)
+        })
+        .await
+        .map_err(|e| ControlError::Internal(format!("dry run failed: {e}")))?;
+        Ok(DryRun {
+            subscriber: imsi,
+            session,
+            inputs,
+            running,
+            draft,
+        })
+    }
+
+    async fn deploy_policy(&self, source: String, by: String) -> Result<u64, ReloadError> {
+        let policy = self.node.policy.clone();
+        blocking(move || policy.deploy(source, &by)).await
     }
 
     fn query_profiler(&self) -> Option<QueryProfiler> {

@@ -132,10 +132,26 @@ pub fn run(policy: &Path, cases: &Path) -> Result<Report, PolicyError> {
         limits: Limits::default(),
         fallback: Decision::default(),
     })?;
+    run_on(&engine, cases)
+}
+
+/// The case file next to a policy: `NAME.cases.toml` beside `NAME.lua`.
+pub fn file_of(policy: &Path) -> PathBuf {
+    let stem = policy
+        .file_stem()
+        .map(|s| s.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    policy.with_file_name(format!("{stem}.cases.toml"))
+}
+
+/// Runs every case of `cases` against a loaded engine (the running
+/// script, or a draft in the console).
+pub fn run_on(engine: &PolicyEngine, cases: &Path) -> Result<Report, PolicyError> {
+    let policy = engine.path();
     let parsed = parse(cases)?;
     let results = parsed
         .into_iter()
-        .map(|case| match evaluate(&engine, &case.input) {
+        .map(|case| match evaluate(engine, &case.input) {
             Ok(decision) => CaseResult {
                 diffs: compare(&case.expect, &decision, &case.absent),
                 name: case.name,

@@ -107,20 +107,69 @@ pub struct PolicyEngine {
     script: ArcSwap<Script>,
     reload_lock: Mutex<()>,
     stats: PolicyStats,
+    history: History,
+}
+
+/// How many deployed versions [`PolicyEngine::history`] keeps.
+pub const HISTORY_LEN: usize = 50;
+
+/// One version that became the running script.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Deployment {
+    /// 16 hex digits, as logged.
+    #[serde(with = "crate::policy::record::hex_u64")]
+    pub version: u64,
+    /// Unix milliseconds.
+    pub at_ms: i64,
+    /// "start-up", "file" (the watcher or `POST /v1/policy/reload`), or
+    /// who deployed it through the API ("token" or "local").
+    pub by: String,
+}
+
+/// The last [`HISTORY_LEN`] deployments, in memory (a restart starts a
+/// new history with its "start-up" entry).
+#[derive(Default)]
+struct History(Mutex<std::collections::VecDeque<Deployment>>);
+
+impl History {
+    fn record(&self, version: u64, by: &str) {
+        let mut h = self.0.lock();
+        if h.len() >= HISTORY_LEN {
+            h.pop_front();
+        }
+        h.push_back(Deployment {
+            version,
+            at_ms: jiff::Timestamp::now().as_millisecond(),
+            by: by.to_string(),
+        });
+    }
+
+    fn list(&self) -> Vec<Deployment> {
+        self.0.lock().iter().cloned().collect()
+    }
 }
 
 impl PolicyEngine {
     /// Loads and validates the script at `config.path`.
     pub fn load(config: EngineConfig) -> Result<PolicyEngine, PolicyError> {
+        let source = read(&config.path)?;
+        let engine = PolicyEngine::from_source(config, source)?;
+        let version = engine.version();
+        tracing::info!(path = %engine.path.display(), version = format_args!("{version:016x}"), "policy loaded");
+        engine.history.record(version, "start-up");
+        Ok(engine)
+    }
+
+    /// An engine over `source` (validated), named after `config.path` but
+    /// never reading it.
+    fn from_source(config: EngineConfig, source: String) -> Result<PolicyEngine, PolicyError> {
         let chunk = config
             .path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| "policy".to_string());
-        let source = read(&config.path)?;
         let version = memo::script_version(&source);
         validate(&source, &chunk, config.limits, version)?;
-        tracing::info!(path = %config.path.display(), version = format_args!("{version:016x}"), "policy loaded");
         Ok(PolicyEngine {
             id: NEXT_ENGINE.fetch_add(1, Ordering::Relaxed),
             path: config.path,
@@ -137,7 +186,64 @@ impl PolicyEngine {
             }),
             reload_lock: Mutex::new(()),
             stats: PolicyStats::default(),
+            history: History::default(),
         })
+    }
+
+    /// A draft: `source` compiled and checked as a reload would (same
+    /// chunk name, so error lines read alike, same limits and fallback),
+    /// in an engine of its own that serves nothing. For checking an edit,
+    /// running the test cases on it, or a dry run beside the running
+    /// script.
+    pub fn draft(&self, source: String) -> Result<PolicyEngine, PolicyError> {
+        PolicyEngine::from_source(
+            EngineConfig {
+                path: self.path.clone(),
+                limits: self.limits,
+                fallback: self.fallback.clone(),
+            },
+            source,
+        )
+    }
+
+    /// Makes `source` the running script and writes it to the policy file
+    /// (whole, through a rename, so the file watcher never reads half of
+    /// it); `by` is who deployed it, for the history. Checked first: a
+    /// script that a reload would refuse changes neither the file nor the
+    /// script serving. The file watcher's reload that follows finds the
+    /// version unchanged.
+    pub fn deploy(&self, source: String, by: &str) -> Result<u64, PolicyError> {
+        let _one_at_a_time = self.reload_lock.lock();
+        let version = memo::script_version(&source);
+        validate(&source, &self.chunk, self.limits, version)?;
+        let tmp = self.path.with_extension("lua.deploying");
+        let io = |source| PolicyError::Io {
+            path: self.path.clone(),
+            source,
+        };
+        std::fs::write(&tmp, &source).map_err(io)?;
+        std::fs::rename(&tmp, &self.path).map_err(io)?;
+        if version != self.script.load().version {
+            self.script.store(Arc::new(Script {
+                version,
+                source: source.into(),
+            }));
+            self.history.record(version, by);
+        }
+        PolicyStats::bump(&self.stats.reloads);
+        tracing::info!(path = %self.path.display(), version = format_args!("{version:016x}"), by, "policy deployed");
+        Ok(version)
+    }
+
+    /// The text of the script serving now.
+    pub fn source(&self) -> Arc<str> {
+        self.script.load().source.clone()
+    }
+
+    /// The versions that served, oldest first (the most recent
+    /// [`HISTORY_LEN`]).
+    pub fn history(&self) -> Vec<Deployment> {
+        self.history.list()
     }
 
     /// Decides for `input`, or reuses `prev` when neither the input nor the
@@ -243,6 +349,7 @@ impl PolicyEngine {
                     version,
                     source: source.into(),
                 }));
+                self.history.record(version, "file");
             }
             Ok(version)
         });
