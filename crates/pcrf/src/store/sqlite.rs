@@ -730,7 +730,7 @@ mod tests {
         let sub = subscriber("001010000000001");
         {
             let mut st = SqliteStore::open(dir.path(), Durability::Full).expect("open");
-            assert_eq!(st.schema_version().expect("version"), 3);
+            assert_eq!(st.schema_version().expect("version"), 4);
             let rows = st
                 .apply(&[
                     Change::PutSession(Arc::new(s1.clone())),
@@ -741,7 +741,7 @@ mod tests {
             assert_eq!(rows, 3);
         }
         let mut st = SqliteStore::open(dir.path(), Durability::Relaxed).expect("reopen");
-        assert_eq!(st.schema_version().expect("version"), 3);
+        assert_eq!(st.schema_version().expect("version"), 4);
         assert_eq!(st.open_sessions().expect("load"), vec![s1.clone()]);
         assert_eq!(st.session("gx;2").expect("get"), Some(s2));
         assert_eq!(st.session("gx;3").expect("get"), None);
@@ -869,7 +869,7 @@ mod tests {
             .expect("row");
         }
         let mut st = SqliteStore::open(dir.path(), Durability::Full).expect("open migrates");
-        assert_eq!(st.schema_version().expect("version"), 3);
+        assert_eq!(st.schema_version().expect("version"), 4);
         assert_eq!(st.subscribers().expect("kept"), vec![sub]);
         assert!(st.usage_records().expect("empty table").is_empty());
         assert_eq!(
