@@ -340,3 +340,33 @@ async fn policy_notify_fires_once_per_period_even_across_kill_9() {
     );
     assert_eq!(named("quota.threshold").len(), 1);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_the_pcef_no_longer_knows_ends_with_its_cause() {
+    let rx = WebhookReceiver::start(SECRET).await;
+    let p = Pcrf::start(&sink(&rx.url(), "", SESSIONS));
+    p.provision("001010000000001", r#"{"plan":"basic"}"#);
+    let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
+    let sid = "pgw.test.local;gone;1";
+    assert_eq!(result_of(&pcef.ccr_i(sid, "001010000000001").await), 2001);
+
+    // The PCEF lost the session: it answers the next RAR 5002, and the
+    // PCRF forgets it without a CCR-T.
+    pcef.handler
+        .raa_code
+        .store(5002, std::sync::atomic::Ordering::Relaxed);
+    p.provision("001010000000001", r#"{"plan":"unlimited"}"#);
+    let (st, _) = p.http("POST", &format!("/v1/sessions/{sid}/reauth"), None);
+    assert_eq!(st, 404);
+    assert!(
+        wait_until(Duration::from_secs(10), || rx.received().len() >= 2).await,
+        "{:?}\n{}",
+        names(&rx.received()),
+        p.log()
+    );
+    let got = rx.received();
+    assert_eq!(names(&got), ["session.started", "session.ended"]);
+    assert_eq!(got[1].body["payload"]["session"], sid);
+    assert_eq!(got[1].body["payload"]["cause"], "unknown-session");
+    assert_matches_schema(&got[1].body);
+}

@@ -675,11 +675,20 @@ impl Gx {
                 .af_notes_from_pcef(&cur, &mut s, &raa.rule_reports, &raa.charging_ids);
         self.node.apply_rule_reports(&mut s, &raa.rule_reports);
         if code == result_code::DIAMETER_UNKNOWN_SESSION_ID {
-            // The PCEF no longer has it: forget it here too.
+            // The PCEF no longer has it: forget it here too, and say it
+            // ended (no CCR-T will ever come) in the same commit.
+            let mut ended = (*cur).clone();
+            ended.state = SessionState::Closed;
+            ended.closed_ms = Some(now_ms());
+            let mut events = StagedEvents::default();
+            events.push(self.node.session_ended(&ended, "unknown-session"));
+            let mut changes = vec![Change::delete_session(id, cur.subscriber.clone())];
+            changes.extend(events.changes());
             self.node
-                .commit(vec![Change::delete_session(id, cur.subscriber.clone())])
+                .commit(changes)
                 .await
                 .map_err(|e| ControlError::Unavailable(e.message.to_string()))?;
+            events.publish();
             self.node.sessions.remove(id);
             self.rx.abort_afs(&cur);
             self.sy.sy_session_ended(&cur.subscriber);
