@@ -341,6 +341,63 @@ async fn policy_notify_fires_once_per_period_even_across_kill_9() {
     assert_eq!(named("quota.threshold").len(), 1);
 }
 
+/// Notifies when the profile says the subscriber is a roamer: the input
+/// changes with a provisioning change, not with a CCR.
+const ROAMING_POLICY: &str = r#"
+function decide(input)
+  local sub = input.subscriber
+  if sub ~= nil and sub.attributes ~= nil and sub.attributes.roaming == true then
+    notify("roaming", { plan = sub.plan })
+  end
+  return { rules = { "internet" } }
+end
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_notify_fires_on_a_push_redecision_once() {
+    let rx = WebhookReceiver::start(SECRET).await;
+    let p = Pcrf::start(&sink(&rx.url(), "", r#"["policy.*"]"#));
+    std::fs::write(&p.policy, ROAMING_POLICY).expect("policy");
+    let (st, body) = p.http("POST", "/v1/policy/reload", None);
+    assert_eq!(st, 200, "{body}");
+    p.provision("001010000000001", r#"{"plan":"basic"}"#);
+    let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
+    let sid = "pgw.test.local;push;1";
+    assert_eq!(result_of(&pcef.ccr_i(sid, "001010000000001").await), 2001);
+
+    // The profile changes through the API: the session is re-decided
+    // without a CCR (the rules stay the same, so no RAR is even needed).
+    p.provision(
+        "001010000000001",
+        r#"{"plan":"basic","attributes":{"roaming":true}}"#,
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || !rx.received().is_empty()).await,
+        "{}",
+        p.log()
+    );
+    // Re-decided again (another change, same attribute) and by a CCR-U:
+    // the notification is still once per session.
+    p.provision(
+        "001010000000001",
+        r#"{"plan":"plus","attributes":{"roaming":true}}"#,
+    );
+    assert_eq!(result_of(&pcef.ccr_u(sid, 1, |_| {}).await), 2001);
+    let (st, _) = p.http("POST", &format!("/v1/sessions/{sid}/reauth"), None);
+    assert_eq!(st, 200);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let got = rx.received();
+    let mut keys: Vec<String> = got
+        .iter()
+        .map(|r| r.body["idempotency_key"].to_string())
+        .collect();
+    keys.dedup();
+    assert_eq!(keys.len(), 1, "{:?}", names(&got));
+    assert_eq!(got[0].body["name"], "policy.roaming");
+    assert_eq!(got[0].body["payload"]["plan"], "basic");
+    assert_matches_schema(&got[0].body);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_session_the_pcef_no_longer_knows_ends_with_its_cause() {
     let rx = WebhookReceiver::start(SECRET).await;
