@@ -427,3 +427,70 @@ async fn a_session_the_pcef_no_longer_knows_ends_with_its_cause() {
     assert_eq!(got[1].body["payload"]["cause"], "unknown-session");
     assert_matches_schema(&got[1].body);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_webhook_is_trusted_through_its_ca_file_only() {
+    let pki = TestPki::new("Webhook test CA");
+    let other = TestPki::new("Some other CA");
+    let good = WebhookReceiver::start_https(SECRET, &pki).await;
+    // Serves a certificate of the same CA, but the sink trusts another.
+    let rogue = WebhookReceiver::start_https(SECRET, &pki).await;
+    let dir = scratch_dir("webhook-https");
+    let ca = dir.join("ca.pem");
+    std::fs::write(&ca, &pki.ca_pem).expect("ca");
+    let other_ca = dir.join("other-ca.pem");
+    std::fs::write(&other_ca, &other.ca_pem).expect("ca");
+    let sink = |name: &str, url: &str, ca: &std::path::Path| {
+        format!(
+            r#"
+[[notifications.sinks]]
+name = "{name}"
+kind = "webhook"
+url = "{url}"
+ca_file = "{}"
+secret = "{SECRET}"
+events = {SESSIONS}
+timeout_ms = 1000
+retry_initial_ms = 50
+retry_max_ms = 300
+"#,
+            ca.display()
+        )
+    };
+    let p = Pcrf::start(&format!(
+        "{}{}",
+        sink("crm", &good.url(), &ca),
+        sink("rogue", &rogue.url(), &other_ca)
+    ));
+    p.provision("001010000000001", r#"{"plan":"basic"}"#);
+    let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
+    let sid = "pgw.test.local;https;1";
+    assert_eq!(result_of(&pcef.ccr_i(sid, "001010000000001").await), 2001);
+    assert!(
+        wait_until(Duration::from_secs(10), || good.received().len() == 1).await,
+        "{}",
+        p.log()
+    );
+    let got = good.received();
+    assert_eq!(got[0].body["name"], "session.started");
+    assert!(got[0].signed);
+    // The other sink's receiver is not trusted: nothing gets through, and
+    // the status says why.
+    let rogue_status = || {
+        status(&p)["sinks"]
+            .as_array()
+            .and_then(|s| s.iter().find(|s| s["name"] == "rogue").cloned())
+            .unwrap_or_default()
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), || rogue_status()["last_error"]
+            .is_string())
+        .await,
+        "{}",
+        status(&p)
+    );
+    assert!(rogue.received().is_empty());
+    let why = rogue_status()["last_error"].to_string();
+    assert!(why.contains("certificate"), "{why}");
+    assert_eq!(rogue_status()["delivered"], 0);
+}
