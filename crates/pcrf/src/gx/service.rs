@@ -661,7 +661,9 @@ impl Gx {
                 let step = self
                     .stage_push_notifications(&notes, &mut s, sub.as_deref(), &mut events)
                     .await?;
-                self.commit_push(&slot, s, step, events).await?;
+                if !events.is_empty() {
+                    self.commit_push(&slot, s, step, events).await?;
+                }
             }
             return Ok(ReauthOutcome {
                 rar_sent: false,
@@ -751,6 +753,7 @@ impl Gx {
     /// The policy's `notify()` calls from a re-decision outside a CCR,
     /// staged and deduplicated as on a CCR. The subscriber's usage is taken
     /// only when one names an accumulator: its mark is written there.
+    /// `events` comes empty; the step is returned only when some were staged.
     async fn stage_push_notifications(
         &self,
         notes: &[Notification],
@@ -771,6 +774,10 @@ impl Gx {
         };
         self.node
             .policy_notifications(notes, s, step.as_mut(), events);
+        if events.is_empty() {
+            // All emitted before: nothing to write, the usage is left as is.
+            return Ok(None);
+        }
         Ok(step)
     }
 
