@@ -494,3 +494,53 @@ retry_max_ms = 300
     assert!(why.contains("certificate"), "{why}");
     assert_eq!(rogue_status()["delivered"], 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_notification_naming_an_accumulator_is_once_per_period() {
+    const MB: u64 = 1_000_000;
+    let rx = WebhookReceiver::start(SECRET).await;
+    let p = Pcrf::start_with_usage(&sink(&rx.url(), "", r#"["policy.quota-*"]"#));
+    std::fs::write(&p.policy, NOTIFY_POLICY).expect("policy");
+    let (st, body) = p.http("POST", "/v1/policy/reload", None);
+    assert_eq!(st, 200, "{body}");
+    p.provision(
+        "001010000000001",
+        r#"{"plan":"basic","quotas":{"monthly":100000000}}"#,
+    );
+    let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
+    let sid = "pgw.test.local;push-quota;1";
+    assert_eq!(result_of(&pcef.ccr_i(sid, "001010000000001").await), 2001);
+    let a = pcef.ccr_u(sid, 1, |b| report(b, 45 * MB)).await;
+    assert_eq!(result_of(&a), 2001);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(rx.received().is_empty(), "{:?}", names(&rx.received()));
+
+    // The allowance shrinks to 50 MB: 90% used, found by the push.
+    p.provision(
+        "001010000000001",
+        r#"{"plan":"basic","quotas":{"monthly":50000000}}"#,
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || !rx.received().is_empty()).await,
+        "{}",
+        p.log()
+    );
+    // The mark went to the usage row: the next CCR-U (92%) does not repeat it.
+    let a = pcef.ccr_u(sid, 2, |b| report(b, MB)).await;
+    assert_eq!(result_of(&a), 2001);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let got = rx.received();
+    let mut keys: Vec<String> = got
+        .iter()
+        .map(|r| r.body["idempotency_key"].to_string())
+        .collect();
+    keys.dedup();
+    assert_eq!(keys.len(), 1, "{:?}", names(&got));
+    assert_eq!(got[0].body["name"], "policy.quota-80");
+    assert_eq!(got[0].body["payload"]["percent"], 90);
+    assert!(
+        keys[0].starts_with("\"policy.quota-80:001010000000001:monthly:"),
+        "{}",
+        keys[0]
+    );
+}
