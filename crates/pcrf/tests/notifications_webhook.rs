@@ -340,3 +340,207 @@ async fn policy_notify_fires_once_per_period_even_across_kill_9() {
     );
     assert_eq!(named("quota.threshold").len(), 1);
 }
+
+/// Notifies when the profile says the subscriber is a roamer: the input
+/// changes with a provisioning change, not with a CCR.
+const ROAMING_POLICY: &str = r#"
+function decide(input)
+  local sub = input.subscriber
+  if sub ~= nil and sub.attributes ~= nil and sub.attributes.roaming == true then
+    notify("roaming", { plan = sub.plan })
+  end
+  return { rules = { "internet" } }
+end
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn policy_notify_fires_on_a_push_redecision_once() {
+    let rx = WebhookReceiver::start(SECRET).await;
+    let p = Pcrf::start(&sink(&rx.url(), "", r#"["policy.*"]"#));
+    std::fs::write(&p.policy, ROAMING_POLICY).expect("policy");
+    let (st, body) = p.http("POST", "/v1/policy/reload", None);
+    assert_eq!(st, 200, "{body}");
+    p.provision("001010000000001", r#"{"plan":"basic"}"#);
+    let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
+    let sid = "pgw.test.local;push;1";
+    assert_eq!(result_of(&pcef.ccr_i(sid, "001010000000001").await), 2001);
+
+    // The profile changes through the API: the session is re-decided
+    // without a CCR (the rules stay the same, so no RAR is even needed).
+    p.provision(
+        "001010000000001",
+        r#"{"plan":"basic","attributes":{"roaming":true}}"#,
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || !rx.received().is_empty()).await,
+        "{}",
+        p.log()
+    );
+    // Re-decided again (another change, same attribute) and by a CCR-U:
+    // the notification is still once per session.
+    p.provision(
+        "001010000000001",
+        r#"{"plan":"plus","attributes":{"roaming":true}}"#,
+    );
+    assert_eq!(result_of(&pcef.ccr_u(sid, 1, |_| {}).await), 2001);
+    let (st, _) = p.http("POST", &format!("/v1/sessions/{sid}/reauth"), None);
+    assert_eq!(st, 200);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let got = rx.received();
+    let mut keys: Vec<String> = got
+        .iter()
+        .map(|r| r.body["idempotency_key"].to_string())
+        .collect();
+    keys.dedup();
+    assert_eq!(keys.len(), 1, "{:?}", names(&got));
+    assert_eq!(got[0].body["name"], "policy.roaming");
+    assert_eq!(got[0].body["payload"]["plan"], "basic");
+    assert_matches_schema(&got[0].body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_the_pcef_no_longer_knows_ends_with_its_cause() {
+    let rx = WebhookReceiver::start(SECRET).await;
+    let p = Pcrf::start(&sink(&rx.url(), "", SESSIONS));
+    p.provision("001010000000001", r#"{"plan":"basic"}"#);
+    let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
+    let sid = "pgw.test.local;gone;1";
+    assert_eq!(result_of(&pcef.ccr_i(sid, "001010000000001").await), 2001);
+
+    // The PCEF lost the session: it answers the next RAR 5002, and the
+    // PCRF forgets it without a CCR-T.
+    pcef.handler
+        .raa_code
+        .store(5002, std::sync::atomic::Ordering::Relaxed);
+    p.provision("001010000000001", r#"{"plan":"unlimited"}"#);
+    let (st, _) = p.http("POST", &format!("/v1/sessions/{sid}/reauth"), None);
+    assert_eq!(st, 404);
+    assert!(
+        wait_until(Duration::from_secs(10), || rx.received().len() >= 2).await,
+        "{:?}\n{}",
+        names(&rx.received()),
+        p.log()
+    );
+    let got = rx.received();
+    assert_eq!(names(&got), ["session.started", "session.ended"]);
+    assert_eq!(got[1].body["payload"]["session"], sid);
+    assert_eq!(got[1].body["payload"]["cause"], "unknown-session");
+    assert_matches_schema(&got[1].body);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_webhook_is_trusted_through_its_ca_file_only() {
+    let pki = TestPki::new("Webhook test CA");
+    let other = TestPki::new("Some other CA");
+    let good = WebhookReceiver::start_https(SECRET, &pki).await;
+    // Serves a certificate of the same CA, but the sink trusts another.
+    let rogue = WebhookReceiver::start_https(SECRET, &pki).await;
+    let dir = scratch_dir("webhook-https");
+    let ca = dir.join("ca.pem");
+    std::fs::write(&ca, &pki.ca_pem).expect("ca");
+    let other_ca = dir.join("other-ca.pem");
+    std::fs::write(&other_ca, &other.ca_pem).expect("ca");
+    let sink = |name: &str, url: &str, ca: &std::path::Path| {
+        format!(
+            r#"
+[[notifications.sinks]]
+name = "{name}"
+kind = "webhook"
+url = "{url}"
+ca_file = "{}"
+secret = "{SECRET}"
+events = {SESSIONS}
+timeout_ms = 1000
+retry_initial_ms = 50
+retry_max_ms = 300
+"#,
+            ca.display()
+        )
+    };
+    let p = Pcrf::start(&format!(
+        "{}{}",
+        sink("crm", &good.url(), &ca),
+        sink("rogue", &rogue.url(), &other_ca)
+    ));
+    p.provision("001010000000001", r#"{"plan":"basic"}"#);
+    let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
+    let sid = "pgw.test.local;https;1";
+    assert_eq!(result_of(&pcef.ccr_i(sid, "001010000000001").await), 2001);
+    assert!(
+        wait_until(Duration::from_secs(10), || good.received().len() == 1).await,
+        "{}",
+        p.log()
+    );
+    let got = good.received();
+    assert_eq!(got[0].body["name"], "session.started");
+    assert!(got[0].signed);
+    // The other sink's receiver is not trusted: nothing gets through, and
+    // the status says why.
+    let rogue_status = || {
+        status(&p)["sinks"]
+            .as_array()
+            .and_then(|s| s.iter().find(|s| s["name"] == "rogue").cloned())
+            .unwrap_or_default()
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), || rogue_status()["last_error"]
+            .is_string())
+        .await,
+        "{}",
+        status(&p)
+    );
+    assert!(rogue.received().is_empty());
+    let why = rogue_status()["last_error"].to_string();
+    assert!(why.contains("certificate"), "{why}");
+    assert_eq!(rogue_status()["delivered"], 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_push_notification_naming_an_accumulator_is_once_per_period() {
+    const MB: u64 = 1_000_000;
+    let rx = WebhookReceiver::start(SECRET).await;
+    let p = Pcrf::start_with_usage(&sink(&rx.url(), "", r#"["policy.quota-*"]"#));
+    std::fs::write(&p.policy, NOTIFY_POLICY).expect("policy");
+    let (st, body) = p.http("POST", "/v1/policy/reload", None);
+    assert_eq!(st, 200, "{body}");
+    p.provision(
+        "001010000000001",
+        r#"{"plan":"basic","quotas":{"monthly":100000000}}"#,
+    );
+    let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
+    let sid = "pgw.test.local;push-quota;1";
+    assert_eq!(result_of(&pcef.ccr_i(sid, "001010000000001").await), 2001);
+    let a = pcef.ccr_u(sid, 1, |b| report(b, 45 * MB)).await;
+    assert_eq!(result_of(&a), 2001);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(rx.received().is_empty(), "{:?}", names(&rx.received()));
+
+    // The allowance shrinks to 50 MB: 90% used, found by the push.
+    p.provision(
+        "001010000000001",
+        r#"{"plan":"basic","quotas":{"monthly":50000000}}"#,
+    );
+    assert!(
+        wait_until(Duration::from_secs(10), || !rx.received().is_empty()).await,
+        "{}",
+        p.log()
+    );
+    // The mark went to the usage row: the next CCR-U (92%) does not repeat it.
+    let a = pcef.ccr_u(sid, 2, |b| report(b, MB)).await;
+    assert_eq!(result_of(&a), 2001);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let got = rx.received();
+    let mut keys: Vec<String> = got
+        .iter()
+        .map(|r| r.body["idempotency_key"].to_string())
+        .collect();
+    keys.dedup();
+    assert_eq!(keys.len(), 1, "{:?}", names(&got));
+    assert_eq!(got[0].body["name"], "policy.quota-80");
+    assert_eq!(got[0].body["payload"]["percent"], 90);
+    assert!(
+        keys[0].starts_with("\"policy.quota-80:001010000000001:monthly:"),
+        "{}",
+        keys[0]
+    );
+}

@@ -13,13 +13,15 @@ use crate::gx::{self, CcaExtras, Ccr, RequestType, UsageInstructions};
 use crate::metrics::Command;
 use crate::node::{BoxFuture, Redecide, OVERLOAD_REDUCTION_PERCENT, OVERLOAD_REPORT_VALIDITY};
 use crate::policy::decision::{Decision, Reject};
-use crate::policy::Ran;
+use crate::policy::{Notification, Ran};
 use crate::rx::service::Rx;
 use crate::sd::service::Sd;
-use crate::session::{GxSession, RuleDiff, SessionState};
+use crate::session::{GxSession, RuleDiff, SessionSlot, SessionState};
 use crate::session_message::Outcome;
 use crate::store::Change;
+use crate::subscriber::Subscriber;
 use crate::sy::service::Sy;
+use crate::usage::step::UsageStep;
 use bytes::{Bytes, BytesMut};
 use diameter::codec::{missing_avp, DiameterError, Message, FLAG_T};
 use diameter::dict::{avp, cmd};
@@ -612,11 +614,12 @@ impl Gx {
             self.node
                 .policy_input(&cur, sub.as_deref(), self.sy.spending_of(&cur.subscriber));
         input.usage = self.node.usage_view(&cur.subscriber, sub.as_deref(), now);
-        let out = self
+        let mut out = self
             .node
             .policy
             .decide(&input, cur.last_decision.as_deref());
         self.node.note_fallback(id, &out);
+        let notes = std::mem::take(&mut out.notifications);
         let mut decision = self
             .sd
             .check_adc(id, self.node.check_catalog(id, out.decision.clone()));
@@ -652,6 +655,16 @@ impl Gx {
         if diff.is_empty() && usage.is_empty() {
             // Only the TDF's part (ADC rules) may have changed: Sd follows.
             self.sd.adopt_adc(&slot, &cur, &decision.adc).await?;
+            if !notes.is_empty() {
+                let mut s = (*slot.load()).clone();
+                let mut events = StagedEvents::default();
+                let step = self
+                    .stage_push_notifications(&notes, &mut s, sub.as_deref(), &mut events)
+                    .await?;
+                if !events.is_empty() {
+                    self.commit_push(&slot, s, step, events).await?;
+                }
+            }
             return Ok(ReauthOutcome {
                 rar_sent: false,
                 result_code: None,
@@ -675,11 +688,20 @@ impl Gx {
                 .af_notes_from_pcef(&cur, &mut s, &raa.rule_reports, &raa.charging_ids);
         self.node.apply_rule_reports(&mut s, &raa.rule_reports);
         if code == result_code::DIAMETER_UNKNOWN_SESSION_ID {
-            // The PCEF no longer has it: forget it here too.
+            // The PCEF no longer has it: forget it here too, and say it
+            // ended (no CCR-T will ever come) in the same commit.
+            let mut ended = (*cur).clone();
+            ended.state = SessionState::Closed;
+            ended.closed_ms = Some(now_ms());
+            let mut events = StagedEvents::default();
+            events.push(self.node.session_ended(&ended, "unknown-session"));
+            let mut changes = vec![Change::delete_session(id, cur.subscriber.clone())];
+            changes.extend(events.changes());
             self.node
-                .commit(vec![Change::delete_session(id, cur.subscriber.clone())])
+                .commit(changes)
                 .await
                 .map_err(|e| ControlError::Unavailable(e.message.to_string()))?;
+            events.publish();
             self.node.sessions.remove(id);
             self.rx.abort_afs(&cur);
             self.sy.sy_session_ended(&cur.subscriber);
@@ -699,14 +721,22 @@ impl Gx {
             }
         }
         s.updated_ms = now_ms();
-        let s = Arc::new(s);
-        if !s.durably_equal(&cur) {
-            self.node
-                .commit(vec![Change::PutSession(s.clone())])
-                .await
-                .map_err(|e| ControlError::Unavailable(e.message.to_string()))?;
-        }
-        slot.publish(s.clone());
+        // What the policy asked to notify holds once its decision is in
+        // force at the PCEF.
+        let mut events = StagedEvents::default();
+        let step = if code == result_code::DIAMETER_SUCCESS {
+            self.stage_push_notifications(&notes, &mut s, sub.as_deref(), &mut events)
+                .await?
+        } else {
+            None
+        };
+        let s = if !s.durably_equal(&cur) || step.is_some() {
+            self.commit_push(&slot, s, step, events).await?
+        } else {
+            let s = Arc::new(s);
+            slot.publish(s.clone());
+            s
+        };
         self.sd.sd_follow(&s);
         self.rx.spawn_af_notices(af_notices);
         Ok(ReauthOutcome {
@@ -716,6 +746,64 @@ impl Gx {
             removed: removed_names,
             script_version,
         })
+    }
+}
+
+impl Gx {
+    /// The policy's `notify()` calls from a re-decision outside a CCR,
+    /// staged and deduplicated as on a CCR. The subscriber's usage is taken
+    /// only when one names an accumulator: its mark is written there.
+    /// `events` comes empty; the step is returned only when some were staged.
+    async fn stage_push_notifications(
+        &self,
+        notes: &[Notification],
+        s: &mut GxSession,
+        sub: Option<&Subscriber>,
+        events: &mut StagedEvents,
+    ) -> Result<Option<UsageStep>, ControlError> {
+        if notes.is_empty() {
+            return Ok(None);
+        }
+        let mut step = if notes.iter().any(|n| n.payload.get("accumulator").is_some()) {
+            self.node
+                .begin_usage(&s.subscriber, sub, now_ms())
+                .await
+                .map_err(|e| ControlError::Unavailable(e.message.to_string()))?
+        } else {
+            None
+        };
+        self.node
+            .policy_notifications(notes, s, step.as_mut(), events);
+        if events.is_empty() {
+            // All emitted before: nothing to write, the usage is left as is.
+            return Ok(None);
+        }
+        Ok(step)
+    }
+
+    /// Writes a pushed session with its events and usage marks in one
+    /// commit, then makes them visible.
+    async fn commit_push(
+        &self,
+        slot: &SessionSlot,
+        s: GxSession,
+        step: Option<UsageStep>,
+        events: StagedEvents,
+    ) -> Result<Arc<GxSession>, ControlError> {
+        let s = Arc::new(s);
+        let mut changes = vec![Change::PutSession(s.clone())];
+        changes.extend(usage_change(&step));
+        changes.extend(events.changes());
+        self.node
+            .commit(changes)
+            .await
+            .map_err(|e| ControlError::Unavailable(e.message.to_string()))?;
+        events.publish();
+        slot.publish(s.clone());
+        if let Some(step) = step {
+            Node::finish_usage(step);
+        }
+        Ok(s)
     }
 }
 

@@ -68,7 +68,7 @@ pub struct SinkConfig {
     /// undelivered events are stored under it).
     pub name: String,
     pub kind: SinkKind,
-    /// Webhook: the `http://` URL posted to. AMQP: the
+    /// Webhook: the `http://` or `https://` URL posted to. AMQP: the
     /// broker, `amqp://user:password@host:port/vhost`.
     pub url: String,
     /// Event-name patterns routed to this sink; `*` matches any run of
@@ -78,6 +78,11 @@ pub struct SinkConfig {
     /// Webhook: the shared secret of `X-Pcrf-Signature`.
     #[serde(default)]
     pub secret: Option<String>,
+    /// Webhook over `https://`: the PEM file of the CA certificates that
+    /// may sign the receiver's certificate (the only roots trusted: no
+    /// root store is built in).
+    #[serde(default)]
+    pub ca_file: Option<std::path::PathBuf>,
     /// AMQP: the exchange published to (declared durable at connect when
     /// `declare_exchange`); empty is the default exchange.
     #[serde(default)]
@@ -223,15 +228,22 @@ impl NotificationsConfig {
             }
             match s.kind {
                 SinkKind::Webhook => {
-                    if !s.url.starts_with("http://") {
+                    let https = s.url.starts_with("https://");
+                    if !s.url.starts_with("http://") && !https {
                         bad(
                             "url",
-                            "a webhook URL starts with http:// (no https:// yet: put a \
-                             TLS-terminating proxy on the receiver's side)"
-                                .into(),
+                            "a webhook URL starts with http:// or https://".into(),
                         );
                     } else if reqwest::Url::parse(&s.url).is_err() {
                         bad("url", "is not a valid URL".into());
+                    } else if https && s.ca_file.is_none() {
+                        bad(
+                            "ca_file",
+                            "an https:// webhook needs the CA that signed the receiver's certificate"
+                                .into(),
+                        );
+                    } else if !https && s.ca_file.is_some() {
+                        bad("ca_file", "is for an https:// webhook".into());
                     }
                     if s.secret.as_deref().is_none_or(str::is_empty) {
                         bad(
@@ -242,6 +254,9 @@ impl NotificationsConfig {
                     }
                 }
                 SinkKind::Amqp => {
+                    if s.ca_file.is_some() {
+                        bad("ca_file", "is for an https:// webhook".into());
+                    }
                     if !s.url.starts_with("amqp://") {
                         bad("url", "an AMQP URL starts with amqp://".into());
                     } else if s.url.parse::<lapin::uri::AMQPUri>().is_err() {
@@ -307,5 +322,22 @@ mod tests {
         assert!(text.contains("#1.secret"), "{text}");
         assert!(text.contains("#2.concurrency"), "{text}");
         assert_eq!(p.len(), 5, "{text}");
+    }
+
+    #[test]
+    fn https_webhooks_need_their_ca() {
+        let cfg = |url: &str, ca: &str| -> NotificationsConfig {
+            toml::from_str(&format!(
+                "[[sinks]]\nname = \"crm\"\nkind = \"webhook\"\nurl = \"{url}\"\nsecret = \"s\"\n{ca}"
+            ))
+            .unwrap()
+        };
+        let ca = "ca_file = \"/etc/pcrf/crm-ca.pem\"";
+        assert!(cfg("https://127.0.0.1:9443/hook", ca).problems().is_empty());
+        assert!(cfg("http://127.0.0.1:9000/hook", "").problems().is_empty());
+        let p = format!("{:?}", cfg("https://127.0.0.1:9443/hook", "").problems());
+        assert!(p.contains("#1.ca_file"), "{p}");
+        let p = format!("{:?}", cfg("http://127.0.0.1:9000/hook", ca).problems());
+        assert!(p.contains("#1.ca_file"), "{p}");
     }
 }

@@ -2,7 +2,8 @@
 //! with `X-Pcrf-Signature: sha256=<hex HMAC-SHA256 of the body>` under the
 //! sink's shared secret, so the receiver can tell it came from us unchanged.
 //! A 2xx answer is a delivery; anything else (or no answer in time) is a
-//! failure, retried by the delivery loop.
+//! failure, retried by the delivery loop. An `https://` receiver is
+//! trusted through the CA certificates of the sink's `ca_file` only.
 
 use super::config::SinkConfig;
 use super::event::Event;
@@ -24,6 +25,19 @@ pub fn signature(secret: &[u8], body: &[u8]) -> String {
     format!("sha256={}", hex::encode(mac.finalize().into_bytes()))
 }
 
+/// reqwest's message with its causes: alone it only names the step ("error
+/// sending request"), the causes say why (refused, a certificate not trusted).
+fn causes(e: &reqwest::Error) -> String {
+    let mut out = e.to_string();
+    let mut cause = std::error::Error::source(e);
+    while let Some(c) = cause {
+        out.push_str(": ");
+        out.push_str(&c.to_string());
+        cause = c.source();
+    }
+    out
+}
+
 /// A webhook receiver.
 pub struct Webhook {
     client: reqwest::Client,
@@ -34,10 +48,26 @@ pub struct Webhook {
 impl Webhook {
     pub fn new(cfg: &SinkConfig) -> Result<Webhook, String> {
         let url = reqwest::Url::parse(&cfg.url).map_err(|e| format!("bad URL: {e}"))?;
-        let client = reqwest::Client::builder()
+        let builder = reqwest::Client::builder()
             .timeout(cfg.timeout())
             .connect_timeout(cfg.timeout())
-            .pool_max_idle_per_host(cfg.concurrency)
+            .pool_max_idle_per_host(cfg.concurrency);
+        let builder = match &cfg.ca_file {
+            None => builder,
+            Some(path) => {
+                let bad = |e: String| format!("ca_file {}: {e}", path.display());
+                let pem = std::fs::read(path).map_err(|e| bad(e.to_string()))?;
+                let certs =
+                    reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| bad(e.to_string()))?;
+                if certs.is_empty() {
+                    return Err(bad("no PEM certificate found".into()));
+                }
+                certs
+                    .into_iter()
+                    .fold(builder.use_rustls_tls(), |b, c| b.add_root_certificate(c))
+            }
+        };
+        let client = builder
             .build()
             .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
         Ok(Webhook {
@@ -61,7 +91,7 @@ impl Sink for Webhook {
                 .body(event.body.clone())
                 .send()
                 .await
-                .map_err(|e| SinkError(format!("POST {}: {e}", self.url)))?;
+                .map_err(|e| SinkError(format!("POST {}: {}", self.url, causes(&e))))?;
             let status = answer.status();
             if status.is_success() {
                 Ok(())

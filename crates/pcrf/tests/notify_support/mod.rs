@@ -1,6 +1,6 @@
-//! Real receivers for the notification tests: an HTTP webhook receiver
-//! that checks each request's HMAC signature itself (with the hmac crate,
-//! not the server's code), a TCP proxy the tests cut and restore in front
+//! Real receivers for the notification tests: an HTTP (or HTTPS, with a
+//! throwaway certificate) webhook receiver that checks each request's HMAC
+//! signature itself (with the hmac crate, not the server's code), a TCP proxy the tests cut and restore in front
 //! of a receiver or the broker, and the check of an event against
 //! docs/notifications.schema.json.
 
@@ -34,6 +34,65 @@ pub struct WebhookReceiver {
     pub addr: SocketAddr,
     pub got: Arc<Mutex<Vec<Received>>>,
     task: JoinHandle<()>,
+    https: bool,
+}
+
+/// Accepts TLS connections for the HTTPS receiver (a failed handshake
+/// drops that connection only).
+struct TlsListener {
+    tcp: TcpListener,
+    acceptor: tokio_rustls::TlsAcceptor,
+}
+
+impl axum::serve::Listener for TlsListener {
+    type Io = tokio_rustls::server::TlsStream<TcpStream>;
+    type Addr = SocketAddr;
+
+    async fn accept(&mut self) -> (Self::Io, Self::Addr) {
+        loop {
+            let Ok((tcp, addr)) = self.tcp.accept().await else {
+                continue;
+            };
+            if let Ok(tls) = self.acceptor.accept(tcp).await {
+                return (tls, addr);
+            }
+        }
+    }
+
+    fn local_addr(&self) -> std::io::Result<SocketAddr> {
+        self.tcp.local_addr()
+    }
+}
+
+/// A throwaway CA and a certificate it signed for 127.0.0.1.
+pub struct TestPki {
+    pub ca_pem: String,
+    pub cert_der: Vec<u8>,
+    pub key_der: Vec<u8>,
+}
+
+impl TestPki {
+    pub fn new(ca_name: &str) -> TestPki {
+        let key = rcgen::KeyPair::generate().expect("key");
+        let mut params = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        params.is_ca = rcgen::IsCa::Ca(rcgen::BasicConstraints::Unconstrained);
+        params
+            .distinguished_name
+            .push(rcgen::DnType::CommonName, ca_name);
+        let ca = params.self_signed(&key).expect("ca");
+        let issuer = rcgen::Issuer::new(params, key);
+        let leaf_key = rcgen::KeyPair::generate().expect("key");
+        let mut leaf = rcgen::CertificateParams::new(Vec::<String>::new()).expect("params");
+        leaf.subject_alt_names = vec![rcgen::SanType::IpAddress(std::net::IpAddr::V4(
+            std::net::Ipv4Addr::LOCALHOST,
+        ))];
+        let cert = leaf.signed_by(&leaf_key, &issuer).expect("leaf");
+        TestPki {
+            ca_pem: ca.pem(),
+            cert_der: cert.der().to_vec(),
+            key_der: leaf_key.serialize_der(),
+        }
+    }
 }
 
 fn expected_signature(secret: &[u8], body: &[u8]) -> String {
@@ -44,6 +103,32 @@ fn expected_signature(secret: &[u8], body: &[u8]) -> String {
 
 impl WebhookReceiver {
     pub async fn start(secret: &str) -> WebhookReceiver {
+        Self::start_with(secret, None).await
+    }
+
+    /// The same receiver over HTTPS, serving `pki`'s certificate.
+    pub async fn start_https(secret: &str, pki: &TestPki) -> WebhookReceiver {
+        use tokio_rustls::rustls;
+        let provider = Arc::new(rustls::crypto::ring::default_provider());
+        let config = rustls::ServerConfig::builder_with_provider(provider)
+            .with_safe_default_protocol_versions()
+            .expect("versions")
+            .with_no_client_auth()
+            .with_single_cert(
+                vec![rustls::pki_types::CertificateDer::from(
+                    pki.cert_der.clone(),
+                )],
+                rustls::pki_types::PrivateKeyDer::Pkcs8(pki.key_der.clone().into()),
+            )
+            .expect("server certificate");
+        Self::start_with(
+            secret,
+            Some(tokio_rustls::TlsAcceptor::from(Arc::new(config))),
+        )
+        .await
+    }
+
+    async fn start_with(secret: &str, tls: Option<tokio_rustls::TlsAcceptor>) -> WebhookReceiver {
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
         let got: Arc<Mutex<Vec<Received>>> = Arc::default();
@@ -76,14 +161,33 @@ impl WebhookReceiver {
                 ),
             )
             .with_state(state);
+        let https = tls.is_some();
         let task = tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
+            let _ = match tls {
+                None => axum::serve(listener, app).await,
+                Some(acceptor) => {
+                    axum::serve(
+                        TlsListener {
+                            tcp: listener,
+                            acceptor,
+                        },
+                        app,
+                    )
+                    .await
+                }
+            };
         });
-        WebhookReceiver { addr, got, task }
+        WebhookReceiver {
+            addr,
+            got,
+            task,
+            https,
+        }
     }
 
     pub fn url(&self) -> String {
-        format!("http://{}/hook", self.addr)
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://{}/hook", self.addr)
     }
 
     pub fn received(&self) -> Vec<Received> {
