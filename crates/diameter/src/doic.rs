@@ -32,6 +32,16 @@ struct Report {
     ended: bool,
 }
 
+/// The OC-OLR answers carry at one moment (an ended report: reduction 0,
+/// validity 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReportSent {
+    pub sequence: u64,
+    pub reduction_percentage: u32,
+    /// What remains of OC-Validity-Duration.
+    pub validity: Duration,
+}
+
 /// The overload state this node reports, shared by every connection.
 #[derive(Debug)]
 pub struct OverloadReporter {
@@ -124,6 +134,24 @@ impl OverloadReporter {
         match *self.state() {
             Some(r) if !r.ended && r.until > Instant::now() => r.reduction,
             _ => 0,
+        }
+    }
+
+    /// The report answers carry now, if any: what an operator is shown
+    /// of the overload state sent to DOIC peers.
+    pub fn current(&self) -> Option<ReportSent> {
+        let now = Instant::now();
+        match *self.state() {
+            Some(r) if r.until > now => Some(ReportSent {
+                sequence: r.sequence,
+                reduction_percentage: r.reduction,
+                validity: if r.ended {
+                    Duration::ZERO
+                } else {
+                    r.until - now
+                },
+            }),
+            _ => None,
         }
     }
 
