@@ -295,6 +295,26 @@ mod tests {
     }
 
     #[test]
+    fn the_current_report_is_what_answers_carry() {
+        let r = OverloadReporter::new();
+        let req = request(Some(None));
+        assert_eq!(r.current(), None);
+        r.report(30, Duration::from_secs(10));
+        let now = r.current().expect("a report");
+        let (_, sent) = answer(&r, &req);
+        let sent = sent.expect("olr");
+        assert_eq!((now.sequence, now.reduction_percentage), (sent.0, sent.2));
+        assert!(now.validity > Duration::from_secs(9) && now.validity <= Duration::from_secs(10));
+        r.end();
+        let ended = r.current().expect("ended, not yet expired");
+        assert!(ended.sequence > now.sequence);
+        assert_eq!(
+            (ended.reduction_percentage, ended.validity),
+            (0, Duration::ZERO)
+        );
+    }
+
+    #[test]
     fn ending_sends_validity_zero_then_nothing() {
         let r = OverloadReporter::new();
         let req = request(Some(None));
