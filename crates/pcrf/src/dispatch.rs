@@ -69,7 +69,7 @@ impl Handler for Dispatcher {
         let span = request_span(&req, &peer, app);
         let s = &self.services;
         if let Some(host) = peer.origin_host() {
-            s.node.doic_peers.note(&host, &req);
+            s.node.doic_peers.note(host, &req);
         }
         async move {
             match app {

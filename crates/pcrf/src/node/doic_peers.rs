@@ -7,32 +7,30 @@ use diameter::codec::Message;
 use diameter::doic::requests_doic;
 use parking_lot::RwLock;
 use std::collections::HashSet;
+use std::sync::Arc;
 
-/// Origin-Hosts (lowercase) of the peers that advertised DOIC.
+/// Origin-Hosts of the peers that advertised DOIC, as their connections
+/// name them (the peer metrics use the same names).
 #[derive(Default)]
-pub struct DoicPeers(RwLock<HashSet<String>>);
+pub struct DoicPeers(RwLock<HashSet<Arc<str>>>);
 
 impl DoicPeers {
     /// Marks `host` when `req` advertises DOIC. A peer already marked costs
     /// a read lock; the set is written once per connection.
-    pub fn note(&self, host: &str, req: &Message) {
-        if !requests_doic(req) {
+    pub fn note(&self, host: Arc<str>, req: &Message) {
+        if !requests_doic(req) || self.0.read().contains(&host) {
             return;
         }
-        let key = host.to_ascii_lowercase();
-        if self.0.read().contains(&key) {
-            return;
-        }
-        self.0.write().insert(key);
+        self.0.write().insert(host);
     }
 
     /// The peer's connection closed: what it advertised is gone with it.
     pub fn forget(&self, host: &str) {
-        self.0.write().remove(&host.to_ascii_lowercase());
+        self.0.write().remove(host);
     }
 
     /// Whether `host` advertised DOIC on its current connection.
     pub fn contains(&self, host: &str) -> bool {
-        self.0.read().contains(&host.to_ascii_lowercase())
+        self.0.read().contains(host)
     }
 }
