@@ -32,6 +32,16 @@ struct Report {
     ended: bool,
 }
 
+/// The OC-OLR answers carry at one moment (an ended report: reduction 0,
+/// validity 0).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ReportSent {
+    pub sequence: u64,
+    pub reduction_percentage: u32,
+    /// What remains of OC-Validity-Duration.
+    pub validity: Duration,
+}
+
 /// The overload state this node reports, shared by every connection.
 #[derive(Debug)]
 pub struct OverloadReporter {
@@ -124,6 +134,24 @@ impl OverloadReporter {
         match *self.state() {
             Some(r) if !r.ended && r.until > Instant::now() => r.reduction,
             _ => 0,
+        }
+    }
+
+    /// The report answers carry now, if any: what an operator is shown
+    /// of the overload state sent to DOIC peers.
+    pub fn current(&self) -> Option<ReportSent> {
+        let now = Instant::now();
+        match *self.state() {
+            Some(r) if r.until > now => Some(ReportSent {
+                sequence: r.sequence,
+                reduction_percentage: r.reduction,
+                validity: if r.ended {
+                    Duration::ZERO
+                } else {
+                    r.until - now
+                },
+            }),
+            _ => None,
         }
     }
 
@@ -264,6 +292,26 @@ mod tests {
         assert_eq!(c.2, 100, "capped at 100 %");
         assert!(c.3 <= 86_400, "capped at a day");
         assert_eq!(r.reduction_percentage(), 100);
+    }
+
+    #[test]
+    fn the_current_report_is_what_answers_carry() {
+        let r = OverloadReporter::new();
+        let req = request(Some(None));
+        assert_eq!(r.current(), None);
+        r.report(30, Duration::from_secs(10));
+        let now = r.current().expect("a report");
+        let (_, sent) = answer(&r, &req);
+        let sent = sent.expect("olr");
+        assert_eq!((now.sequence, now.reduction_percentage), (sent.0, sent.2));
+        assert!(now.validity > Duration::from_secs(9) && now.validity <= Duration::from_secs(10));
+        r.end();
+        let ended = r.current().expect("ended, not yet expired");
+        assert!(ended.sequence > now.sequence);
+        assert_eq!(
+            (ended.reduction_percentage, ended.validity),
+            (0, Duration::ZERO)
+        );
     }
 
     #[test]

@@ -68,6 +68,9 @@ impl Handler for Dispatcher {
         let app = req.application_id();
         let span = request_span(&req, &peer, app);
         let s = &self.services;
+        if let Some(host) = peer.origin_host() {
+            s.node.doic_peers.note(host, &req);
+        }
         async move {
             match app {
                 rx::RX => s.rx.handle_rx(req).await,
@@ -92,6 +95,7 @@ impl Handler for Dispatcher {
     fn peer_down(&self, peer: &PeerHandle, reason: CloseReason) {
         let host = peer.origin_host();
         if let Some(h) = &host {
+            self.services.node.doic_peers.forget(h);
             self.services.node.peer_event(
                 crate::notify::names::PEER_DOWN,
                 h,

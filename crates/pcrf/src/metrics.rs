@@ -21,6 +21,7 @@
 //! [`MetricsSource`], so this file depends on none of them. Every family is
 //! described in docs/metrics.md.
 
+use diameter::doic::ReportSent;
 use diameter::peer::WatchdogState;
 use diameter::transport::{LastError, PeerCountersSnapshot, PeerHandle, PeerTable};
 use parking_lot::RwLock;
@@ -808,6 +809,8 @@ pub struct PeerStat {
     pub counters: PeerCountersSnapshot,
     /// The connection's most recent error.
     pub last_error: Option<LastError>,
+    /// The peer advertised DOIC (OC-Supported-Features) on this connection.
+    pub doic_supported: bool,
 }
 
 impl PeerStat {
@@ -822,6 +825,7 @@ impl PeerStat {
             state: PeerState::of(handle.state(), handle.watchdog()),
             counters: handle.counters().snapshot(),
             last_error: handle.counters().last_error(),
+            doic_supported: false,
         }
     }
 }
@@ -837,6 +841,7 @@ pub fn peer_stats(table: &PeerTable, configured: &[String]) -> Vec<PeerStat> {
                 state: PeerState::Closed,
                 counters: PeerCountersSnapshot::default(),
                 last_error: None,
+                doic_supported: false,
             });
         }
     }
@@ -846,8 +851,9 @@ pub fn peer_stats(table: &PeerTable, configured: &[String]) -> Vec<PeerStat> {
 
 /// Writes the peer families: `pcrf_peers{state}` (count per state, every
 /// state present), `pcrf_peer_state{peer,state} 1` (each peer's current
-/// state) and the per-peer transport counters.
-pub fn write_peers(out: &mut Exposition, peers: &[PeerStat]) {
+/// state), the per-peer transport counters and each peer's DOIC state
+/// (`report` is the OC-OLR answers to DOIC peers carry now).
+pub fn write_peers(out: &mut Exposition, peers: &[PeerStat], report: Option<ReportSent>) {
     {
         let mut f = out.family("pcrf_peers", "Diameter peers by state.", Kind::Gauge);
         for st in PeerState::ALL {
@@ -949,6 +955,7 @@ pub fn write_peers(out: &mut Exposition, peers: &[PeerStat]) {
             f.sample(&[("peer", &p.host)], pick(&p.counters));
         }
     }
+    write_peer_doic(out, peers, report);
     let mut f = out.family(
         "pcrf_peer_last_error_time_seconds",
         "When each peer's connection last had an error (Unix seconds), the error in its label; peers without one have no sample.",
@@ -960,6 +967,48 @@ pub fn write_peers(out: &mut Exposition, peers: &[PeerStat]) {
                 &[("peer", &p.host), ("error", &e.text)],
                 e.at_ms as f64 / 1000.0,
             );
+        }
+    }
+}
+
+/// `pcrf_peer_doic_supported{peer}` (1 when the peer advertised DOIC) and,
+/// for those peers while a report is out, the OC-OLR they are sent:
+/// reduction, remaining validity and sequence number.
+fn write_peer_doic(out: &mut Exposition, peers: &[PeerStat], report: Option<ReportSent>) {
+    {
+        let mut f = out.family(
+            "pcrf_peer_doic_supported",
+            "1 when the peer advertised DOIC (OC-Supported-Features) on its connection.",
+            Kind::Gauge,
+        );
+        for p in peers {
+            f.sample(&[("peer", &p.host)], u64::from(p.doic_supported));
+        }
+    }
+    type Pick = fn(&ReportSent) -> Value;
+    let families: [(&str, &str, Pick); 3] = [
+        (
+            "pcrf_peer_doic_reduction_percent",
+            "OC-Reduction-Percentage of the overload report sent to each DOIC peer; no sample when none is sent.",
+            |r| Value::from(r.reduction_percentage),
+        ),
+        (
+            "pcrf_peer_doic_validity_seconds",
+            "What remains of the validity of the overload report sent to each DOIC peer (0: the overload ended).",
+            |r| Value::F(r.validity.as_secs_f64()),
+        ),
+        (
+            "pcrf_peer_doic_sequence",
+            "OC-Sequence-Number of the overload report sent to each DOIC peer.",
+            |r| Value::U(r.sequence),
+        ),
+    ];
+    for (name, help, pick) in families {
+        let mut f = out.family(name, help, Kind::Gauge);
+        if let Some(r) = &report {
+            for p in peers.iter().filter(|p| p.doic_supported) {
+                f.sample(&[("peer", &p.host)], pick(r));
+            }
         }
     }
 }

@@ -7,6 +7,7 @@
 //! and its flows in its `service.rs`; the REST operations are carried out
 //! in `control/operations.rs`.
 
+pub(crate) mod doic_peers;
 pub(crate) mod events;
 mod monitoring;
 
@@ -123,6 +124,8 @@ pub struct Node {
     pub(crate) overload: OverloadReporter,
     /// A report is out (checked without the reporter's lock per request).
     pub(crate) overload_reported: std::sync::atomic::AtomicBool,
+    /// The peers that advertised DOIC (shown with the peer metrics).
+    pub(crate) doic_peers: doic_peers::DoicPeers,
     /// The Gx service, which re-decides sessions when Sd or Sy learn
     /// something that changes a decision (set once the services exist).
     pub(crate) redecide: OnceLock<Weak<dyn Redecide>>,
@@ -221,6 +224,7 @@ impl Node {
             usage_counters: UsageCounters::default(),
             overload: OverloadReporter::new(),
             overload_reported: Default::default(),
+            doic_peers: Default::default(),
             redecide: OnceLock::new(),
             notify: p.notify,
         })
@@ -656,7 +660,11 @@ impl MetricsSource for Node {
             .iter()
             .map(|p| p.origin_host.clone())
             .collect();
-        write_peers(out, &peer_stats(&self.peers, &configured));
+        let mut peers = peer_stats(&self.peers, &configured);
+        for p in &mut peers {
+            p.doic_supported = self.doic_peers.contains(&p.host);
+        }
+        write_peers(out, &peers, self.overload.current());
         out.counter(
             "pcrf_diameter_closed_awaiting_cer_total",
             "Diameter connections closed before CER because [diameter].max_connections_awaiting_cer were already waiting.",

@@ -295,14 +295,21 @@ fn full_scrape_is_valid_and_complete() {
                         at_ms: 1_700_000_000_500,
                         text: "command 272 answered 3004: too \"busy\"".into(),
                     }),
+                    doic_supported: true,
                 },
                 PeerStat {
                     host: "pgw2".into(),
                     state: PeerState::Suspect,
                     counters: PeerCountersSnapshot::default(),
                     last_error: None,
+                    doic_supported: false,
                 },
             ],
+            Some(diameter::doic::ReportSent {
+                sequence: 1_700_000_000_123,
+                reduction_percentage: 30,
+                validity: Duration::from_millis(9_500),
+            }),
         )
     }));
     m.register(Arc::new(|out: &mut Exposition| {
@@ -434,6 +441,27 @@ fn full_scrape_is_valid_and_complete() {
             ]
         ),
         Some(1_700_000_000.5)
+    );
+    for (peer, supported) in [("pgw1.\"lab\"", 1.0), ("pgw2", 0.0)] {
+        let doic = "pcrf_peer_doic_supported";
+        assert_eq!(value(&f, doic, doic, &[("peer", peer)]), Some(supported));
+    }
+    // The report goes only to the peer that speaks DOIC.
+    let reduction = "pcrf_peer_doic_reduction_percent";
+    assert_eq!(
+        value(&f, reduction, reduction, &[("peer", "pgw1.\"lab\"")]),
+        Some(30.0)
+    );
+    assert_eq!(value(&f, reduction, reduction, &[("peer", "pgw2")]), None);
+    let validity = "pcrf_peer_doic_validity_seconds";
+    assert_eq!(
+        value(&f, validity, validity, &[("peer", "pgw1.\"lab\"")]),
+        Some(9.5)
+    );
+    let sequence = "pcrf_peer_doic_sequence";
+    assert_eq!(
+        value(&f, sequence, sequence, &[("peer", "pgw1.\"lab\"")]),
+        Some(1_700_000_000_123.0)
     );
     assert_eq!(
         value(

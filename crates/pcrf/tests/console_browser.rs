@@ -649,7 +649,13 @@ async fn console_in_headless_chromium() {
     )
     .await;
     let header = text_of(&c, "#peers thead").await;
-    assert!(header.contains("last error"), "{header}");
+    assert!(
+        header.contains("last error") && header.contains("DOIC"),
+        "{header}"
+    );
+    // The emulated PCEF's requests carry no OC-Supported-Features.
+    let doic = text_of(&c, "#peers tr[data-peer=\"pgw.test.local\"] .doic").await;
+    assert_eq!(doic, "no");
     screenshot(&c, &dir, "peers.png").await;
 
     c.close().await.expect("close browser");

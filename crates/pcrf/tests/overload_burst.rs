@@ -173,6 +173,19 @@ async fn a_queue_that_stays_is_shed_with_3004_and_a_doic_report() {
         ),
         shed.len() as f64
     );
+    // The peers' DOIC state shows the report: one was sent within its
+    // 10 s validity (ended or not, it is shown until then).
+    assert_eq!(
+        metric(&m, "pcrf_peer_doic_supported{peer=\"pgw.test.local\"}"),
+        1.0
+    );
+    assert!(metric(&m, "pcrf_peer_doic_sequence{peer=\"pgw.test.local\"}") > 0.0);
+    assert!(
+        metric(
+            &m,
+            "pcrf_peer_doic_validity_seconds{peer=\"pgw.test.local\"}"
+        ) <= 10.0
+    );
     pcef_close(pcef).await;
 }
 

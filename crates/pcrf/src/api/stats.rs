@@ -38,6 +38,11 @@ pub struct Stats {
     pub at_ms: i64,
     /// Samples by metric name as the text format spells it (counters end
     /// in `_total`; a histogram gives `_bucket`, `_sum` and `_count`).
+    /// The Diameter peers are the `pcrf_peer_*` families, one sample per
+    /// peer labelled `peer`: state, counters, last error and DOIC state
+    /// (`pcrf_peer_doic_supported` 0/1; for a DOIC peer while an overload
+    /// report is sent, `pcrf_peer_doic_reduction_percent`,
+    /// `pcrf_peer_doic_validity_seconds`, `pcrf_peer_doic_sequence`).
     pub metrics: BTreeMap<String, Vec<Sample>>,
 }
 

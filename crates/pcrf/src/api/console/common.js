@@ -148,6 +148,24 @@ function fmtTime(ms) {
   return new Date(ms).toISOString().replace('T', ' ').replace(/\.\d+Z$/, ' UTC');
 }
 
+// A peer's DOIC state (RFC 7683) from a /v1/stats snapshot: "no" when its
+// requests carry no OC-Supported-Features, "yes" when they do, with the
+// overload report this node sends it while there is one.
+function doicCell(snap, peer) {
+  const of = (family) => {
+    const s = (snap.metrics[family] || []).find((x) => x.labels.peer === peer);
+    return s ? s.value : null;
+  };
+  if (!of('pcrf_peer_doic_supported')) return el('span', { class: 'muted doic', text: 'no' });
+  const sequence = of('pcrf_peer_doic_sequence');
+  if (sequence === null) return el('span', { class: 'doic', text: 'yes' });
+  const reduction = of('pcrf_peer_doic_reduction_percent');
+  const validity = of('pcrf_peer_doic_validity_seconds');
+  const report = validity ? `reduce ${fmtNum(reduction)}% for ${fmtNum(Math.ceil(validity))} s` : 'overload ended';
+  return el('span', { class: 'doic' }, 'yes · ', el('b', { class: 'warn', text: report }),
+    el('span', { class: 'muted', text: ` (seq ${sequence})` }));
+}
+
 // A table from a header row and rows of cells (strings or nodes), in a box
 // that scrolls sideways on a narrow screen instead of the whole page.
 function table(headers, rows, attrs) {

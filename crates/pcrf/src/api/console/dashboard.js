@@ -212,10 +212,11 @@ function peersTable(now) {
   const rows = state.map((s) => ({
     attrs: { 'data-peer': s.labels.peer },
     cells: [s.labels.peer, el('span', { class: 'state state-' + s.labels.state, text: s.labels.state }),
+      doicCell(now, s.labels.peer),
       fmtNum(count(s.labels.peer, 'in')), fmtNum(count(s.labels.peer, 'out')), fmtNum(inFlight[s.labels.peer] || 0)],
   }));
   return [
-    rows.length ? table(['peer', 'state', 'messages in', 'messages out', 'in flight'], rows, { id: 'peers' })
+    rows.length ? table(['peer', 'state', 'DOIC', 'messages in', 'messages out', 'in flight'], rows, { id: 'peers' })
       : el('p', { class: 'muted', text: 'no Diameter peer' }),
     el('p', { class: 'muted' },
       'DOIC: requests shed with 3004 (an OC-OLR goes to peers that sent OC-Supported-Features): new ',

@@ -1,5 +1,6 @@
 // The peers page: every Diameter peer (connected, or configured and not
-// connected) with its state, transport counters and last error, from
+// connected) with its state, DOIC state (whether it advertised DOIC and the
+// overload report it is sent), transport counters and last error, from
 // GET /v1/stats, refreshed every 2 s.
 'use strict';
 
@@ -38,13 +39,14 @@ async function refresh() {
       return {
         attrs: { 'data-peer': peer, class: problems ? 'warn-row' : '' },
         cells: [peer, el('span', { class: 'state state-' + p.labels.state, text: p.labels.state }),
+          doicCell(snap, peer),
           last ? el('span', { class: 'last-error' }, el('span', { class: 'muted nowrap', text: fmtTime(last.value * 1000) }), ' ', last.labels.error) : '—',
           ...COUNTERS.map(([, f, dir]) => (dir === 'both'
             ? `${fmtNum(value(snap, f, peer, 'in'))} / ${fmtNum(value(snap, f, peer, 'out'))}`
             : fmtNum(value(snap, f, peer, dir))))],
       };
     });
-    fill('peer-table', rows.length ? table(['peer', 'state', 'last error', ...COUNTERS.map((c) => c[0])], rows, { id: 'peers', class: 'wrap-head' })
+    fill('peer-table', rows.length ? table(['peer', 'state', 'DOIC', 'last error', ...COUNTERS.map((c) => c[0])], rows, { id: 'peers', class: 'wrap-head' })
       : el('p', { class: 'muted', text: 'no Diameter peer connected or configured' }));
     status('');
   } catch (e) {
