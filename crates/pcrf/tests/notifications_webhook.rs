@@ -158,8 +158,11 @@ async fn a_receiver_outage_backs_up_then_drains_without_loss() {
         "pcrf_notifications_backlog{{sink=\"crm\"}} {}",
         2 * sessions
     )));
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // A 30 s outage, as a receiver's restart or a network cut would be:
+    // nothing arrives, nothing is dropped, the node keeps retrying.
+    tokio::time::sleep(Duration::from_secs(30)).await;
     assert_eq!(rx.received().len(), 0);
+    assert_eq!(status(&p)["backlog"], 2 * sessions);
 
     proxy.restore();
     assert!(
