@@ -4,8 +4,10 @@
 //! installs (deploy/cluster/freediameter/), and PCEFs that connect only to
 //! the agent. New sessions spread over the nodes; once a CCA-I named its
 //! node, the PCEF's later requests carry that Destination-Host and the agent
-//! delivers them there. When a node is killed, its sessions' next requests
-//! (still naming it) reach another node and are answered.
+//! delivers them there; `pcrf-bench`'s gateways do the same. A killed node
+//! gets no new sessions until it is restarted and rejoins the agent; its
+//! sessions' next requests (still naming it) reach another node and are
+//! answered. With no node open the agent answers 3002.
 //!
 //! Needs freeDiameterd (scripts/install-test-deps.sh) and a real server:
 //! PCRF_TEST_DATABASE_URL (scripts/test.sh sets it up).
@@ -433,6 +435,63 @@ async fn sessions_spread_over_the_nodes_and_stay_on_the_node_they_name() {
     assert_eq!(origin_host(&a), AGENT);
     other.close().await;
     pgw.close().await;
+    cluster.stop().await;
+}
+
+/// The load generator's gateways through the agent: after the CCA-I they
+/// name the node that answered, so every CCR-U and CCR-T reaches the node
+/// holding the session (another node would not know it) and all of them
+/// are answered 2001.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_load_generator_through_the_agent_is_all_answered() {
+    use pcrf_bench::open_loop::OpenLoop;
+    use pcrf_bench::pcef::PcefOptions;
+    use pcrf_bench::population::Population;
+    use pcrf_bench::runner::{measure, CpuTargets, Load, RunSetup};
+    use pcrf_bench::scenario::Scenario;
+
+    const SUBSCRIBERS: usize = 100;
+    let cluster = Cluster::start(SUBSCRIBERS + 1).await;
+    let mut scenario =
+        Scenario::load(&repo_root().join("bench/scenarios/seed-fast.toml")).expect("scenario");
+    // The names the agent admits and routes (as bench/scenarios/cluster.toml),
+    // and the subscribers provisioned (imsi(1)..).
+    scenario.gx.origin_realm = PCEF_REALM.into();
+    scenario.gx.destination_realm = REALM.into();
+    scenario.population =
+        Population::new(&imsi(1), "79000000001", SUBSCRIBERS as u64).expect("population");
+    let setup = RunSetup {
+        scenario: Arc::new(scenario),
+        pcef: PcefOptions {
+            target: cluster.agent.addr,
+            peers: 2,
+            request_timeout: Duration::from_secs(5),
+            watchdog: Duration::from_secs(30),
+            connect_timeout: Duration::from_secs(5),
+        },
+        cpu: CpuTargets::default(),
+        progress: false,
+    };
+    let load = Load::Open(OpenLoop {
+        rate: 60.0,
+        warmup: Duration::from_secs(1),
+        duration: Duration::from_secs(3),
+        seed: 11,
+    });
+    let r = measure(&setup, load)
+        .await
+        .unwrap_or_else(|e| panic!("{e}\n{}", cluster.agent.log()));
+    let t = &r.total;
+    assert!(t.sent > 60, "only {} requests sent", t.sent);
+    assert_eq!(
+        t.results.get("2001"),
+        Some(&t.sent),
+        "every answer 2001: {:?}",
+        t.results
+    );
+    assert_eq!((t.timeouts, t.send_failures), (0, 0));
+    assert_eq!(r.sessions.failed, 0);
+    assert_eq!(r.outside_window.failed, 0, "{:?}", r.outside_window);
     cluster.stop().await;
 }
 
