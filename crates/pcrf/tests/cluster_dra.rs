@@ -291,6 +291,17 @@ fn origin_host(m: &Message) -> String {
         .unwrap_or_default()
 }
 
+/// Sessions this node took over from another node
+/// (`pcrf_cluster_sessions_taken_over_total`, every label summed; 0 where
+/// the server does not expose it).
+fn taken_over(n: &Pcrf) -> f64 {
+    n.metrics()
+        .lines()
+        .filter(|l| l.starts_with("pcrf_cluster_sessions_taken_over_total"))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum()
+}
+
 fn imsi(i: usize) -> String {
     format!("0010100000{i:05}")
 }
@@ -492,6 +503,10 @@ async fn the_load_generator_through_the_agent_is_all_answered() {
     assert_eq!((t.timeouts, t.send_failures), (0, 0));
     assert_eq!(r.sessions.failed, 0);
     assert_eq!(r.outside_window.failed, 0, "{:?}", r.outside_window);
+    // Nothing failed, so no session moved: each stayed on its CCA-I's node.
+    for (i, n) in cluster.nodes.iter().enumerate() {
+        assert_eq!(taken_over(n), 0.0, "{} took sessions over", NODES[i]);
+    }
     cluster.stop().await;
 }
 
@@ -589,10 +604,18 @@ async fn a_killed_nodes_sessions_continue_on_another_node() {
         }
         moved.insert(sid.clone(), now_on);
     }
+    let lost = per_node[victim.as_str()];
     eprintln!(
-        "{victim} killed; its {} sessions answered elsewhere within {:?}",
-        per_node[victim.as_str()],
+        "{victim} killed; its {lost} sessions answered elsewhere within {:?}",
         started.elapsed()
+    );
+    let taken: f64 = (0..NODES.len())
+        .filter(|&i| i != v)
+        .map(|i| taken_over(&cluster.nodes[i]))
+        .sum();
+    assert!(
+        taken >= lost as f64,
+        "the survivors count {taken} sessions taken over, {lost} moved"
     );
 
     // The sessions stay on the node that took them over.
