@@ -128,7 +128,9 @@ async fn worker(
                 }
                 continue 'sessions;
             }
-            if command == Command::CcrI {
+            // Later requests name the node that answered: the CCA-I's, or
+            // after a failover the node that took the session over.
+            if ex.origin_host.is_some() {
                 destination_host = ex.origin_host;
             }
             index += 1;

@@ -1,6 +1,8 @@
 //! Delivering a request as a real PCEF does, and keeping a record of it:
-//! a request that timed out or whose connection dropped is sent again with
-//! the T flag and the same CC-Request-Number once the gateway's connection
+//! a request that timed out, whose connection dropped, or that a routing
+//! agent could not deliver (3002 DIAMETER_UNABLE_TO_DELIVER: no node of the
+//! realm open) is sent again with the T flag, the same End-to-End
+//! Identifier and the same CC-Request-Number once the gateway's connection
 //! is open again (the transport's initiator reconnects by itself), up to a
 //! bounded number of tries; and every request's final outcome can be
 //! written as one JSON line to an answer log, which `pcrf-bench verify`
@@ -46,6 +48,23 @@ impl Retransmit {
     pub fn worst_case(&self, timeout: Duration) -> Duration {
         let tries = self.max_retries.saturating_add(1);
         (timeout + self.wait_open + Duration::from_millis(50)) * tries
+    }
+}
+
+/// DIAMETER_UNABLE_TO_DELIVER: a routing agent found no open node for the
+/// request (RFC 6733 §7.1.3); another try may find one.
+const UNABLE_TO_DELIVER: u32 = diameter::result_code::DIAMETER_UNABLE_TO_DELIVER;
+
+/// The pause before resending a request the agent could not deliver.
+const UNDELIVERED_PAUSE: Duration = Duration::from_millis(100);
+
+/// Whether a PCEF sends the request again after this outcome: no answer
+/// (timeout, connection lost) or 3002 from an agent. Any other answer is
+/// final, a refusal included.
+pub fn worth_resending(outcome: Outcome) -> bool {
+    match outcome {
+        Outcome::Timeout | Outcome::SendFailed => true,
+        Outcome::Answered(r) => r == ResultKind::Code(UNABLE_TO_DELIVER),
     }
 }
 
@@ -238,16 +257,19 @@ impl Delivery {
         let sent_at = Instant::now();
         self.in_flight.fetch_add(1, Relaxed);
         let mut tries = 0u32;
+        let mut end_to_end = None;
         let (outcome, origin_host) = loop {
             tries += 1;
-            let failed = match send_once(peer, spec, tries > 1, timeout).await {
-                answered @ (Outcome::Answered(_), _) => break answered,
-                (failed, _) => failed,
-            };
-            if tries > self.retransmit.max_retries {
-                break (failed, None);
+            let sent = send_once(peer, spec, &mut end_to_end, timeout).await;
+            if !worth_resending(sent.0) || tries > self.retransmit.max_retries {
+                break sent;
             }
             self.retransmissions.fetch_add(1, Relaxed);
+            if sent.0 == Outcome::Answered(ResultKind::Code(UNABLE_TO_DELIVER)) {
+                // The agent has no node open right now: give the nodes a
+                // moment (an agent reconnects every Tc) instead of spinning.
+                tokio::time::sleep(UNDELIVERED_PAUSE).await;
+            }
             // The initiator reconnects by itself; resend once it is open
             // (or after the bound, when the resend fails fast and counts as
             // one more try).
@@ -262,7 +284,7 @@ impl Delivery {
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
         };
-        if tries > 1 && matches!(outcome, Outcome::Answered(_)) {
+        if tries > 1 && !worth_resending(outcome) {
             self.recovered.fetch_add(1, Relaxed);
         }
         let ex = Exchanged {
@@ -421,14 +443,17 @@ mod tests {
         assert!(r.worst_case(Duration::from_secs(1)) >= Duration::from_secs(12));
     }
 
-    /// Drops the first copy of every request unanswered; answers the rest
-    /// with the echo server's CCA and remembers their T flags.
-    struct DropsFirst {
+    /// Fails the first copy of every request, by leaving it unanswered
+    /// (`undeliverable` false) or by answering 3002 as an agent with no node
+    /// open does; answers the rest with the echo server's CCA. Remembers
+    /// each copy's T flag and End-to-End Identifier.
+    struct FailsFirst {
         echo: crate::echo_server::EchoHandler,
-        seen: Mutex<Vec<bool>>,
+        undeliverable: bool,
+        seen: Mutex<Vec<(bool, u32)>>,
     }
 
-    impl diameter::transport::Handler for DropsFirst {
+    impl diameter::transport::Handler for FailsFirst {
         fn serves(&self, app_id: u32, command: u32) -> bool {
             app_id == app::GX && command == cmd::CREDIT_CONTROL
         }
@@ -442,12 +467,26 @@ mod tests {
             let retransmitted = req.header().is_retransmit();
             let first = {
                 let mut seen = self.seen.lock().unwrap_or_else(|e| e.into_inner());
-                seen.push(retransmitted);
+                seen.push((retransmitted, req.end_to_end()));
                 seen.len() == 1
             };
-            let answer = self.echo.answer(&req);
+            let answer = if first && self.undeliverable {
+                let mut buf = bytes::BytesMut::new();
+                let err = diameter::DiameterError::new(UNABLE_TO_DELIVER, "no node");
+                diameter::MessageBuilder::error_answer(
+                    &mut buf,
+                    &req,
+                    "dra.bench.test",
+                    "bench.test",
+                    &err,
+                );
+                Ok(buf.freeze())
+            } else {
+                self.echo.answer(&req)
+            };
+            let stall = first && !self.undeliverable;
             async move {
-                if first {
+                if stall {
                     tokio::time::sleep(Duration::from_secs(3)).await;
                 }
                 answer
@@ -455,14 +494,16 @@ mod tests {
         }
     }
 
-    #[tokio::test]
-    async fn a_timed_out_request_is_resent_with_the_t_flag_and_logged_once() {
+    /// Sends one CCR-U through a [`FailsFirst`] server with two retries
+    /// allowed: the T flag and End-to-End Identifier of each copy seen.
+    async fn resent_after_first_failure(undeliverable: bool) -> Vec<(bool, u32)> {
         use diameter::peer::{Application, LocalNode, PeerSettings};
         use diameter::transport::Node;
         let local = LocalNode::new("echo.pcrf.test", "pcrf.test")
             .with_application(Application::auth_vendor(app::GX, crate::gx::VENDOR_3GPP));
-        let handler = DropsFirst {
+        let handler = FailsFirst {
             echo: crate::echo_server::EchoHandler::new("echo.pcrf.test", "pcrf.test"),
+            undeliverable,
             seen: Mutex::new(Vec::new()),
         };
         let node = Node::new(local, PeerSettings::default(), handler);
@@ -488,7 +529,10 @@ mod tests {
         let pcefs = crate::pcef::Pcefs::connect_tuned(&opts, &gx, true)
             .await
             .expect("open");
-        let dir = std::env::temp_dir().join(format!("pcrf-bench-rtx-{}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!(
+            "pcrf-bench-rtx-{}-{undeliverable}",
+            std::process::id()
+        ));
         std::fs::create_dir_all(&dir).expect("dir");
         let path = dir.join("answers.jsonl");
         let delivery = Delivery::new(
@@ -509,14 +553,10 @@ mod tests {
         s.gateway = pcefs.gateway(0).clone();
         let ex = delivery.exchange(pcefs.handle(0), &s).await;
         assert_eq!(ex.outcome, Outcome::Answered(ResultKind::Code(2001)));
+        assert_eq!(ex.origin_host.as_deref(), Some("echo.pcrf.test"));
         assert_eq!(ex.tries, 2);
         assert_eq!(delivery.counts().retransmissions, 1);
         assert_eq!(delivery.counts().answered_after_retransmission, 1);
-        assert_eq!(
-            *handler.seen.lock().expect("seen"),
-            vec![false, true],
-            "the resend carries the T flag, the first send does not"
-        );
         assert_eq!(delivery.wait_idle(Duration::from_secs(1)).await, 0);
         assert_eq!(delivery.log.as_ref().expect("log").finish(), Ok(1));
         let line = std::fs::read_to_string(&path).expect("read");
@@ -527,5 +567,45 @@ mod tests {
         );
         pcefs.shutdown().await;
         std::fs::remove_dir_all(&dir).expect("cleanup");
+        let seen = handler.seen.lock().expect("seen").clone();
+        seen
+    }
+
+    #[tokio::test]
+    async fn a_timed_out_request_is_resent_with_the_t_flag_and_logged_once() {
+        let seen = resent_after_first_failure(false).await;
+        assert_eq!(
+            seen.iter().map(|s| s.0).collect::<Vec<_>>(),
+            vec![false, true],
+            "the resend carries the T flag, the first send does not"
+        );
+        assert_eq!(seen[0].1, seen[1].1, "the resend keeps the End-to-End id");
+    }
+
+    #[tokio::test]
+    async fn a_request_the_agent_could_not_deliver_is_resent() {
+        let seen = resent_after_first_failure(true).await;
+        assert_eq!(
+            seen.iter().map(|s| s.0).collect::<Vec<_>>(),
+            vec![false, true],
+            "3002, then the resend with the T flag"
+        );
+        assert_eq!(seen[0].1, seen[1].1, "the resend keeps the End-to-End id");
+    }
+
+    #[test]
+    fn only_no_answer_and_3002_are_resent() {
+        assert!(worth_resending(Outcome::Timeout));
+        assert!(worth_resending(Outcome::SendFailed));
+        assert!(worth_resending(Outcome::Answered(ResultKind::Code(3002))));
+        for r in [
+            ResultKind::Code(2001),
+            ResultKind::Code(3004),
+            ResultKind::Code(5002),
+            ResultKind::Experimental(10415, 5065),
+            ResultKind::Mismatched,
+        ] {
+            assert!(!worth_resending(Outcome::Answered(r)), "{r:?}");
+        }
     }
 }

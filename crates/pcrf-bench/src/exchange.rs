@@ -42,18 +42,23 @@ pub fn classify(answer: &Message, spec: &RequestSpec) -> ResultKind {
     }
 }
 
-/// Sends the request once (with the T flag when `retransmit`) and waits
-/// for its answer (`timeout`, or the transport's request timeout, bounds
-/// the wait): the outcome and the answering node's Origin-Host.
+/// Sends the request once and waits for its answer (`timeout`, or the
+/// transport's request timeout, bounds the wait): the outcome and the
+/// answering node's Origin-Host. `first_end_to_end` is `None` for the first
+/// send, which stores its End-to-End Identifier there; a later send (a
+/// retransmission) carries that identifier again, with the T flag.
 pub async fn send_once(
     peer: &PeerHandle,
     spec: &RequestSpec,
-    retransmit: bool,
+    first_end_to_end: &mut Option<u32>,
     timeout: Option<Duration>,
 ) -> (Outcome, Option<Arc<str>>) {
     let build = |b: &mut diameter::MessageBuilder<'_>| {
-        if retransmit {
-            b.set_retransmit();
+        match *first_end_to_end {
+            Some(e2e) => {
+                b.set_retransmit().set_end_to_end(e2e);
+            }
+            None => *first_end_to_end = Some(b.end_to_end()),
         }
         spec.build(b)
     };
@@ -81,7 +86,7 @@ pub async fn send_once(
 /// Sends the request and waits for its answer.
 pub async fn exchange(peer: &PeerHandle, spec: &RequestSpec) -> Exchanged {
     let sent_at = Instant::now();
-    let (outcome, origin_host) = send_once(peer, spec, false, None).await;
+    let (outcome, origin_host) = send_once(peer, spec, &mut None, None).await;
     let done_at = Instant::now();
     Exchanged {
         outcome,

@@ -13,6 +13,7 @@ pub mod delivery;
 pub mod duration;
 pub mod echo_server;
 pub mod exchange;
+pub mod failover;
 pub mod gx;
 pub mod http_client;
 pub mod latency;

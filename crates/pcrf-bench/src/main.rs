@@ -8,6 +8,7 @@ use pcrf_bench::closed_loop::ClosedLoop;
 use pcrf_bench::delivery::{AnswerLog, Delivery, Retransmit};
 use pcrf_bench::duration::parse_duration;
 use pcrf_bench::echo_server;
+use pcrf_bench::failover;
 use pcrf_bench::http_client::BaseUrl;
 use pcrf_bench::open_loop::OpenLoop;
 use pcrf_bench::pcef::PcefOptions;
@@ -127,10 +128,11 @@ struct Common {
     /// Also write the JSON report to this file.
     #[arg(long)]
     out: Option<PathBuf>,
-    /// Resend a request that timed out or lost its connection, with the T
-    /// flag and the same CC-Request-Number, up to this many times, as a
-    /// PCEF does; gateways then also reconnect fast (100 ms, at most 2 s
-    /// apart). 0: never (the benchmark's default).
+    /// Resend a request that timed out, lost its connection or got 3002
+    /// (DIAMETER_UNABLE_TO_DELIVER, from a routing agent), with the T flag
+    /// and the same End-to-End Identifier and CC-Request-Number, up to this
+    /// many times, as a PCEF does; gateways then also reconnect fast
+    /// (100 ms, at most 2 s apart). 0: never (the benchmark's default).
     #[arg(long, default_value_t = 0)]
     retransmit: u32,
     /// With --retransmit: the longest wait for the connection to be open
@@ -163,6 +165,10 @@ struct RunArgs {
     /// Closed loop: sessions (= requests in flight) at once.
     #[arg(long, default_value_t = 64)]
     concurrency: usize,
+    /// With a scenario that kills a node (`[cluster]`): also write what the
+    /// gateways saw around the kill as JSON here.
+    #[arg(long, value_name = "FILE")]
+    failover_out: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -525,11 +531,42 @@ async fn run(a: RunArgs) -> Result<(), String> {
             seed: c.seed,
         }),
     };
+    // The cluster scenario kills a node during the run; the answer log
+    // says what the gateways saw around it.
+    let kill = match (&setup.scenario.node_kill, &c.answer_log) {
+        (None, _) => None,
+        (Some(_), None) => return Err("the scenario's [cluster] section needs --answer-log".into()),
+        (Some(k), Some(log)) => Some((
+            k.command.clone(),
+            log.clone(),
+            tokio::spawn(failover::kill_at(k.clone(), std::time::Instant::now())),
+        )),
+    };
     let report = measure_with(&setup, load, &extras).await;
     let logged = finish_log(&extras);
     let report = report?;
     emit(c, &report, &report.summary())?;
-    logged
+    logged?;
+    let Some((command, log, task)) = kill else {
+        return Ok(());
+    };
+    if !task.is_finished() {
+        task.abort();
+        return Err("the run ended before the scenario's [cluster] kill_at".into());
+    }
+    let killed_at = task.await.map_err(|e| e.to_string())??;
+    let f = failover::FailoverReport::of(&load_log(&log)?, killed_at, &command);
+    if c.json {
+        eprint!("{}", f.summary());
+    } else {
+        print!("{}", f.summary());
+    }
+    if let Some(path) = &a.failover_out {
+        let json = serde_json::to_string_pretty(&f).map_err(|e| e.to_string())?;
+        std::fs::write(path, format!("{json}\n"))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
 }
 
 /// Closes the answer log; says how many lines it has.

@@ -370,7 +370,9 @@ impl Scheduler<'_> {
             }
             return;
         }
-        if d.command == Command::CcrI {
+        // Later requests name the node that answered: the CCA-I's, or
+        // after a failover the node that took the session over.
+        if d.ex.origin_host.is_some() {
             live.destination_host = d.ex.origin_host.clone();
         }
         if let Some((index, intended)) = live.queued.pop_front() {

@@ -188,6 +188,8 @@ pub struct Scenario {
     pub flows: Vec<Flow>,
     /// Set when a flow is of kind "volte".
     pub volte: Option<VolteSettings>,
+    /// The `[cluster]` section: a node killed during the run.
+    pub node_kill: Option<crate::failover::NodeKill>,
 }
 
 impl Scenario {
@@ -356,6 +358,20 @@ impl Scenario {
             None
         };
 
+        let node_kill = match f.cluster {
+            None => None,
+            Some(c) => {
+                let at = dur("cluster.kill_at", &c.kill_at)?;
+                if c.kill_command.trim().is_empty() {
+                    return Err(invalid("cluster.kill_command", "must not be empty".into()));
+                }
+                Some(crate::failover::NodeKill {
+                    at,
+                    command: c.kill_command,
+                })
+            }
+        };
+
         Ok(Scenario {
             name: f.name,
             description: f.description.unwrap_or_default(),
@@ -376,6 +392,7 @@ impl Scenario {
             timeout,
             flows,
             volte,
+            node_kill,
         })
     }
 
@@ -497,6 +514,14 @@ mod file {
         #[serde(default)]
         pub flow: Vec<FlowFile>,
         pub volte: Option<VolteFile>,
+        pub cluster: Option<ClusterFile>,
+    }
+
+    #[derive(Deserialize)]
+    #[serde(deny_unknown_fields)]
+    pub struct ClusterFile {
+        pub kill_at: String,
+        pub kill_command: String,
     }
 
     #[derive(Deserialize)]
@@ -717,6 +742,47 @@ mod tests {
         assert!(e.contains("volte"), "{e}");
         let e = err(&format!("{MINIMAL}\n[apdex]\nCALL-SETUP = \"0ms\"\n"));
         assert!(e.contains("apdex.CALL-SETUP"), "{e}");
+    }
+
+    #[test]
+    fn the_shipped_cluster_scenario_kills_a_node() {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../bench/scenarios/cluster.toml");
+        let s = Scenario::load(&path).expect("cluster scenario");
+        let k = s.node_kill.expect("[cluster]");
+        assert_eq!(k.at, Duration::from_secs(20));
+        assert!(k.command.contains("kill -9"), "{}", k.command);
+        assert_eq!(s.gx.destination_realm, "pcrf.example.net");
+        assert_eq!(s.gx.origin_realm, "pgw.example.net");
+    }
+
+    #[test]
+    fn cluster_section_is_checked() {
+        assert_eq!(
+            Scenario::parse(MINIMAL, "x.toml").expect("valid").node_kill,
+            None
+        );
+        let s = Scenario::parse(
+            &format!("{MINIMAL}\n[cluster]\nkill_at = \"5s\"\nkill_command = \"true\"\n"),
+            "x.toml",
+        )
+        .expect("valid");
+        assert_eq!(
+            s.node_kill,
+            Some(crate::failover::NodeKill {
+                at: Duration::from_secs(5),
+                command: "true".into()
+            })
+        );
+        let e = err(&format!(
+            "{MINIMAL}\n[cluster]\nkill_at = \"soon\"\nkill_command = \"true\"\n"
+        ));
+        assert!(e.contains("cluster.kill_at"), "{e}");
+        let e = err(&format!(
+            "{MINIMAL}\n[cluster]\nkill_at = \"1s\"\nkill_command = \" \"\n"
+        ));
+        assert!(e.contains("cluster.kill_command"), "{e}");
+        let e = err(&format!("{MINIMAL}\n[cluster]\nkill_at = \"1s\"\n"));
+        assert!(e.contains("kill_command"), "{e}");
     }
 
     #[test]

@@ -129,6 +129,26 @@ impl<'b> MessageBuilder<'b> {
         self.set_flags(self.flags() | FLAG_T)
     }
 
+    /// The header's End-to-End Identifier.
+    pub fn end_to_end(&self) -> u32 {
+        let at = self.start + 16;
+        u32::from_be_bytes([
+            self.buf[at],
+            self.buf[at + 1],
+            self.buf[at + 2],
+            self.buf[at + 3],
+        ])
+    }
+
+    /// Replaces the End-to-End Identifier: a retransmission keeps the
+    /// original request's (RFC 6733 §3), which is how the server and the
+    /// agents between recognise it as a duplicate.
+    pub fn set_end_to_end(&mut self, end_to_end: u32) -> &mut Self {
+        let at = self.start + 16;
+        self.buf[at..at + 4].copy_from_slice(&end_to_end.to_be_bytes());
+        self
+    }
+
     /// The AVP header for `data_len` bytes of data, and its length (8, or
     /// 12 with a Vendor-ID).
     #[inline]
@@ -374,6 +394,20 @@ mod tests {
         assert_eq!(m.validate(), Ok(5));
         let pi = m.find(avp::PROXY_INFO).expect("ok").expect("present");
         assert_eq!(pi.data().len(), 12 + 12); // two AVPs each padded to 12
+    }
+
+    #[test]
+    fn a_retransmission_keeps_the_end_to_end_id() {
+        let mut buf = BytesMut::new();
+        buf.extend_from_slice(b"prefix..");
+        let mut b = MessageBuilder::request(&mut buf, 272, 16_777_238, 1, 2);
+        assert_eq!(b.end_to_end(), 2);
+        b.set_end_to_end(0xdead_beef).set_retransmit();
+        assert_eq!(b.end_to_end(), 0xdead_beef);
+        b.finish();
+        let m = Message::parse(buf.split_off(8).freeze()).expect("valid");
+        assert_eq!((m.hop_by_hop(), m.end_to_end()), (1, 0xdead_beef));
+        assert!(m.header().is_retransmit());
     }
 
     #[test]

@@ -16,6 +16,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+mod cluster_node;
+
 pub const GX: u32 = 16_777_238;
 pub const TGPP: u32 = 10_415;
 
