@@ -132,6 +132,9 @@ pub struct Node {
     /// Notifications to external systems: events are staged here and
     /// written in the commit of the change that caused them.
     pub(crate) notify: Arc<crate::notify::Outbox>,
+    /// The nodes sharing the store and their liveness (this node alone on
+    /// the embedded store).
+    pub(crate) membership: Arc<crate::cluster::membership::Membership>,
 }
 
 /// A boxed future: what a [`Redecide`] method returns, so that the trait
@@ -198,6 +201,12 @@ impl Node {
             usage.recover(u);
         }
         let cfg = p.cfg;
+        let membership = Arc::new(crate::cluster::membership::Membership::new(
+            cfg.node.origin_host.clone(),
+            now_ms(),
+            cfg.store.kind == crate::store::config::StoreKind::Postgres,
+            cfg.cluster.node_timeout_ms,
+        ));
         Arc::new(Node {
             me: Identity {
                 origin_host: cfg.node.origin_host.clone(),
@@ -227,6 +236,7 @@ impl Node {
             doic_peers: Default::default(),
             redecide: OnceLock::new(),
             notify: p.notify,
+            membership,
         })
     }
 
@@ -252,6 +262,9 @@ impl Node {
     }
     pub fn notifications(&self) -> &Arc<crate::notify::Outbox> {
         &self.notify
+    }
+    pub fn membership(&self) -> &Arc<crate::cluster::membership::Membership> {
+        &self.membership
     }
 
     pub(crate) fn find_subscriber(

@@ -60,6 +60,9 @@ pub async fn run(
     if let Err(e) = cfg.sy.validate() {
         return Err(StartError::Config(e));
     }
+    if let Err(e) = cfg.cluster.validate() {
+        return Err(StartError::Config(e));
+    }
     for w in cfg.api.warnings() {
         tracing::warn!("{w}");
     }
@@ -283,6 +286,12 @@ pub async fn run(
             err,
         })?;
     let router = api::router(Arc::new(services.operations()), &cfg.api);
+    node.membership.set_api(
+        api_listener
+            .local_addr()
+            .map_or_else(|_| cfg.api.listen.to_string(), |a| a.to_string()),
+    );
+    metrics.register(node.membership.clone());
 
     // One shutdown signal fans out to the Diameter server and the API.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -328,6 +337,29 @@ pub async fn run(
 
     crate::notify::delivery::start(&outbox, sinks, writer.clone(), stop_rx.clone());
 
+    // On a shared store: this node's heartbeat, and the provisioning done
+    // through the other nodes, each on a connection of its own.
+    let cluster_tasks = match (cfg.store.kind, cfg.store.database_url()) {
+        (crate::store::config::StoreKind::Postgres, Some(url)) => {
+            let timeout = Duration::from_millis(cfg.store.timeout_ms.max(1));
+            vec![
+                tokio::spawn(crate::cluster::membership::run_heartbeats(
+                    node.clone(),
+                    url.clone(),
+                    timeout,
+                    stop_rx.clone(),
+                )),
+                tokio::spawn(crate::cluster::provisioning_feed::run(
+                    node.clone(),
+                    url,
+                    timeout,
+                    stop_rx.clone(),
+                )),
+            ]
+        }
+        _ => Vec::new(),
+    };
+
     // Purge closed sessions past retention, once a minute.
     let schedule_task = tokio::spawn(services.gx.clone().run_schedule(stop_rx.clone()));
 
@@ -364,6 +396,9 @@ pub async fn run(
     let _ = api_task.await;
     let _ = purge_task.await;
     let _ = schedule_task.await;
+    for t in cluster_tasks {
+        let _ = t.await;
+    }
     match writer.shutdown().await {
         Ok(_) => tracing::info!("store flushed; bye"),
         Err(e) => tracing::error!(error = %e, "store flush failed"),

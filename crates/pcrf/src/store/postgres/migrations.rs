@@ -81,6 +81,59 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         PRIMARY KEY (seq, sink)
     );",
     ),
+    (
+        8,
+        "cluster membership: one heartbeat row per node",
+        // Each node upserts its row every [cluster].heartbeat_interval_ms
+        // on a connection of its own; heartbeat_at is the database's
+        // clock, so ages never depend on the nodes' clocks.
+        "CREATE TABLE cluster_nodes (
+        name TEXT PRIMARY KEY,
+        api TEXT NOT NULL,
+        started_ms BIGINT NOT NULL,
+        sessions BIGINT NOT NULL,
+        heartbeat_at TIMESTAMPTZ NOT NULL
+    );",
+    ),
+    (
+        9,
+        "provisioning changes notified to every node (PostgreSQL only)",
+        // One NOTIFY per statement, sent in the writing transaction and so
+        // delivered at its commit: the IMSIs it changed, or '*' when there
+        // are too many to name in a payload (the nodes then compare every
+        // profile). An upsert that changed nothing notifies nothing.
+        "CREATE FUNCTION pcrf_subscribers_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE
+        keys TEXT;
+        n BIGINT;
+    BEGIN
+        IF TG_OP = 'DELETE' THEN
+            SELECT count(*), string_agg(imsi, ',') INTO n, keys
+                FROM (SELECT imsi FROM changed_old LIMIT 201) AS k;
+        ELSE
+            SELECT count(*), string_agg(imsi, ',') INTO n, keys
+                FROM (SELECT imsi FROM changed_new LIMIT 201) AS k;
+        END IF;
+        IF n = 0 THEN
+            RETURN NULL;
+        END IF;
+        IF n > 200 OR length(keys) > 7000 THEN
+            keys := '*';
+        END IF;
+        PERFORM pg_notify('pcrf_subscribers', keys);
+        RETURN NULL;
+    END
+    $$;
+    CREATE TRIGGER subscribers_inserted AFTER INSERT ON subscribers
+        REFERENCING NEW TABLE AS changed_new
+        FOR EACH STATEMENT EXECUTE FUNCTION pcrf_subscribers_changed();
+    CREATE TRIGGER subscribers_updated AFTER UPDATE ON subscribers
+        REFERENCING NEW TABLE AS changed_new
+        FOR EACH STATEMENT EXECUTE FUNCTION pcrf_subscribers_changed();
+    CREATE TRIGGER subscribers_deleted AFTER DELETE ON subscribers
+        REFERENCING OLD TABLE AS changed_old
+        FOR EACH STATEMENT EXECUTE FUNCTION pcrf_subscribers_changed();",
+    ),
 ];
 
 /// What a storage-only version needs of the server.
@@ -92,12 +145,18 @@ pub enum Needs {
     Lz4Toast,
 }
 
-/// Versions that only tune PostgreSQL's own storage. CockroachDB and
+/// Versions that only tune PostgreSQL's own storage, or use what only
+/// PostgreSQL has (triggers that NOTIFY). CockroachDB and
 /// YugabyteDB store rows differently and reject (or ignore) the syntax, and
 /// PostgreSQL before 14 (or built without lz4) lacks lz4: where a version's
 /// need is not met it is recorded with nothing done, so the schema stays
 /// the same everywhere.
-pub const POSTGRES_STORAGE_ONLY: &[(i32, Needs)] = &[(3, Needs::Lz4Toast), (4, Needs::Postgres)];
+pub const POSTGRES_STORAGE_ONLY: &[(i32, Needs)] = &[
+    (3, Needs::Lz4Toast),
+    (4, Needs::Postgres),
+    // LISTEN/NOTIFY: the other databases have no notifications to send.
+    (9, Needs::Postgres),
+];
 
 /// Whether the server is PostgreSQL itself.
 async fn is_postgres(client: &Client) -> Result<bool, tokio_postgres::Error> {
