@@ -678,7 +678,7 @@ impl Rx {
 
     async fn notify_af(&self, note: &AfNote) {
         let (af, action) = (&note.af, note.action);
-        let Some(peer) = self.node.peers.get(&af.af_host) else {
+        let Some(peer) = self.node.route_to(&af.af_host) else {
             tracing::warn!(af = %af.af_host, session = %af.id, "AF not connected; notification dropped");
             return;
         };
@@ -727,7 +727,7 @@ impl Rx {
     }
 
     async fn send_asr(&self, af: &AfSession) {
-        let Some(peer) = self.node.peers.get(&af.af_host) else {
+        let Some(peer) = self.node.route_to(&af.af_host) else {
             tracing::warn!(af = %af.af_host, session = %af.id, "AF not connected; ASR not sent");
             return;
         };
