@@ -80,6 +80,31 @@ pub async fn run(
     // Store: read what it holds, then hand it to the writer thread.
     let mut opened = open_shards(&cfg.store)?;
     let usage_cfg = load_usage_config(&cfg)?;
+    // On a shared store: LISTEN for other nodes' provisioning before the
+    // subscribers are read, so that no change falls between the two.
+    let cluster_url = match cfg.store.kind {
+        crate::store::config::StoreKind::Postgres => cfg.store.database_url(),
+        crate::store::config::StoreKind::Sqlite => None,
+    };
+    let cluster_timeout = Duration::from_millis(cfg.store.timeout_ms.max(1));
+    let feed = match &cluster_url {
+        Some(url) => {
+            match crate::cluster::provisioning_feed::Listener::open(
+                url,
+                cluster_timeout,
+                &cfg.node.origin_host,
+            )
+            .await
+            {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    tracing::warn!(error = %e, "provisioning feed: cannot listen yet; retrying after start-up");
+                    None
+                }
+            }
+        }
+        None => None,
+    };
     let recovered = opened.recover()?;
     let (subscribers, sessions, usage_records, corrupt) = (
         recovered.subscribers,
@@ -339,25 +364,23 @@ pub async fn run(
 
     // On a shared store: this node's heartbeat, and the provisioning done
     // through the other nodes, each on a connection of its own.
-    let cluster_tasks = match (cfg.store.kind, cfg.store.database_url()) {
-        (crate::store::config::StoreKind::Postgres, Some(url)) => {
-            let timeout = Duration::from_millis(cfg.store.timeout_ms.max(1));
-            vec![
-                tokio::spawn(crate::cluster::membership::run_heartbeats(
-                    node.clone(),
-                    url.clone(),
-                    timeout,
-                    stop_rx.clone(),
-                )),
-                tokio::spawn(crate::cluster::provisioning_feed::run(
-                    node.clone(),
-                    url,
-                    timeout,
-                    stop_rx.clone(),
-                )),
-            ]
-        }
-        _ => Vec::new(),
+    let cluster_tasks = match cluster_url {
+        Some(url) => vec![
+            tokio::spawn(crate::cluster::membership::run_heartbeats(
+                node.clone(),
+                url.clone(),
+                cluster_timeout,
+                stop_rx.clone(),
+            )),
+            tokio::spawn(crate::cluster::provisioning_feed::run(
+                node.clone(),
+                url,
+                cluster_timeout,
+                feed,
+                stop_rx.clone(),
+            )),
+        ],
+        None => Vec::new(),
     };
 
     // Purge closed sessions past retention, once a minute.

@@ -193,11 +193,6 @@ async fn two_nodes_list_each_other_and_a_killed_one_turns_not_alive() {
 async fn provisioning_through_one_node_is_used_by_the_other() {
     let url = test_schema().await;
     let (a, b) = two_nodes(&url);
-    let (ok, _) = wait_for(Duration::from_secs(10), || {
-        (b.log().contains("provisioning feed listening"), ())
-    });
-    assert!(ok, "B listens:\n{}", b.log());
-
     // Created on A: B's next CCR-I uses the plan.
     let created = Instant::now();
     a.provision(IMSI, r#"{"msisdn":"491700000001","plan":"plus"}"#);
@@ -242,7 +237,43 @@ async fn provisioning_through_one_node_is_used_by_the_other() {
     assert!(ok, "B dropped the profile:\n{}", b.log());
     let cca = pcef.ccr_i("pgw.test.local;c;3").await;
     assert_eq!(result_of(&cca), 5030, "unknown subscriber");
+
+    // B's listening connection is cut, and A provisions at once (the
+    // notification may be sent before B listens again): B reconnects and
+    // has the profile all the same.
+    let terminated = terminate_feeds("pcrf-b.test.local").await;
+    assert!(terminated >= 1, "B's feed connection is found");
+    a.provision(IMSI, r#"{"msisdn":"491700000001","plan":"plus"}"#);
+    let (ok, _) = wait_for(Duration::from_secs(10), || {
+        let (st, _) = b.http("GET", &format!("/v1/subscribers/{IMSI}"), None);
+        (st == 200, ())
+    });
+    assert!(ok, "B has the profile after reconnecting:\n{}", b.log());
+    let log = b.log();
+    assert!(log.contains("provisioning feed lost"), "{log}");
+    assert!(log.contains("provisioning feed listening again"), "{log}");
+    let cca = pcef.ccr_i("pgw.test.local;c;4").await;
+    assert_eq!(result_of(&cca), 2001);
     pcef.close().await;
+}
+
+/// Ends the listening connections of the nodes named `node` (of every
+/// test schema); returns how many.
+async fn terminate_feeds(node: &str) -> i64 {
+    let base = std::env::var("PCRF_TEST_DATABASE_URL").expect("PCRF_TEST_DATABASE_URL");
+    let (client, conn) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
+        .await
+        .expect("connect to the test database");
+    tokio::spawn(conn);
+    let row = client
+        .query_one(
+            "SELECT count(pg_terminate_backend(pid)) FROM pg_stat_activity \
+             WHERE application_name = $1",
+            &[&format!("pcrf-feed {node}")],
+        )
+        .await
+        .expect("terminate");
+    row.get(0)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

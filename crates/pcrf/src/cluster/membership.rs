@@ -178,12 +178,14 @@ const UPSERT: &str = "INSERT INTO cluster_nodes (name, api, started_ms, sessions
 const READ: &str = "SELECT name, api, started_ms, sessions, \
      (EXTRACT(EPOCH FROM (now() - heartbeat_at)) * 1000)::BIGINT FROM cluster_nodes ORDER BY name";
 
-/// A connection of its own to the database `url` names, driven by a task
-/// (dropped with the client). `purpose` becomes its application name.
+/// A connection of its own to the database `url` names; the caller drives
+/// it. `purpose` and the node's name become its application name (what
+/// `pg_stat_activity` shows; PostgreSQL keeps 63 bytes of it).
 pub(crate) async fn connect(
     url: &str,
     timeout: Duration,
     purpose: &str,
+    node: &str,
 ) -> Result<
     (
         Client,
@@ -194,7 +196,11 @@ pub(crate) async fn connect(
     let mut cfg =
         tokio_postgres::Config::from_str(url).map_err(|e| format!("invalid database URL: {e}"))?;
     cfg.connect_timeout(timeout);
-    cfg.application_name(purpose);
+    let mut name = format!("{purpose} {node}");
+    while name.len() > 63 {
+        name.pop();
+    }
+    cfg.application_name(&name);
     match tokio::time::timeout(timeout, cfg.connect(NoTls)).await {
         Ok(Ok(pair)) => Ok(pair),
         Ok(Err(e)) => Err(e.to_string()),
@@ -238,7 +244,7 @@ pub async fn run_heartbeats(
         let cfg = node.live.load().cfg.cluster.clone();
         m.node_timeout_ms.store(cfg.node_timeout_ms, Relaxed);
         if client.is_none() {
-            match connect(&url, timeout, "pcrf-membership").await {
+            match connect(&url, timeout, "pcrf-membership", &m.name).await {
                 Ok((c, conn)) => {
                     tokio::spawn(async move {
                         let _ = conn.await;

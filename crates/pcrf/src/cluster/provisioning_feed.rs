@@ -7,9 +7,11 @@
 //! commits (`*` when too many changed to name). Every node LISTENs on a
 //! connection of its own, reads the named profiles back, puts them in its
 //! table (or removes them) and re-decides the sessions of those
-//! subscribers that it holds, as a local provisioning change does. A
-//! notification sent while the connection was down is lost, so after every
-//! (re)connection the whole table is compared with the store.
+//! subscribers that it holds, as a local provisioning change does. The
+//! first LISTEN is issued before start-up reads the subscribers, so nothing
+//! falls between; a notification sent while the connection was down is
+//! lost, so after every reconnection the whole table is compared with the
+//! store.
 
 use crate::cluster::membership::connect;
 use crate::gx::state::PushReason;
@@ -27,24 +29,88 @@ pub const CHANNEL: &str = "pcrf_subscribers";
 /// Profiles read per page when the whole table is compared.
 const PAGE: i64 = 1000;
 
-/// Listens until `stop`; reconnects (backoff up to 5 s) when the
-/// connection is lost.
+/// A LISTENing connection and the notifications it received.
+pub struct Listener {
+    client: Client,
+    notes: mpsc::UnboundedReceiver<String>,
+    _driver: AbortOnDrop,
+}
+
+impl Listener {
+    /// Connects and LISTENs: every change committed from now on is queued
+    /// here. Start-up opens one before it reads the subscribers, so what
+    /// it read and what follows leave no gap.
+    pub async fn open(url: &str, timeout: Duration, node: &str) -> Result<Listener, String> {
+        let (client, mut conn) = connect(url, timeout, "pcrf-feed", node).await?;
+        let (tx, notes) = mpsc::unbounded_channel::<String>();
+        let driver = tokio::spawn(async move {
+            loop {
+                match std::future::poll_fn(|cx| conn.poll_message(cx)).await {
+                    Some(Ok(AsyncMessage::Notification(n))) => {
+                        if tx.send(n.payload().to_owned()).is_err() {
+                            return;
+                        }
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(_)) | None => return,
+                }
+            }
+        });
+        let listener = Listener {
+            client,
+            notes,
+            _driver: AbortOnDrop(driver),
+        };
+        tokio::time::timeout(
+            timeout,
+            listener.client.batch_execute(&format!("LISTEN {CHANNEL}")),
+        )
+        .await
+        .map_err(|_| "LISTEN timed out".to_string())?
+        .map_err(|e| e.to_string())?;
+        Ok(listener)
+    }
+}
+
+/// Applies notifications until `stop`, starting with `first` (opened before
+/// the subscribers were read at start-up; `None` if that failed); reconnects
+/// with a backoff of up to 5 s when the connection is lost.
 pub async fn run(
     node: Arc<Node>,
     url: String,
     timeout: Duration,
+    first: Option<Listener>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut backoff = Duration::from_millis(100);
-    let mut connected_once = false;
+    let mut first = first;
+    let mut reconnected = false;
     loop {
-        match listen(&node, &url, timeout, &mut stop, connected_once).await {
+        let res = match first.take() {
+            Some(l) => serve(&node, l, timeout, &mut stop).await,
+            None => match Listener::open(&url, timeout, &node.me.origin_host).await {
+                // What changed while no connection listened was not
+                // notified: compare the whole table with the store.
+                Ok(l) => match resync(&node, &l.client, timeout).await {
+                    Ok(changed) => {
+                        tracing::info!(
+                            profiles_changed = changed,
+                            reconnected,
+                            "provisioning feed listening again"
+                        );
+                        backoff = Duration::from_millis(100);
+                        serve(&node, l, timeout, &mut stop).await
+                    }
+                    Err(e) => Err(e),
+                },
+                Err(e) => Err(e),
+            },
+        };
+        match res {
             Ok(()) => return,
-            Err(e) => {
-                tracing::warn!(error = %e, "provisioning feed lost; reconnecting");
-            }
+            Err(e) => tracing::warn!(error = %e, "provisioning feed lost; reconnecting"),
         }
-        connected_once = true;
+        reconnected = true;
         tokio::select! {
             _ = tokio::time::sleep(backoff) => {}
             changed = stop.changed() => {
@@ -57,45 +123,17 @@ pub async fn run(
     }
 }
 
-/// One connection's life: LISTEN, compare the whole table, then apply each
-/// notification. `Ok` when stopped, `Err` when the connection failed.
-async fn listen(
+/// Applies each notification of `l`. `Ok` when stopped, `Err` when the
+/// connection failed.
+async fn serve(
     node: &Node,
-    url: &str,
+    mut l: Listener,
     timeout: Duration,
     stop: &mut tokio::sync::watch::Receiver<bool>,
-    again: bool,
 ) -> Result<(), String> {
-    let (client, mut conn) = connect(url, timeout, "pcrf-provisioning-feed").await?;
-    let (tx, mut rx) = mpsc::unbounded_channel::<String>();
-    let driver = tokio::spawn(async move {
-        loop {
-            match std::future::poll_fn(|cx| conn.poll_message(cx)).await {
-                Some(Ok(AsyncMessage::Notification(n))) => {
-                    if tx.send(n.payload().to_owned()).is_err() {
-                        return;
-                    }
-                }
-                Some(Ok(_)) => {}
-                Some(Err(_)) | None => return,
-            }
-        }
-    });
-    let _abort = AbortOnDrop(driver);
-    tokio::time::timeout(timeout, client.batch_execute(&format!("LISTEN {CHANNEL}")))
-        .await
-        .map_err(|_| "LISTEN timed out".to_string())?
-        .map_err(|e| e.to_string())?;
-    // What changed before LISTEN took effect was not notified to us.
-    let changed = resync(node, &client, timeout).await?;
-    tracing::info!(
-        profiles_changed = changed,
-        reconnected = again,
-        "provisioning feed listening"
-    );
     loop {
         let first = tokio::select! {
-            m = rx.recv() => m,
+            m = l.notes.recv() => m,
             changed = stop.changed() => {
                 if changed.is_err() || *stop.borrow() {
                     return Ok(());
@@ -119,14 +157,14 @@ async fn listen(
             }
         };
         add(&first);
-        while let Ok(more) = rx.try_recv() {
+        while let Ok(more) = l.notes.try_recv() {
             add(&more);
         }
         if all {
-            resync(node, &client, timeout).await?;
+            resync(node, &l.client, timeout).await?;
         } else {
             let keys: Vec<String> = keys.into_iter().collect();
-            let stored = read(&client, &keys, timeout).await?;
+            let stored = read(&l.client, &keys, timeout).await?;
             for imsi in &keys {
                 apply(node, imsi, stored.get(imsi).cloned());
             }
