@@ -2,9 +2,9 @@
 //! node keeps every profile in memory (the read path of a CCR), so a
 //! profile written through another node's API must replace this node's
 //! copy before the next CCR. A trigger on `subscribers` (schema 9) sends
-//! `NOTIFY pcrf_subscribers` with the IMSIs a statement changed, in the
-//! writing transaction, so PostgreSQL delivers it exactly when the change
-//! commits (`*` when too many changed to name). Every node LISTENs on a
+//! `NOTIFY pcrf_subscribers` with the IMSIs a statement changed (in
+//! payloads of about 7000 bytes), in the writing transaction, so PostgreSQL
+//! delivers them exactly when the change commits. Every node LISTENs on a
 //! connection of its own, reads the named profiles back, puts them in its
 //! table (or removes them) and re-decides the sessions of those
 //! subscribers that it holds, as a local provisioning change does. The

@@ -98,29 +98,40 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
     (
         9,
         "provisioning changes notified to every node (PostgreSQL only)",
-        // One NOTIFY per statement, sent in the writing transaction and so
-        // delivered at its commit: the IMSIs it changed, or '*' when there
-        // are too many to name in a payload (the nodes then compare every
-        // profile). An upsert that changed nothing notifies nothing.
+        // NOTIFYs sent in the writing transaction, so delivered at its
+        // commit: the IMSIs each statement changed, comma-separated, in
+        // payloads of at most about 7000 bytes (PostgreSQL's limit is
+        // 8000); '*' (compare every profile) for one that would not fit.
+        // An upsert that changed nothing notifies nothing.
         "CREATE FUNCTION pcrf_subscribers_changed() RETURNS trigger LANGUAGE plpgsql AS $$
     DECLARE
         keys TEXT;
-        n BIGINT;
     BEGIN
         IF TG_OP = 'DELETE' THEN
-            SELECT count(*), string_agg(imsi, ',') INTO n, keys
-                FROM (SELECT imsi FROM changed_old LIMIT 201) AS k;
+            FOR keys IN
+                SELECT string_agg(imsi, ',') FROM (
+                    SELECT imsi, sum(length(imsi) + 1) OVER (ORDER BY imsi) / 7000 AS chunk
+                    FROM changed_old) AS k
+                GROUP BY chunk
+            LOOP
+                IF length(keys) > 7900 THEN
+                    keys := '*';
+                END IF;
+                PERFORM pg_notify('pcrf_subscribers', keys);
+            END LOOP;
         ELSE
-            SELECT count(*), string_agg(imsi, ',') INTO n, keys
-                FROM (SELECT imsi FROM changed_new LIMIT 201) AS k;
+            FOR keys IN
+                SELECT string_agg(imsi, ',') FROM (
+                    SELECT imsi, sum(length(imsi) + 1) OVER (ORDER BY imsi) / 7000 AS chunk
+                    FROM changed_new) AS k
+                GROUP BY chunk
+            LOOP
+                IF length(keys) > 7900 THEN
+                    keys := '*';
+                END IF;
+                PERFORM pg_notify('pcrf_subscribers', keys);
+            END LOOP;
         END IF;
-        IF n = 0 THEN
-            RETURN NULL;
-        END IF;
-        IF n > 200 OR length(keys) > 7000 THEN
-            keys := '*';
-        END IF;
-        PERFORM pg_notify('pcrf_subscribers', keys);
         RETURN NULL;
     END
     $$;
