@@ -108,7 +108,12 @@ pub async fn run(
         };
         match res {
             Ok(()) => return,
-            Err(e) => tracing::warn!(error = %e, "provisioning feed lost; reconnecting"),
+            // Once per outage (not at every retry, as on a database
+            // without LISTEN).
+            Err(e) if !reconnected || backoff == Duration::from_millis(100) => {
+                tracing::warn!(error = %e, "provisioning feed lost; reconnecting")
+            }
+            Err(e) => tracing::debug!(error = %e, "provisioning feed: reconnecting failed"),
         }
         reconnected = true;
         tokio::select! {
