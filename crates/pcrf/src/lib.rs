@@ -5,6 +5,7 @@ pub mod admission;
 pub mod api;
 pub mod certificate_expiry;
 pub mod client;
+pub mod cluster;
 pub mod config;
 pub mod control;
 pub mod dispatch;

@@ -419,6 +419,10 @@ fn check_config(file: &std::path::Path) -> ExitCode {
         eprintln!("{}: {e}", file.display());
         ok = false;
     }
+    if let Err(e) = cfg.cluster.validate() {
+        eprintln!("{}: {e}", file.display());
+        ok = false;
+    }
     // The policy path is relative to the working directory, as `serve` reads it.
     match pcrf::policy::PolicyEngine::load(pcrf::policy::EngineConfig {
         path: cfg.policy.path.clone(),

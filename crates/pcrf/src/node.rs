@@ -132,6 +132,9 @@ pub struct Node {
     /// Notifications to external systems: events are staged here and
     /// written in the commit of the change that caused them.
     pub(crate) notify: Arc<crate::notify::Outbox>,
+    /// The nodes sharing the store and their liveness (this node alone on
+    /// the embedded store).
+    pub(crate) membership: Arc<crate::cluster::membership::Membership>,
 }
 
 /// A boxed future: what a [`Redecide`] method returns, so that the trait
@@ -198,6 +201,12 @@ impl Node {
             usage.recover(u);
         }
         let cfg = p.cfg;
+        let membership = Arc::new(crate::cluster::membership::Membership::new(
+            cfg.node.origin_host.clone(),
+            now_ms(),
+            cfg.store.kind == crate::store::config::StoreKind::Postgres,
+            cfg.cluster.node_timeout_ms,
+        ));
         Arc::new(Node {
             me: Identity {
                 origin_host: cfg.node.origin_host.clone(),
@@ -227,6 +236,7 @@ impl Node {
             doic_peers: Default::default(),
             redecide: OnceLock::new(),
             notify: p.notify,
+            membership,
         })
     }
 
@@ -252,6 +262,9 @@ impl Node {
     }
     pub fn notifications(&self) -> &Arc<crate::notify::Outbox> {
         &self.notify
+    }
+    pub fn membership(&self) -> &Arc<crate::cluster::membership::Membership> {
+        &self.membership
     }
 
     pub(crate) fn find_subscriber(
@@ -385,10 +398,12 @@ impl Node {
         release: Option<i32>,
         usage: &UsageInstructions,
     ) -> Result<Message, ControlError> {
-        let peer: PeerHandle = self
-            .peers
-            .get(&s.pcef_host)
-            .ok_or_else(|| ControlError::Peer(format!("PCEF {} is not connected", s.pcef_host)))?;
+        let peer: PeerHandle = self.route_to(&s.pcef_host).ok_or_else(|| {
+            ControlError::Peer(format!(
+                "PCEF {} is not connected, directly or through a relay",
+                s.pcef_host
+            ))
+        })?;
         let started = Instant::now();
         let res = peer
             .request(gx::GX, cmd::RE_AUTH, |b| {
@@ -424,6 +439,25 @@ impl Node {
                 })
             }
         }
+    }
+
+    /// The connection a request to the Diameter node `host` goes over: its
+    /// own when it is connected to this node, else that of a connected peer
+    /// that advertised the Relay Application-Id (0xffffffff) in its
+    /// capabilities exchange (a routing agent, which forwards the request
+    /// by its Destination-Host). A PCEF that attached through another node
+    /// of the cluster is reached so.
+    pub(crate) fn route_to(&self, host: &str) -> Option<PeerHandle> {
+        let direct = self.peers.get(host);
+        if direct.as_ref().is_some_and(PeerHandle::is_open) {
+            return direct;
+        }
+        let relay = self.peers.peers().into_iter().find(|p| {
+            p.is_open()
+                && p.capabilities()
+                    .is_some_and(|c| c.applications.iter().any(|a| a.is_relay()))
+        });
+        relay.or(direct)
     }
 
     /// Re-decides one session through the Gx service and pushes the

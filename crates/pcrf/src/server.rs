@@ -60,6 +60,9 @@ pub async fn run(
     if let Err(e) = cfg.sy.validate() {
         return Err(StartError::Config(e));
     }
+    if let Err(e) = cfg.cluster.validate() {
+        return Err(StartError::Config(e));
+    }
     for w in cfg.api.warnings() {
         tracing::warn!("{w}");
     }
@@ -77,6 +80,31 @@ pub async fn run(
     // Store: read what it holds, then hand it to the writer thread.
     let mut opened = open_shards(&cfg.store)?;
     let usage_cfg = load_usage_config(&cfg)?;
+    // On a shared store: LISTEN for other nodes' provisioning before the
+    // subscribers are read, so that no change falls between the two.
+    let cluster_url = match cfg.store.kind {
+        crate::store::config::StoreKind::Postgres => cfg.store.database_url(),
+        crate::store::config::StoreKind::Sqlite => None,
+    };
+    let cluster_timeout = Duration::from_millis(cfg.store.timeout_ms.max(1));
+    let feed = match &cluster_url {
+        Some(url) => {
+            match crate::cluster::provisioning_feed::Listener::open(
+                url,
+                cluster_timeout,
+                &cfg.node.origin_host,
+            )
+            .await
+            {
+                Ok(l) => Some(l),
+                Err(e) => {
+                    tracing::warn!(error = %e, "provisioning feed: cannot listen yet; retrying after start-up");
+                    None
+                }
+            }
+        }
+        None => None,
+    };
     let recovered = opened.recover()?;
     let (subscribers, sessions, usage_records, corrupt) = (
         recovered.subscribers,
@@ -283,6 +311,12 @@ pub async fn run(
             err,
         })?;
     let router = api::router(Arc::new(services.operations()), &cfg.api);
+    node.membership.set_api(
+        api_listener
+            .local_addr()
+            .map_or_else(|_| cfg.api.listen.to_string(), |a| a.to_string()),
+    );
+    metrics.register(node.membership.clone());
 
     // One shutdown signal fans out to the Diameter server and the API.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -328,6 +362,27 @@ pub async fn run(
 
     crate::notify::delivery::start(&outbox, sinks, writer.clone(), stop_rx.clone());
 
+    // On a shared store: this node's heartbeat, and the provisioning done
+    // through the other nodes, each on a connection of its own.
+    let cluster_tasks = match cluster_url {
+        Some(url) => vec![
+            tokio::spawn(crate::cluster::membership::run_heartbeats(
+                node.clone(),
+                url.clone(),
+                cluster_timeout,
+                stop_rx.clone(),
+            )),
+            tokio::spawn(crate::cluster::provisioning_feed::run(
+                node.clone(),
+                url,
+                cluster_timeout,
+                feed,
+                stop_rx.clone(),
+            )),
+        ],
+        None => Vec::new(),
+    };
+
     // Purge closed sessions past retention, once a minute.
     let schedule_task = tokio::spawn(services.gx.clone().run_schedule(stop_rx.clone()));
 
@@ -364,6 +419,9 @@ pub async fn run(
     let _ = api_task.await;
     let _ = purge_task.await;
     let _ = schedule_task.await;
+    for t in cluster_tasks {
+        let _ = t.await;
+    }
     match writer.shutdown().await {
         Ok(_) => tracing::info!("store flushed; bye"),
         Err(e) => tracing::error!(error = %e, "store flush failed"),

@@ -5,7 +5,7 @@
 //! test works in its own schema, so they run in parallel.
 
 use pcrf::session::{GxSession, SessionState};
-use pcrf::store::postgres::migrations::latest;
+use pcrf::store::postgres::migrations::{latest, MIGRATIONS};
 use pcrf::store::postgres::{migrate, PostgresOptions, PostgresStore};
 use pcrf::store::{Change, Store, StoreError};
 use pcrf::subscriber::Subscriber;
@@ -199,7 +199,8 @@ fn round_trip_reopen_and_migrate() {
             "SELECT count(*) FROM {}.schema_migrations",
             db.name
         )),
-        i64::from(latest())
+        // One row per version applied (the numbers need not be contiguous).
+        i64::try_from(MIGRATIONS.len()).expect("few migrations")
     );
     let mut st = db.open();
     assert_eq!(st.open_sessions().expect("load"), vec![s1.clone()]);

@@ -419,6 +419,67 @@ async fn binding_failures_and_rx_before_gx_are_5065() {
     pcef.close().await;
 }
 
+/// A Subscription-Id of an AAR.
+fn subscription(b: &mut MessageBuilder<'_>, kind: i32, data: &str) {
+    b.group(avp::SUBSCRIPTION_ID, |g| {
+        g.i32(avp::SUBSCRIPTION_ID_TYPE, kind)
+            .str(avp::SUBSCRIPTION_ID_DATA, data);
+    });
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aar_naming_the_provisioned_msisdn_binds_when_the_pcef_sent_only_the_imsi() {
+    let p = Pcrf::start(AF_PEER);
+    p.provision(IMSI, r#"{"msisdn":"491700000001","plan":"basic"}"#);
+    let pcef = Peer::connect(&p, PCEF, GX).await;
+    let af = Peer::connect(&p, AF, RX).await;
+    // A CCR-I with the IMSI alone (END_USER_IMSI).
+    let cca = pcef
+        .ccr("pgw.test.local;rx;imsi-only", 1, 0, |b| {
+            subscription(b, 1, IMSI);
+            b.bytes(avp::FRAMED_IP_ADDRESS, &UE)
+                .i32(avp::IP_CAN_TYPE, 5)
+                .i32(avp::RAT_TYPE, 1004)
+                .str(avp::CALLED_STATION_ID, "internet");
+        })
+        .await;
+    assert_eq!(result_of(&cca), 2001);
+
+    // Another subscriber's MSISDN at this address: refused, and the log
+    // says why rather than that no session holds the address.
+    let aaa = af
+        .aar("pcscf.test.local;stranger", |b| {
+            subscription(b, 0, "491700009999");
+            call(b);
+        })
+        .await;
+    assert_eq!(result_of(&aaa), 5065);
+    let log = p.log();
+    assert!(
+        log.contains("belongs to another subscriber"),
+        "the refusal names its cause:\n{log}"
+    );
+    assert!(
+        !log.contains("no IP-CAN session holds the UE address"),
+        "{log}"
+    );
+
+    // The P-CSCF names the provisioned MSISDN (END_USER_E164), and the
+    // IMSI too: both are the profile's.
+    let aaa = af
+        .aar("pcscf.test.local;call;e164", |b| {
+            subscription(b, 0, "491700000001");
+            subscription(b, 1, IMSI);
+            call(b);
+        })
+        .await;
+    assert_eq!(result_of(&aaa), 2001);
+    assert_eq!(pcef.nth(1).await.command_code(), cmd::RE_AUTH);
+    assert_eq!(metric(&p, "pcrf_rx_binding_failures_total "), Some(1.0));
+    af.close().await;
+    pcef.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_media_is_5004_with_failed_avp_and_policy_refusal_is_5063() {
     let p = Pcrf::start(AF_PEER);

@@ -7,6 +7,7 @@
 
 pub mod access_log;
 pub mod auth;
+pub mod cluster;
 pub mod config;
 pub mod console;
 pub mod debug;
@@ -164,6 +165,7 @@ fn routes<C: Control>() -> Vec<Route<C>> {
             get(notifications::status::<C>),
         ),
         r(Method::GET, "/v1/config", get(status::config::<C>)),
+        r(Method::GET, "/v1/cluster", get(cluster::get::<C>)),
         r(
             Method::POST,
             "/v1/debug/query-profiler",

@@ -10,7 +10,8 @@
 //! written as 16 hex digits.
 
 use super::{
-    debug, network, notifications, policy, profile, sessions, stats, status, subscribers, usage,
+    cluster, debug, network, notifications, policy, profile, sessions, stats, status, subscribers,
+    usage,
 };
 use crate::control::ReauthOutcome;
 use crate::session::GxSession;
@@ -33,7 +34,7 @@ use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
         policy::check, policy::test, policy::dry_run, subscribers::search, stats::get, usage::get, usage::topup, usage::reset,
         network::put_cell, status::health, status::ready, status::config,
         debug::switch, debug::queries, profile::profile, serve_document, status::metrics,
-        notifications::status,
+        notifications::status, cluster::get,
     ),
     security(("bearerAuth" = [])),
     modifiers(&BearerAuth)

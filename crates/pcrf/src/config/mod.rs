@@ -424,6 +424,9 @@ pub struct Config {
     /// Events to webhooks and AMQP brokers (off without sinks).
     #[serde(default)]
     pub notifications: crate::notify::NotificationsConfig,
+    /// Heartbeats of the nodes sharing a PostgreSQL store.
+    #[serde(default)]
+    pub cluster: crate::cluster::config::ClusterConfig,
     /// Set when no file was given: any peer may connect.
     #[serde(skip)]
     pub zero_config: bool,

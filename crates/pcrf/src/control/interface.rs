@@ -147,6 +147,12 @@ pub trait Control: Send + Sync + 'static {
     fn notifications(&self) -> crate::notify::OutboxStatus {
         crate::notify::Outbox::disabled().status()
     }
+
+    /// The nodes sharing the store and their liveness; `None` where there
+    /// is no node behind the API.
+    fn cluster(&self) -> Option<crate::cluster::membership::ClusterView> {
+        None
+    }
 }
 
 /// Why an operation failed; each maps to one HTTP status.

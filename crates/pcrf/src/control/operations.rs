@@ -181,6 +181,8 @@ impl Control for Operations {
             .submit(changes)
             .await
             .map_err(|e| ControlError::Unavailable(e.to_string()))?;
+        // On a shared store the provisioning feed may have put it already
+        // (and re-decided the sessions): push only if this put changed it.
         let old = self.node.subscribers.put(s.clone());
         if let Some(e) = staged {
             e.publish();
@@ -191,7 +193,7 @@ impl Control for Operations {
                 .push_subscriber(&s.imsi, crate::gx::state::PushReason::Provisioning)
                 .await;
         }
-        Ok(old.is_none())
+        Ok(before.is_none())
     }
 
     fn subscriber(&self, imsi: &str) -> Option<Arc<Subscriber>> {
@@ -213,7 +215,9 @@ impl Control for Operations {
         if let Some(e) = staged {
             e.publish();
         }
-        Ok(self.node.subscribers.remove(imsi).is_some())
+        // The provisioning feed may have removed it already.
+        self.node.subscribers.remove(imsi);
+        Ok(true)
     }
 
     fn sessions(&self, filter: &SessionFilter) -> Vec<Arc<GxSession>> {
@@ -372,6 +376,10 @@ impl Control for Operations {
 
     fn render_metrics(&self) -> String {
         self.node.metrics.render()
+    }
+
+    fn cluster(&self) -> Option<crate::cluster::membership::ClusterView> {
+        Some(self.node.membership.view(self.node.sessions.len() as u64))
     }
 
     fn notifications(&self) -> crate::notify::OutboxStatus {

@@ -61,6 +61,16 @@ impl AfNote {
     }
 }
 
+/// What an initial AAR found at the UE address.
+enum Binding {
+    Bound(Arc<SessionSlot>),
+    /// No open session of the APN holds the address.
+    NoSession,
+    /// Open sessions hold it, but the AAR's Subscription-Id names neither
+    /// their identities nor their provisioned profile's.
+    OtherSubscriber,
+}
+
 /// An answer and its result for the metrics.
 struct RxAnswer {
     bytes: Bytes,
@@ -137,7 +147,7 @@ impl Rx {
 
     /// The open Gx session an initial AAR binds to: by UE IPv4 address or
     /// IPv6 prefix, narrowed by APN and subscriber when the AAR names them.
-    fn bind_aar(&self, a: &Aar<'_>) -> Option<Arc<SessionSlot>> {
+    fn bind_aar(&self, a: &Aar<'_>) -> Binding {
         let mut slots = Vec::new();
         if let Some(v4) = a.ue_ipv4 {
             slots = self.node.sessions.bound_to(IpAddr::V4(v4));
@@ -154,13 +164,37 @@ impl Rx {
                     .collect();
             }
         }
-        slots.into_iter().find(|slot| {
+        let mut open = slots.into_iter().filter(|slot| {
             let s = slot.load();
-            s.state == SessionState::Open
-                && a.apn.is_none_or(|apn| s.apn.as_deref() == Some(apn))
-                && a.imsi.is_none_or(|i| s.imsi.as_deref() == Some(i))
-                && a.msisdn.is_none_or(|m| s.msisdn.as_deref() == Some(m))
-        })
+            s.state == SessionState::Open && a.apn.is_none_or(|apn| s.apn.as_deref() == Some(apn))
+        });
+        let Some(first) = open.next() else {
+            return Binding::NoSession;
+        };
+        std::iter::once(first)
+            .chain(open)
+            .find(|slot| self.same_subscriber(a, &slot.load()))
+            .map_or(Binding::OtherSubscriber, Binding::Bound)
+    }
+
+    /// Whether the subscriber an AAR names (Subscription-Id) is the one of
+    /// the Gx session: each identity it gives must be the one the PCEF
+    /// sent or the provisioned profile's (a PCEF may send the IMSI alone
+    /// while the P-CSCF knows the MSISDN).
+    fn same_subscriber(&self, a: &Aar<'_>, s: &GxSession) -> bool {
+        if a.imsi.is_none() && a.msisdn.is_none() {
+            return true;
+        }
+        let profile = self
+            .node
+            .find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
+        let profile = profile.as_deref();
+        a.imsi
+            .is_none_or(|i| s.imsi.as_deref() == Some(i) || profile.is_some_and(|p| p.imsi == i))
+            && a.msisdn.is_none_or(|m| {
+                s.msisdn.as_deref() == Some(m)
+                    || profile.is_some_and(|p| p.msisdn.as_deref() == Some(m))
+            })
     }
 
     async fn aar(&self, req: &Message) -> Result<RxAnswer, DiameterError> {
@@ -179,8 +213,8 @@ impl Rx {
                 ));
             }
             None => match self.bind_aar(&a) {
-                Some(slot) => slot,
-                None => {
+                Binding::Bound(slot) => slot,
+                Binding::NoSession => {
                     self.state.binding_failures.fetch_add(1, Relaxed);
                     tracing::info!(session = a.session_id, ipv4 = ?a.ue_ipv4, apn = ?a.apn, "AAR: no IP-CAN session holds the UE address");
                     return Ok(self.aaa(
@@ -188,6 +222,16 @@ impl Rx {
                         Outcome::Experimental(IP_CAN_SESSION_NOT_AVAILABLE),
                         None,
                         Some("no IP-CAN session for the UE address"),
+                    ));
+                }
+                Binding::OtherSubscriber => {
+                    self.state.binding_failures.fetch_add(1, Relaxed);
+                    tracing::info!(session = a.session_id, ipv4 = ?a.ue_ipv4, apn = ?a.apn, imsi = ?a.imsi, msisdn = ?a.msisdn, "AAR: the IP-CAN session holding the UE address belongs to another subscriber");
+                    return Ok(self.aaa(
+                        req,
+                        Outcome::Experimental(IP_CAN_SESSION_NOT_AVAILABLE),
+                        None,
+                        Some("the IP-CAN session for the UE address is another subscriber's"),
                     ));
                 }
             },
@@ -634,7 +678,7 @@ impl Rx {
 
     async fn notify_af(&self, note: &AfNote) {
         let (af, action) = (&note.af, note.action);
-        let Some(peer) = self.node.peers.get(&af.af_host) else {
+        let Some(peer) = self.node.route_to(&af.af_host) else {
             tracing::warn!(af = %af.af_host, session = %af.id, "AF not connected; notification dropped");
             return;
         };
@@ -683,7 +727,7 @@ impl Rx {
     }
 
     async fn send_asr(&self, af: &AfSession) {
-        let Some(peer) = self.node.peers.get(&af.af_host) else {
+        let Some(peer) = self.node.route_to(&af.af_host) else {
             tracing::warn!(af = %af.af_host, session = %af.id, "AF not connected; ASR not sent");
             return;
         };
@@ -714,7 +758,7 @@ impl Rx {
     pub(crate) fn write_rx_metrics(&self, out: &mut Exposition) {
         out.counter(
             "pcrf_rx_binding_failures_total",
-            "AARs answered IP-CAN_SESSION_NOT_AVAILABLE (5065): no open Gx session held the UE address",
+            "AARs answered IP-CAN_SESSION_NOT_AVAILABLE (5065): no open Gx session of the AAR's APN and subscriber held the UE address",
             self.state.binding_failures.load(Relaxed),
         );
         out.counter(

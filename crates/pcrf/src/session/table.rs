@@ -200,6 +200,15 @@ impl SessionTable {
     }
 
     /// Open and closed sessions held (gauges; walks the table).
+    /// Sessions held, open and closed: O(shards), unlike [`Self::counts`].
+    pub fn len(&self) -> usize {
+        self.slots.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.slots.is_empty()
+    }
+
     pub fn counts(&self) -> (usize, usize) {
         let mut open = 0;
         let mut closed = 0;

@@ -181,6 +181,11 @@ impl SubscriberTable {
         self.by_imsi.len()
     }
 
+    /// Every IMSI held (in no order).
+    pub fn imsis(&self) -> Vec<String> {
+        self.by_imsi.iter().map(|e| e.key().clone()).collect()
+    }
+
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

@@ -81,6 +81,70 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         PRIMARY KEY (seq, sink)
     );",
     ),
+    (
+        8,
+        "cluster membership: one heartbeat row per node",
+        // Each node upserts its row every [cluster].heartbeat_interval_ms
+        // on a connection of its own; heartbeat_at is the database's
+        // clock, so ages never depend on the nodes' clocks.
+        "CREATE TABLE cluster_nodes (
+        name TEXT PRIMARY KEY,
+        api TEXT NOT NULL,
+        started_ms BIGINT NOT NULL,
+        sessions BIGINT NOT NULL,
+        heartbeat_at TIMESTAMPTZ NOT NULL
+    );",
+    ),
+    (
+        9,
+        "provisioning changes notified to every node (PostgreSQL only)",
+        // NOTIFYs sent in the writing transaction, so delivered at its
+        // commit: the IMSIs each statement changed, comma-separated, in
+        // payloads of at most about 7000 bytes (PostgreSQL's limit is
+        // 8000); '*' (compare every profile) for one that would not fit.
+        // An upsert that changed nothing notifies nothing.
+        "CREATE FUNCTION pcrf_subscribers_changed() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE
+        keys TEXT;
+    BEGIN
+        IF TG_OP = 'DELETE' THEN
+            FOR keys IN
+                SELECT string_agg(imsi, ',') FROM (
+                    SELECT imsi, sum(length(imsi) + 1) OVER (ORDER BY imsi) / 7000 AS chunk
+                    FROM changed_old) AS k
+                GROUP BY chunk
+            LOOP
+                IF length(keys) > 7900 THEN
+                    keys := '*';
+                END IF;
+                PERFORM pg_notify('pcrf_subscribers', keys);
+            END LOOP;
+        ELSE
+            FOR keys IN
+                SELECT string_agg(imsi, ',') FROM (
+                    SELECT imsi, sum(length(imsi) + 1) OVER (ORDER BY imsi) / 7000 AS chunk
+                    FROM changed_new) AS k
+                GROUP BY chunk
+            LOOP
+                IF length(keys) > 7900 THEN
+                    keys := '*';
+                END IF;
+                PERFORM pg_notify('pcrf_subscribers', keys);
+            END LOOP;
+        END IF;
+        RETURN NULL;
+    END
+    $$;
+    CREATE TRIGGER subscribers_inserted AFTER INSERT ON subscribers
+        REFERENCING NEW TABLE AS changed_new
+        FOR EACH STATEMENT EXECUTE FUNCTION pcrf_subscribers_changed();
+    CREATE TRIGGER subscribers_updated AFTER UPDATE ON subscribers
+        REFERENCING NEW TABLE AS changed_new
+        FOR EACH STATEMENT EXECUTE FUNCTION pcrf_subscribers_changed();
+    CREATE TRIGGER subscribers_deleted AFTER DELETE ON subscribers
+        REFERENCING OLD TABLE AS changed_old
+        FOR EACH STATEMENT EXECUTE FUNCTION pcrf_subscribers_changed();",
+    ),
 ];
 
 /// What a storage-only version needs of the server.
@@ -92,12 +156,18 @@ pub enum Needs {
     Lz4Toast,
 }
 
-/// Versions that only tune PostgreSQL's own storage. CockroachDB and
+/// Versions that only tune PostgreSQL's own storage, or use what only
+/// PostgreSQL has (triggers that NOTIFY). CockroachDB and
 /// YugabyteDB store rows differently and reject (or ignore) the syntax, and
 /// PostgreSQL before 14 (or built without lz4) lacks lz4: where a version's
 /// need is not met it is recorded with nothing done, so the schema stays
 /// the same everywhere.
-pub const POSTGRES_STORAGE_ONLY: &[(i32, Needs)] = &[(3, Needs::Lz4Toast), (4, Needs::Postgres)];
+pub const POSTGRES_STORAGE_ONLY: &[(i32, Needs)] = &[
+    (3, Needs::Lz4Toast),
+    (4, Needs::Postgres),
+    // LISTEN/NOTIFY: the other databases have no notifications to send.
+    (9, Needs::Postgres),
+];
 
 /// Whether the server is PostgreSQL itself.
 async fn is_postgres(client: &Client) -> Result<bool, tokio_postgres::Error> {

@@ -1,0 +1,330 @@
+//! Which nodes share the PostgreSQL store and which of them are alive.
+//! Every node (named by its Origin-Host) upserts a row of `cluster_nodes`
+//! every `[cluster].heartbeat_interval_ms` from a background task, on a
+//! connection of its own (never a writer's, so a slow heartbeat never
+//! delays a commit), and reads the whole table back in the same tick. A
+//! node is alive while its heartbeat is younger than
+//! `[cluster].node_timeout_ms`; ages are computed by the database's clock,
+//! so the nodes' clocks need not agree. `GET /v1/cluster` and the
+//! `pcrf_cluster_nodes_alive` gauge show the last table read. On the
+//! embedded SQLite store the node is alone and answers for itself.
+
+use crate::metrics::{Exposition, MetricsSource};
+use crate::node::Node;
+use parking_lot::RwLock;
+use serde::Serialize;
+use std::str::FromStr;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::{Arc, OnceLock};
+use std::time::{Duration, Instant};
+use tokio_postgres::{Client, NoTls};
+use utoipa::ToSchema;
+
+/// One row of `cluster_nodes` as last read, its age by the database clock.
+#[derive(Clone, Debug)]
+struct Row {
+    name: String,
+    api: String,
+    started_ms: i64,
+    sessions: i64,
+    age_ms: i64,
+}
+
+/// The table as read at `taken`.
+struct Snapshot {
+    taken: Instant,
+    rows: Vec<Row>,
+}
+
+/// What `GET /v1/cluster` shows.
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct ClusterView {
+    /// This node's name (its Origin-Host).
+    pub node: String,
+    /// `postgres`: the nodes sharing the database; `sqlite`: this node alone.
+    pub store: &'static str,
+    /// A node whose heartbeat is older than this is not alive.
+    pub node_timeout_ms: u64,
+    /// How many of `nodes` are alive.
+    pub alive: usize,
+    /// Every node that ever wrote a heartbeat to this database, by name.
+    pub nodes: Vec<NodeView>,
+}
+
+/// One node of [`ClusterView`].
+#[derive(Clone, Debug, Serialize, ToSchema)]
+pub struct NodeView {
+    /// Its Origin-Host.
+    pub name: String,
+    /// The address its REST API listens on.
+    pub api: String,
+    /// When it started (Unix milliseconds).
+    pub started_ms: i64,
+    /// Its heartbeat is younger than `node_timeout_ms`.
+    pub alive: bool,
+    /// How long ago its last heartbeat was written; absent while this
+    /// node has not yet written or read one.
+    pub heartbeat_age_ms: Option<u64>,
+    /// Sessions it held in memory at that heartbeat (open, and closed ones
+    /// kept for `[sessions].retention_secs`).
+    pub sessions: u64,
+    /// This is the node that answered.
+    pub this_node: bool,
+}
+
+/// This node's view of the cluster.
+pub struct Membership {
+    name: String,
+    started_ms: i64,
+    /// On a shared (PostgreSQL) store; false: alone.
+    shared: bool,
+    api: OnceLock<String>,
+    node_timeout_ms: AtomicU64,
+    snapshot: RwLock<Option<Snapshot>>,
+}
+
+impl Membership {
+    pub fn new(name: String, started_ms: i64, shared: bool, node_timeout_ms: u64) -> Membership {
+        Membership {
+            name,
+            started_ms,
+            shared,
+            api: OnceLock::new(),
+            node_timeout_ms: AtomicU64::new(node_timeout_ms),
+            snapshot: RwLock::new(None),
+        }
+    }
+
+    /// The address the API listens on, once it is bound.
+    pub fn set_api(&self, addr: String) {
+        let _ = self.api.set(addr);
+    }
+
+    fn api(&self) -> String {
+        self.api.get().cloned().unwrap_or_default()
+    }
+
+    fn record(&self, rows: Vec<Row>) {
+        *self.snapshot.write() = Some(Snapshot {
+            taken: Instant::now(),
+            rows,
+        });
+    }
+
+    /// The nodes as last read (ages advanced to now), or this node alone
+    /// with `sessions` when the store is not shared.
+    pub fn view(&self, sessions: u64) -> ClusterView {
+        let timeout = self.node_timeout_ms.load(Relaxed);
+        let me = |age: Option<u64>, sessions: u64| NodeView {
+            name: self.name.clone(),
+            api: self.api(),
+            started_ms: self.started_ms,
+            alive: age.is_some_and(|a| a < timeout),
+            heartbeat_age_ms: age,
+            sessions,
+            this_node: true,
+        };
+        let nodes = if !self.shared {
+            vec![me(Some(0), sessions)]
+        } else {
+            match &*self.snapshot.read() {
+                None => vec![me(None, sessions)],
+                Some(s) => {
+                    let since = u64::try_from(s.taken.elapsed().as_millis()).unwrap_or(u64::MAX);
+                    s.rows
+                        .iter()
+                        .map(|r| {
+                            let age = u64::try_from(r.age_ms.max(0))
+                                .unwrap_or(0)
+                                .saturating_add(since);
+                            NodeView {
+                                name: r.name.clone(),
+                                api: r.api.clone(),
+                                started_ms: r.started_ms,
+                                alive: age < timeout,
+                                heartbeat_age_ms: Some(age),
+                                sessions: u64::try_from(r.sessions).unwrap_or(0),
+                                this_node: r.name == self.name,
+                            }
+                        })
+                        .collect()
+                }
+            }
+        };
+        ClusterView {
+            node: self.name.clone(),
+            store: if self.shared { "postgres" } else { "sqlite" },
+            node_timeout_ms: timeout,
+            alive: nodes.iter().filter(|n| n.alive).count(),
+            nodes,
+        }
+    }
+}
+
+impl MetricsSource for Membership {
+    fn write(&self, out: &mut Exposition) {
+        out.gauge(
+            "pcrf_cluster_nodes_alive",
+            "Nodes whose heartbeat in the shared store is younger than [cluster].node_timeout_ms, as this node last read them (1 on the embedded store).",
+            self.view(0).alive as u64,
+        );
+    }
+}
+
+const UPSERT: &str = "INSERT INTO cluster_nodes (name, api, started_ms, sessions, heartbeat_at) \
+     VALUES ($1, $2, $3, $4, now()) ON CONFLICT (name) DO UPDATE SET api = excluded.api, \
+     started_ms = excluded.started_ms, sessions = excluded.sessions, \
+     heartbeat_at = excluded.heartbeat_at";
+const READ: &str = "SELECT name, api, started_ms, sessions, \
+     (EXTRACT(EPOCH FROM (now() - heartbeat_at)) * 1000)::BIGINT FROM cluster_nodes ORDER BY name";
+
+/// A connection of its own to the database `url` names; the caller drives
+/// it. `purpose` and the node's name become its application name (what
+/// `pg_stat_activity` shows; PostgreSQL keeps 63 bytes of it).
+pub(crate) async fn connect(
+    url: &str,
+    timeout: Duration,
+    purpose: &str,
+    node: &str,
+) -> Result<
+    (
+        Client,
+        tokio_postgres::Connection<tokio_postgres::Socket, tokio_postgres::tls::NoTlsStream>,
+    ),
+    String,
+> {
+    let mut cfg =
+        tokio_postgres::Config::from_str(url).map_err(|e| format!("invalid database URL: {e}"))?;
+    cfg.connect_timeout(timeout);
+    let mut name = format!("{purpose} {node}");
+    while name.len() > 63 {
+        name.pop();
+    }
+    cfg.application_name(&name);
+    match tokio::time::timeout(timeout, cfg.connect(NoTls)).await {
+        Ok(Ok(pair)) => Ok(pair),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err("connecting timed out".into()),
+    }
+}
+
+/// One heartbeat: this node's row written, the whole table read back.
+async fn beat(client: &Client, node: &Node, m: &Membership) -> Result<Vec<Row>, String> {
+    let sessions = i64::try_from(node.sessions.len()).unwrap_or(i64::MAX);
+    client
+        .execute(UPSERT, &[&m.name, &m.api(), &m.started_ms, &sessions])
+        .await
+        .map_err(|e| e.to_string())?;
+    let rows = client.query(READ, &[]).await.map_err(|e| e.to_string())?;
+    rows.iter()
+        .map(|r| {
+            Ok(Row {
+                name: r.try_get(0).map_err(|e| e.to_string())?,
+                api: r.try_get(1).map_err(|e| e.to_string())?,
+                started_ms: r.try_get(2).map_err(|e| e.to_string())?,
+                sessions: r.try_get(3).map_err(|e| e.to_string())?,
+                age_ms: r.try_get(4).map_err(|e| e.to_string())?,
+            })
+        })
+        .collect()
+}
+
+/// Writes this node's heartbeat and reads the others' until `stop`, on a
+/// connection of its own (re-opened after a failure, at the next tick).
+pub async fn run_heartbeats(
+    node: Arc<Node>,
+    url: String,
+    timeout: Duration,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let m = node.membership.clone();
+    let mut client: Option<Client> = None;
+    let mut failing = false;
+    loop {
+        let cfg = node.live.load().cfg.cluster.clone();
+        m.node_timeout_ms.store(cfg.node_timeout_ms, Relaxed);
+        if client.is_none() {
+            match connect(&url, timeout, "pcrf-membership", &m.name).await {
+                Ok((c, conn)) => {
+                    tokio::spawn(async move {
+                        let _ = conn.await;
+                    });
+                    client = Some(c);
+                }
+                Err(e) => {
+                    if !failing {
+                        tracing::warn!(error = %e, "cluster heartbeat: cannot connect; retrying");
+                    }
+                    failing = true;
+                }
+            }
+        }
+        if let Some(c) = &client {
+            match tokio::time::timeout(timeout, beat(c, &node, &m)).await {
+                Ok(Ok(rows)) => {
+                    if failing {
+                        tracing::info!("cluster heartbeat written again");
+                    }
+                    failing = false;
+                    m.record(rows);
+                }
+                Ok(Err(e)) => {
+                    if !failing {
+                        tracing::warn!(error = %e, "cluster heartbeat failed; reconnecting");
+                    }
+                    failing = true;
+                    client = None;
+                }
+                Err(_) => {
+                    if !failing {
+                        tracing::warn!("cluster heartbeat timed out; reconnecting");
+                    }
+                    failing = true;
+                    client = None;
+                }
+            }
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(cfg.heartbeat_interval()) => {}
+            changed = stop.changed() => {
+                if changed.is_err() || *stop.borrow() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn alone_on_the_embedded_store_the_node_is_alive() {
+        let m = Membership::new("pcrf-a".into(), 7, false, 5000);
+        m.set_api("127.0.0.1:8080".into());
+        let v = m.view(3);
+        assert_eq!((v.store, v.alive, v.nodes.len()), ("sqlite", 1, 1));
+        assert_eq!(v.nodes[0].sessions, 3);
+        assert!(v.nodes[0].this_node);
+    }
+
+    #[test]
+    fn a_stale_heartbeat_is_not_alive() {
+        let m = Membership::new("pcrf-a".into(), 7, true, 5000);
+        assert_eq!(m.view(0).alive, 0, "nothing read yet");
+        let row = |name: &str, age_ms| Row {
+            name: name.into(),
+            api: String::new(),
+            started_ms: 1,
+            sessions: 2,
+            age_ms,
+        };
+        m.record(vec![row("pcrf-a", 10), row("pcrf-b", 6000)]);
+        let v = m.view(0);
+        assert_eq!(v.alive, 1);
+        assert!(v.nodes[0].alive && v.nodes[0].this_node);
+        assert!(!v.nodes[1].alive && !v.nodes[1].this_node);
+        assert_eq!(v.nodes[1].sessions, 2);
+    }
+}

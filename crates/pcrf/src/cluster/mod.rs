@@ -1,0 +1,8 @@
+//! Several nodes on one PostgreSQL store: which nodes there are and whether
+//! they are alive (`membership`), and the provisioning changes every node
+//! must see at once (`provisioning_feed`). The embedded SQLite store is
+//! single-node: there these answer for this node alone.
+
+pub mod config;
+pub mod membership;
+pub mod provisioning_feed;
