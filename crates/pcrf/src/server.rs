@@ -76,6 +76,7 @@ pub async fn run(
 
     // Store: read what it holds, then hand it to the writer thread.
     let mut opened = open_shards(&cfg.store)?;
+    opened.set_owner(&cfg.node.origin_host);
     let usage_cfg = load_usage_config(&cfg)?;
     let recovered = opened.recover()?;
     let (subscribers, sessions, usage_records, corrupt) = (

@@ -178,6 +178,8 @@ impl Gx {
                     ids.extend(sessions);
                 }
                 Err(e) => {
+                    // Written by another node meanwhile: read again next time.
+                    self.node.forget_conflicted(&e);
                     tracing::error!(subscriber = %key, error = %e, "usage reset not stored; retried at the next sweep");
                 }
             }

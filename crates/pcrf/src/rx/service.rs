@@ -163,6 +163,36 @@ impl Rx {
         })
     }
 
+    /// On a store shared with other nodes, takes over the open Gx sessions
+    /// the store has at the AAR's UE IPv4 address; whether any was.
+    async fn take_over_at(&self, a: &Aar<'_>) -> Result<bool, DiameterError> {
+        let Some(v4) = a.ue_ipv4 else {
+            return Ok(false);
+        };
+        if !self.node.store.is_shared() {
+            return Ok(false);
+        }
+        let found = tokio::time::timeout(
+            crate::node::COMMIT_WAIT,
+            self.node.store.sessions_at(&v4.to_string()),
+        )
+        .await;
+        let ids = match found {
+            Ok(Ok(ids)) => ids,
+            _ => {
+                return Err(DiameterError::new(
+                    result_code::DIAMETER_UNABLE_TO_COMPLY,
+                    "sessions could not be read from the store",
+                ))
+            }
+        };
+        let mut any = false;
+        for id in ids {
+            any |= self.node.find_or_take_over(&id).await?.is_some();
+        }
+        Ok(any)
+    }
+
     async fn aar(&self, req: &Message) -> Result<RxAnswer, DiameterError> {
         let a = req.validate().and_then(|_| rx::decode_aar(req)).inspect_err(|e| {
             tracing::info!(session = ?req.session_id().ok().flatten(), error = %e, "AAR refused");
@@ -180,6 +210,19 @@ impl Rx {
             }
             None => match self.bind_aar(&a) {
                 Some(slot) => slot,
+                // Held by another node: taken over through the store.
+                None if self.take_over_at(&a).await? => match self.bind_aar(&a) {
+                    Some(slot) => slot,
+                    None => {
+                        self.state.binding_failures.fetch_add(1, Relaxed);
+                        return Ok(self.aaa(
+                            req,
+                            Outcome::Experimental(IP_CAN_SESSION_NOT_AVAILABLE),
+                            None,
+                            Some("no IP-CAN session for the UE address"),
+                        ));
+                    }
+                },
                 None => {
                     self.state.binding_failures.fetch_add(1, Relaxed);
                     tracing::info!(session = a.session_id, ipv4 = ?a.ue_ipv4, apn = ?a.apn, "AAR: no IP-CAN session holds the UE address");
