@@ -225,3 +225,101 @@ async fn a_session_continues_on_the_other_node_after_kill_9() {
     assert_eq!(result_of(&to_b.ccr_t(sid, 3).await), 2001);
     to_b.close().await;
 }
+
+const RX: u32 = 16_777_236;
+
+/// An AF (P-CSCF) connected to the node named `pcrf_host` at `addr`.
+async fn af_connect(
+    addr: std::net::SocketAddr,
+    pcrf_host: &str,
+) -> diameter::transport::PeerHandle {
+    use diameter::peer::{Application, LocalNode, PeerSettings};
+    let local = LocalNode::new("pcscf.test.local", "test.local")
+        .with_application(Application::auth_vendor(RX, TGPP));
+    let handler = Arc::new(PcefHandler {
+        rars: std::sync::Mutex::new(Vec::new()),
+        raa_code: std::sync::atomic::AtomicU32::new(2001),
+    });
+    let node = diameter::transport::Node::with_parts(
+        Arc::new(local),
+        Arc::new(PeerSettings {
+            request_timeout: std::time::Duration::from_secs(10),
+            ..PeerSettings::default()
+        }),
+        handler,
+        diameter::transport::PeerTable::new(),
+    );
+    let initiator = node.connect(addr, Some(pcrf_host));
+    assert!(
+        initiator
+            .wait_open(std::time::Duration::from_secs(10))
+            .await,
+        "the AF could not connect to {pcrf_host}"
+    );
+    let peer = initiator.handle();
+    // The connection lives as long as the test.
+    std::mem::forget(initiator);
+    peer
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aar_on_the_other_node_binds_to_the_gx_session_through_the_store() {
+    use diameter::dict::{cmd, enums};
+    let url = test_schema().await;
+    let (usage, _) = usage_section(USAGE_FILE);
+    let extra = format!(
+        "{usage}\n[[peers]]\norigin_host = \"pcscf.test.local\"\naddresses = [\"127.0.0.1\"]\n"
+    );
+    let a = node(&url, &extra, "pcrf-a.test.local");
+    a.provision(IMSI, r#"{"msisdn":"491700000001","plan":"basic"}"#);
+    let b = node(&url, &extra, "pcrf-b.test.local");
+    let to_a = Pcef::connect_to(a.diameter, "pgw.test.local", "pcrf-a.test.local").await;
+    let to_b = Pcef::connect_to(b.diameter, "pgw.test.local", "pcrf-b.test.local").await;
+    let gx = "pgw.test.local;rx-cluster;1";
+    // The Gx session (UE 10.45.0.2) is on A; the AAR arrives at B.
+    assert_eq!(result_of(&to_a.ccr_i(gx, IMSI).await), 2001);
+    let af = af_connect(b.diameter, "pcrf-b.test.local").await;
+    let local = af.local().clone();
+    let aaa = af
+        .request(RX, cmd::AA, |m| {
+            m.str(avp::SESSION_ID, "pcscf.test.local;call;1")
+                .u32(avp::AUTH_APPLICATION_ID, RX)
+                .origin(&local.origin_host, &local.origin_realm)
+                .str(avp::DESTINATION_REALM, "test.local")
+                .bytes(avp::FRAMED_IP_ADDRESS, &[10, 45, 0, 2])
+                .group(avp::MEDIA_COMPONENT_DESCRIPTION, |c| {
+                    c.u32(avp::MEDIA_COMPONENT_NUMBER, 1)
+                        .i32(avp::MEDIA_TYPE, enums::MEDIA_TYPE::AUDIO)
+                        .u32(avp::MAX_REQUESTED_BANDWIDTH_UL, 64_000)
+                        .u32(avp::MAX_REQUESTED_BANDWIDTH_DL, 48_000)
+                        .i32(avp::FLOW_STATUS, 2)
+                        .group(avp::MEDIA_SUB_COMPONENT, |s| {
+                            s.u32(avp::FLOW_NUMBER, 1)
+                                .str(
+                                    avp::FLOW_DESCRIPTION,
+                                    "permit out 17 from 192.0.2.9 5000 to 10.45.0.2 4000",
+                                )
+                                .str(
+                                    avp::FLOW_DESCRIPTION,
+                                    "permit in 17 from 10.45.0.2 4000 to 192.0.2.9 5000",
+                                );
+                        });
+                });
+        })
+        .await
+        .expect("AAA");
+    assert_eq!(result_of(&aaa), 2001, "{}", b.log());
+    assert_eq!(counter(&b, "pcrf_cluster_sessions_taken_over_total"), 1);
+    // B now serves the session: the rule went to the PCEF from B.
+    let rars = to_b.rars();
+    assert_eq!(rars.len(), 1, "{}", b.log());
+    assert_eq!(rars[0].session_id().ok().flatten(), Some(gx));
+    // And the next CCR-U on A finds B's write (a conflict, then served).
+    assert_eq!(result_of(&report(&to_a, gx, 1, 10).await), 2001);
+    assert_eq!(
+        counter(&a, "pcrf_cluster_conflicts_total"),
+        1,
+        "{}",
+        a.log()
+    );
+}
