@@ -222,6 +222,16 @@ async fn a_session_continues_on_the_other_node_after_kill_9() {
     );
     assert_eq!(used(&b, IMSI), 10_000, "usage continues on B");
     assert_eq!(counter(&b, "pcrf_cluster_sessions_taken_over_total"), 1);
+    // A restarts without an operator and loads only its own sessions:
+    // the one B took over is B's now.
+    a.restart();
+    assert_eq!(
+        counter(&a, "pcrf_sessions{state=\"open\"}"),
+        0,
+        "{}",
+        a.log()
+    );
+    assert_eq!(counter(&b, "pcrf_sessions{state=\"open\"}"), 1);
     assert_eq!(result_of(&to_b.ccr_t(sid, 3).await), 2001);
     to_b.close().await;
 }
