@@ -8,6 +8,7 @@
 
 use crate::gx::{self, UsageInstructions};
 use crate::metrics::{Command, Exposition, NO_ANSWER};
+use crate::node::takeover::CONFLICT_RETRIES;
 use crate::node::{now_ms, Node};
 use crate::policy::input::{RuleFailure, SubscriberInput};
 use crate::policy::media::{af_tag, AfInput, MediaInput};
@@ -89,14 +90,27 @@ impl Rx {
     /// Answers one Rx request from an AF (AAR or STR).
     pub async fn handle_rx(&self, req: Message) -> Result<Bytes, DiameterError> {
         let started = Instant::now();
-        let (command, result) = match req.command_code() {
-            cmd::AA => (Command::Aar, self.aar(&req).await),
-            cmd::SESSION_TERMINATION => (Command::Str, self.rx_str(&req).await),
-            _ => {
-                return Err(DiameterError::new(
-                    result_code::DIAMETER_COMMAND_UNSUPPORTED,
-                    "Rx serves AAR and STR",
-                ))
+        // A write conflict (another node wrote the Gx session meanwhile)
+        // wrote nothing and dropped the stale copy: handled again on a
+        // fresh one, a few times at most (see node/takeover.rs).
+        let mut tries = 0;
+        let (command, result) = loop {
+            let r = match req.command_code() {
+                cmd::AA => (Command::Aar, self.aar(&req).await),
+                cmd::SESSION_TERMINATION => (Command::Str, self.rx_str(&req).await),
+                _ => {
+                    return Err(DiameterError::new(
+                        result_code::DIAMETER_COMMAND_UNSUPPORTED,
+                        "Rx serves AAR and STR",
+                    ))
+                }
+            };
+            tries += 1;
+            match &r.1 {
+                Err(e) if Node::is_conflict(e) && tries < CONFLICT_RETRIES => {
+                    Node::conflict_backoff(tries).await;
+                }
+                _ => break r,
             }
         };
         let code = match &result {
