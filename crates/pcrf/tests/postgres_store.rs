@@ -1458,3 +1458,62 @@ fn a_conflict_fails_only_its_own_request_of_the_batch() {
     );
     assert!(check.session("gx;mine").expect("read").is_some());
 }
+
+/// Two requests writing one usage row in one batch (a stale copy met a
+/// fresh one after a conflict): only the fresher write stays, the other
+/// request fails with a conflict instead of being dropped unseen.
+#[test]
+fn two_writes_of_one_row_in_a_batch_keep_the_fresher_and_fail_the_other() {
+    use pcrf::store::group_commit::{GroupCommit, GroupCommitOptions};
+    let db = TestSchema::new();
+    let mut seed = db.open();
+    let first = Arc::new(usage("001010000000001", 1));
+    seed.apply(&[Change::PutUsage(first.clone())])
+        .expect("seed");
+    let mut store = db.open();
+    store.set_owner("pcrf-a");
+    let gc = GroupCommit::start_with(
+        Box::new(store),
+        GroupCommitOptions {
+            commit_window: Duration::from_millis(300),
+            ..GroupCommitOptions::default()
+        },
+    )
+    .expect("writer");
+    let fresh = usage("001010000000001", 3);
+    fresh.version.set(1);
+    let stale = usage("001010000000001", 2);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (f, s) = rt.block_on(async {
+        let f = gc
+            .reserve()
+            .await
+            .expect("slot")
+            .send(vec![Change::PutUsage(Arc::new(fresh))]);
+        let s = gc
+            .reserve()
+            .await
+            .expect("slot")
+            .send(vec![Change::PutUsage(Arc::new(stale))]);
+        tokio::join!(f, s)
+    });
+    assert_eq!(f, Ok(()));
+    assert_eq!(
+        s,
+        Err(StoreError::Conflict(vec![Conflicted::Usage(
+            "001010000000001".into()
+        )]))
+    );
+    assert_eq!(
+        seed.usage("001010000000001")
+            .expect("read")
+            .expect("row")
+            .accumulators["monthly"]
+            .used,
+        3
+    );
+}

@@ -579,7 +579,8 @@ impl Writer {
         let (changes, result) = loop {
             let changes = coalesce(batch.iter().flat_map(|(c, _)| c.iter().cloned()).collect());
             if !coalesced_once {
-                Metrics::add(&m.coalesced, (submitted - changes.len()) as u64);
+                let kept: usize = batch.iter().map(|(c, _)| c.len()).sum();
+                Metrics::add(&m.coalesced, (kept - changes.len()) as u64);
                 coalesced_once = true;
             }
             let started = Instant::now();
@@ -648,11 +649,20 @@ impl Writer {
     ) -> Vec<(Vec<Change>, Ack<()>)> {
         use super::{ChangeKey, Conflicted};
         use std::collections::HashMap;
+        /// The version a versioned (session or usage) write read.
         fn versioned(c: &Change) -> Option<u64> {
             match c {
                 Change::PutSession(s) => Some(s.version.get()),
                 Change::PutUsage(u) => Some(u.version.get()),
                 _ => None,
+            }
+        }
+        /// The row, owned, for the error (only when a request loses).
+        fn row(key: ChangeKey<'_>) -> Vec<Conflicted> {
+            match key {
+                ChangeKey::Session(id) => vec![Conflicted::Session(id.to_owned())],
+                ChangeKey::Usage(k) => vec![Conflicted::Usage(k.to_owned())],
+                _ => Vec::new(),
             }
         }
         if batch.len() < 2 {
@@ -662,23 +672,19 @@ impl Writer {
         let mut lost: HashMap<usize, Vec<Conflicted>> = HashMap::new();
         for (i, (changes, _)) in batch.iter().enumerate() {
             for c in changes {
-                let Some(v) = versioned(c) else { continue };
-                let key = c.key();
-                let row = || match key {
-                    ChangeKey::Session(id) => Conflicted::Session(id.to_owned()),
-                    ChangeKey::Usage(k) => Conflicted::Usage(k.to_owned()),
-                    // Only session and usage writes are versioned.
-                    _ => Conflicted::Usage(String::new()),
+                let Some(v) = versioned(c) else {
+                    continue;
                 };
+                let key = c.key();
                 match winner.get(&key).copied() {
                     Some((j, _)) if j == i => {
                         winner.insert(key, (i, v));
                     }
                     Some((j, w)) if v >= w => {
-                        lost.entry(j).or_default().push(row());
+                        lost.entry(j).or_default().extend(row(key));
                         winner.insert(key, (i, v));
                     }
-                    Some(_) => lost.entry(i).or_default().push(row()),
+                    Some(_) => lost.entry(i).or_default().extend(row(key)),
                     None => {
                         winner.insert(key, (i, v));
                     }
