@@ -20,7 +20,7 @@ use std::sync::Arc;
 /// is answered like any store failure (5012). Each conflict means that the
 /// other node's write went through; the waits between tries (see
 /// `conflict_backoff`) let two nodes hammering one subscriber take turns.
-pub(crate) const CONFLICT_RETRIES: usize = 6;
+pub(crate) const CONFLICT_RETRIES: usize = 10;
 
 /// The message of the error a conflict turns into (5012 if it is still
 /// there after the retries).
