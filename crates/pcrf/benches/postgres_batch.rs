@@ -16,7 +16,6 @@ use pcrf::session::GxSession;
 use pcrf::store::postgres::{PostgresOptions, PostgresStore};
 use pcrf::store::{Change, Store};
 use pcrf::usage::{Accumulator, LastReport, ServiceUnits, SubscriberUsage};
-use std::sync::Arc;
 use std::time::Instant;
 
 /// Distinct rows cycled through, so every write updates an existing row.
@@ -62,18 +61,21 @@ fn usage(i: usize, used: u64) -> SubscriberUsage {
         .collect(),
         unknown_key_reports: 0,
         notified: Default::default(),
+        version: Default::default(),
     }
 }
 
 /// The changes of B CCR-Us (batch `k`): each one's session and usage row.
 fn batch(k: usize, size: usize) -> Vec<Change> {
+    static LAST: std::sync::OnceLock<shared::LastWritten> = std::sync::OnceLock::new();
+    let last = LAST.get_or_init(Default::default);
     (0..size)
         .flat_map(|j| {
             let i = (k * size + j) % POOL;
             let at = 1_763_000_000_000 + k as i64;
             [
-                Change::PutSession(Arc::new(session(i, at))),
-                Change::PutUsage(Arc::new(usage(i, k as u64 * 1000 + 1))),
+                last.session(session(i, at)),
+                last.usage(usage(i, k as u64 * 1000 + 1)),
             ]
         })
         .collect()

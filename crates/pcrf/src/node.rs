@@ -10,6 +10,7 @@
 pub(crate) mod doic_peers;
 pub(crate) mod events;
 mod monitoring;
+pub(crate) mod takeover;
 
 use crate::gx::state::{PushReason, PushSummary};
 pub use crate::usage::step::UsageCounters;
@@ -135,6 +136,8 @@ pub struct Node {
     /// The nodes sharing the store and their liveness (this node alone on
     /// the embedded store).
     pub(crate) membership: Arc<crate::cluster::membership::Membership>,
+    /// Sessions taken over from other nodes (a shared store).
+    pub(crate) cluster: takeover::ClusterCounters,
 }
 
 /// A boxed future: what a [`Redecide`] method returns, so that the trait
@@ -196,7 +199,7 @@ impl Node {
         for s in p.sessions {
             session_table.replace(Arc::new(s));
         }
-        let usage = UsageTable::default();
+        let usage = UsageTable::new(p.store.is_shared());
         for u in p.usage {
             usage.recover(u);
         }
@@ -237,6 +240,7 @@ impl Node {
             redecide: OnceLock::new(),
             notify: p.notify,
             membership,
+            cluster: Default::default(),
         })
     }
 
@@ -281,6 +285,13 @@ impl Node {
         let res = tokio::time::timeout(COMMIT_WAIT, self.store.submit(changes)).await;
         let err = match res {
             Ok(Ok(())) => return Ok(()),
+            Ok(Err(e @ StoreError::Conflict(_))) => {
+                // Nothing was written: the copies were stale. Dropped
+                // here, read again when the request is handled again.
+                tracing::info!(error = %e, "state written by another node; handling the request again");
+                self.forget_conflicted(&e);
+                return Err(Node::conflict_error());
+            }
             Ok(Err(e)) => e.to_string(),
             Err(_) => "store did not commit in time".to_string(),
         };
@@ -757,6 +768,16 @@ impl MetricsSource for Node {
             "pcrf_usage_subscribers",
             "Subscribers with usage accumulators in memory.",
             self.usage.len() as u64,
+        );
+        out.counter(
+            "pcrf_cluster_sessions_taken_over_total",
+            "Sessions this node did not hold, read from the shared store on a request and served here from then on.",
+            self.cluster.taken_over.load(Relaxed),
+        );
+        out.counter(
+            "pcrf_cluster_conflicts_total",
+            "Session or usage rows another node had written since this node read them: the request was handled again on a fresh copy.",
+            self.store.stats().conflicts,
         );
     }
 }

@@ -79,6 +79,7 @@ pub async fn run(
 
     // Store: read what it holds, then hand it to the writer thread.
     let mut opened = open_shards(&cfg.store)?;
+    opened.set_owner(&cfg.node.origin_host);
     let usage_cfg = load_usage_config(&cfg)?;
     // On a shared store: LISTEN for other nodes' provisioning before the
     // subscribers are read, so that no change falls between the two.

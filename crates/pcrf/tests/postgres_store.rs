@@ -7,7 +7,7 @@
 use pcrf::session::{GxSession, SessionState};
 use pcrf::store::postgres::migrations::{latest, MIGRATIONS};
 use pcrf::store::postgres::{migrate, PostgresOptions, PostgresStore};
-use pcrf::store::{Change, Store, StoreError};
+use pcrf::store::{Change, Conflicted, Store, StoreError};
 use pcrf::subscriber::Subscriber;
 use pcrf::usage::{Accumulator, SubscriberUsage};
 use std::io::{Read, Write};
@@ -164,12 +164,38 @@ fn usage(subscriber: &str, used: u64) -> SubscriberUsage {
     }
 }
 
+thread_local! {
+    /// The last record each test put per row: a new record of a row takes
+    /// its version (which the store moved if it committed), as the
+    /// services do when they change the record in memory.
+    static LAST_SESSION: std::cell::RefCell<std::collections::HashMap<String, Arc<GxSession>>> =
+        Default::default();
+    static LAST_USAGE: std::cell::RefCell<std::collections::HashMap<String, Arc<SubscriberUsage>>> =
+        Default::default();
+}
+
 fn put_usage(u: SubscriberUsage) -> Change {
-    Change::PutUsage(Arc::new(u))
+    LAST_USAGE.with(|m| {
+        let mut m = m.borrow_mut();
+        if let Some(prev) = m.get(&u.subscriber) {
+            u.version.set(prev.version.get());
+        }
+        let u = Arc::new(u);
+        m.insert(u.subscriber.clone(), u.clone());
+        Change::PutUsage(u)
+    })
 }
 
 fn put(s: GxSession) -> Change {
-    Change::PutSession(Arc::new(s))
+    LAST_SESSION.with(|m| {
+        let mut m = m.borrow_mut();
+        if let Some(prev) = m.get(&s.id) {
+            s.version.set(prev.version.get());
+        }
+        let s = Arc::new(s);
+        m.insert(s.id.clone(), s.clone());
+        Change::PutSession(s)
+    })
 }
 
 #[test]
@@ -237,33 +263,21 @@ fn recovery_pages_through_more_than_one_page() {
 }
 
 #[test]
-fn unchanged_upsert_changes_nothing_and_does_not_commit() {
+fn unchanged_rows_do_not_commit_but_a_session_write_always_moves_its_version() {
     let db = TestSchema::new();
     let mut st = db.open();
     let profiler = st.profiler();
     profiler.set_enabled(true);
-    let s = session("gx;u", "001010000000009", 7);
-    let batch = [
-        put(s.clone()),
-        Change::PutSubscriber(Arc::new(subscriber("001010000000009"))),
-    ];
-    assert_eq!(st.apply(&batch).expect("first"), 2);
-    let xmin = |db: &TestSchema| {
-        db.query_i64(&format!(
-            "SELECT xmin::text::bigint FROM {}.sessions WHERE id = 'gx;u'",
-            db.name
-        ))
-    };
-    let before = xmin(&db);
-    assert_eq!(st.apply(&batch).expect("again"), 0);
+    let sub = [Change::PutSubscriber(Arc::new(subscriber(
+        "001010000000009",
+    )))];
+    assert_eq!(st.apply(&sub).expect("first"), 1);
+    assert_eq!(st.apply(&sub).expect("again"), 0);
     assert_eq!(
         st.apply(&[Change::delete_session("missing", "1")])
             .expect("delete missing"),
         0
     );
-    // The row was not rewritten, and the store ended both batches with
-    // ROLLBACK: one commit for three batches.
-    assert_eq!(xmin(&db), before);
     let snap = profiler.snapshot();
     let calls = |name: &str| {
         snap.statements
@@ -272,19 +286,26 @@ fn unchanged_upsert_changes_nothing_and_does_not_commit() {
             .map(|q| q.calls)
             .unwrap_or(0)
     };
+    // An unchanged profile and a missing delete: checked, rolled back.
     assert_eq!(calls("begin"), 3);
     assert_eq!(calls("commit"), 1);
     assert_eq!(calls("rollback"), 2);
-    // One real difference among unchanged rows is one row, committed.
-    let mut s2 = s.clone();
-    s2.updated_ms = 8;
+    // A session write is a compare-and-set on the row's version: the same
+    // record written again moves the version (its node holds the newest).
+    let s = Arc::new(session("gx;u", "001010000000009", 7));
     assert_eq!(
-        st.apply(&[batch[0].clone(), put(s2.clone())])
-            .expect("changed"),
+        st.apply(&[Change::PutSession(s.clone())]).expect("insert"),
         1
     );
-    assert_ne!(xmin(&db), before);
-    assert_eq!(st.session("gx;u").expect("get"), Some(s2));
+    assert_eq!(
+        st.apply(&[Change::PutSession(s.clone())]).expect("again"),
+        1
+    );
+    assert_eq!(s.version.get(), 2);
+    assert_eq!(
+        st.session("gx;u").expect("get").map(|r| r.version.get()),
+        Some(2)
+    );
 }
 
 #[test]
@@ -467,16 +488,13 @@ fn a_batch_sure_to_change_a_row_sends_commit_with_its_statements() {
             .expect("apply");
         (rows, relay.sends() - before)
     };
-    // A session this store never wrote: the statements, then COMMIT once
-    // their row counts are known.
-    assert_eq!(write(1), (1, 2));
-    // The same session with other bytes is sure to change its row: COMMIT
-    // travels with the statements, one send.
+    // A session write changes its row or aborts the transaction (a
+    // compare-and-set): COMMIT always travels with the statements, one
+    // send, for a new session, a changed one and the same bytes again.
+    assert_eq!(write(1), (1, 1));
     assert_eq!(write(2), (1, 1));
     assert_eq!(updated(), 2);
-    // The same bytes again may change nothing: checked, rolled back.
-    assert_eq!(write(2), (0, 2));
-    // Still certain after that rollback (the row holds what it committed).
+    assert_eq!(write(2), (1, 1));
     assert_eq!(write(3), (1, 1));
     assert_eq!(updated(), 3);
 }
@@ -820,6 +838,10 @@ fn shard_writers_on_one_database_never_deadlock() {
             let w = w.clone();
             tasks.push(tokio::spawn(async move {
                 let key = format!("0010100000{t:05}");
+                // What this task last wrote per row, as a node holds it.
+                let mut sessions: std::collections::HashMap<String, Arc<GxSession>> =
+                    Default::default();
+                let mut last_usage: Option<Arc<SubscriberUsage>> = None;
                 for i in 1..=ROUNDS {
                     let mut s = session(&format!("gx;{t}-{}", i % 3), &key, i);
                     if i % 5 == 0 {
@@ -828,7 +850,18 @@ fn shard_writers_on_one_database_never_deadlock() {
                         s.state = SessionState::Closed;
                         s.closed_ms = Some(1);
                     }
-                    w.submit(vec![put(s), put_usage(usage(&key, i as u64))])
+                    if let Some(prev) = sessions.get(&s.id) {
+                        s.version.set(prev.version.get());
+                    }
+                    let s = Arc::new(s);
+                    sessions.insert(s.id.clone(), s.clone());
+                    let u = usage(&key, i as u64);
+                    if let Some(prev) = &last_usage {
+                        u.version.set(prev.version.get());
+                    }
+                    let u = Arc::new(u);
+                    last_usage = Some(u.clone());
+                    w.submit(vec![Change::PutSession(s), Change::PutUsage(u)])
                         .await
                         .expect("every write commits");
                 }
@@ -896,49 +929,31 @@ fn usage_round_trip_pages_and_delete() {
 }
 
 #[test]
-fn identical_usage_put_does_not_commit() {
+fn usage_writes_are_compare_and_set_on_the_row_version() {
     let db = TestSchema::new();
     let mut st = db.open();
-    let profiler = st.profiler();
-    profiler.set_enabled(true);
-    let batch = [
-        put(session("gx;u", "001010000000009", 7)),
-        put_usage(usage("001010000000009", 42)),
-    ];
-    assert_eq!(st.apply(&batch).expect("first"), 2);
-    let xmin = || {
-        db.query_i64(&format!(
-            "SELECT xmin::text::bigint FROM {}.usage WHERE subscriber = '001010000000009'",
-            db.name
-        ))
-    };
-    let before = xmin();
-    assert_eq!(st.apply(&batch).expect("again"), 0);
-    assert_eq!(xmin(), before);
-    let calls = |name: &str| {
-        profiler
-            .snapshot()
-            .statements
-            .iter()
-            .find(|q| q.name == name)
-            .map(|q| q.calls)
-            .unwrap_or(0)
-    };
-    assert_eq!(calls("commit"), 1);
-    assert_eq!(calls("rollback"), 1);
-    assert_eq!(calls("upsert_usage"), 2);
-    // The accumulator moved: one row, committed.
+    let first = Arc::new(usage("001010000000009", 42));
     assert_eq!(
-        st.apply(&[batch[0].clone(), put_usage(usage("001010000000009", 43))])
-            .expect("changed"),
+        st.apply(&[Change::PutUsage(first.clone())]).expect("first"),
         1
     );
-    assert_eq!(calls("commit"), 2);
-    assert_ne!(xmin(), before);
+    assert_eq!(first.version.get(), 1);
+    let mut next = (*first).clone();
+    next.accumulators.get_mut("monthly").expect("monthly").used = 43;
+    let next = Arc::new(next);
     assert_eq!(
-        st.usage("001010000000009").expect("get"),
-        Some(usage("001010000000009", 43))
+        st.apply(&[Change::PutUsage(next.clone())]).expect("next"),
+        1
     );
+    assert_eq!(next.version.get(), 2);
+    // The first copy is stale now: refused, nothing written.
+    assert!(matches!(
+        st.apply(&[Change::PutUsage(Arc::new((*first).clone()))]),
+        Err(StoreError::Conflict(_))
+    ));
+    let stored = st.usage("001010000000009").expect("get").expect("row");
+    assert_eq!(stored, usage("001010000000009", 43));
+    assert_eq!(stored.version.get(), 2);
 }
 
 #[test]
@@ -1048,17 +1063,17 @@ fn a_mixed_batch_is_one_statement_per_table_and_operation() {
     let mut newer = subscriber("001010000000001");
     newer.plan = Some("gold".into());
     let mixed = [
-        setup[0].clone(),                                   // unchanged
+        setup[0].clone(),                                   // 1 (version moves)
         Change::delete_session("gx;gone", "1"),             // 1
         put(session("gx;new", "001010000000003", 2)),       // 1
         Change::delete_session("gx;never", "1"),            // 0
         Change::PutSubscriber(Arc::new(newer.clone())),     // 1
         Change::DeleteSubscriber("001010000000002".into()), // 1
-        put_usage(usage("001010000000001", 1)),             // unchanged
+        put_usage(usage("001010000000001", 1)),             // 1 (version moves)
         put_usage(usage("001010000000003", 5)),             // 1
         Change::DeleteUsage("001010000000002".into()),      // 1
     ];
-    assert_eq!(st.apply(&mixed).expect("mixed"), 6);
+    assert_eq!(st.apply(&mixed).expect("mixed"), 8);
     let seen = profiled(&profiler);
     for name in [
         "upsert_session",
@@ -1070,9 +1085,9 @@ fn a_mixed_batch_is_one_statement_per_table_and_operation() {
     ] {
         assert_eq!(seen(name).0, 1, "{name}: one statement for the batch");
     }
-    assert_eq!(seen("upsert_session"), (1, 1));
+    assert_eq!(seen("upsert_session"), (1, 2));
     assert_eq!(seen("delete_session"), (1, 1));
-    assert_eq!(seen("upsert_usage"), (1, 1));
+    assert_eq!(seen("upsert_usage"), (1, 2));
     assert_eq!(seen("commit").0, 1);
     let mut open: Vec<String> = st
         .open_sessions()
@@ -1090,12 +1105,12 @@ fn a_mixed_batch_is_one_statement_per_table_and_operation() {
         .map(|u| u.subscriber)
         .collect();
     assert_eq!(usage_keys, ["001010000000001", "001010000000003"]);
-    // The same batch again changes nothing (the deletes miss, the puts are
-    // identical): no commit.
-    assert_eq!(st.apply(&mixed).expect("again"), 0);
+    // The same batch again: the deletes miss and the profile is identical
+    // (nothing), but the session and usage records are written again, at
+    // their next version (a compare-and-set always moves it).
+    assert_eq!(st.apply(&mixed).expect("again"), 4);
     let seen = profiled(&profiler);
-    assert_eq!(seen("commit").0, 1);
-    assert_eq!(seen("rollback").0, 1);
+    assert_eq!(seen("commit").0, 2);
 }
 
 #[test]
@@ -1141,7 +1156,8 @@ fn a_batch_of_more_than_1000_rows_per_table() {
         .collect();
     assert_eq!(st.apply(&first).expect("insert"), 2 * n);
     // A third of the sessions move, a third are deleted, the rest are
-    // unchanged; every usage row moves.
+    // written unchanged (their versions move all the same); every usage
+    // row moves.
     let second: Vec<Change> = (0..n)
         .flat_map(|i| {
             let s = match i % 3 {
@@ -1152,9 +1168,9 @@ fn a_batch_of_more_than_1000_rows_per_table() {
             [s, put_usage(usage(&key(i), 2))]
         })
         .collect();
-    assert_eq!(st.apply(&second).expect("update"), n / 3 * 2 + n);
+    assert_eq!(st.apply(&second).expect("update"), 2 * n);
     let seen = profiled(&profiler);
-    assert_eq!(seen("upsert_session"), (2, n as u64 + n as u64 / 3));
+    assert_eq!(seen("upsert_session"), (2, n as u64 + 2 * (n as u64 / 3)));
     assert_eq!(seen("delete_session"), (1, n as u64 / 3));
     assert_eq!(seen("upsert_usage"), (2, 2 * n as u64));
     assert_eq!(seen("commit").0, 2);
@@ -1286,4 +1302,219 @@ fn outbox_rows_are_written_with_the_batch_acked_per_sink_and_reloaded_in_order()
         2
     );
     assert!(st.pending_events().expect("outbox").is_empty());
+}
+
+/// Two nodes on one database: a write from a copy older than the row is
+/// refused as a conflict naming the row, and writes nothing; the node that
+/// read the current row writes on top of it.
+#[test]
+fn a_write_from_a_stale_copy_is_a_conflict_and_writes_nothing() {
+    let db = TestSchema::new();
+    let mut a = db.open();
+    a.set_owner("pcrf-a");
+    let mut b = db.open();
+    b.set_owner("pcrf-b");
+    let first = Arc::new(session("gx;race", "001010000000001", 1));
+    a.apply(&[Change::PutSession(first.clone())])
+        .expect("create on A");
+    assert_eq!(
+        first.version.get(),
+        1,
+        "the committed record carries its version"
+    );
+    let u = Arc::new(usage("001010000000001", 10));
+    a.apply(&[Change::PutUsage(u.clone())]).expect("usage on A");
+
+    // B takes both over (reads the rows) and writes on top of them.
+    let taken = b.session("gx;race").expect("read").expect("stored");
+    assert_eq!(taken.version.get(), 1);
+    let mut on_b = taken.clone();
+    on_b.updated_ms = 2;
+    let mut used_b = b.usage("001010000000001").expect("read").expect("stored");
+    used_b
+        .accumulators
+        .get_mut("monthly")
+        .expect("monthly")
+        .used = 30;
+    b.apply(&[
+        Change::PutSession(Arc::new(on_b)),
+        Change::PutUsage(Arc::new(used_b)),
+    ])
+    .expect("B writes on the current rows");
+
+    // A, still holding version 1, writes: refused, both rows named, nothing written.
+    let mut stale = (*first).clone();
+    stale.updated_ms = 3;
+    let mut stale_usage = (*u).clone();
+    stale_usage
+        .accumulators
+        .get_mut("monthly")
+        .expect("monthly")
+        .used = 20;
+    match a.apply(&[
+        Change::PutSession(Arc::new(stale)),
+        Change::PutUsage(Arc::new(stale_usage)),
+        put(session("gx;innocent", "001010000000002", 1)),
+    ]) {
+        Err(StoreError::Conflict(rows)) => {
+            assert_eq!(rows.len(), 2, "{rows:?}");
+            assert!(rows.contains(&Conflicted::Session("gx;race".into())));
+            assert!(rows.contains(&Conflicted::Usage("001010000000001".into())));
+        }
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    let stored = b.session("gx;race").expect("read").expect("stored");
+    assert_eq!(stored.updated_ms, 2, "B's write stands");
+    assert_eq!(
+        b.usage("001010000000001")
+            .expect("read")
+            .expect("stored")
+            .accumulators["monthly"]
+            .used,
+        30
+    );
+    assert_eq!(
+        b.session("gx;innocent").expect("read"),
+        None,
+        "the batch rolled back"
+    );
+    // The owner column says who wrote last; A loads only its own sessions.
+    assert_eq!(
+        db.query_i64(&format!(
+            "SELECT count(*) FROM {}.sessions WHERE owner = 'pcrf-b' AND id = 'gx;race'",
+            db.name
+        )),
+        1
+    );
+    assert!(a.open_sessions().expect("load").is_empty());
+    assert_eq!(b.open_sessions().expect("load").len(), 1);
+}
+
+/// The group-commit writer fails only the request whose row conflicted;
+/// the other requests of its batch are committed.
+#[test]
+fn a_conflict_fails_only_its_own_request_of_the_batch() {
+    use pcrf::store::group_commit::{GroupCommit, GroupCommitOptions};
+    let db = TestSchema::new();
+    let mut other = db.open();
+    other.set_owner("pcrf-b");
+    // A row another node wrote twice: a copy at version 0 is stale.
+    let s = session("gx;theirs", "001010000000001", 1);
+    other
+        .apply(&[Change::PutSession(Arc::new(s.clone()))])
+        .expect("b");
+    s.version.set(1);
+    other
+        .apply(&[Change::PutSession(Arc::new(s.clone()))])
+        .expect("b again");
+    let mut mine = db.open();
+    mine.set_owner("pcrf-a");
+    let gc = GroupCommit::start_with(
+        Box::new(mine),
+        GroupCommitOptions {
+            commit_window: Duration::from_millis(300),
+            ..GroupCommitOptions::default()
+        },
+    )
+    .expect("writer");
+    let stale = session("gx;theirs", "001010000000001", 5);
+    stale.version.set(0);
+    let innocent = Arc::new(session("gx;mine", "001010000000002", 5));
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (a, b) = rt.block_on(async {
+        let a = gc
+            .reserve()
+            .await
+            .expect("slot")
+            .send(vec![Change::PutSession(Arc::new(stale))]);
+        let b = gc
+            .reserve()
+            .await
+            .expect("slot")
+            .send(vec![Change::PutSession(innocent.clone())]);
+        tokio::join!(a, b)
+    });
+    assert_eq!(
+        a,
+        Err(StoreError::Conflict(vec![Conflicted::Session(
+            "gx;theirs".into()
+        )]))
+    );
+    assert_eq!(b, Ok(()));
+    assert_eq!(innocent.version.get(), 1);
+    assert_eq!(gc.stats().conflicts, 1);
+    assert_eq!(gc.stats().batches, 1, "both were one batch");
+    let mut check = db.open();
+    assert_eq!(
+        check
+            .session("gx;theirs")
+            .expect("read")
+            .expect("row")
+            .updated_ms,
+        1
+    );
+    assert!(check.session("gx;mine").expect("read").is_some());
+}
+
+/// Two requests writing one usage row in one batch (a stale copy met a
+/// fresh one after a conflict): only the fresher write stays, the other
+/// request fails with a conflict instead of being dropped unseen.
+#[test]
+fn two_writes_of_one_row_in_a_batch_keep_the_fresher_and_fail_the_other() {
+    use pcrf::store::group_commit::{GroupCommit, GroupCommitOptions};
+    let db = TestSchema::new();
+    let mut seed = db.open();
+    let first = Arc::new(usage("001010000000001", 1));
+    seed.apply(&[Change::PutUsage(first.clone())])
+        .expect("seed");
+    let mut store = db.open();
+    store.set_owner("pcrf-a");
+    let gc = GroupCommit::start_with(
+        Box::new(store),
+        GroupCommitOptions {
+            commit_window: Duration::from_millis(300),
+            ..GroupCommitOptions::default()
+        },
+    )
+    .expect("writer");
+    let fresh = usage("001010000000001", 3);
+    fresh.version.set(1);
+    let stale = usage("001010000000001", 2);
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (f, s) = rt.block_on(async {
+        let f = gc
+            .reserve()
+            .await
+            .expect("slot")
+            .send(vec![Change::PutUsage(Arc::new(fresh))]);
+        let s = gc
+            .reserve()
+            .await
+            .expect("slot")
+            .send(vec![Change::PutUsage(Arc::new(stale))]);
+        tokio::join!(f, s)
+    });
+    assert_eq!(f, Ok(()));
+    assert_eq!(
+        s,
+        Err(StoreError::Conflict(vec![Conflicted::Usage(
+            "001010000000001".into()
+        )]))
+    );
+    assert_eq!(
+        seed.usage("001010000000001")
+            .expect("read")
+            .expect("row")
+            .accumulators["monthly"]
+            .used,
+        3
+    );
 }

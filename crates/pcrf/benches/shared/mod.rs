@@ -102,3 +102,40 @@ pub fn ccr_u_session(id: String, imsi: String, updated_ms: i64) -> GxSession {
     s.updated_ms = updated_ms;
     s
 }
+
+/// The last record written per row, so that the next record of that row
+/// is written at its version, as the services do (session and usage
+/// writes are compare-and-set on PostgreSQL). A row's next record is built
+/// only after the previous write committed.
+#[derive(Default)]
+pub struct LastWritten {
+    sessions: std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<GxSession>>>,
+    usage: std::sync::Mutex<
+        std::collections::HashMap<String, std::sync::Arc<pcrf::usage::SubscriberUsage>>,
+    >,
+}
+
+#[allow(dead_code)]
+impl LastWritten {
+    /// `s` as the next record of its row.
+    pub fn session(&self, s: GxSession) -> pcrf::store::Change {
+        let mut m = self.sessions.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(prev) = m.get(&s.id) {
+            s.version.set(prev.version.get());
+        }
+        let s = std::sync::Arc::new(s);
+        m.insert(s.id.clone(), s.clone());
+        pcrf::store::Change::PutSession(s)
+    }
+
+    /// `u` as the next record of its row.
+    pub fn usage(&self, u: pcrf::usage::SubscriberUsage) -> pcrf::store::Change {
+        let mut m = self.usage.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(prev) = m.get(&u.subscriber) {
+            u.version.set(prev.version.get());
+        }
+        let u = std::sync::Arc::new(u);
+        m.insert(u.subscriber.clone(), u.clone());
+        pcrf::store::Change::PutUsage(u)
+    }
+}

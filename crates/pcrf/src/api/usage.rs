@@ -48,7 +48,8 @@ pub async fn get<C: Control>(
     ApiPath(imsi): ApiPath<String>,
 ) -> Result<Json<UsageView>, ApiError> {
     check_imsi(&imsi)?;
-    ctl.usage(&imsi)
+    ctl.usage_stored(&imsi)
+        .await
         .map(Json)
         .ok_or_else(|| ApiError::not_found(format!("no subscriber {imsi}")))
 }

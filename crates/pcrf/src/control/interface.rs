@@ -64,6 +64,12 @@ pub trait Control: Send + Sync + 'static {
     /// A subscriber's usage; `None` when the subscriber is not provisioned.
     fn usage(&self, imsi: &str) -> Option<UsageView>;
 
+    /// As `usage`, read from the store where other nodes write it too (a
+    /// shared store), so that it includes what they counted.
+    fn usage_stored(&self, imsi: &str) -> impl Future<Output = Option<UsageView>> + Send {
+        std::future::ready(self.usage(imsi))
+    }
+
     /// Adds octets to this period's allowance of one accumulator, durably,
     /// then re-decides the subscriber's open sessions.
     fn topup(

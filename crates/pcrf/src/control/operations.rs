@@ -57,9 +57,14 @@ impl Operations {
 
     /// A subscriber's usage as the API shows it, rolled to `now`.
     pub(crate) fn usage_of(&self, profile: &Subscriber, now: i64) -> UsageView {
+        let u = (*self.node.usage.load(&profile.imsi)).clone();
+        self.view_of(profile, u, now)
+    }
+
+    /// `u` as the API shows it, rolled to `now`.
+    fn view_of(&self, profile: &Subscriber, mut u: SubscriberUsage, now: i64) -> UsageView {
         let cfg = self.node.usage_cfg.load();
         let day = cfg.billing_day_for(profile.billing_day);
-        let mut u = (*self.node.usage.load(&profile.imsi)).clone();
         u.roll(&cfg, Some(day), now);
         let rfc3339 = |ms: i64| {
             jiff::Timestamp::from_millisecond(ms).map_or_else(|_| ms.to_string(), |t| t.to_string())
@@ -113,8 +118,8 @@ impl Operations {
         &self,
         imsi: &str,
         reason: crate::gx::state::PushReason,
-        change: impl FnOnce(&mut SubscriberUsage, &UsageConfig, Option<u8>, i64) -> Result<(), String>,
-        event: impl FnOnce(&Node, &SubscriberUsage) -> Option<crate::notify::Staged>,
+        change: impl Fn(&mut SubscriberUsage, &UsageConfig, Option<u8>, i64) -> Result<(), String>,
+        event: impl Fn(&Node, &SubscriberUsage) -> Option<crate::notify::Staged>,
     ) -> Result<UsageChange, ControlError> {
         let profile = self
             .node
@@ -129,11 +134,18 @@ impl Operations {
         }
         let now = now_ms();
         let day = profile.billing_day;
-        let slot = self.node.usage.slot(imsi);
-        {
+        // Another node may have written the accumulators since this one
+        // read them (a conflict): they are read again and the change is
+        // applied to those, a few times at most.
+        for tries in 1.. {
+            let slot = self.node.usage.slot(imsi);
             let _g = tokio::time::timeout(COMMIT_WAIT, slot.lock())
                 .await
                 .map_err(|_| ControlError::Unavailable("subscriber usage busy".into()))?;
+            self.node
+                .read_usage_if_needed(&slot, imsi)
+                .await
+                .map_err(|e| ControlError::Unavailable(e.message.to_string()))?;
             let mut next = (*slot.load()).clone();
             next.roll(&cfg, day, now);
             change(&mut next, &cfg, day, now).map_err(ControlError::Invalid)?;
@@ -141,15 +153,24 @@ impl Operations {
             let staged = event(&self.node, &next);
             let mut changes = vec![Change::PutUsage(next.clone())];
             changes.extend(staged.as_ref().and_then(|s| s.change()));
-            self.node
-                .store
-                .submit(changes)
-                .await
-                .map_err(|e| ControlError::Unavailable(e.to_string()))?;
+            match self.node.store.submit(changes).await {
+                Ok(()) => {}
+                Err(e @ crate::store::StoreError::Conflict(_))
+                    if tries < crate::node::takeover::CONFLICT_RETRIES =>
+                {
+                    self.node.forget_conflicted(&e);
+                    continue;
+                }
+                Err(e) => {
+                    self.node.forget_conflicted(&e);
+                    return Err(ControlError::Unavailable(e.to_string()));
+                }
+            }
             slot.publish(next);
             if let Some(s) = staged {
                 s.publish();
             }
+            break;
         }
         let pushed = self.gx.push_subscriber(imsi, reason).await;
         Ok(UsageChange {
@@ -315,6 +336,19 @@ impl Control for Operations {
 
     fn usage(&self, imsi: &str) -> Option<UsageView> {
         let profile = self.node.subscribers.get(imsi)?;
+        Some(self.usage_of(&profile, now_ms()))
+    }
+
+    async fn usage_stored(&self, imsi: &str) -> Option<UsageView> {
+        let profile = self.node.subscribers.get(imsi)?;
+        if self.node.store.is_shared() {
+            // Other nodes may have counted since this one last did.
+            let read = tokio::time::timeout(COMMIT_WAIT, self.node.store.read_usage(imsi)).await;
+            if let Ok(Ok(stored)) = read {
+                let u = stored.unwrap_or_else(|| SubscriberUsage::new(imsi));
+                return Some(self.view_of(&profile, u, now_ms()));
+            }
+        }
         Some(self.usage_of(&profile, now_ms()))
     }
 

@@ -139,15 +139,25 @@ impl Gx {
         }
         let mut reset = 0;
         let mut ids = Vec::new();
-        for key in self.node.usage.subscribers() {
+        // The subscribers with a session here (others roll lazily at their
+        // next request); on a shared store their usage may not be in
+        // memory yet: it is read first.
+        for key in self.node.sessions.subscribers() {
             let sessions = self.node.sessions.ids_of_subscriber(&key);
             if sessions.is_empty() {
-                // Rolled lazily at its next request.
                 continue;
             }
-            let Some(slot) = self.node.usage.get(&key) else {
-                continue;
+            let slot = match self.node.usage.get(&key) {
+                Some(slot) => slot,
+                None if self.node.store.is_shared() => self.node.usage.slot(&key),
+                None => continue,
             };
+            if !slot.loaded() {
+                let _g = slot.lock().await;
+                if self.node.read_usage_if_needed(&slot, &key).await.is_err() {
+                    continue;
+                }
+            }
             let ended = slot
                 .load()
                 .accumulators
@@ -178,6 +188,8 @@ impl Gx {
                     ids.extend(sessions);
                 }
                 Err(e) => {
+                    // Written by another node meanwhile: read again next time.
+                    self.node.forget_conflicted(&e);
                     tracing::error!(subscriber = %key, error = %e, "usage reset not stored; retried at the next sweep");
                 }
             }

@@ -33,6 +33,7 @@ use std::sync::Weak;
 use std::time::Instant;
 
 use crate::node::events::StagedEvents;
+use crate::node::takeover::CONFLICT_RETRIES;
 use crate::node::{
     now_ms, replay, too_busy_answer, usage_change, Answered, Node, COMMIT_WAIT, USER_UNKNOWN,
 };
@@ -122,11 +123,33 @@ impl Gx {
             self.node.overload_reported.store(false, Relaxed);
             self.node.overload.end();
         }
-        let result = match ccr.request_type {
-            Some(RequestType::Initial) => self.ccr_initial(&req, &ccr).await,
-            Some(RequestType::Update) => self.ccr_update(&req, &ccr).await,
-            Some(RequestType::Termination) => self.ccr_termination(&req, &ccr).await,
-            None => Err(missing_avp(avp::CC_REQUEST_TYPE, "CC-Request-Type")),
+        // A write conflict (another node served this session or subscriber
+        // meanwhile) wrote nothing and dropped the stale copies: handled
+        // again on fresh ones, a few times at most.
+        let mut tries = 0;
+        let result = loop {
+            let r = match ccr.request_type {
+                Some(RequestType::Initial) => self.ccr_initial(&req, &ccr, tries > 0).await,
+                Some(RequestType::Update) => self.ccr_update(&req, &ccr).await,
+                Some(RequestType::Termination) => self.ccr_termination(&req, &ccr).await,
+                None => Err(missing_avp(avp::CC_REQUEST_TYPE, "CC-Request-Type")),
+            };
+            tries += 1;
+            match r {
+                Err(e) if Node::is_conflict(&e) && tries < CONFLICT_RETRIES => {
+                    Node::conflict_backoff(tries).await;
+                    continue;
+                }
+                Err(e) if Node::is_conflict(&e) => {
+                    self.node.counters.store_failures.fetch_add(1, Relaxed);
+                    tracing::error!(
+                        session = ccr.session_id,
+                        "write conflicts persisted; answering DIAMETER_UNABLE_TO_COMPLY"
+                    );
+                    break Err(e);
+                }
+                r => break r,
+            }
         };
         let code = match &result {
             Ok(a) => a.code,
@@ -145,14 +168,34 @@ impl Gx {
         result.map(|a| a.bytes)
     }
 
-    async fn ccr_initial(&self, req: &Message, c: &Ccr<'_>) -> Result<Answered, DiameterError> {
+    /// `again`: after a write conflict, the stored session (a retransmission
+    /// another node applied, or a Session-Id reused) is read first.
+    async fn ccr_initial(
+        &self,
+        req: &Message,
+        c: &Ccr<'_>,
+        again: bool,
+    ) -> Result<Answered, DiameterError> {
         if c.imsi.is_none() && c.msisdn.is_none() {
             return Err(missing_avp(avp::SUBSCRIPTION_ID, "Subscription-Id"));
+        }
+        // The row a new record replaces: written over at its version.
+        let mut stored_version = 0;
+        if again && self.node.sessions.get(c.session_id).is_none() {
+            if let Ok(Ok(Some(st))) =
+                tokio::time::timeout(COMMIT_WAIT, self.node.store.read_session(c.session_id)).await
+            {
+                stored_version = st.version.get();
+                if st.state == SessionState::Open {
+                    self.node.find_or_take_over(c.session_id).await?;
+                }
+            }
         }
         // A retransmitted CCR-I is answered again, not applied twice.
         if let Some(slot) = self.node.sessions.get(c.session_id) {
             let _g = slot.lock().await;
             let cur = slot.load();
+            stored_version = cur.version.get();
             if cur.state == SessionState::Open {
                 if let Some(again) = self.replay_retransmission(&cur, req, c) {
                     return Ok(again);
@@ -180,6 +223,7 @@ impl Gx {
             c.origin_realm.to_owned(),
             now,
         );
+        s.version.set(stored_version);
         s.imsi = c.imsi.map(str::to_owned);
         s.msisdn = c.msisdn.map(str::to_owned);
         s.supported_features = c.supported_features.clone();
@@ -275,7 +319,7 @@ impl Gx {
         req: &Message,
         c: &Ccr<'_>,
     ) -> Result<Answered, DiameterError> {
-        let Some(slot) = self.node.sessions.get(c.session_id) else {
+        let Some(slot) = self.node.find_or_take_over(c.session_id).await? else {
             return Ok(self.cold_retransmission(req, c).await);
         };
         let _g = slot.lock().await;
@@ -402,7 +446,7 @@ impl Gx {
     }
 
     async fn ccr_termination(&self, req: &Message, c: &Ccr<'_>) -> Result<Answered, DiameterError> {
-        let Some(slot) = self.node.sessions.get(c.session_id) else {
+        let Some(slot) = self.node.find_or_take_over(c.session_id).await? else {
             return Ok(self.cold_retransmission(req, c).await);
         };
         let _g = slot.lock().await;
@@ -596,10 +640,12 @@ impl Gx {
         id: &str,
         ask_report: bool,
     ) -> Result<ReauthOutcome, ControlError> {
+        // Any node's API reaches any session: one held elsewhere is taken over.
         let slot = self
             .node
-            .sessions
-            .get(id)
+            .find_or_take_over(id)
+            .await
+            .map_err(|e| ControlError::Unavailable(e.message.to_string()))?
             .ok_or_else(|| ControlError::NotFound(format!("no session {id}")))?;
         let _g = slot.lock().await;
         let cur = slot.load();

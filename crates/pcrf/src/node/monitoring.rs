@@ -54,6 +54,7 @@ impl Node {
                     "subscriber usage busy",
                 )
             })?;
+        self.read_usage_if_needed(&slot, subscriber).await?;
         let mut next = (*slot.load()).clone();
         let billing_day = billing_day(profile);
         next.roll(&cfg, billing_day, now);
@@ -67,6 +68,40 @@ impl Node {
             reported: BTreeSet::new(),
             unknown: Vec::new(),
         }))
+    }
+
+    /// On a shared store, reads the subscriber's row into its slot when
+    /// the slot does not hold it yet (first use, or after another node
+    /// wrote it). Call with the slot's lock held.
+    pub(crate) async fn read_usage_if_needed(
+        &self,
+        slot: &crate::usage::table::UsageSlot,
+        subscriber: &str,
+    ) -> Result<(), DiameterError> {
+        if slot.loaded() {
+            return Ok(());
+        }
+        let read = tokio::time::timeout(COMMIT_WAIT, self.store.read_usage(subscriber)).await;
+        match read {
+            Ok(Ok(stored)) => {
+                slot.load_stored(stored);
+                Ok(())
+            }
+            Ok(Err(e)) => {
+                tracing::error!(subscriber, error = %e, "usage could not be read; answering 5012");
+                Err(DiameterError::new(
+                    result_code::DIAMETER_UNABLE_TO_COMPLY,
+                    "subscriber usage unreadable",
+                ))
+            }
+            Err(_) => {
+                tracing::error!(subscriber, "usage not read in time; answering 5012");
+                Err(DiameterError::new(
+                    result_code::DIAMETER_UNABLE_TO_COMPLY,
+                    "subscriber usage unreadable",
+                ))
+            }
+        }
     }
 
     /// Counts a CCR's usage reports (each exactly once: the caller commits

@@ -8,6 +8,7 @@
 
 use crate::gx::{self, UsageInstructions};
 use crate::metrics::{Command, Exposition, NO_ANSWER};
+use crate::node::takeover::CONFLICT_RETRIES;
 use crate::node::{now_ms, Node};
 use crate::policy::input::{RuleFailure, SubscriberInput};
 use crate::policy::media::{af_tag, AfInput, MediaInput};
@@ -99,14 +100,27 @@ impl Rx {
     /// Answers one Rx request from an AF (AAR or STR).
     pub async fn handle_rx(&self, req: Message) -> Result<Bytes, DiameterError> {
         let started = Instant::now();
-        let (command, result) = match req.command_code() {
-            cmd::AA => (Command::Aar, self.aar(&req).await),
-            cmd::SESSION_TERMINATION => (Command::Str, self.rx_str(&req).await),
-            _ => {
-                return Err(DiameterError::new(
-                    result_code::DIAMETER_COMMAND_UNSUPPORTED,
-                    "Rx serves AAR and STR",
-                ))
+        // A write conflict (another node wrote the Gx session meanwhile)
+        // wrote nothing and dropped the stale copy: handled again on a
+        // fresh one, a few times at most (see node/takeover.rs).
+        let mut tries = 0;
+        let (command, result) = loop {
+            let r = match req.command_code() {
+                cmd::AA => (Command::Aar, self.aar(&req).await),
+                cmd::SESSION_TERMINATION => (Command::Str, self.rx_str(&req).await),
+                _ => {
+                    return Err(DiameterError::new(
+                        result_code::DIAMETER_COMMAND_UNSUPPORTED,
+                        "Rx serves AAR and STR",
+                    ))
+                }
+            };
+            tries += 1;
+            match &r.1 {
+                Err(e) if Node::is_conflict(e) && tries < CONFLICT_RETRIES => {
+                    Node::conflict_backoff(tries).await;
+                }
+                _ => break r,
             }
         };
         let code = match &result {
@@ -197,6 +211,46 @@ impl Rx {
             })
     }
 
+    /// On a store shared with other nodes, takes over the open Gx sessions
+    /// the store has at the AAR's UE IPv4 address; whether any was.
+    async fn take_over_at(&self, a: &Aar<'_>) -> Result<bool, DiameterError> {
+        let Some(v4) = a.ue_ipv4 else {
+            return Ok(false);
+        };
+        if !self.node.store.is_shared() {
+            return Ok(false);
+        }
+        let found = tokio::time::timeout(
+            crate::node::COMMIT_WAIT,
+            self.node.store.sessions_at(&v4.to_string()),
+        )
+        .await;
+        let ids = match found {
+            Ok(Ok(ids)) => ids,
+            _ => {
+                return Err(DiameterError::new(
+                    result_code::DIAMETER_UNABLE_TO_COMPLY,
+                    "sessions could not be read from the store",
+                ))
+            }
+        };
+        let mut any = false;
+        for id in ids {
+            any |= self.node.find_or_take_over(&id).await?.is_some();
+        }
+        Ok(any)
+    }
+
+    /// Binds an AAR to the Gx session at its UE address; on a store
+    /// shared with other nodes, a session held by another node is taken
+    /// over through the store first.
+    async fn bind_or_take_over(&self, a: &Aar<'_>) -> Result<Binding, DiameterError> {
+        match self.bind_aar(a) {
+            Binding::NoSession if self.take_over_at(a).await? => Ok(self.bind_aar(a)),
+            binding => Ok(binding),
+        }
+    }
+
     async fn aar(&self, req: &Message) -> Result<RxAnswer, DiameterError> {
         let a = req.validate().and_then(|_| rx::decode_aar(req)).inspect_err(|e| {
             tracing::info!(session = ?req.session_id().ok().flatten(), error = %e, "AAR refused");
@@ -212,7 +266,7 @@ impl Rx {
                     Some("unknown Rx session"),
                 ));
             }
-            None => match self.bind_aar(&a) {
+            None => match self.bind_or_take_over(&a).await? {
                 Binding::Bound(slot) => slot,
                 Binding::NoSession => {
                     self.state.binding_failures.fetch_add(1, Relaxed);

@@ -86,6 +86,10 @@ pub struct GxSession {
     pub created_ms: i64,
     pub updated_ms: i64,
     pub closed_ms: Option<i64>,
+    /// The version of its row in a shared store (compare-and-set writes;
+    /// not part of the record, never serialised).
+    #[serde(skip)]
+    pub version: crate::store::RowVersion,
 }
 
 impl GxSession {
@@ -128,6 +132,7 @@ impl GxSession {
             created_ms: now_ms,
             updated_ms: now_ms,
             closed_ms: None,
+            version: Default::default(),
         }
     }
 }
@@ -173,6 +178,7 @@ impl GxSession {
             created_ms,
             updated_ms: _,
             closed_ms,
+            version: _,
         } = self;
         *id == other.id
             && *state == other.state

@@ -165,6 +165,11 @@ impl SessionTable {
         &self.bindings
     }
 
+    /// The subscribers with a session here.
+    pub fn subscribers(&self) -> Vec<String> {
+        self.by_subscriber.iter().map(|e| e.key().clone()).collect()
+    }
+
     /// Session ids of a subscriber (open and closed).
     pub fn ids_of_subscriber(&self, sub: &str) -> Vec<String> {
         self.by_subscriber

@@ -11,4 +11,29 @@ pub enum StoreError {
     /// Stored data cannot be decoded; the message names the record.
     #[error("store data corrupt: {0}")]
     Corrupt(String),
+    /// Another node wrote these rows since this node read them (a shared
+    /// store's compare-and-set failed): nothing of the request was
+    /// written. The node drops its copies, reads them again and retries.
+    #[error("store conflict: {} row(s) written by another node", .0.len())]
+    Conflict(Vec<Conflicted>),
+}
+
+/// A row whose compare-and-set failed.
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
+pub enum Conflicted {
+    /// A session, by Session-Id.
+    Session(String),
+    /// A subscriber's usage, by subscriber key.
+    Usage(String),
+}
+
+impl Conflicted {
+    /// Whether `key` is this row.
+    pub fn is(&self, key: &super::ChangeKey<'_>) -> bool {
+        match (self, key) {
+            (Conflicted::Session(a), super::ChangeKey::Session(b)) => a == b,
+            (Conflicted::Usage(a), super::ChangeKey::Usage(b)) => a == b,
+            _ => false,
+        }
+    }
 }

@@ -104,5 +104,6 @@ pub fn usage(subscriber: &str, used: u64) -> SubscriberUsage {
         .collect(),
         unknown_key_reports: 0,
         notified: Default::default(),
+        version: Default::default(),
     }
 }

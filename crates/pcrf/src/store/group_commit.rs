@@ -69,6 +69,9 @@ pub struct GroupCommitStats {
     pub rows_changed: u64,
     /// Batches that failed (every request in them got the error).
     pub errors: u64,
+    /// Rows another node had written since this node read them (a
+    /// compare-and-set failed; only their requests failed, to be retried).
+    pub conflicts: u64,
     /// Closed sessions purged.
     pub purged: u64,
     /// Time spent in the store applying batches, microseconds.
@@ -94,6 +97,7 @@ impl GroupCommitStats {
         self.skipped_commits += o.skipped_commits;
         self.rows_changed += o.rows_changed;
         self.errors += o.errors;
+        self.conflicts += o.conflicts;
         self.purged += o.purged;
         self.apply_micros += o.apply_micros;
         for (a, b) in self.apply_micros_le.iter_mut().zip(o.apply_micros_le) {
@@ -116,6 +120,7 @@ struct Metrics {
     skipped_commits: AtomicU64,
     rows_changed: AtomicU64,
     errors: AtomicU64,
+    conflicts: AtomicU64,
     purged: AtomicU64,
     apply_micros: AtomicU64,
     // Non-cumulative counts per bucket; the last is "above every bound".
@@ -174,6 +179,10 @@ enum Job {
     Flush(Ack<()>),
     /// A session no longer in memory (a closed one after a restart).
     ReadSession(String, Ack<Option<crate::session::GxSession>>),
+    /// The open sessions holding a UE IPv4 address (a shared store).
+    SessionsAt(String, Ack<Vec<String>>),
+    /// A subscriber's usage row, read when first needed (a shared store).
+    ReadUsage(String, Ack<Option<crate::usage::SubscriberUsage>>),
     Stop(oneshot::Sender<Box<dyn Store>>),
 }
 
@@ -263,6 +272,7 @@ impl GroupCommit {
     /// Starts the writer thread.
     pub fn start_with(store: Box<dyn Store>, opts: GroupCommitOptions) -> Result<Self, StoreError> {
         let (tx, rx) = mpsc::channel(opts.queue_depth.max(1));
+        let compare_and_set = store.compare_and_set();
         let metrics = Arc::new(Metrics::default());
         let wake = Arc::new(Wake::default());
         let window_clock = if opts.commit_window.is_zero() {
@@ -288,6 +298,7 @@ impl GroupCommit {
             window_clock,
             wake: wake.clone(),
             requesters: tokio::runtime::Handle::try_current().ok(),
+            compare_and_set,
         };
         std::thread::Builder::new()
             .name("pcrf-store-writer".into())
@@ -359,6 +370,26 @@ impl GroupCommit {
         rx.await.unwrap_or_else(|_| Err(stopped()))
     }
 
+    /// The ids of the open sessions holding UE IPv4 address `ipv4` in the
+    /// store (after everything queued before it was written).
+    pub async fn sessions_at(&self, ipv4: &str) -> Result<Vec<String>, StoreError> {
+        let (ack, rx) = oneshot::channel();
+        self.send_now(Job::SessionsAt(ipv4.to_owned(), ack)).await?;
+        rx.await.unwrap_or_else(|_| Err(stopped()))
+    }
+
+    /// Reads one subscriber's usage row, after everything queued before it
+    /// was written.
+    pub async fn read_usage(
+        &self,
+        subscriber: &str,
+    ) -> Result<Option<crate::usage::SubscriberUsage>, StoreError> {
+        let (ack, rx) = oneshot::channel();
+        self.send_now(Job::ReadUsage(subscriber.to_owned(), ack))
+            .await?;
+        rx.await.unwrap_or_else(|_| Err(stopped()))
+    }
+
     /// Writes everything queued before it, stops the writer and hands the
     /// store back (to close it, or to read from it). Later requests get
     /// `Unavailable`.
@@ -381,6 +412,7 @@ impl GroupCommit {
             skipped_commits: get(&m.skipped_commits),
             rows_changed: get(&m.rows_changed),
             errors: get(&m.errors),
+            conflicts: get(&m.conflicts),
             purged: get(&m.purged),
             apply_micros: get(&m.apply_micros),
             apply_micros_le: Metrics::cumulative(&m.apply_time),
@@ -410,6 +442,9 @@ struct Writer {
     /// The runtime of the requesters, when started inside one: a batch's
     /// answers are delivered from a task there (see `answer`).
     requesters: Option<tokio::runtime::Handle>,
+    /// The store's session and usage writes are compare-and-set (see
+    /// `one_writer_per_row`).
+    compare_and_set: bool,
 }
 
 impl Writer {
@@ -467,6 +502,16 @@ impl Writer {
                     let got = guard("reading a session", || self.store.session(&id));
                     let _ = ack.send(got);
                 }
+                Job::SessionsAt(ipv4, ack) => {
+                    let got = guard("finding sessions by address", || {
+                        self.store.open_sessions_at(&ipv4)
+                    });
+                    let _ = ack.send(got);
+                }
+                Job::ReadUsage(subscriber, ack) => {
+                    let got = guard("reading usage", || self.store.usage(&subscriber));
+                    let _ = ack.send(got);
+                }
                 Job::Stop(ack) => {
                     let _ = ack.send(self.store);
                     return;
@@ -518,28 +563,58 @@ impl Writer {
         None
     }
 
-    fn commit(&mut self, batch: Vec<(Vec<Change>, Ack<()>)>) {
-        let m = &self.metrics;
+    fn commit(&mut self, mut batch: Vec<(Vec<Change>, Ack<()>)>) {
+        let m = self.metrics.clone();
         let requests = batch.len() as u64;
-        let mut acks = Vec::with_capacity(batch.len());
-        let mut changes = Vec::new();
-        for (c, ack) in batch {
-            changes.extend(c);
-            acks.push(ack);
-        }
+        let submitted: usize = batch.iter().map(|(c, _)| c.len()).sum();
         Metrics::add(&m.requests, requests);
-        Metrics::add(&m.changes, changes.len() as u64);
+        Metrics::add(&m.changes, submitted as u64);
         Metrics::add(&m.batches, 1);
         Metrics::observe(&m.batch_size, &BATCH_SIZE_BOUNDS, requests);
-        let submitted = changes.len();
         self.wake.changes.fetch_sub(submitted, Ordering::Relaxed);
-        let changes = coalesce(changes);
-        Metrics::add(&m.coalesced, (submitted - changes.len()) as u64);
-        let started = Instant::now();
-        let result = guard("applying a batch", || self.store.apply(&changes));
-        let micros = started.elapsed().as_micros() as u64;
-        Metrics::add(&m.apply_micros, micros);
-        Metrics::observe(&m.apply_time, &APPLY_MICROS_BOUNDS, micros);
+        if self.compare_and_set {
+            batch = self.one_writer_per_row(batch);
+        }
+        let mut coalesced_once = false;
+        let (changes, result) = loop {
+            let changes = coalesce(batch.iter().flat_map(|(c, _)| c.iter().cloned()).collect());
+            if !coalesced_once {
+                let kept: usize = batch.iter().map(|(c, _)| c.len()).sum();
+                Metrics::add(&m.coalesced, (kept - changes.len()) as u64);
+                coalesced_once = true;
+            }
+            let started = Instant::now();
+            let result = guard("applying a batch", || self.store.apply(&changes));
+            let micros = started.elapsed().as_micros() as u64;
+            Metrics::add(&m.apply_micros, micros);
+            Metrics::observe(&m.apply_time, &APPLY_MICROS_BOUNDS, micros);
+            // Rows another node wrote: the batch rolled back. Only the
+            // requests that wrote those rows fail (with the rows they
+            // wrote); the rest are applied again without them.
+            let Err(StoreError::Conflict(rows)) = &result else {
+                break (changes, result);
+            };
+            Metrics::add(&m.conflicts, rows.len() as u64);
+            let before = batch.len();
+            let mut innocent = Vec::with_capacity(before);
+            for (c, ack) in batch {
+                let mine: Vec<_> = rows
+                    .iter()
+                    .filter(|r| c.iter().any(|ch| r.is(&ch.key())))
+                    .cloned()
+                    .collect();
+                if mine.is_empty() {
+                    innocent.push((c, ack));
+                } else {
+                    let _ = ack.send(Err(StoreError::Conflict(mine)));
+                }
+            }
+            batch = innocent;
+            if batch.is_empty() || batch.len() == before {
+                break (changes, result);
+            }
+        };
+        let acks: Vec<Ack<()>> = batch.into_iter().map(|(_, ack)| ack).collect();
         let outcome = match result {
             Ok(0) => {
                 Metrics::add(&m.skipped_commits, 1);
@@ -550,6 +625,7 @@ impl Writer {
                 Metrics::add(&m.rows_changed, rows as u64);
                 Ok(())
             }
+            Err(e @ StoreError::Conflict(_)) => Err(e),
             Err(e) => {
                 Metrics::add(&m.errors, 1);
                 tracing::error!(error = %e, requests, changes = changes.len(),
@@ -558,6 +634,77 @@ impl Writer {
             }
         };
         self.answer(acks, outcome);
+    }
+
+    /// On a store whose writes are compare-and-set: of two requests that
+    /// write the same session or usage row in one batch, only the one
+    /// holding the newer copy (the later, if equal) stays; the others fail
+    /// with a conflict and are handled again on a fresh copy. Coalescing
+    /// would otherwise drop the earlier write unseen while acknowledging
+    /// its request. A node serialises the writers of one row, so this
+    /// happens only when a stale copy met a fresh one after a conflict.
+    fn one_writer_per_row(
+        &self,
+        batch: Vec<(Vec<Change>, Ack<()>)>,
+    ) -> Vec<(Vec<Change>, Ack<()>)> {
+        use super::{ChangeKey, Conflicted};
+        use std::collections::HashMap;
+        /// The version a versioned (session or usage) write read.
+        fn versioned(c: &Change) -> Option<u64> {
+            match c {
+                Change::PutSession(s) => Some(s.version.get()),
+                Change::PutUsage(u) => Some(u.version.get()),
+                _ => None,
+            }
+        }
+        /// The row, owned, for the error (only when a request loses).
+        fn row(key: ChangeKey<'_>) -> Vec<Conflicted> {
+            match key {
+                ChangeKey::Session(id) => vec![Conflicted::Session(id.to_owned())],
+                ChangeKey::Usage(k) => vec![Conflicted::Usage(k.to_owned())],
+                _ => Vec::new(),
+            }
+        }
+        if batch.len() < 2 {
+            return batch;
+        }
+        let mut winner: HashMap<ChangeKey<'_>, (usize, u64)> = HashMap::new();
+        let mut lost: HashMap<usize, Vec<Conflicted>> = HashMap::new();
+        for (i, (changes, _)) in batch.iter().enumerate() {
+            for c in changes {
+                let Some(v) = versioned(c) else {
+                    continue;
+                };
+                let key = c.key();
+                match winner.get(&key).copied() {
+                    Some((j, _)) if j == i => {
+                        winner.insert(key, (i, v));
+                    }
+                    Some((j, w)) if v >= w => {
+                        lost.entry(j).or_default().extend(row(key));
+                        winner.insert(key, (i, v));
+                    }
+                    Some(_) => lost.entry(i).or_default().extend(row(key)),
+                    None => {
+                        winner.insert(key, (i, v));
+                    }
+                }
+            }
+        }
+        if lost.is_empty() {
+            return batch;
+        }
+        let mut kept = Vec::with_capacity(batch.len());
+        for (i, (changes, ack)) in batch.into_iter().enumerate() {
+            match lost.remove(&i) {
+                Some(rows) => {
+                    Metrics::add(&self.metrics.conflicts, rows.len() as u64);
+                    let _ = ack.send(Err(StoreError::Conflict(rows)));
+                }
+                None => kept.push((changes, ack)),
+            }
+        }
+        kept
     }
 
     /// Tells a batch's requesters its outcome. From this thread each wakeup

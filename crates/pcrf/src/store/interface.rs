@@ -40,4 +40,20 @@ pub trait Store: Send + 'static {
     /// `subscribers` or `usage_records` call (skipped, each logged with its key); call it after
     /// each of them to report the count at start-up.
     fn skipped_corrupt(&self) -> u64;
+    /// Names this node (its Origin-Host). A store shared by several nodes
+    /// writes it as the owner of the sessions this node writes, and
+    /// `open_sessions` then returns this node's own only. The embedded
+    /// store (one node) ignores it.
+    fn set_owner(&mut self, _node: &str) {}
+    /// Whether session and usage writes are compare-and-set on the row's
+    /// version (a store shared by several nodes).
+    fn compare_and_set(&self) -> bool {
+        false
+    }
+    /// The ids of the open sessions holding UE IPv4 address `ipv4`, from a
+    /// store shared by several nodes (an Rx AAR for a session another node
+    /// holds). The embedded store has no other node: none.
+    fn open_sessions_at(&mut self, _ipv4: &str) -> Result<Vec<String>, StoreError> {
+        Ok(Vec::new())
+    }
 }

@@ -7,11 +7,13 @@ mod change;
 mod error;
 mod interface;
 mod open;
+mod row_version;
 
 pub use change::{Change, ChangeKey, Route};
-pub use error::StoreError;
+pub use error::{Conflicted, StoreError};
 pub use interface::Store;
 pub use open::{open_shards, OpenedStore, Recovered};
+pub use row_version::RowVersion;
 
 pub(crate) mod blob;
 mod checkpointer;

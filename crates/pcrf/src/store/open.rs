@@ -35,8 +35,18 @@ pub struct Recovered {
 }
 
 impl OpenedStore {
+    /// Names this node on every shard (see `Store::set_owner`): call it
+    /// before `recover`.
+    pub fn set_owner(&mut self, node: &str) {
+        for s in &mut self.shards {
+            s.set_owner(node);
+        }
+    }
+
     /// Reads every subscriber, open session, usage row and undelivered
-    /// notification.
+    /// notification. From a database shared by several nodes: this node's
+    /// open sessions only, and no usage rows (each is read when its
+    /// subscriber is first served, see `usage::table`).
     pub fn recover(&mut self) -> Result<Recovered, StoreError> {
         let mut out = Recovered::default();
         let readers = if self.shared { 1 } else { self.shards.len() };
@@ -46,8 +56,10 @@ impl OpenedStore {
             out.corrupt += store.skipped_corrupt();
             out.sessions.extend(store.open_sessions()?);
             out.corrupt += store.skipped_corrupt();
-            out.usage.extend(store.usage_records()?);
-            out.corrupt += store.skipped_corrupt();
+            if !self.shared {
+                out.usage.extend(store.usage_records()?);
+                out.corrupt += store.skipped_corrupt();
+            }
             out.events.extend(store.pending_events()?);
             out.corrupt += store.skipped_corrupt();
         }

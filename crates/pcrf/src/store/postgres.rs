@@ -2,7 +2,8 @@
 //! database). Same data model as the embedded store. A batch is one
 //! transaction whose BEGIN and statements are pipelined in one round trip,
 //! committed only if a row changed (COMMIT joins that round trip when a row
-//! is sure to change, `written.rs`); the single connection is replaced after
+//! is sure to change: a session or usage write, which is a compare-and-set
+//! on the row's version, docs/cluster.md); the single connection is replaced after
 //! a randomised lifetime and re-established with backoff, and while the
 //! database is down every call fails fast with `Unavailable` (answered
 //! 5012) so nothing unacknowledged is ever reported durable.
@@ -13,7 +14,6 @@ pub mod migrations;
 pub mod monitor;
 mod pipeline;
 pub mod profiler;
-mod written;
 
 pub use monitor::ConnectionMonitor;
 pub use profiler::{ProfileSnapshot, QueryProfiler, QueryStat};
@@ -26,7 +26,7 @@ pub struct PostgresHandles {
 }
 
 use super::blob::{decode_session, decode_subscriber, decode_usage};
-use super::{Change, ChangeKey, Store, StoreError};
+use super::{Change, ChangeKey, Conflicted, Store, StoreError};
 use crate::session::GxSession;
 use crate::subscriber::Subscriber;
 use crate::usage::SubscriberUsage;
@@ -41,7 +41,6 @@ use tokio::runtime::Runtime;
 use tokio::task::JoinHandle;
 use tokio_postgres::types::ToSql;
 use tokio_postgres::{Client, NoTls, Statement};
-use written::{session_rows, Written};
 
 /// Rows fetched per page at start-up, so recovery never holds more than a
 /// page of blobs in flight.
@@ -180,8 +179,13 @@ struct Statements {
     delete_events: Statement,
 }
 
-/// Statement texts with the profiler's names. Portable SQL only: the
-/// upserts' WHERE makes an identical record affect 0 rows, so a batch of unchanged records commits nothing.
+/// Statement texts with the profiler's names. Portable SQL only. Session
+/// and usage writes are compare-and-set on the row's version (see
+/// docs/cluster.md): each writes its rows in a data-modifying CTE and then
+/// divides by zero unless every row was written, so one stale row aborts
+/// the transaction (and the COMMIT pipelined after it) in the same round
+/// trip; `conflicting` then finds which rows. Other upserts' WHERE makes an
+/// identical record affect 0 rows, so a batch of unchanged records commits nothing.
 mod sql {
     pub const BEGIN: (&str, &str) = ("begin", "BEGIN");
     pub const COMMIT: (&str, &str) = ("commit", "COMMIT");
@@ -189,15 +193,20 @@ mod sql {
     // One statement per table and operation for the whole batch: the rows
     // travel as one typed array per column (unnest), so the server parses,
     // plans and executes once per batch, not once per row.
+    // $8: the version each row is written at (the one read plus one);
+    // $9: the UE's IPv4 address; $10: this node; $11: the number of rows.
     pub const UPSERT_SESSION: (&str, &str) = (
         "upsert_session",
-        "INSERT INTO sessions (id, subscriber, state, pcef_host, updated_ms, closed_ms, data) \
-         SELECT * FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], \
-         $5::BIGINT[], $6::BIGINT[], $7::BYTEA[]) \
+        "WITH written AS (INSERT INTO sessions \
+         (id, subscriber, state, pcef_host, updated_ms, closed_ms, data, version, ue_ipv4, owner) \
+         SELECT *, $10::TEXT FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], \
+         $5::BIGINT[], $6::BIGINT[], $7::BYTEA[], $8::BIGINT[], $9::TEXT[]) \
          ON CONFLICT (id) DO UPDATE SET subscriber = excluded.subscriber, \
          state = excluded.state, pcef_host = excluded.pcef_host, \
-         updated_ms = excluded.updated_ms, closed_ms = excluded.closed_ms, data = excluded.data \
-         WHERE sessions.data IS DISTINCT FROM excluded.data",
+         updated_ms = excluded.updated_ms, closed_ms = excluded.closed_ms, data = excluded.data, \
+         version = excluded.version, ue_ipv4 = excluded.ue_ipv4, owner = excluded.owner \
+         WHERE sessions.version = excluded.version - 1 RETURNING 1) \
+         SELECT 1 / (CASE WHEN count(*) = $11::BIGINT THEN 1 ELSE 0 END) FROM written",
     );
     pub const DELETE_SESSION: (&str, &str) = (
         "delete_session",
@@ -215,19 +224,25 @@ mod sql {
         "DELETE FROM subscribers WHERE imsi = ANY($1::TEXT[])",
     );
     // Keyset pages: no cursor, no long transaction, portable.
+    // $3: this node (NULL: every open session); rows no node wrote yet
+    // (before versions) are everyone's.
     pub const OPEN_SESSIONS: (&str, &str) = (
         "load_open_sessions",
-        "SELECT id, data FROM sessions WHERE state = 'open' AND id > $1 ORDER BY id LIMIT $2",
+        "SELECT id, data, version FROM sessions WHERE state = 'open' \
+         AND ($3::TEXT IS NULL OR owner = $3 OR owner IS NULL) \
+         AND id > $1 ORDER BY id LIMIT $2",
     );
     pub const ALL_SUBSCRIBERS: (&str, &str) = (
         "load_subscribers",
-        "SELECT imsi, data FROM subscribers WHERE imsi > $1 ORDER BY imsi LIMIT $2",
+        "SELECT imsi, data, 0::BIGINT FROM subscribers WHERE imsi > $1 ORDER BY imsi LIMIT $2",
     );
-    pub const GET_SESSION: (&str, &str) =
-        ("get_session", "SELECT data FROM sessions WHERE id = $1");
+    pub const GET_SESSION: (&str, &str) = (
+        "get_session",
+        "SELECT data, version FROM sessions WHERE id = $1",
+    );
     pub const GET_SUBSCRIBER: (&str, &str) = (
         "get_subscriber",
-        "SELECT data FROM subscribers WHERE imsi = $1",
+        "SELECT data, 0::BIGINT FROM subscribers WHERE imsi = $1",
     );
     // SKIP LOCKED: the purge runs on one shard's connection while the
     // others write; it never waits for a row another writer holds (so it
@@ -237,11 +252,14 @@ mod sql {
         "DELETE FROM sessions WHERE id IN (SELECT id FROM sessions \
          WHERE state = 'closed' AND closed_ms < $1 LIMIT $2 FOR UPDATE SKIP LOCKED)",
     );
+    // Compare-and-set like sessions: $3 the versions, $4 the number of rows.
     pub const UPSERT_USAGE: (&str, &str) = (
         "upsert_usage",
-        "INSERT INTO usage (subscriber, data) SELECT * FROM unnest($1::TEXT[], $2::BYTEA[]) \
-         ON CONFLICT (subscriber) DO UPDATE SET data = excluded.data \
-         WHERE usage.data IS DISTINCT FROM excluded.data",
+        "WITH written AS (INSERT INTO usage (subscriber, data, version) \
+         SELECT * FROM unnest($1::TEXT[], $2::BYTEA[], $3::BIGINT[]) \
+         ON CONFLICT (subscriber) DO UPDATE SET data = excluded.data, version = excluded.version \
+         WHERE usage.version = excluded.version - 1 RETURNING 1) \
+         SELECT 1 / (CASE WHEN count(*) = $4::BIGINT THEN 1 ELSE 0 END) FROM written",
     );
     pub const DELETE_USAGE: (&str, &str) = (
         "delete_usage",
@@ -249,10 +267,22 @@ mod sql {
     );
     pub const ALL_USAGE: (&str, &str) = (
         "load_usage",
-        "SELECT subscriber, data FROM usage WHERE subscriber > $1 ORDER BY subscriber LIMIT $2",
+        "SELECT subscriber, data, version FROM usage WHERE subscriber > $1 \
+         ORDER BY subscriber LIMIT $2",
     );
-    pub const GET_USAGE: (&str, &str) =
-        ("get_usage", "SELECT data FROM usage WHERE subscriber = $1");
+    pub const GET_USAGE: (&str, &str) = (
+        "get_usage",
+        "SELECT data, version FROM usage WHERE subscriber = $1",
+    );
+    // After a compare-and-set failed (rare: not prepared): the rows' versions now.
+    // The open sessions holding a UE address (an Rx AAR on a node that
+    // holds none of them; rare: not prepared).
+    pub const SESSIONS_AT: &str =
+        "SELECT id FROM sessions WHERE state = 'open' AND ue_ipv4 = $1 ORDER BY id LIMIT 16";
+    pub const SESSION_VERSIONS: &str =
+        "SELECT id, version FROM sessions WHERE id = ANY($1::TEXT[])";
+    pub const USAGE_VERSIONS: &str =
+        "SELECT subscriber, version FROM usage WHERE subscriber = ANY($1::TEXT[])";
     // A replayed event (same seq and sink) is already there: nothing to do.
     pub const INSERT_EVENTS: (&str, &str) = (
         "insert_events",
@@ -385,6 +415,12 @@ struct Columns<'a> {
     session_updated_ms: Vec<i64>,
     session_closed_ms: Vec<Option<i64>>,
     session_data: Vec<&'a [u8]>,
+    /// The version each session row is written at (read + 1).
+    session_version: Vec<i64>,
+    session_ipv4: Vec<Option<&'a str>>,
+    session_rows: i64,
+    /// This node (`owner` of the sessions it writes).
+    owner: Option<&'a str>,
     deleted_sessions: Vec<&'a str>,
     subscriber_imsi: Vec<&'a str>,
     subscriber_msisdn: Vec<Option<&'a str>>,
@@ -392,6 +428,8 @@ struct Columns<'a> {
     deleted_subscribers: Vec<&'a str>,
     usage_subscriber: Vec<&'a str>,
     usage_data: Vec<&'a [u8]>,
+    usage_version: Vec<i64>,
+    usage_rows: i64,
     deleted_usage: Vec<&'a str>,
     event_seq: Vec<i64>,
     event_sink: Vec<&'a str>,
@@ -402,8 +440,11 @@ struct Columns<'a> {
 }
 
 impl<'a> Columns<'a> {
-    fn new(batch: &'a [Encoded<'_>]) -> Self {
-        let mut c = Columns::default();
+    fn new(batch: &'a [Encoded<'_>], owner: Option<&'a str>) -> Self {
+        let mut c = Columns {
+            owner,
+            ..Columns::default()
+        };
         for e in batch {
             match e {
                 Encoded::Session {
@@ -414,7 +455,11 @@ impl<'a> Columns<'a> {
                     updated_ms,
                     closed_ms,
                     data,
+                    version,
+                    ue_ipv4,
                 } => {
+                    c.session_version.push(version + 1);
+                    c.session_ipv4.push(ue_ipv4.as_deref());
                     c.session_id.push(id);
                     c.session_subscriber.push(subscriber);
                     c.session_state.push(state);
@@ -430,7 +475,12 @@ impl<'a> Columns<'a> {
                     c.subscriber_data.push(data);
                 }
                 Encoded::DeleteSubscriber(imsi) => c.deleted_subscribers.push(imsi),
-                Encoded::Usage { subscriber, data } => {
+                Encoded::Usage {
+                    subscriber,
+                    data,
+                    version,
+                } => {
+                    c.usage_version.push(version + 1);
                     c.usage_subscriber.push(subscriber);
                     c.usage_data.push(data);
                 }
@@ -454,7 +504,15 @@ impl<'a> Columns<'a> {
                 }
             }
         }
+        c.session_rows = c.session_id.len() as i64;
+        c.usage_rows = c.usage_subscriber.len() as i64;
         c
+    }
+
+    /// Rows a committed batch changed: every versioned row (a conflict
+    /// aborts it), and what the other statements reported.
+    fn versioned_rows(&self) -> u64 {
+        (self.session_rows + self.usage_rows) as u64
     }
 
     /// One request per non-empty group (not yet sent), with its name.
@@ -472,6 +530,10 @@ impl<'a> Columns<'a> {
                 p(&self.session_updated_ms),
                 p(&self.session_closed_ms),
                 p(&self.session_data),
+                p(&self.session_version),
+                p(&self.session_ipv4),
+                p(&self.owner),
+                p(&self.session_rows),
             ];
             out.push((
                 sql::UPSERT_SESSION,
@@ -502,7 +564,12 @@ impl<'a> Columns<'a> {
             ));
         }
         if !self.usage_subscriber.is_empty() {
-            let params = [p(&self.usage_subscriber), p(&self.usage_data)];
+            let params = [
+                p(&self.usage_subscriber),
+                p(&self.usage_data),
+                p(&self.usage_version),
+                p(&self.usage_rows),
+            ];
             out.push((
                 sql::UPSERT_USAGE,
                 Box::pin(c.execute_raw(&st.upsert_usage, params)),
@@ -546,11 +613,18 @@ fn profile_pipeline(
     start: Instant,
     names: &[Sql],
     results: &[(PgResult, Option<Instant>)],
+    columns: &Columns<'_>,
 ) {
     let mut prev = start;
     for (name, (r, at)) in names.iter().zip(results) {
         let at = at.unwrap_or(prev);
-        let rows = r.as_ref().map(|n| *n).unwrap_or(0);
+        // A versioned write answers its check's one row: its rows are the batch's.
+        let rows = match r {
+            Ok(_) if *name == sql::UPSERT_SESSION => columns.session_rows as u64,
+            Ok(_) if *name == sql::UPSERT_USAGE => columns.usage_rows as u64,
+            Ok(n) => *n,
+            Err(_) => 0,
+        };
         profiler.record(
             name.0,
             name.1,
@@ -564,17 +638,19 @@ fn profile_pipeline(
 
 /// One batch: BEGIN and one statement per table and operation in one round
 /// trip, then COMMIT if a row changed, ROLLBACK otherwise. When a row is
-/// sure to change (`certain`, see `written.rs`) COMMIT goes in the same
+/// sure to change (the batch writes a session or usage row: those writes
+/// change their row or abort the transaction) COMMIT goes in the same
 /// round trip; if a statement fails, the server turns it into a rollback.
 async fn apply_batch(
     live: &Live,
     batch: &[Encoded<'_>],
-    certain: bool,
+    owner: Option<&str>,
     profiler: &QueryProfiler,
 ) -> Result<usize, PgFailure> {
     let timed = profiler.is_enabled();
     let (c, st) = (&live.client, &live.st);
-    let columns = Columns::new(batch);
+    let columns = Columns::new(batch, owner);
+    let certain = columns.versioned_rows() > 0;
     let mut names: Vec<Sql> = Vec::with_capacity(7);
     let mut requests: Vec<Request<'_, PgResult>> = Vec::with_capacity(7);
     names.push(sql::BEGIN);
@@ -590,12 +666,14 @@ async fn apply_batch(
     let start = timed.then(Instant::now);
     let results = run_all(requests, timed).await;
     if let Some(start) = start {
-        profile_pipeline(profiler, start, &names, &results);
+        profile_pipeline(profiler, start, &names, &results, &columns);
     }
-    let mut rows: u64 = 0;
+    let mut rows: u64 = columns.versioned_rows();
     let mut failure = None;
-    for (r, _) in results {
+    for ((r, _), name) in results.into_iter().zip(&names) {
         match r {
+            // A versioned write answers one row (its check), not its count.
+            Ok(_) if *name == sql::UPSERT_SESSION || *name == sql::UPSERT_USAGE => {}
             Ok(n) => rows += n,
             Err(e) => {
                 // The first error is the cause; later ones only say the
@@ -648,7 +726,9 @@ pub struct PostgresStore {
     monitor: ConnectionMonitor,
     profiler: QueryProfiler,
     skipped_corrupt: u64,
-    written: Written,
+    /// This node's name, written as the owner of its sessions; `None`
+    /// (tools, tests): no owner, and start-up loads every open session.
+    owner: Option<String>,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -704,7 +784,7 @@ impl PostgresStore {
             monitor: ConnectionMonitor::default(),
             profiler,
             skipped_corrupt: 0,
-            written: Written::default(),
+            owner: None,
         };
         let live = store.connect(true)?;
         store.live = Some(live);
@@ -787,6 +867,70 @@ impl PostgresStore {
         }
     }
 
+    /// After a compare-and-set failed (the transaction rolled back): the
+    /// rows of `batch` now at another version than the one it read.
+    fn conflicting(&mut self, batch: &[Encoded<'_>]) -> StoreError {
+        let ctx = "locating a write conflict";
+        let mut sessions: Vec<(&str, i64)> = Vec::new();
+        let mut usage: Vec<(&str, i64)> = Vec::new();
+        for e in batch {
+            match e {
+                Encoded::Session { id, version, .. } => sessions.push((id, *version)),
+                Encoded::Usage {
+                    subscriber,
+                    version,
+                    ..
+                } => usage.push((subscriber, *version)),
+                _ => {}
+            }
+        }
+        let (rt, live) = match self.parts() {
+            Ok(p) => p,
+            Err(e) => return e,
+        };
+        let timeout = self.opts.timeout;
+        let ids: Vec<&str> = sessions.iter().map(|(k, _)| *k).collect();
+        let subs: Vec<&str> = usage.iter().map(|(k, _)| *k).collect();
+        let r = block(rt, async {
+            tokio::time::timeout(timeout, async {
+                let a = live.client.query(sql::SESSION_VERSIONS, &[&ids]).await?;
+                let b = live.client.query(sql::USAGE_VERSIONS, &[&subs]).await?;
+                Ok::<_, tokio_postgres::Error>((a, b))
+            })
+            .await
+        });
+        let (a, b) = match r {
+            Ok(Ok(rows)) => rows,
+            Ok(Err(e)) => return self.failed(ctx, PgFailure::from(e)),
+            Err(_) => return self.timed_out(ctx),
+        };
+        let stale = |rows: &[tokio_postgres::Row], read: &[(&str, i64)]| -> Vec<String> {
+            rows.iter()
+                .filter_map(|row| {
+                    let key: &str = row.try_get(0).ok()?;
+                    let now: i64 = row.try_get(1).ok()?;
+                    let (_, was) = read.iter().find(|(k, _)| *k == key)?;
+                    (now != *was).then(|| key.to_owned())
+                })
+                .collect()
+        };
+        let mut out: Vec<Conflicted> = stale(&a, &sessions)
+            .into_iter()
+            .map(Conflicted::Session)
+            .collect();
+        out.extend(stale(&b, &usage).into_iter().map(Conflicted::Usage));
+        if out.is_empty() {
+            // Written back meanwhile? Versions only grow: should not
+            // happen; the batch fails as a whole rather than loop.
+            return StoreError::Unavailable(format!("{ctx}: no row found at another version"));
+        }
+        tracing::info!(
+            rows = out.len(),
+            "rows written by another node; their requests are retried"
+        );
+        StoreError::Conflict(out)
+    }
+
     fn parts(&self) -> Result<(&Runtime, &Live), StoreError> {
         match (&self.rt, &self.live) {
             (Some(rt), Some(live)) => Ok((rt, live)),
@@ -805,8 +949,6 @@ impl PostgresStore {
 
     /// Opens a connection (migrating first when asked) within the bound.
     fn connect(&mut self, migrate: bool) -> Result<Live, StoreError> {
-        // The new connection may reach another server (a failover).
-        self.written.clear();
         let rt = self
             .rt
             .as_ref()
@@ -852,9 +994,12 @@ impl PostgresStore {
                 self.backoff = BACKOFF_MIN;
                 self.last_error.clear();
             }
-            Err(StoreError::Unavailable(m) | StoreError::Corrupt(m)) => {
+            Err(e) => {
                 self.monitor.attempt_failed();
-                self.last_error = m.clone();
+                self.last_error = match e {
+                    StoreError::Unavailable(m) | StoreError::Corrupt(m) => m.clone(),
+                    other => other.to_string(),
+                };
                 self.retry_at = Instant::now() + random_between(self.backoff / 2, self.backoff);
                 self.backoff = (self.backoff * 2).min(self.opts.backoff_max.max(BACKOFF_MIN));
             }
@@ -933,7 +1078,7 @@ impl PostgresStore {
         &mut self,
         which: Sql,
         ctx: &str,
-        decode: fn(&mut u64, &str, &[u8]) -> Option<T>,
+        decode: fn(&mut u64, &str, &[u8], i64) -> Option<T>,
     ) -> Result<Vec<T>, StoreError> {
         self.ensure_live()?;
         let mut out = Vec::new();
@@ -951,8 +1096,13 @@ impl PostgresStore {
             let timed = self.profiler.is_enabled();
             let t = timed.then(Instant::now);
             let timeout = self.opts.timeout;
+            let owner = self.owner.as_deref();
+            let mut params: Vec<&(dyn ToSql + Sync)> = vec![&after, &PAGE];
+            if which == sql::OPEN_SESSIONS {
+                params.push(&owner);
+            }
             let r = block(rt, async {
-                tokio::time::timeout(timeout, live.client.query(stmt, &[&after, &PAGE])).await
+                tokio::time::timeout(timeout, live.client.query(stmt, &params)).await
             });
             let rows = match r {
                 Ok(Ok(rows)) => rows,
@@ -968,7 +1118,10 @@ impl PostgresStore {
                 let data: &[u8] = row
                     .try_get(1)
                     .map_err(|e| pg_error(ctx, PgFailure::from(e)))?;
-                if let Some(v) = decode(&mut skipped, key, data) {
+                let version: i64 = row
+                    .try_get(2)
+                    .map_err(|e| pg_error(ctx, PgFailure::from(e)))?;
+                if let Some(v) = decode(&mut skipped, key, data, version) {
                     out.push(v);
                 }
             }
@@ -990,7 +1143,12 @@ impl PostgresStore {
     }
 
     /// One blob by key.
-    fn get_one(&mut self, which: Sql, key: &str, ctx: &str) -> Result<Option<Vec<u8>>, StoreError> {
+    fn get_one(
+        &mut self,
+        which: Sql,
+        key: &str,
+        ctx: &str,
+    ) -> Result<Option<(Vec<u8>, i64)>, StoreError> {
         self.ensure_live()?;
         let (rt, live) = self.parts()?;
         let stmt = if which == sql::GET_SESSION {
@@ -1013,10 +1171,12 @@ impl PostgresStore {
         let f = t.map(|_| Instant::now());
         let data = match row {
             None => None,
-            Some(row) => Some(
+            Some(row) => Some((
                 row.try_get::<_, Vec<u8>>(0)
                     .map_err(|e| pg_error(ctx, PgFailure::from(e)))?,
-            ),
+                row.try_get::<_, i64>(1)
+                    .map_err(|e| pg_error(ctx, PgFailure::from(e)))?,
+            )),
         };
         if let (Some(t), Some(f)) = (t, f) {
             self.profiler.record(
@@ -1036,11 +1196,11 @@ impl Store for PostgresStore {
         if changes.is_empty() {
             return Ok(0);
         }
-        let batch = last_per_row(changes)
-            .into_iter()
-            .map(encode)
+        let kept = last_per_row(changes);
+        let batch = kept
+            .iter()
+            .map(|c| encode(c))
             .collect::<Result<Vec<_>, _>>()?;
-        let rows = session_rows(&batch);
         // One retry on a fresh connection: a connection that died while
         // idle (terminated, failed over) must not fail a batch the
         // database can take. Safe even if a COMMIT was in flight: every
@@ -1051,31 +1211,40 @@ impl Store for PostgresStore {
             let (rt, live) = self.parts()?;
             let timeout = self.opts.timeout;
             let profiler = &self.profiler;
-            let certain = self.written.changes_a_row(&rows);
+            let owner = self.owner.as_deref();
             let r = block(rt, async {
-                tokio::time::timeout(timeout, apply_batch(live, &batch, certain, profiler)).await
+                tokio::time::timeout(timeout, apply_batch(live, &batch, owner, profiler)).await
             });
             match r {
                 Ok(Ok(changed)) => {
-                    if certain || changed > 0 {
-                        self.written.committed(&rows);
+                    // The records now stand at the versions written.
+                    for c in &kept {
+                        match c {
+                            Change::PutSession(s) => s.version.set(s.version.get() + 1),
+                            Change::PutUsage(u) => u.version.set(u.version.get() + 1),
+                            _ => {}
+                        }
                     }
                     return Ok(changed);
                 }
+                Ok(Err(PgFailure::Conflict)) => {
+                    return Err(self.conflicting(&batch));
+                }
                 Ok(Err(PgFailure::Connection(m))) if !retried => {
+                    // If the COMMIT was in flight and went through, the
+                    // retry finds its own rows a version ahead: a conflict,
+                    // after which the services read what was committed.
                     tracing::warn!(error = %m, "database connection failed mid-batch; retrying once");
-                    self.written.unknown(&rows);
                     self.lose(m);
                     self.retry_at = Instant::now();
                     retried = true;
                 }
                 Ok(Err(f)) => {
-                    self.written.unknown(&rows);
                     return Err(self.failed("writing a batch", f));
                 }
                 Err(_) => {
-                    // It may have committed after all.
-                    self.written.unknown(&rows);
+                    // It may have committed after all: the next write of
+                    // these rows then conflicts, and they are read again.
                     return Err(self.timed_out("writing a batch"));
                 }
             }
@@ -1083,22 +1252,25 @@ impl Store for PostgresStore {
     }
 
     fn open_sessions(&mut self) -> Result<Vec<GxSession>, StoreError> {
-        self.load_all(sql::OPEN_SESSIONS, "loading open sessions", decode_session)
+        self.load_all(sql::OPEN_SESSIONS, "loading open sessions", |n, k, d, v| {
+            decode_session(n, k, d).inspect(|s| s.version.set(v as u64))
+        })
     }
 
     fn subscribers(&mut self) -> Result<Vec<Subscriber>, StoreError> {
-        self.load_all(
-            sql::ALL_SUBSCRIBERS,
-            "loading subscribers",
-            decode_subscriber,
-        )
+        self.load_all(sql::ALL_SUBSCRIBERS, "loading subscribers", |n, k, d, _| {
+            decode_subscriber(n, k, d)
+        })
     }
 
     fn session(&mut self, id: &str) -> Result<Option<GxSession>, StoreError> {
         match self.get_one(sql::GET_SESSION, id, "reading a session")? {
             None => Ok(None),
-            Some(d) => match decode_session(&mut self.skipped_corrupt, id, &d) {
-                Some(s) => Ok(Some(s)),
+            Some((d, v)) => match decode_session(&mut self.skipped_corrupt, id, &d) {
+                Some(s) => {
+                    s.version.set(v as u64);
+                    Ok(Some(s))
+                }
                 None => Err(StoreError::Corrupt(format!(
                     "session {id:?}: stored record cannot be decoded"
                 ))),
@@ -1109,7 +1281,7 @@ impl Store for PostgresStore {
     fn subscriber(&mut self, imsi: &str) -> Result<Option<Subscriber>, StoreError> {
         match self.get_one(sql::GET_SUBSCRIBER, imsi, "reading a subscriber")? {
             None => Ok(None),
-            Some(d) => match decode_subscriber(&mut self.skipped_corrupt, imsi, &d) {
+            Some((d, _)) => match decode_subscriber(&mut self.skipped_corrupt, imsi, &d) {
                 Some(s) => Ok(Some(s)),
                 None => Err(StoreError::Corrupt(format!(
                     "subscriber {imsi:?}: stored record cannot be decoded"
@@ -1119,14 +1291,19 @@ impl Store for PostgresStore {
     }
 
     fn usage_records(&mut self) -> Result<Vec<SubscriberUsage>, StoreError> {
-        self.load_all(sql::ALL_USAGE, "loading usage", decode_usage)
+        self.load_all(sql::ALL_USAGE, "loading usage", |n, k, d, v| {
+            decode_usage(n, k, d).inspect(|u| u.version.set(v as u64))
+        })
     }
 
     fn usage(&mut self, subscriber: &str) -> Result<Option<SubscriberUsage>, StoreError> {
         match self.get_one(sql::GET_USAGE, subscriber, "reading a usage record")? {
             None => Ok(None),
-            Some(d) => match decode_usage(&mut self.skipped_corrupt, subscriber, &d) {
-                Some(u) => Ok(Some(u)),
+            Some((d, v)) => match decode_usage(&mut self.skipped_corrupt, subscriber, &d) {
+                Some(u) => {
+                    u.version.set(v as u64);
+                    Ok(Some(u))
+                }
                 None => Err(StoreError::Corrupt(format!(
                     "usage of {subscriber:?}: stored record cannot be decoded"
                 ))),
@@ -1214,6 +1391,35 @@ impl Store for PostgresStore {
 
     fn skipped_corrupt(&self) -> u64 {
         self.skipped_corrupt
+    }
+
+    fn set_owner(&mut self, node: &str) {
+        self.owner = Some(node.to_owned());
+    }
+
+    fn compare_and_set(&self) -> bool {
+        true
+    }
+
+    fn open_sessions_at(&mut self, ipv4: &str) -> Result<Vec<String>, StoreError> {
+        let ctx = "finding the sessions of a UE address";
+        self.ensure_live()?;
+        let (rt, live) = self.parts()?;
+        let timeout = self.opts.timeout;
+        let r = block(rt, async {
+            tokio::time::timeout(timeout, live.client.query(sql::SESSIONS_AT, &[&ipv4])).await
+        });
+        match r {
+            Ok(Ok(rows)) => rows
+                .iter()
+                .map(|row| {
+                    row.try_get::<_, String>(0)
+                        .map_err(|e| pg_error(ctx, PgFailure::from(e)))
+                })
+                .collect(),
+            Ok(Err(e)) => Err(self.failed(ctx, PgFailure::from(e))),
+            Err(_) => Err(self.timed_out(ctx)),
+        }
     }
 }
 

@@ -151,6 +151,32 @@ impl ShardedWriter {
         outcome
     }
 
+    /// Reads one subscriber's usage row, from the shard that writes it
+    /// (after what is queued there).
+    pub async fn read_usage(
+        &self,
+        subscriber: &str,
+    ) -> Result<Option<crate::usage::SubscriberUsage>, StoreError> {
+        self.shards[shard::of_subscriber(subscriber, self.shards.len())]
+            .read_usage(subscriber)
+            .await
+    }
+
+    /// The ids of the open sessions holding UE IPv4 address `ipv4` in a
+    /// shared store (none in the embedded one).
+    pub async fn sessions_at(&self, ipv4: &str) -> Result<Vec<String>, StoreError> {
+        if !self.shared {
+            return Ok(Vec::new());
+        }
+        self.shards[0].sessions_at(ipv4).await
+    }
+
+    /// Whether every shard is a connection to one database shared with
+    /// other nodes (PostgreSQL): what memory holds may be stale there.
+    pub fn is_shared(&self) -> bool {
+        self.shared
+    }
+
     /// Writes everything queued, stops every writer and hands the stores
     /// back, shard i at index i.
     pub async fn shutdown(&self) -> Result<Vec<Box<dyn Store>>, StoreError> {

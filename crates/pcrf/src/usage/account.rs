@@ -64,6 +64,10 @@ pub struct SubscriberUsage {
     /// however many requests find its condition true, and after a restart.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     pub notified: BTreeMap<String, i64>,
+    /// The version of its row in a shared store (compare-and-set writes;
+    /// not part of the record, never serialised).
+    #[serde(skip)]
+    pub version: crate::store::RowVersion,
 }
 
 /// How many Monitoring-Keys the configuration does not know keep a last

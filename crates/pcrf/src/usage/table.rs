@@ -3,6 +3,11 @@
 //! that a writer holds from reading the accumulators until their new value
 //! is committed, so two sessions of one subscriber reporting at once add up
 //! and a failed commit leaves memory as the store has it.
+//!
+//! On a store shared by several nodes the table is filled on demand: a
+//! subscriber's row is read when first needed (`UsageSlot::loaded`), and
+//! dropped again when another node wrote it (a write conflict), so that
+//! the next request reads it afresh.
 
 use super::SubscriberUsage;
 use arc_swap::ArcSwap;
@@ -13,14 +18,30 @@ use std::sync::Arc;
 pub struct UsageSlot {
     current: ArcSwap<SubscriberUsage>,
     update: Arc<tokio::sync::Mutex<()>>,
+    /// The stored row has been read into `current` (or there is none to
+    /// read: every row was loaded at start-up).
+    loaded: std::sync::atomic::AtomicBool,
 }
 
 impl UsageSlot {
-    fn new(u: Arc<SubscriberUsage>) -> UsageSlot {
+    fn new(u: Arc<SubscriberUsage>, loaded: bool) -> UsageSlot {
         UsageSlot {
             current: ArcSwap::new(u),
             update: Arc::new(tokio::sync::Mutex::new(())),
+            loaded: std::sync::atomic::AtomicBool::new(loaded),
         }
+    }
+    /// Whether the stored row is in memory (check with the lock held).
+    pub fn loaded(&self) -> bool {
+        self.loaded.load(std::sync::atomic::Ordering::Acquire)
+    }
+    /// Puts the stored row (if any) in memory (call with the lock held).
+    pub fn load_stored(&self, u: Option<SubscriberUsage>) {
+        if let Some(u) = u {
+            self.current.store(Arc::new(u));
+        }
+        self.loaded
+            .store(true, std::sync::atomic::Ordering::Release);
     }
     /// The committed usage.
     pub fn load(&self) -> Arc<SubscriberUsage> {
@@ -41,9 +62,26 @@ impl UsageSlot {
 #[derive(Default)]
 pub struct UsageTable {
     slots: DashMap<String, Arc<UsageSlot>>,
+    /// Rows are read when first needed (a shared store), not at start-up.
+    on_demand: bool,
 }
 
 impl UsageTable {
+    /// A table whose rows are read when first needed (`on_demand`), or
+    /// all recovered at start-up.
+    pub fn new(on_demand: bool) -> UsageTable {
+        UsageTable {
+            slots: DashMap::new(),
+            on_demand,
+        }
+    }
+
+    /// Forgets a subscriber's usage (another node wrote it): the next
+    /// request reads it from the store.
+    pub fn remove(&self, subscriber: &str) {
+        self.slots.remove(subscriber);
+    }
+
     /// The subscriber's slot, if any usage was ever recorded.
     pub fn get(&self, subscriber: &str) -> Option<Arc<UsageSlot>> {
         self.slots.get(subscriber).map(|s| s.value().clone())
@@ -55,10 +93,13 @@ impl UsageTable {
         self.slots
             .entry(subscriber.to_owned())
             .or_insert_with(|| {
-                Arc::new(UsageSlot::new(Arc::new(SubscriberUsage {
-                    subscriber: subscriber.to_owned(),
-                    ..Default::default()
-                })))
+                Arc::new(UsageSlot::new(
+                    Arc::new(SubscriberUsage {
+                        subscriber: subscriber.to_owned(),
+                        ..Default::default()
+                    }),
+                    !self.on_demand,
+                ))
             })
             .value()
             .clone()
@@ -79,7 +120,7 @@ impl UsageTable {
     pub fn recover(&self, u: SubscriberUsage) {
         let key = u.subscriber.clone();
         self.slots
-            .insert(key, Arc::new(UsageSlot::new(Arc::new(u))));
+            .insert(key, Arc::new(UsageSlot::new(Arc::new(u), true)));
     }
 
     /// Subscribers with a usage record.

@@ -472,6 +472,19 @@ impl Pcef {
 
     /// As `connect`, `None` when no connection opened within 10 s.
     pub async fn try_connect(addr: SocketAddr, origin_host: &str) -> Option<Pcef> {
+        Self::try_connect_to(addr, origin_host, "pcrf.test.local").await
+    }
+
+    /// As `connect`, to a PCRF whose Origin-Host is `pcrf_host` (a node of
+    /// a cluster).
+    pub async fn connect_to(addr: SocketAddr, origin_host: &str, pcrf_host: &str) -> Pcef {
+        match Self::try_connect_to(addr, origin_host, pcrf_host).await {
+            Some(p) => p,
+            None => panic!("PCEF could not open a Diameter connection to {pcrf_host}"),
+        }
+    }
+
+    async fn try_connect_to(addr: SocketAddr, origin_host: &str, pcrf_host: &str) -> Option<Pcef> {
         let local = LocalNode::new(origin_host, "test.local")
             .with_application(Application::auth_vendor(GX, TGPP));
         let handler = Arc::new(PcefHandler {
@@ -488,7 +501,7 @@ impl Pcef {
             handler.clone(),
             diameter::transport::PeerTable::new(),
         );
-        let initiator = node.connect(addr, Some("pcrf.test.local"));
+        let initiator = node.connect(addr, Some(pcrf_host));
         if !initiator.wait_open(Duration::from_secs(10)).await {
             return None;
         }

@@ -16,6 +16,11 @@ pub(super) enum Encoded<'a> {
         updated_ms: i64,
         closed_ms: Option<i64>,
         data: Vec<u8>,
+        /// The UE's IPv4 address (Rx binding through the store).
+        ue_ipv4: Option<String>,
+        /// The row version the record was read or last written at: the
+        /// write succeeds only if the row is still there (compare-and-set).
+        version: i64,
     },
     DeleteSession(&'a str),
     Subscriber {
@@ -27,6 +32,8 @@ pub(super) enum Encoded<'a> {
     Usage {
         subscriber: &'a str,
         data: Vec<u8>,
+        /// As for sessions.
+        version: i64,
     },
     DeleteUsage(&'a str),
     /// One row per sink.
@@ -55,6 +62,8 @@ pub(super) fn encode(change: &Change) -> Result<Encoded<'_>, StoreError> {
             updated_ms: s.updated_ms,
             closed_ms: s.closed_ms,
             data: blob::encode_session(s)?,
+            ue_ipv4: s.ue_ipv4.map(|a| a.to_string()),
+            version: s.version.get() as i64,
         },
         Change::DeleteSession { id, .. } => Encoded::DeleteSession(id),
         Change::PutSubscriber(s) => Encoded::Subscriber {
@@ -66,6 +75,7 @@ pub(super) fn encode(change: &Change) -> Result<Encoded<'_>, StoreError> {
         Change::PutUsage(u) => Encoded::Usage {
             subscriber: &u.subscriber,
             data: blob::encode_usage(u)?,
+            version: u.version.get() as i64,
         },
         Change::DeleteUsage(subscriber) => Encoded::DeleteUsage(subscriber),
         Change::PutEvent(e) => Encoded::Event {

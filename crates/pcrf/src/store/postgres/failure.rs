@@ -11,6 +11,9 @@ use tokio_postgres::error::SqlState;
 pub(crate) enum PgFailure {
     Connection(String),
     Refused(String),
+    /// A compare-and-set write found a row at another version (its
+    /// statement divides by zero to abort the transaction, see `sql`).
+    Conflict,
 }
 
 impl From<tokio_postgres::Error> for PgFailure {
@@ -33,6 +36,7 @@ impl From<tokio_postgres::Error> for PgFailure {
             {
                 PgFailure::Connection(msg)
             }
+            Some(c) if *c == SqlState::DIVISION_BY_ZERO => PgFailure::Conflict,
             Some(_) => PgFailure::Refused(msg),
         }
     }
@@ -44,5 +48,8 @@ pub(crate) fn pg_error(context: &str, f: PgFailure) -> StoreError {
             StoreError::Unavailable(format!("{context}: database connection: {m}"))
         }
         PgFailure::Refused(m) => StoreError::Unavailable(format!("{context}: {m}")),
+        PgFailure::Conflict => {
+            StoreError::Unavailable(format!("{context}: a row was written by another node"))
+        }
     }
 }

@@ -82,6 +82,25 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
     );",
     ),
     (
+        7,
+        "row versions and session owners, for several nodes on one database",
+        // Every session and usage write is a compare-and-set on `version`
+        // (docs/cluster.md); `owner` is the Origin-Host of the node that
+        // last wrote the session, so a node starting loads its own open
+        // sessions only. Rows written before this are at version 0 with
+        // no owner (every node may load them). The owner changes only
+        // when a session moves, so an update of a session that stays put
+        // remains a heap-only (HOT) update.
+        // `ue_ipv4` finds the session an Rx AAR binds to when the node
+        // receiving it does not hold it.
+        "ALTER TABLE sessions ADD COLUMN owner TEXT;
+    ALTER TABLE sessions ADD COLUMN version BIGINT NOT NULL DEFAULT 0;
+    ALTER TABLE sessions ADD COLUMN ue_ipv4 TEXT;
+    CREATE INDEX sessions_open_by_ipv4 ON sessions (ue_ipv4) WHERE state = 'open';
+    ALTER TABLE usage ADD COLUMN version BIGINT NOT NULL DEFAULT 0;
+    CREATE INDEX sessions_open_by_owner ON sessions (owner, id) WHERE state = 'open';",
+    ),
+    (
         8,
         "cluster membership: one heartbeat row per node",
         // Each node upserts its row every [cluster].heartbeat_interval_ms

@@ -1,0 +1,122 @@
+//! Serving any session of a cluster: several nodes share one PostgreSQL
+//! store, each holds in memory the sessions it serves, and a node that gets
+//! a request for a session it does not hold reads it from the store and
+//! serves it from then on ("takes it over": one path for Gx, Rx and the
+//! REST operations). Every session and usage write is a compare-and-set on
+//! the row's version, so a node whose copy is stale (another node served
+//! the session or the subscriber meanwhile) writes nothing: the writer
+//! fails only that request with a conflict, the node drops its copies, and
+//! the request is handled again on fresh ones (docs/cluster.md).
+
+use super::{Node, COMMIT_WAIT};
+use crate::session::{SessionSlot, SessionState};
+use crate::store::{Conflicted, StoreError};
+use diameter::codec::DiameterError;
+use diameter::result_code;
+use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::Arc;
+
+/// How often a request is handled again after a write conflict before it
+/// is answered like any store failure (5012). Each conflict means that the
+/// other node's write went through; the waits between tries (see
+/// `conflict_backoff`) let two nodes hammering one subscriber take turns.
+pub(crate) const CONFLICT_RETRIES: usize = 10;
+
+/// The message of the error a conflict turns into (5012 if it is still
+/// there after the retries).
+const CONFLICT: &str = "state written meanwhile by another node";
+
+/// The counters of the cluster's take-overs and conflicts.
+#[derive(Default)]
+pub struct ClusterCounters {
+    /// Sessions read from the store on a miss and served here from then on.
+    pub taken_over: AtomicU64,
+}
+
+impl Node {
+    /// The session's slot: the one in memory, or, on a store shared with
+    /// other nodes, the open session read from the store and held here
+    /// from now on. `Ok(None)`: no such open session. A store that cannot
+    /// be read is an error (5012), not an unknown session: the PCEF must
+    /// not drop a session because the database hiccuped.
+    pub(crate) async fn find_or_take_over(
+        &self,
+        id: &str,
+    ) -> Result<Option<Arc<SessionSlot>>, DiameterError> {
+        if let Some(slot) = self.sessions.get(id) {
+            return Ok(Some(slot));
+        }
+        if !self.store.is_shared() {
+            return Ok(None);
+        }
+        let read = tokio::time::timeout(COMMIT_WAIT, self.store.read_session(id)).await;
+        let stored = match read {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => {
+                tracing::error!(session = id, error = %e, "session could not be read; answering 5012");
+                return Err(unreadable());
+            }
+            Err(_) => {
+                tracing::error!(session = id, "session not read in time; answering 5012");
+                return Err(unreadable());
+            }
+        };
+        let Some(s) = stored.filter(|s| s.state == SessionState::Open) else {
+            return Ok(None);
+        };
+        match self.sessions.insert(Arc::new(s)) {
+            Ok(slot) => {
+                self.cluster.taken_over.fetch_add(1, Relaxed);
+                tracing::info!(session = id, "session taken over from the store");
+                Ok(Some(slot))
+            }
+            // Another request took it over meanwhile.
+            Err(existing) => Ok(Some(existing)),
+        }
+    }
+
+    /// Drops what memory holds of rows another node wrote, so that the
+    /// next request reads them afresh.
+    pub(crate) fn forget_conflicted(&self, e: &StoreError) {
+        if let StoreError::Conflict(rows) = e {
+            for r in rows {
+                match r {
+                    Conflicted::Session(id) => {
+                        self.sessions.remove(id);
+                    }
+                    Conflicted::Usage(subscriber) => self.usage.remove(subscriber),
+                }
+            }
+        }
+    }
+
+    /// The error a write conflict answers with: the caller handles the
+    /// request again (`is_conflict`), at most `CONFLICT_RETRIES` times.
+    pub(crate) fn conflict_error() -> DiameterError {
+        DiameterError::new(result_code::DIAMETER_UNABLE_TO_COMPLY, CONFLICT)
+    }
+
+    /// Waits before handling a request again after its `tries`-th
+    /// conflict: a random 0..=tries ms, so that two nodes retrying against
+    /// each other fall out of step.
+    pub(crate) async fn conflict_backoff(tries: usize) {
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.subsec_nanos());
+        let max_us = 1_000 * tries as u64;
+        let wait = u64::from(nanos) % (max_us + 1);
+        tokio::time::sleep(std::time::Duration::from_micros(wait)).await;
+    }
+
+    /// Whether a request failed on a write conflict (worth handling again).
+    pub(crate) fn is_conflict(e: &DiameterError) -> bool {
+        e.result_code == result_code::DIAMETER_UNABLE_TO_COMPLY && e.message == CONFLICT
+    }
+}
+
+fn unreadable() -> DiameterError {
+    DiameterError::new(
+        result_code::DIAMETER_UNABLE_TO_COMPLY,
+        "session could not be read from the store",
+    )
+}
