@@ -23,8 +23,9 @@ const SUBSCRIBERS: usize = 6;
 const RESUME_WITHIN: Duration = Duration::from_secs(10);
 /// How long there is no primary. Patroni promotes once the dead primary's
 /// leader key expires (up to `ttl`, 20 s in deploy/cluster/patroni/); 8 s
-/// is long enough for the store's reconnect backoff to reach its ceiling
-/// (5 s), so the measured resumption includes the longest wait it adds.
+/// of retried reports is long enough for the store's reconnect backoff to
+/// reach its ceiling (5 s), so the measured resumption includes the
+/// longest wait it adds.
 const WITHOUT_PRIMARY: Duration = Duration::from_secs(8);
 
 /// The newest PostgreSQL server binaries installed, if any.
@@ -258,6 +259,31 @@ impl Cluster {
         }
     }
 
+    /// Each subscriber's monthly usage as stored on the promoted standby,
+    /// read with the PCRF's own store.
+    async fn stored_usage(&self) -> Vec<u64> {
+        use pcrf::store::postgres::{PostgresOptions, PostgresStore};
+        use pcrf::store::Store;
+        let url = format!(
+            "host=127.0.0.1 port={} user=pcrf dbname=postgres",
+            self.standby_port
+        );
+        tokio::task::spawn_blocking(move || {
+            let mut store = PostgresStore::open(PostgresOptions::new(url))
+                .expect("open the store on the new primary");
+            (0..SUBSCRIBERS)
+                .map(|i| {
+                    store
+                        .usage(&imsi(i))
+                        .expect("read usage")
+                        .map_or(0, |u| u.used("monthly"))
+                })
+                .collect()
+        })
+        .await
+        .expect("reader")
+    }
+
     fn stop_primary_hard(&self) {
         let d = self.data("primary");
         self.run(
@@ -327,49 +353,64 @@ struct Stream {
     acked_at: Vec<Instant>,
 }
 
-/// Sends reports on `session` until `stop`, each one again (as a PCEF
-/// does after an error answer) until it is acknowledged; a report is never
-/// abandoned unanswered, so the store must hold exactly the acknowledged
-/// ones. Gives up (the test then fails) only at `give_up`.
+/// One usage report of `REPORT` octets as CCR-U number `number`.
+async fn report(pcef: &Pcef, session: &str, number: u32) -> u32 {
+    let cca = pcef
+        .ccr_u(session, number, |b| {
+            b.i32(diameter::dict::avp::EVENT_TRIGGER, 33).group(
+                diameter::dict::avp::USAGE_MONITORING_INFORMATION,
+                |g| {
+                    g.bytes(diameter::dict::avp::MONITORING_KEY, b"total")
+                        .group(diameter::dict::avp::USED_SERVICE_UNIT, |u| {
+                            u.u64(diameter::dict::avp::CC_TOTAL_OCTETS, REPORT);
+                        });
+                },
+            );
+        })
+        .await;
+    result_of(&cca)
+}
+
+/// Sends reports on `session` one after another until `stop`, each one
+/// again (as a PCEF does after an error answer, once `hold` is clear) until
+/// it is acknowledged. `stop` only keeps the next report from being sent:
+/// the one in flight is never abandoned, so the store must end up holding
+/// exactly the acknowledged ones. Gives up (the test then fails) only at
+/// `give_up`.
 async fn report_stream(
     pcef: Arc<Pcef>,
     session: String,
     stop: Arc<AtomicBool>,
+    hold: Arc<AtomicBool>,
     give_up: Instant,
     seen: Arc<Mutex<Stream>>,
 ) {
     let mut number = 1;
-    while !stop.load(Ordering::Relaxed) && Instant::now() < give_up {
-        let cca = pcef
-            .ccr_u(&session, number, |b| {
-                b.i32(diameter::dict::avp::EVENT_TRIGGER, 33).group(
-                    diameter::dict::avp::USAGE_MONITORING_INFORMATION,
-                    |g| {
-                        g.bytes(diameter::dict::avp::MONITORING_KEY, b"total")
-                            .group(diameter::dict::avp::USED_SERVICE_UNIT, |u| {
-                                u.u64(diameter::dict::avp::CC_TOTAL_OCTETS, REPORT);
-                            });
-                    },
-                );
-            })
-            .await;
-        let code = result_of(&cca);
-        let acknowledged = {
-            let mut s = seen.lock().expect("lock");
-            if code == 2001 {
-                s.acknowledged += 1;
-                s.acked_at.push(Instant::now());
-            } else {
-                s.refused += 1;
+    while !stop.load(Ordering::Relaxed) {
+        loop {
+            if Instant::now() > give_up {
+                return;
             }
-            code == 2001
-        };
-        if acknowledged {
-            number += 1;
-        } else {
+            let code = report(&pcef, &session, number).await;
+            {
+                let mut s = seen.lock().expect("lock");
+                if code == 2001 {
+                    s.acknowledged += 1;
+                    s.acked_at.push(Instant::now());
+                } else {
+                    s.refused += 1;
+                }
+            }
+            if code == 2001 {
+                break;
+            }
             assert_eq!(code, 5012, "session {session}: unexpected answer");
             tokio::time::sleep(Duration::from_millis(50)).await;
+            while hold.load(Ordering::Relaxed) && Instant::now() < give_up {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+            }
         }
+        number += 1;
     }
 }
 
@@ -405,6 +446,7 @@ async fn promoting_the_standby_under_load_loses_nothing_acknowledged() {
     }
 
     let stop = Arc::new(AtomicBool::new(false));
+    let hold = Arc::new(AtomicBool::new(false));
     let give_up = Instant::now() + Duration::from_secs(90);
     let streams: Vec<Arc<Mutex<Stream>>> = (0..SUBSCRIBERS).map(|_| Arc::default()).collect();
     let tasks: Vec<_> = sessions
@@ -415,6 +457,7 @@ async fn promoting_the_standby_under_load_loses_nothing_acknowledged() {
                 pcef.clone(),
                 sid.clone(),
                 stop.clone(),
+                hold.clone(),
                 give_up,
                 seen.clone(),
             ))
@@ -438,67 +481,69 @@ async fn promoting_the_standby_under_load_loses_nothing_acknowledged() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
-    // The primary dies mid-load; later the standby is promoted (what
-    // Patroni does once the leader key expires).
+    // The primary dies with reports in flight (each stream sends the next
+    // as soon as the last is answered); the refused ones are sent again
+    // and again while there is no primary, and no new one follows (stop).
+    // Later the standby is promoted, as Patroni does once the leader key
+    // expires. Just before, the retries pause (hold) and those in flight
+    // are answered, so nothing is written between the promotion and the
+    // look at the new primary below.
     let stopped_at = Instant::now();
     cluster.stop_primary_hard();
+    stop.store(true, Ordering::Relaxed);
     tokio::time::sleep(WITHOUT_PRIMARY).await;
+    hold.store(true, Ordering::Relaxed);
+    tokio::time::sleep(Duration::from_millis(500)).await;
     cluster.promote_standby();
     let promoted_at = Instant::now();
 
-    // Load goes on until every stream got 20 answers from the new primary.
-    let deadline = promoted_at + Duration::from_secs(60);
-    loop {
-        let after = streams
-            .iter()
-            .map(|s| {
-                s.lock()
-                    .expect("lock")
-                    .acked_at
-                    .iter()
-                    .filter(|t| **t > promoted_at)
-                    .count()
-            })
-            .min()
-            .unwrap_or(0);
-        if after >= 20 {
-            break;
-        }
+    // What the new primary holds before the node writes again: every
+    // report acknowledged so far, plus at most the one each stream has
+    // waiting (its COMMIT may have reached the standby without an answer).
+    // A change acknowledged but not committed would show here, before a
+    // later write of the same row could cover it up.
+    let acked_so_far: Vec<u64> = streams
+        .iter()
+        .map(|s| s.lock().expect("lock").acknowledged)
+        .collect();
+    let stored = cluster.stored_usage().await;
+    for (i, acked) in acked_so_far.iter().enumerate() {
+        let held = stored[i];
         assert!(
-            Instant::now() < deadline,
-            "service did not resume after the promotion:\n{}\n{}",
-            p.log(),
-            cluster.logs()
+            held >= acked * REPORT && held <= (acked + 1) * REPORT,
+            "subscriber {i}: the new primary holds {held} octets, {acked} reports of {REPORT} \
+             were acknowledged"
         );
-        tokio::time::sleep(Duration::from_millis(50)).await;
     }
-    stop.store(true, Ordering::Relaxed);
+    hold.store(false, Ordering::Relaxed);
     for t in tasks {
         t.await.expect("report stream");
     }
-
-    // The gap: from the promotion to the first acknowledged report, and
-    // from the last one before the primary died to the first after.
+    let refused: u64 = streams
+        .iter()
+        .map(|s| s.lock().expect("lock").refused)
+        .sum();
+    assert!(
+        refused > 0,
+        "no report was in flight when the primary died: the load did not cross the switch-over"
+    );
     let all_acks: Vec<Instant> = streams
         .iter()
         .flat_map(|s| s.lock().expect("lock").acked_at.clone())
         .collect();
-    let first_after = all_acks
-        .iter()
-        .filter(|t| **t > promoted_at)
-        .min()
-        .copied()
-        .expect("acknowledged after the promotion");
+    let Some(first_after) = all_acks.iter().filter(|t| **t > promoted_at).min().copied() else {
+        panic!(
+            "no report acknowledged after the promotion:\n{}\n{}",
+            p.log(),
+            cluster.logs()
+        );
+    };
     let last_before = all_acks
         .iter()
         .filter(|t| **t <= stopped_at)
         .max()
         .copied()
         .expect("acknowledged before the stop");
-    let refused: u64 = streams
-        .iter()
-        .map(|s| s.lock().expect("lock").refused)
-        .sum();
     let resumed = first_after - promoted_at;
     eprintln!(
         "switch-over: service resumed {} ms after the promotion; no acknowledgement for {} ms \
@@ -509,10 +554,6 @@ async fn promoting_the_standby_under_load_loses_nothing_acknowledged() {
         (promoted_at - stopped_at).as_millis(),
         acknowledged(&streams),
         refused
-    );
-    assert!(
-        refused > 0,
-        "no request failed while there was no primary: the load did not cross the switch-over"
     );
     assert!(
         resumed <= RESUME_WITHIN,
@@ -529,20 +570,35 @@ async fn promoting_the_standby_under_load_loses_nothing_acknowledged() {
         assert_eq!(st, 200, "{v}");
         v["accumulators"]["monthly"]["used"].as_u64()
     };
-    for (i, s) in streams.iter().enumerate() {
-        let expected = s.lock().expect("lock").acknowledged * REPORT;
-        assert_eq!(used(&p, i), Some(expected), "subscriber {i} in memory");
+    let acked: Vec<u64> = streams
+        .iter()
+        .map(|s| s.lock().expect("lock").acknowledged)
+        .collect();
+    for (i, n) in acked.iter().enumerate() {
+        assert_eq!(used(&p, i), Some(n * REPORT), "subscriber {i} in memory");
+    }
+    match Arc::try_unwrap(pcef) {
+        Ok(pcef) => pcef.close().await,
+        Err(_) => panic!("a report stream still holds the PCEF"),
     }
     p.restart();
-    for (i, s) in streams.iter().enumerate() {
-        let expected = s.lock().expect("lock").acknowledged * REPORT;
+    for (i, n) in acked.iter().enumerate() {
         assert_eq!(
             used(&p, i),
-            Some(expected),
+            Some(n * REPORT),
             "subscriber {i} as stored on the new primary:\n{}",
             p.log()
         );
     }
     let (st, ready) = p.http("GET", "/v1/ready", None);
     assert_eq!(st, 200, "{ready}");
+
+    // The sessions go on from the new primary.
+    let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
+    for (i, sid) in sessions.iter().enumerate() {
+        let next = u32::try_from(acked[i] + 1).expect("few reports");
+        assert_eq!(report(&pcef, sid, next).await, 2001, "{}", p.log());
+        assert_eq!(used(&p, i), Some((acked[i] + 1) * REPORT));
+    }
+    pcef.close().await;
 }
