@@ -1052,7 +1052,8 @@ impl Store for PostgresStore {
         // primary after a switch-over); otherwise it fails, its requests
         // are answered 5012 and the node keeps the state from before them,
         // so what the database may hold of it is overwritten by the next
-        // write of those rows (docs/postgres.md, "Switch-over").
+        // write of those rows (deploy/cluster/postgresql.md, "Why nothing
+        // acknowledged is lost").
         let mut retried = false;
         loop {
             self.ensure_live()?;
