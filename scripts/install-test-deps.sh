@@ -7,6 +7,9 @@
 #   prometheus                   - for promtool (tests/deploy_files.rs checks the
 #                                  alert rules); installed with service starts
 #                                  denied, so no Prometheus server is left running
+#   patroni                      - `patroni --validate-config` (tests/patroni_files.rs
+#                                  checks deploy/cluster/patroni/); installed like
+#                                  prometheus, its service left stopped and disabled
 #   curl, python3                - the README tour's commands (tests/readme_tour.rs)
 #   systemd, iproute2, curl,     - the Debian package's test (deploy/debian/test-package.sh):
 #   dpkg-dev                       systemd-analyze and systemd-sysusers, a private network
@@ -28,6 +31,7 @@ PACKAGES=(
     erlang-dev
     postgresql
     prometheus
+    patroni
     curl
     python3
     systemd
@@ -89,19 +93,23 @@ if [ "$need_update" -eq 1 ]; then
 fi
 
 # Debian's prometheus package ships promtool beside a server that its
-# postinst would start (and enable) on :9090. The tests need only promtool:
-# while it installs, a policy-rc.d (Debian's hook for exactly this) denies
-# every service start; one already in place (containers) is left as it is.
+# postinst would start (and enable) on :9090, and patroni's enables its
+# service. The tests need only the tools: while they install, a
+# policy-rc.d (Debian's hook for exactly this) denies every service start;
+# one already in place (containers) is left as it is.
 others=()
-prom=()
+quiet=()
 for p in "${missing[@]}"; do
-    if [ "$p" = prometheus ]; then prom+=("$p"); else others+=("$p"); fi
+    case "$p" in
+    prometheus | patroni) quiet+=("$p") ;;
+    *) others+=("$p") ;;
+    esac
 done
 if [ ${#others[@]} -gt 0 ]; then
     "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
         --no-install-recommends "${others[@]}"
 fi
-if [ ${#prom[@]} -gt 0 ]; then
+if [ ${#quiet[@]} -gt 0 ]; then
     policy=/usr/sbin/policy-rc.d
     if [ ! -e "$policy" ]; then
         printf '#!/bin/sh\n# Added by install-test-deps.sh while prometheus installs.\nexit 101\n' |
@@ -111,10 +119,12 @@ if [ ${#prom[@]} -gt 0 ]; then
         trap '"${as_root[@]}" rm -f "$policy"' EXIT
     fi
     "${as_root[@]}" env DEBIAN_FRONTEND=noninteractive apt-get install -y -q \
-        --no-install-recommends "${prom[@]}"
-    # Where a permissive policy-rc.d let it start, or systemd would start
-    # it at the next boot (the package enables it), stop and disable it.
+        --no-install-recommends "${quiet[@]}"
+    # Where a permissive policy-rc.d let one start, or systemd would start
+    # it at the next boot (the packages enable them), stop and disable it.
     if [ -d /run/systemd/system ]; then
-        "${as_root[@]}" systemctl disable --now prometheus.service >/dev/null 2>&1 || true
+        for p in "${quiet[@]}"; do
+            "${as_root[@]}" systemctl disable --now "$p.service" >/dev/null 2>&1 || true
+        done
     fi
 fi

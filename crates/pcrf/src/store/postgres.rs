@@ -10,6 +10,7 @@
 
 mod encoded;
 mod failure;
+mod hosts;
 pub mod migrations;
 pub mod monitor;
 mod pipeline;
@@ -105,6 +106,7 @@ fn parse_url(url: &str, timeout: Duration) -> Result<tokio_postgres::Config, Sto
         // The URL may hold a password: name the problem, not the URL.
         StoreError::Unavailable(format!("invalid database URL: {e}"))
     })?;
+    hosts::settle(&mut cfg)?;
     cfg.connect_timeout(timeout);
     if cfg.get_application_name().is_none() {
         cfg.application_name("pcrf");
@@ -954,7 +956,7 @@ impl PostgresStore {
             .as_ref()
             .ok_or_else(|| StoreError::Unavailable("store closed".into()))?;
         let cfg = &self.cfg;
-        let timeout = self.opts.timeout;
+        let timeout = hosts::connect_bound(cfg, self.opts.timeout);
         let expires =
             Instant::now() + random_between(self.opts.lifetime_min, self.opts.lifetime_max);
         let r = block(rt, async {
@@ -1205,6 +1207,13 @@ impl Store for PostgresStore {
         // idle (terminated, failed over) must not fail a batch the
         // database can take. Safe even if a COMMIT was in flight: every
         // change writes a whole row, so applying it twice is applying it once.
+        // A COMMIT without an answer has an unknown outcome: the batch is
+        // acknowledged only once the retry committed it (maybe on the new
+        // primary after a switch-over); otherwise it fails, its requests
+        // are answered 5012 and the node keeps the state from before them,
+        // so what the database may hold of it is overwritten by the next
+        // write of those rows (deploy/cluster/postgresql.md, "Why nothing
+        // acknowledged is lost").
         let mut retried = false;
         loop {
             self.ensure_live()?;
