@@ -114,6 +114,29 @@ fn parse_url(url: &str, timeout: Duration) -> Result<tokio_postgres::Config, Sto
     Ok(cfg)
 }
 
+/// The settings for a connection of its own beside the store's (cluster
+/// heartbeats, the provisioning feed's LISTEN) and the bound on opening
+/// it: the store's handling of host lists, so that after a switch-over
+/// these connections too end up on the new primary, never on a standby
+/// (where a heartbeat cannot write and a LISTEN never hears the primary).
+/// TCP keepalives probe after `per_host` idle, three times `per_host`
+/// apart: a LISTEN connection sends nothing, and without them it would
+/// wait hours on a primary whose machine vanished without closing it.
+pub(crate) fn side_connection(
+    url: &str,
+    per_host: Duration,
+) -> Result<(tokio_postgres::Config, Duration), StoreError> {
+    let mut cfg = parse_url(url, per_host)?;
+    // Whole seconds (the socket option's unit), at least one.
+    let probe = Duration::from_secs(per_host.as_secs().max(1));
+    cfg.keepalives(true)
+        .keepalives_idle(probe)
+        .keepalives_interval(probe)
+        .keepalives_retries(3);
+    let bound = hosts::connect_bound(&cfg, per_host);
+    Ok((cfg, bound))
+}
+
 /// A random value for lifetimes and backoff jitter (std's hasher keys are
 /// seeded randomly per process; no generator needed for this).
 fn random_u64() -> u64 {
@@ -1472,6 +1495,27 @@ impl Store for PostgresStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn side_connections_ask_for_the_primary_of_a_host_list() {
+        use tokio_postgres::config::TargetSessionAttrs;
+        let (cfg, bound) = side_connection(
+            "host=db1,db2 port=5432,5433 user=pcrf dbname=pcrf",
+            Duration::from_secs(2),
+        )
+        .expect("settles");
+        assert_eq!(
+            cfg.get_target_session_attrs(),
+            TargetSessionAttrs::ReadWrite
+        );
+        assert_eq!(bound, Duration::from_secs(4), "time to try each host");
+        assert_eq!(cfg.get_keepalives_idle(), Duration::from_secs(2));
+        assert_eq!(cfg.get_keepalives_retries(), Some(3));
+        let (cfg, _) = side_connection("postgres://pcrf@db1/pcrf", Duration::from_millis(300))
+            .expect("settles");
+        assert_eq!(cfg.get_target_session_attrs(), TargetSessionAttrs::Any);
+        assert_eq!(cfg.get_keepalives_idle(), Duration::from_secs(1));
+    }
 
     #[test]
     fn lifetimes_fall_in_the_window() {
