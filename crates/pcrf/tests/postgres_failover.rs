@@ -2,7 +2,9 @@
 //! synchronous standby, the connection string naming both; the primary is
 //! stopped hard in the middle of a stream of usage reports and the standby
 //! promoted. Nothing acknowledged may be lost or counted twice, and the
-//! node must find the new primary by itself within 10 s of the promotion.
+//! node must find the new primary by itself within 10 s of the promotion,
+//! its cluster heartbeat and provisioning feed too (the string names the
+//! standby first: they must pick the primary before and after).
 //! Starts its own two PostgreSQL servers with the machine's binaries
 //! (initdb, pg_basebackup, pg_ctl), as the postgres user when run as root.
 
