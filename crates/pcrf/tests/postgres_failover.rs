@@ -2,7 +2,9 @@
 //! synchronous standby, the connection string naming both; the primary is
 //! stopped hard in the middle of a stream of usage reports and the standby
 //! promoted. Nothing acknowledged may be lost or counted twice, and the
-//! node must find the new primary by itself within 10 s of the promotion.
+//! node must find the new primary by itself within 10 s of the promotion,
+//! its cluster heartbeat and provisioning feed too (the string names the
+//! standby first: they must pick the primary before and after).
 //! Starts its own two PostgreSQL servers with the machine's binaries
 //! (initdb, pg_basebackup, pg_ctl), as the postgres user when run as root.
 
@@ -221,21 +223,12 @@ impl Cluster {
     }
 
     async fn query_primary(&self, sql: &str) -> Vec<String> {
-        let url = format!(
-            "host=127.0.0.1 port={} user=pcrf dbname=postgres",
-            self.primary_port
-        );
-        let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
-            .await
-            .expect("connect to the primary");
-        tokio::spawn(conn);
-        client
-            .query(sql, &[])
-            .await
-            .expect("query")
-            .iter()
-            .map(|r| r.get::<_, String>(0))
-            .collect()
+        query_at(self.primary_port, sql).await
+    }
+
+    /// Runs `sql` on the promoted standby, the new primary.
+    async fn query_new_primary(&self, sql: &str) -> Vec<String> {
+        query_at(self.standby_port, sql).await
     }
 
     /// The standby streams and is synchronous (commits wait for it).
@@ -340,6 +333,62 @@ fn append(file: &Path, text: &str) {
     f.write_all(text.as_bytes()).expect("append");
 }
 
+/// The first column (text) of each row `sql` returns on the server at
+/// `port`.
+async fn query_at(port: u16, sql: &str) -> Vec<String> {
+    let url = format!("host=127.0.0.1 port={port} user=pcrf dbname=postgres");
+    let (client, conn) = tokio_postgres::connect(&url, tokio_postgres::NoTls)
+        .await
+        .expect("connect to the server");
+    tokio::spawn(conn);
+    client
+        .query(sql, &[])
+        .await
+        .expect("query")
+        .iter()
+        .map(|r| r.get::<_, String>(0))
+        .collect()
+}
+
+/// Waits up to `within` for `check`.
+async fn eventually(within: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    while Instant::now() < deadline {
+        if check() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    check()
+}
+
+/// Whether `GET /v1/cluster` shows the node alive.
+fn alive_in_cluster(p: &Pcrf) -> bool {
+    let (st, c) = p.http("GET", "/v1/cluster", None);
+    st == 200
+        && c["nodes"].as_array().is_some_and(|nodes| {
+            nodes
+                .iter()
+                .any(|n| n["name"] == "pcrf.test.local" && n["alive"] == true)
+        })
+}
+
+/// A profile provisioned through the node, then deleted on the database
+/// `delete_on` names (as another node would): the node drops it only if
+/// its provisioning feed listens on the server that takes the writes.
+async fn feed_follows(p: &Pcrf, imsi: &str, delete_on: u16) -> bool {
+    p.provision(imsi, r#"{"plan":"basic"}"#);
+    query_at(
+        delete_on,
+        &format!("WITH d AS (DELETE FROM subscribers WHERE imsi = '{imsi}' RETURNING imsi) SELECT imsi FROM d"),
+    )
+    .await;
+    eventually(Duration::from_secs(10), || {
+        p.http("GET", &format!("/v1/subscribers/{imsi}"), None).0 == 404
+    })
+    .await
+}
+
 fn imsi(i: usize) -> String {
     format!("00101000000{i:04}")
 }
@@ -436,6 +485,18 @@ async fn promoting_the_standby_under_load_loses_nothing_acknowledged() {
     );
     let (st, ready) = p.http("GET", "/v1/ready", None);
     assert_eq!(st, 200, "{ready}\n{}", p.log());
+    // The node's heartbeat and provisioning feed, on connections of their
+    // own, find the primary although the string names the standby first.
+    assert!(
+        eventually(Duration::from_secs(10), || alive_in_cluster(&p)).await,
+        "the node's heartbeat is not written on the primary:\n{}",
+        p.log()
+    );
+    assert!(
+        feed_follows(&p, "001019999999901", cluster.primary_port).await,
+        "the provisioning feed does not listen on the primary:\n{}",
+        p.log()
+    );
     let pcef = Arc::new(Pcef::connect(p.diameter, "pgw.test.local").await);
     let mut sessions = Vec::new();
     for i in 0..SUBSCRIBERS {
@@ -560,6 +621,40 @@ async fn promoting_the_standby_under_load_loses_nothing_acknowledged() {
         "service resumed {} ms after the promotion (goal: within {} s):\n{}",
         resumed.as_millis(),
         RESUME_WITHIN.as_secs(),
+        p.log()
+    );
+
+    // The heartbeat and the provisioning feed moved to the new primary by
+    // themselves: a heartbeat written there since the promotion, the node
+    // alive again, and a change made there seen by the node.
+    let mut heartbeat_after = false;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !heartbeat_after && Instant::now() < deadline {
+        let since = promoted_at.elapsed().as_millis();
+        let ages = cluster
+            .query_new_primary(
+                "SELECT (EXTRACT(EPOCH FROM (now() - heartbeat_at)) * 1000)::BIGINT::TEXT \
+                 FROM cluster_nodes WHERE name = 'pcrf.test.local'",
+            )
+            .await;
+        heartbeat_after = ages
+            .iter()
+            .any(|a| a.parse::<u128>().is_ok_and(|age| age < since));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        heartbeat_after,
+        "no heartbeat on the new primary:\n{}",
+        p.log()
+    );
+    assert!(
+        eventually(Duration::from_secs(10), || alive_in_cluster(&p)).await,
+        "the node is not alive again after the promotion:\n{}",
+        p.log()
+    );
+    assert!(
+        feed_follows(&p, "001019999999902", cluster.standby_port).await,
+        "the provisioning feed does not follow the promotion:\n{}",
         p.log()
     );
 

@@ -557,6 +557,111 @@ fn reconnects_after_its_connection_is_terminated() {
     assert_eq!(st.open_sessions().expect("load").len(), 2);
 }
 
+/// A COMMIT whose answer was lost with the connection: the store's one
+/// retry finds the rows one version on. When they hold exactly what the
+/// batch wrote (the lost COMMIT went through) the batch is committed once
+/// and reported committed, not a conflict: a conflict would make the node
+/// handle its requests again on top of their own effects. When another
+/// writer got there first, it stays a conflict.
+#[test]
+fn a_retry_after_a_lost_commit_recognises_its_own_write() {
+    let db = TestSchema::new();
+    let mut a = db.open();
+    a.set_owner("pcrf-a");
+    // The lost COMMIT is played by a second connection of the same node
+    // writing the same records at the same versions.
+    let mut lost = db.open();
+    lost.set_owner("pcrf-a");
+    let s = Arc::new(session("gx;lost", "001010000000009", 1));
+    let u = Arc::new(usage("001010000000009", 10));
+    a.apply(&[Change::PutSession(s.clone()), Change::PutUsage(u.clone())])
+        .expect("first write");
+    assert_eq!((s.version.get(), u.version.get()), (1, 1));
+
+    let next = |updated_ms: i64, used: u64| {
+        let mut s2 = (*s).clone();
+        s2.updated_ms = updated_ms;
+        s2.last_request_number = 1;
+        let mut u2 = (*u).clone();
+        u2.accumulators.get_mut("monthly").expect("monthly").used = used;
+        (Arc::new(s2), Arc::new(u2))
+    };
+    let (s2, u2) = next(2, 30);
+    let (s2_lost, u2_lost) = ((*s2).clone(), (*u2).clone());
+    lost.apply(&[
+        Change::PutSession(Arc::new(s2_lost)),
+        Change::PutUsage(Arc::new(u2_lost)),
+    ])
+    .expect("the COMMIT that went through");
+    // A's connection dies before it hears the answer.
+    let pid = a.backend_pid().expect("pid");
+    db.terminate(pid);
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        a.apply(&[Change::PutSession(s2.clone()), Change::PutUsage(u2.clone())])
+            .expect("its own committed write is recognised, not a conflict"),
+        2
+    );
+    assert!(
+        a.reconnects() >= 1,
+        "the batch was retried on a new connection"
+    );
+    assert_eq!((s2.version.get(), u2.version.get()), (2, 2));
+    let stored = a.usage("001010000000009").expect("read").expect("stored");
+    assert_eq!(stored.version.get(), 2, "written once, not twice");
+    assert_eq!(stored.accumulators["monthly"].used, 30);
+    // The records go on from there: the next write is at version 2.
+    let (s3, u3) = {
+        let mut s3 = (*s2).clone();
+        s3.updated_ms = 3;
+        let mut u3 = (*u2).clone();
+        u3.accumulators.get_mut("monthly").expect("monthly").used = 40;
+        (Arc::new(s3), Arc::new(u3))
+    };
+    a.apply(&[Change::PutSession(s3.clone()), Change::PutUsage(u3.clone())])
+        .expect("the next write follows on");
+    assert_eq!((s3.version.get(), u3.version.get()), (3, 3));
+
+    // Another writer's row at the next version is not mistaken for ours.
+    let mut other = (*s3).clone();
+    other.updated_ms = 4;
+    let mut other_usage = (*u3).clone();
+    other_usage
+        .accumulators
+        .get_mut("monthly")
+        .expect("monthly")
+        .used = 45;
+    lost.set_owner("pcrf-b");
+    lost.apply(&[
+        Change::PutSession(Arc::new(other)),
+        Change::PutUsage(Arc::new(other_usage)),
+    ])
+    .expect("the other node's write");
+    let mut mine = (*s3).clone();
+    mine.updated_ms = 5;
+    let mut mine_usage = (*u3).clone();
+    mine_usage
+        .accumulators
+        .get_mut("monthly")
+        .expect("monthly")
+        .used = 50;
+    let pid = a.backend_pid().expect("pid");
+    db.terminate(pid);
+    std::thread::sleep(Duration::from_millis(200));
+    match a.apply(&[
+        Change::PutSession(Arc::new(mine)),
+        Change::PutUsage(Arc::new(mine_usage)),
+    ]) {
+        Err(StoreError::Conflict(rows)) => assert_eq!(rows.len(), 2, "{rows:?}"),
+        other => panic!("expected a conflict, got {other:?}"),
+    }
+    let stored = a.usage("001010000000009").expect("read").expect("stored");
+    assert_eq!(
+        stored.accumulators["monthly"].used, 45,
+        "the other write stands"
+    );
+}
+
 #[test]
 fn database_outage_fails_fast_then_recovers_without_loss() {
     let db = TestSchema::new();

@@ -13,7 +13,6 @@ use crate::metrics::{Exposition, MetricsSource};
 use crate::node::Node;
 use parking_lot::RwLock;
 use serde::Serialize;
-use std::str::FromStr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
@@ -193,15 +192,14 @@ pub(crate) async fn connect(
     ),
     String,
 > {
-    let mut cfg =
-        tokio_postgres::Config::from_str(url).map_err(|e| format!("invalid database URL: {e}"))?;
-    cfg.connect_timeout(timeout);
+    let (mut cfg, bound) =
+        crate::store::postgres::side_connection(url, timeout).map_err(|e| e.to_string())?;
     let mut name = format!("{purpose} {node}");
     while name.len() > 63 {
         name.pop();
     }
     cfg.application_name(&name);
-    match tokio::time::timeout(timeout, cfg.connect(NoTls)).await {
+    match tokio::time::timeout(bound, cfg.connect(NoTls)).await {
         Ok(Ok(pair)) => Ok(pair),
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err("connecting timed out".into()),

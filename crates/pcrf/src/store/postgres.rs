@@ -114,6 +114,29 @@ fn parse_url(url: &str, timeout: Duration) -> Result<tokio_postgres::Config, Sto
     Ok(cfg)
 }
 
+/// The settings for a connection of its own beside the store's (cluster
+/// heartbeats, the provisioning feed's LISTEN) and the bound on opening
+/// it: the store's handling of host lists, so that after a switch-over
+/// these connections too end up on the new primary, never on a standby
+/// (where a heartbeat cannot write and a LISTEN never hears the primary).
+/// TCP keepalives probe after `per_host` idle, three times `per_host`
+/// apart: a LISTEN connection sends nothing, and without them it would
+/// wait hours on a primary whose machine vanished without closing it.
+pub(crate) fn side_connection(
+    url: &str,
+    per_host: Duration,
+) -> Result<(tokio_postgres::Config, Duration), StoreError> {
+    let mut cfg = parse_url(url, per_host)?;
+    // Whole seconds (the socket option's unit), at least one.
+    let probe = Duration::from_secs(per_host.as_secs().max(1));
+    cfg.keepalives(true)
+        .keepalives_idle(probe)
+        .keepalives_interval(probe)
+        .keepalives_retries(3);
+    let bound = hosts::connect_bound(&cfg, per_host);
+    Ok((cfg, bound))
+}
+
 /// A random value for lifetimes and backoff jitter (std's hasher keys are
 /// seeded randomly per process; no generator needed for this).
 fn random_u64() -> u64 {
@@ -281,10 +304,12 @@ mod sql {
     // holds none of them; rare: not prepared).
     pub const SESSIONS_AT: &str =
         "SELECT id FROM sessions WHERE state = 'open' AND ue_ipv4 = $1 ORDER BY id LIMIT 16";
+    // The record too: after a COMMIT whose answer was lost, a retry that
+    // conflicts finds out whether the rows hold its own write.
     pub const SESSION_VERSIONS: &str =
-        "SELECT id, version FROM sessions WHERE id = ANY($1::TEXT[])";
+        "SELECT id, version, data FROM sessions WHERE id = ANY($1::TEXT[])";
     pub const USAGE_VERSIONS: &str =
-        "SELECT subscriber, version FROM usage WHERE subscriber = ANY($1::TEXT[])";
+        "SELECT subscriber, version, data FROM usage WHERE subscriber = ANY($1::TEXT[])";
     // A replayed event (same seq and sink) is already there: nothing to do.
     pub const INSERT_EVENTS: (&str, &str) = (
         "insert_events",
@@ -870,29 +895,38 @@ impl PostgresStore {
     }
 
     /// After a compare-and-set failed (the transaction rolled back): the
-    /// rows of `batch` now at another version than the one it read.
-    fn conflicting(&mut self, batch: &[Encoded<'_>]) -> StoreError {
+    /// rows of `batch` now at another version than the one it read, as a
+    /// `Conflict`. `uncertain`: an earlier try of this batch lost its
+    /// connection while its COMMIT may have been in flight; if every
+    /// versioned row now holds exactly what the batch wrote, one version
+    /// on, that COMMIT went through, and `None` says so: the batch is
+    /// committed, and reporting a conflict would make the services handle
+    /// its requests again on top of their own effects (a REST top-up,
+    /// which carries no request number to recognise it by, applied twice).
+    fn conflicting(&mut self, batch: &[Encoded<'_>], uncertain: bool) -> Option<StoreError> {
         let ctx = "locating a write conflict";
-        let mut sessions: Vec<(&str, i64)> = Vec::new();
-        let mut usage: Vec<(&str, i64)> = Vec::new();
+        let mut sessions: Vec<(&str, i64, &[u8])> = Vec::new();
+        let mut usage: Vec<(&str, i64, &[u8])> = Vec::new();
         for e in batch {
             match e {
-                Encoded::Session { id, version, .. } => sessions.push((id, *version)),
+                Encoded::Session {
+                    id, version, data, ..
+                } => sessions.push((id, *version, data)),
                 Encoded::Usage {
                     subscriber,
                     version,
-                    ..
-                } => usage.push((subscriber, *version)),
+                    data,
+                } => usage.push((subscriber, *version, data)),
                 _ => {}
             }
         }
         let (rt, live) = match self.parts() {
             Ok(p) => p,
-            Err(e) => return e,
+            Err(e) => return Some(e),
         };
         let timeout = self.opts.timeout;
-        let ids: Vec<&str> = sessions.iter().map(|(k, _)| *k).collect();
-        let subs: Vec<&str> = usage.iter().map(|(k, _)| *k).collect();
+        let ids: Vec<&str> = sessions.iter().map(|(k, ..)| *k).collect();
+        let subs: Vec<&str> = usage.iter().map(|(k, ..)| *k).collect();
         let r = block(rt, async {
             tokio::time::timeout(timeout, async {
                 let a = live.client.query(sql::SESSION_VERSIONS, &[&ids]).await?;
@@ -903,15 +937,33 @@ impl PostgresStore {
         });
         let (a, b) = match r {
             Ok(Ok(rows)) => rows,
-            Ok(Err(e)) => return self.failed(ctx, PgFailure::from(e)),
-            Err(_) => return self.timed_out(ctx),
+            Ok(Err(e)) => return Some(self.failed(ctx, PgFailure::from(e))),
+            Err(_) => return Some(self.timed_out(ctx)),
         };
-        let stale = |rows: &[tokio_postgres::Row], read: &[(&str, i64)]| -> Vec<String> {
+        // Every row written by this batch, one version on: its own COMMIT.
+        // (The batch is one transaction: all of it committed or none.)
+        let mine = |rows: &[tokio_postgres::Row], wrote: &[(&str, i64, &[u8])]| -> bool {
+            wrote.iter().all(|(key, was, data)| {
+                rows.iter().any(|row| {
+                    row.try_get::<_, &str>(0).ok() == Some(*key)
+                        && row.try_get::<_, i64>(1).ok() == Some(*was + 1)
+                        && row.try_get::<_, &[u8]>(2).ok() == Some(*data)
+                })
+            })
+        };
+        if uncertain && mine(&a, &sessions) && mine(&b, &usage) {
+            tracing::info!(
+                rows = sessions.len() + usage.len(),
+                "the batch whose connection was lost had committed; not applied again"
+            );
+            return None;
+        }
+        let stale = |rows: &[tokio_postgres::Row], read: &[(&str, i64, &[u8])]| -> Vec<String> {
             rows.iter()
                 .filter_map(|row| {
                     let key: &str = row.try_get(0).ok()?;
                     let now: i64 = row.try_get(1).ok()?;
-                    let (_, was) = read.iter().find(|(k, _)| *k == key)?;
+                    let (_, was, _) = read.iter().find(|(k, ..)| *k == key)?;
                     (now != *was).then(|| key.to_owned())
                 })
                 .collect()
@@ -924,13 +976,15 @@ impl PostgresStore {
         if out.is_empty() {
             // Written back meanwhile? Versions only grow: should not
             // happen; the batch fails as a whole rather than loop.
-            return StoreError::Unavailable(format!("{ctx}: no row found at another version"));
+            return Some(StoreError::Unavailable(format!(
+                "{ctx}: no row found at another version"
+            )));
         }
         tracing::info!(
             rows = out.len(),
             "rows written by another node; their requests are retried"
         );
-        StoreError::Conflict(out)
+        Some(StoreError::Conflict(out))
     }
 
     fn parts(&self) -> Result<(&Runtime, &Live), StoreError> {
@@ -1205,15 +1259,17 @@ impl Store for PostgresStore {
             .collect::<Result<Vec<_>, _>>()?;
         // One retry on a fresh connection: a connection that died while
         // idle (terminated, failed over) must not fail a batch the
-        // database can take. Safe even if a COMMIT was in flight: every
-        // change writes a whole row, so applying it twice is applying it once.
-        // A COMMIT without an answer has an unknown outcome: the batch is
-        // acknowledged only once the retry committed it (maybe on the new
-        // primary after a switch-over); otherwise it fails, its requests
-        // are answered 5012 and the node keeps the state from before them,
-        // so what the database may hold of it is overwritten by the next
-        // write of those rows (deploy/cluster/postgresql.md, "Why nothing
-        // acknowledged is lost").
+        // database can take. A COMMIT without an answer has an unknown
+        // outcome: if it went through, the retry's compare-and-set finds
+        // the rows one version on, holding what this batch wrote, and
+        // `conflicting` recognises the batch's own write: it is committed
+        // once, acknowledged once. Otherwise the retry commits it (maybe on
+        // the new primary after a switch-over) or it fails, its requests
+        // are answered 5012 and the node keeps the state from before them;
+        // if the database holds them after all, the next write of those
+        // rows conflicts and the services read them back, with the answer
+        // a retransmission then gets (deploy/cluster/postgresql.md, "Why
+        // nothing acknowledged is lost").
         let mut retried = false;
         loop {
             self.ensure_live()?;
@@ -1224,29 +1280,24 @@ impl Store for PostgresStore {
             let r = block(rt, async {
                 tokio::time::timeout(timeout, apply_batch(live, &batch, owner, profiler)).await
             });
-            match r {
-                Ok(Ok(changed)) => {
-                    // The records now stand at the versions written.
-                    for c in &kept {
-                        match c {
-                            Change::PutSession(s) => s.version.set(s.version.get() + 1),
-                            Change::PutUsage(u) => u.version.set(u.version.get() + 1),
-                            _ => {}
-                        }
-                    }
-                    return Ok(changed);
-                }
-                Ok(Err(PgFailure::Conflict)) => {
-                    return Err(self.conflicting(&batch));
-                }
+            let changed = match r {
+                Ok(Ok(changed)) => changed,
+                Ok(Err(PgFailure::Conflict)) => match self.conflicting(&batch, retried) {
+                    Some(e) => return Err(e),
+                    // The lost COMMIT's rows: what a successful try counts.
+                    None => batch
+                        .iter()
+                        .filter(|e| matches!(e, Encoded::Session { .. } | Encoded::Usage { .. }))
+                        .count(),
+                },
                 Ok(Err(PgFailure::Connection(m))) if !retried => {
                     // If the COMMIT was in flight and went through, the
-                    // retry finds its own rows a version ahead: a conflict,
-                    // after which the services read what was committed.
+                    // retry finds its own rows a version ahead and says so.
                     tracing::warn!(error = %m, "database connection failed mid-batch; retrying once");
                     self.lose(m);
                     self.retry_at = Instant::now();
                     retried = true;
+                    continue;
                 }
                 Ok(Err(f)) => {
                     return Err(self.failed("writing a batch", f));
@@ -1256,7 +1307,16 @@ impl Store for PostgresStore {
                     // these rows then conflicts, and they are read again.
                     return Err(self.timed_out("writing a batch"));
                 }
+            };
+            // The records now stand at the versions written.
+            for c in &kept {
+                match c {
+                    Change::PutSession(s) => s.version.set(s.version.get() + 1),
+                    Change::PutUsage(u) => u.version.set(u.version.get() + 1),
+                    _ => {}
+                }
             }
+            return Ok(changed);
         }
     }
 
@@ -1435,6 +1495,27 @@ impl Store for PostgresStore {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn side_connections_ask_for_the_primary_of_a_host_list() {
+        use tokio_postgres::config::TargetSessionAttrs;
+        let (cfg, bound) = side_connection(
+            "host=db1,db2 port=5432,5433 user=pcrf dbname=pcrf",
+            Duration::from_secs(2),
+        )
+        .expect("settles");
+        assert_eq!(
+            cfg.get_target_session_attrs(),
+            TargetSessionAttrs::ReadWrite
+        );
+        assert_eq!(bound, Duration::from_secs(4), "time to try each host");
+        assert_eq!(cfg.get_keepalives_idle(), Duration::from_secs(2));
+        assert_eq!(cfg.get_keepalives_retries(), Some(3));
+        let (cfg, _) = side_connection("postgres://pcrf@db1/pcrf", Duration::from_millis(300))
+            .expect("settles");
+        assert_eq!(cfg.get_target_session_attrs(), TargetSessionAttrs::Any);
+        assert_eq!(cfg.get_keepalives_idle(), Duration::from_secs(1));
+    }
 
     #[test]
     fn lifetimes_fall_in_the_window() {
