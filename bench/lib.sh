@@ -288,3 +288,57 @@ stop_server() {
   fi
   SERVER_PID=""
 }
+
+# zero_loss_search KIND DIR START: one zero-loss search of ZL_SCENARIO
+# (default bench/scenarios/seed-fast.toml) against KIND (pcrf, on STORE, or
+# echo), with the pinning set_pinning chose, from START TPS; the report goes
+# to DIR/report.json and the summary to DIR/summary.txt. Sets FOUND to the
+# zero-loss TPS ("none" when no trial passed). Settings: ZL_MAX (400000),
+# ZL_DURATION (10s), ZL_WARMUP (2s), P99_BOUND (10ms), ZL_MAX_TRIALS (10),
+# ZL_RESOLUTION (0.05), ZL_PAUSE (2s), ZL_RECOVERY (15s), PEERS (4),
+# ZL_SUBSCRIBERS (100000).
+zero_loss_search() {
+  local kind="$1" dir="$2" start="$3" p
+  mkdir -p "$dir"
+  [[ $kind == pcrf && "${STORE:-sqlite}" == postgres ]] && start_postgres
+  if [[ $kind == pcrf ]]; then start_pcrf "$dir" "${PEERS:-4}"; else start_echo "$dir"; fi
+  local args=(zero-loss --scenario "${ZL_SCENARIO:-$BENCH_ROOT/bench/scenarios/seed-fast.toml}"
+    --target "127.0.0.1:$DIAMETER_PORT" --peers "${PEERS:-4}" --subscribers "${ZL_SUBSCRIBERS:-100000}"
+    --min "$start" --max "${ZL_MAX:-400000}" --duration "${ZL_DURATION:-10s}" --warmup "${ZL_WARMUP:-2s}"
+    --p99-bound "${P99_BOUND:-10ms}" --max-trials "${ZL_MAX_TRIALS:-10}" --resolution "${ZL_RESOLUTION:-0.05}"
+    --pause "${ZL_PAUSE:-2s}" --recovery "${ZL_RECOVERY:-15s}" --server-pid "$SERVER_PID" --out "$dir/report.json")
+  [[ -n "$API_URL" ]] && args+=(--provision "$API_URL")
+  if [[ -n "$PG_TMP" ]]; then
+    for p in $(postgres_pids); do args+=(--db-pid "$p"); done
+  fi
+  echo "== zero-loss: $kind${PG_TMP:+ on PostgreSQL}, from $start TPS ==" >&2
+  if ! gen "${args[@]}" >"$dir/summary.txt"; then
+    echo "zero-loss search of $kind failed: $(tail -3 "$dir/summary.txt")" >&2
+  fi
+  stop_server
+  stop_postgres
+  FOUND="$(sed -n 's/^zero-loss: \([0-9]*\) TPS.*/\1/p' "$dir/summary.txt")"
+  FOUND="${FOUND:-none}"
+}
+
+# rss_kib PID: the process's resident memory now, KiB (VmRSS).
+rss_kib() {
+  sed -n 's/^VmRSS:[[:space:]]*\([0-9]*\) kB$/\1/p' "/proc/$1/status"
+}
+
+# open_closed_sessions API_URL: "OPEN CLOSED", the Gx sessions `pcrf serve`
+# holds in memory now (its pcrf_sessions gauges).
+open_closed_sessions() {
+  local m
+  m="$(curl -sf "$1/metrics")" || { echo "? ?"; return; }
+  echo "$(sed -n 's/^pcrf_sessions{state="open"} \([0-9]*\)$/\1/p' <<<"$m") $(sed -n 's/^pcrf_sessions{state="closed"} \([0-9]*\)$/\1/p' <<<"$m")"
+}
+
+# median VALUE...: the median of numbers (the lower middle of an even
+# count; "n/a" for none). Non-numbers are left out.
+median() {
+  local v=() x
+  for x in "$@"; do [[ "$x" =~ ^[0-9]+(\.[0-9]+)?$ ]] && v+=("$x"); done
+  ((${#v[@]} > 0)) || { echo n/a; return; }
+  printf '%s\n' "${v[@]}" | sort -g | sed -n "$(((${#v[@]} + 1) / 2))p"
+}

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Core scaling: the zero-loss throughput of the seed-fast scenario with the
-# server pinned to 1, 2, 4 and 8 cores (those the machine has, keeping at
-# least one core for the generator, which gets all the others), against
+# server pinned to 1, 2, 4 and 8 cores (those the machine has; the generator
+# gets all the others, and shares them on the row with all the machine's
+# CPUs, e.g. "2" on a 2-CPU machine: the table says so), against
 # `pcrf serve` (embedded store, durability full) and against the echo
 # server (the ceiling of generator + transport), side by side. Prints a
 # markdown table and writes it to bench/results/scaling.md.
@@ -10,8 +11,8 @@
 #   BUILD=0 PCRF_BIN=/path/pcrf BENCH_BIN=/path/pcrf-bench bench/scaling.sh   # prebuilt release binaries
 #   CORES="1 2" bench/scaling.sh                                               # some rows only
 #
-# Needs only the two binaries, bash, coreutils, sed and taskset (no cargo with
-# BUILD=0 or PCRF_BIN/BENCH_BIN, no jq, no python). The searches are short
+# Needs only the two binaries, bash, coreutils, sed, curl and taskset (no cargo
+# with BUILD=0 or PCRF_BIN/BENCH_BIN, no jq, no python). The searches are short
 # (trials of 2 s after 1 s of warm-up) so the whole table takes about 6-8
 # minutes on 16 cores: each pcrf search starts from 0.9 of the figure on
 # fewer cores, each echo search from pcrf's figure on the same cores, and a
@@ -43,7 +44,9 @@ PEERS="${PEERS:-4}"
 SUBSCRIBERS="${SUBSCRIBERS:-100000}"
 BUDGET="${BUDGET:-400}"
 TARGETS="${TARGETS:-pcrf echo}"
-SCENARIO="$BENCH_ROOT/bench/scenarios/seed-fast.toml"
+# The search's settings (bench/lib.sh, zero_loss_search).
+ZL_MAX="$MAX" ZL_DURATION="$DURATION" ZL_WARMUP="$WARMUP" ZL_MAX_TRIALS="$MAX_TRIALS"
+ZL_RESOLUTION="$RESOLUTION" ZL_PAUSE="$PAUSE" ZL_RECOVERY="$RECOVERY" ZL_SUBSCRIBERS="$SUBSCRIBERS"
 
 build_release pcrf-bench pcrf
 need taskset util-linux
@@ -57,33 +60,30 @@ rows=()
 for k in $CORES; do
   ((k >= 1 && k < n)) && rows+=("$k")
 done
+# All the machine's CPUs, when CORES names that many (on a 2-CPU machine,
+# "2"): the generator then shares them, and the table says so.
+if ((n > 1)) && [[ " $CORES " == *" $n "* ]]; then rows+=("$n"); fi
 ((${#rows[@]} > 0)) || rows=(0)
 
 # cpu_range FIRST LAST: a taskset list ("3" or "0-3").
 cpu_range() { if (($1 == $2)); then echo "$1"; else echo "$1-$2"; fi; }
 
+# pin K: the server on CPUs 0..K-1 and the generator on the others; when
+# K is all the CPUs, the generator shares them (unpinned); K=0: unpinned.
+pin() {
+  local k="$1"
+  if ((k == 0)); then set_pinning all all
+  elif ((k >= n)); then set_pinning "$(cpu_range 0 $((n - 1)))" all
+  else set_pinning "$(cpu_range 0 $((k - 1)))" "$(cpu_range "$k" $((n - 1)))"; fi
+}
+
 # search KIND K START: sets FOUND to the zero-loss TPS of KIND (pcrf or
-# echo) with the server on K cores (0: unpinned), "none" when no trial
-# passed.
+# echo) with the server on K cores, "none" when no trial passed.
 search() {
-  local kind="$1" k="$2" start="$3" dir
-  if ((k == 0)); then set_pinning all all; else set_pinning "$(cpu_range 0 $((k - 1)))" "$(cpu_range "$k" $((n - 1)))"; fi
-  dir="$work/$kind-$k"
-  mkdir -p "$dir"
-  if [[ $kind == pcrf ]]; then start_pcrf "$dir" "$PEERS"; else start_echo "$dir"; fi
-  local args=(zero-loss --scenario "$SCENARIO" --target "127.0.0.1:$DIAMETER_PORT"
-    --peers "$PEERS" --subscribers "$SUBSCRIBERS"
-    --min "$start" --max "$MAX" --duration "$DURATION" --warmup "$WARMUP"
-    --p99-bound "$P99_BOUND" --max-trials "$MAX_TRIALS" --resolution "$RESOLUTION"
-    --pause "$PAUSE" --recovery "$RECOVERY" --server-pid "$SERVER_PID" --out "$dir/report.json")
-  [[ -n "$API_URL" ]] && args+=(--provision "$API_URL")
-  echo "== $kind, server on $k cores, search from $start TPS ==" >&2
-  if ! gen "${args[@]}" >"$dir/summary.txt"; then
-    echo "$kind on $k cores: the search failed" >&2
-  fi
-  stop_server
-  FOUND="$(sed -n 's/^zero-loss: \([0-9]*\) TPS.*/\1/p' "$dir/summary.txt")"
-  FOUND="${FOUND:-none}"
+  local kind="$1" k="$2" start="$3"
+  pin "$k"
+  echo "== $kind, server on $k cores ==" >&2
+  zero_loss_search "$kind" "$work/$kind-$k" "$start"
 }
 
 declare -A result
@@ -119,8 +119,9 @@ table="$work/scaling.md"
   for k in "${rows[@]}"; do
     p="${result[pcrf,$k]:-}"
     e="${result[echo,$k]:-}"
-    if ((k == 0)); then sc="all (unpinned)"; gc="all"; per="n/a"; else
-      sc="$k"; gc="$((n - k))"; per="$(ratio "$p" "$k")"; fi
+    if ((k == 0)); then sc="all (unpinned)"; gc="all"; per="n/a"
+    elif ((k >= n)); then sc="$k"; gc="shares the $k"; per="$(ratio "$p" "$k")"
+    else sc="$k"; gc="$((n - k))"; per="$(ratio "$p" "$k")"; fi
     echo "| $sc | $gc | ${p:-} | ${e:-} | $(ratio "$p" "$e") | $per |"
   done
 } >"$table"

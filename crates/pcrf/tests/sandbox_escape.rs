@@ -348,7 +348,7 @@ fn c_functions_cannot_loop_without_the_budget() {
     // Many calls each doing bounded C work add up: the time limit ends them.
     refused_in_decide(
         "local s = string.rep('x', 4000000)\nfor i = 1, 1e9 do local t = s .. i end",
-        "time limit of 1000 ms exceeded",
+        "time limit of 1000 ms of CPU exceeded",
     );
 }
 

@@ -17,7 +17,6 @@
 use super::decision::{AdcRule, Ambr, Arp, BearerQos, Decision, Reject, RuleDefinition, RuleQos};
 use super::validity::{AnyWord, MbRange, UsageRange, UsageValidity, Validity};
 use mlua::{ffi, Lua, Value};
-use std::collections::BTreeMap;
 use std::os::raw::c_int;
 
 /// Stack slots the deepest read needs (decision, list, definition, QoS,
@@ -231,7 +230,7 @@ fn usage_validity(v: Slot) -> Read<UsageValidity> {
     if v.type_is(ffi::LUA_TSTRING) {
         return any_word(v).map(UsageValidity::All);
     }
-    let mut by_name = BTreeMap::new();
+    let mut by_name = litemap::LiteMap::new();
     v.fields(|key, r| {
         let name = std::str::from_utf8(key).map_err(|_| NotPlain)?;
         by_name.insert(name.to_owned(), usage_range(r)?);

@@ -3,6 +3,7 @@
 
 pub mod cases;
 pub mod clock;
+mod cpu_clock;
 pub mod decision;
 mod decision_table;
 pub mod engine;

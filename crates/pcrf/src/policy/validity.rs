@@ -5,8 +5,8 @@
 //! stays within its stated range. Without it a decision is reused only on
 //! identical inputs, as always.
 
+use litemap::LiteMap;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 
 /// The accumulator name that stands for every accumulator not named.
 pub const OTHER_ACCUMULATORS: &str = "*";
@@ -34,7 +34,10 @@ pub enum UsageValidity {
     All(AnyWord),
     /// By accumulator name; `"*"` for every accumulator not named. An
     /// accumulator neither named nor covered by `"*"` must stay as it was.
-    Each(BTreeMap<String, UsageRange>),
+    /// A sorted vector, not a `BTreeMap`: a decision names one accumulator
+    /// or two, and its memo keeps this with every open session, where a
+    /// `BTreeMap` allocates a node for eleven.
+    Each(#[serde(serialize_with = "as_map")] LiteMap<String, UsageRange>),
 }
 
 /// One accumulator's range: `"any"` or `{ at_least = MB, below = MB }`.
@@ -76,6 +79,15 @@ impl MbRange {
     pub fn contains(&self, used_mb: u64) -> bool {
         self.at_least.is_none_or(|lo| used_mb >= lo) && self.below.is_none_or(|hi| used_mb < hi)
     }
+}
+
+/// The ranges as a map in every format (LiteMap writes an empty map as a
+/// sequence in JSON).
+fn as_map<S: serde::Serializer>(
+    by_name: &LiteMap<String, UsageRange>,
+    s: S,
+) -> Result<S::Ok, S::Error> {
+    s.collect_map(by_name.iter())
 }
 
 impl UsageValidity {

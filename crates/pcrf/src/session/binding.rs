@@ -6,15 +6,16 @@
 //! (UE_IP_ADDRESS_ALLOCATE/RELEASE) and go.
 //!
 //! Several sessions may hold one address (private IPv4 pools per APN or
-//! per gateway), so a key maps to an insertion-ordered set (adding and
-//! removing cost the same however many sessions share the address: a
-//! PCEF reporting one address for every session must not make start-up
-//! quadratic) and callers narrow by APN or subscriber. IPv6 is indexed by the session's prefix; a look-up by a
+//! per gateway), so a key maps to a set of ids (id_set.rs: one inline,
+//! several in an insertion-ordered set, so adding and removing cost the
+//! same however many sessions share the address: a PCEF reporting one
+//! address for every session must not make start-up quadratic) and
+//! callers narrow by APN or subscriber. IPv6 is indexed by the session's prefix; a look-up by a
 //! full address tries every prefix length in use (usually only /64).
 
+use super::id_set::IdSet;
 use super::record::{GxSession, SessionState};
 use dashmap::DashMap;
-use indexmap::IndexSet;
 use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 
@@ -29,7 +30,7 @@ enum Key {
 /// UE address → ids of the open sessions holding it.
 #[derive(Default)]
 pub struct Bindings {
-    ids: DashMap<Key, IndexSet<String>>,
+    ids: DashMap<Key, IdSet>,
     /// Bit n set: some session holds an IPv6 prefix of length n (0..=128).
     v6_lengths: [AtomicU64; 3],
 }
@@ -83,16 +84,13 @@ impl Bindings {
             let len = usize::from(len);
             self.v6_lengths[len / 64].fetch_or(1 << (len % 64), Relaxed);
         }
-        let mut ids = self.ids.entry(k).or_default();
-        if !ids.contains(id) {
-            ids.insert(id.to_owned());
-        }
+        self.ids.entry(k).or_default().insert(id);
     }
 
     fn drop_key(&self, k: Key, id: &str) {
         self.ids.remove_if_mut(&k, |_, ids| {
             // O(1); the last id takes the removed one's place.
-            ids.swap_remove(id);
+            ids.remove(id);
             ids.is_empty()
         });
     }
@@ -169,7 +167,7 @@ impl Bindings {
     fn lookup(&self, k: Key) -> Vec<String> {
         self.ids
             .get(&k)
-            .map(|ids| ids.iter().cloned().collect())
+            .map(|ids| ids.iter().map(str::to_owned).collect())
             .unwrap_or_default()
     }
 

@@ -5,6 +5,7 @@ pub mod af;
 pub mod af_index;
 pub mod binding;
 pub mod diff;
+pub mod id_set;
 pub mod record;
 pub mod spending;
 pub mod table;

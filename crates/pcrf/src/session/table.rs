@@ -6,11 +6,11 @@
 
 use super::af_index::AfIndex;
 use super::binding::Bindings;
+use super::id_set::IdSet;
 use super::record::{GxSession, SessionState};
 use arc_swap::ArcSwap;
 use dashmap::mapref::entry::Entry;
 use dashmap::DashMap;
-use std::collections::HashSet;
 use std::sync::Arc;
 
 /// One session's slot: the current record and the lock writers hold while
@@ -62,8 +62,9 @@ impl SessionSlot {
 /// and Sd sessions.
 #[derive(Default)]
 pub struct SessionTable {
-    slots: DashMap<String, Arc<SessionSlot>>,
-    by_subscriber: DashMap<String, HashSet<String>>,
+    slots: DashMap<Box<str>, Arc<SessionSlot>>,
+    /// A subscriber's sessions: nearly always one (id_set.rs).
+    by_subscriber: DashMap<Box<str>, IdSet>,
     bindings: Arc<Bindings>,
     af: Arc<AfIndex>,
 }
@@ -77,14 +78,12 @@ impl SessionTable {
     /// Inserts a new session, or returns the existing slot if the id is taken
     /// (a CCR-I retransmission or a PCEF reusing an id).
     pub fn insert(&self, s: Arc<GxSession>) -> Result<Arc<SessionSlot>, Arc<SessionSlot>> {
-        let id = s.id.clone();
-        let sub = s.subscriber.clone();
         let slot = Arc::new(SessionSlot::new(
             s.clone(),
             self.bindings.clone(),
             self.af.clone(),
         ));
-        match self.slots.entry(id.clone()) {
+        match self.slots.entry(s.id.as_str().into()) {
             Entry::Occupied(existing) => return Err(existing.get().clone()),
             Entry::Vacant(e) => {
                 e.insert(slot.clone());
@@ -92,21 +91,19 @@ impl SessionTable {
         }
         self.bindings.bind(&s);
         self.af.bind(&s);
-        self.by_subscriber.entry(sub).or_default().insert(id);
+        self.index(&s.subscriber, &s.id);
         Ok(slot)
     }
 
     /// Replaces the slot of a session with a new record, keeping indexes
     /// right (used when a closed session's id is reused by a new CCR-I).
     pub fn replace(&self, s: Arc<GxSession>) -> Arc<SessionSlot> {
-        let id = s.id.clone();
-        let sub = s.subscriber.clone();
         let slot = Arc::new(SessionSlot::new(
             s.clone(),
             self.bindings.clone(),
             self.af.clone(),
         ));
-        let old = self.slots.insert(id.clone(), slot.clone());
+        let old = self.slots.insert(s.id.as_str().into(), slot.clone());
         if let Some(old) = &old {
             self.bindings.unbind(&old.load());
             self.af.unbind(&old.load());
@@ -114,12 +111,12 @@ impl SessionTable {
         self.bindings.bind(&s);
         self.af.bind(&s);
         if let Some(old) = old {
-            let old_sub = old.load().subscriber.clone();
-            if old_sub != sub {
-                self.unindex(&old_sub, &id);
+            let old = old.load();
+            if old.subscriber != s.subscriber {
+                self.unindex(&old.subscriber, &s.id);
             }
         }
-        self.by_subscriber.entry(sub).or_default().insert(id);
+        self.index(&s.subscriber, &s.id);
         slot
     }
 
@@ -131,6 +128,13 @@ impl SessionTable {
         self.af.unbind(&cur);
         self.unindex(&cur.subscriber, id);
         Some(slot)
+    }
+
+    fn index(&self, sub: &str, id: &str) {
+        match self.by_subscriber.get_mut(sub) {
+            Some(mut ids) => ids.insert(id),
+            None => self.by_subscriber.entry(sub.into()).or_default().insert(id),
+        }
     }
 
     fn unindex(&self, sub: &str, id: &str) {
@@ -174,7 +178,7 @@ impl SessionTable {
     pub fn ids_of_subscriber(&self, sub: &str) -> Vec<String> {
         self.by_subscriber
             .get(sub)
-            .map(|s| s.iter().cloned().collect())
+            .map(|s| s.iter().map(str::to_owned).collect())
             .unwrap_or_default()
     }
 

@@ -463,10 +463,11 @@ video = "5 MB"
                 ("total".to_string(), grant.clone()),
                 ("vip".to_string(), grant.clone()),
             ]
-            .into(),
+            .into_iter()
+            .collect(),
         };
         let b = SessionMonitoring {
-            keys: [("total".to_string(), grant)].into(),
+            keys: [("total".to_string(), grant)].into_iter().collect(),
         };
         let idle = SessionMonitoring::default();
         let counts = granted_keys([&a, &b, &idle]);

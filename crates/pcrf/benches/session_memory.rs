@@ -1,0 +1,176 @@
+//! What one open session costs in heap memory, counted (not timed): a
+//! counting global allocator measures the bytes live after N sessions of
+//! the shape a CCR-U leaves (benches/shared) are put in the session table,
+//! each with its own subscriber, Session-Id and UE address as on a live
+//! node, and splits them into the record and the table's indexes. Bytes
+//! requested from the allocator, so the allocator's own rounding (a few
+//! percent with mimalloc) comes on top; bench/goals.sh measures the whole
+//! process's resident memory per open session.
+//!
+//!   cargo bench -p pcrf --bench session_memory            # N = 20000
+//!   PCRF_BENCH_SESSIONS=100000 cargo bench -p pcrf --bench session_memory
+
+mod shared;
+use pcrf::policy::validity::{AnyWord, UsageRange, UsageValidity};
+use pcrf::session::{GxSession, SessionTable};
+use pcrf::usage::{KeyGrant, MonitoringLevel, ServiceUnits};
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::sync::atomic::{AtomicIsize, Ordering::Relaxed};
+use std::sync::Arc;
+
+/// The system allocator, counting the bytes live.
+struct Counting;
+
+static LIVE: AtomicIsize = AtomicIsize::new(0);
+
+// SAFETY: every call is forwarded to the system allocator unchanged.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, l: Layout) -> *mut u8 {
+        LIVE.fetch_add(l.size() as isize, Relaxed);
+        System.alloc(l)
+    }
+    unsafe fn dealloc(&self, p: *mut u8, l: Layout) {
+        LIVE.fetch_sub(l.size() as isize, Relaxed);
+        System.dealloc(p, l)
+    }
+    unsafe fn realloc(&self, p: *mut u8, l: Layout, new: usize) -> *mut u8 {
+        LIVE.fetch_add(new as isize - l.size() as isize, Relaxed);
+        System.realloc(p, l, new)
+    }
+}
+
+#[global_allocator]
+static ALLOC: Counting = Counting;
+
+fn live() -> isize {
+    LIVE.load(Relaxed)
+}
+
+/// The i-th session: its own subscriber, Session-Id and UE address.
+fn session(i: u32) -> GxSession {
+    let imsi = format!("00101{:010}", i);
+    let mut s = shared::ccr_u_session(
+        format!("pgw-1.bench.test;{};{}", 1_763_000_000 + i, i),
+        imsi,
+        1_763_000_000_000 + i64::from(i),
+    );
+    s.ue_ipv4 = Some(std::net::Ipv4Addr::from(0x0a00_0000 + i));
+    // The answer as the server keeps it: the buffer it was encoded into.
+    let mut answer = bytes::BytesMut::with_capacity(512);
+    answer.extend_from_slice(&[0x5a; 420]);
+    s.last_answer = Some(answer.freeze());
+    // The session-level key a CCR-I is granted (config/usage.toml).
+    s.monitoring.keys.insert(
+        "total".into(),
+        KeyGrant {
+            granted: ServiceUnits {
+                total: Some(1_000_000_000),
+                ..Default::default()
+            },
+            level: MonitoringLevel::Session,
+            granted_ms: 1_763_000_000_000,
+            reported_octets: 0,
+        },
+    );
+    s
+}
+
+/// Heap bytes `make` allocates and keeps in what it returns.
+fn heap_of<T>(make: impl FnOnce() -> T) -> isize {
+    let before = live();
+    let kept = make();
+    let bytes = live() - before;
+    drop(kept);
+    bytes
+}
+
+fn main() {
+    let n: u32 = std::env::var("PCRF_BENCH_SESSIONS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(20_000);
+    let per = |bytes: isize| bytes as f64 / f64::from(n);
+
+    // The records alone.
+    let before = live();
+    let records: Vec<Arc<GxSession>> = (0..n).map(|i| Arc::new(session(i))).collect();
+    let records_bytes = live() - before - (records.capacity() * 8) as isize;
+
+    // The same records in the table (which holds them and its indexes).
+    let before = live();
+    let table = SessionTable::default();
+    for r in &records {
+        if table.insert(r.clone()).is_err() {
+            eprintln!("session_memory: duplicate Session-Id");
+            std::process::exit(1);
+        }
+    }
+    let table_bytes = live() - before;
+    assert_eq!(table.counts(), (n as usize, 0));
+
+    let one = &records[0];
+    // The ranges a decision of the default policy states (`valid`) below
+    // 80% of a monthly allowance, as its memo keeps them.
+    let ranges = r#"{"monthly": {"below": 8000}, "*": "any"}"#;
+    let validity = heap_of(|| serde_json::from_str::<UsageValidity>(ranges).ok());
+    let as_btree = heap_of(|| {
+        serde_json::from_str::<std::collections::BTreeMap<String, serde_json::Value>>(ranges)
+            .ok()
+            .map(|m| {
+                m.into_keys()
+                    .map(|k| (k, UsageRange::Any(AnyWord::Any)))
+                    .collect::<std::collections::BTreeMap<_, _>>()
+            })
+    });
+    let answer = one.last_answer.as_ref().map_or(0, |a| a.len());
+    let inputs = one
+        .last_decision
+        .as_ref()
+        .map_or(0, |d| d.inputs.get().len());
+    println!("sessions: {n}");
+    println!(
+        "size_of::<GxSession>(): {} bytes (in its Arc: +16)",
+        std::mem::size_of::<GxSession>()
+    );
+    println!(
+        "size_of::<DecisionRecord>(): {} bytes, of which the Decision {}",
+        std::mem::size_of::<pcrf::session::DecisionRecord>(),
+        std::mem::size_of::<pcrf::policy::Decision>()
+    );
+    println!(
+        "record (Arc<GxSession> and everything it owns): {:.0} bytes per session",
+        per(records_bytes)
+    );
+    println!("  the last answer: {answer} bytes (in a buffer of 512)");
+    println!("  the last decision's inputs (JSON): {inputs} bytes");
+    let record = one.last_decision.as_deref().cloned();
+    println!(
+        "  the last decision (DecisionRecord in its Arc): {} bytes",
+        heap_of(|| record.clone())
+            + std::mem::size_of::<pcrf::session::DecisionRecord>() as isize
+            + 16
+    );
+    println!(
+        "  the installed rules (Decision, heap): {} bytes",
+        heap_of(|| one.installed.clone())
+    );
+    println!(
+        "  usage monitoring (one key, heap): {} bytes",
+        heap_of(|| one.monitoring.clone())
+    );
+    println!(
+        "  with the decision's stated validity (memo bounds), its usage ranges: \
+         {validity} bytes (in a BTreeMap: {as_btree})"
+    );
+    println!(
+        "session table and its indexes: {:.0} bytes per session",
+        per(table_bytes)
+    );
+    println!(
+        "total: {:.0} bytes per session ({:.2} KiB)",
+        per(records_bytes + table_bytes),
+        per(records_bytes + table_bytes) / 1024.0
+    );
+    drop(table);
+    drop(records);
+}
