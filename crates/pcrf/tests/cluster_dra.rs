@@ -559,7 +559,6 @@ async fn new_sessions_avoid_a_killed_node_and_reach_it_once_restarted() {
 /// or take over" path for a session they do not hold: without it the other
 /// nodes answer 5002 DIAMETER_UNKNOWN_SESSION_ID.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs the nodes' take-over of a session held by another node"]
 async fn a_killed_nodes_sessions_continue_on_another_node() {
     const SESSIONS: usize = 30;
     let mut cluster = Cluster::start(SESSIONS).await;

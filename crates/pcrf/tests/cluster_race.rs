@@ -4,7 +4,9 @@
 //! nodes, alternately and at once, and the stored usage is exactly the sum
 //! of the reports acknowledged (nothing lost, nothing counted twice); a
 //! session created on one node continues on the other after `kill -9`;
-//! and sessions that stay on their node are never taken over. Needs a
+//! a session that moved is re-decided on a provisioning change, and
+//! counted in the heartbeats, only where it is now; and sessions that
+//! stay on their node are never taken over. Needs a
 //! real server: PCRF_TEST_DATABASE_URL (scripts/test.sh sets it up).
 
 mod support;
@@ -226,6 +228,27 @@ async fn a_session_continues_on_the_other_node_after_kill_9() {
     );
     assert_eq!(used(&b, IMSI), 10_000, "usage continues on B");
     assert_eq!(counter(&b, "pcrf_cluster_sessions_taken_over_total"), 1);
+    // B's heartbeat counts the session it took over.
+    let held = wait_until(|| {
+        let (_, c) = b.http("GET", "/v1/cluster", None);
+        c["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|n| n["name"] == "pcrf-b.test.local" && n["sessions"] == 1)
+    });
+    assert!(held, "B's heartbeat counts the session:\n{}", b.log());
+    // A provisioning change re-decides the session on the node that now
+    // holds it: B's PCEF gets the RAR.
+    b.provision(IMSI, r#"{"msisdn":"491700000001","plan":"unlimited"}"#);
+    assert!(wait_until(|| to_b.rars().len() == 1), "{}", b.log());
+    let rar = &to_b.rars()[0];
+    assert_eq!(rar.session_id().ok().flatten(), Some(sid));
+    assert_eq!(
+        apn_ambr(rar).map(|a| a.0),
+        Some(50_000_000),
+        "plan unlimited"
+    );
     // A restarts without an operator and loads only its own sessions:
     // the one B took over is B's now.
     a.restart();
@@ -236,8 +259,84 @@ async fn a_session_continues_on_the_other_node_after_kill_9() {
         a.log()
     );
     assert_eq!(counter(&b, "pcrf_sessions{state=\"open\"}"), 1);
+    // A change made on A reaches the session on B (and A, holding none of
+    // it, sends nothing).
+    a.provision(IMSI, r#"{"msisdn":"491700000001","plan":"basic"}"#);
+    assert!(wait_until(|| to_b.rars().len() == 2), "{}", b.log());
+    assert_eq!(
+        apn_ambr(&to_b.rars()[1]).map(|a| a.0),
+        Some(5_000_000),
+        "plan basic"
+    );
+    assert!(
+        !a.metrics()
+            .contains(r#"pcrf_requests_total{command="RAR",result_code="2001"}"#),
+        "{}",
+        a.log()
+    );
     assert_eq!(result_of(&to_b.ccr_t(sid, 3).await), 2001);
     to_b.close().await;
+}
+
+/// A session that moved to B while A is alive (the agent routed a request
+/// of it to B): a provisioning change made on A is pushed by B alone, A
+/// drops its stale copy instead of sending a RAR from it, and the
+/// heartbeats count the session on B only.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_moved_session_is_re_decided_and_counted_only_where_it_is_now() {
+    let url = test_schema().await;
+    let (usage, _) = usage_section(USAGE_FILE);
+    let a = node(&url, &usage, "pcrf-a.test.local");
+    a.provision(IMSI, r#"{"msisdn":"491700000001","plan":"basic"}"#);
+    let b = node(&url, &usage, "pcrf-b.test.local");
+    let to_a = Pcef::connect_to(a.diameter, "pgw.test.local", "pcrf-a.test.local").await;
+    let to_b = Pcef::connect_to(b.diameter, "pgw.test.local", "pcrf-b.test.local").await;
+    let sid = "pgw.test.local;moved;1";
+    assert_eq!(result_of(&to_a.ccr_i(sid, IMSI).await), 2001);
+    assert_eq!(result_of(&report(&to_b, sid, 1, 1_000).await), 2001);
+    assert_eq!(counter(&b, "pcrf_cluster_sessions_taken_over_total"), 1);
+
+    a.provision(IMSI, r#"{"msisdn":"491700000001","plan":"unlimited"}"#);
+    assert!(
+        wait_until(|| to_b.rars().len() == 1),
+        "B pushed the change:\n{}",
+        b.log()
+    );
+    assert_eq!(apn_ambr(&to_b.rars()[0]).map(|x| x.0), Some(50_000_000));
+    assert!(
+        wait_until(|| counter(&a, "pcrf_sessions{state=\"open\"}") == 0),
+        "A dropped its stale copy:\n{}",
+        a.log()
+    );
+    assert!(to_a.rars().is_empty(), "A pushed its stale copy");
+    let held = |c: &serde_json::Value, name: &str| {
+        c["nodes"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|n| n["name"] == name)
+            .and_then(|n| n["sessions"].as_u64())
+    };
+    let counted = wait_until(|| {
+        let (_, c) = a.http("GET", "/v1/cluster", None);
+        held(&c, "pcrf-a.test.local") == Some(0) && held(&c, "pcrf-b.test.local") == Some(1)
+    });
+    assert!(counted, "{}", a.http("GET", "/v1/cluster", None).1);
+    assert_eq!(result_of(&to_b.ccr_t(sid, 2).await), 2001);
+    to_a.close().await;
+    to_b.close().await;
+}
+
+/// Polls `check` every 50 ms for up to 5 s; whether it held.
+fn wait_until(mut check: impl FnMut() -> bool) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !check() {
+        if std::time::Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    true
 }
 
 const RX: u32 = 16_777_236;

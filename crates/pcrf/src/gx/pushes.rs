@@ -42,7 +42,8 @@ impl Gx {
     }
 
     /// Re-decides every open session of one subscriber now (a subscriber
-    /// has few sessions); RAR where the decision changed.
+    /// has few sessions); RAR where the decision changed. On a shared
+    /// store, a session that moved to another node is left to that node.
     pub(crate) async fn push_subscriber(&self, key: &str, reason: PushReason) -> PushSummary {
         let mut sum = PushSummary::default();
         for id in self.node.sessions.ids_of_subscriber(key) {
@@ -51,7 +52,7 @@ impl Gx {
                 .sessions
                 .get(&id)
                 .is_some_and(|s| s.load().state == SessionState::Open);
-            if !open {
+            if !open || self.node.moved_away(&id).await {
                 continue;
             }
             sum.sessions += 1;

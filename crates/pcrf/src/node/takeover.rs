@@ -75,6 +75,37 @@ impl Node {
         }
     }
 
+    /// On a store shared with other nodes: whether the session this node
+    /// holds was written by another node since (it moved there: the agent
+    /// routed a request of it elsewhere); if so its copy here is dropped,
+    /// so that only the node holding it now re-decides it and counts it
+    /// among the sessions it holds (its heartbeat). A store that cannot be
+    /// read keeps the copy (a stale one would conflict at its next write).
+    /// For pushes outside a CCR, not the hot path: one read per session.
+    pub(crate) async fn moved_away(&self, id: &str) -> bool {
+        if !self.store.is_shared() {
+            return false;
+        }
+        let Some(slot) = self.sessions.get(id) else {
+            return false;
+        };
+        // No write of this node's own in flight while it compares.
+        let _g = slot.lock().await;
+        let held = slot.load().version.get();
+        let read = tokio::time::timeout(COMMIT_WAIT, self.store.read_session(id)).await;
+        let moved = match read {
+            Ok(Ok(Some(stored))) => stored.version.get() != held,
+            // Deleted by another node.
+            Ok(Ok(None)) => true,
+            Ok(Err(_)) | Err(_) => false,
+        };
+        if moved {
+            self.sessions.remove(id);
+            tracing::info!(session = id, "session moved to another node; copy dropped");
+        }
+        moved
+    }
+
     /// Drops what memory holds of rows another node wrote, so that the
     /// next request reads them afresh.
     pub(crate) fn forget_conflicted(&self, e: &StoreError) {
