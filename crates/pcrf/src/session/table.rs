@@ -171,7 +171,10 @@ impl SessionTable {
 
     /// The subscribers with a session here.
     pub fn subscribers(&self) -> Vec<String> {
-        self.by_subscriber.iter().map(|e| e.key().to_string()).collect()
+        self.by_subscriber
+            .iter()
+            .map(|e| e.key().to_string())
+            .collect()
     }
 
     /// Session ids of a subscriber (open and closed).
