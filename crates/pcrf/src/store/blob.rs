@@ -428,7 +428,7 @@ pub(in crate::store) mod tests {
             std::sync::Arc::make_mut(d).inputs = crate::policy::record::InputsJson::null();
         }
         assert_eq!(s, expected);
-        assert!(binary.len() * 2 < BEFORE_RAW_INPUTS.len());
+        assert!(binary.len() < BEFORE_RAW_INPUTS.len());
         // Binary already, or not a record: left alone.
         assert_eq!(RecordTable::Sessions.rewritten(id, &binary), None);
         assert_eq!(RecordTable::Usage.rewritten("x", b"not json"), None);
