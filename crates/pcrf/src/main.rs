@@ -1,6 +1,7 @@
 //! `pcrf`: the server and its admin commands.
 
 mod import;
+mod stored_record;
 
 /// glibc's malloc took about a third of the server's CPU under load (the
 /// per-request maps, strings and Lua tables; its consolidation of freed
@@ -58,7 +59,8 @@ enum Cmd {
         #[command(subcommand)]
         command: DbCmd,
     },
-    /// Look inside a running PCRF through its HTTP API.
+    /// Look inside a PCRF: a running one through its HTTP API, or one
+    /// record of its store printed as JSON.
     Debug {
         /// The API's address.
         #[arg(long, default_value = "127.0.0.1:8080", global = true)]
@@ -135,6 +137,28 @@ enum DebugCmd {
     QueryProfiler {
         #[arg(value_parser = ["on", "off"])]
         state: String,
+    },
+    /// Print a stored session record as JSON, read from the store the
+    /// configuration names (not through the API; the embedded store only
+    /// while no pcrf has it open). Exit status 1 when there is none.
+    Session {
+        /// The Session-Id.
+        id: String,
+        #[arg(long, short, env = "PCRF_CONFIG")]
+        config: Option<PathBuf>,
+    },
+    /// Print a subscriber's stored usage record as JSON (as `session`).
+    Usage {
+        /// The subscriber key (IMSI, or MSISDN when no IMSI is known).
+        subscriber: String,
+        #[arg(long, short, env = "PCRF_CONFIG")]
+        config: Option<PathBuf>,
+    },
+    /// Print a stored subscriber profile as JSON (as `session`).
+    Subscriber {
+        imsi: String,
+        #[arg(long, short, env = "PCRF_CONFIG")]
+        config: Option<PathBuf>,
     },
 }
 
@@ -628,7 +652,17 @@ fn api_call(
 }
 
 fn debug(api: std::net::SocketAddr, token: Option<&str>, command: DebugCmd) -> ExitCode {
+    use stored_record::Which;
     let res = match &command {
+        DebugCmd::Session { id, config } => {
+            return stored_record::print(config.as_deref(), Which::Session, id)
+        }
+        DebugCmd::Usage { subscriber, config } => {
+            return stored_record::print(config.as_deref(), Which::Usage, subscriber)
+        }
+        DebugCmd::Subscriber { imsi, config } => {
+            return stored_record::print(config.as_deref(), Which::Subscriber, imsi)
+        }
         DebugCmd::Queries { top } => api_call(
             api,
             token,
@@ -660,6 +694,7 @@ fn debug(api: std::net::SocketAddr, token: Option<&str>, command: DebugCmd) -> E
         return ExitCode::FAILURE;
     }
     match command {
+        DebugCmd::Session { .. } | DebugCmd::Usage { .. } | DebugCmd::Subscriber { .. } => {}
         DebugCmd::QueryProfiler { .. } => println!(
             "query profiler {}",
             if json["enabled"] == true { "on" } else { "off" }

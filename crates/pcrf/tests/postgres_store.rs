@@ -1107,8 +1107,12 @@ fn corrupt_usage_rows_are_skipped_and_counted() {
 fn a_schema_1_database_is_upgraded_in_place() {
     let db = TestSchema::new();
     // The database as the previous release left it: migration 1 only, with
-    // a subscriber in it.
+    // a subscriber and sessions in it.
     let (version, description, sql) = pcrf::store::postgres::migrations::MIGRATIONS[0];
+    // A session as an older build stored it: JSON.
+    let old = session("gx;old", "001010000000001", 1);
+    let old_json = serde_json::to_string(&old).expect("json");
+    assert!(!old_json.contains('\''));
     db.rt.block_on(async {
         let n = &db.name;
         db.admin
@@ -1120,6 +1124,12 @@ fn a_schema_1_database_is_upgraded_in_place() {
                  INSERT INTO schema_migrations (version, description) VALUES ({version}, '{description}');
                  INSERT INTO subscribers (imsi, data) VALUES ('001010000000001',
                      convert_to('{{\"imsi\":\"001010000000001\"}}', 'UTF8'));
+                 INSERT INTO sessions (id, subscriber, state, pcef_host, updated_ms, data)
+                     VALUES ('gx;old', '001010000000001', 'open', 'pgw', 1,
+                     convert_to('{old_json}', 'UTF8'));
+                 INSERT INTO sessions (id, subscriber, state, pcef_host, updated_ms, data)
+                     VALUES ('gx;bad', '001010000000001', 'open', 'pgw', 1,
+                     convert_to('not json', 'UTF8'));
                  SET search_path TO DEFAULT;"
             ))
             .await
@@ -1127,6 +1137,21 @@ fn a_schema_1_database_is_upgraded_in_place() {
     });
     let mut st = db.open();
     assert_eq!(st.schema_version().expect("version"), latest());
+    // The JSON records were rewritten in the binary form (tag byte 1); the
+    // one that is not a record was left as it was, and is still skipped.
+    assert_eq!(
+        db.query_i64(&format!(
+            "SELECT count(*) FROM {n}.sessions WHERE get_byte(data, 0) = 1 AND id = 'gx;old'",
+            n = db.name
+        )) + db.query_i64(&format!(
+            "SELECT count(*) FROM {n}.subscribers WHERE get_byte(data, 0) = 1",
+            n = db.name
+        )),
+        2
+    );
+    assert_eq!(st.session("gx;old").expect("read"), Some(old.clone()));
+    assert_eq!(st.open_sessions().expect("load"), vec![old]);
+    assert_eq!(st.skipped_corrupt(), 1);
     assert_eq!(st.subscribers().expect("kept").len(), 1);
     assert!(st.usage_records().expect("empty").is_empty());
     assert_eq!(

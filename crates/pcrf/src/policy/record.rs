@@ -38,8 +38,10 @@ pub struct DecisionRecord {
 /// back; without them a session row stays under PostgreSQL's TOAST
 /// threshold (no LZ4 compression at every update, 8% less PostgreSQL CPU
 /// per transaction, BENCHMARKS.md).
-#[derive(Clone, Debug, Deserialize)]
-#[serde(transparent)]
+///
+/// In JSON (the API) the inputs are the JSON value itself; in a binary
+/// record (`store/blob.rs`) they are their JSON text as a string, or nil.
+#[derive(Clone, Debug)]
 pub struct InputsJson(Box<serde_json::value::RawValue>);
 
 thread_local! {
@@ -71,7 +73,24 @@ impl Serialize for InputsJson {
         if INPUTS_LEFT_OUT.get() {
             return serializer.serialize_unit();
         }
+        if !serializer.is_human_readable() {
+            return serializer.serialize_str(self.get());
+        }
         self.0.serialize(serializer)
+    }
+}
+
+impl<'de> Deserialize<'de> for InputsJson {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<InputsJson, D::Error> {
+        if deserializer.is_human_readable() {
+            return Box::<serde_json::value::RawValue>::deserialize(deserializer).map(InputsJson);
+        }
+        match Option::<String>::deserialize(deserializer)? {
+            None => Ok(InputsJson::null()),
+            Some(text) => serde_json::value::RawValue::from_string(text)
+                .map(InputsJson)
+                .map_err(serde::de::Error::custom),
+        }
     }
 }
 
@@ -101,15 +120,22 @@ impl PartialEq for InputsJson {
 }
 
 /// A u64 as 16 hex digits, as the logs and the reload answer show it
-/// (JSON numbers above 2^53 lose precision in JavaScript and jq).
+/// (JSON numbers above 2^53 lose precision in JavaScript and jq); a plain
+/// integer in a binary record.
 pub(crate) mod hex_u64 {
     use serde::{Deserialize, Deserializer, Serializer};
 
     pub fn serialize<S: Serializer>(v: &u64, s: S) -> Result<S::Ok, S::Error> {
+        if !s.is_human_readable() {
+            return s.serialize_u64(*v);
+        }
         s.serialize_str(&format!("{v:016x}"))
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<u64, D::Error> {
+        if !d.is_human_readable() {
+            return u64::deserialize(d);
+        }
         let text = String::deserialize(d)?;
         u64::from_str_radix(&text, 16).map_err(serde::de::Error::custom)
     }

@@ -217,26 +217,32 @@ impl GxSession {
     }
 }
 
-/// The stored answer in the JSON blob: base64 after a `b64:` tag (a third
-/// shorter than hex, and fewer characters for the JSON writer to scan: hex
-/// cost ~11k instructions per session write). Records written before it
-/// hold plain hex, still read.
+/// The stored answer: in JSON (the API, records written before the binary
+/// form) base64 after a `b64:` tag (a third shorter than hex, and fewer
+/// characters for a JSON writer to scan); JSON records older than that hold
+/// plain hex, still read. In a binary record (`store/blob.rs`) the bytes
+/// themselves.
 mod answer_text {
     use base64::engine::general_purpose::STANDARD;
     use base64::Engine as _;
     use bytes::Bytes;
-    use serde::{Deserialize, Deserializer, Serializer};
+    use serde::de::{self, Deserializer, Visitor};
+    use serde::{Deserialize, Serializer};
 
     const TAG: &str = "b64:";
 
     pub fn serialize<S: Serializer>(v: &Option<Bytes>, s: S) -> Result<S::Ok, S::Error> {
         match v {
+            Some(b) if !s.is_human_readable() => s.serialize_bytes(b),
             Some(b) => s.serialize_str(&encode(b)),
             None => s.serialize_none(),
         }
     }
 
     pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Bytes>, D::Error> {
+        if !d.is_human_readable() {
+            return Option::<Raw>::deserialize(d).map(|b| b.map(|Raw(b)| Bytes::from(b)));
+        }
         let Some(text) = Option::<String>::deserialize(d)? else {
             return Ok(None);
         };
@@ -246,7 +252,29 @@ mod answer_text {
         };
         bytes
             .map(|b| Some(Bytes::from(b)))
-            .ok_or_else(|| serde::de::Error::custom("bad stored answer text"))
+            .ok_or_else(|| de::Error::custom("bad stored answer text"))
+    }
+
+    /// The answer's bytes in a binary record.
+    struct Raw(Vec<u8>);
+
+    impl<'de> Deserialize<'de> for Raw {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Raw, D::Error> {
+            struct RawVisitor;
+            impl<'de> Visitor<'de> for RawVisitor {
+                type Value = Raw;
+                fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                    f.write_str("the answer's bytes")
+                }
+                fn visit_bytes<E: de::Error>(self, v: &[u8]) -> Result<Raw, E> {
+                    Ok(Raw(v.to_vec()))
+                }
+                fn visit_byte_buf<E: de::Error>(self, v: Vec<u8>) -> Result<Raw, E> {
+                    Ok(Raw(v))
+                }
+            }
+            d.deserialize_bytes(RawVisitor)
+        }
     }
 
     /// `b64:` and standard base64 with padding, in one allocation.

@@ -19,7 +19,6 @@ pub(crate) mod blob;
 mod checkpointer;
 pub mod config;
 pub mod group_commit;
-mod json_writer;
 pub mod postgres;
 pub mod shard;
 mod sharded_writer;

@@ -1,7 +1,8 @@
 //! The embedded store: one SQLite file in WAL mode per shard (see
 //! `sqlite_layout`), so `pcrf serve` is durable with no database server. Rows are upserted one by one (never a
 //! lock wider than a row's page), a transaction commits only if a row really
-//! changed (an unchanged session costs no commit and no fsync), and each record is one JSON blob.
+//! changed (an unchanged session costs no commit and no fsync), and each record is one blob
+//! (`blob`: tagged MessagePack; JSON from older builds is still read).
 
 use super::blob::{self, decode_session, decode_subscriber, decode_usage};
 use super::checkpointer::{Checkpointer, CHECKPOINT_EVERY};
@@ -66,7 +67,57 @@ const MIGRATIONS: &[&str] = &[
         data BLOB NOT NULL,
         PRIMARY KEY (seq, sink)
     );",
+    // 5: every session, subscriber and usage record written as JSON by an
+    // older build is rewritten in the binary form (no DDL: the columns are
+    // BLOB already; `rewrite_json_records` does it in the same transaction).
+    "",
 ];
+
+/// The schema version whose migration rewrites JSON records as binary.
+const BINARY_RECORDS: usize = 5;
+
+/// Rows read and rewritten at a time by that migration.
+const REWRITE_PAGE: i64 = 1000;
+
+/// Rewrites every JSON record of the record tables in the binary form, a
+/// page of rows at a time, inside the migration's transaction; a record
+/// that cannot be decoded is logged and left as it is (reading skips and
+/// counts it, as before). Returns the number rewritten.
+fn rewrite_json_records(tx: &rusqlite::Transaction<'_>, ctx: &str) -> Result<u64, StoreError> {
+    let mut rewritten = 0;
+    for table in blob::RecordTable::ALL {
+        let (name, key) = (table.table(), table.key());
+        let select =
+            format!("SELECT {key}, data FROM {name} WHERE {key} > ?1 ORDER BY {key} LIMIT ?2");
+        let update = format!("UPDATE {name} SET data = ?2 WHERE {key} = ?1");
+        let mut after = String::new();
+        loop {
+            let page: Vec<(String, Vec<u8>)> = tx
+                .prepare(&select)
+                .and_then(|mut st| {
+                    st.query_map(params![after, REWRITE_PAGE], |r| {
+                        Ok((r.get::<_, String>(0)?, blob_bytes(r.get(1)?)))
+                    })?
+                    .collect()
+                })
+                .map_err(|e| db_error(ctx, e))?;
+            let Some((last, _)) = page.last() else { break };
+            after = last.clone();
+            let full = page.len() as i64 == REWRITE_PAGE;
+            for (k, data) in page {
+                if let Some(binary) = table.rewritten(&k, &data) {
+                    tx.execute(&update, params![k, binary])
+                        .map_err(|e| db_error(ctx, e))?;
+                    rewritten += 1;
+                }
+            }
+            if !full {
+                break;
+            }
+        }
+    }
+    Ok(rewritten)
+}
 
 // The WHERE of each upsert makes an identical record count 0 changes, so a
 // batch of no-op writes ends in ROLLBACK, not in a commit and an fsync.
@@ -329,6 +380,11 @@ impl SqliteStore {
                 .transaction_with_behavior(TransactionBehavior::Immediate)
                 .map_err(|e| db_error(&ctx, e))?;
             tx.execute_batch(sql).map_err(|e| db_error(&ctx, e))?;
+            if version == BINARY_RECORDS {
+                let rewritten = rewrite_json_records(&tx, &ctx)?;
+                tracing::info!(path = %self.path.display(), rewritten,
+                    "JSON records rewritten in the binary form");
+            }
             tx.execute_batch(&format!("PRAGMA user_version = {version}"))
                 .map_err(|e| db_error(&ctx, e))?;
             tx.commit().map_err(|e| db_error(&ctx, e))?;
@@ -730,7 +786,10 @@ mod tests {
         let sub = subscriber("001010000000001");
         {
             let mut st = SqliteStore::open(dir.path(), Durability::Full).expect("open");
-            assert_eq!(st.schema_version().expect("version"), 4);
+            assert_eq!(
+                st.schema_version().expect("version"),
+                MIGRATIONS.len() as u32
+            );
             let rows = st
                 .apply(&[
                     Change::PutSession(Arc::new(s1.clone())),
@@ -741,7 +800,10 @@ mod tests {
             assert_eq!(rows, 3);
         }
         let mut st = SqliteStore::open(dir.path(), Durability::Relaxed).expect("reopen");
-        assert_eq!(st.schema_version().expect("version"), 4);
+        assert_eq!(
+            st.schema_version().expect("version"),
+            MIGRATIONS.len() as u32
+        );
         assert_eq!(st.open_sessions().expect("load"), vec![s1.clone()]);
         assert_eq!(st.session("gx;2").expect("get"), Some(s2));
         assert_eq!(st.session("gx;3").expect("get"), None);
@@ -869,7 +931,10 @@ mod tests {
             .expect("row");
         }
         let mut st = SqliteStore::open(dir.path(), Durability::Full).expect("open migrates");
-        assert_eq!(st.schema_version().expect("version"), 4);
+        assert_eq!(
+            st.schema_version().expect("version"),
+            MIGRATIONS.len() as u32
+        );
         assert_eq!(st.subscribers().expect("kept"), vec![sub]);
         assert!(st.usage_records().expect("empty table").is_empty());
         assert_eq!(
@@ -877,6 +942,82 @@ mod tests {
                 .expect("write"),
             1
         );
+    }
+
+    #[test]
+    fn schema_4_json_records_are_rewritten_in_the_binary_form() {
+        let dir = TestDir::new("binary-migrate");
+        let id = "pgw-2.bench.test;82540084;199";
+        let sub = subscriber("001010000000200");
+        let u = usage("001010000000200", 4_410_615);
+        {
+            // A database as the previous release left it: schema 4, JSON
+            // records (the session as an older build wrote it).
+            let conn = Connection::open(dir.path().join(DB_FILE)).expect("create");
+            for sql in &MIGRATIONS[..4] {
+                conn.execute_batch(sql).expect("schema");
+            }
+            conn.execute_batch("PRAGMA user_version = 4")
+                .expect("version");
+            conn.execute(
+                "INSERT INTO sessions (id, subscriber, state, pcef_host, updated_ms, closed_ms, data)
+                 VALUES (?1, '001010000000200', 'closed', 'pgw-2.bench.test', 1, 1, ?2)",
+                params![id, crate::store::blob::tests::BEFORE_RAW_INPUTS.as_bytes()],
+            )
+            .expect("session row");
+            conn.execute(
+                "INSERT INTO sessions (id, subscriber, state, pcef_host, updated_ms, closed_ms, data)
+                 VALUES ('bad', '001010000000200', 'open', 'pgw', 1, NULL, 'not json')",
+                [],
+            )
+            .expect("bad row");
+            conn.execute(
+                "INSERT INTO subscribers (imsi, msisdn, data) VALUES (?1, ?2, ?3)",
+                params![
+                    sub.imsi,
+                    sub.msisdn,
+                    serde_json::to_vec(&sub).expect("json")
+                ],
+            )
+            .expect("subscriber row");
+            conn.execute(
+                "INSERT INTO usage (subscriber, data) VALUES (?1, ?2)",
+                params![u.subscriber, serde_json::to_vec(&u).expect("json")],
+            )
+            .expect("usage row");
+        }
+        let mut st = SqliteStore::open(dir.path(), Durability::Full).expect("open migrates");
+        assert_eq!(st.schema_version().expect("version"), 5);
+        let first_bytes: Vec<(String, Vec<u8>)> = st
+            .conn
+            .prepare(
+                "SELECT id, substr(data, 1, 1) FROM sessions
+                 UNION ALL SELECT imsi, substr(data, 1, 1) FROM subscribers
+                 UNION ALL SELECT subscriber, substr(data, 1, 1) FROM usage ORDER BY 1",
+            )
+            .and_then(|mut q| {
+                q.query_map([], |r| Ok((r.get(0)?, blob_bytes(r.get(1)?))))?
+                    .collect()
+            })
+            .expect("rows");
+        let tag = vec![crate::store::blob::MSGPACK_V1];
+        assert_eq!(
+            first_bytes,
+            vec![
+                ("001010000000200".into(), tag.clone()),
+                ("001010000000200".into(), tag.clone()),
+                ("bad".into(), b"n".to_vec()),
+                (id.into(), tag),
+            ]
+        );
+        let s = st.session(id).expect("read").expect("there");
+        assert_eq!(s.installed.rules, vec!["internet".to_string()]);
+        assert_eq!(s.last_answer.as_deref().map(|a| a.len()), Some(0x98));
+        assert_eq!(st.subscribers().expect("read"), vec![sub]);
+        assert_eq!(st.usage_records().expect("read"), vec![u]);
+        // The record that was not JSON is still there, still skipped and counted.
+        assert!(st.open_sessions().expect("load").is_empty());
+        assert_eq!(st.skipped_corrupt(), 1);
     }
 
     fn total_changes(st: &SqliteStore) -> u64 {
@@ -994,12 +1135,16 @@ mod tests {
             st.apply(&[
                 Change::PutSession(Arc::new(session("good", "001010000000001", 1))),
                 Change::PutSession(Arc::new(session("bad", "001010000000001", 1))),
+                Change::PutSession(Arc::new(session("cut", "001010000000001", 1))),
                 Change::PutSubscriber(Arc::new(subscriber("001010000000001"))),
             ])
             .expect("apply");
+            // A damaged JSON record, a binary one cut short, a subscriber
+            // that is neither.
             st.conn
                 .execute_batch(
                     "UPDATE sessions SET data = x'7b2269' WHERE id = 'bad';
+                     UPDATE sessions SET data = substr(data, 1, 60) WHERE id = 'cut';
                      UPDATE subscribers SET data = 'not json';",
                 )
                 .expect("damage");
@@ -1008,10 +1153,12 @@ mod tests {
         let open = st.open_sessions().expect("load despite a bad record");
         assert_eq!(open.len(), 1);
         assert_eq!(open[0].id, "good");
-        assert_eq!(st.skipped_corrupt(), 1);
-        match st.session("bad") {
-            Err(StoreError::Corrupt(m)) => assert!(m.contains("\"bad\""), "{m}"),
-            other => panic!("expected a corrupt error, got {other:?}"),
+        assert_eq!(st.skipped_corrupt(), 2);
+        for id in ["bad", "cut"] {
+            match st.session(id) {
+                Err(StoreError::Corrupt(m)) => assert!(m.contains(&format!("{id:?}")), "{m}"),
+                other => panic!("expected a corrupt error, got {other:?}"),
+            }
         }
         assert!(st.subscribers().expect("load").is_empty());
         assert_eq!(st.skipped_corrupt(), 1);

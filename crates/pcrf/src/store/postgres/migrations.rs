@@ -5,6 +5,7 @@
 //! applying it (no advisory locks: CockroachDB and YugabyteDB lack them).
 
 use super::failure::{pg_error, PgFailure};
+use crate::store::blob::RecordTable;
 use crate::store::StoreError;
 use tokio_postgres::error::SqlState;
 use tokio_postgres::Client;
@@ -80,6 +81,13 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         data BYTEA NOT NULL,
         PRIMARY KEY (seq, sink)
     );",
+    ),
+    (
+        BINARY_RECORDS,
+        "session, subscriber and usage records rewritten from JSON in the binary form",
+        // No DDL: the columns are BYTEA already. `rewrite_json_records`
+        // rewrites the rows in the same transaction (store/blob.rs).
+        "",
     ),
     (
         7,
@@ -165,6 +173,49 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         FOR EACH STATEMENT EXECUTE FUNCTION pcrf_subscribers_changed();",
     ),
 ];
+
+/// The version whose migration rewrites JSON records in the binary form.
+const BINARY_RECORDS: i32 = 6;
+
+/// Rows read and rewritten at a time by that migration.
+const REWRITE_PAGE: i64 = 1000;
+
+/// Rewrites every JSON record of the record tables in the binary form, a
+/// page of rows at a time, inside the migration's transaction; a record
+/// that cannot be decoded is logged and left as it is (reading skips and
+/// counts it, as before). Returns the number rewritten.
+async fn rewrite_json_records(client: &Client) -> Result<u64, tokio_postgres::Error> {
+    let mut rewritten = 0;
+    for table in RecordTable::ALL {
+        let (name, key) = (table.table(), table.key());
+        let select = client
+            .prepare(&format!(
+                "SELECT {key}, data FROM {name} WHERE {key} > $1 ORDER BY {key} LIMIT $2"
+            ))
+            .await?;
+        let update = client
+            .prepare(&format!("UPDATE {name} SET data = $2 WHERE {key} = $1"))
+            .await?;
+        let mut after = String::new();
+        loop {
+            let rows = client.query(&select, &[&after, &REWRITE_PAGE]).await?;
+            let full = rows.len() as i64 == REWRITE_PAGE;
+            for row in &rows {
+                let k: &str = row.try_get(0)?;
+                let data: &[u8] = row.try_get(1)?;
+                if let Some(binary) = table.rewritten(k, data) {
+                    client.execute(&update, &[&k, &binary]).await?;
+                    rewritten += 1;
+                }
+            }
+            match rows.last() {
+                Some(last) if full => after = last.try_get(0)?,
+                _ => break,
+            }
+        }
+    }
+    Ok(rewritten)
+}
 
 /// What a storage-only version needs of the server.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -296,6 +347,17 @@ pub(super) async fn run(client: &Client) -> Result<i32, StoreError> {
         if let Err(e) = client.batch_execute(sql).await {
             let _ = client.batch_execute("ROLLBACK").await;
             return Err(fail(&ctx, e));
+        }
+        if version == BINARY_RECORDS {
+            match rewrite_json_records(client).await {
+                Ok(rewritten) => {
+                    tracing::info!(rewritten, "JSON records rewritten in the binary form")
+                }
+                Err(e) => {
+                    let _ = client.batch_execute("ROLLBACK").await;
+                    return Err(fail(&ctx, e));
+                }
+            }
         }
         client
             .batch_execute("COMMIT")
