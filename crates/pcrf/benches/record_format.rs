@@ -56,6 +56,7 @@ fn usage() -> SubscriberUsage {
         .collect(),
         unknown_key_reports: 0,
         notified: Default::default(),
+        version: Default::default(),
     }
 }
 
