@@ -391,6 +391,21 @@ async fn top_up_and_delete_through_the_other_node_reach_the_pcef() {
     assert!(b
         .metrics()
         .contains("pcrf_cluster_sessions_taken_over_total 2"));
+
+    // A usage reset on A, whose copy of `sid` B has written since: A
+    // reads it afresh and re-decides it (not left to B, not skipped).
+    let (st, v) = a.http(
+        "POST",
+        &format!("/v1/subscribers/{IMSI}/usage/reset"),
+        Some(r#"{"accumulator":"monthly"}"#),
+    );
+    assert_eq!(st, 200, "{v}\n{}", a.log());
+    assert_eq!(
+        (v["sessions"].as_u64(), v["rar_failed"].as_u64()),
+        (Some(1), Some(0)),
+        "{v}\n{}",
+        a.log()
+    );
     to_b.shutdown(DisconnectCause::Rebooting).await;
     pcef.close().await;
 }
