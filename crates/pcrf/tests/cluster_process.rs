@@ -2,12 +2,14 @@
 //! other in `GET /v1/cluster` and sees it turn not alive after `kill -9`;
 //! a subscriber provisioned, changed or deleted through one node is used
 //! by the next CCR on the other, whose PCEF gets the re-decision in a RAR.
-//! Also `GET /v1/cluster` on the embedded store (this node alone). Needs a
+//! A top-up and a DELETE through the node that does not hold the session
+//! take it over and reach the PCEF. Also `GET /v1/cluster` on the embedded store (this node alone). Needs a
 //! real server: PCRF_TEST_DATABASE_URL (scripts/test.sh sets it up).
 
 mod support;
 
 use diameter::codec::Message;
+use diameter::dict::avp;
 use diameter::peer::{Application, DisconnectCause, LocalNode, PeerSettings};
 use diameter::transport::{Initiator, Node};
 use std::sync::atomic::AtomicU32;
@@ -50,8 +52,13 @@ async fn test_schema() -> String {
 /// Two nodes on the database `url`: A is `pcrf.test.local`, B is
 /// `pcrf-b.test.local` (started under the harness's name, then renamed).
 fn two_nodes(url: &str) -> (Pcrf, Pcrf) {
+    two_nodes_with(url, CLUSTER)
+}
+
+/// As `two_nodes`, `extra` in both configurations.
+fn two_nodes_with(url: &str, extra: &str) -> (Pcrf, Pcrf) {
     let store = format!("kind = \"postgres\"\nurl = \"{url}\"");
-    let mut b = Pcrf::start_with_store(Some(&store), CLUSTER);
+    let mut b = Pcrf::start_with_store(Some(&store), extra);
     b.terminate();
     let text = std::fs::read_to_string(&b.config).expect("config");
     let renamed = text.replace(
@@ -61,7 +68,7 @@ fn two_nodes(url: &str) -> (Pcrf, Pcrf) {
     assert_ne!(text, renamed);
     std::fs::write(&b.config, renamed).expect("write config");
     b.restart();
-    let a = Pcrf::start_with_store(Some(&store), CLUSTER);
+    let a = Pcrf::start_with_store(Some(&store), extra);
     (a, b)
 }
 
@@ -109,6 +116,38 @@ impl Gateway {
             b.log()
         );
         Gateway { handler, initiator }
+    }
+
+    /// A PCEF connected to both nodes (as one behind a routing agent
+    /// reaches all): its requests go to A, and either node can reach it.
+    async fn connect_both(a: &Pcrf, b: &Pcrf) -> (Gateway, Initiator) {
+        let handler = Arc::new(PcefHandler {
+            rars: Mutex::new(Vec::new()),
+            raa_code: AtomicU32::new(2001),
+        });
+        let node = Node::with_parts(
+            Arc::new(
+                LocalNode::new("pgw.test.local", "test.local")
+                    .with_application(Application::auth_vendor(GX, TGPP)),
+            ),
+            Arc::new(PeerSettings {
+                request_timeout: Duration::from_secs(10),
+                ..PeerSettings::default()
+            }),
+            handler.clone(),
+            diameter::transport::PeerTable::new(),
+        );
+        let to_a = node.connect(a.diameter, Some("pcrf.test.local"));
+        let to_b = node.connect(b.diameter, Some("pcrf-b.test.local"));
+        assert!(to_a.wait_open(Duration::from_secs(10)).await, "{}", a.log());
+        assert!(to_b.wait_open(Duration::from_secs(10)).await, "{}", b.log());
+        (
+            Gateway {
+                handler,
+                initiator: to_a,
+            },
+            to_b,
+        )
     }
 
     async fn ccr_i(&self, session: &str) -> Message {
@@ -276,6 +315,101 @@ async fn provisioning_through_one_node_is_used_by_the_other() {
 
 /// Ends the listening connections of the nodes named `node` (of every
 /// test schema); returns how many.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn top_up_and_delete_through_the_other_node_reach_the_pcef() {
+    let url = test_schema().await;
+    let (usage, _) = usage_section(USAGE_FILE);
+    let (a, b) = two_nodes_with(&url, &format!("{usage}{CLUSTER}"));
+    a.provision(IMSI, r#"{"plan":"basic","quotas":{"monthly":50000000}}"#);
+    let (ok, _) = wait_for(Duration::from_secs(5), || {
+        let (st, s) = b.http("GET", &format!("/v1/subscribers/{IMSI}"), None);
+        (st == 200, s)
+    });
+    assert!(ok, "B has the profile:\n{}", b.log());
+    let (pcef, to_b) = Gateway::connect_both(&a, &b).await;
+    let sid = "pgw.test.local;c;9";
+    let gone = "pgw.test.local;c;10";
+    assert_eq!(result_of(&pcef.ccr_i(sid).await), 2001);
+    assert_eq!(result_of(&pcef.ccr_i(gone).await), 2001);
+
+    // DELETE on B, which holds neither session: B takes `gone` over and
+    // tells the PCEF to end it (Session-Release-Cause); the PCEF's CCR-T
+    // to B closes it.
+    let (st, out) = b.http("DELETE", &format!("/v1/sessions/{gone}"), None);
+    assert!(st == 200 || st == 202, "{st} {out}\n{}", b.log());
+    let rars = pcef.rars();
+    assert_eq!(rars.len(), 1, "{}", b.log());
+    assert_eq!(rars[0].session_id().ok().flatten(), Some(gone));
+    assert!(rars[0]
+        .find(avp::SESSION_RELEASE_CAUSE)
+        .expect("avps")
+        .is_some());
+    let cca = send_gx_ccr(&to_b.handle(), false, gone, 3, 1, |b| {
+        b.i32(avp::TERMINATION_CAUSE, 1);
+    })
+    .await;
+    assert_eq!(result_of(&cca), 2001);
+    let (_, v) = a.http("GET", &format!("/v1/sessions/{gone}"), None);
+    eprintln!("A after the release: {v}");
+
+    // 60 MB used of 50: A throttles the session it holds.
+    let cca = send_gx_ccr(&pcef.initiator.handle(), false, sid, 2, 1, |b| {
+        b.i32(avp::EVENT_TRIGGER, 33);
+        b.group(avp::USAGE_MONITORING_INFORMATION, |g| {
+            g.bytes(avp::MONITORING_KEY, b"total")
+                .group(avp::USED_SERVICE_UNIT, |u| {
+                    u.u64(avp::CC_TOTAL_OCTETS, 60_000_000);
+                })
+                .i32(avp::USAGE_MONITORING_LEVEL, 0);
+        });
+    })
+    .await;
+    assert_eq!(rule_changes(&cca).0, vec!["throttled".to_string()]);
+
+    // A top-up on B, which holds no open session of the subscriber: B
+    // finds `sid` in the store, takes it over, and its RAR lifts the
+    // throttle at the PCEF.
+    let (st, v) = b.http(
+        "POST",
+        &format!("/v1/subscribers/{IMSI}/topup"),
+        Some(r#"{"accumulator":"monthly","octets":1000000000}"#),
+    );
+    assert_eq!(st, 200, "{v}\n{}", b.log());
+    assert_eq!(
+        (v["sessions"].as_u64(), v["rar_sent"].as_u64()),
+        (Some(1), Some(1)),
+        "{v}\n{}",
+        b.log()
+    );
+    let rars = pcef.rars();
+    assert_eq!(rars.len(), 2, "{}", b.log());
+    assert_eq!(rars[1].session_id().ok().flatten(), Some(sid));
+    assert_eq!(
+        rule_changes(&rars[1]),
+        (vec!["internet".to_string()], vec!["throttled".to_string()])
+    );
+    assert!(b
+        .metrics()
+        .contains("pcrf_cluster_sessions_taken_over_total 2"));
+
+    // A usage reset on A, whose copy of `sid` B has written since: A
+    // reads it afresh and re-decides it (not left to B, not skipped).
+    let (st, v) = a.http(
+        "POST",
+        &format!("/v1/subscribers/{IMSI}/usage/reset"),
+        Some(r#"{"accumulator":"monthly"}"#),
+    );
+    assert_eq!(st, 200, "{v}\n{}", a.log());
+    assert_eq!(
+        (v["sessions"].as_u64(), v["rar_failed"].as_u64()),
+        (Some(1), Some(0)),
+        "{v}\n{}",
+        a.log()
+    );
+    to_b.shutdown(DisconnectCause::Rebooting).await;
+    pcef.close().await;
+}
+
 async fn terminate_feeds(node: &str) -> i64 {
     let base = std::env::var("PCRF_TEST_DATABASE_URL").expect("PCRF_TEST_DATABASE_URL");
     let (client, conn) = tokio_postgres::connect(&base, tokio_postgres::NoTls)

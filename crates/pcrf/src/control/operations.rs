@@ -172,6 +172,12 @@ impl Operations {
             }
             break;
         }
+        // Sessions another node holds are re-decided here: their RAR must
+        // carry the change to the PCEF now.
+        self.node
+            .take_over_subscriber(imsi)
+            .await
+            .map_err(|e| ControlError::Unavailable(e.message.to_string()))?;
         let pushed = self.gx.push_subscriber(imsi, reason).await;
         Ok(UsageChange {
             usage: self.usage_of(&profile, now),
@@ -275,10 +281,14 @@ impl Control for Operations {
     }
 
     async fn release(&self, id: &str, cause: ReleaseCause) -> Result<ReleaseOutcome, ControlError> {
+        // Any node's API reaches any session: one held elsewhere is taken
+        // over, and the RAR goes to its PCEF (through the relay when this
+        // node has no connection to it).
         let slot = self
             .node
-            .sessions
-            .get(id)
+            .find_or_take_over(id)
+            .await
+            .map_err(|e| ControlError::Unavailable(e.message.to_string()))?
             .ok_or_else(|| ControlError::NotFound(format!("no session {id}")))?;
         let cur = slot.load();
         if cur.state == SessionState::Closed {

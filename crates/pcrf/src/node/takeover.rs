@@ -106,6 +106,33 @@ impl Node {
         moved
     }
 
+    /// Takes over subscriber `key`'s open sessions that other nodes hold,
+    /// so that an operation of this node's API (top-up, usage reset)
+    /// re-decides them here and its RAR reaches the PCEF. Off the hot path:
+    /// one store query per API call, none on the embedded store.
+    pub(crate) async fn take_over_subscriber(&self, key: &str) -> Result<(), DiameterError> {
+        if !self.store.is_shared() {
+            return Ok(());
+        }
+        let ids = match tokio::time::timeout(COMMIT_WAIT, self.store.sessions_of(key)).await {
+            Ok(Ok(ids)) => ids,
+            Ok(Err(e)) => {
+                tracing::error!(subscriber = key, error = %e, "sessions could not be read");
+                return Err(unreadable());
+            }
+            Err(_) => {
+                tracing::error!(subscriber = key, "sessions not read in time");
+                return Err(unreadable());
+            }
+        };
+        for id in ids {
+            // A copy held here that another node wrote since is read afresh.
+            self.moved_away(&id).await;
+            self.find_or_take_over(&id).await?;
+        }
+        Ok(())
+    }
+
     /// Drops what memory holds of rows another node wrote, so that the
     /// next request reads them afresh.
     pub(crate) fn forget_conflicted(&self, e: &StoreError) {

@@ -181,6 +181,7 @@ enum Job {
     ReadSession(String, Ack<Option<crate::session::GxSession>>),
     /// The open sessions holding a UE IPv4 address (a shared store).
     SessionsAt(String, Ack<Vec<String>>),
+    SessionsOf(String, Ack<Vec<String>>),
     /// A subscriber's usage row, read when first needed (a shared store).
     ReadUsage(String, Ack<Option<crate::usage::SubscriberUsage>>),
     Stop(oneshot::Sender<Box<dyn Store>>),
@@ -378,6 +379,14 @@ impl GroupCommit {
         rx.await.unwrap_or_else(|_| Err(stopped()))
     }
 
+    /// The ids of subscriber `key`'s open sessions in the store (after
+    /// everything queued before it was written).
+    pub async fn sessions_of(&self, key: &str) -> Result<Vec<String>, StoreError> {
+        let (ack, rx) = oneshot::channel();
+        self.send_now(Job::SessionsOf(key.to_owned(), ack)).await?;
+        rx.await.unwrap_or_else(|_| Err(stopped()))
+    }
+
     /// Reads one subscriber's usage row, after everything queued before it
     /// was written.
     pub async fn read_usage(
@@ -505,6 +514,12 @@ impl Writer {
                 Job::SessionsAt(ipv4, ack) => {
                     let got = guard("finding sessions by address", || {
                         self.store.open_sessions_at(&ipv4)
+                    });
+                    let _ = ack.send(got);
+                }
+                Job::SessionsOf(key, ack) => {
+                    let got = guard("finding a subscriber's sessions", || {
+                        self.store.open_sessions_of(&key)
                     });
                     let _ = ack.send(got);
                 }

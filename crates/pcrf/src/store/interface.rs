@@ -56,4 +56,10 @@ pub trait Store: Send + 'static {
     fn open_sessions_at(&mut self, _ipv4: &str) -> Result<Vec<String>, StoreError> {
         Ok(Vec::new())
     }
+    /// The ids of subscriber `key`'s open sessions, from a store shared by
+    /// several nodes (a top-up on a node that holds none of them). The
+    /// embedded store has no other node: none.
+    fn open_sessions_of(&mut self, _key: &str) -> Result<Vec<String>, StoreError> {
+        Ok(Vec::new())
+    }
 }

@@ -304,6 +304,10 @@ mod sql {
     // holds none of them; rare: not prepared).
     pub const SESSIONS_AT: &str =
         "SELECT id FROM sessions WHERE state = 'open' AND ue_ipv4 = $1 ORDER BY id LIMIT 16";
+    // A subscriber's open sessions (a REST operation on a node that holds
+    // none of them; rare: not prepared; index sessions_open).
+    pub const SESSIONS_OF: &str =
+        "SELECT id FROM sessions WHERE state = 'open' AND subscriber = $1 ORDER BY id LIMIT 256";
     // The record too: after a COMMIT whose answer was lost, a retry that
     // conflicts finds out whether the rows hold its own write.
     pub const SESSION_VERSIONS: &str =
@@ -1477,6 +1481,27 @@ impl Store for PostgresStore {
         let timeout = self.opts.timeout;
         let r = block(rt, async {
             tokio::time::timeout(timeout, live.client.query(sql::SESSIONS_AT, &[&ipv4])).await
+        });
+        match r {
+            Ok(Ok(rows)) => rows
+                .iter()
+                .map(|row| {
+                    row.try_get::<_, String>(0)
+                        .map_err(|e| pg_error(ctx, PgFailure::from(e)))
+                })
+                .collect(),
+            Ok(Err(e)) => Err(self.failed(ctx, PgFailure::from(e))),
+            Err(_) => Err(self.timed_out(ctx)),
+        }
+    }
+
+    fn open_sessions_of(&mut self, key: &str) -> Result<Vec<String>, StoreError> {
+        let ctx = "finding a subscriber's sessions";
+        self.ensure_live()?;
+        let (rt, live) = self.parts()?;
+        let timeout = self.opts.timeout;
+        let r = block(rt, async {
+            tokio::time::timeout(timeout, live.client.query(sql::SESSIONS_OF, &[&key])).await
         });
         match r {
             Ok(Ok(rows)) => rows

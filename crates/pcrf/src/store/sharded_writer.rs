@@ -171,6 +171,15 @@ impl ShardedWriter {
         self.shards[0].sessions_at(ipv4).await
     }
 
+    /// The ids of subscriber `key`'s open sessions in a shared store (none
+    /// in the embedded one).
+    pub async fn sessions_of(&self, key: &str) -> Result<Vec<String>, StoreError> {
+        if !self.shared {
+            return Ok(Vec::new());
+        }
+        self.shards[0].sessions_of(key).await
+    }
+
     /// Whether every shard is a connection to one database shared with
     /// other nodes (PostgreSQL): what memory holds may be stale there.
     pub fn is_shared(&self) -> bool {
