@@ -167,8 +167,11 @@ apdex_of() { field "$1" '.total.apdex.score' 1000; }
 ok_of() { field "$1" '(.total.results["2001"] // 0) / .total.sent * 100' 100; }
 commits_of() { field "$1" '.server_store.commits_per_100_transactions' 10; }
 
-declare -a S_CPU S_P50 S_P99 S_APDEX S_OK S_COMMITS S_RSS S_OPEN E_CPU E_P50 E_P99 E_APDEX E_OK RATIO
-declare -a G_CPU G_DB G_SUM G_P50 G_P99 G_APDEX G_OK G_RSS G_OPEN G_RATIO G_ZL
+# Empty, not unset: a part run without the seed part (PARTS) reads them
+# under `set -u`.
+S_CPU=() S_P50=() S_P99=() S_APDEX=() S_OK=() S_COMMITS=() S_RSS=() S_OPEN=()
+E_CPU=() E_P50=() E_P99=() E_APDEX=() E_OK=() RATIO=()
+G_CPU=() G_DB=() G_SUM=() G_P50=() G_P99=() G_APDEX=() G_OK=() G_RSS=() G_OPEN=() G_RATIO=() G_ZL=()
 declare -A ZL
 MEM_B=()
 
