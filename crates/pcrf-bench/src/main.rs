@@ -97,9 +97,10 @@ struct Common {
     /// Subscribers in the population (default: the scenario's).
     #[arg(long)]
     subscribers: Option<u64>,
-    /// Account this server process's CPU.
+    /// Account this server process's CPU (repeatable: the nodes of a
+    /// cluster are accounted together).
     #[arg(long)]
-    server_pid: Option<u32>,
+    server_pid: Vec<u32>,
     /// Account the CPU of the processes with this name (when no --server-pid).
     #[arg(long)]
     server_name: Option<String>,
@@ -144,7 +145,7 @@ struct Common {
     #[arg(long, value_name = "FILE")]
     answer_log: Option<PathBuf>,
     /// Open loop: write a CSV row every --series-every (requests finished,
-    /// latency percentiles of that interval, the server's RSS with
+    /// latency percentiles of that interval, the RSS of the first
     /// --server-pid), for soaks.
     #[arg(long, value_name = "FILE")]
     series: Option<PathBuf>,
@@ -451,7 +452,7 @@ async fn setup_scenario(c: &Common, mut scenario: Scenario) -> Result<RunSetup, 
         },
         scenario: Arc::new(scenario),
         cpu: CpuTargets {
-            server_pids: c.server_pid.into_iter().collect(),
+            server_pids: c.server_pid.clone(),
             server_name: c.server_name.clone(),
             db_pids: c.db_pid.clone(),
             db_name: c.db_name.clone(),
@@ -505,7 +506,8 @@ fn extras(c: &Common) -> Result<RunExtras, String> {
         series: c.series.as_ref().map(|p| SeriesSpec {
             path: p.clone(),
             every: c.series_every,
-            rss_pid: c.server_pid,
+            // The first server process's memory.
+            rss_pid: c.server_pid.first().copied(),
         }),
     })
 }
@@ -661,7 +663,7 @@ async fn volte(a: VolteArgs) -> Result<(), String> {
     if c.retransmit > 0 || c.answer_log.is_some() || c.series.is_some() {
         return Err("--retransmit, --answer-log and --series are for `run`, not volte".into());
     }
-    if c.server_pid.is_some()
+    if !c.server_pid.is_empty()
         || c.server_name.is_some()
         || !c.db_pid.is_empty()
         || c.db_name.is_some()

@@ -181,8 +181,15 @@ fn closed_loop_and_zero_loss_against_echo_server() {
     assert_all_answered(&r);
 
     // Two trials at rates an echo server holds on any machine: both pass.
+    // Two --server-pid (a cluster's nodes): both processes are accounted.
+    let other = Echo::start();
+    let (pid, other_pid) = (echo.child.id().to_string(), other.child.id().to_string());
     let stdout = bench(&[
         "zero-loss",
+        "--server-pid",
+        &pid,
+        "--server-pid",
+        &other_pid,
         "--scenario",
         scenario().to_str().expect("path"),
         "--target",
@@ -206,6 +213,8 @@ fn closed_loop_and_zero_loss_against_echo_server() {
     assert_eq!(z.trials.len(), z.result.trials.len());
     for t in &z.trials {
         assert_eq!(t.total.answered, t.total.sent);
+        let cpu = t.server_cpu.as_ref().expect("server CPU accounted");
+        assert_eq!(cpu.pids, vec![echo.child.id(), other.child.id()]);
     }
 }
 
