@@ -41,90 +41,20 @@ log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 build_release pcrf pcrf-bench
 work="$(mktemp -d "${TMPDIR:-/tmp}/pcrf-cluster.XXXXXX")"
-NODE_PIDS=()
-FD_PID=""
 cleanup() {
   set +e
-  [[ -n "$FD_PID" ]] && kill -TERM "$FD_PID" 2>/dev/null && wait "$FD_PID" 2>/dev/null
-  local p
-  for p in "${NODE_PIDS[@]}"; do
-    kill -TERM "$p" 2>/dev/null && wait "$p" 2>/dev/null
-  done
+  stop_cluster
   stop_postgres
   if [[ "${KEEP:-0}" == 1 ]]; then echo "work directory kept: $work" >&2; else rm -rf "$work"; fi
 }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-AGENT=dra1.dra.example.net
 start_postgres
 log "PostgreSQL on $PG_URL"
-
-# The nodes: pcrfN.pcrf.example.net, each with its own ports, the agent as
-# their only peer (a relay), all on the same database. One at a time: the
-# first applies the schema migrations.
-DPORTS=()
-APIS=()
-for i in 1 2 3; do
-  dport="$(free_port)"
-  aport="$(free_port)"
-  DPORTS+=("$dport")
-  APIS+=("http://127.0.0.1:$aport")
-  cat >"$work/pcrf$i.toml" <<EOF
-[node]
-origin_host = "pcrf$i.pcrf.example.net"
-origin_realm = "pcrf.example.net"
-[diameter]
-listen = "127.0.0.1:$dport"
-max_in_flight = 65536
-[[peers]]
-origin_host = "$AGENT"
-addresses = ["127.0.0.1"]
-relay = true
-[store]
-kind = "postgres"
-url = "$PG_URL"
-[policy]
-path = "$BENCH_ROOT/policies/default.lua"
-watch = false
-[usage]
-path = "$BENCH_ROOT/config/usage.toml"
-[api]
-listen = "127.0.0.1:$aport"
-[log]
-level = "warn"
-EOF
-  "${SERVER_PIN[@]}" "$PCRF_BIN" serve --config "$work/pcrf$i.toml" \
-    >"$work/pcrf$i.out" 2>"$work/pcrf$i.err" &
-  NODE_PIDS+=("$!")
-  echo "$!" >"$work/pcrf$i.pid"
-  wait_port "$dport" 60 && wait_port "$aport" 10 \
-    || die "node $i did not start: $(tail -20 "$work/pcrf$i.err")"
-  log "pcrf$i.pcrf.example.net (pid $!) on 127.0.0.1:$dport, API ${APIS[-1]}"
-done
-
-# The agent: deploy/cluster/freediameter/ with its files in the work
-# directory and free ports instead of 3868 and 3871..3873.
-deploy="$BENCH_ROOT/deploy/cluster/freediameter"
-AGENT_PORT="$(free_port)"
-cp "$deploy/acl_wl.conf" "$deploy/rt_default.conf" "$work/"
-sed -e "s#/etc/freeDiameter/#$work/#g" \
-  -e "s/Port = 3868;/Port = $AGENT_PORT;/" \
-  -e "s/Port = 3871;/Port = ${DPORTS[0]};/" \
-  -e "s/Port = 3872;/Port = ${DPORTS[1]};/" \
-  -e "s/Port = 3873;/Port = ${DPORTS[2]};/" \
-  "$deploy/dra.conf" >"$work/dra.conf"
-freeDiameterd -c "$work/dra.conf" >"$work/freeDiameterd.log" 2>&1 &
-FD_PID=$!
-for i in 1 2 3; do
-  deadline=$((SECONDS + 30))
-  until curl -sf "${APIS[i - 1]}/metrics" \
-    | grep -q "^pcrf_peer_state{peer=\"$AGENT\",state=\"open\"} 1"; do
-    ((SECONDS < deadline)) || die "the agent did not connect to node $i: $(tail -20 "$work/freeDiameterd.log")"
-    sleep 0.2
-  done
-done
-log "freeDiameterd (pid $FD_PID) on 127.0.0.1:$AGENT_PORT, connected to the 3 nodes"
+# The three nodes and the agent (bench/lib.sh, start_cluster).
+start_cluster "$work" 3
+APIS=("${NODE_APIS[@]}")
 
 # Through every node: a node that caches subscriber profiles learns of a
 # change made through another node only where provisioning changes are

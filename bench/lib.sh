@@ -98,10 +98,15 @@ ratio() {
   printf '%d.%02d\n' $((r / 100)) $((r % 100))
 }
 
-# free_port: a loopback TCP port nothing listens on now.
+# free_port: a loopback TCP port nothing listens on now, below the
+# kernel's ephemeral range where it can (an outgoing connection of the
+# agent, PostgreSQL or another process could take a port in that range
+# between this choice and the listener's bind).
 free_port() {
-  local p
-  for p in $(shuf -i 20000-60000 -n 50); do
+  local p low hi=60000
+  read -r low _ </proc/sys/net/ipv4/ip_local_port_range 2>/dev/null || low=""
+  [[ "$low" =~ ^[0-9]+$ ]] && ((low > 21000)) && hi=$((low - 1))
+  for p in $(shuf -i "20000-$hi" -n 50); do
     if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null; then
       echo "$p"
       return 0
@@ -289,36 +294,228 @@ stop_server() {
   SERVER_PID=""
 }
 
+# The cluster (bench/cluster.sh, bench/cluster-zero-loss.sh): `pcrf serve`
+# nodes on the database PG_URL names (start_postgres) behind freeDiameterd
+# as the Diameter routing agent.
+CLUSTER_AGENT=dra1.dra.example.net
+NODE_PIDS=()
+NODE_APIS=()
+NODE_DPORTS=()
+AGENT_PORT=""
+FD_PID=""
+
+# start_cluster WORK NODES: nodes pcrfN.pcrf.example.net, N = 1..NODES (at
+# most 3, the nodes deploy/cluster/freediameter/dra.conf names), each with
+# its own free ports and the agent as its only peer (a relay), started one
+# at a time (the first applies the schema migrations); then the agent,
+# deploy/cluster/freediameter/ with its files in WORK, free ports instead
+# of 3868 and 3871..3873 and the lines of the nodes not started left out.
+# Returns when the agent is connected to every node. The nodes and the
+# agent run with SERVER_PIN: they are the system under test.
+# COMMIT_WINDOW_US sets the nodes' [store] commit_window_us. Sets
+# NODE_PIDS, NODE_APIS, NODE_DPORTS, AGENT_PORT and FD_PID; writes
+# WORK/pcrfN.pid (the kill scenario reads it). Needs freeDiameterd and curl.
+start_cluster() {
+  local work="$1" nodes="$2" i dport aport deadline
+  ((nodes >= 1 && nodes <= 3)) || die "the cluster has 1 to 3 nodes, not $nodes"
+  need freeDiameterd "freediameterd freediameter-extensions"
+  need curl curl
+  NODE_PIDS=()
+  NODE_APIS=()
+  NODE_DPORTS=()
+  for i in $(seq "$nodes"); do
+    dport="$(free_port)"
+    aport="$(free_port)"
+    NODE_DPORTS+=("$dport")
+    NODE_APIS+=("http://127.0.0.1:$aport")
+    cat >"$work/pcrf$i.toml" <<TOML
+[node]
+origin_host = "pcrf$i.pcrf.example.net"
+origin_realm = "pcrf.example.net"
+[diameter]
+listen = "127.0.0.1:$dport"
+max_in_flight = 65536
+[[peers]]
+origin_host = "$CLUSTER_AGENT"
+addresses = ["127.0.0.1"]
+relay = true
+[store]
+kind = "postgres"
+url = "$PG_URL"
+${COMMIT_WINDOW_US:+commit_window_us = $COMMIT_WINDOW_US}
+[policy]
+path = "$BENCH_ROOT/policies/default.lua"
+watch = false
+[usage]
+path = "$BENCH_ROOT/config/usage.toml"
+[api]
+listen = "127.0.0.1:$aport"
+[log]
+level = "warn"
+TOML
+    "${SERVER_PIN[@]}" "$PCRF_BIN" serve --config "$work/pcrf$i.toml" \
+      >"$work/pcrf$i.out" 2>"$work/pcrf$i.err" &
+    NODE_PIDS+=("$!")
+    echo "$!" >"$work/pcrf$i.pid"
+    wait_port "$dport" 60 && wait_port "$aport" 10 \
+      || die "node $i did not start: $(tail -20 "$work/pcrf$i.err")"
+    echo "pcrf$i.pcrf.example.net (pid $!) on 127.0.0.1:$dport, API ${NODE_APIS[-1]}" >&2
+  done
+
+  local deploy="$BENCH_ROOT/deploy/cluster/freediameter" edits
+  AGENT_PORT="$(free_port)"
+  cp "$deploy/acl_wl.conf" "$deploy/rt_default.conf" "$work/"
+  edits=(-e "s#/etc/freeDiameter/#$work/#g" -e "s/Port = 3868;/Port = $AGENT_PORT;/")
+  for i in 1 2 3; do
+    if ((i <= nodes)); then
+      edits+=(-e "s/Port = 387$i;/Port = ${NODE_DPORTS[i - 1]};/")
+    else
+      edits+=(-e "/^ConnectPeer = \"pcrf$i\\.pcrf\\.example\\.net\"/d")
+    fi
+  done
+  sed "${edits[@]}" "$deploy/dra.conf" >"$work/dra.conf"
+  "${SERVER_PIN[@]}" freeDiameterd -c "$work/dra.conf" >"$work/freeDiameterd.log" 2>&1 &
+  FD_PID=$!
+  for i in $(seq "$nodes"); do
+    deadline=$((SECONDS + 30))
+    until curl -sf "${NODE_APIS[i - 1]}/metrics" \
+      | grep -q "^pcrf_peer_state{peer=\"$CLUSTER_AGENT\",state=\"open\"} 1"; do
+      ((SECONDS < deadline)) || die "the agent did not connect to node $i: $(tail -20 "$work/freeDiameterd.log")"
+      sleep 0.2
+    done
+  done
+  echo "freeDiameterd (pid $FD_PID) on 127.0.0.1:$AGENT_PORT, connected to $nodes node(s)" >&2
+}
+
+# stop_cluster: SIGTERM to the agent, then to every node still running,
+# waiting for each.
+stop_cluster() {
+  local p
+  if [[ -n "$FD_PID" ]]; then
+    kill -TERM "$FD_PID" 2>/dev/null && wait "$FD_PID" 2>/dev/null
+  fi
+  FD_PID=""
+  for p in "${NODE_PIDS[@]}"; do
+    kill -TERM "$p" 2>/dev/null && wait "$p" 2>/dev/null
+  done
+  NODE_PIDS=()
+  return 0
+}
+
+# through_agent SCENARIO: the scenario on stdout with the realms of
+# deploy/cluster/freediameter/ (the agent admits *.pgw.example.net and
+# routes pcrf.example.net to the nodes); its mix is unchanged.
+through_agent() {
+  sed -e 's/^origin_realm = .*/origin_realm = "pgw.example.net"/' \
+    -e 's/^destination_realm = .*/destination_realm = "pcrf.example.net"/' "$1"
+}
+
+# requests_per_node: the requests each node handled (its
+# pcrf_requests_total summed over the labels), "N1 / N2 ..."; "?" for a
+# node that does not answer.
+requests_per_node() {
+  local api m out=()
+  for api in "${NODE_APIS[@]}"; do
+    if m="$(curl -sf "$api/metrics")"; then
+      out+=("$(awk '/^pcrf_requests_total[{ ]/ { n += $NF } END { printf "%d", n }' <<<"$m")")
+    else
+      out+=("?")
+    fi
+  done
+  local IFS=/
+  echo "${out[*]}" | sed 's#/# / #g'
+}
+
+# cluster_counter NAME: the counter NAME (no labels) summed over the nodes
+# that answer.
+cluster_counter() {
+  local api sum=0 v
+  for api in "${NODE_APIS[@]}"; do
+    v="$(curl -sf "$api/metrics" | sed -n "s/^$1 \([0-9]*\)\$/\1/p")" || true
+    sum=$((sum + ${v:-0}))
+  done
+  echo "$sum"
+}
+
 # zero_loss_search KIND DIR START: one zero-loss search of ZL_SCENARIO
-# (default bench/scenarios/seed-fast.toml) against KIND (pcrf, on STORE, or
-# echo), with the pinning set_pinning chose, from START TPS; the report goes
-# to DIR/report.json and the summary to DIR/summary.txt. Sets FOUND to the
-# zero-loss TPS ("none" when no trial passed). Settings: ZL_MAX (400000),
-# ZL_DURATION (10s), ZL_WARMUP (2s), P99_BOUND (10ms), ZL_MAX_TRIALS (10),
-# ZL_RESOLUTION (0.05), ZL_PAUSE (2s), ZL_RECOVERY (15s), PEERS (4),
-# ZL_SUBSCRIBERS (100000).
+# (default bench/scenarios/seed-fast.toml) against KIND, with the pinning
+# set_pinning chose, from START TPS:
+#   pcrf     `pcrf serve` on STORE (the embedded store, or postgres on a
+#            throwaway cluster), provisioned through its API;
+#   echo     the echo server;
+#   cluster  NODES (2) nodes on a throwaway PostgreSQL behind the routing
+#            agent (start_cluster), the scenario's realms those of the
+#            agent (through_agent), provisioned through every node; CPU is
+#            that of the nodes (PostgreSQL's as --db-pid), not the agent's.
+# The report goes to DIR/report.json, the summary to DIR/summary.txt and
+# the trials' lines to DIR/trials.txt. Sets FOUND to the zero-loss TPS
+# ("none" when no trial passed) and FOUND_P99 to the p99 of the trial at
+# that rate ("n/a" when none); for a cluster also TAKEN_OVER and
+# CONFLICTS, the nodes' pcrf_cluster_sessions_taken_over_total and
+# pcrf_cluster_conflicts_total summed at the end of the search, and
+# NODE_REQUESTS (requests_per_node) then.
+# Settings: ZL_MAX (400000), ZL_DURATION (10s), ZL_WARMUP (2s), P99_BOUND
+# (10ms), ZL_MAX_TRIALS (10), ZL_RESOLUTION (0.05), ZL_PAUSE (2s),
+# ZL_RECOVERY (15s), PEERS (4), ZL_SUBSCRIBERS (100000).
 zero_loss_search() {
-  local kind="$1" dir="$2" start="$3" p
+  local kind="$1" dir="$2" start="$3" p api target scenario
+  scenario="${ZL_SCENARIO:-$BENCH_ROOT/bench/scenarios/seed-fast.toml}"
   mkdir -p "$dir"
-  [[ $kind == pcrf && "${STORE:-sqlite}" == postgres ]] && start_postgres
-  if [[ $kind == pcrf ]]; then start_pcrf "$dir" "${PEERS:-4}"; else start_echo "$dir"; fi
-  local args=(zero-loss --scenario "${ZL_SCENARIO:-$BENCH_ROOT/bench/scenarios/seed-fast.toml}"
-    --target "127.0.0.1:$DIAMETER_PORT" --peers "${PEERS:-4}" --subscribers "${ZL_SUBSCRIBERS:-100000}"
+  local args=(zero-loss --peers "${PEERS:-4}" --subscribers "${ZL_SUBSCRIBERS:-100000}"
     --min "$start" --max "${ZL_MAX:-400000}" --duration "${ZL_DURATION:-10s}" --warmup "${ZL_WARMUP:-2s}"
     --p99-bound "${P99_BOUND:-10ms}" --max-trials "${ZL_MAX_TRIALS:-10}" --resolution "${ZL_RESOLUTION:-0.05}"
-    --pause "${ZL_PAUSE:-2s}" --recovery "${ZL_RECOVERY:-15s}" --server-pid "$SERVER_PID" --out "$dir/report.json")
-  [[ -n "$API_URL" ]] && args+=(--provision "$API_URL")
+    --pause "${ZL_PAUSE:-2s}" --recovery "${ZL_RECOVERY:-15s}" --out "$dir/report.json")
+  case "$kind" in
+    pcrf)
+      [[ "${STORE:-sqlite}" == postgres ]] && start_postgres
+      start_pcrf "$dir" "${PEERS:-4}"
+      target="$DIAMETER_PORT"
+      args+=(--server-pid "$SERVER_PID" --provision "$API_URL") ;;
+    echo)
+      start_echo "$dir"
+      target="$DIAMETER_PORT"
+      args+=(--server-pid "$SERVER_PID") ;;
+    cluster)
+      start_postgres
+      start_cluster "$dir" "${NODES:-2}"
+      target="$AGENT_PORT"
+      through_agent "$scenario" >"$dir/scenario.toml"
+      scenario="$dir/scenario.toml"
+      # Through every node, as an operator's provisioning would not wait
+      # for the cluster's feed: every node knows every subscriber at the
+      # first trial.
+      for api in "${NODE_APIS[@]}"; do
+        gen provision --scenario "$scenario" --api "$api" \
+          --subscribers "${ZL_SUBSCRIBERS:-100000}" >/dev/null \
+          || die "provisioning through $api failed"
+      done
+      for p in "${NODE_PIDS[@]}"; do args+=(--server-pid "$p"); done ;;
+    *) die "zero_loss_search: unknown kind $kind" ;;
+  esac
+  args+=(--scenario "$scenario" --target "127.0.0.1:$target")
   if [[ -n "$PG_TMP" ]]; then
     for p in $(postgres_pids); do args+=(--db-pid "$p"); done
   fi
   echo "== zero-loss: $kind${PG_TMP:+ on PostgreSQL}, from $start TPS ==" >&2
-  if ! gen "${args[@]}" >"$dir/summary.txt"; then
-    echo "zero-loss search of $kind failed: $(tail -3 "$dir/summary.txt")" >&2
+  # The trials' lines (stderr) both on the terminal and in trials.txt.
+  if ! gen "${args[@]}" 2>&1 >"$dir/summary.txt" | tee "$dir/trials.txt" >&2; then
+    echo "zero-loss search of $kind failed: $(tail -n 1 "$dir/trials.txt")" >&2
+  fi
+  if [[ $kind == cluster ]]; then
+    TAKEN_OVER="$(cluster_counter pcrf_cluster_sessions_taken_over_total)"
+    CONFLICTS="$(cluster_counter pcrf_cluster_conflicts_total)"
+    NODE_REQUESTS="$(requests_per_node)"
+    stop_cluster
   fi
   stop_server
   stop_postgres
   FOUND="$(sed -n 's/^zero-loss: \([0-9]*\) TPS.*/\1/p' "$dir/summary.txt")"
   FOUND="${FOUND:-none}"
+  # The trial at that rate: "trial N: R TPS offered -> zero loss (achieved
+  # A TPS, p99 X ms)", the last one of that rate.
+  FOUND_P99="$(sed -n "s/^trial [0-9]*: $FOUND TPS offered -> zero loss (achieved [0-9]* TPS, p99 \([^)]*\))\$/\1/p" \
+    "$dir/trials.txt" | tail -n 1)"
+  FOUND_P99="${FOUND_P99:-n/a}"
 }
 
 # rss_kib PID: the process's resident memory now, KiB (VmRSS).
