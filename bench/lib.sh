@@ -1,7 +1,9 @@
 # Shared by the bench scripts: building release binaries, free loopback
-# ports, pinning the server and the generator to separate cores, and
+# ports, pinning the server and the generator to separate cores,
 # starting/stopping the server under test (`pcrf serve` on the embedded
-# store, or `pcrf-bench echo-server`). Source it; do not run it.
+# store or a throwaway PostgreSQL, `pcrf-bench echo-server`, or a cluster of
+# nodes behind freeDiameter), and the zero-loss search against any of them.
+# Source it; do not run it.
 #
 # Binaries: $CARGO_TARGET_DIR/release (built unless BUILD=0), or PCRF_BIN
 # and BENCH_BIN (paths to prebuilt `pcrf` and `pcrf-bench`; BUILD=0 is then
