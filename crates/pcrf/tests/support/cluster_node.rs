@@ -14,6 +14,18 @@ impl Pcrf {
         agent: &str,
         database_url: &str,
     ) -> Pcrf {
+        Self::start_cluster_node_with(origin_host, realm, agent, database_url, "")
+    }
+
+    /// As `start_cluster_node`, with `extra` appended to the configuration
+    /// (sections after `[log]`: `[usage]`, `[cluster]`...).
+    pub fn start_cluster_node_with(
+        origin_host: &str,
+        realm: &str,
+        agent: &str,
+        database_url: &str,
+        extra: &str,
+    ) -> Pcrf {
         let dir = scratch_dir("node");
         let policy = dir.join("policy.lua");
         std::fs::copy(repo_root().join("policies/default.lua"), &policy).expect("copy policy");
@@ -50,6 +62,7 @@ listen = "{api}"
 
 [log]
 level = "info"
+{extra}
 "#,
             policy = policy.display(),
             zone = midday_zone(),
