@@ -42,7 +42,7 @@ async fn cluster(subscribers: usize) -> Cluster {
 async fn open_sessions(pgw: &Gateway, tag: &str, count: usize) -> BTreeMap<String, String> {
     let mut placed = BTreeMap::new();
     for i in 0..count {
-        let sid = format!("{};{tag};{i}", pgw.peer.local().origin_host);
+        let sid = format!("{};{tag};{i}", pgw.peer().local().origin_host);
         let a = pgw
             .deliver(
                 None,

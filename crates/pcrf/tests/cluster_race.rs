@@ -80,8 +80,14 @@ async fn two_nodes_racing_on_the_same_sessions_count_every_acknowledged_report_o
     // nothing read from the store on the way (the counters stay 0).
     let own_a = "pgw1.pgw.example.net;own;a";
     let own_b = "pgw1.pgw.example.net;own;b";
-    assert_eq!(result_of(&pgw.ccr_i(A, own_a, "001010000000002").await), 2001);
-    assert_eq!(result_of(&pgw.ccr_i(B, own_b, "001010000000003").await), 2001);
+    assert_eq!(
+        result_of(&pgw.ccr_i(A, own_a, "001010000000002").await),
+        2001
+    );
+    assert_eq!(
+        result_of(&pgw.ccr_i(B, own_b, "001010000000003").await),
+        2001
+    );
     for n in 1..=5 {
         assert_eq!(result_of(&report(&pgw, A, own_a, n, 100).await), 2001);
         assert_eq!(result_of(&report(&pgw, B, own_b, n, 100).await), 2001);
@@ -319,9 +325,9 @@ async fn an_aar_on_the_other_node_binds_to_the_gx_session_through_the_store() {
     // The Gx session (UE 10.45.0.2) is on A; the AAR goes to B.
     assert_eq!(result_of(&pgw.ccr_i(A, gx, IMSI).await), 2001);
     let af = Gateway::af(&c.agent, "pcscf1.pcscf.example.net").await;
-    let local = af.peer.local().clone();
+    let local = af.peer().local().clone();
     let aaa = af
-        .peer
+        .peer()
         .request(RX, cmd::AA, |m| {
             m.str(avp::SESSION_ID, "pcscf1.pcscf.example.net;call;1")
                 .u32(avp::AUTH_APPLICATION_ID, RX)
@@ -361,12 +367,7 @@ async fn an_aar_on_the_other_node_binds_to_the_gx_session_through_the_store() {
     assert_eq!(rars[0].session_id().ok().flatten(), Some(gx));
     // And the next CCR-U on A finds B's write (a conflict, then served).
     assert_eq!(result_of(&report(&pgw, A, gx, 1, 10).await), 2001);
-    assert_eq!(
-        a.counter("pcrf_cluster_conflicts_total"),
-        1,
-        "{}",
-        a.log()
-    );
+    assert_eq!(a.counter("pcrf_cluster_conflicts_total"), 1, "{}", a.log());
     af.close().await;
     pgw.close().await;
 }

@@ -133,9 +133,7 @@ fn require_tool(tool: &str) {
 /// A gateway (a PCEF, or an AF) connected to the agent only. The agent
 /// forwards the nodes' requests (RARs) to it, so the agent is its relay.
 pub struct Gateway {
-    pub handler: Arc<PcefHandler>,
-    initiator: Option<Initiator>,
-    pub peer: PeerHandle,
+    connection: Pcef,
 }
 
 impl Gateway {
@@ -168,19 +166,20 @@ impl Gateway {
         realm: &str,
         app: u32,
     ) -> Option<Gateway> {
-        let local = LocalNode::new(origin_host, realm).with_application(Application::auth_vendor(app, TGPP));
+        let local = LocalNode::new(origin_host, realm)
+            .with_application(Application::auth_vendor(app, TGPP));
         let settings = PeerSettings {
             request_timeout: Duration::from_secs(10),
             relays: vec![AGENT.into()],
             ..PeerSettings::default()
         };
-        let (handler, initiator) = open_peer(addr, local, settings, AGENT).await?;
-        let peer = initiator.handle();
-        Some(Gateway {
-            handler,
-            initiator: Some(initiator),
-            peer,
-        })
+        let connection = Pcef::open(addr, local, settings, AGENT).await?;
+        Some(Gateway { connection })
+    }
+
+    /// The connection to the agent.
+    pub fn peer(&self) -> &PeerHandle {
+        &self.connection.peer
     }
 
     /// One CCR for the PCRF realm, naming `node` when given, with the T
@@ -201,16 +200,24 @@ impl Gateway {
             realm: REALM,
             host: node,
         };
-        send_gx_request(&self.peer, to, retransmit, session, request_type, number, |b| {
-            match request_type {
-                enums::CC_REQUEST_TYPE::INITIAL_REQUEST => initial_avps(b, imsi),
-                enums::CC_REQUEST_TYPE::TERMINATION_REQUEST => {
-                    b.i32(avp::TERMINATION_CAUSE, 1);
+        send_gx_request(
+            self.peer(),
+            to,
+            retransmit,
+            session,
+            request_type,
+            number,
+            |b| {
+                match request_type {
+                    enums::CC_REQUEST_TYPE::INITIAL_REQUEST => initial_avps(b, imsi),
+                    enums::CC_REQUEST_TYPE::TERMINATION_REQUEST => {
+                        b.i32(avp::TERMINATION_CAUSE, 1);
+                    }
+                    _ => {}
                 }
-                _ => {}
-            }
-            extra(b);
-        })
+                extra(b);
+            },
+        )
         .await
     }
 
@@ -229,7 +236,15 @@ impl Gateway {
         let mut last = String::new();
         for attempt in 0..6 {
             match self
-                .try_ccr(node, attempt > 0, session, request_type, number, imsi, &extra)
+                .try_ccr(
+                    node,
+                    attempt > 0,
+                    session,
+                    request_type,
+                    number,
+                    imsi,
+                    &extra,
+                )
                 .await
             {
                 Ok(a) if result_of(&a) != 3002 => return a,
@@ -273,13 +288,11 @@ impl Gateway {
 
     /// The RARs received so far, from any node.
     pub fn rars(&self) -> Vec<Message> {
-        self.handler.received()
+        self.connection.rars()
     }
 
-    pub async fn close(mut self) {
-        if let Some(i) = self.initiator.take() {
-            i.shutdown(DisconnectCause::Rebooting).await;
-        }
+    pub async fn close(self) {
+        self.connection.close().await
     }
 }
 

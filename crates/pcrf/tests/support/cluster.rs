@@ -21,7 +21,7 @@ impl Cluster {
         let db = test_database("cluster").await;
         let nodes: Vec<Pcrf> = NODES[..count]
             .iter()
-            .map(|n| Pcrf::start_cluster_node_with(n, REALM, AGENT, &db.url, extra))
+            .map(|n| Pcrf::start_cluster_node_with(n, REALM, AGENT, Some(&db.url), extra))
             .collect();
         let agent = Agent::start(&nodes.iter().collect::<Vec<_>>());
         let c = Cluster { agent, nodes, db };

@@ -21,9 +21,9 @@ mod cluster;
 mod cluster_node;
 mod postgres;
 
-pub use agent::*;
-pub use cluster::*;
-pub use postgres::*;
+// Each test file uses a part of these.
+#[allow(unused_imports)]
+pub use {agent::*, cluster::*, postgres::*};
 
 pub const GX: u32 = 16_777_238;
 pub const TGPP: u32 = 10_415;
@@ -415,18 +415,6 @@ pub struct PcefHandler {
     pub raa_code: AtomicU32,
 }
 
-impl PcefHandler {
-    /// The RARs received so far.
-    pub fn received(&self) -> Vec<Message> {
-        self.rars
-            .lock()
-            .expect("lock")
-            .iter()
-            .map(|r| r.0.clone())
-            .collect()
-    }
-}
-
 impl Handler for PcefHandler {
     fn serves(&self, app_id: u32, cmd: u32) -> bool {
         app_id == GX && cmd == diameter::dict::cmd::RE_AUTH
@@ -503,32 +491,6 @@ pub async fn send_gx_request(
     .await
 }
 
-/// Opens a Diameter connection from `local` to `peer_host` at `addr`,
-/// answering RARs with a `PcefHandler`; `None` when it did not open within
-/// 10 s.
-async fn open_peer(
-    addr: SocketAddr,
-    local: LocalNode,
-    settings: PeerSettings,
-    peer_host: &str,
-) -> Option<(Arc<PcefHandler>, Initiator)> {
-    let handler = Arc::new(PcefHandler {
-        rars: Mutex::new(Vec::new()),
-        raa_code: AtomicU32::new(2001),
-    });
-    let node = Node::with_parts(
-        Arc::new(local),
-        Arc::new(settings),
-        handler.clone(),
-        diameter::transport::PeerTable::new(),
-    );
-    let initiator = node.connect(addr, Some(peer_host));
-    if !initiator.wait_open(Duration::from_secs(10)).await {
-        return None;
-    }
-    Some((handler, initiator))
-}
-
 /// An emulated PCEF connected to the PCRF.
 pub struct Pcef {
     pub handler: Arc<PcefHandler>,
@@ -565,7 +527,31 @@ impl Pcef {
             request_timeout: Duration::from_secs(10),
             ..PeerSettings::default()
         };
-        let (handler, initiator) = open_peer(addr, local, settings, pcrf_host).await?;
+        Self::open(addr, local, settings, pcrf_host).await
+    }
+
+    /// Opens a Diameter connection from `local` to `peer_host` at `addr`;
+    /// `None` when it did not open within 10 s.
+    async fn open(
+        addr: SocketAddr,
+        local: LocalNode,
+        settings: PeerSettings,
+        peer_host: &str,
+    ) -> Option<Pcef> {
+        let handler = Arc::new(PcefHandler {
+            rars: Mutex::new(Vec::new()),
+            raa_code: AtomicU32::new(2001),
+        });
+        let node = Node::with_parts(
+            Arc::new(local),
+            Arc::new(settings),
+            handler.clone(),
+            diameter::transport::PeerTable::new(),
+        );
+        let initiator = node.connect(addr, Some(peer_host));
+        if !initiator.wait_open(Duration::from_secs(10)).await {
+            return None;
+        }
         let peer = initiator.handle();
         Some(Pcef {
             handler,
@@ -581,7 +567,13 @@ impl Pcef {
     }
 
     pub fn rars(&self) -> Vec<Message> {
-        self.handler.received()
+        self.handler
+            .rars
+            .lock()
+            .expect("lock")
+            .iter()
+            .map(|r| r.0.clone())
+            .collect()
     }
 
     /// As `ccr`, sent again: the T flag set, as a PCEF retransmits a
