@@ -39,7 +39,7 @@ fn node<'a>(cluster: &'a serde_json::Value, name: &str) -> Option<&'a serde_json
 /// Waits until `p` has the profile of `imsi` (`present`) or has not.
 fn wait_profile(p: &Pcrf, imsi: &str, present: bool, within: Duration) -> bool {
     let want = if present { 200 } else { 404 };
-    wait_until(within, || {
+    poll_until(within, || {
         p.http("GET", &format!("/v1/subscribers/{imsi}"), None).0 == want
     })
 }
@@ -48,7 +48,7 @@ fn wait_profile(p: &Pcrf, imsi: &str, present: bool, within: Duration) -> bool {
 async fn two_nodes_list_each_other_and_a_killed_one_turns_not_alive() {
     let mut c = Cluster::start(2, CLUSTER).await;
     let (a, b) = (&c.nodes[0], &c.nodes[1]);
-    let (ok, cluster) = wait_for(Duration::from_secs(10), || {
+    let (ok, cluster) = poll_for(Duration::from_secs(10), || {
         let (st, c) = a.http("GET", "/v1/cluster", None);
         let both = st == 200
             && node(&c, A).is_some_and(|n| n["alive"] == true)
@@ -71,7 +71,7 @@ async fn two_nodes_list_each_other_and_a_killed_one_turns_not_alive() {
     let pgw = c.pcef(PGW).await;
     let cca = pgw.ccr_i(B, "pgw1.pgw.example.net;c;1", IMSI).await;
     assert_eq!((result_of(&cca), origin_host(&cca)), (2001, B.to_string()));
-    let (ok, cluster) = wait_for(Duration::from_secs(5), || {
+    let (ok, cluster) = poll_for(Duration::from_secs(5), || {
         let (_, c) = a.http("GET", "/v1/cluster", None);
         let held = node(&c, B).is_some_and(|n| n["sessions"] == 1);
         (held, c)
@@ -82,7 +82,7 @@ async fn two_nodes_list_each_other_and_a_killed_one_turns_not_alive() {
     c.nodes[1].kill9();
     let killed = Instant::now();
     let a = &c.nodes[0];
-    let (ok, cluster) = wait_for(Duration::from_secs(5), || {
+    let (ok, cluster) = poll_for(Duration::from_secs(5), || {
         let (_, c) = a.http("GET", "/v1/cluster", None);
         let dead = node(&c, B).is_some_and(|n| n["alive"] == false);
         (dead, c)
@@ -117,7 +117,7 @@ async fn provisioning_through_one_node_is_used_by_the_other() {
 
     // Changed on A: B re-decides its session and tells its PCEF.
     a.provision(IMSI, r#"{"msisdn":"491700000001","plan":"unlimited"}"#);
-    let (ok, rars) = wait_for(Duration::from_secs(5), || {
+    let (ok, rars) = poll_for(Duration::from_secs(5), || {
         let r = pgw.rars();
         (!r.is_empty(), r)
     });
@@ -169,7 +169,7 @@ async fn provisioning_through_one_node_is_used_by_the_other() {
     let terminated = terminate_feeds(&c.db, B).await;
     assert!(terminated >= 1, "B's feed connection is found");
     a.provision(IMSI, r#"{"msisdn":"491700000001","plan":"plus"}"#);
-    let (ok, _) = wait_for(Duration::from_secs(10), || {
+    let (ok, _) = poll_for(Duration::from_secs(10), || {
         let (st, _) = b.http("GET", &format!("/v1/subscribers/{IMSI}"), None);
         let log = b.log();
         let again = log.contains("provisioning feed lost")
@@ -220,7 +220,7 @@ async fn top_up_and_delete_through_the_other_node_reach_the_pcef() {
     // the PCEF's CCR-T to B closes it.
     let (st, out) = b.http("DELETE", &format!("/v1/sessions/{gone}"), None);
     assert!(st == 200 || st == 202, "{st} {out}\n{}", b.log());
-    wait_until(Duration::from_secs(5), || !pgw.rars().is_empty());
+    poll_until(Duration::from_secs(5), || !pgw.rars().is_empty());
     let rars = pgw.rars();
     assert_eq!(rars.len(), 1, "{}", b.log());
     assert_eq!(origin_host(&rars[0]), B);

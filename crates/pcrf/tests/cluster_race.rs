@@ -69,7 +69,7 @@ async fn two_nodes_racing_on_the_same_sessions_count_every_acknowledged_report_o
     a.provision("001010000000003", r#"{"plan":"basic"}"#);
     // Provisioned through A: B has the profiles once the feed brought them.
     for imsi in [IMSI, "001010000000002", "001010000000003"] {
-        let seen = wait_until(WAIT, || {
+        let seen = poll_until(WAIT, || {
             b.http("GET", &format!("/v1/subscribers/{imsi}"), None).0 == 200
         });
         assert!(seen, "B has {imsi}:\n{}", b.log());
@@ -211,7 +211,7 @@ async fn a_session_continues_on_the_other_node_after_kill_9() {
     assert_eq!(b.monthly_used(IMSI), 10_000, "usage continues on B");
     assert_eq!(b.taken_over(), 1);
     // B's heartbeat counts the session it took over.
-    let held = wait_until(WAIT, || {
+    let held = poll_until(WAIT, || {
         let (_, c) = b.http("GET", "/v1/cluster", None);
         c["nodes"]
             .as_array()
@@ -224,7 +224,7 @@ async fn a_session_continues_on_the_other_node_after_kill_9() {
     // holds it: B's RAR reaches the PCEF through the agent.
     b.provision(IMSI, r#"{"msisdn":"491700000001","plan":"unlimited"}"#);
     assert!(
-        wait_until(WAIT, || pgw.rars().len() == 1),
+        poll_until(WAIT, || pgw.rars().len() == 1),
         "{}\n{}",
         b.log(),
         c.agent.log()
@@ -247,7 +247,7 @@ async fn a_session_continues_on_the_other_node_after_kill_9() {
     // A change made on A reaches the session on B (and A, holding none of
     // it, sends nothing).
     a.provision(IMSI, r#"{"msisdn":"491700000001","plan":"basic"}"#);
-    assert!(wait_until(WAIT, || pgw.rars().len() == 2), "{}", b.log());
+    assert!(poll_until(WAIT, || pgw.rars().len() == 2), "{}", b.log());
     assert_eq!(
         apn_ambr(&pgw.rars()[1]).map(|a| a.0),
         Some(5_000_000),
@@ -282,7 +282,7 @@ async fn a_moved_session_is_re_decided_and_counted_only_where_it_is_now() {
 
     a.provision(IMSI, r#"{"msisdn":"491700000001","plan":"unlimited"}"#);
     assert!(
-        wait_until(WAIT, || rars_from(&pgw, B).len() == 1),
+        poll_until(WAIT, || rars_from(&pgw, B).len() == 1),
         "B pushed the change:\n{}",
         b.log()
     );
@@ -291,7 +291,7 @@ async fn a_moved_session_is_re_decided_and_counted_only_where_it_is_now() {
         Some(50_000_000)
     );
     assert!(
-        wait_until(WAIT, || a.counter("pcrf_sessions{state=\"open\"}") == 0),
+        poll_until(WAIT, || a.counter("pcrf_sessions{state=\"open\"}") == 0),
         "A dropped its stale copy:\n{}",
         a.log()
     );
@@ -305,7 +305,7 @@ async fn a_moved_session_is_re_decided_and_counted_only_where_it_is_now() {
             .find(|n| n["name"] == name)
             .and_then(|n| n["sessions"].as_u64())
     };
-    let counted = wait_until(WAIT, || {
+    let counted = poll_until(WAIT, || {
         let (_, c) = a.http("GET", "/v1/cluster", None);
         held(&c, A) == Some(0) && held(&c, B) == Some(1)
     });
@@ -360,7 +360,7 @@ async fn an_aar_on_the_other_node_binds_to_the_gx_session_through_the_store() {
     assert_eq!(origin_host(&aaa), B);
     assert_eq!(b.taken_over(), 1);
     // B now serves the session: the rule went to the PCEF from B.
-    wait_until(WAIT, || !pgw.rars().is_empty());
+    poll_until(WAIT, || !pgw.rars().is_empty());
     let rars = pgw.rars();
     assert_eq!(rars.len(), 1, "{}", b.log());
     assert_eq!(origin_host(&rars[0]), B);

@@ -38,7 +38,7 @@ async fn a_rar_for_a_pcef_behind_the_routing_agent_goes_through_it() {
 
     // A plan change: the RAR goes through the relay to the PCEF.
     p.provision(IMSI, r#"{"msisdn":"491700000001","plan":"unlimited"}"#);
-    let (arrived, rars) = wait_for(Duration::from_secs(10), || {
+    let (arrived, rars) = poll_for(Duration::from_secs(10), || {
         let r = pcef.rars();
         (!r.is_empty(), r)
     });
@@ -64,7 +64,7 @@ async fn a_rar_for_a_pcef_behind_the_routing_agent_goes_through_it() {
         .collect();
     assert_eq!(route, [NODES[0]]);
     // The RAA came back the same way.
-    let counted = wait_until(Duration::from_secs(5), || {
+    let counted = poll_until(Duration::from_secs(5), || {
         p.metrics()
             .contains(r#"pcrf_requests_total{command="RAR",result_code="2001"} 1"#)
     });

@@ -154,12 +154,6 @@ impl Gateway {
         }
     }
 
-    /// A PCEF named `origin_host` (in PCEF_REALM) at the agent listening
-    /// at `addr`, `None` when no connection opened within 10 s.
-    pub async fn try_pcef(addr: SocketAddr, origin_host: &str) -> Option<Gateway> {
-        Self::try_connect(addr, origin_host, PCEF_REALM, GX).await
-    }
-
     async fn try_connect(
         addr: SocketAddr,
         origin_host: &str,

@@ -73,7 +73,7 @@ impl Pcrf {
 
 /// Polls `check` every 50 ms until it holds or `within` passes; whether
 /// it held, and its last value.
-pub fn wait_for<T>(within: Duration, mut check: impl FnMut() -> (bool, T)) -> (bool, T) {
+pub fn poll_for<T>(within: Duration, mut check: impl FnMut() -> (bool, T)) -> (bool, T) {
     let deadline = Instant::now() + within;
     loop {
         let (ok, v) = check();
@@ -84,7 +84,7 @@ pub fn wait_for<T>(within: Duration, mut check: impl FnMut() -> (bool, T)) -> (b
     }
 }
 
-/// As `wait_for`, for a plain condition.
-pub fn wait_until(within: Duration, mut check: impl FnMut() -> bool) -> bool {
-    wait_for(within, || (check(), ())).0
+/// As `poll_for`, for a plain condition.
+pub fn poll_until(within: Duration, mut check: impl FnMut() -> bool) -> bool {
+    poll_for(within, || (check(), ())).0
 }
