@@ -9,33 +9,10 @@ use support::*;
 
 const IMSI: &str = "001010000000001";
 
-/// A fresh schema of the test database, and the URL that uses it.
-async fn test_schema() -> String {
-    let base = std::env::var("PCRF_TEST_DATABASE_URL")
-        .expect("PCRF_TEST_DATABASE_URL is not set: run scripts/test.sh, which starts PostgreSQL and sets it");
-    let (client, conn) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
-        .await
-        .expect("connect to the test database");
-    tokio::spawn(conn);
-    let name = format!(
-        "proc_{}_{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0)
-    );
-    client
-        .batch_execute(&format!("CREATE SCHEMA {name}"))
-        .await
-        .expect("create schema");
-    let sep = if base.contains('?') { '&' } else { '?' };
-    format!("{base}{sep}options=-csearch_path%3D{name}")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn postgres_store_end_to_end() {
-    let url = test_schema().await;
+    let db = test_database("proc").await;
+    let url = &db.url;
     let (usage, _) = usage_section(USAGE_FILE);
     let mut p = Pcrf::start_with_store(
         Some(&format!("kind = \"postgres\"\nurl = \"{url}\"")),
@@ -94,18 +71,13 @@ async fn postgres_store_end_to_end() {
             .await;
         assert_eq!(result_of(&cca), 2001);
     }
-    let used = |p: &Pcrf| {
-        let (st, v) = p.http("GET", &format!("/v1/subscribers/{IMSI}/usage"), None);
-        assert_eq!(st, 200, "{v}");
-        v["accumulators"]["monthly"]["used"].as_u64()
-    };
-    assert_eq!(used(&p), Some(10_000_000));
+    assert_eq!(p.monthly_used(IMSI), 10_000_000);
 
     pcef.close().await;
     p.restart(); // SIGKILL, then start on the same database
     assert_eq!(
-        used(&p),
-        Some(10_000_000),
+        p.monthly_used(IMSI),
+        10_000_000,
         "usage recovered from PostgreSQL"
     );
     let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
@@ -122,7 +94,7 @@ async fn postgres_store_end_to_end() {
     // `pcrf db migrate` on an up-to-date schema is a no-op that says the version.
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_pcrf"))
         .args(["db", "migrate"])
-        .env("PCRF_DATABASE_URL", &url)
+        .env("PCRF_DATABASE_URL", url)
         .output()
         .expect("pcrf db migrate");
     assert!(

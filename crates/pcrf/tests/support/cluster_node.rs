@@ -14,6 +14,19 @@ impl Pcrf {
         agent: &str,
         database_url: &str,
     ) -> Pcrf {
+        Self::start_cluster_node_with(origin_host, realm, agent, Some(database_url), "")
+    }
+
+    /// As `start_cluster_node`, with `extra` appended to the configuration
+    /// (sections after `[log]`: `[usage]`, `[cluster]`...); without a
+    /// database URL, on the embedded store (a node alone).
+    pub fn start_cluster_node_with(
+        origin_host: &str,
+        realm: &str,
+        agent: &str,
+        database_url: Option<&str>,
+        extra: &str,
+    ) -> Pcrf {
         let dir = scratch_dir("node");
         let policy = dir.join("policy.lua");
         std::fs::copy(repo_root().join("policies/default.lua"), &policy).expect("copy policy");
@@ -38,8 +51,7 @@ addresses = ["127.0.0.1"]
 relay = true
 
 [store]
-kind = "postgres"
-url = "{database_url}"
+{store}
 
 [policy]
 path = "{policy}"
@@ -50,7 +62,12 @@ listen = "{api}"
 
 [log]
 level = "info"
+{extra}
 "#,
+            store = match database_url {
+                Some(url) => format!("kind = \"postgres\"\nurl = \"{url}\""),
+                None => format!("path = \"{}\"", dir.join("data").display()),
+            },
             policy = policy.display(),
             zone = midday_zone(),
         );

@@ -16,7 +16,14 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
+mod agent;
+mod cluster;
 mod cluster_node;
+mod postgres;
+
+// Each test file uses a part of these.
+#[allow(unused_imports)]
+pub use {agent::*, cluster::*, postgres::*};
 
 pub const GX: u32 = 16_777_238;
 pub const TGPP: u32 = 10_415;
@@ -438,6 +445,33 @@ pub async fn send_gx_ccr(
     number: u32,
     extra: impl FnOnce(&mut MessageBuilder<'_>),
 ) -> Message {
+    let to = Destination {
+        realm: "test.local",
+        host: None,
+    };
+    send_gx_request(peer, to, retransmit, session, request_type, number, extra)
+        .await
+        .expect("CCA")
+}
+
+/// Where a request is addressed: Destination-Realm, and Destination-Host
+/// when it names a node.
+#[derive(Clone, Copy)]
+pub struct Destination<'a> {
+    pub realm: &'a str,
+    pub host: Option<&'a str>,
+}
+
+/// As `send_gx_ccr`, to `to`; the CCA or why none came.
+pub async fn send_gx_request(
+    peer: &PeerHandle,
+    to: Destination<'_>,
+    retransmit: bool,
+    session: &str,
+    request_type: i32,
+    number: u32,
+    extra: impl FnOnce(&mut MessageBuilder<'_>),
+) -> Result<Message, diameter::transport::RequestError> {
     let local = peer.local().clone();
     peer.request(GX, cmd::CREDIT_CONTROL, |b| {
         if retransmit {
@@ -446,13 +480,15 @@ pub async fn send_gx_ccr(
         b.str(avp::SESSION_ID, session)
             .u32(avp::AUTH_APPLICATION_ID, GX)
             .origin(&local.origin_host, &local.origin_realm)
-            .str(avp::DESTINATION_REALM, "test.local")
-            .i32(avp::CC_REQUEST_TYPE, request_type)
+            .str(avp::DESTINATION_REALM, to.realm);
+        if let Some(host) = to.host {
+            b.str(avp::DESTINATION_HOST, host);
+        }
+        b.i32(avp::CC_REQUEST_TYPE, request_type)
             .u32(avp::CC_REQUEST_NUMBER, number);
         extra(b);
     })
     .await
-    .expect("CCA")
 }
 
 /// An emulated PCEF connected to the PCRF.
@@ -487,21 +523,32 @@ impl Pcef {
     async fn try_connect_to(addr: SocketAddr, origin_host: &str, pcrf_host: &str) -> Option<Pcef> {
         let local = LocalNode::new(origin_host, "test.local")
             .with_application(Application::auth_vendor(GX, TGPP));
-        let handler = Arc::new(PcefHandler {
-            rars: Mutex::new(Vec::new()),
-            raa_code: AtomicU32::new(2001),
-        });
         let settings = PeerSettings {
             request_timeout: Duration::from_secs(10),
             ..PeerSettings::default()
         };
+        Self::open(addr, local, settings, pcrf_host).await
+    }
+
+    /// Opens a Diameter connection from `local` to `peer_host` at `addr`;
+    /// `None` when it did not open within 10 s.
+    async fn open(
+        addr: SocketAddr,
+        local: LocalNode,
+        settings: PeerSettings,
+        peer_host: &str,
+    ) -> Option<Pcef> {
+        let handler = Arc::new(PcefHandler {
+            rars: Mutex::new(Vec::new()),
+            raa_code: AtomicU32::new(2001),
+        });
         let node = Node::with_parts(
             Arc::new(local),
             Arc::new(settings),
             handler.clone(),
             diameter::transport::PeerTable::new(),
         );
-        let initiator = node.connect(addr, Some(pcrf_host));
+        let initiator = node.connect(addr, Some(peer_host));
         if !initiator.wait_open(Duration::from_secs(10)).await {
             return None;
         }

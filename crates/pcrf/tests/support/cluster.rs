@@ -1,0 +1,90 @@
+//! A cluster as the cluster tests run it: a database of its own, `pcrf
+//! serve` nodes named as deploy/cluster/ names them, and the routing agent
+//! in front with every node open; and what the tests read from the nodes
+//! (counters, usage) and wait for.
+
+use super::*;
+
+/// The cluster. Dropped in this order: the agent, the nodes, then the
+/// database (kept when the test failed).
+pub struct Cluster {
+    pub agent: Agent,
+    /// NODES[i] is `nodes[i]`.
+    pub nodes: Vec<Pcrf>,
+    pub db: TestDatabase,
+}
+
+impl Cluster {
+    /// `count` nodes (NODES[..count]), `extra` appended to each one's
+    /// configuration, behind the agent once it has opened every node.
+    pub async fn start(count: usize, extra: &str) -> Cluster {
+        let db = test_database("cluster").await;
+        let nodes: Vec<Pcrf> = NODES[..count]
+            .iter()
+            .map(|n| Pcrf::start_cluster_node_with(n, REALM, AGENT, Some(&db.url), extra))
+            .collect();
+        let agent = Agent::start(&nodes.iter().collect::<Vec<_>>());
+        let c = Cluster { agent, nodes, db };
+        for i in 0..count {
+            c.wait_agent_open(i, Duration::from_secs(30));
+        }
+        c
+    }
+
+    /// Waits up to `limit` for the agent to have node `i` open (after a
+    /// restart: it reconnects every Tc = 5 s).
+    pub fn wait_agent_open(&self, i: usize, limit: Duration) {
+        self.agent.wait_open(NODES[i], &self.nodes[i], limit);
+    }
+
+    /// A PCEF named `origin_host` connected to the agent.
+    pub async fn pcef(&self, origin_host: &str) -> Gateway {
+        Gateway::pcef(&self.agent, origin_host).await
+    }
+}
+
+impl Pcrf {
+    /// A counter's value in this node's /metrics: the sum of the series
+    /// named `name` (a name with labels names one series), 0 when absent.
+    pub fn counter(&self, name: &str) -> u64 {
+        self.metrics()
+            .lines()
+            .filter_map(|l| {
+                let (series, value) = l.rsplit_once(' ')?;
+                let labels = series.strip_prefix(name)?;
+                (labels.is_empty() || labels.starts_with('{')).then(|| value.parse::<f64>().ok())?
+            })
+            .sum::<f64>() as u64
+    }
+
+    /// Sessions this node took over from another node.
+    pub fn taken_over(&self) -> u64 {
+        self.counter("pcrf_cluster_sessions_taken_over_total")
+    }
+
+    /// The octets used of `imsi`'s "monthly" accumulator (USAGE_FILE), as
+    /// the store holds them; 0 when not counted yet.
+    pub fn monthly_used(&self, imsi: &str) -> u64 {
+        let (st, v) = self.http("GET", &format!("/v1/subscribers/{imsi}/usage"), None);
+        assert_eq!(st, 200, "{v}");
+        v["accumulators"]["monthly"]["used"].as_u64().unwrap_or(0)
+    }
+}
+
+/// Polls `check` every 50 ms until it holds or `within` passes; whether
+/// it held, and its last value.
+pub fn poll_for<T>(within: Duration, mut check: impl FnMut() -> (bool, T)) -> (bool, T) {
+    let deadline = Instant::now() + within;
+    loop {
+        let (ok, v) = check();
+        if ok || Instant::now() > deadline {
+            return (ok, v);
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+/// As `poll_for`, for a plain condition.
+pub fn poll_until(within: Duration, mut check: impl FnMut() -> bool) -> bool {
+    poll_for(within, || (check(), ())).0
+}
