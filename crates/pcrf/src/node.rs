@@ -11,6 +11,7 @@ pub(crate) mod doic_peers;
 pub(crate) mod events;
 mod monitoring;
 pub(crate) mod takeover;
+pub(crate) mod takeover_by;
 
 use crate::gx::state::{PushReason, PushSummary};
 pub use crate::usage::step::UsageCounters;

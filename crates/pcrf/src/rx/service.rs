@@ -15,9 +15,10 @@ use crate::policy::media::{af_tag, AfInput, MediaInput};
 use crate::rx::state::RxState;
 use crate::rx::{self, AaaExtras, Aar, AfNotice, RxRequestType};
 use crate::session::af::{add_af_triggers, merge_media, replace_af_rules, AfSession};
+use crate::session::binding::stored_prefixes_containing;
 use crate::session::{GxSession, RuleDiff, SessionSlot, SessionState};
 use crate::session_message::Outcome;
-use crate::store::Change;
+use crate::store::{Change, OpenSessionsBy};
 use crate::sy::service::Sy;
 use bytes::{Bytes, BytesMut};
 use diameter::codec::{DiameterError, Message};
@@ -212,50 +213,66 @@ impl Rx {
     }
 
     /// On a store shared with other nodes, takes over the open Gx sessions
-    /// the store has at the AAR's UE IPv4 address; whether any was.
+    /// the store has at the AAR's UE address, as `bind_aar` looks in
+    /// memory: the IPv4 address, else the IPv6 prefixes containing the
+    /// address; whether any was.
     async fn take_over_at(&self, a: &Aar<'_>) -> Result<bool, DiameterError> {
-        let Some(v4) = a.ue_ipv4 else {
-            return Ok(false);
-        };
-        if !self.node.store.is_shared() {
-            return Ok(false);
-        }
-        let found = tokio::time::timeout(
-            crate::node::COMMIT_WAIT,
-            self.node.store.sessions_at(&v4.to_string()),
-        )
-        .await;
-        let ids = match found {
-            Ok(Ok(ids)) => ids,
-            _ => {
-                return Err(DiameterError::new(
-                    result_code::DIAMETER_UNABLE_TO_COMPLY,
-                    "sessions could not be read from the store",
-                ))
+        if let Some(v4) = a.ue_ipv4 {
+            let by = OpenSessionsBy::Ipv4(v4.to_string());
+            if !self.node.take_over_by(by).await?.is_empty() {
+                return Ok(true);
             }
-        };
-        let mut any = false;
-        for id in ids {
-            any |= self.node.find_or_take_over(&id).await?.is_some();
         }
-        Ok(any)
+        let Some(p) = a.ue_ipv6_prefix else {
+            return Ok(false);
+        };
+        let keys = stored_prefixes_containing(p);
+        if keys.is_empty() {
+            return Ok(false);
+        }
+        let by = OpenSessionsBy::Ipv6Prefixes(keys);
+        Ok(!self.node.take_over_by(by).await?.is_empty())
     }
 
     /// Binds an AAR to the Gx session at its UE address; on a store
-    /// shared with other nodes, a session held by another node is taken
-    /// over through the store first.
+    /// shared with other nodes, when none here fits (none at the address,
+    /// or only another subscriber's), a session held by another node is
+    /// taken over through the store first.
     async fn bind_or_take_over(&self, a: &Aar<'_>) -> Result<Binding, DiameterError> {
         match self.bind_aar(a) {
-            Binding::NoSession if self.take_over_at(a).await? => Ok(self.bind_aar(a)),
+            Binding::NoSession | Binding::OtherSubscriber if self.take_over_at(a).await? => {
+                Ok(self.bind_aar(a))
+            }
             binding => Ok(binding),
         }
+    }
+
+    /// The Gx session an Rx session is bound to: the one here, or on a
+    /// store shared with other nodes, the one the store has holding it
+    /// (bound on another node), taken over.
+    async fn bound_af_or_take_over(
+        &self,
+        rx_session: &str,
+    ) -> Result<Option<Arc<SessionSlot>>, DiameterError> {
+        if let Some(slot) = self.node.sessions.bound_af(rx_session) {
+            return Ok(Some(slot));
+        }
+        let by = OpenSessionsBy::SubSession(rx_session.to_owned());
+        self.node.take_over_by(by).await?;
+        Ok(self.node.sessions.bound_af(rx_session))
     }
 
     async fn aar(&self, req: &Message) -> Result<RxAnswer, DiameterError> {
         let a = req.validate().and_then(|_| rx::decode_aar(req)).inspect_err(|e| {
             tracing::info!(session = ?req.session_id().ok().flatten(), error = %e, "AAR refused");
         })?;
-        let existing = self.node.sessions.bound_af(a.session_id);
+        // An update names a bound Rx session, maybe bound on another
+        // node; an initial request is bound by address (no store read for
+        // an id that cannot be bound yet).
+        let existing = match a.request_type {
+            Some(RxRequestType::Update) => self.bound_af_or_take_over(a.session_id).await?,
+            _ => self.node.sessions.bound_af(a.session_id),
+        };
         let slot = match existing {
             Some(slot) => slot,
             None if a.request_type == Some(RxRequestType::Update) => {
@@ -509,12 +526,17 @@ impl Rx {
                 code,
             }
         };
-        let Some(slot) = self.node.sessions.bound_af(s.session_id) else {
+        let slot = match self.node.sessions.bound_af(s.session_id) {
+            Some(slot) => slot,
             // The Gx session ended first (ASR sent): the AF's STR closes it.
-            if self.state.take_aborted(s.session_id) {
+            None if self.state.take_aborted(s.session_id) => {
                 return Ok(sta(result_code::DIAMETER_SUCCESS));
             }
-            return Ok(sta(result_code::DIAMETER_UNKNOWN_SESSION_ID));
+            // Bound on another node?
+            None => match self.bound_af_or_take_over(s.session_id).await? {
+                Some(slot) => slot,
+                None => return Ok(sta(result_code::DIAMETER_UNKNOWN_SESSION_ID)),
+            },
         };
         let _g = slot.lock().await;
         let cur = slot.load();

@@ -18,10 +18,11 @@ use crate::policy::decision::AdcRule;
 use crate::policy::decision::Decision;
 use crate::sd::state::SdState;
 use crate::sd::{self, AdcChanges, TdfCcr, TsrSubject};
+use crate::session::binding::stored_prefixes_containing;
 use crate::session::tdf::{adc_diff, TdfMode, TdfSession};
 use crate::session::{GxSession, SessionSlot, SessionState};
 use crate::session_message::Outcome;
-use crate::store::Change;
+use crate::store::{Change, OpenSessionsBy};
 use crate::sy::service::Sy;
 use crate::usage::config::Interface;
 use crate::usage::grant::grant_for;
@@ -247,6 +248,53 @@ impl Sd {
         }
     }
 
+    /// On a store shared with other nodes, takes over the open Gx sessions
+    /// the store has at the CCR-I's UE address, as `bind_tdf` looks in
+    /// memory (the IPv4 address when given, else the IPv6 prefixes
+    /// containing the address), then binds again.
+    async fn bind_tdf_or_take_over(
+        &self,
+        c: &TdfCcr<'_>,
+    ) -> Result<Option<Arc<SessionSlot>>, DiameterError> {
+        if let Some(slot) = self.bind_tdf(c) {
+            return Ok(Some(slot));
+        }
+        let by = match (c.ue_ipv4, c.ue_ipv6_prefix) {
+            (Some(v4), _) => OpenSessionsBy::Ipv4(v4.to_string()),
+            (None, Some(p)) => OpenSessionsBy::Ipv6Prefixes(stored_prefixes_containing(p)),
+            (None, None) => return Ok(None),
+        };
+        if self.node.take_over_by(by).await?.is_empty() {
+            return Ok(None);
+        }
+        Ok(self.bind_tdf(c))
+    }
+
+    /// The Gx session holding TDF session `sd_id`: the one here, or on a
+    /// store shared with other nodes, the one the store has holding it
+    /// (the TDF session was opened or last served on another node), taken
+    /// over and indexed here.
+    async fn tdf_slot(&self, sd_id: &str) -> Result<Option<Arc<SessionSlot>>, DiameterError> {
+        let holds = |slot: &Arc<SessionSlot>| {
+            let s = slot.load();
+            s.state == SessionState::Open && s.tdf.as_ref().is_some_and(|t| t.id == sd_id)
+        };
+        let here = self
+            .state
+            .gx_of(sd_id)
+            .and_then(|g| self.node.sessions.get(&g));
+        if let Some(slot) = here.filter(holds) {
+            return Ok(Some(slot));
+        }
+        let by = OpenSessionsBy::SubSession(sd_id.to_owned());
+        let found = self.node.take_over_by(by).await?.into_iter().find(holds);
+        if let Some(slot) = &found {
+            let gx = slot.load().id.clone();
+            self.state.index.write().insert(sd_id.to_owned(), gx);
+        }
+        Ok(found)
+    }
+
     /// Unsolicited mode: the TDF opens a session for a UE address.
     async fn sd_initial(&self, req: &Message, c: &TdfCcr<'_>) -> Result<Answered, DiameterError> {
         if c.ue_ipv4.is_none() && c.ue_ipv6_prefix.is_none() {
@@ -269,7 +317,7 @@ impl Sd {
                 }
             }
         }
-        let Some(slot) = self.bind_tdf(c) else {
+        let Some(slot) = self.bind_tdf_or_take_over(c).await? else {
             self.state.counters.unbound.fetch_add(1, Relaxed);
             tracing::info!(session = c.session_id, ipv4 = ?c.ue_ipv4, "TDF session for an address with no IP-CAN session");
             return Ok(self.sd_cca(
@@ -282,6 +330,16 @@ impl Sd {
         };
         let _g = slot.lock().await;
         let cur = slot.load();
+        // A CCR-I retransmitted to another node than the one that applied
+        // it finds its session through the store: answered again.
+        if let Some(t) = cur.tdf.as_ref().filter(|t| t.id == c.session_id) {
+            if t.last_request_number == c.request_number {
+                if let Some(ans) = &t.last_answer {
+                    self.node.counters.retransmissions.fetch_add(1, Relaxed);
+                    return Ok(replay(ans, req));
+                }
+            }
+        }
         if cur.state == SessionState::Closed {
             self.state.counters.unbound.fetch_add(1, Relaxed);
             return Ok(self.sd_cca(
@@ -337,11 +395,7 @@ impl Sd {
 
     /// Application starts and stops, and usage, from the TDF.
     async fn sd_update(&self, req: &Message, c: &TdfCcr<'_>) -> Result<Answered, DiameterError> {
-        let Some(slot) = self
-            .state
-            .gx_of(c.session_id)
-            .and_then(|g| self.node.sessions.get(&g))
-        else {
+        let Some(slot) = self.tdf_slot(c.session_id).await? else {
             return Ok(self.sd_unknown(req, c));
         };
         let _g = slot.lock().await;
@@ -489,14 +543,13 @@ impl Sd {
                 &Default::default(),
             )
         };
-        let slot = self
-            .state
-            .gx_of(c.session_id)
-            .and_then(|g| self.node.sessions.get(&g));
-        let Some(slot) = slot else {
-            if self.state.released.lock().remove(c.session_id).is_some() {
-                return Ok(ok(self));
-            }
+        // Released here lately (no store read for it).
+        if self.state.gx_of(c.session_id).is_none()
+            && self.state.released.lock().remove(c.session_id).is_some()
+        {
+            return Ok(ok(self));
+        }
+        let Some(slot) = self.tdf_slot(c.session_id).await? else {
             return Ok(self.sd_unknown(req, c));
         };
         let _g = slot.lock().await;

@@ -181,6 +181,30 @@ impl Bindings {
     }
 }
 
+/// The text a store shared by several nodes indexes a session's IPv6
+/// prefix under (the masked prefix and its length, "2001:db8:1:2::/64"),
+/// so that another node finds it as `find` does here: see
+/// `stored_prefixes_containing`. None when the session has no (valid) prefix.
+pub fn stored_prefix(s: &GxSession) -> Option<String> {
+    let (p, len) = s.ue_ipv6_prefix.as_deref().and_then(session_prefix)?;
+    Some(format!("{p}/{len}"))
+}
+
+/// The stored prefixes (`stored_prefix`) that contain the address of a
+/// Framed-IPv6-Prefix an AF or a TDF sent, one per prefix length, longest
+/// first: the keys `find_prefix` tries in memory, for a look-up in the
+/// store. Empty for malformed data.
+pub fn stored_prefixes_containing(data: &[u8]) -> Vec<String> {
+    let Some((p, _)) = ipv6_prefix(data) else {
+        return Vec::new();
+    };
+    let a = u128::from(p);
+    (0..=128u8)
+        .rev()
+        .map(|len| format!("{}/{len}", Ipv6Addr::from(mask(a, len))))
+        .collect()
+}
+
 /// An IPv4 address from Framed-IP-Address data.
 pub fn ipv4(data: &[u8]) -> Option<Ipv4Addr> {
     <[u8; 4]>::try_from(data).ok().map(Ipv4Addr::from)
@@ -280,6 +304,37 @@ mod tests {
         let b = Bindings::default();
         b.bind(&session("a", None, Some("0040ab")));
         assert!(b.is_empty());
+    }
+
+    #[test]
+    fn stored_prefixes_match_what_memory_finds() {
+        let af = |addr: &str, len: u8| {
+            let mut d = vec![0u8, len];
+            d.extend_from_slice(&addr.parse::<Ipv6Addr>().unwrap().octets());
+            d
+        };
+        for (session_hex, af_data, found) in [
+            (P64, af("2001:db8:1:2::9", 128), true),
+            (P64, af("2001:db8:1:2::", 64), true),
+            (P64, af("2001:db8:1:3::9", 128), false),
+            ("002820010db801", af("2001:db8:1ff:ffff::1", 128), true),
+            ("002820010db801", af("2001:db8:200::1", 128), false),
+        ] {
+            let s = session("a", None, Some(session_hex));
+            let b = Bindings::default();
+            b.bind(&s);
+            assert_eq!(!b.find_prefix(&af_data).is_empty(), found, "{session_hex}");
+            let key = stored_prefix(&s).expect("a prefix");
+            let keys = stored_prefixes_containing(&af_data);
+            assert_eq!(keys.len(), 129);
+            assert_eq!(keys.contains(&key), found, "{key} in {keys:?}");
+        }
+        assert_eq!(
+            stored_prefix(&session("a", None, Some(P64))).as_deref(),
+            Some("2001:db8:1:2::/64")
+        );
+        assert_eq!(stored_prefix(&session("a", None, Some("0040ab"))), None);
+        assert!(stored_prefixes_containing(&[0, 129]).is_empty());
     }
 
     #[test]

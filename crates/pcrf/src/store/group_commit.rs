@@ -4,7 +4,7 @@
 //! only after the transaction holding its changes committed: the Gx answer
 //! leaves after that.
 
-use super::{Change, Store, StoreError};
+use super::{Change, OpenSessionsBy, Store, StoreError};
 use std::collections::HashSet;
 use std::future::Future;
 use std::pin::Pin;
@@ -180,8 +180,7 @@ enum Job {
     /// A session no longer in memory (a closed one after a restart).
     ReadSession(String, Ack<Option<crate::session::GxSession>>),
     /// The open sessions holding a UE IPv4 address (a shared store).
-    SessionsAt(String, Ack<Vec<String>>),
-    SessionsOf(String, Ack<Vec<String>>),
+    OpenSessionIds(OpenSessionsBy, Ack<Vec<String>>),
     /// A subscriber's usage row, read when first needed (a shared store).
     ReadUsage(String, Ack<Option<crate::usage::SubscriberUsage>>),
     Stop(oneshot::Sender<Box<dyn Store>>),
@@ -371,19 +370,11 @@ impl GroupCommit {
         rx.await.unwrap_or_else(|_| Err(stopped()))
     }
 
-    /// The ids of the open sessions holding UE IPv4 address `ipv4` in the
-    /// store (after everything queued before it was written).
-    pub async fn sessions_at(&self, ipv4: &str) -> Result<Vec<String>, StoreError> {
-        let (ack, rx) = oneshot::channel();
-        self.send_now(Job::SessionsAt(ipv4.to_owned(), ack)).await?;
-        rx.await.unwrap_or_else(|_| Err(stopped()))
-    }
-
-    /// The ids of subscriber `key`'s open sessions in the store (after
+    /// The ids of the open sessions `by` finds in the store (after
     /// everything queued before it was written).
-    pub async fn sessions_of(&self, key: &str) -> Result<Vec<String>, StoreError> {
+    pub async fn open_session_ids(&self, by: OpenSessionsBy) -> Result<Vec<String>, StoreError> {
         let (ack, rx) = oneshot::channel();
-        self.send_now(Job::SessionsOf(key.to_owned(), ack)).await?;
+        self.send_now(Job::OpenSessionIds(by, ack)).await?;
         rx.await.unwrap_or_else(|_| Err(stopped()))
     }
 
@@ -511,16 +502,8 @@ impl Writer {
                     let got = guard("reading a session", || self.store.session(&id));
                     let _ = ack.send(got);
                 }
-                Job::SessionsAt(ipv4, ack) => {
-                    let got = guard("finding sessions by address", || {
-                        self.store.open_sessions_at(&ipv4)
-                    });
-                    let _ = ack.send(got);
-                }
-                Job::SessionsOf(key, ack) => {
-                    let got = guard("finding a subscriber's sessions", || {
-                        self.store.open_sessions_of(&key)
-                    });
+                Job::OpenSessionIds(by, ack) => {
+                    let got = guard("finding open sessions", || self.store.open_session_ids(&by));
                     let _ = ack.send(got);
                 }
                 Job::ReadUsage(subscriber, ack) => {

@@ -50,16 +50,28 @@ pub trait Store: Send + 'static {
     fn compare_and_set(&self) -> bool {
         false
     }
-    /// The ids of the open sessions holding UE IPv4 address `ipv4`, from a
-    /// store shared by several nodes (an Rx AAR for a session another node
-    /// holds). The embedded store has no other node: none.
-    fn open_sessions_at(&mut self, _ipv4: &str) -> Result<Vec<String>, StoreError> {
+    /// The ids of the open sessions `by` finds, from a store shared by
+    /// several nodes (a request on a node that holds none of them: an Rx
+    /// AAR or a TDF's CCR, a top-up). The embedded store has no other
+    /// node: none.
+    fn open_session_ids(&mut self, _by: &OpenSessionsBy) -> Result<Vec<String>, StoreError> {
         Ok(Vec::new())
     }
-    /// The ids of subscriber `key`'s open sessions, from a store shared by
-    /// several nodes (a top-up on a node that holds none of them). The
-    /// embedded store has no other node: none.
-    fn open_sessions_of(&mut self, _key: &str) -> Result<Vec<String>, StoreError> {
-        Ok(Vec::new())
-    }
+}
+
+/// What finds open sessions another node may hold, in a store shared by
+/// several nodes: each is an indexed column of the session row, written
+/// with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OpenSessionsBy {
+    /// The UE's IPv4 address (an Rx AAR or a TDF's CCR-I).
+    Ipv4(String),
+    /// The UE's IPv6 prefix: the stored prefixes that contain the address
+    /// an AF or a TDF sent (`session::binding::stored_prefixes_containing`).
+    Ipv6Prefixes(Vec<String>),
+    /// The subscriber key (a top-up or usage change through the API).
+    Subscriber(String),
+    /// An Rx or Sd Session-Id the Gx session holds (an AAR update, an STR,
+    /// a TDF's CCR-U or CCR-T).
+    SubSession(String),
 }

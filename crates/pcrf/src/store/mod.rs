@@ -11,7 +11,7 @@ mod row_version;
 
 pub use change::{Change, ChangeKey, Route};
 pub use error::{Conflicted, StoreError};
-pub use interface::Store;
+pub use interface::{OpenSessionsBy, Store};
 pub use open::{open_shards, OpenedStore, Recovered};
 pub use row_version::RowVersion;
 

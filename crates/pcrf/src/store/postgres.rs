@@ -27,7 +27,7 @@ pub struct PostgresHandles {
 }
 
 use super::blob::{decode_session, decode_subscriber, decode_usage};
-use super::{Change, ChangeKey, Conflicted, Store, StoreError};
+use super::{Change, ChangeKey, Conflicted, OpenSessionsBy, Store, StoreError};
 use crate::session::GxSession;
 use crate::subscriber::Subscriber;
 use crate::usage::SubscriberUsage;
@@ -219,17 +219,26 @@ mod sql {
     // travel as one typed array per column (unnest), so the server parses,
     // plans and executes once per batch, not once per row.
     // $8: the version each row is written at (the one read plus one);
-    // $9: the UE's IPv4 address; $10: this node; $11: the number of rows.
+    // $9: the UE's IPv4 address; $10: this node; $11: the number of rows;
+    // $12: the UE's IPv6 prefix; $13: the Rx and Sd Session-Ids the
+    // session holds, one array literal per row (unnest takes no array of
+    // arrays of different lengths).
     pub const UPSERT_SESSION: (&str, &str) = (
         "upsert_session",
         "WITH written AS (INSERT INTO sessions \
-         (id, subscriber, state, pcef_host, updated_ms, closed_ms, data, version, ue_ipv4, owner) \
-         SELECT *, $10::TEXT FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], \
-         $5::BIGINT[], $6::BIGINT[], $7::BYTEA[], $8::BIGINT[], $9::TEXT[]) \
+         (id, subscriber, state, pcef_host, updated_ms, closed_ms, data, version, ue_ipv4, \
+         ue_ipv6, sub_sessions, owner) \
+         SELECT r.id, r.subscriber, r.state, r.pcef_host, r.updated_ms, r.closed_ms, r.data, \
+         r.version, r.ue_ipv4, r.ue_ipv6, r.sub_sessions::TEXT[], $10::TEXT \
+         FROM unnest($1::TEXT[], $2::TEXT[], $3::TEXT[], $4::TEXT[], \
+         $5::BIGINT[], $6::BIGINT[], $7::BYTEA[], $8::BIGINT[], $9::TEXT[], $12::TEXT[], \
+         $13::TEXT[]) AS r(id, subscriber, state, pcef_host, updated_ms, closed_ms, data, \
+         version, ue_ipv4, ue_ipv6, sub_sessions) \
          ON CONFLICT (id) DO UPDATE SET subscriber = excluded.subscriber, \
          state = excluded.state, pcef_host = excluded.pcef_host, \
          updated_ms = excluded.updated_ms, closed_ms = excluded.closed_ms, data = excluded.data, \
-         version = excluded.version, ue_ipv4 = excluded.ue_ipv4, owner = excluded.owner \
+         version = excluded.version, ue_ipv4 = excluded.ue_ipv4, ue_ipv6 = excluded.ue_ipv6, \
+         sub_sessions = excluded.sub_sessions, owner = excluded.owner \
          WHERE sessions.version = excluded.version - 1 RETURNING 1) \
          SELECT 1 / (CASE WHEN count(*) = $11::BIGINT THEN 1 ELSE 0 END) FROM written",
     );
@@ -300,14 +309,17 @@ mod sql {
         "SELECT data, version FROM usage WHERE subscriber = $1",
     );
     // After a compare-and-set failed (rare: not prepared): the rows' versions now.
-    // The open sessions holding a UE address (an Rx AAR on a node that
-    // holds none of them; rare: not prepared).
-    pub const SESSIONS_AT: &str =
+    // The open sessions another node may hold, found by one indexed
+    // column each (a request on a node that holds none of them; rare: not
+    // prepared). One shape: `open_session_ids` runs them.
+    pub const OPEN_BY_IPV4: &str =
         "SELECT id FROM sessions WHERE state = 'open' AND ue_ipv4 = $1 ORDER BY id LIMIT 16";
-    // A subscriber's open sessions (a REST operation on a node that holds
-    // none of them; rare: not prepared; index sessions_open).
-    pub const SESSIONS_OF: &str =
+    pub const OPEN_BY_IPV6: &str = "SELECT id FROM sessions WHERE state = 'open' \
+         AND ue_ipv6 = ANY($1::TEXT[]) ORDER BY id LIMIT 16";
+    pub const OPEN_BY_SUBSCRIBER: &str =
         "SELECT id FROM sessions WHERE state = 'open' AND subscriber = $1 ORDER BY id LIMIT 256";
+    pub const OPEN_BY_SUB_SESSION: &str = "SELECT id FROM sessions WHERE state = 'open' \
+         AND sub_sessions @> ARRAY[$1::TEXT] ORDER BY id LIMIT 16";
     // The record too: after a COMMIT whose answer was lost, a retry that
     // conflicts finds out whether the rows hold its own write.
     pub const SESSION_VERSIONS: &str =
@@ -449,6 +461,8 @@ struct Columns<'a> {
     /// The version each session row is written at (read + 1).
     session_version: Vec<i64>,
     session_ipv4: Vec<Option<&'a str>>,
+    session_ipv6: Vec<Option<&'a str>>,
+    session_sub_sessions: Vec<Option<&'a str>>,
     session_rows: i64,
     /// This node (`owner` of the sessions it writes).
     owner: Option<&'a str>,
@@ -488,9 +502,13 @@ impl<'a> Columns<'a> {
                     data,
                     version,
                     ue_ipv4,
+                    ue_ipv6,
+                    sub_sessions,
                 } => {
                     c.session_version.push(version + 1);
                     c.session_ipv4.push(ue_ipv4.as_deref());
+                    c.session_ipv6.push(ue_ipv6.as_deref());
+                    c.session_sub_sessions.push(sub_sessions.as_deref());
                     c.session_id.push(id);
                     c.session_subscriber.push(subscriber);
                     c.session_state.push(state);
@@ -565,6 +583,8 @@ impl<'a> Columns<'a> {
                 p(&self.session_ipv4),
                 p(&self.owner),
                 p(&self.session_rows),
+                p(&self.session_ipv6),
+                p(&self.session_sub_sessions),
             ];
             out.push((
                 sql::UPSERT_SESSION,
@@ -1474,34 +1494,37 @@ impl Store for PostgresStore {
         true
     }
 
-    fn open_sessions_at(&mut self, ipv4: &str) -> Result<Vec<String>, StoreError> {
-        let ctx = "finding the sessions of a UE address";
-        self.ensure_live()?;
-        let (rt, live) = self.parts()?;
-        let timeout = self.opts.timeout;
-        let r = block(rt, async {
-            tokio::time::timeout(timeout, live.client.query(sql::SESSIONS_AT, &[&ipv4])).await
-        });
-        match r {
-            Ok(Ok(rows)) => rows
-                .iter()
-                .map(|row| {
-                    row.try_get::<_, String>(0)
-                        .map_err(|e| pg_error(ctx, PgFailure::from(e)))
-                })
-                .collect(),
-            Ok(Err(e)) => Err(self.failed(ctx, PgFailure::from(e))),
-            Err(_) => Err(self.timed_out(ctx)),
+    fn open_session_ids(&mut self, by: &OpenSessionsBy) -> Result<Vec<String>, StoreError> {
+        fn p<T: ToSql + Sync>(v: &T) -> &(dyn ToSql + Sync) {
+            v
         }
-    }
-
-    fn open_sessions_of(&mut self, key: &str) -> Result<Vec<String>, StoreError> {
-        let ctx = "finding a subscriber's sessions";
+        let (ctx, query, param) = match by {
+            OpenSessionsBy::Ipv4(a) => (
+                "finding the sessions of a UE address",
+                sql::OPEN_BY_IPV4,
+                p(a),
+            ),
+            OpenSessionsBy::Ipv6Prefixes(keys) => (
+                "finding the sessions of a UE prefix",
+                sql::OPEN_BY_IPV6,
+                p(keys),
+            ),
+            OpenSessionsBy::Subscriber(key) => (
+                "finding a subscriber's sessions",
+                sql::OPEN_BY_SUBSCRIBER,
+                p(key),
+            ),
+            OpenSessionsBy::SubSession(id) => (
+                "finding the session holding an Rx or Sd session",
+                sql::OPEN_BY_SUB_SESSION,
+                p(id),
+            ),
+        };
         self.ensure_live()?;
         let (rt, live) = self.parts()?;
         let timeout = self.opts.timeout;
         let r = block(rt, async {
-            tokio::time::timeout(timeout, live.client.query(sql::SESSIONS_OF, &[&key])).await
+            tokio::time::timeout(timeout, live.client.query(query, &[param])).await
         });
         match r {
             Ok(Ok(rows)) => rows

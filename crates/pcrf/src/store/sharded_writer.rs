@@ -12,7 +12,7 @@
 //! whole, and no caller relies on it.
 
 use super::group_commit::{GroupCommit, GroupCommitOptions, GroupCommitStats, Slot};
-use super::{shard, Change, Store, StoreError};
+use super::{shard, Change, OpenSessionsBy, Store, StoreError};
 use crate::session::GxSession;
 
 /// Handle to the writers of every shard; clone it freely.
@@ -162,22 +162,20 @@ impl ShardedWriter {
             .await
     }
 
-    /// The ids of the open sessions holding UE IPv4 address `ipv4` in a
-    /// shared store (none in the embedded one).
-    pub async fn sessions_at(&self, ipv4: &str) -> Result<Vec<String>, StoreError> {
+    /// The ids of the open sessions `by` finds in a shared store (none in
+    /// the embedded one).
+    pub async fn open_session_ids(&self, by: OpenSessionsBy) -> Result<Vec<String>, StoreError> {
         if !self.shared {
             return Ok(Vec::new());
         }
-        self.shards[0].sessions_at(ipv4).await
+        self.shards[0].open_session_ids(by).await
     }
 
     /// The ids of subscriber `key`'s open sessions in a shared store (none
     /// in the embedded one).
     pub async fn sessions_of(&self, key: &str) -> Result<Vec<String>, StoreError> {
-        if !self.shared {
-            return Ok(Vec::new());
-        }
-        self.shards[0].sessions_of(key).await
+        self.open_session_ids(OpenSessionsBy::Subscriber(key.to_owned()))
+            .await
     }
 
     /// Whether every shard is a connection to one database shared with

@@ -4,7 +4,10 @@
 //! servers starting together serialise on that row instead of both
 //! applying it (no advisory locks: CockroachDB and YugabyteDB lack them).
 
+use super::encoded::{array_literal, sub_session_ids};
 use super::failure::{pg_error, PgFailure};
+use crate::session::binding::stored_prefix;
+use crate::store::blob::decode_session;
 use crate::store::blob::RecordTable;
 use crate::store::StoreError;
 use tokio_postgres::error::SqlState;
@@ -172,7 +175,28 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         REFERENCING OLD TABLE AS changed_old
         FOR EACH STATEMENT EXECUTE FUNCTION pcrf_subscribers_changed();",
     ),
+    (
+        SUB_SESSION_COLUMNS,
+        "UE IPv6 prefixes and Rx/Sd session ids of sessions, for other nodes to find them",
+        // Written with the session row in the same upsert. `ue_ipv6` is
+        // the prefix as session/binding.rs keys it ("2001:db8::/64"): an
+        // AAR or a TDF's CCR-I on a node that does not hold the session
+        // looks up every prefix containing its address. `sub_sessions`
+        // holds the Rx and Sd Session-Ids bound to the session: an AAR
+        // update, an STR or a TDF's CCR-U/T names only those. Neither
+        // changes on a CCR-U, so such an update stays heap-only (HOT).
+        // Open rows written before this get both from their records here.
+        "ALTER TABLE sessions ADD COLUMN ue_ipv6 TEXT;
+    ALTER TABLE sessions ADD COLUMN sub_sessions TEXT[];
+    CREATE INDEX sessions_open_by_ipv6 ON sessions (ue_ipv6) WHERE state = 'open';
+    CREATE INDEX sessions_open_by_sub_session ON sessions USING GIN (sub_sessions)
+        WHERE state = 'open';",
+    ),
 ];
+
+/// The version that adds `ue_ipv6` and `sub_sessions` (filled in for the
+/// open rows already there).
+const SUB_SESSION_COLUMNS: i32 = 10;
 
 /// The version whose migration rewrites JSON records in the binary form.
 const BINARY_RECORDS: i32 = 6;
@@ -215,6 +239,47 @@ async fn rewrite_json_records(client: &Client) -> Result<u64, tokio_postgres::Er
         }
     }
     Ok(rewritten)
+}
+
+/// Fills `ue_ipv6` and `sub_sessions` of the open sessions from their
+/// records, a page at a time, inside the migration's transaction, so that
+/// sessions written before the columns existed are found by other nodes
+/// too. A record that cannot be decoded is left as it is. Returns the
+/// number of rows filled.
+async fn fill_sub_session_columns(client: &Client) -> Result<u64, tokio_postgres::Error> {
+    let select = client
+        .prepare(
+            "SELECT id, data FROM sessions WHERE state = 'open' AND id > $1 \
+             ORDER BY id LIMIT $2",
+        )
+        .await?;
+    let update = client
+        .prepare("UPDATE sessions SET ue_ipv6 = $2, sub_sessions = $3::TEXT[] WHERE id = $1")
+        .await?;
+    let (mut filled, mut skipped) = (0, 0);
+    let mut after = String::new();
+    loop {
+        let rows = client.query(&select, &[&after, &REWRITE_PAGE]).await?;
+        let full = rows.len() as i64 == REWRITE_PAGE;
+        for row in &rows {
+            let id: &str = row.try_get(0)?;
+            let data: &[u8] = row.try_get(1)?;
+            let Some(s) = decode_session(&mut skipped, id, data) else {
+                continue;
+            };
+            let ipv6 = stored_prefix(&s);
+            let subs = array_literal(sub_session_ids(&s));
+            if ipv6.is_some() || subs.is_some() {
+                client.execute(&update, &[&id, &ipv6, &subs]).await?;
+                filled += 1;
+            }
+        }
+        match rows.last() {
+            Some(last) if full => after = last.try_get(0)?,
+            _ => break,
+        }
+    }
+    Ok(filled)
 }
 
 /// What a storage-only version needs of the server.
@@ -347,6 +412,15 @@ pub(super) async fn run(client: &Client) -> Result<i32, StoreError> {
         if let Err(e) = client.batch_execute(sql).await {
             let _ = client.batch_execute("ROLLBACK").await;
             return Err(fail(&ctx, e));
+        }
+        if version == SUB_SESSION_COLUMNS {
+            match fill_sub_session_columns(client).await {
+                Ok(filled) => tracing::info!(filled, "open sessions' look-up columns filled"),
+                Err(e) => {
+                    let _ = client.batch_execute("ROLLBACK").await;
+                    return Err(fail(&ctx, e));
+                }
+            }
         }
         if version == BINARY_RECORDS {
             match rewrite_json_records(client).await {
