@@ -1648,3 +1648,155 @@ fn two_writes_of_one_row_in_a_batch_keep_the_fresher_and_fail_the_other() {
         3
     );
 }
+
+/// An AF session `id` as an Rx AAR binds it.
+fn af_session(id: &str) -> pcrf::session::af::AfSession {
+    pcrf::session::af::AfSession {
+        id: id.into(),
+        af_host: "pcscf.example".into(),
+        af_realm: "example".into(),
+        application: None,
+        charging_id: None,
+        service_urn: None,
+        specific_actions: Vec::new(),
+        media: Vec::new(),
+        rules: Vec::new(),
+        created_ms: 1,
+        updated_ms: 1,
+    }
+}
+
+/// Framed-IPv6-Prefix data of `addr`/`len`.
+fn framed_ipv6(addr: &str, len: u8) -> Vec<u8> {
+    let mut d = vec![0u8, len];
+    let octets = addr
+        .parse::<std::net::Ipv6Addr>()
+        .expect("address")
+        .octets();
+    d.extend_from_slice(&octets[..usize::from(len).div_ceil(8)]);
+    d
+}
+
+#[test]
+fn open_sessions_are_found_by_address_prefix_subscriber_and_bound_session() {
+    use pcrf::session::binding::stored_prefixes_containing;
+    use pcrf::session::tdf::{TdfMode, TdfSession};
+    use pcrf::store::OpenSessionsBy;
+    let db = TestSchema::new();
+    let mut st = db.open();
+    let mut a = session("gx;a", "001010000000001", 1);
+    a.ue_ipv6_prefix = Some(hex::encode(framed_ipv6("2001:db8:1:2::", 64)));
+    a.af = vec![
+        af_session("pcscf;call;1"),
+        af_session(r#"pcscf;"odd"\id,{x}"#),
+    ];
+    let mut b = session("gx;b", "001010000000002", 1);
+    b.ue_ipv4 = Some(std::net::Ipv4Addr::new(10, 9, 9, 9));
+    // A /40 delegated: shorter prefixes are found too.
+    b.ue_ipv6_prefix = Some(hex::encode(framed_ipv6("2001:db8:100::", 40)));
+    b.tdf = Some(TdfSession::new(
+        "pcrf;sd;1".into(),
+        TdfMode::Unsolicited,
+        "tdf.example".into(),
+        "example".into(),
+    ));
+    st.apply(&[put(a.clone()), put(b.clone())]).expect("write");
+    let mut find = |by: OpenSessionsBy| st.open_session_ids(&by).expect("look-up");
+    let v6 = |addr: &str, len: u8| {
+        OpenSessionsBy::Ipv6Prefixes(stored_prefixes_containing(&framed_ipv6(addr, len)))
+    };
+    assert_eq!(find(OpenSessionsBy::Ipv4("10.1.2.3".into())), vec!["gx;a"]);
+    assert_eq!(find(OpenSessionsBy::Ipv4("10.9.9.9".into())), vec!["gx;b"]);
+    assert_eq!(find(v6("2001:db8:1:2::77", 128)), vec!["gx;a"]);
+    assert_eq!(find(v6("2001:db8:1:2::", 64)), vec!["gx;a"]);
+    assert!(find(v6("2001:db8:1:3::77", 128)).is_empty());
+    assert_eq!(find(v6("2001:db8:1ff:ffff::1", 128)), vec!["gx;b"]);
+    assert!(find(v6("2001:db8:200::1", 128)).is_empty());
+    assert_eq!(
+        find(OpenSessionsBy::Subscriber("001010000000002".into())),
+        vec!["gx;b"]
+    );
+    assert_eq!(
+        find(OpenSessionsBy::SubSession("pcscf;call;1".into())),
+        vec!["gx;a"]
+    );
+    assert_eq!(
+        find(OpenSessionsBy::SubSession(r#"pcscf;"odd"\id,{x}"#.into())),
+        vec!["gx;a"]
+    );
+    assert_eq!(
+        find(OpenSessionsBy::SubSession("pcrf;sd;1".into())),
+        vec!["gx;b"]
+    );
+    assert!(find(OpenSessionsBy::SubSession("pcscf;call".into())).is_empty());
+
+    // The columns follow the record: the AF session ends, the prefix
+    // changes, the session closes.
+    let mut a2 = a.clone();
+    a2.af.remove(0);
+    a2.ue_ipv6_prefix = Some(hex::encode(framed_ipv6("2001:db8:5::", 48)));
+    let mut b2 = b.clone();
+    b2.state = SessionState::Closed;
+    b2.closed_ms = Some(2);
+    st.apply(&[put(a2), put(b2)]).expect("write");
+    let mut find = |by: OpenSessionsBy| st.open_session_ids(&by).expect("look-up");
+    assert!(find(OpenSessionsBy::SubSession("pcscf;call;1".into())).is_empty());
+    assert_eq!(
+        find(OpenSessionsBy::SubSession(r#"pcscf;"odd"\id,{x}"#.into())),
+        vec!["gx;a"]
+    );
+    assert!(find(v6("2001:db8:1:2::77", 128)).is_empty());
+    assert_eq!(find(v6("2001:db8:5:1::1", 128)), vec!["gx;a"]);
+    assert!(find(OpenSessionsBy::SubSession("pcrf;sd;1".into())).is_empty());
+    assert!(find(OpenSessionsBy::Ipv4("10.9.9.9".into())).is_empty());
+    // Each is an index look-up of the open rows.
+    for (column, index) in [
+        ("ue_ipv6", "sessions_open_by_ipv6"),
+        ("sub_sessions", "sessions_open_by_sub_session"),
+    ] {
+        assert_eq!(
+            db.query_i64(&format!(
+                "SELECT count(*) FROM (SELECT pg_get_indexdef('{n}.{index}'::regclass) AS d) x \
+                 WHERE d LIKE '%({column})%' AND d LIKE '%WHERE (state = ''open''::text)%'",
+                n = db.name
+            )),
+            1,
+            "{index}"
+        );
+    }
+}
+
+#[test]
+fn open_sessions_written_before_schema_10_are_found_after_the_upgrade() {
+    use pcrf::store::OpenSessionsBy;
+    let db = TestSchema::new();
+    let mut st = db.open();
+    let mut a = session("gx;old", "001010000000001", 1);
+    a.ue_ipv6_prefix = Some(hex::encode(framed_ipv6("2001:db8:1:2::", 64)));
+    a.af = vec![af_session("pcscf;call;old")];
+    st.apply(&[put(a)]).expect("write");
+    drop(st);
+    // As a build before schema 10 left it.
+    db.run(&format!(
+        "SET search_path TO {n};
+         DROP INDEX sessions_open_by_ipv6; DROP INDEX sessions_open_by_sub_session;
+         ALTER TABLE sessions DROP COLUMN ue_ipv6, DROP COLUMN sub_sessions;
+         DELETE FROM schema_migrations WHERE version = 10;
+         SET search_path TO DEFAULT;",
+        n = db.name
+    ));
+    let mut st = db.open();
+    assert_eq!(st.schema_version().expect("version"), latest());
+    assert_eq!(
+        st.open_session_ids(&OpenSessionsBy::SubSession("pcscf;call;old".into()))
+            .expect("look-up"),
+        vec!["gx;old"]
+    );
+    let keys =
+        pcrf::session::binding::stored_prefixes_containing(&framed_ipv6("2001:db8:1:2::1", 128));
+    assert_eq!(
+        st.open_session_ids(&OpenSessionsBy::Ipv6Prefixes(keys))
+            .expect("look-up"),
+        vec!["gx;old"]
+    );
+}

@@ -19,6 +19,7 @@ use std::time::{Duration, Instant};
 mod agent;
 mod cluster;
 mod cluster_node;
+pub mod cluster_peers;
 mod postgres;
 
 // Each test file uses a part of these.

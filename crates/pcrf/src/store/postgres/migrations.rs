@@ -254,7 +254,7 @@ async fn fill_sub_session_columns(client: &Client) -> Result<u64, tokio_postgres
         )
         .await?;
     let update = client
-        .prepare("UPDATE sessions SET ue_ipv6 = $2, sub_sessions = $3::TEXT[] WHERE id = $1")
+        .prepare("UPDATE sessions SET ue_ipv6 = $2, sub_sessions = $3::TEXT::TEXT[] WHERE id = $1")
         .await?;
     let (mut filled, mut skipped) = (0, 0);
     let mut after = String::new();
