@@ -12,6 +12,7 @@ mod support;
 
 use diameter::codec::{Message, MessageBuilder};
 use diameter::dict::{avp, cmd, enums};
+use support::cluster_peers::{AppPeer, RX, SD};
 use support::*;
 
 const IMSI: &str = "001010000000001";
