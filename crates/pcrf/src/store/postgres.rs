@@ -311,15 +311,25 @@ mod sql {
     // After a compare-and-set failed (rare: not prepared): the rows' versions now.
     // The open sessions another node may hold, found by one indexed
     // column each (a request on a node that holds none of them; rare: not
-    // prepared). One shape: `open_session_ids` runs them.
-    pub const OPEN_BY_IPV4: &str =
-        "SELECT id FROM sessions WHERE state = 'open' AND ue_ipv4 = $1 ORDER BY id LIMIT 16";
-    pub const OPEN_BY_IPV6: &str = "SELECT id FROM sessions WHERE state = 'open' \
-         AND ue_ipv6 = ANY($1::TEXT[]) ORDER BY id LIMIT 16";
-    pub const OPEN_BY_SUBSCRIBER: &str =
-        "SELECT id FROM sessions WHERE state = 'open' AND subscriber = $1 ORDER BY id LIMIT 256";
-    pub const OPEN_BY_SUB_SESSION: &str = "SELECT id FROM sessions WHERE state = 'open' \
-         AND sub_sessions @> ARRAY[$1::TEXT] ORDER BY id LIMIT 16";
+    // prepared): one shape, `open_session_ids` runs them. The inner query
+    // (OFFSET 0 keeps the LIMIT out of it) is planned without the limit,
+    // so the planner reads the column's index rather than walking the
+    // primary key in order and filtering (which a LIMIT with a poor
+    // estimate, as for an array's `@>`, can make it choose).
+    macro_rules! open_ids {
+        ($condition:literal, $limit:literal) => {
+            concat!(
+                "SELECT id FROM (SELECT id FROM sessions WHERE state = 'open' AND ",
+                $condition,
+                " OFFSET 0) AS found ORDER BY id LIMIT ",
+                $limit
+            )
+        };
+    }
+    pub const OPEN_BY_IPV4: &str = open_ids!("ue_ipv4 = $1", 16);
+    pub const OPEN_BY_IPV6: &str = open_ids!("ue_ipv6 = ANY($1::TEXT[])", 16);
+    pub const OPEN_BY_SUBSCRIBER: &str = open_ids!("subscriber = $1", 256);
+    pub const OPEN_BY_SUB_SESSION: &str = open_ids!("sub_sessions @> ARRAY[$1::TEXT]", 16);
     // The record too: after a COMMIT whose answer was lost, a retry that
     // conflicts finds out whether the rows hold its own write.
     pub const SESSION_VERSIONS: &str =

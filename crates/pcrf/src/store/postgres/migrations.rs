@@ -185,12 +185,15 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
         // holds the Rx and Sd Session-Ids bound to the session: an AAR
         // update, an STR or a TDF's CCR-U/T names only those. Neither
         // changes on a CCR-U, so such an update stays heap-only (HOT).
+        // Rows without them (most CCR-Is) are not indexed: inserting them
+        // touches neither index (no hot spot of NULL entries).
         // Open rows written before this get both from their records here.
         "ALTER TABLE sessions ADD COLUMN ue_ipv6 TEXT;
     ALTER TABLE sessions ADD COLUMN sub_sessions TEXT[];
-    CREATE INDEX sessions_open_by_ipv6 ON sessions (ue_ipv6) WHERE state = 'open';
+    CREATE INDEX sessions_open_by_ipv6 ON sessions (ue_ipv6)
+        WHERE state = 'open' AND ue_ipv6 IS NOT NULL;
     CREATE INDEX sessions_open_by_sub_session ON sessions USING GIN (sub_sessions)
-        WHERE state = 'open';",
+        WHERE state = 'open' AND sub_sessions IS NOT NULL;",
     ),
 ];
 
