@@ -19,12 +19,12 @@ use std::time::{Duration, Instant};
 mod agent;
 mod cluster;
 mod cluster_node;
-pub mod cluster_peers;
+mod cluster_peers;
 mod postgres;
 
 // Each test file uses a part of these.
 #[allow(unused_imports)]
-pub use {agent::*, cluster::*, postgres::*};
+pub use {agent::*, cluster::*, cluster_peers::*, postgres::*};
 
 pub const GX: u32 = 16_777_238;
 pub const TGPP: u32 = 10_415;
