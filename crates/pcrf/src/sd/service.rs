@@ -261,7 +261,10 @@ impl Sd {
         }
         let by = match (c.ue_ipv4, c.ue_ipv6_prefix) {
             (Some(v4), _) => OpenSessionsBy::Ipv4(v4.to_string()),
-            (None, Some(p)) => OpenSessionsBy::Ipv6Prefixes(stored_prefixes_containing(p)),
+            (None, Some(p)) => match stored_prefixes_containing(p) {
+                keys if keys.is_empty() => return Ok(None),
+                keys => OpenSessionsBy::Ipv6Prefixes(keys),
+            },
             (None, None) => return Ok(None),
         };
         if self.node.take_over_by(by).await?.is_empty() {
