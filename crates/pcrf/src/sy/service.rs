@@ -76,17 +76,57 @@ impl Sy {
         }
     }
 
-    /// The counter statuses the policy sees for a subscriber now.
-    pub(crate) fn spending_of(&self, key: &str) -> BTreeMap<String, String> {
+    /// The counter statuses the policy sees now for the subscriber of
+    /// session `s` (its Sy session adopted first when the record holds a
+    /// newer copy: another node wrote it).
+    pub(crate) fn spending_of(&self, s: &GxSession) -> BTreeMap<String, String> {
         // Sy off: nothing to read, no lock taken on the CCR path.
-        if self.state.ocs.get().is_none() || self.state.table.is_empty() {
+        if self.state.ocs.get().is_none() {
+            return BTreeMap::new();
+        }
+        self.adopt(s);
+        if self.state.table.is_empty() {
             return BTreeMap::new();
         }
         self.state
             .table
-            .get(key)
-            .map(|s| s.statuses(now_ms()))
+            .get(&s.subscriber)
+            .map(|sy| sy.statuses(now_ms()))
             .unwrap_or_default()
+    }
+
+    /// Takes the Sy session an open session record holds when it is newer
+    /// than this node's copy (the record was written by another node, and
+    /// read here on a take-over), so that an SNR for it is found here and
+    /// no second Sy session is opened at the OCS. Its pending status
+    /// changes are scheduled here too.
+    fn adopt(&self, s: &GxSession) {
+        let Some(sy) = s.sy.as_ref().filter(|_| s.state == SessionState::Open) else {
+            return;
+        };
+        if self.state.table.adopt(&s.subscriber, sy) {
+            tracing::info!(subscriber = %s.subscriber, sy_session = %sy.session_id, "Sy session read with a session record");
+            if let Some(at) = sy.next_change_ms() {
+                self.schedule_pending(s.subscriber.clone(), at);
+            }
+        }
+    }
+
+    /// On a store shared with other nodes: takes over the subscriber's
+    /// open sessions (an SNR may come to any node of the cluster) and
+    /// adopts the Sy session their records hold, so that the statuses are
+    /// stored in a current record and the re-decision reaches the PCEF.
+    async fn gather(&self, key: &str) -> Result<(), DiameterError> {
+        if !self.node.store.is_shared() {
+            return Ok(());
+        }
+        self.node.take_over_subscriber(key).await?;
+        for id in self.node.sessions.ids_of_subscriber(key) {
+            if let Some(slot) = self.node.sessions.get(&id) {
+                self.adopt(&slot.load());
+            }
+        }
+        Ok(())
     }
 
     /// After a CCR's decision: subscribes the counters it wants that are
@@ -102,6 +142,8 @@ impl Sy {
         let Some(pool) = self.state.ocs.get() else {
             return out;
         };
+        // A record another node wrote may hold a newer Sy session.
+        self.adopt(s);
         let key = s.subscriber.clone();
         let wanted = &out.decision.spending_counters;
         if wanted.is_empty() || out.decision.reject.is_some() {
@@ -117,8 +159,10 @@ impl Sy {
         let mut sy = current.clone().unwrap_or_else(|| {
             let n = self.state.next_id.fetch_add(1, Relaxed);
             SySession::new(
+                // The subscriber in it: any node of a cluster that gets an
+                // SNR for it finds the subscriber's sessions in the store.
                 format!(
-                    "{};sy;{};{n}",
+                    "{};sy;{};{n};{key}",
                     self.node.me.origin_host, self.state.boot_secs
                 ),
                 now,
@@ -330,7 +374,15 @@ impl Sy {
     /// changed). An SNR for a Sy session we do not have is 5002.
     pub async fn handle_sy(&self, req: Message) -> Result<Bytes, DiameterError> {
         let started = Instant::now();
-        let res = self.snr(&req).await;
+        // A write conflict (another node wrote the subscriber's session
+        // meanwhile) wrote nothing and dropped the stale copy: handled
+        // again on a fresh one, a few times at most (see node/takeover.rs).
+        let subject = req.session_id().ok().flatten().unwrap_or_default();
+        let req = &req;
+        let res = self
+            .node
+            .retrying_conflicts(subject, move |_| self.snr(req))
+            .await;
         let code = match &res {
             Ok((_, c)) => *c,
             Err(e) => e.result_code,
@@ -355,10 +407,18 @@ impl Sy {
             sy::encode_sna(&mut out, req, &self.node.me, code);
             (out.freeze(), code)
         };
-        let Some(key) = self.state.table.subscriber_of(&snr.session_id) else {
+        let key = self.state.table.subscriber_of(&snr.session_id).or_else(|| {
+            self.node
+                .store
+                .is_shared()
+                .then(|| subscriber_in(&snr.session_id).map(str::to_owned))
+                .flatten()
+        });
+        let Some(key) = key else {
             tracing::info!(sy_session = %snr.session_id, "SNR for an unknown Sy session");
             return Ok(answer(result_code::DIAMETER_UNKNOWN_SESSION_ID));
         };
+        self.gather(&key).await?;
         let entry = self.state.table.entry(&key);
         let updated = {
             let _exchange = entry.exchange.lock().await;
@@ -374,9 +434,9 @@ impl Sy {
         let Some(sy) = updated else {
             return Ok(answer(result_code::DIAMETER_UNKNOWN_SESSION_ID));
         };
-        if let Err(e) = self.persist_sy(&key, sy.clone()).await {
-            return Ok(answer(e.result_code));
-        }
+        // A conflict is handled again (`handle_sy`); the reports are
+        // applied again to the statuses then read (the same statuses).
+        self.persist_sy(&key, sy.clone()).await?;
         tracing::info!(subscriber = %key, sy_session = %sy.session_id, reports = snr.reports.len(), "SNR applied");
         if let Some(at) = sy.next_change_ms() {
             self.schedule_pending(key.clone(), at);
@@ -487,6 +547,17 @@ impl Sy {
     }
 }
 
+/// The subscriber key a Sy Session-Id of ours carries (its last part:
+/// `<origin-host>;sy;<boot>;<n>;<subscriber>`); none in one made before it
+/// did.
+fn subscriber_in(sy_session_id: &str) -> Option<&str> {
+    let (_, rest) = sy_session_id.split_once(";sy;")?;
+    let mut parts = rest.splitn(3, ';');
+    parts.next()?;
+    parts.next()?;
+    parts.next().filter(|key| !key.is_empty())
+}
+
 /// `statuses` with "unknown" for each wanted counter it lacks.
 fn with_unknown(
     mut statuses: BTreeMap<String, String>,
@@ -507,5 +578,29 @@ fn log_unanswered(key: &str, e: &OcsError) {
 impl crate::metrics::MetricsSource for Sy {
     fn write(&self, out: &mut crate::metrics::Exposition) {
         self.write_sy_metrics(out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::subscriber_in;
+
+    #[test]
+    fn the_subscriber_is_read_back_from_the_sy_session_id() {
+        assert_eq!(
+            subscriber_in("pcrf1.example;sy;1764165600;7;001010000000001"),
+            Some("001010000000001")
+        );
+        assert_eq!(
+            subscriber_in("pcrf1.example;sy;1764165600;7;a;b"),
+            Some("a;b")
+        );
+        assert_eq!(
+            subscriber_in("pcrf1.example;sy;1764165600;7"),
+            None,
+            "made before"
+        );
+        assert_eq!(subscriber_in("pcrf1.example;sy;1764165600;7;"), None);
+        assert_eq!(subscriber_in("pgw;1;2"), None);
     }
 }
