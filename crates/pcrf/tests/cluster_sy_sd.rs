@@ -5,7 +5,8 @@
 //! Sd CCR on a node whose copy of the Gx session another node wrote since
 //! is handled again on a fresh copy (not answered 5012);
 //! `GET /v1/sessions/{id}` shows what the other node wrote; and
-//! `GET /v1/cluster` counts open sessions only. The PCEF, the TDF and the
+//! `GET /v1/cluster` counts open sessions only (a closed one leaves the
+//! count). The PCEF, the TDF and the
 //! OCS are real Diameter peers built with the diameter crate. Needs a real
 //! server: PCRF_TEST_DATABASE_URL (scripts/test.sh sets it up).
 
@@ -121,6 +122,7 @@ fn installed(m: &Message) -> Vec<String> {
 struct OcsState {
     counters: Mutex<HashMap<String, String>>,
     slrs: Mutex<Vec<Message>>,
+    strs: Mutex<Vec<Message>>,
     peers: Mutex<HashMap<String, PeerHandle>>,
 }
 
@@ -138,6 +140,9 @@ impl Handler for OcsHandler {
         b.u32(avp::AUTH_APPLICATION_ID, SY)
             .origin(&peer.local().origin_host, &peer.local().origin_realm)
             .result_code(2001);
+        if req.command_code() == cmd::SESSION_TERMINATION {
+            self.0.strs.lock().expect("lock").push(req.clone());
+        }
         if req.command_code() == cmd::SPENDING_LIMIT {
             self.0.slrs.lock().expect("lock").push(req.clone());
             let table = self.0.counters.lock().expect("lock").clone();
@@ -230,6 +235,10 @@ impl Ocs {
 
     fn slrs(&self) -> Vec<Message> {
         self.state.slrs.lock().expect("lock").clone()
+    }
+
+    fn strs(&self) -> Vec<Message> {
+        self.state.strs.lock().expect("lock").clone()
     }
 
     /// An SNR over node `host`'s connection reporting the counter at
@@ -354,6 +363,57 @@ async fn an_snr_at_the_node_without_the_session_reaches_the_pcef_and_the_holder_
         rule_changes(last),
         (vec!["internet".to_string()], vec!["throttled".to_string()])
     );
+    pcef_a.close().await;
+    pcef_b.close().await;
+    ocs.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sy_session_ends_with_the_subscribers_last_open_session_of_the_cluster() {
+    let url = test_schema().await;
+    let mut ocs = Ocs::start().await;
+    let (a, b) = two_nodes(&url, &format!("{CLUSTER}{}", ocs.config()));
+    ocs.peer(A).await;
+    ocs.peer(B).await;
+    a.provision(IMSI, r#"{"msisdn":"491700000001","plan":"basic"}"#);
+    wait_for("B has the profile", || {
+        (b.http("GET", &format!("/v1/subscribers/{IMSI}"), None).0 == 200).then_some(())
+    })
+    .await;
+    let pcef_a = Pcef::connect_to(a.diameter, "pgw.test.local", A).await;
+    let pcef_b = Pcef::connect_to(b.diameter, "pgw.test.local", B).await;
+
+    // The Sy session opens with the first session, on A.
+    assert_eq!(result_of(&pcef_a.ccr_i("pgw;cstr;1", IMSI).await), 2001);
+    let sy_session = ocs.slrs()[0]
+        .session_id()
+        .expect("sid")
+        .expect("Session-Id")
+        .to_owned();
+    // An SNR at B brings the subscriber there; its second session opens
+    // on B with the same Sy session.
+    assert_eq!(result_of(&ocs.snr(B, &sy_session, "valid").await), 2001);
+    assert_eq!(result_of(&pcef_b.ccr_i("pgw;cstr;2", IMSI).await), 2001);
+    assert_eq!(ocs.slrs().len(), 1, "one Sy session for the subscriber");
+    assert_eq!(
+        session(&b, "pgw;cstr;2")["sy"]["session_id"],
+        sy_session.as_str()
+    );
+    // The first session goes back to A and ends there: the second is
+    // still open on B, so the Sy session goes on.
+    assert_eq!(
+        result_of(&pcef_a.ccr_u("pgw;cstr;1", 1, |b| moved_to(b, 9)).await),
+        2001
+    );
+    assert_eq!(result_of(&pcef_a.ccr_t("pgw;cstr;1", 2).await), 2001);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(ocs.strs().is_empty(), "STR while B serves the subscriber");
+    // The last one ends on B (which still holds a stale copy of the first
+    // in memory): the STR goes.
+    assert_eq!(result_of(&pcef_b.ccr_t("pgw;cstr;2", 1).await), 2001);
+    let str_ = wait_for("the STR", || ocs.strs().pop()).await;
+    assert_eq!(str_.session_id().expect("sid"), Some(sy_session.as_str()));
+    assert_eq!(ocs.strs().len(), 1);
     pcef_a.close().await;
     pcef_b.close().await;
     ocs.stop();

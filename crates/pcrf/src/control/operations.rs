@@ -447,11 +447,7 @@ impl Control for Operations {
     }
 
     fn cluster(&self) -> Option<crate::cluster::membership::ClusterView> {
-        Some(
-            self.node
-                .membership
-                .view(self.node.sessions.counts().0 as u64),
-        )
+        Some(self.node.membership.view(self.node.sessions.len() as u64))
     }
 
     fn notifications(&self) -> crate::notify::OutboxStatus {

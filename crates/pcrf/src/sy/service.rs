@@ -10,7 +10,7 @@
 
 use crate::gx::state::PushReason;
 use crate::metrics::{Command, Exposition, Kind, NO_ANSWER};
-use crate::node::{now_ms, Node};
+use crate::node::{now_ms, Node, COMMIT_WAIT};
 use crate::policy::input::PolicyInput;
 use crate::policy::Outcome;
 use crate::session::spending::{SySession, UNKNOWN};
@@ -301,11 +301,28 @@ impl Sy {
 
     /// After a Gx session closed: when it was the subscriber's last one,
     /// the Sy session ends (STR, in the background: the CCA does not wait).
+    /// On a store shared with other nodes, the store says which sessions
+    /// are still open (this node's copies may be stale, and the others may
+    /// be held elsewhere).
     pub(crate) fn sy_session_ended(&self, key: &str) {
-        if self.state.table.get(key).is_none() {
+        let Some(sy) = self.state.table.get(key) else {
+            return;
+        };
+        let Some(this) = self.me_ref.upgrade() else {
+            return;
+        };
+        let key = key.to_owned();
+        if self.node.store.is_shared() {
+            tokio::spawn(async move {
+                if this.in_use(&key, &sy.session_id).await {
+                    let _ = this.persist_sy(&key, sy).await;
+                } else {
+                    this.end_sy_session(&key).await;
+                }
+            });
             return;
         }
-        let others_open = self.node.sessions.ids_of_subscriber(key).iter().any(|id| {
+        let others_open = self.node.sessions.ids_of_subscriber(&key).iter().any(|id| {
             self.node
                 .sessions
                 .get(id)
@@ -314,25 +331,67 @@ impl Sy {
         if others_open {
             // The closed record may have held the newest copy: keep one
             // in a record that stays open.
-            if let (Some(this), Some(sy)) = (self.me_ref.upgrade(), self.state.table.get(key)) {
-                let key = key.to_owned();
-                tokio::spawn(async move {
-                    let _ = this.persist_sy(&key, sy).await;
-                });
-            }
+            tokio::spawn(async move {
+                let _ = this.persist_sy(&key, sy).await;
+            });
             return;
         }
+        let Some(sy) = self.state.table.remove(&key) else {
+            return;
+        };
+        if sy.open {
+            tokio::spawn(async move { this.send_sy_str(&key, &sy).await });
+        }
+    }
+
+    /// Forgets the subscriber's Sy session and, if the OCS opened it,
+    /// ends it there (STR).
+    async fn end_sy_session(&self, key: &str) {
         let Some(sy) = self.state.table.remove(key) else {
             return;
         };
-        if !sy.open {
-            return;
+        if sy.open {
+            self.send_sy_str(key, &sy).await;
         }
-        let Some(this) = self.me_ref.upgrade() else {
-            return;
+    }
+
+    /// Whether an open session of the subscriber, at any node, still uses
+    /// Sy session `sy_id` (its stored record holds it, or none yet; one
+    /// holding another Sy session, that another node opened, does not). A store that cannot
+    /// be read counts as yes: ending a Sy session still in use is worse
+    /// than leaving one to the OCS's clean-up. Off the hot path: read when
+    /// a session of a subscriber with a Sy session ends.
+    async fn in_use(&self, key: &str, sy_id: &str) -> bool {
+        let ids = match tokio::time::timeout(COMMIT_WAIT, self.node.store.sessions_of(key)).await {
+            Ok(Ok(ids)) => ids,
+            Ok(Err(e)) => {
+                tracing::warn!(subscriber = key, error = %e, "open sessions not read; the Sy session is kept");
+                return true;
+            }
+            Err(_) => {
+                tracing::warn!(
+                    subscriber = key,
+                    "open sessions not read in time; the Sy session is kept"
+                );
+                return true;
+            }
         };
-        let key = key.to_owned();
-        tokio::spawn(async move { this.send_sy_str(&key, &sy).await });
+        for id in ids {
+            match tokio::time::timeout(COMMIT_WAIT, self.node.store.read_session(&id)).await {
+                Ok(Ok(Some(s))) => {
+                    // A record without one was written before the Sy
+                    // session opened: the subscriber's is its own too.
+                    if s.state == SessionState::Open
+                        && s.sy.as_ref().is_none_or(|sy| sy.session_id == sy_id)
+                    {
+                        return true;
+                    }
+                }
+                Ok(Ok(None)) => {}
+                Ok(Err(_)) | Err(_) => return true,
+            }
+        }
+        false
     }
 
     async fn send_sy_str(&self, key: &str, sy: &SySession) {
