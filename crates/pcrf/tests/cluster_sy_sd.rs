@@ -1,7 +1,11 @@
 //! Two `pcrf serve` nodes on one PostgreSQL database, for what crosses
 //! nodes beyond Gx: an SNR from the OCS at the node that does not hold the
 //! subscriber's session is applied there and its RAR reaches the PCEF, and
-//! the node holding the session afterwards decides with those statuses; an
+//! the node holding the session afterwards decides with those statuses;
+//! SNRs at one node racing CCR-Us at the other are handled again after
+//! their write conflicts and the status last acknowledged is the one
+//! stored; the STR waits for the subscriber's last open session of the
+//! cluster; an
 //! Sd CCR on a node whose copy of the Gx session another node wrote since
 //! is handled again on a fresh copy (not answered 5012);
 //! `GET /v1/sessions/{id}` shows what the other node wrote; and
@@ -364,6 +368,91 @@ async fn an_snr_at_the_node_without_the_session_reaches_the_pcef_and_the_holder_
         (vec!["internet".to_string()], vec!["throttled".to_string()])
     );
     pcef_a.close().await;
+    pcef_b.close().await;
+    ocs.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_snrs_and_ccr_us_are_retried_and_the_acknowledged_status_is_stored() {
+    let url = test_schema().await;
+    let mut ocs = Ocs::start().await;
+    let (a, b) = two_nodes(&url, &format!("{CLUSTER}{}", ocs.config()));
+    ocs.peer(A).await;
+    ocs.peer(B).await;
+    a.provision(IMSI, r#"{"msisdn":"491700000001","plan":"basic"}"#);
+    wait_for("B has the profile", || {
+        (b.http("GET", &format!("/v1/subscribers/{IMSI}"), None).0 == 200).then_some(())
+    })
+    .await;
+    let pcef_a = Arc::new(Pcef::connect_to(a.diameter, "pgw.test.local", A).await);
+    let pcef_b = Pcef::connect_to(b.diameter, "pgw.test.local", B).await;
+    let sid = "pgw;crace;1";
+    assert_eq!(result_of(&pcef_a.ccr_i(sid, IMSI).await), 2001);
+    let sy_session = ocs.slrs()[0]
+        .session_id()
+        .expect("sid")
+        .expect("Session-Id")
+        .to_owned();
+    const ROUNDS: u32 = 40;
+    // The PCEF keeps reporting moves to A while the OCS keeps changing the
+    // status at B: both write the same session row.
+    let gx = {
+        let pcef_a = pcef_a.clone();
+        tokio::spawn(async move {
+            let mut codes = Vec::new();
+            for n in 1..=ROUNDS {
+                let cca = pcef_a.ccr_u(sid, n, |b| moved_to(b, (n % 200) as u8)).await;
+                codes.push(result_of(&cca));
+                // A busy PCEF and a busy OCS, not floods: each writes the
+                // row every few milliseconds (and B's re-decision too).
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            codes
+        })
+    };
+    let mut sna_codes = Vec::new();
+    // The status of the last SNR acknowledged: the one stored.
+    let mut acked = "valid";
+    for i in 0..ROUNDS {
+        let status = if i % 2 == 0 { "exhausted" } else { "valid" };
+        let code = result_of(&ocs.snr(B, &sy_session, status).await);
+        if code == 2001 {
+            acked = status;
+        }
+        sna_codes.push(code);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let cca_codes = gx.await.expect("Gx task");
+    // Conflicts are handled again: nearly every request succeeds (as in
+    // cluster_race, a request that loses 10 times in a row to a row
+    // written back to back is answered 5012, nothing of it written).
+    let all: Vec<u32> = sna_codes.iter().chain(&cca_codes).copied().collect();
+    let failed = all.iter().filter(|c| **c == 5012).count();
+    assert!(
+        all.iter().all(|c| *c == 2001 || *c == 5012) && failed * 10 <= all.len(),
+        "SNAs {sna_codes:?}, CCAs {cca_codes:?}\nA:\n{}\nB:\n{}",
+        a.log(),
+        b.log()
+    );
+    let conflicts = metric(&b, "pcrf_cluster_conflicts_total");
+    assert!(conflicts > 0.0, "B's SNRs never met A's writes");
+    eprintln!("race: SNAs {sna_codes:?}, CCAs {cca_codes:?}, {conflicts} conflicts at B");
+    // Whichever node wrote last, the stored Sy session has the last status
+    // the PCRF acknowledged to the OCS, and the decision follows it.
+    let stored = session(&a, sid);
+    assert_eq!(
+        stored["sy"]["counters"][COUNTER]["status"], acked,
+        "{stored}"
+    );
+    let cca = pcef_a.ccr_u(sid, ROUNDS + 1, |b| moved_to(b, 250)).await;
+    assert_eq!(result_of(&cca), 2001);
+    let rules = session(&a, sid)["installed"]["rules"].to_string();
+    let expected = if acked == "valid" {
+        "\"internet\""
+    } else {
+        "\"throttled\""
+    };
+    assert!(rules.contains(expected), "{rules}");
     pcef_b.close().await;
     ocs.stop();
 }

@@ -127,11 +127,39 @@ impl Node {
             }
         };
         for id in ids {
-            // A copy held here that another node wrote since is read afresh.
-            self.moved_away(&id).await;
-            self.find_or_take_over(&id).await?;
+            if !self.refresh(&id).await {
+                self.find_or_take_over(&id).await?;
+            }
         }
         Ok(())
+    }
+
+    /// Brings the copy of session `id` held here up to the stored record
+    /// when another node wrote it since (one read, under the session's
+    /// lock). Whether a copy is held here now: none when none was, or when
+    /// the session was closed or deleted meanwhile (the copy is dropped).
+    /// A store that cannot be read keeps the copy (a stale one conflicts at
+    /// its next write).
+    async fn refresh(&self, id: &str) -> bool {
+        let Some(slot) = self.sessions.get(id) else {
+            return false;
+        };
+        let _g = slot.lock().await;
+        let held = slot.load().version.get();
+        match tokio::time::timeout(COMMIT_WAIT, self.store.read_session(id)).await {
+            Ok(Ok(Some(stored))) if stored.version.get() == held => true,
+            Ok(Ok(Some(stored))) if stored.state == SessionState::Open => {
+                slot.publish(Arc::new(stored));
+                self.cluster.taken_over.fetch_add(1, Relaxed);
+                tracing::info!(session = id, "session read afresh from the store");
+                true
+            }
+            Ok(Ok(_)) => {
+                self.sessions.remove(id);
+                false
+            }
+            Ok(Err(_)) | Err(_) => true,
+        }
     }
 
     /// Drops what memory holds of rows another node wrote, so that the

@@ -116,17 +116,22 @@ impl Sy {
     /// open sessions (an SNR may come to any node of the cluster) and
     /// adopts the Sy session their records hold, so that the statuses are
     /// stored in a current record and the re-decision reaches the PCEF.
-    async fn gather(&self, key: &str) -> Result<(), DiameterError> {
+    /// Whether this node now holds an open session of the subscriber
+    /// (always false on the embedded store, where nothing is taken over).
+    async fn gather(&self, key: &str) -> Result<bool, DiameterError> {
         if !self.node.store.is_shared() {
-            return Ok(());
+            return Ok(false);
         }
         self.node.take_over_subscriber(key).await?;
+        let mut held = false;
         for id in self.node.sessions.ids_of_subscriber(key) {
             if let Some(slot) = self.node.sessions.get(&id) {
-                self.adopt(&slot.load());
+                let s = slot.load();
+                held |= s.state == SessionState::Open;
+                self.adopt(&s);
             }
         }
-        Ok(())
+        Ok(held)
     }
 
     /// After a CCR's decision: subscribes the counters it wants that are
@@ -477,7 +482,7 @@ impl Sy {
             tracing::info!(sy_session = %snr.session_id, "SNR for an unknown Sy session");
             return Ok(answer(result_code::DIAMETER_UNKNOWN_SESSION_ID));
         };
-        self.gather(&key).await?;
+        let held = self.gather(&key).await?;
         let entry = self.state.table.entry(&key);
         let updated = {
             let _exchange = entry.exchange.lock().await;
@@ -495,7 +500,12 @@ impl Sy {
         };
         // A conflict is handled again (`handle_sy`); the reports are
         // applied again to the statuses then read (the same statuses).
-        self.persist_sy(&key, sy.clone()).await?;
+        // So is a request whose taken-over session another request here
+        // dropped meanwhile (its write met a conflict): nothing is stored
+        // yet, and the answer must not say otherwise.
+        if !self.persist_sy(&key, sy.clone()).await? && held {
+            return Err(Node::conflict_error());
+        }
         tracing::info!(subscriber = %key, sy_session = %sy.session_id, reports = snr.reports.len(), "SNR applied");
         if let Some(at) = sy.next_change_ms() {
             self.schedule_pending(key.clone(), at);
@@ -510,7 +520,8 @@ impl Sy {
 
     /// Writes the subscriber's Sy session into one of its open session
     /// records (the newest copy wins at start-up, so one is enough).
-    async fn persist_sy(&self, key: &str, sy: SySession) -> Result<(), DiameterError> {
+    /// Whether one holds it now: false when this node holds none.
+    async fn persist_sy(&self, key: &str, sy: SySession) -> Result<bool, DiameterError> {
         for id in self.node.sessions.ids_of_subscriber(key) {
             let Some(slot) = self.node.sessions.get(&id) else {
                 continue;
@@ -521,7 +532,7 @@ impl Sy {
                 continue;
             }
             if cur.sy.as_ref() == Some(&sy) {
-                return Ok(());
+                return Ok(true);
             }
             let mut s = (*cur).clone();
             s.sy = Some(sy);
@@ -531,9 +542,9 @@ impl Sy {
                 .commit(vec![Change::PutSession(s.clone())])
                 .await?;
             slot.publish(s);
-            return Ok(());
+            return Ok(true);
         }
-        Ok(())
+        Ok(false)
     }
 
     /// At `at_ms` (Unix ms), the pending status changes then due apply:
@@ -551,7 +562,7 @@ impl Sy {
                 let mut st = entry.state.lock();
                 match st.as_mut() {
                     Some(sy) => sy.settle(now_ms()).then(|| {
-                        sy.updated_ms = now_ms();
+                        sy.touch(now_ms());
                         sy.clone()
                     }),
                     None => None,
