@@ -322,7 +322,7 @@ impl Sy {
                 if this.in_use(&key, &sy.session_id).await {
                     let _ = this.persist_sy(&key, sy).await;
                 } else {
-                    this.end_sy_session(&key).await;
+                    this.end_sy_session(&key, &sy.session_id).await;
                 }
             });
             return;
@@ -349,9 +349,17 @@ impl Sy {
         }
     }
 
-    /// Forgets the subscriber's Sy session and, if the OCS opened it,
-    /// ends it there (STR).
-    async fn end_sy_session(&self, key: &str) {
+    /// Forgets the subscriber's Sy session `sy_id` and, if the OCS opened
+    /// it, ends it there (STR). One that replaced it meanwhile is kept.
+    async fn end_sy_session(&self, key: &str, sy_id: &str) {
+        if self
+            .state
+            .table
+            .get(key)
+            .is_none_or(|sy| sy.session_id != sy_id)
+        {
+            return;
+        }
         let Some(sy) = self.state.table.remove(key) else {
             return;
         };
@@ -361,11 +369,11 @@ impl Sy {
     }
 
     /// Whether an open session of the subscriber, at any node, still uses
-    /// Sy session `sy_id` (its stored record holds it, or none yet; one
-    /// holding another Sy session, that another node opened, does not). A store that cannot
-    /// be read counts as yes: ending a Sy session still in use is worse
-    /// than leaving one to the OCS's clean-up. Off the hot path: read when
-    /// a session of a subscriber with a Sy session ends.
+    /// Sy session `sy_id`: its stored record holds it, or none yet (one
+    /// holding another Sy session, that another node opened, does not). A
+    /// store that cannot be read counts as yes: ending a Sy session still
+    /// in use is worse than leaving one to the OCS's clean-up. Off the hot
+    /// path: read when a session of a subscriber with a Sy session ends.
     async fn in_use(&self, key: &str, sy_id: &str) -> bool {
         let ids = match tokio::time::timeout(COMMIT_WAIT, self.node.store.sessions_of(key)).await {
             Ok(Ok(ids)) => ids,
