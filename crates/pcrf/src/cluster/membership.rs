@@ -64,8 +64,8 @@ pub struct NodeView {
     /// How long ago its last heartbeat was written; absent while this
     /// node has not yet written or read one.
     pub heartbeat_age_ms: Option<u64>,
-    /// Sessions it held in memory at that heartbeat (open, and closed ones
-    /// kept for `[sessions].retention_secs`).
+    /// Open sessions it held in memory at that heartbeat (closed ones live
+    /// in the store only, for `[sessions].retention_secs`).
     pub sessions: u64,
     /// This is the node that answered.
     pub this_node: bool,
@@ -208,6 +208,8 @@ pub(crate) async fn connect(
 
 /// One heartbeat: this node's row written, the whole table read back.
 async fn beat(client: &Client, node: &Node, m: &Membership) -> Result<Vec<Row>, String> {
+    // Memory holds open sessions only (a closed one is dropped at its
+    // CCR-T and lives in the store), so this is the open sessions held.
     let sessions = i64::try_from(node.sessions.len()).unwrap_or(i64::MAX);
     client
         .execute(UPSERT, &[&m.name, &m.api(), &m.started_ms, &sessions])

@@ -136,41 +136,50 @@ impl Operations {
         let day = profile.billing_day;
         // Another node may have written the accumulators since this one
         // read them (a conflict): they are read again and the change is
-        // applied to those, a few times at most.
-        for tries in 1.. {
-            let slot = self.node.usage.slot(imsi);
-            let _g = tokio::time::timeout(COMMIT_WAIT, slot.lock())
-                .await
-                .map_err(|_| ControlError::Unavailable("subscriber usage busy".into()))?;
-            self.node
-                .read_usage_if_needed(&slot, imsi)
-                .await
-                .map_err(|e| ControlError::Unavailable(e.message.to_string()))?;
-            let mut next = (*slot.load()).clone();
-            next.roll(&cfg, day, now);
-            change(&mut next, &cfg, day, now).map_err(ControlError::Invalid)?;
-            let next = Arc::new(next);
-            let staged = event(&self.node, &next);
-            let mut changes = vec![Change::PutUsage(next.clone())];
-            changes.extend(staged.as_ref().and_then(|s| s.change()));
-            match self.node.store.submit(changes).await {
-                Ok(()) => {}
-                Err(e @ crate::store::StoreError::Conflict(_))
-                    if tries < crate::node::takeover::CONFLICT_RETRIES =>
-                {
-                    self.node.forget_conflicted(&e);
-                    continue;
+        // applied to those, a few times at most. The outer error is the
+        // store's (a conflict is tried again), the inner one the change's.
+        let (change, event, cfg) = (&change, &event, &cfg);
+        let changed = self
+            .node
+            .retrying_conflicts(imsi, move |_| async move {
+                let slot = self.node.usage.slot(imsi);
+                let Ok(_g) = tokio::time::timeout(COMMIT_WAIT, slot.lock()).await else {
+                    return Ok(Err(ControlError::Unavailable(
+                        "subscriber usage busy".into(),
+                    )));
+                };
+                if let Err(e) = self.node.read_usage_if_needed(&slot, imsi).await {
+                    return Ok(Err(ControlError::Unavailable(e.message.to_string())));
                 }
-                Err(e) => {
-                    self.node.forget_conflicted(&e);
-                    return Err(ControlError::Unavailable(e.to_string()));
+                let mut next = (*slot.load()).clone();
+                next.roll(cfg, day, now);
+                if let Err(e) = change(&mut next, cfg, day, now) {
+                    return Ok(Err(ControlError::Invalid(e)));
                 }
-            }
-            slot.publish(next);
-            if let Some(s) = staged {
-                s.publish();
-            }
-            break;
+                let next = Arc::new(next);
+                let staged = event(&self.node, &next);
+                let mut changes = vec![Change::PutUsage(next.clone())];
+                changes.extend(staged.as_ref().and_then(|s| s.change()));
+                match self.node.store.submit(changes).await {
+                    Ok(()) => {}
+                    Err(e @ crate::store::StoreError::Conflict(_)) => {
+                        tracing::info!(subscriber = imsi, error = %e, "usage written by another node; changing it again");
+                        self.node.forget_conflicted(&e);
+                        return Err(Node::conflict_error());
+                    }
+                    Err(e) => return Ok(Err(ControlError::Unavailable(e.to_string()))),
+                }
+                slot.publish(next);
+                if let Some(s) = staged {
+                    s.publish();
+                }
+                Ok(Ok(()))
+            })
+            .await;
+        match changed {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => return Err(e),
+            Err(e) => return Err(ControlError::Unavailable(e.message.to_string())),
         }
         // Sessions another node holds are re-decided here: their RAR must
         // carry the change to the PCEF now.
@@ -265,14 +274,29 @@ impl Control for Operations {
     }
 
     async fn session(&self, id: &str) -> Option<Arc<GxSession>> {
-        if let Some(s) = self.node.sessions.get(id) {
-            return Some(s.load());
+        let held = self.node.sessions.get(id).map(|s| s.load());
+        // On a store shared with other nodes the copy here may be stale
+        // (another node served the session since): the store is read, and
+        // the copy here shown only when it cannot be. Not the hot path.
+        if held.is_some() && !self.node.store.is_shared() {
+            return held;
         }
         // Closed sessions live in the store only (until the retention ends).
         let read = tokio::time::timeout(COMMIT_WAIT, self.node.store.read_session(id)).await;
         match read {
-            Ok(Ok(found)) => found.map(Arc::new),
-            _ => None,
+            Ok(Ok(Some(found))) => Some(Arc::new(found)),
+            Ok(Ok(None)) => None,
+            Ok(Err(e)) => {
+                tracing::warn!(session = id, error = %e, "session not read from the store; showing the copy held here");
+                held
+            }
+            Err(_) => {
+                tracing::warn!(
+                    session = id,
+                    "session not read from the store in time; showing the copy held here"
+                );
+                held
+            }
         }
     }
 

@@ -33,7 +33,6 @@ use std::sync::Weak;
 use std::time::Instant;
 
 use crate::node::events::StagedEvents;
-use crate::node::takeover::CONFLICT_RETRIES;
 use crate::node::{
     now_ms, replay, too_busy_answer, usage_change, Answered, Node, COMMIT_WAIT, USER_UNKNOWN,
 };
@@ -126,31 +125,18 @@ impl Gx {
         // A write conflict (another node served this session or subscriber
         // meanwhile) wrote nothing and dropped the stale copies: handled
         // again on fresh ones, a few times at most.
-        let mut tries = 0;
-        let result = loop {
-            let r = match ccr.request_type {
-                Some(RequestType::Initial) => self.ccr_initial(&req, &ccr, tries > 0).await,
-                Some(RequestType::Update) => self.ccr_update(&req, &ccr).await,
-                Some(RequestType::Termination) => self.ccr_termination(&req, &ccr).await,
-                None => Err(missing_avp(avp::CC_REQUEST_TYPE, "CC-Request-Type")),
-            };
-            tries += 1;
-            match r {
-                Err(e) if Node::is_conflict(&e) && tries < CONFLICT_RETRIES => {
-                    Node::conflict_backoff(tries).await;
-                    continue;
+        let (req, ccr) = (&req, &ccr);
+        let result = self
+            .node
+            .retrying_conflicts(ccr.session_id, move |tries| async move {
+                match ccr.request_type {
+                    Some(RequestType::Initial) => self.ccr_initial(req, ccr, tries > 0).await,
+                    Some(RequestType::Update) => self.ccr_update(req, ccr).await,
+                    Some(RequestType::Termination) => self.ccr_termination(req, ccr).await,
+                    None => Err(missing_avp(avp::CC_REQUEST_TYPE, "CC-Request-Type")),
                 }
-                Err(e) if Node::is_conflict(&e) => {
-                    self.node.counters.store_failures.fetch_add(1, Relaxed);
-                    tracing::error!(
-                        session = ccr.session_id,
-                        "write conflicts persisted; answering DIAMETER_UNABLE_TO_COMPLY"
-                    );
-                    break Err(e);
-                }
-                r => break r,
-            }
-        };
+            })
+            .await;
         let code = match &result {
             Ok(a) => a.code,
             Err(e) => e.result_code,
@@ -238,9 +224,9 @@ impl Gx {
         if let Some(step) = usage.as_mut() {
             self.node.count_reports(step, &mut s, &c.usage_reports, now);
         }
-        let mut input =
-            self.node
-                .policy_input(&s, sub.as_deref(), self.sy.spending_of(&s.subscriber));
+        let mut input = self
+            .node
+            .policy_input(&s, sub.as_deref(), self.sy.spending_of(&s));
         if let Some(step) = &usage {
             input.usage = step.view(sub.as_deref());
         }
@@ -358,9 +344,9 @@ impl Gx {
             self.node
                 .quota_thresholds(step, sub.as_deref(), &mut events);
         }
-        let mut input =
-            self.node
-                .policy_input(&s, sub.as_deref(), self.sy.spending_of(&s.subscriber));
+        let mut input = self
+            .node
+            .policy_input(&s, sub.as_deref(), self.sy.spending_of(&s));
         if let Some(step) = &usage {
             input.usage = step.view(sub.as_deref());
         }
@@ -656,9 +642,9 @@ impl Gx {
             .node
             .find_subscriber(cur.imsi.as_deref(), cur.msisdn.as_deref());
         let now = now_ms();
-        let mut input =
-            self.node
-                .policy_input(&cur, sub.as_deref(), self.sy.spending_of(&cur.subscriber));
+        let mut input = self
+            .node
+            .policy_input(&cur, sub.as_deref(), self.sy.spending_of(&cur));
         input.usage = self.node.usage_view(&cur.subscriber, sub.as_deref(), now);
         let mut out = self
             .node

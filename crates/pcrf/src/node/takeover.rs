@@ -13,6 +13,7 @@ use crate::session::{SessionSlot, SessionState};
 use crate::store::{Conflicted, StoreError};
 use diameter::codec::DiameterError;
 use diameter::result_code;
+use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 
@@ -20,7 +21,7 @@ use std::sync::Arc;
 /// is answered like any store failure (5012). Each conflict means that the
 /// other node's write went through; the waits between tries (see
 /// `conflict_backoff`) let two nodes hammering one subscriber take turns.
-pub(crate) const CONFLICT_RETRIES: usize = 10;
+const CONFLICT_RETRIES: usize = 10;
 
 /// The message of the error a conflict turns into (5012 if it is still
 /// there after the retries).
@@ -126,11 +127,39 @@ impl Node {
             }
         };
         for id in ids {
-            // A copy held here that another node wrote since is read afresh.
-            self.moved_away(&id).await;
-            self.find_or_take_over(&id).await?;
+            if !self.refresh(&id).await {
+                self.find_or_take_over(&id).await?;
+            }
         }
         Ok(())
+    }
+
+    /// Brings the copy of session `id` held here up to the stored record
+    /// when another node wrote it since (one read, under the session's
+    /// lock). Whether a copy is held here now: none when none was, or when
+    /// the session was closed or deleted meanwhile (the copy is dropped).
+    /// A store that cannot be read keeps the copy (a stale one conflicts at
+    /// its next write).
+    async fn refresh(&self, id: &str) -> bool {
+        let Some(slot) = self.sessions.get(id) else {
+            return false;
+        };
+        let _g = slot.lock().await;
+        let held = slot.load().version.get();
+        match tokio::time::timeout(COMMIT_WAIT, self.store.read_session(id)).await {
+            Ok(Ok(Some(stored))) if stored.version.get() == held => true,
+            Ok(Ok(Some(stored))) if stored.state == SessionState::Open => {
+                slot.publish(Arc::new(stored));
+                self.cluster.taken_over.fetch_add(1, Relaxed);
+                tracing::info!(session = id, "session read afresh from the store");
+                true
+            }
+            Ok(Ok(_)) => {
+                self.sessions.remove(id);
+                false
+            }
+            Ok(Err(_)) | Err(_) => true,
+        }
     }
 
     /// Drops what memory holds of rows another node wrote, so that the
@@ -148,16 +177,55 @@ impl Node {
         }
     }
 
-    /// The error a write conflict answers with: the caller handles the
-    /// request again (`is_conflict`), at most `CONFLICT_RETRIES` times.
+    /// The error a write conflict answers with: `retrying_conflicts`
+    /// handles the request again, at most `CONFLICT_RETRIES` times.
     pub(crate) fn conflict_error() -> DiameterError {
         DiameterError::new(result_code::DIAMETER_UNABLE_TO_COMPLY, CONFLICT)
+    }
+
+    /// Handles a request: `attempt(tries)` (`tries`: how often it was
+    /// handled before), and again after each write conflict, whose stale
+    /// copies `commit` dropped already, so the next try reads fresh ones.
+    /// At most `CONFLICT_RETRIES` tries, with `conflict_backoff` between
+    /// them; conflicts that persist are answered like any store failure
+    /// (5012, counted in `store_failures`). `subject` names the request in
+    /// the log (its Session-Id, or the subscriber). The one retry loop of
+    /// Gx, Rx, Sd, Sy and the REST usage changes.
+    pub(crate) async fn retrying_conflicts<T, F, Fut>(
+        &self,
+        subject: &str,
+        mut attempt: F,
+    ) -> Result<T, DiameterError>
+    where
+        F: FnMut(usize) -> Fut,
+        Fut: Future<Output = Result<T, DiameterError>>,
+    {
+        let mut tries = 0;
+        loop {
+            let r = attempt(tries).await;
+            tries += 1;
+            match r {
+                Err(e) if Node::is_conflict(&e) && tries < CONFLICT_RETRIES => {
+                    Node::conflict_backoff(tries).await;
+                }
+                Err(e) if Node::is_conflict(&e) => {
+                    self.counters.store_failures.fetch_add(1, Relaxed);
+                    tracing::error!(
+                        subject,
+                        tries,
+                        "write conflicts persisted; answering DIAMETER_UNABLE_TO_COMPLY"
+                    );
+                    return Err(e);
+                }
+                r => return r,
+            }
+        }
     }
 
     /// Waits before handling a request again after its `tries`-th
     /// conflict: a random 0..=tries ms, so that two nodes retrying against
     /// each other fall out of step.
-    pub(crate) async fn conflict_backoff(tries: usize) {
+    async fn conflict_backoff(tries: usize) {
         let nanos = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.subsec_nanos());
@@ -167,7 +235,7 @@ impl Node {
     }
 
     /// Whether a request failed on a write conflict (worth handling again).
-    pub(crate) fn is_conflict(e: &DiameterError) -> bool {
+    fn is_conflict(e: &DiameterError) -> bool {
         e.result_code == result_code::DIAMETER_UNABLE_TO_COMPLY && e.message == CONFLICT
     }
 }

@@ -8,7 +8,6 @@
 
 use crate::gx::{self, UsageInstructions};
 use crate::metrics::{Command, Exposition, NO_ANSWER};
-use crate::node::takeover::CONFLICT_RETRIES;
 use crate::node::{now_ms, Node};
 use crate::policy::input::{RuleFailure, SubscriberInput};
 use crate::policy::media::{af_tag, AfInput, MediaInput};
@@ -101,29 +100,30 @@ impl Rx {
     /// Answers one Rx request from an AF (AAR or STR).
     pub async fn handle_rx(&self, req: Message) -> Result<Bytes, DiameterError> {
         let started = Instant::now();
+        let command = match req.command_code() {
+            cmd::AA => Command::Aar,
+            cmd::SESSION_TERMINATION => Command::Str,
+            _ => {
+                return Err(DiameterError::new(
+                    result_code::DIAMETER_COMMAND_UNSUPPORTED,
+                    "Rx serves AAR and STR",
+                ))
+            }
+        };
         // A write conflict (another node wrote the Gx session meanwhile)
         // wrote nothing and dropped the stale copy: handled again on a
         // fresh one, a few times at most (see node/takeover.rs).
-        let mut tries = 0;
-        let (command, result) = loop {
-            let r = match req.command_code() {
-                cmd::AA => (Command::Aar, self.aar(&req).await),
-                cmd::SESSION_TERMINATION => (Command::Str, self.rx_str(&req).await),
-                _ => {
-                    return Err(DiameterError::new(
-                        result_code::DIAMETER_COMMAND_UNSUPPORTED,
-                        "Rx serves AAR and STR",
-                    ))
+        let subject = req.session_id().ok().flatten().unwrap_or_default();
+        let req = &req;
+        let result = self
+            .node
+            .retrying_conflicts(subject, move |_| async move {
+                match command {
+                    Command::Aar => self.aar(req).await,
+                    _ => self.rx_str(req).await,
                 }
-            };
-            tries += 1;
-            match &r.1 {
-                Err(e) if Node::is_conflict(e) && tries < CONFLICT_RETRIES => {
-                    Node::conflict_backoff(tries).await;
-                }
-                _ => break r,
-            }
-        };
+            })
+            .await;
         let code = match &result {
             Ok(a) => a.code,
             Err(e) => e.result_code,
@@ -360,9 +360,9 @@ impl Rx {
         let sub = self
             .node
             .find_subscriber(cur.imsi.as_deref(), cur.msisdn.as_deref());
-        let gx_input =
-            self.node
-                .policy_input(&cur, sub.as_deref(), self.sy.spending_of(&cur.subscriber));
+        let gx_input = self
+            .node
+            .policy_input(&cur, sub.as_deref(), self.sy.spending_of(&cur));
         let input = MediaInput {
             af: AfInput {
                 session: af.id.clone(),

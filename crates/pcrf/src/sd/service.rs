@@ -92,13 +92,24 @@ impl Sd {
             );
             return Ok(too_busy_answer(&req, &self.node.me, &self.node.overload));
         };
-        let result = match req.validate().and_then(|_| sd::decode_ccr(&req)) {
-            Ok(c) => match c.request_type {
-                Some(RequestType::Initial) => self.sd_initial(&req, &c).await,
-                Some(RequestType::Update) => self.sd_update(&req, &c).await,
-                Some(RequestType::Termination) => self.sd_termination(&req, &c).await,
-                None => Err(missing_avp(avp::CC_REQUEST_TYPE, "CC-Request-Type")),
-            },
+        // A write conflict (another node wrote the Gx session meanwhile)
+        // wrote nothing and dropped the stale copy: handled again on a
+        // fresh one, a few times at most (see node/takeover.rs).
+        let req = &req;
+        let result = match req.validate().and_then(|_| sd::decode_ccr(req)) {
+            Ok(c) => {
+                let c = &c;
+                self.node
+                    .retrying_conflicts(c.session_id, move |_| async move {
+                        match c.request_type {
+                            Some(RequestType::Initial) => self.sd_initial(req, c).await,
+                            Some(RequestType::Update) => self.sd_update(req, c).await,
+                            Some(RequestType::Termination) => self.sd_termination(req, c).await,
+                            None => Err(missing_avp(avp::CC_REQUEST_TYPE, "CC-Request-Type")),
+                        }
+                    })
+                    .await
+            }
             Err(e) => Err(e),
         };
         let code = match &result {
@@ -112,6 +123,17 @@ impl Sd {
             tracing::info!(session = ?req.session_id().ok().flatten(), error = %e, "Sd CCR refused");
         }
         result.map(|a| a.bytes)
+    }
+
+    /// The Gx session holding TDF session `sd_id` by this node's index
+    /// alone (a CCR-I's retransmission: no store read for a new session):
+    /// its copy here, or, when a write conflict dropped that copy, the one
+    /// in the store afresh.
+    async fn tdf_holder(&self, sd_id: &str) -> Result<Option<Arc<SessionSlot>>, DiameterError> {
+        match self.state.gx_of(sd_id) {
+            Some(gx) => self.node.find_or_take_over(&gx).await,
+            None => Ok(None),
+        }
     }
 
     fn sd_cca(
@@ -304,11 +326,7 @@ impl Sd {
             return Err(missing_avp(avp::FRAMED_IP_ADDRESS, "Framed-IP-Address"));
         }
         // A retransmitted CCR-I is answered again, not applied twice.
-        if let Some(slot) = self
-            .state
-            .gx_of(c.session_id)
-            .and_then(|g| self.node.sessions.get(&g))
-        {
+        if let Some(slot) = self.tdf_holder(c.session_id).await? {
             let _g = slot.lock().await;
             let cur = slot.load();
             if let Some(t) = cur.tdf.as_ref().filter(|t| t.id == c.session_id) {
@@ -445,9 +463,9 @@ impl Sd {
             }
         }
         // The applications are policy input: decide again.
-        let mut input =
-            self.node
-                .policy_input(&s, sub.as_deref(), self.sy.spending_of(&s.subscriber));
+        let mut input = self
+            .node
+            .policy_input(&s, sub.as_deref(), self.sy.spending_of(&s));
         input.usage = match &usage {
             Some(step) => step.view(sub.as_deref()),
             None => self.node.usage_view(&s.subscriber, sub.as_deref(), now),

@@ -100,7 +100,15 @@ impl SySession {
             );
         }
         self.settle(now_ms);
-        self.updated_ms = now_ms;
+        self.touch(now_ms);
+    }
+
+    /// Marks the copy changed at `now_ms`, always later than before: the
+    /// newest copy (by `updated_ms`) wins at start-up and when a node reads
+    /// a record another node wrote, so two changes within a millisecond
+    /// must not look equally new.
+    pub fn touch(&mut self, now_ms: i64) {
+        self.updated_ms = now_ms.max(self.updated_ms.saturating_add(1));
     }
 
     /// Marks counters the OCS refused.
@@ -109,7 +117,7 @@ impl SySession {
             self.counters.remove(id);
             self.refused.insert(id.clone());
         }
-        self.updated_ms = now_ms;
+        self.touch(now_ms);
     }
 
     /// Makes pending changes whose time came the status; true if any did.

@@ -10,7 +10,7 @@
 
 use crate::gx::state::PushReason;
 use crate::metrics::{Command, Exposition, Kind, NO_ANSWER};
-use crate::node::{now_ms, Node};
+use crate::node::{now_ms, Node, COMMIT_WAIT};
 use crate::policy::input::PolicyInput;
 use crate::policy::Outcome;
 use crate::session::spending::{SySession, UNKNOWN};
@@ -76,17 +76,62 @@ impl Sy {
         }
     }
 
-    /// The counter statuses the policy sees for a subscriber now.
-    pub(crate) fn spending_of(&self, key: &str) -> BTreeMap<String, String> {
+    /// The counter statuses the policy sees now for the subscriber of
+    /// session `s` (its Sy session adopted first when the record holds a
+    /// newer copy: another node wrote it).
+    pub(crate) fn spending_of(&self, s: &GxSession) -> BTreeMap<String, String> {
         // Sy off: nothing to read, no lock taken on the CCR path.
-        if self.state.ocs.get().is_none() || self.state.table.is_empty() {
+        if self.state.ocs.get().is_none() {
+            return BTreeMap::new();
+        }
+        self.adopt(s);
+        if self.state.table.is_empty() {
             return BTreeMap::new();
         }
         self.state
             .table
-            .get(key)
-            .map(|s| s.statuses(now_ms()))
+            .get(&s.subscriber)
+            .map(|sy| sy.statuses(now_ms()))
             .unwrap_or_default()
+    }
+
+    /// Takes the Sy session an open session record holds when it is newer
+    /// than this node's copy (the record was written by another node, and
+    /// read here on a take-over), so that an SNR for it is found here and
+    /// no second Sy session is opened at the OCS. Its pending status
+    /// changes are scheduled here too.
+    fn adopt(&self, s: &GxSession) {
+        let Some(sy) = s.sy.as_ref().filter(|_| s.state == SessionState::Open) else {
+            return;
+        };
+        if self.state.table.adopt(&s.subscriber, sy) {
+            tracing::info!(subscriber = %s.subscriber, sy_session = %sy.session_id, "Sy session read with a session record");
+            if let Some(at) = sy.next_change_ms() {
+                self.schedule_pending(s.subscriber.clone(), at);
+            }
+        }
+    }
+
+    /// On a store shared with other nodes: takes over the subscriber's
+    /// open sessions (an SNR may come to any node of the cluster) and
+    /// adopts the Sy session their records hold, so that the statuses are
+    /// stored in a current record and the re-decision reaches the PCEF.
+    /// Whether this node now holds an open session of the subscriber
+    /// (always false on the embedded store, where nothing is taken over).
+    async fn gather(&self, key: &str) -> Result<bool, DiameterError> {
+        if !self.node.store.is_shared() {
+            return Ok(false);
+        }
+        self.node.take_over_subscriber(key).await?;
+        let mut held = false;
+        for id in self.node.sessions.ids_of_subscriber(key) {
+            if let Some(slot) = self.node.sessions.get(&id) {
+                let s = slot.load();
+                held |= s.state == SessionState::Open;
+                self.adopt(&s);
+            }
+        }
+        Ok(held)
     }
 
     /// After a CCR's decision: subscribes the counters it wants that are
@@ -102,6 +147,8 @@ impl Sy {
         let Some(pool) = self.state.ocs.get() else {
             return out;
         };
+        // A record another node wrote may hold a newer Sy session.
+        self.adopt(s);
         let key = s.subscriber.clone();
         let wanted = &out.decision.spending_counters;
         if wanted.is_empty() || out.decision.reject.is_some() {
@@ -117,8 +164,10 @@ impl Sy {
         let mut sy = current.clone().unwrap_or_else(|| {
             let n = self.state.next_id.fetch_add(1, Relaxed);
             SySession::new(
+                // The subscriber in it: any node of a cluster that gets an
+                // SNR for it finds the subscriber's sessions in the store.
                 format!(
-                    "{};sy;{};{n}",
+                    "{};sy;{};{n};{key}",
                     self.node.me.origin_host, self.state.boot_secs
                 ),
                 now,
@@ -257,11 +306,28 @@ impl Sy {
 
     /// After a Gx session closed: when it was the subscriber's last one,
     /// the Sy session ends (STR, in the background: the CCA does not wait).
+    /// On a store shared with other nodes, the store says which sessions
+    /// are still open (this node's copies may be stale, and the others may
+    /// be held elsewhere).
     pub(crate) fn sy_session_ended(&self, key: &str) {
-        if self.state.table.get(key).is_none() {
+        let Some(sy) = self.state.table.get(key) else {
+            return;
+        };
+        let Some(this) = self.me_ref.upgrade() else {
+            return;
+        };
+        let key = key.to_owned();
+        if self.node.store.is_shared() {
+            tokio::spawn(async move {
+                if this.in_use(&key, &sy.session_id).await {
+                    let _ = this.persist_sy(&key, sy).await;
+                } else {
+                    this.end_sy_session(&key, &sy.session_id).await;
+                }
+            });
             return;
         }
-        let others_open = self.node.sessions.ids_of_subscriber(key).iter().any(|id| {
+        let others_open = self.node.sessions.ids_of_subscriber(&key).iter().any(|id| {
             self.node
                 .sessions
                 .get(id)
@@ -270,25 +336,75 @@ impl Sy {
         if others_open {
             // The closed record may have held the newest copy: keep one
             // in a record that stays open.
-            if let (Some(this), Some(sy)) = (self.me_ref.upgrade(), self.state.table.get(key)) {
-                let key = key.to_owned();
-                tokio::spawn(async move {
-                    let _ = this.persist_sy(&key, sy).await;
-                });
-            }
+            tokio::spawn(async move {
+                let _ = this.persist_sy(&key, sy).await;
+            });
+            return;
+        }
+        let Some(sy) = self.state.table.remove(&key) else {
+            return;
+        };
+        if sy.open {
+            tokio::spawn(async move { this.send_sy_str(&key, &sy).await });
+        }
+    }
+
+    /// Forgets the subscriber's Sy session `sy_id` and, if the OCS opened
+    /// it, ends it there (STR). One that replaced it meanwhile is kept.
+    async fn end_sy_session(&self, key: &str, sy_id: &str) {
+        if self
+            .state
+            .table
+            .get(key)
+            .is_none_or(|sy| sy.session_id != sy_id)
+        {
             return;
         }
         let Some(sy) = self.state.table.remove(key) else {
             return;
         };
-        if !sy.open {
-            return;
+        if sy.open {
+            self.send_sy_str(key, &sy).await;
         }
-        let Some(this) = self.me_ref.upgrade() else {
-            return;
+    }
+
+    /// Whether an open session of the subscriber, at any node, still uses
+    /// Sy session `sy_id`: its stored record holds it, or none yet (one
+    /// holding another Sy session, that another node opened, does not). A
+    /// store that cannot be read counts as yes: ending a Sy session still
+    /// in use is worse than leaving one to the OCS's clean-up. Off the hot
+    /// path: read when a session of a subscriber with a Sy session ends.
+    async fn in_use(&self, key: &str, sy_id: &str) -> bool {
+        let ids = match tokio::time::timeout(COMMIT_WAIT, self.node.store.sessions_of(key)).await {
+            Ok(Ok(ids)) => ids,
+            Ok(Err(e)) => {
+                tracing::warn!(subscriber = key, error = %e, "open sessions not read; the Sy session is kept");
+                return true;
+            }
+            Err(_) => {
+                tracing::warn!(
+                    subscriber = key,
+                    "open sessions not read in time; the Sy session is kept"
+                );
+                return true;
+            }
         };
-        let key = key.to_owned();
-        tokio::spawn(async move { this.send_sy_str(&key, &sy).await });
+        for id in ids {
+            match tokio::time::timeout(COMMIT_WAIT, self.node.store.read_session(&id)).await {
+                Ok(Ok(Some(s))) => {
+                    // A record without one was written before the Sy
+                    // session opened: the subscriber's is its own too.
+                    if s.state == SessionState::Open
+                        && s.sy.as_ref().is_none_or(|sy| sy.session_id == sy_id)
+                    {
+                        return true;
+                    }
+                }
+                Ok(Ok(None)) => {}
+                Ok(Err(_)) | Err(_) => return true,
+            }
+        }
+        false
     }
 
     async fn send_sy_str(&self, key: &str, sy: &SySession) {
@@ -330,7 +446,15 @@ impl Sy {
     /// changed). An SNR for a Sy session we do not have is 5002.
     pub async fn handle_sy(&self, req: Message) -> Result<Bytes, DiameterError> {
         let started = Instant::now();
-        let res = self.snr(&req).await;
+        // A write conflict (another node wrote the subscriber's session
+        // meanwhile) wrote nothing and dropped the stale copy: handled
+        // again on a fresh one, a few times at most (see node/takeover.rs).
+        let subject = req.session_id().ok().flatten().unwrap_or_default();
+        let req = &req;
+        let res = self
+            .node
+            .retrying_conflicts(subject, move |_| self.snr(req))
+            .await;
         let code = match &res {
             Ok((_, c)) => *c,
             Err(e) => e.result_code,
@@ -355,10 +479,18 @@ impl Sy {
             sy::encode_sna(&mut out, req, &self.node.me, code);
             (out.freeze(), code)
         };
-        let Some(key) = self.state.table.subscriber_of(&snr.session_id) else {
+        let key = self.state.table.subscriber_of(&snr.session_id).or_else(|| {
+            self.node
+                .store
+                .is_shared()
+                .then(|| subscriber_in(&snr.session_id).map(str::to_owned))
+                .flatten()
+        });
+        let Some(key) = key else {
             tracing::info!(sy_session = %snr.session_id, "SNR for an unknown Sy session");
             return Ok(answer(result_code::DIAMETER_UNKNOWN_SESSION_ID));
         };
+        let held = self.gather(&key).await?;
         let entry = self.state.table.entry(&key);
         let updated = {
             let _exchange = entry.exchange.lock().await;
@@ -374,8 +506,13 @@ impl Sy {
         let Some(sy) = updated else {
             return Ok(answer(result_code::DIAMETER_UNKNOWN_SESSION_ID));
         };
-        if let Err(e) = self.persist_sy(&key, sy.clone()).await {
-            return Ok(answer(e.result_code));
+        // A conflict is handled again (`handle_sy`); the reports are
+        // applied again to the statuses then read (the same statuses).
+        // So is a request whose taken-over session another request here
+        // dropped meanwhile (its write met a conflict): nothing is stored
+        // yet, and the answer must not say otherwise.
+        if !self.persist_sy(&key, sy.clone()).await? && held {
+            return Err(Node::conflict_error());
         }
         tracing::info!(subscriber = %key, sy_session = %sy.session_id, reports = snr.reports.len(), "SNR applied");
         if let Some(at) = sy.next_change_ms() {
@@ -391,7 +528,8 @@ impl Sy {
 
     /// Writes the subscriber's Sy session into one of its open session
     /// records (the newest copy wins at start-up, so one is enough).
-    async fn persist_sy(&self, key: &str, sy: SySession) -> Result<(), DiameterError> {
+    /// Whether one holds it now: false when this node holds none.
+    async fn persist_sy(&self, key: &str, sy: SySession) -> Result<bool, DiameterError> {
         for id in self.node.sessions.ids_of_subscriber(key) {
             let Some(slot) = self.node.sessions.get(&id) else {
                 continue;
@@ -402,7 +540,7 @@ impl Sy {
                 continue;
             }
             if cur.sy.as_ref() == Some(&sy) {
-                return Ok(());
+                return Ok(true);
             }
             let mut s = (*cur).clone();
             s.sy = Some(sy);
@@ -412,9 +550,9 @@ impl Sy {
                 .commit(vec![Change::PutSession(s.clone())])
                 .await?;
             slot.publish(s);
-            return Ok(());
+            return Ok(true);
         }
-        Ok(())
+        Ok(false)
     }
 
     /// At `at_ms` (Unix ms), the pending status changes then due apply:
@@ -432,7 +570,7 @@ impl Sy {
                 let mut st = entry.state.lock();
                 match st.as_mut() {
                     Some(sy) => sy.settle(now_ms()).then(|| {
-                        sy.updated_ms = now_ms();
+                        sy.touch(now_ms());
                         sy.clone()
                     }),
                     None => None,
@@ -487,6 +625,17 @@ impl Sy {
     }
 }
 
+/// The subscriber key a Sy Session-Id of ours carries (its last part:
+/// `<origin-host>;sy;<boot>;<n>;<subscriber>`); none in one made before it
+/// did.
+fn subscriber_in(sy_session_id: &str) -> Option<&str> {
+    let (_, rest) = sy_session_id.split_once(";sy;")?;
+    let mut parts = rest.splitn(3, ';');
+    parts.next()?;
+    parts.next()?;
+    parts.next().filter(|key| !key.is_empty())
+}
+
 /// `statuses` with "unknown" for each wanted counter it lacks.
 fn with_unknown(
     mut statuses: BTreeMap<String, String>,
@@ -507,5 +656,29 @@ fn log_unanswered(key: &str, e: &OcsError) {
 impl crate::metrics::MetricsSource for Sy {
     fn write(&self, out: &mut crate::metrics::Exposition) {
         self.write_sy_metrics(out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::subscriber_in;
+
+    #[test]
+    fn the_subscriber_is_read_back_from_the_sy_session_id() {
+        assert_eq!(
+            subscriber_in("pcrf1.example;sy;1764165600;7;001010000000001"),
+            Some("001010000000001")
+        );
+        assert_eq!(
+            subscriber_in("pcrf1.example;sy;1764165600;7;a;b"),
+            Some("a;b")
+        );
+        assert_eq!(
+            subscriber_in("pcrf1.example;sy;1764165600;7"),
+            None,
+            "made before"
+        );
+        assert_eq!(subscriber_in("pcrf1.example;sy;1764165600;7;"), None);
+        assert_eq!(subscriber_in("pgw;1;2"), None);
     }
 }

@@ -1,7 +1,9 @@
 //! Every subscriber's Sy session, sharded by subscriber, with the index
 //! from Sy Session-Id to subscriber that an SNR needs. Each entry's lock
-//! makes one subscriber's SLRs one at a time. No IO here: the Sy service
-//! (`service.rs`) drives the exchanges.
+//! makes one subscriber's SLRs one at a time. Rebuilt from the session
+//! records at start-up, and from each record another node wrote when this
+//! node serves it (`adopt`). No IO here: the Sy service (`service.rs`)
+//! drives the exchanges.
 
 use crate::session::spending::SySession;
 use crate::session::{GxSession, SessionState};
@@ -77,6 +79,44 @@ impl SyTable {
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
         *self.entry(key).state.lock() = Some(sy);
+    }
+
+    /// Takes `sy`, a copy read with one of the subscriber's open session
+    /// records (another node may have written it), when this table holds
+    /// none for the subscriber or an older one (by `updated_ms`, as at
+    /// start-up). Whether it took it.
+    pub fn adopt(&self, key: &str, sy: &SySession) -> bool {
+        if let Some(e) = self.by_subscriber.get(key) {
+            if e.state
+                .lock()
+                .as_ref()
+                .is_some_and(|cur| cur.updated_ms >= sy.updated_ms)
+            {
+                return false;
+            }
+        }
+        let e = self.entry(key);
+        let mut st = e.state.lock();
+        if let Some(cur) = st.as_ref() {
+            if cur.updated_ms >= sy.updated_ms {
+                return false;
+            }
+            if cur.session_id != sy.session_id && self.by_session.remove(&cur.session_id).is_some()
+            {
+                self.count
+                    .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        let fresh = self
+            .by_session
+            .insert(sy.session_id.clone(), key.to_owned())
+            .is_none();
+        if fresh {
+            self.count
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+        *st = Some(sy.clone());
+        true
     }
 
     /// The subscriber key of a Sy Session-Id.
@@ -197,6 +237,37 @@ mod tests {
         assert_eq!(t.remove("imsi1").map(|s| s.session_id), Some("sy;1".into()));
         assert!(t.subscriber_of("sy;1").is_none());
         assert!(t.is_empty());
+    }
+
+    #[test]
+    fn adopt_takes_only_a_newer_copy_and_moves_the_index() {
+        let t = SyTable::default();
+        let mut mine = SySession::new("sy;1".into(), 0);
+        mine.updated_ms = 10;
+        t.put("imsi1", mine.clone());
+        let mut older = SySession::new("sy;2".into(), 0);
+        older.updated_ms = 5;
+        assert!(!t.adopt("imsi1", &older), "older: kept ours");
+        assert_eq!(t.get("imsi1"), Some(mine.clone()));
+        assert!(t.subscriber_of("sy;2").is_none());
+        let mut newer = mine.clone();
+        newer.updated_ms = 20;
+        newer.open = true;
+        assert!(t.adopt("imsi1", &newer));
+        assert_eq!(t.get("imsi1"), Some(newer));
+        assert_eq!(t.len(), 1);
+        let mut other = SySession::new("sy;3".into(), 0);
+        other.updated_ms = 30;
+        assert!(t.adopt("imsi1", &other), "another node's Sy session");
+        assert!(t.subscriber_of("sy;1").is_none(), "the old id unindexed");
+        assert_eq!(t.subscriber_of("sy;3").as_deref(), Some("imsi1"));
+        assert_eq!(t.len(), 1);
+        assert!(
+            t.adopt("imsi2", &SySession::new("sy;4".into(), 1)),
+            "none held"
+        );
+        assert_eq!(t.subscriber_of("sy;4").as_deref(), Some("imsi2"));
+        assert_eq!(t.len(), 2);
     }
 
     #[test]

@@ -1,0 +1,716 @@
+//! Two `pcrf serve` nodes on one PostgreSQL database, for what crosses
+//! nodes beyond Gx: an SNR from the OCS at the node that does not hold the
+//! subscriber's session is applied there and its RAR reaches the PCEF, and
+//! the node holding the session afterwards decides with those statuses;
+//! SNRs at one node racing CCR-Us at the other are handled again after
+//! their write conflicts and the status last acknowledged is the one
+//! stored; the STR waits for the subscriber's last open session of the
+//! cluster; an
+//! Sd CCR on a node whose copy of the Gx session another node wrote since
+//! is handled again on a fresh copy (not answered 5012);
+//! `GET /v1/sessions/{id}` shows what the other node wrote; and
+//! `GET /v1/cluster` counts open sessions only (a closed one leaves the
+//! count). The PCEF, the TDF and the
+//! OCS are real Diameter peers built with the diameter crate. Needs a real
+//! server: PCRF_TEST_DATABASE_URL (scripts/test.sh sets it up).
+
+mod support;
+
+use bytes::Bytes;
+use diameter::codec::{DiameterError, Message, MessageBuilder};
+use diameter::dict::{avp, cmd, enums};
+use diameter::peer::{Application, DisconnectCause, LocalNode, PeerSettings};
+use diameter::transport::{Handler, Initiator, Node, PeerHandle, Server};
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use support::*;
+
+const SY: u32 = 16_777_302;
+const SD: u32 = 16_777_303;
+const IMSI: &str = "001010000000001";
+const COUNTER: &str = "monthly-data";
+const A: &str = "pcrf.test.local";
+const B: &str = "pcrf-b.test.local";
+
+const CLUSTER: &str = r#"
+[cluster]
+heartbeat_interval_ms = 200
+node_timeout_ms = 1000
+"#;
+
+const TDF_PEER: &str =
+    "\n[[peers]]\norigin_host = \"tdf.test.local\"\naddresses = [\"127.0.0.1\"]\n";
+
+/// A fresh schema of the test database, and the URL that uses it.
+async fn test_schema() -> String {
+    let base = std::env::var("PCRF_TEST_DATABASE_URL")
+        .expect("PCRF_TEST_DATABASE_URL is not set: run scripts/test.sh, which starts PostgreSQL and sets it");
+    let (client, conn) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
+        .await
+        .expect("connect to the test database");
+    tokio::spawn(conn);
+    let name = format!(
+        "cluster_sy_{}_{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0)
+    );
+    client
+        .batch_execute(&format!("CREATE SCHEMA {name}"))
+        .await
+        .expect("create schema");
+    let sep = if base.contains('?') { '&' } else { '?' };
+    format!("{base}{sep}options=-csearch_path%3D{name}")
+}
+
+/// Two nodes on the database `url`, `extra` in both configurations: A is
+/// `pcrf.test.local`, B is `pcrf-b.test.local` (started under the
+/// harness's name, then renamed).
+fn two_nodes(url: &str, extra: &str) -> (Pcrf, Pcrf) {
+    let store = format!("kind = \"postgres\"\nurl = \"{url}\"");
+    let mut b = Pcrf::start_with_store(Some(&store), extra);
+    b.terminate();
+    let text = std::fs::read_to_string(&b.config).expect("config");
+    let renamed = text.replace(
+        &format!("origin_host = \"{A}\""),
+        &format!("origin_host = \"{B}\""),
+    );
+    assert_ne!(text, renamed);
+    std::fs::write(&b.config, renamed).expect("write config");
+    b.restart();
+    let a = Pcrf::start_with_store(Some(&store), extra);
+    (a, b)
+}
+
+/// Polls `check` until it yields or 10 s pass.
+async fn wait_for<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        if let Some(v) = check() {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn metric(p: &Pcrf, prefix: &str) -> f64 {
+    p.metrics()
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+fn session(p: &Pcrf, id: &str) -> serde_json::Value {
+    let (st, v) = p.http("GET", &format!("/v1/sessions/{id}"), None);
+    assert_eq!(st, 200, "{v}");
+    v
+}
+
+/// Rules a message installs, without the rule base every session gets.
+fn installed(m: &Message) -> Vec<String> {
+    let mut v = rule_changes(m).0;
+    v.retain(|r| r != "consumer");
+    v
+}
+
+/// What the emulated OCS knows and saw: counter statuses, the SLRs, and
+/// its connection from each node (by the node's Origin-Host).
+#[derive(Default)]
+struct OcsState {
+    counters: Mutex<HashMap<String, String>>,
+    slrs: Mutex<Vec<Message>>,
+    strs: Mutex<Vec<Message>>,
+    peers: Mutex<HashMap<String, PeerHandle>>,
+}
+
+struct OcsHandler(Arc<OcsState>);
+
+impl Handler for OcsHandler {
+    fn serves(&self, app_id: u32, cmd: u32) -> bool {
+        app_id == SY && (cmd == cmd::SPENDING_LIMIT || cmd == cmd::SESSION_TERMINATION)
+    }
+
+    async fn handle(&self, req: Message, peer: PeerHandle) -> Result<Bytes, DiameterError> {
+        req.validate()?;
+        let mut buf = bytes::BytesMut::new();
+        let mut b = MessageBuilder::answer(&mut buf, &req);
+        b.u32(avp::AUTH_APPLICATION_ID, SY)
+            .origin(&peer.local().origin_host, &peer.local().origin_realm)
+            .result_code(2001);
+        if req.command_code() == cmd::SESSION_TERMINATION {
+            self.0.strs.lock().expect("lock").push(req.clone());
+        }
+        if req.command_code() == cmd::SPENDING_LIMIT {
+            self.0.slrs.lock().expect("lock").push(req.clone());
+            let table = self.0.counters.lock().expect("lock").clone();
+            for a in req.avps().filter_map(|a| a.ok()) {
+                if a.is(avp::POLICY_COUNTER_IDENTIFIER) {
+                    let c = a.as_str().expect("utf8");
+                    b.group(avp::POLICY_COUNTER_STATUS_REPORT, |g| {
+                        g.str(avp::POLICY_COUNTER_IDENTIFIER, c)
+                            .str(avp::POLICY_COUNTER_STATUS, &table[c]);
+                    });
+                }
+            }
+        }
+        b.finish();
+        Ok(buf.freeze())
+    }
+
+    fn peer_up(&self, peer: &PeerHandle) {
+        if let Some(host) = peer.origin_host() {
+            self.0
+                .peers
+                .lock()
+                .expect("lock")
+                .insert(host.to_string(), peer.clone());
+        }
+    }
+}
+
+/// An OCS both nodes connect to.
+struct Ocs {
+    addr: SocketAddr,
+    state: Arc<OcsState>,
+    stop: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Ocs {
+    async fn start() -> Ocs {
+        let state = Arc::new(OcsState::default());
+        state
+            .counters
+            .lock()
+            .expect("lock")
+            .insert(COUNTER.into(), "valid".into());
+        let local = LocalNode::new("ocs.test.local", "test.local")
+            .with_application(Application::auth_vendor(SY, TGPP));
+        let server = Server::bind(
+            "127.0.0.1:0",
+            local,
+            PeerSettings::default(),
+            OcsHandler(state.clone()),
+        )
+        .await
+        .expect("bind OCS");
+        let addr = server.local_addr().expect("addr");
+        let (stop, rx) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let _ = server
+                .run(async {
+                    let _ = rx.await;
+                })
+                .await;
+        });
+        Ocs {
+            addr,
+            state,
+            stop: Some(stop),
+        }
+    }
+
+    fn config(&self) -> String {
+        format!(
+            "\n[sy]\ntimeout_ms = 2000\nocs = [ {{ origin_host = \"ocs.test.local\", address = \"{}\" }} ]\n",
+            self.addr
+        )
+    }
+
+    /// The open connection from node `host`.
+    async fn peer(&self, host: &str) -> PeerHandle {
+        wait_for(&format!("{host} connected to the OCS"), || {
+            self.state
+                .peers
+                .lock()
+                .expect("lock")
+                .get(host)
+                .filter(|p| p.is_open())
+                .cloned()
+        })
+        .await
+    }
+
+    fn slrs(&self) -> Vec<Message> {
+        self.state.slrs.lock().expect("lock").clone()
+    }
+
+    fn strs(&self) -> Vec<Message> {
+        self.state.strs.lock().expect("lock").clone()
+    }
+
+    /// An SNR over node `host`'s connection reporting the counter at
+    /// `status`; the SNA.
+    async fn snr(&self, host: &str, sy_session: &str, status: &str) -> Message {
+        let peer = self.peer(host).await;
+        peer.request(SY, cmd::SPENDING_STATUS_NOTIFICATION, |b| {
+            b.str(avp::SESSION_ID, sy_session)
+                .u32(avp::AUTH_APPLICATION_ID, SY)
+                .origin("ocs.test.local", "test.local")
+                .str(avp::DESTINATION_REALM, "test.local")
+                .str(avp::DESTINATION_HOST, host)
+                .group(avp::POLICY_COUNTER_STATUS_REPORT, |g| {
+                    g.str(avp::POLICY_COUNTER_IDENTIFIER, COUNTER)
+                        .str(avp::POLICY_COUNTER_STATUS, status);
+                });
+        })
+        .await
+        .expect("SNA")
+    }
+
+    fn stop(&mut self) {
+        if let Some(s) = self.stop.take() {
+            let _ = s.send(());
+        }
+    }
+}
+
+/// The RARs both of the PCEF's connections received, in the order they
+/// came.
+fn rars(pcefs: &[&Pcef]) -> Vec<Message> {
+    let mut all: Vec<ReceivedRar> = pcefs
+        .iter()
+        .flat_map(|p| p.handler.rars.lock().expect("lock").clone())
+        .collect();
+    all.sort_by_key(|r| r.1);
+    all.into_iter().map(|r| r.0).collect()
+}
+
+/// A CCR-U's AVPs reporting that the UE moved to cell `cell`: a change
+/// the node must store (a CCR-U that changes nothing is not written).
+fn moved_to(b: &mut MessageBuilder<'_>, cell: u8) {
+    b.i32(avp::EVENT_TRIGGER, 13).bytes(
+        avp::_3GPP_USER_LOCATION_INFO,
+        &[130, 0, 0xf1, 0x10, 0, 1, 0, 0xf1, 0x10, 0, 0, 1, cell],
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_snr_at_the_node_without_the_session_reaches_the_pcef_and_the_holder_decides_with_it() {
+    let url = test_schema().await;
+    let mut ocs = Ocs::start().await;
+    let (a, b) = two_nodes(&url, &format!("{CLUSTER}{}", ocs.config()));
+    ocs.peer(A).await;
+    ocs.peer(B).await;
+    a.provision(IMSI, r#"{"msisdn":"491700000001","plan":"basic"}"#);
+    wait_for("B has the profile", || {
+        (b.http("GET", &format!("/v1/subscribers/{IMSI}"), None).0 == 200).then_some(())
+    })
+    .await;
+    let pcef_a = Pcef::connect_to(a.diameter, "pgw.test.local", A).await;
+    let pcef_b = Pcef::connect_to(b.diameter, "pgw.test.local", B).await;
+
+    // The session is on A, which subscribes the counter at the OCS.
+    let sid = "pgw;csy;1";
+    let cca = pcef_a.ccr_i(sid, IMSI).await;
+    assert_eq!(result_of(&cca), 2001);
+    assert_eq!(installed(&cca), ["internet"], "valid: not throttled");
+    let slrs = ocs.slrs();
+    assert_eq!(slrs.len(), 1);
+    let sy_session = slrs[0]
+        .session_id()
+        .expect("sid")
+        .expect("Session-Id")
+        .to_owned();
+
+    // The agent delivers the OCS's SNR to B, which never saw the
+    // subscriber: applied there, and the PCEF is throttled by a RAR.
+    let sna = ocs.snr(B, &sy_session, "exhausted").await;
+    assert_eq!(result_of(&sna), 2001, "{}", b.log());
+    let got = wait_for("the RAR", || {
+        let r = rars(&[&pcef_a, &pcef_b]);
+        (!r.is_empty()).then_some(r)
+    })
+    .await;
+    assert_eq!(got.len(), 1);
+    assert_eq!(got[0].session_id().ok().flatten(), Some(sid));
+    let (install, remove) = rule_changes(&got[0]);
+    assert_eq!(install, ["throttled"]);
+    assert_eq!(remove, ["internet"]);
+    let stored = session(&b, sid);
+    assert_eq!(stored["sy"]["counters"][COUNTER]["status"], "exhausted");
+    assert_eq!(stored["sy"]["session_id"], sy_session.as_str());
+
+    // The PCEF's next CCR-U goes to A again (its Destination-Host): A
+    // serves it from the record B wrote, with the OCS's status. It stays
+    // throttled and no second Sy session is opened.
+    let cca = pcef_a.ccr_u(sid, 1, |_| {}).await;
+    assert_eq!(result_of(&cca), 2001, "{}", a.log());
+    assert!(
+        !rule_changes(&cca).0.contains(&"internet".to_string()),
+        "A decided with the stale status: {:?}",
+        rule_changes(&cca)
+    );
+    let stored = session(&a, sid);
+    let rules = stored["installed"]["rules"].to_string();
+    assert!(rules.contains("throttled"), "{stored}");
+    assert!(!rules.contains("\"internet\""), "{stored}");
+    assert_eq!(ocs.slrs().len(), 1, "no second SLR");
+
+    // An SNR back to A (which holds the session again) lifts it.
+    let sna = ocs.snr(A, &sy_session, "valid").await;
+    assert_eq!(result_of(&sna), 2001, "{}", a.log());
+    let got = wait_for("the second RAR", || {
+        let r = rars(&[&pcef_a, &pcef_b]);
+        (r.len() >= 2).then_some(r)
+    })
+    .await;
+    assert_eq!(got.len(), 2);
+    let last = got.last().expect("RAR");
+    assert_eq!(
+        rule_changes(last),
+        (vec!["internet".to_string()], vec!["throttled".to_string()])
+    );
+    pcef_a.close().await;
+    pcef_b.close().await;
+    ocs.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_snrs_and_ccr_us_are_retried_and_the_acknowledged_status_is_stored() {
+    let url = test_schema().await;
+    let mut ocs = Ocs::start().await;
+    let (a, b) = two_nodes(&url, &format!("{CLUSTER}{}", ocs.config()));
+    ocs.peer(A).await;
+    ocs.peer(B).await;
+    a.provision(IMSI, r#"{"msisdn":"491700000001","plan":"basic"}"#);
+    wait_for("B has the profile", || {
+        (b.http("GET", &format!("/v1/subscribers/{IMSI}"), None).0 == 200).then_some(())
+    })
+    .await;
+    let pcef_a = Arc::new(Pcef::connect_to(a.diameter, "pgw.test.local", A).await);
+    let pcef_b = Pcef::connect_to(b.diameter, "pgw.test.local", B).await;
+    let sid = "pgw;crace;1";
+    assert_eq!(result_of(&pcef_a.ccr_i(sid, IMSI).await), 2001);
+    let sy_session = ocs.slrs()[0]
+        .session_id()
+        .expect("sid")
+        .expect("Session-Id")
+        .to_owned();
+    const ROUNDS: u32 = 40;
+    // The PCEF keeps reporting moves to A while the OCS keeps changing the
+    // status at B: both write the same session row.
+    let gx = {
+        let pcef_a = pcef_a.clone();
+        tokio::spawn(async move {
+            let mut codes = Vec::new();
+            for n in 1..=ROUNDS {
+                let cca = pcef_a.ccr_u(sid, n, |b| moved_to(b, (n % 200) as u8)).await;
+                codes.push(result_of(&cca));
+                // A busy PCEF and a busy OCS, not floods: each writes the
+                // row every few milliseconds (and B's re-decision too).
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+            codes
+        })
+    };
+    let mut sna_codes = Vec::new();
+    // The status of the last SNR acknowledged: the one stored.
+    let mut acked = "valid";
+    for i in 0..ROUNDS {
+        let status = if i % 2 == 0 { "exhausted" } else { "valid" };
+        let code = result_of(&ocs.snr(B, &sy_session, status).await);
+        if code == 2001 {
+            acked = status;
+        }
+        sna_codes.push(code);
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let cca_codes = gx.await.expect("Gx task");
+    // Conflicts are handled again: nearly every request succeeds (as in
+    // cluster_race, a request that loses 10 times in a row to a row
+    // written back to back is answered 5012, nothing of it written).
+    let all: Vec<u32> = sna_codes.iter().chain(&cca_codes).copied().collect();
+    let failed = all.iter().filter(|c| **c == 5012).count();
+    assert!(
+        all.iter().all(|c| *c == 2001 || *c == 5012) && failed * 10 <= all.len(),
+        "SNAs {sna_codes:?}, CCAs {cca_codes:?}\nA:\n{}\nB:\n{}",
+        a.log(),
+        b.log()
+    );
+    let conflicts = metric(&b, "pcrf_cluster_conflicts_total");
+    assert!(conflicts > 0.0, "B's SNRs never met A's writes");
+    eprintln!("race: SNAs {sna_codes:?}, CCAs {cca_codes:?}, {conflicts} conflicts at B");
+    // Whichever node wrote last, the stored Sy session has the last status
+    // the PCRF acknowledged to the OCS, and the decision follows it.
+    let stored = session(&a, sid);
+    assert_eq!(
+        stored["sy"]["counters"][COUNTER]["status"], acked,
+        "{stored}"
+    );
+    let cca = pcef_a.ccr_u(sid, ROUNDS + 1, |b| moved_to(b, 250)).await;
+    assert_eq!(result_of(&cca), 2001);
+    let rules = session(&a, sid)["installed"]["rules"].to_string();
+    let expected = if acked == "valid" {
+        "\"internet\""
+    } else {
+        "\"throttled\""
+    };
+    assert!(rules.contains(expected), "{rules}");
+    pcef_b.close().await;
+    ocs.stop();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sy_session_ends_with_the_subscribers_last_open_session_of_the_cluster() {
+    let url = test_schema().await;
+    let mut ocs = Ocs::start().await;
+    let (a, b) = two_nodes(&url, &format!("{CLUSTER}{}", ocs.config()));
+    ocs.peer(A).await;
+    ocs.peer(B).await;
+    a.provision(IMSI, r#"{"msisdn":"491700000001","plan":"basic"}"#);
+    wait_for("B has the profile", || {
+        (b.http("GET", &format!("/v1/subscribers/{IMSI}"), None).0 == 200).then_some(())
+    })
+    .await;
+    let pcef_a = Pcef::connect_to(a.diameter, "pgw.test.local", A).await;
+    let pcef_b = Pcef::connect_to(b.diameter, "pgw.test.local", B).await;
+
+    // The Sy session opens with the first session, on A.
+    assert_eq!(result_of(&pcef_a.ccr_i("pgw;cstr;1", IMSI).await), 2001);
+    let sy_session = ocs.slrs()[0]
+        .session_id()
+        .expect("sid")
+        .expect("Session-Id")
+        .to_owned();
+    // An SNR at B brings the subscriber there; its second session opens
+    // on B with the same Sy session.
+    assert_eq!(result_of(&ocs.snr(B, &sy_session, "valid").await), 2001);
+    assert_eq!(result_of(&pcef_b.ccr_i("pgw;cstr;2", IMSI).await), 2001);
+    assert_eq!(ocs.slrs().len(), 1, "one Sy session for the subscriber");
+    assert_eq!(
+        session(&b, "pgw;cstr;2")["sy"]["session_id"],
+        sy_session.as_str()
+    );
+    // The first session goes back to A and ends there: the second is
+    // still open on B, so the Sy session goes on.
+    assert_eq!(
+        result_of(&pcef_a.ccr_u("pgw;cstr;1", 1, |b| moved_to(b, 9)).await),
+        2001
+    );
+    assert_eq!(result_of(&pcef_a.ccr_t("pgw;cstr;1", 2).await), 2001);
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(ocs.strs().is_empty(), "STR while B serves the subscriber");
+    // The last one ends on B (which still holds a stale copy of the first
+    // in memory): the STR goes.
+    assert_eq!(result_of(&pcef_b.ccr_t("pgw;cstr;2", 1).await), 2001);
+    let str_ = wait_for("the STR", || ocs.strs().pop()).await;
+    assert_eq!(str_.session_id().expect("sid"), Some(sy_session.as_str()));
+    assert_eq!(ocs.strs().len(), 1);
+    pcef_a.close().await;
+    pcef_b.close().await;
+    ocs.stop();
+}
+
+/// The TDF side of Sd: answers whatever the PCRF sends it 2001.
+struct TdfHandler;
+
+impl Handler for TdfHandler {
+    fn serves(&self, app_id: u32, cmd: u32) -> bool {
+        app_id == SD && (cmd == cmd::TDF_SESSION || cmd == cmd::RE_AUTH)
+    }
+
+    async fn handle(&self, req: Message, peer: PeerHandle) -> Result<Bytes, DiameterError> {
+        let mut buf = bytes::BytesMut::new();
+        let mut b = MessageBuilder::answer(&mut buf, &req);
+        b.origin(&peer.local().origin_host, &peer.local().origin_realm)
+            .result_code(2001);
+        b.finish();
+        Ok(buf.freeze())
+    }
+}
+
+/// A TDF connected to node `host`.
+async fn tdf(p: &Pcrf, host: &str) -> Initiator {
+    let node = Node::with_parts(
+        Arc::new(
+            LocalNode::new("tdf.test.local", "test.local")
+                .with_application(Application::auth_vendor(SD, TGPP)),
+        ),
+        Arc::new(PeerSettings {
+            request_timeout: Duration::from_secs(10),
+            ..PeerSettings::default()
+        }),
+        Arc::new(TdfHandler),
+        diameter::transport::PeerTable::new(),
+    );
+    let initiator = node.connect(p.diameter, Some(host));
+    assert!(
+        initiator.wait_open(Duration::from_secs(10)).await,
+        "TDF could not connect to {host}"
+    );
+    initiator
+}
+
+async fn sd_ccr(
+    tdf: &Initiator,
+    session: &str,
+    request_type: i32,
+    number: u32,
+    extra: impl FnOnce(&mut MessageBuilder<'_>),
+) -> Message {
+    tdf.handle()
+        .request(SD, cmd::CREDIT_CONTROL, |b| {
+            b.str(avp::SESSION_ID, session)
+                .u32(avp::AUTH_APPLICATION_ID, SD)
+                .origin("tdf.test.local", "test.local")
+                .str(avp::DESTINATION_REALM, "test.local")
+                .i32(avp::CC_REQUEST_TYPE, request_type)
+                .u32(avp::CC_REQUEST_NUMBER, number);
+            extra(b);
+        })
+        .await
+        .expect("Sd CCA")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_sd_ccr_on_a_copy_the_other_node_wrote_since_is_handled_again() {
+    let url = test_schema().await;
+    let (a, b) = two_nodes(&url, &format!("{CLUSTER}{TDF_PEER}"));
+    b.provision(IMSI, r#"{"plan":"basic","services":["video-detect"]}"#);
+    wait_for("A has the profile", || {
+        (a.http("GET", &format!("/v1/subscribers/{IMSI}"), None).0 == 200).then_some(())
+    })
+    .await;
+    let pcef_a = Pcef::connect_to(a.diameter, "pgw.test.local", A).await;
+    let pcef_b = Pcef::connect_to(b.diameter, "pgw.test.local", B).await;
+
+    // The Gx session and its TDF session are on B.
+    let sid = "pgw;csd;1";
+    assert_eq!(result_of(&pcef_b.ccr_i(sid, IMSI).await), 2001);
+    let tdf = tdf(&b, B).await;
+    let cca = sd_ccr(
+        &tdf,
+        "tdf;csd;1",
+        enums::CC_REQUEST_TYPE::INITIAL_REQUEST,
+        0,
+        |b| {
+            b.group(avp::SUBSCRIPTION_ID, |g| {
+                g.i32(avp::SUBSCRIPTION_ID_TYPE, 1)
+                    .str(avp::SUBSCRIPTION_ID_DATA, IMSI);
+            })
+            .bytes(avp::FRAMED_IP_ADDRESS, &[10, 45, 0, 2]);
+        },
+    )
+    .await;
+    assert_eq!(result_of(&cca), 2001, "{}", b.log());
+
+    // A Gx CCR-U at A: A takes the session over and writes it, so B's
+    // copy is one version behind.
+    assert_eq!(
+        result_of(&pcef_a.ccr_u(sid, 1, |b| moved_to(b, 7)).await),
+        2001
+    );
+    let conflicts_before = metric(&b, "pcrf_cluster_conflicts_total");
+
+    // The TDF reports an application start at B: B's write of its stale
+    // copy conflicts, and the CCR is handled again on the stored session.
+    let cca = sd_ccr(
+        &tdf,
+        "tdf;csd;1",
+        enums::CC_REQUEST_TYPE::UPDATE_REQUEST,
+        1,
+        |b| {
+            b.i32(avp::EVENT_TRIGGER, 39)
+                .group(avp::APPLICATION_DETECTION_INFORMATION, |g| {
+                    g.bytes(avp::TDF_APPLICATION_IDENTIFIER, b"video-streaming");
+                });
+        },
+    )
+    .await;
+    assert_eq!(result_of(&cca), 2001, "{}", b.log());
+    assert!(
+        metric(&b, "pcrf_cluster_conflicts_total") > conflicts_before,
+        "B's copy was stale: its first write conflicted"
+    );
+    // Exactly once: the stored session has the start, after A's CCR-U.
+    for node in [&a, &b] {
+        let stored = session(node, sid);
+        assert_eq!(
+            stored["tdf"]["running"],
+            serde_json::json!(["video-streaming"]),
+            "{stored}"
+        );
+        assert_eq!(stored["tdf"]["last_request_number"], 1, "{stored}");
+        assert_eq!(stored["last_request_number"], 1, "{stored}");
+    }
+    // The changed Gx decision reaches the PCEF.
+    wait_for("the RAR for the application", || {
+        (!rars(&[&pcef_a, &pcef_b]).is_empty()).then_some(())
+    })
+    .await;
+    tdf.shutdown(DisconnectCause::Rebooting).await;
+    pcef_a.close().await;
+    pcef_b.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn get_session_shows_what_the_other_node_wrote() {
+    let url = test_schema().await;
+    let (a, b) = two_nodes(&url, CLUSTER);
+    a.provision(IMSI, r#"{"plan":"basic"}"#);
+    wait_for("B has the profile", || {
+        (b.http("GET", &format!("/v1/subscribers/{IMSI}"), None).0 == 200).then_some(())
+    })
+    .await;
+    let pcef_a = Pcef::connect_to(a.diameter, "pgw.test.local", A).await;
+    let pcef_b = Pcef::connect_to(b.diameter, "pgw.test.local", B).await;
+    let sid = "pgw;cget;1";
+    assert_eq!(result_of(&pcef_a.ccr_i(sid, IMSI).await), 2001);
+    assert_eq!(session(&a, sid)["last_request_number"], 0);
+    // B serves the next CCRs: A still holds its copy of before.
+    assert_eq!(
+        result_of(&pcef_b.ccr_u(sid, 1, |b| moved_to(b, 7)).await),
+        2001
+    );
+    assert_eq!(
+        result_of(&pcef_b.ccr_u(sid, 2, |b| moved_to(b, 8)).await),
+        2001
+    );
+    let on_a = session(&a, sid);
+    assert_eq!(on_a["location"], "8200f110000100f11000000108", "{on_a}");
+    assert_eq!(
+        on_a["last_request_number"],
+        2,
+        "A shows the stored session: {on_a}\nA:\n{}\nB:\n{}",
+        a.log(),
+        b.log()
+    );
+    assert_eq!(on_a, session(&b, sid));
+    pcef_a.close().await;
+    pcef_b.close().await;
+}
+
+fn held_by(p: &Pcrf, name: &str) -> Option<u64> {
+    let (_, c) = p.http("GET", "/v1/cluster", None);
+    c["nodes"].as_array()?.iter().find(|n| n["name"] == name)?["sessions"].as_u64()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_cluster_view_counts_open_sessions_only() {
+    let url = test_schema().await;
+    let (a, b) = two_nodes(&url, CLUSTER);
+    a.provision(IMSI, r#"{"plan":"basic"}"#);
+    let pcef = Pcef::connect_to(a.diameter, "pgw.test.local", A).await;
+    assert_eq!(result_of(&pcef.ccr_i("pgw;ccnt;1", IMSI).await), 2001);
+    assert_eq!(result_of(&pcef.ccr_i("pgw;ccnt;2", IMSI).await), 2001);
+    wait_for("A counted 2 open sessions", || {
+        (held_by(&b, A) == Some(2)).then_some(())
+    })
+    .await;
+    // One ends: its record stays in memory for the retention, but it is
+    // no longer a session A serves.
+    assert_eq!(result_of(&pcef.ccr_t("pgw;ccnt;1", 1).await), 2001);
+    assert_eq!(session(&a, "pgw;ccnt;1")["state"], "closed");
+    wait_for("A counted 1 open session", || {
+        (held_by(&b, A) == Some(1) && held_by(&a, A) == Some(1)).then_some(())
+    })
+    .await;
+    pcef.close().await;
+}
