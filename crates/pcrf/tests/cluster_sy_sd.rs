@@ -1,26 +1,35 @@
-//! Two `pcrf serve` nodes on one PostgreSQL database, for what crosses
-//! nodes beyond Gx: an SNR from the OCS at the node that does not hold the
-//! subscriber's session is applied there and its RAR reaches the PCEF, and
-//! the node holding the session afterwards decides with those statuses;
-//! SNRs at one node racing CCR-Us at the other are handled again after
-//! their write conflicts and the status last acknowledged is the one
+//! Two `pcrf serve` nodes on one PostgreSQL database behind the routing
+//! agent (freeDiameter running deploy/cluster/freediameter/), for what
+//! crosses nodes beyond Gx: an SNR from the OCS at the node that does not
+//! hold the subscriber's session is applied there and its RAR reaches the
+//! PCEF, and the node holding the session afterwards decides with those
+//! statuses; SNRs at one node racing CCR-Us at the other are handled again
+//! after their write conflicts and the status last acknowledged is the one
 //! stored; the STR waits for the subscriber's last open session of the
-//! cluster; an
-//! Sd CCR on a node whose copy of the Gx session another node wrote since
-//! is handled again on a fresh copy (not answered 5012);
+//! cluster; an Sd CCR on a node whose copy of the Gx session another node
+//! wrote since is handled again on a fresh copy (not answered 5012);
 //! `GET /v1/sessions/{id}` shows what the other node wrote; and
 //! `GET /v1/cluster` counts open sessions only (a closed one leaves the
-//! count). The PCEF, the TDF and the
-//! OCS are real Diameter peers built with the diameter crate. Needs a real
-//! server: PCRF_TEST_DATABASE_URL (scripts/test.sh sets it up).
+//! count).
+//!
+//! The PCEF reaches the nodes only through the agent and names the node a
+//! request is for with Destination-Host; the RARs come back through the
+//! agent, and the test tells which node sent each by its Origin-Host. The
+//! OCS is a peer the nodes connect to directly, as in a real deployment
+//! (the PCRF is the Sy client and each node opens its own connection to
+//! the OCS); the emulated OCS sends an SNR over the connection of the node
+//! the test picks. The TDF is support's `Tdf`. The PCEF, the TDF and the
+//! OCS are real Diameter peers built with the diameter crate. Needs
+//! freeDiameterd (scripts/install-test-deps.sh) and a real server:
+//! PCRF_TEST_DATABASE_URL (scripts/test.sh sets it up).
 
 mod support;
 
 use bytes::Bytes;
 use diameter::codec::{DiameterError, Message, MessageBuilder};
 use diameter::dict::{avp, cmd, enums};
-use diameter::peer::{Application, DisconnectCause, LocalNode, PeerSettings};
-use diameter::transport::{Handler, Initiator, Node, PeerHandle, Server};
+use diameter::peer::{Application, LocalNode, PeerSettings};
+use diameter::transport::{Handler, PeerHandle, Server};
 use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
@@ -28,11 +37,15 @@ use std::time::{Duration, Instant};
 use support::*;
 
 const SY: u32 = 16_777_302;
-const SD: u32 = 16_777_303;
 const IMSI: &str = "001010000000001";
 const COUNTER: &str = "monthly-data";
-const A: &str = "pcrf.test.local";
-const B: &str = "pcrf-b.test.local";
+const PGW: &str = "pgw1.pgw.example.net";
+/// The OCS's Origin-Host and realm.
+const OCS: &str = "ocs1.ocs.example.net";
+const OCS_REALM: &str = "ocs.example.net";
+/// The two nodes: A and B.
+const A: &str = NODES[0];
+const B: &str = NODES[1];
 
 const CLUSTER: &str = r#"
 [cluster]
@@ -40,50 +53,26 @@ heartbeat_interval_ms = 200
 node_timeout_ms = 1000
 "#;
 
-const TDF_PEER: &str =
-    "\n[[peers]]\norigin_host = \"tdf.test.local\"\naddresses = [\"127.0.0.1\"]\n";
-
-/// A fresh schema of the test database, and the URL that uses it.
-async fn test_schema() -> String {
-    let base = std::env::var("PCRF_TEST_DATABASE_URL")
-        .expect("PCRF_TEST_DATABASE_URL is not set: run scripts/test.sh, which starts PostgreSQL and sets it");
-    let (client, conn) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
-        .await
-        .expect("connect to the test database");
-    tokio::spawn(conn);
-    let name = format!(
-        "cluster_sy_{}_{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0)
-    );
-    client
-        .batch_execute(&format!("CREATE SCHEMA {name}"))
-        .await
-        .expect("create schema");
-    let sep = if base.contains('?') { '&' } else { '?' };
-    format!("{base}{sep}options=-csearch_path%3D{name}")
+/// Two nodes behind the agent, `extra` in both configurations, and the
+/// PCEF connected to the agent.
+async fn two_nodes(extra: &str) -> (Cluster, Gateway) {
+    let c = Cluster::start(2, &format!("{CLUSTER}{extra}")).await;
+    let pcef = c.pcef(PGW).await;
+    (c, pcef)
 }
 
-/// Two nodes on the database `url`, `extra` in both configurations: A is
-/// `pcrf.test.local`, B is `pcrf-b.test.local` (started under the
-/// harness's name, then renamed).
-fn two_nodes(url: &str, extra: &str) -> (Pcrf, Pcrf) {
-    let store = format!("kind = \"postgres\"\nurl = \"{url}\"");
-    let mut b = Pcrf::start_with_store(Some(&store), extra);
-    b.terminate();
-    let text = std::fs::read_to_string(&b.config).expect("config");
-    let renamed = text.replace(
-        &format!("origin_host = \"{A}\""),
-        &format!("origin_host = \"{B}\""),
-    );
-    assert_ne!(text, renamed);
-    std::fs::write(&b.config, renamed).expect("write config");
-    b.restart();
-    let a = Pcrf::start_with_store(Some(&store), extra);
-    (a, b)
+/// Provisions `profile` for IMSI through `at`, and waits for `other` to
+/// have it (through the provisioning feed).
+async fn provision(at: &Pcrf, other: &Pcrf, profile: &str) {
+    at.provision(IMSI, profile);
+    wait_for("the other node has the profile", || {
+        (other
+            .http("GET", &format!("/v1/subscribers/{IMSI}"), None)
+            .0
+            == 200)
+            .then_some(())
+    })
+    .await;
 }
 
 /// Polls `check` until it yields or 10 s pass.
@@ -98,15 +87,6 @@ async fn wait_for<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
     }
 }
 
-fn metric(p: &Pcrf, prefix: &str) -> f64 {
-    p.metrics()
-        .lines()
-        .find(|l| l.starts_with(prefix))
-        .and_then(|l| l.rsplit(' ').next())
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(0.0)
-}
-
 fn session(p: &Pcrf, id: &str) -> serde_json::Value {
     let (st, v) = p.http("GET", &format!("/v1/sessions/{id}"), None);
     assert_eq!(st, 200, "{v}");
@@ -118,6 +98,15 @@ fn installed(m: &Message) -> Vec<String> {
     let mut v = rule_changes(m).0;
     v.retain(|r| r != "consumer");
     v
+}
+
+/// The RARs the PCEF got through the agent, each with the node that sent
+/// it (its Origin-Host), in the order they came.
+fn rars(pcef: &Gateway) -> Vec<(String, Message)> {
+    pcef.rars()
+        .into_iter()
+        .map(|r| (origin_host(&r), r))
+        .collect()
 }
 
 /// What the emulated OCS knows and saw: counter statuses, the SLRs, and
@@ -175,7 +164,7 @@ impl Handler for OcsHandler {
     }
 }
 
-/// An OCS both nodes connect to.
+/// An OCS both nodes connect to (directly: the PCRF is its client).
 struct Ocs {
     addr: SocketAddr,
     state: Arc<OcsState>,
@@ -190,8 +179,8 @@ impl Ocs {
             .lock()
             .expect("lock")
             .insert(COUNTER.into(), "valid".into());
-        let local = LocalNode::new("ocs.test.local", "test.local")
-            .with_application(Application::auth_vendor(SY, TGPP));
+        let local =
+            LocalNode::new(OCS, OCS_REALM).with_application(Application::auth_vendor(SY, TGPP));
         let server = Server::bind(
             "127.0.0.1:0",
             local,
@@ -216,9 +205,10 @@ impl Ocs {
         }
     }
 
+    /// The `[sy]` section naming this OCS.
     fn config(&self) -> String {
         format!(
-            "\n[sy]\ntimeout_ms = 2000\nocs = [ {{ origin_host = \"ocs.test.local\", address = \"{}\" }} ]\n",
+            "\n[sy]\ntimeout_ms = 2000\nocs = [ {{ origin_host = \"{OCS}\", origin_realm = \"{OCS_REALM}\", address = \"{}\" }} ]\n",
             self.addr
         )
     }
@@ -245,6 +235,15 @@ impl Ocs {
         self.state.strs.lock().expect("lock").clone()
     }
 
+    /// The Sy Session-Id of the first SLR.
+    fn sy_session(&self) -> String {
+        self.slrs()[0]
+            .session_id()
+            .expect("sid")
+            .expect("Session-Id")
+            .to_owned()
+    }
+
     /// An SNR over node `host`'s connection reporting the counter at
     /// `status`; the SNA.
     async fn snr(&self, host: &str, sy_session: &str, status: &str) -> Message {
@@ -252,8 +251,8 @@ impl Ocs {
         peer.request(SY, cmd::SPENDING_STATUS_NOTIFICATION, |b| {
             b.str(avp::SESSION_ID, sy_session)
                 .u32(avp::AUTH_APPLICATION_ID, SY)
-                .origin("ocs.test.local", "test.local")
-                .str(avp::DESTINATION_REALM, "test.local")
+                .origin(OCS, OCS_REALM)
+                .str(avp::DESTINATION_REALM, REALM)
                 .str(avp::DESTINATION_HOST, host)
                 .group(avp::POLICY_COUNTER_STATUS_REPORT, |g| {
                     g.str(avp::POLICY_COUNTER_IDENTIFIER, COUNTER)
@@ -271,15 +270,20 @@ impl Ocs {
     }
 }
 
-/// The RARs both of the PCEF's connections received, in the order they
-/// came.
-fn rars(pcefs: &[&Pcef]) -> Vec<Message> {
-    let mut all: Vec<ReceivedRar> = pcefs
-        .iter()
-        .flat_map(|p| p.handler.rars.lock().expect("lock").clone())
-        .collect();
-    all.sort_by_key(|r| r.1);
-    all.into_iter().map(|r| r.0).collect()
+/// The OCS, two nodes with it in their `[sy]` (both connected to it),
+/// the PCEF, and IMSI provisioned.
+async fn with_ocs() -> (Ocs, Cluster, Gateway) {
+    let ocs = Ocs::start().await;
+    let (c, pcef) = two_nodes(&ocs.config()).await;
+    ocs.peer(A).await;
+    ocs.peer(B).await;
+    provision(
+        &c.nodes[0],
+        &c.nodes[1],
+        r#"{"msisdn":"491700000001","plan":"basic"}"#,
+    )
+    .await;
+    (ocs, c, pcef)
 }
 
 /// A CCR-U's AVPs reporting that the UE moved to cell `cell`: a change
@@ -293,61 +297,49 @@ fn moved_to(b: &mut MessageBuilder<'_>, cell: u8) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_snr_at_the_node_without_the_session_reaches_the_pcef_and_the_holder_decides_with_it() {
-    let url = test_schema().await;
-    let mut ocs = Ocs::start().await;
-    let (a, b) = two_nodes(&url, &format!("{CLUSTER}{}", ocs.config()));
-    ocs.peer(A).await;
-    ocs.peer(B).await;
-    a.provision(IMSI, r#"{"msisdn":"491700000001","plan":"basic"}"#);
-    wait_for("B has the profile", || {
-        (b.http("GET", &format!("/v1/subscribers/{IMSI}"), None).0 == 200).then_some(())
-    })
-    .await;
-    let pcef_a = Pcef::connect_to(a.diameter, "pgw.test.local", A).await;
-    let pcef_b = Pcef::connect_to(b.diameter, "pgw.test.local", B).await;
+    let (mut ocs, c, pcef) = with_ocs().await;
+    let (a, b) = (&c.nodes[0], &c.nodes[1]);
 
     // The session is on A, which subscribes the counter at the OCS.
     let sid = "pgw;csy;1";
-    let cca = pcef_a.ccr_i(sid, IMSI).await;
+    let cca = pcef.ccr_i(A, sid, IMSI).await;
     assert_eq!(result_of(&cca), 2001);
+    assert_eq!(origin_host(&cca), A);
     assert_eq!(installed(&cca), ["internet"], "valid: not throttled");
-    let slrs = ocs.slrs();
-    assert_eq!(slrs.len(), 1);
-    let sy_session = slrs[0]
-        .session_id()
-        .expect("sid")
-        .expect("Session-Id")
-        .to_owned();
+    assert_eq!(ocs.slrs().len(), 1);
+    let sy_session = ocs.sy_session();
 
-    // The agent delivers the OCS's SNR to B, which never saw the
-    // subscriber: applied there, and the PCEF is throttled by a RAR.
+    // The OCS sends its SNR to B, which never saw the subscriber: applied
+    // there, and B throttles the PCEF by a RAR through the agent.
     let sna = ocs.snr(B, &sy_session, "exhausted").await;
     assert_eq!(result_of(&sna), 2001, "{}", b.log());
     let got = wait_for("the RAR", || {
-        let r = rars(&[&pcef_a, &pcef_b]);
+        let r = rars(&pcef);
         (!r.is_empty()).then_some(r)
     })
     .await;
     assert_eq!(got.len(), 1);
-    assert_eq!(got[0].session_id().ok().flatten(), Some(sid));
-    let (install, remove) = rule_changes(&got[0]);
+    assert_eq!(got[0].0, B, "the RAR comes from B");
+    assert_eq!(got[0].1.session_id().ok().flatten(), Some(sid));
+    let (install, remove) = rule_changes(&got[0].1);
     assert_eq!(install, ["throttled"]);
     assert_eq!(remove, ["internet"]);
-    let stored = session(&b, sid);
+    let stored = session(b, sid);
     assert_eq!(stored["sy"]["counters"][COUNTER]["status"], "exhausted");
     assert_eq!(stored["sy"]["session_id"], sy_session.as_str());
 
     // The PCEF's next CCR-U goes to A again (its Destination-Host): A
     // serves it from the record B wrote, with the OCS's status. It stays
     // throttled and no second Sy session is opened.
-    let cca = pcef_a.ccr_u(sid, 1, |_| {}).await;
+    let cca = pcef.ccr_u(A, sid, 1, |_| {}).await;
     assert_eq!(result_of(&cca), 2001, "{}", a.log());
+    assert_eq!(origin_host(&cca), A);
     assert!(
         !rule_changes(&cca).0.contains(&"internet".to_string()),
         "A decided with the stale status: {:?}",
         rule_changes(&cca)
     );
-    let stored = session(&a, sid);
+    let stored = session(a, sid);
     let rules = stored["installed"]["rules"].to_string();
     assert!(rules.contains("throttled"), "{stored}");
     assert!(!rules.contains("\"internet\""), "{stored}");
@@ -357,51 +349,40 @@ async fn an_snr_at_the_node_without_the_session_reaches_the_pcef_and_the_holder_
     let sna = ocs.snr(A, &sy_session, "valid").await;
     assert_eq!(result_of(&sna), 2001, "{}", a.log());
     let got = wait_for("the second RAR", || {
-        let r = rars(&[&pcef_a, &pcef_b]);
+        let r = rars(&pcef);
         (r.len() >= 2).then_some(r)
     })
     .await;
     assert_eq!(got.len(), 2);
-    let last = got.last().expect("RAR");
+    let (from, last) = got.last().expect("RAR");
+    assert_eq!(from, A, "the second RAR comes from A");
     assert_eq!(
         rule_changes(last),
         (vec!["internet".to_string()], vec!["throttled".to_string()])
     );
-    pcef_a.close().await;
-    pcef_b.close().await;
+    pcef.close().await;
     ocs.stop();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn racing_snrs_and_ccr_us_are_retried_and_the_acknowledged_status_is_stored() {
-    let url = test_schema().await;
-    let mut ocs = Ocs::start().await;
-    let (a, b) = two_nodes(&url, &format!("{CLUSTER}{}", ocs.config()));
-    ocs.peer(A).await;
-    ocs.peer(B).await;
-    a.provision(IMSI, r#"{"msisdn":"491700000001","plan":"basic"}"#);
-    wait_for("B has the profile", || {
-        (b.http("GET", &format!("/v1/subscribers/{IMSI}"), None).0 == 200).then_some(())
-    })
-    .await;
-    let pcef_a = Arc::new(Pcef::connect_to(a.diameter, "pgw.test.local", A).await);
-    let pcef_b = Pcef::connect_to(b.diameter, "pgw.test.local", B).await;
+    let (mut ocs, c, pcef) = with_ocs().await;
+    let (a, b) = (&c.nodes[0], &c.nodes[1]);
+    let pcef = Arc::new(pcef);
     let sid = "pgw;crace;1";
-    assert_eq!(result_of(&pcef_a.ccr_i(sid, IMSI).await), 2001);
-    let sy_session = ocs.slrs()[0]
-        .session_id()
-        .expect("sid")
-        .expect("Session-Id")
-        .to_owned();
+    assert_eq!(result_of(&pcef.ccr_i(A, sid, IMSI).await), 2001);
+    let sy_session = ocs.sy_session();
     const ROUNDS: u32 = 40;
     // The PCEF keeps reporting moves to A while the OCS keeps changing the
     // status at B: both write the same session row.
     let gx = {
-        let pcef_a = pcef_a.clone();
+        let pcef = pcef.clone();
         tokio::spawn(async move {
             let mut codes = Vec::new();
             for n in 1..=ROUNDS {
-                let cca = pcef_a.ccr_u(sid, n, |b| moved_to(b, (n % 200) as u8)).await;
+                let cca = pcef
+                    .ccr_u(A, sid, n, |b| moved_to(b, (n % 200) as u8))
+                    .await;
                 codes.push(result_of(&cca));
                 // A busy PCEF and a busy OCS, not floods: each writes the
                 // row every few milliseconds (and B's re-decision too).
@@ -434,203 +415,123 @@ async fn racing_snrs_and_ccr_us_are_retried_and_the_acknowledged_status_is_store
         a.log(),
         b.log()
     );
-    let conflicts = metric(&b, "pcrf_cluster_conflicts_total");
-    assert!(conflicts > 0.0, "B's SNRs never met A's writes");
+    let conflicts = b.counter("pcrf_cluster_conflicts_total");
+    assert!(conflicts > 0, "B's SNRs never met A's writes");
     eprintln!("race: SNAs {sna_codes:?}, CCAs {cca_codes:?}, {conflicts} conflicts at B");
     // Whichever node wrote last, the stored Sy session has the last status
     // the PCRF acknowledged to the OCS, and the decision follows it.
-    let stored = session(&a, sid);
+    let stored = session(a, sid);
     assert_eq!(
         stored["sy"]["counters"][COUNTER]["status"], acked,
         "{stored}"
     );
-    let cca = pcef_a.ccr_u(sid, ROUNDS + 1, |b| moved_to(b, 250)).await;
+    let cca = pcef.ccr_u(A, sid, ROUNDS + 1, |b| moved_to(b, 250)).await;
     assert_eq!(result_of(&cca), 2001);
-    let rules = session(&a, sid)["installed"]["rules"].to_string();
+    let rules = session(a, sid)["installed"]["rules"].to_string();
     let expected = if acked == "valid" {
         "\"internet\""
     } else {
         "\"throttled\""
     };
     assert!(rules.contains(expected), "{rules}");
-    pcef_b.close().await;
     ocs.stop();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sy_session_ends_with_the_subscribers_last_open_session_of_the_cluster() {
-    let url = test_schema().await;
-    let mut ocs = Ocs::start().await;
-    let (a, b) = two_nodes(&url, &format!("{CLUSTER}{}", ocs.config()));
-    ocs.peer(A).await;
-    ocs.peer(B).await;
-    a.provision(IMSI, r#"{"msisdn":"491700000001","plan":"basic"}"#);
-    wait_for("B has the profile", || {
-        (b.http("GET", &format!("/v1/subscribers/{IMSI}"), None).0 == 200).then_some(())
-    })
-    .await;
-    let pcef_a = Pcef::connect_to(a.diameter, "pgw.test.local", A).await;
-    let pcef_b = Pcef::connect_to(b.diameter, "pgw.test.local", B).await;
+    let (mut ocs, c, pcef) = with_ocs().await;
+    let b = &c.nodes[1];
 
     // The Sy session opens with the first session, on A.
-    assert_eq!(result_of(&pcef_a.ccr_i("pgw;cstr;1", IMSI).await), 2001);
-    let sy_session = ocs.slrs()[0]
-        .session_id()
-        .expect("sid")
-        .expect("Session-Id")
-        .to_owned();
+    assert_eq!(result_of(&pcef.ccr_i(A, "pgw;cstr;1", IMSI).await), 2001);
+    let sy_session = ocs.sy_session();
     // An SNR at B brings the subscriber there; its second session opens
     // on B with the same Sy session.
     assert_eq!(result_of(&ocs.snr(B, &sy_session, "valid").await), 2001);
-    assert_eq!(result_of(&pcef_b.ccr_i("pgw;cstr;2", IMSI).await), 2001);
+    let cca = pcef.ccr_i(B, "pgw;cstr;2", IMSI).await;
+    assert_eq!((result_of(&cca), origin_host(&cca)), (2001, B.to_string()));
     assert_eq!(ocs.slrs().len(), 1, "one Sy session for the subscriber");
     assert_eq!(
-        session(&b, "pgw;cstr;2")["sy"]["session_id"],
+        session(b, "pgw;cstr;2")["sy"]["session_id"],
         sy_session.as_str()
     );
     // The first session goes back to A and ends there: the second is
     // still open on B, so the Sy session goes on.
     assert_eq!(
-        result_of(&pcef_a.ccr_u("pgw;cstr;1", 1, |b| moved_to(b, 9)).await),
+        result_of(&pcef.ccr_u(A, "pgw;cstr;1", 1, |b| moved_to(b, 9)).await),
         2001
     );
-    assert_eq!(result_of(&pcef_a.ccr_t("pgw;cstr;1", 2).await), 2001);
+    assert_eq!(result_of(&pcef.ccr_t(A, "pgw;cstr;1", 2).await), 2001);
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(ocs.strs().is_empty(), "STR while B serves the subscriber");
     // The last one ends on B (which still holds a stale copy of the first
     // in memory): the STR goes.
-    assert_eq!(result_of(&pcef_b.ccr_t("pgw;cstr;2", 1).await), 2001);
+    assert_eq!(result_of(&pcef.ccr_t(B, "pgw;cstr;2", 1).await), 2001);
     let str_ = wait_for("the STR", || ocs.strs().pop()).await;
     assert_eq!(str_.session_id().expect("sid"), Some(sy_session.as_str()));
     assert_eq!(ocs.strs().len(), 1);
-    pcef_a.close().await;
-    pcef_b.close().await;
+    pcef.close().await;
     ocs.stop();
-}
-
-/// The TDF side of Sd: answers whatever the PCRF sends it 2001.
-struct TdfHandler;
-
-impl Handler for TdfHandler {
-    fn serves(&self, app_id: u32, cmd: u32) -> bool {
-        app_id == SD && (cmd == cmd::TDF_SESSION || cmd == cmd::RE_AUTH)
-    }
-
-    async fn handle(&self, req: Message, peer: PeerHandle) -> Result<Bytes, DiameterError> {
-        let mut buf = bytes::BytesMut::new();
-        let mut b = MessageBuilder::answer(&mut buf, &req);
-        b.origin(&peer.local().origin_host, &peer.local().origin_realm)
-            .result_code(2001);
-        b.finish();
-        Ok(buf.freeze())
-    }
-}
-
-/// A TDF connected to node `host`.
-async fn tdf(p: &Pcrf, host: &str) -> Initiator {
-    let node = Node::with_parts(
-        Arc::new(
-            LocalNode::new("tdf.test.local", "test.local")
-                .with_application(Application::auth_vendor(SD, TGPP)),
-        ),
-        Arc::new(PeerSettings {
-            request_timeout: Duration::from_secs(10),
-            ..PeerSettings::default()
-        }),
-        Arc::new(TdfHandler),
-        diameter::transport::PeerTable::new(),
-    );
-    let initiator = node.connect(p.diameter, Some(host));
-    assert!(
-        initiator.wait_open(Duration::from_secs(10)).await,
-        "TDF could not connect to {host}"
-    );
-    initiator
-}
-
-async fn sd_ccr(
-    tdf: &Initiator,
-    session: &str,
-    request_type: i32,
-    number: u32,
-    extra: impl FnOnce(&mut MessageBuilder<'_>),
-) -> Message {
-    tdf.handle()
-        .request(SD, cmd::CREDIT_CONTROL, |b| {
-            b.str(avp::SESSION_ID, session)
-                .u32(avp::AUTH_APPLICATION_ID, SD)
-                .origin("tdf.test.local", "test.local")
-                .str(avp::DESTINATION_REALM, "test.local")
-                .i32(avp::CC_REQUEST_TYPE, request_type)
-                .u32(avp::CC_REQUEST_NUMBER, number);
-            extra(b);
-        })
-        .await
-        .expect("Sd CCA")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_sd_ccr_on_a_copy_the_other_node_wrote_since_is_handled_again() {
-    let url = test_schema().await;
-    let (a, b) = two_nodes(&url, &format!("{CLUSTER}{TDF_PEER}"));
-    b.provision(IMSI, r#"{"plan":"basic","services":["video-detect"]}"#);
-    wait_for("A has the profile", || {
-        (a.http("GET", &format!("/v1/subscribers/{IMSI}"), None).0 == 200).then_some(())
-    })
-    .await;
-    let pcef_a = Pcef::connect_to(a.diameter, "pgw.test.local", A).await;
-    let pcef_b = Pcef::connect_to(b.diameter, "pgw.test.local", B).await;
+    let (c, pcef) = two_nodes(&tdf_peer_config()).await;
+    let (a, b) = (&c.nodes[0], &c.nodes[1]);
+    provision(b, a, r#"{"plan":"basic","services":["video-detect"]}"#).await;
 
     // The Gx session and its TDF session are on B.
     let sid = "pgw;csd;1";
-    assert_eq!(result_of(&pcef_b.ccr_i(sid, IMSI).await), 2001);
-    let tdf = tdf(&b, B).await;
-    let cca = sd_ccr(
-        &tdf,
-        "tdf;csd;1",
-        enums::CC_REQUEST_TYPE::INITIAL_REQUEST,
-        0,
-        |b| {
-            b.group(avp::SUBSCRIPTION_ID, |g| {
-                g.i32(avp::SUBSCRIPTION_ID_TYPE, 1)
-                    .str(avp::SUBSCRIPTION_ID_DATA, IMSI);
-            })
-            .bytes(avp::FRAMED_IP_ADDRESS, &[10, 45, 0, 2]);
-        },
-    )
-    .await;
+    assert_eq!(result_of(&pcef.ccr_i(B, sid, IMSI).await), 2001);
+    // The TDF connects to B directly: the agent's shipped configuration
+    // admits PCEFs and AFs only.
+    let tdf = Tdf::connect(b, B).await;
+    let cca = tdf
+        .ccr(
+            "tdf;csd;1",
+            enums::CC_REQUEST_TYPE::INITIAL_REQUEST,
+            0,
+            |b| {
+                b.group(avp::SUBSCRIPTION_ID, |g| {
+                    g.i32(avp::SUBSCRIPTION_ID_TYPE, 1)
+                        .str(avp::SUBSCRIPTION_ID_DATA, IMSI);
+                })
+                .bytes(avp::FRAMED_IP_ADDRESS, &[10, 45, 0, 2]);
+            },
+        )
+        .await;
     assert_eq!(result_of(&cca), 2001, "{}", b.log());
 
     // A Gx CCR-U at A: A takes the session over and writes it, so B's
     // copy is one version behind.
     assert_eq!(
-        result_of(&pcef_a.ccr_u(sid, 1, |b| moved_to(b, 7)).await),
+        result_of(&pcef.ccr_u(A, sid, 1, |b| moved_to(b, 7)).await),
         2001
     );
-    let conflicts_before = metric(&b, "pcrf_cluster_conflicts_total");
+    let conflicts_before = b.counter("pcrf_cluster_conflicts_total");
 
     // The TDF reports an application start at B: B's write of its stale
     // copy conflicts, and the CCR is handled again on the stored session.
-    let cca = sd_ccr(
-        &tdf,
-        "tdf;csd;1",
-        enums::CC_REQUEST_TYPE::UPDATE_REQUEST,
-        1,
-        |b| {
-            b.i32(avp::EVENT_TRIGGER, 39)
-                .group(avp::APPLICATION_DETECTION_INFORMATION, |g| {
-                    g.bytes(avp::TDF_APPLICATION_IDENTIFIER, b"video-streaming");
-                });
-        },
-    )
-    .await;
+    let cca = tdf
+        .ccr(
+            "tdf;csd;1",
+            enums::CC_REQUEST_TYPE::UPDATE_REQUEST,
+            1,
+            |b| {
+                b.i32(avp::EVENT_TRIGGER, 39)
+                    .group(avp::APPLICATION_DETECTION_INFORMATION, |g| {
+                        g.bytes(avp::TDF_APPLICATION_IDENTIFIER, b"video-streaming");
+                    });
+            },
+        )
+        .await;
     assert_eq!(result_of(&cca), 2001, "{}", b.log());
     assert!(
-        metric(&b, "pcrf_cluster_conflicts_total") > conflicts_before,
+        b.counter("pcrf_cluster_conflicts_total") > conflicts_before,
         "B's copy was stale: its first write conflicted"
     );
     // Exactly once: the stored session has the start, after A's CCR-U.
-    for node in [&a, &b] {
+    for node in [a, b] {
         let stored = session(node, sid);
         assert_eq!(
             stored["tdf"]["running"],
@@ -640,40 +541,31 @@ async fn an_sd_ccr_on_a_copy_the_other_node_wrote_since_is_handled_again() {
         assert_eq!(stored["tdf"]["last_request_number"], 1, "{stored}");
         assert_eq!(stored["last_request_number"], 1, "{stored}");
     }
-    // The changed Gx decision reaches the PCEF.
-    wait_for("the RAR for the application", || {
-        (!rars(&[&pcef_a, &pcef_b]).is_empty()).then_some(())
+    // The changed Gx decision reaches the PCEF, from B.
+    let got = wait_for("the RAR for the application", || {
+        let r = rars(&pcef);
+        (!r.is_empty()).then_some(r)
     })
     .await;
-    tdf.shutdown(DisconnectCause::Rebooting).await;
-    pcef_a.close().await;
-    pcef_b.close().await;
+    assert_eq!(got[0].0, B, "the RAR comes from B");
+    tdf.close().await;
+    pcef.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn get_session_shows_what_the_other_node_wrote() {
-    let url = test_schema().await;
-    let (a, b) = two_nodes(&url, CLUSTER);
-    a.provision(IMSI, r#"{"plan":"basic"}"#);
-    wait_for("B has the profile", || {
-        (b.http("GET", &format!("/v1/subscribers/{IMSI}"), None).0 == 200).then_some(())
-    })
-    .await;
-    let pcef_a = Pcef::connect_to(a.diameter, "pgw.test.local", A).await;
-    let pcef_b = Pcef::connect_to(b.diameter, "pgw.test.local", B).await;
+    let (c, pcef) = two_nodes("").await;
+    let (a, b) = (&c.nodes[0], &c.nodes[1]);
+    provision(a, b, r#"{"plan":"basic"}"#).await;
     let sid = "pgw;cget;1";
-    assert_eq!(result_of(&pcef_a.ccr_i(sid, IMSI).await), 2001);
-    assert_eq!(session(&a, sid)["last_request_number"], 0);
+    assert_eq!(result_of(&pcef.ccr_i(A, sid, IMSI).await), 2001);
+    assert_eq!(session(a, sid)["last_request_number"], 0);
     // B serves the next CCRs: A still holds its copy of before.
-    assert_eq!(
-        result_of(&pcef_b.ccr_u(sid, 1, |b| moved_to(b, 7)).await),
-        2001
-    );
-    assert_eq!(
-        result_of(&pcef_b.ccr_u(sid, 2, |b| moved_to(b, 8)).await),
-        2001
-    );
-    let on_a = session(&a, sid);
+    for (number, cell) in [(1, 7), (2, 8)] {
+        let cca = pcef.ccr_u(B, sid, number, |b| moved_to(b, cell)).await;
+        assert_eq!((result_of(&cca), origin_host(&cca)), (2001, B.to_string()));
+    }
+    let on_a = session(a, sid);
     assert_eq!(on_a["location"], "8200f110000100f11000000108", "{on_a}");
     assert_eq!(
         on_a["last_request_number"],
@@ -682,9 +574,8 @@ async fn get_session_shows_what_the_other_node_wrote() {
         a.log(),
         b.log()
     );
-    assert_eq!(on_a, session(&b, sid));
-    pcef_a.close().await;
-    pcef_b.close().await;
+    assert_eq!(on_a, session(b, sid));
+    pcef.close().await;
 }
 
 fn held_by(p: &Pcrf, name: &str) -> Option<u64> {
@@ -694,22 +585,21 @@ fn held_by(p: &Pcrf, name: &str) -> Option<u64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_cluster_view_counts_open_sessions_only() {
-    let url = test_schema().await;
-    let (a, b) = two_nodes(&url, CLUSTER);
+    let (c, pcef) = two_nodes("").await;
+    let (a, b) = (&c.nodes[0], &c.nodes[1]);
     a.provision(IMSI, r#"{"plan":"basic"}"#);
-    let pcef = Pcef::connect_to(a.diameter, "pgw.test.local", A).await;
-    assert_eq!(result_of(&pcef.ccr_i("pgw;ccnt;1", IMSI).await), 2001);
-    assert_eq!(result_of(&pcef.ccr_i("pgw;ccnt;2", IMSI).await), 2001);
+    assert_eq!(result_of(&pcef.ccr_i(A, "pgw;ccnt;1", IMSI).await), 2001);
+    assert_eq!(result_of(&pcef.ccr_i(A, "pgw;ccnt;2", IMSI).await), 2001);
     wait_for("A counted 2 open sessions", || {
-        (held_by(&b, A) == Some(2)).then_some(())
+        (held_by(b, A) == Some(2)).then_some(())
     })
     .await;
     // One ends: its record stays in memory for the retention, but it is
     // no longer a session A serves.
-    assert_eq!(result_of(&pcef.ccr_t("pgw;ccnt;1", 1).await), 2001);
-    assert_eq!(session(&a, "pgw;ccnt;1")["state"], "closed");
+    assert_eq!(result_of(&pcef.ccr_t(A, "pgw;ccnt;1", 1).await), 2001);
+    assert_eq!(session(a, "pgw;ccnt;1")["state"], "closed");
     wait_for("A counted 1 open session", || {
-        (held_by(&b, A) == Some(1) && held_by(&a, A) == Some(1)).then_some(())
+        (held_by(b, A) == Some(1) && held_by(a, A) == Some(1)).then_some(())
     })
     .await;
     pcef.close().await;
