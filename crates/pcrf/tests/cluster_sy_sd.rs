@@ -422,8 +422,11 @@ async fn racing_snrs_and_ccr_us_are_retried_and_the_acknowledged_status_is_store
     // the PCRF acknowledged to the OCS, and the decision follows it.
     let stored = session(a, sid);
     assert_eq!(
-        stored["sy"]["counters"][COUNTER]["status"], acked,
-        "{stored}"
+        stored["sy"]["counters"][COUNTER]["status"],
+        acked,
+        "{stored}\nA:\n{}\nB:\n{}",
+        a.log(),
+        b.log()
     );
     let cca = pcef.ccr_u(A, sid, ROUNDS + 1, |b| moved_to(b, 250)).await;
     assert_eq!(result_of(&cca), 2001);
