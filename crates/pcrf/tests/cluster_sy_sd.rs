@@ -477,6 +477,16 @@ async fn the_sy_session_ends_with_the_subscribers_last_open_session_of_the_clust
     ocs.stop();
 }
 
+/// A TDF CCR-I's AVPs naming the UE of the PCEF's sessions: IMSI, and
+/// the address `initial_avps` gives it.
+fn the_ue(b: &mut MessageBuilder<'_>) {
+    b.group(avp::SUBSCRIPTION_ID, |g| {
+        g.i32(avp::SUBSCRIPTION_ID_TYPE, 1)
+            .str(avp::SUBSCRIPTION_ID_DATA, IMSI);
+    })
+    .bytes(avp::FRAMED_IP_ADDRESS, &[10, 45, 0, 2]);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_sd_ccr_on_a_copy_the_other_node_wrote_since_is_handled_again() {
     let (c, pcef) = two_nodes(&tdf_peer_config()).await;
@@ -489,20 +499,8 @@ async fn an_sd_ccr_on_a_copy_the_other_node_wrote_since_is_handled_again() {
     // The TDF connects to B directly: the agent's shipped configuration
     // admits PCEFs and AFs only.
     let tdf = Tdf::connect(b, B).await;
-    let cca = tdf
-        .ccr(
-            "tdf;csd;1",
-            enums::CC_REQUEST_TYPE::INITIAL_REQUEST,
-            0,
-            |b| {
-                b.group(avp::SUBSCRIPTION_ID, |g| {
-                    g.i32(avp::SUBSCRIPTION_ID_TYPE, 1)
-                        .str(avp::SUBSCRIPTION_ID_DATA, IMSI);
-                })
-                .bytes(avp::FRAMED_IP_ADDRESS, &[10, 45, 0, 2]);
-            },
-        )
-        .await;
+    let initial = enums::CC_REQUEST_TYPE::INITIAL_REQUEST;
+    let cca = tdf.ccr("tdf;csd;1", initial, 0, the_ue).await;
     assert_eq!(result_of(&cca), 2001, "{}", b.log());
 
     // A Gx CCR-U at A: A takes the session over and writes it, so B's
