@@ -110,10 +110,12 @@ impl Node {
     /// Takes over subscriber `key`'s open sessions that other nodes hold,
     /// so that an operation of this node's API (top-up, usage reset)
     /// re-decides them here and its RAR reaches the PCEF. Off the hot path:
-    /// one store query per API call, none on the embedded store.
-    pub(crate) async fn take_over_subscriber(&self, key: &str) -> Result<(), DiameterError> {
+    /// one store query per API call, none on the embedded store. How many
+    /// open sessions of the subscriber the store listed (0 on the embedded
+    /// store).
+    pub(crate) async fn take_over_subscriber(&self, key: &str) -> Result<usize, DiameterError> {
         if !self.store.is_shared() {
-            return Ok(());
+            return Ok(0);
         }
         let ids = match tokio::time::timeout(COMMIT_WAIT, self.store.sessions_of(key)).await {
             Ok(Ok(ids)) => ids,
@@ -126,12 +128,12 @@ impl Node {
                 return Err(unreadable());
             }
         };
-        for id in ids {
-            if !self.refresh(&id).await {
-                self.find_or_take_over(&id).await?;
+        for id in &ids {
+            if !self.refresh(id).await {
+                self.find_or_take_over(id).await?;
             }
         }
-        Ok(())
+        Ok(ids.len())
     }
 
     /// Brings the copy of session `id` held here up to the stored record
@@ -145,6 +147,16 @@ impl Node {
             return false;
         };
         let _g = slot.lock().await;
+        // A write conflict of another request may have dropped this copy
+        // while this one waited for its lock: it is then no longer the
+        // copy held here, and the caller reads the session afresh.
+        if !self
+            .sessions
+            .get(id)
+            .is_some_and(|now| Arc::ptr_eq(&now, &slot))
+        {
+            return false;
+        }
         let held = slot.load().version.get();
         match tokio::time::timeout(COMMIT_WAIT, self.store.read_session(id)).await {
             Ok(Ok(Some(stored))) if stored.version.get() == held => true,

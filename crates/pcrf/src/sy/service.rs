@@ -116,14 +116,16 @@ impl Sy {
     /// open sessions (an SNR may come to any node of the cluster) and
     /// adopts the Sy session their records hold, so that the statuses are
     /// stored in a current record and the re-decision reaches the PCEF.
-    /// Whether this node now holds an open session of the subscriber
-    /// (always false on the embedded store, where nothing is taken over).
+    /// Whether the subscriber has an open session in the cluster: one the
+    /// store listed, or one this node holds (always false on the embedded
+    /// store, where nothing is taken over). Another request's write
+    /// conflict may drop a copy taken over here before the SNR stores its
+    /// statuses in it: the SNR must then be handled again, not answered.
     async fn gather(&self, key: &str) -> Result<bool, DiameterError> {
         if !self.node.store.is_shared() {
             return Ok(false);
         }
-        self.node.take_over_subscriber(key).await?;
-        let mut held = false;
+        let mut held = self.node.take_over_subscriber(key).await? > 0;
         for id in self.node.sessions.ids_of_subscriber(key) {
             if let Some(slot) = self.node.sessions.get(&id) {
                 let s = slot.load();
