@@ -1,15 +1,15 @@
 //! Rx and Sd sessions across the nodes of a cluster: two `pcrf serve`
 //! processes on one PostgreSQL database behind the routing agent
-//! (freeDiameter running deploy/cluster/freediameter/). The PCEF and the
-//! AF reach the nodes only through the agent and name the node a request
-//! is for with Destination-Host; the TDF connects to each node directly
-//! (the agent admits PCEFs and AFs). An AF's AAR naming only the UE's
+//! (freeDiameter running deploy/cluster/freediameter/). The PCEF, the AF
+//! and the TDF reach the nodes only through the agent and name the node a
+//! request is for with Destination-Host. An AF's AAR naming only the UE's
 //! IPv6 address binds, on a node that does not hold it, to the Gx session
 //! another node opened; an AAR update and an STR for an AF session bound
 //! on another node (alive, or dead) reach the PCEF's rules; a TDF session
 //! bound on one node (by IPv4 address, or by IPv6 prefix) goes on at the
-//! other. Each finds the Gx session through the store's indexed columns
-//! and takes it over. Needs freeDiameterd (scripts/install-test-deps.sh)
+//! other, and its release when the Gx session ends reaches the TDF through
+//! the agent. Each finds the Gx session through the store's indexed
+//! columns and takes it over. Needs freeDiameterd (scripts/install-test-deps.sh)
 //! and a real server: PCRF_TEST_DATABASE_URL (scripts/test.sh sets it up).
 
 mod support;
@@ -22,6 +22,7 @@ use support::*;
 const IMSI: &str = "001010000000001";
 const PGW: &str = "pgw1.pgw.example.net";
 const PCSCF: &str = "pcscf1.pcscf.example.net";
+const TDF: &str = "tdf1.tdf.example.net";
 /// The two nodes: A and B.
 const A: &str = NODES[0];
 const B: &str = NODES[1];
@@ -29,24 +30,25 @@ const B: &str = NODES[1];
 const UE_PREFIX: [u8; 10] = [0, 64, 0x20, 0x01, 0x0d, 0xb8, 0, 7, 0, 1];
 const WAIT: Duration = Duration::from_secs(10);
 
-/// Two nodes behind the agent, accepting the TDF too.
+/// Two nodes behind the agent.
 async fn two_nodes() -> Cluster {
-    Cluster::start(2, &tdf_peer_config()).await
+    Cluster::start(2, "").await
 }
 
-/// The RARs `pcef` got from `node`.
-fn rars_from(pcef: &Gateway, node: &str) -> Vec<Message> {
-    pcef.rars()
+/// The RARs `gateway` (the PCEF, or the TDF) got from `node`.
+fn rars_from(gateway: &Gateway, node: &str) -> Vec<Message> {
+    gateway
+        .rars()
         .into_iter()
         .filter(|r| origin_host(r) == node)
         .collect()
 }
 
-/// Waits for the `n`th RAR (1-based) `pcef` got from `node`.
-fn nth_rar_from(pcef: &Gateway, node: &str, n: usize, log: impl Fn() -> String) -> Message {
-    let got = poll_until(WAIT, || rars_from(pcef, node).len() >= n);
+/// Waits for the `n`th RAR (1-based) `gateway` got from `node`.
+fn nth_rar_from(gateway: &Gateway, node: &str, n: usize, log: impl Fn() -> String) -> Message {
+    let got = poll_until(WAIT, || rars_from(gateway, node).len() >= n);
     assert!(got, "no RAR {n} from {node}:\n{}", log());
-    rars_from(pcef, node)[n - 1].clone()
+    rars_from(gateway, node)[n - 1].clone()
 }
 
 /// A CCR-I to `node` for `imsi` whose UE has only `UE_PREFIX` (no IPv4).
@@ -95,21 +97,14 @@ async fn aar(
     session: &str,
     extra: impl FnOnce(&mut MessageBuilder<'_>),
 ) -> Message {
-    request_to(af.peer(), RX, cmd::AA, node, session, extra).await
+    af.request_to(cmd::AA, node, session, extra).await
 }
 
 /// The AF's STR for `session` to `node`.
 async fn str_(af: &Gateway, node: &str, session: &str) -> Message {
-    request_to(
-        af.peer(),
-        RX,
-        cmd::SESSION_TERMINATION,
-        node,
-        session,
-        |b| {
-            b.i32(avp::TERMINATION_CAUSE, 1);
-        },
-    )
+    af.request_to(cmd::SESSION_TERMINATION, node, session, |b| {
+        b.i32(avp::TERMINATION_CAUSE, 1);
+    })
     .await
 }
 
@@ -240,10 +235,10 @@ async fn an_aar_update_and_an_str_on_another_node_reach_the_pcef() {
     pgw.close().await;
 }
 
-/// A TDF's CCR-U reporting `app` started.
-async fn app_started(tdf: &Tdf, session: &str, number: u32, app: &str) -> Message {
+/// The TDF's CCR-U to `node` reporting `app` started.
+async fn app_started(tdf: &Gateway, node: &str, session: &str, number: u32, app: &str) -> Message {
     let update = enums::CC_REQUEST_TYPE::UPDATE_REQUEST;
-    tdf.ccr(session, update, number, |b| {
+    sd_ccr(tdf, node, session, update, number, |b| {
         b.i32(avp::EVENT_TRIGGER, 39)
             .group(avp::APPLICATION_DETECTION_INFORMATION, |g| {
                 g.bytes(avp::TDF_APPLICATION_IDENTIFIER, app.as_bytes());
@@ -254,7 +249,9 @@ async fn app_started(tdf: &Tdf, session: &str, number: u32, app: &str) -> Messag
 
 /// A TDF's CCR-I at a node that does not hold the Gx session (by IPv4
 /// address, and by IPv6 prefix), then its CCR-T, or an application report,
-/// at the node that opened the Gx session (whose copy has no TDF session).
+/// at the node that opened the Gx session (whose copy has no TDF session);
+/// then the Gx session's end releases the TDF session (Sd RAR) through the
+/// agent.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_tdf_session_bound_on_one_node_goes_on_at_the_other() {
     let c = two_nodes().await;
@@ -263,8 +260,7 @@ async fn a_tdf_session_bound_on_one_node_goes_on_at_the_other() {
     a.provision(IMSI, r#"{"plan":"basic","services":["video-detect"]}"#);
     a.provision(imsi6, r#"{"plan":"basic","services":["video-detect"]}"#);
     let pgw = c.pcef(PGW).await;
-    let tdf_a = Tdf::connect(a, A).await;
-    let tdf_b = Tdf::connect(b, B).await;
+    let tdf = Gateway::tdf(&c.agent, TDF).await;
     let (initial, termination) = (
         enums::CC_REQUEST_TYPE::INITIAL_REQUEST,
         enums::CC_REQUEST_TYPE::TERMINATION_REQUEST,
@@ -278,25 +274,26 @@ async fn a_tdf_session_bound_on_one_node_goes_on_at_the_other() {
     let gx = "pgw1.pgw.example.net;bind-sd;1";
     assert_eq!(result_of(&pgw.ccr_i(A, gx, IMSI).await), 2001);
     let sd = "tdf1.tdf.example.net;sd;1";
-    let cca = tdf_b
-        .ccr(sd, initial, 0, |m| {
-            m.group(avp::SUBSCRIPTION_ID, |g| {
-                g.i32(avp::SUBSCRIPTION_ID_TYPE, 1)
-                    .str(avp::SUBSCRIPTION_ID_DATA, IMSI);
-            })
-            .bytes(avp::FRAMED_IP_ADDRESS, &[10, 45, 0, 2]);
+    let cca = sd_ccr(&tdf, B, sd, initial, 0, |m| {
+        m.group(avp::SUBSCRIPTION_ID, |g| {
+            g.i32(avp::SUBSCRIPTION_ID_TYPE, 1)
+                .str(avp::SUBSCRIPTION_ID_DATA, IMSI);
         })
-        .await;
+        .bytes(avp::FRAMED_IP_ADDRESS, &[10, 45, 0, 2]);
+    })
+    .await;
     assert_eq!(result_of(&cca), 2001, "{}", b.log());
+    assert_eq!(origin_host(&cca), B);
     assert_eq!(b.taken_over(), 1);
     let (_, s) = b.http("GET", &format!("/v1/sessions/{gx}"), None);
     assert_eq!(s["tdf"]["id"], sd, "{s}");
     // Its CCR-T goes to A, whose copy has no TDF session.
-    let cca = tdf_a.ccr(sd, termination, 1, |_| {}).await;
+    let cca = sd_ccr(&tdf, A, sd, termination, 1, |_| {}).await;
     assert_eq!(result_of(&cca), 2001, "{}", a.log());
+    assert_eq!(origin_host(&cca), A);
     let (_, s) = a.http("GET", &format!("/v1/sessions/{gx}"), None);
     assert_eq!(s["tdf"], serde_json::json!(null), "{s}");
-    assert_eq!(result_of(&app_started(&tdf_a, sd, 2, "p2p").await), 5002);
+    assert_eq!(result_of(&app_started(&tdf, A, sd, 2, "p2p").await), 5002);
 
     // An IPv6-only Gx session on B; the TDF's CCR-I for its prefix at A.
     let gx6 = "pgw1.pgw.example.net;bind-sd;6";
@@ -307,16 +304,15 @@ async fn a_tdf_session_bound_on_one_node_goes_on_at_the_other() {
         b.log()
     );
     let sd6 = "tdf1.tdf.example.net;sd;6";
-    let cca = tdf_a
-        .ccr(sd6, initial, 0, |m| {
-            m.bytes(avp::FRAMED_IPV6_PREFIX, &UE_PREFIX);
-        })
-        .await;
+    let cca = sd_ccr(&tdf, A, sd6, initial, 0, |m| {
+        m.bytes(avp::FRAMED_IPV6_PREFIX, &UE_PREFIX);
+    })
+    .await;
     assert_eq!(result_of(&cca), 2001, "{}", a.log());
     assert_eq!(a.taken_over(), 2, "the IPv4 session, then this one");
     // Its application report at B (copy without the TDF session): served,
     // and the changed decision reaches the PCEF from B.
-    let cca = app_started(&tdf_b, sd6, 1, "video-streaming").await;
+    let cca = app_started(&tdf, B, sd6, 1, "video-streaming").await;
     assert_eq!(result_of(&cca), 2001, "{}", b.log());
     let rar = nth_rar_from(&pgw, B, 1, || b.log());
     assert_eq!(rar.session_id().ok().flatten(), Some(gx6));
@@ -331,7 +327,15 @@ async fn a_tdf_session_bound_on_one_node_goes_on_at_the_other() {
         "{s}"
     );
     assert!(rars_from(&pgw, A).is_empty());
-    tdf_a.close().await;
-    tdf_b.close().await;
+
+    // The PCEF ends the Gx session at B: B releases the TDF session, its
+    // Sd RAR reaching the TDF through the agent.
+    assert_eq!(result_of(&pgw.ccr_t(B, gx6, 1).await), 2001, "{}", b.log());
+    let release = nth_rar_from(&tdf, B, 1, || b.log());
+    assert_eq!(release.session_id().ok().flatten(), Some(sd6));
+    let cause = release.find(avp::SESSION_RELEASE_CAUSE).ok().flatten();
+    assert_eq!(cause.map(|c| c.as_enum()), Some(Ok(0)), "{}", b.log());
+    assert!(rars_from(&tdf, A).is_empty());
+    tdf.close().await;
     pgw.close().await;
 }

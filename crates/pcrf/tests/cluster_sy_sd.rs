@@ -489,18 +489,17 @@ fn the_ue(b: &mut MessageBuilder<'_>) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_sd_ccr_on_a_copy_the_other_node_wrote_since_is_handled_again() {
-    let (c, pcef) = two_nodes(&tdf_peer_config()).await;
+    let (c, pcef) = two_nodes("").await;
     let (a, b) = (&c.nodes[0], &c.nodes[1]);
     provision(b, a, r#"{"plan":"basic","services":["video-detect"]}"#).await;
 
     // The Gx session and its TDF session are on B.
     let sid = "pgw;csd;1";
     assert_eq!(result_of(&pcef.ccr_i(B, sid, IMSI).await), 2001);
-    // The TDF connects to B directly: the agent's shipped configuration
-    // admits PCEFs and AFs only.
-    let tdf = Tdf::connect(b, B).await;
+    // The TDF, behind the agent too, names B.
+    let tdf = Gateway::tdf(&c.agent, "tdf1.tdf.example.net").await;
     let initial = enums::CC_REQUEST_TYPE::INITIAL_REQUEST;
-    let cca = tdf.ccr("tdf;csd;1", initial, 0, the_ue).await;
+    let cca = sd_ccr(&tdf, B, "tdf;csd;1", initial, 0, the_ue).await;
     assert_eq!(result_of(&cca), 2001, "{}", b.log());
 
     // A Gx CCR-U at A: A takes the session over and writes it, so B's
@@ -513,19 +512,20 @@ async fn an_sd_ccr_on_a_copy_the_other_node_wrote_since_is_handled_again() {
 
     // The TDF reports an application start at B: B's write of its stale
     // copy conflicts, and the CCR is handled again on the stored session.
-    let cca = tdf
-        .ccr(
-            "tdf;csd;1",
-            enums::CC_REQUEST_TYPE::UPDATE_REQUEST,
-            1,
-            |b| {
-                b.i32(avp::EVENT_TRIGGER, 39)
-                    .group(avp::APPLICATION_DETECTION_INFORMATION, |g| {
-                        g.bytes(avp::TDF_APPLICATION_IDENTIFIER, b"video-streaming");
-                    });
-            },
-        )
-        .await;
+    let cca = sd_ccr(
+        &tdf,
+        B,
+        "tdf;csd;1",
+        enums::CC_REQUEST_TYPE::UPDATE_REQUEST,
+        1,
+        |b| {
+            b.i32(avp::EVENT_TRIGGER, 39)
+                .group(avp::APPLICATION_DETECTION_INFORMATION, |g| {
+                    g.bytes(avp::TDF_APPLICATION_IDENTIFIER, b"video-streaming");
+                });
+        },
+    )
+    .await;
     assert_eq!(result_of(&cca), 2001, "{}", b.log());
     assert!(
         b.counter("pcrf_cluster_conflicts_total") > conflicts_before,

@@ -1,8 +1,9 @@
 //! `pcrf debug session|usage|subscriber`: records written by a running
 //! server (sessions, usage, a profile), the server stopped, then each
 //! printed as JSON from the store it left, on the embedded store and on
-//! PostgreSQL (PCRF_TEST_DATABASE_URL, as scripts/test.sh sets it up). The
-//! rows themselves are in the binary form, not JSON.
+//! PostgreSQL (a database of its own on the server PCRF_TEST_DATABASE_URL
+//! names, as scripts/test.sh sets it up). The rows themselves are in the
+//! binary form, not JSON.
 
 mod support;
 
@@ -134,33 +135,17 @@ async fn prints_records_of_the_embedded_store_as_json() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn prints_records_of_the_postgres_store_as_json() {
-    let base = std::env::var("PCRF_TEST_DATABASE_URL").expect(
-        "PCRF_TEST_DATABASE_URL is not set: run scripts/test.sh, which starts PostgreSQL and sets it",
-    );
-    let (client, conn) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
-        .await
-        .expect("connect to the test database");
-    tokio::spawn(conn);
-    let schema = format!("debug_{}", std::process::id());
-    client
-        .batch_execute(&format!(
-            "DROP SCHEMA IF EXISTS {schema} CASCADE; CREATE SCHEMA {schema}"
-        ))
-        .await
-        .expect("create schema");
-    let sep = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{sep}options=-csearch_path%3D{schema}");
+    let db = test_database("debug").await;
     let (usage, _) = usage_section(USAGE_FILE);
-    let mut p = Pcrf::start_with_store(
-        Some(&format!("kind = \"postgres\"\nurl = \"{url}\"")),
-        &usage,
-    );
+    let mut p = Pcrf::start_with_store(Some(&db.store_section()), &usage);
     let shown = write_records(&p).await;
     assert!(p.terminate().success(), "{}", p.log());
 
-    let row = client
+    let row = db
+        .client()
+        .await
         .query_one(
-            &format!("SELECT get_byte(data, 0) FROM {schema}.sessions WHERE id = $1"),
+            "SELECT get_byte(data, 0) FROM sessions WHERE id = $1",
             &[&SID],
         )
         .await
@@ -168,8 +153,4 @@ async fn prints_records_of_the_postgres_store_as_json() {
     assert_eq!(row.get::<_, i32>(0), 0x01, "tagged binary record");
 
     check_printed(&p, &shown);
-    client
-        .batch_execute(&format!("DROP SCHEMA {schema} CASCADE"))
-        .await
-        .expect("drop schema");
 }

@@ -201,7 +201,8 @@ async fn kill_9_while_delivering_and_while_the_broker_is_away_loses_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kill_9_loses_nothing_on_the_postgres_store_either() {
-    kill_9_loses_nothing(Some(postgres_store().await)).await;
+    let db = test_database("notify").await;
+    kill_9_loses_nothing(Some(db.store_section())).await;
 }
 
 /// The kill -9 scenario on the embedded store, or on `store`.

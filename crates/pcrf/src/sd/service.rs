@@ -724,9 +724,8 @@ impl Sd {
             .unwrap_or_else(|| cfg.node.origin_realm.clone());
         let peer = self
             .node
-            .peers
-            .get(&host)
-            .ok_or_else(|| format!("TDF {host} is not connected"))?;
+            .route_to(&host)
+            .ok_or_else(|| format!("TDF {host} is not connected, directly or through a relay"))?;
         let n = self.state.next_id.fetch_add(1, Relaxed);
         let id = format!("{};sd;{};{n}", self.node.me.origin_host, now_ms());
         let prefix = s
@@ -798,11 +797,12 @@ impl Sd {
         changes: &AdcChanges<'_>,
         usage: &UsageInstructions,
     ) -> Result<sd::SdAnswer, String> {
-        let peer = self
-            .node
-            .peers
-            .get(&t.host)
-            .ok_or_else(|| format!("TDF {} is not connected", t.host))?;
+        let peer = self.node.route_to(&t.host).ok_or_else(|| {
+            format!(
+                "TDF {} is not connected, directly or through a relay",
+                t.host
+            )
+        })?;
         let started = Instant::now();
         let res = peer
             .request(sd::SD, cmd::RE_AUTH, |b| {

@@ -306,29 +306,3 @@ pub async fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
     }
     f()
 }
-
-/// A `[store]` body for the PostgreSQL store in a fresh schema of
-/// PCRF_TEST_DATABASE_URL (scripts/test.sh sets it up).
-pub async fn postgres_store() -> String {
-    let base = std::env::var("PCRF_TEST_DATABASE_URL").expect(
-        "PCRF_TEST_DATABASE_URL is not set: run scripts/test.sh, which starts PostgreSQL and sets it",
-    );
-    let (client, conn) = tokio_postgres::connect(&base, tokio_postgres::NoTls)
-        .await
-        .expect("connect to the test database");
-    tokio::spawn(conn);
-    let name = format!(
-        "notify_{}_{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.subsec_nanos())
-            .unwrap_or(0)
-    );
-    client
-        .batch_execute(&format!("CREATE SCHEMA {name}"))
-        .await
-        .expect("create schema");
-    let sep = if base.contains('?') { '&' } else { '?' };
-    format!("kind = \"postgres\"\nurl = \"{base}{sep}options=-csearch_path%3D{name}\"")
-}

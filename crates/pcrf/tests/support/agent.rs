@@ -2,15 +2,15 @@
 //! it. The agent is freeDiameterd running the files an operator installs
 //! (deploy/cluster/freediameter/), only its ports and file locations moved
 //! to a scratch directory, so what the tests pass through is what is
-//! shipped. The gateways (emulated PCEFs and AFs) connect to the agent
-//! alone; a request names its node with Destination-Host, or no node at
+//! shipped. The gateways (emulated PCEFs, AFs and TDFs) connect to the
+//! agent alone; a request names its node with Destination-Host, or no node at
 //! all, as a real gateway does, and the agent routes it.
 
 use super::*;
 use diameter::transport::RequestError;
 
 /// The names deploy/cluster/freediameter/ uses: the agent, the PCRF realm,
-/// its nodes, and the realms of the PCEFs and AFs it admits.
+/// its nodes, and the realms of the PCEFs, AFs and TDFs it admits.
 pub const AGENT: &str = "dra1.dra.example.net";
 pub const REALM: &str = "pcrf.example.net";
 pub const NODES: [&str; 3] = [
@@ -20,7 +20,9 @@ pub const NODES: [&str; 3] = [
 ];
 pub const PCEF_REALM: &str = "pgw.example.net";
 pub const AF_REALM: &str = "pcscf.example.net";
+pub const TDF_REALM: &str = "tdf.example.net";
 pub const RX: u32 = 16_777_236;
+pub const SD: u32 = 16_777_303;
 
 /// The ports of dra.conf, replaced by free ones.
 const AGENT_PORT: &str = "Port = 3868;";
@@ -130,10 +132,13 @@ fn require_tool(tool: &str) {
     );
 }
 
-/// A gateway (a PCEF, or an AF) connected to the agent only. The agent
-/// forwards the nodes' requests (RARs) to it, so the agent is its relay.
+/// A gateway (a PCEF, an AF or a TDF) connected to the agent only. The
+/// agent forwards the nodes' requests (RARs) to it, so the agent is its
+/// relay.
 pub struct Gateway {
     connection: Pcef,
+    /// Its application: Gx, Rx or Sd.
+    app: u32,
 }
 
 impl Gateway {
@@ -145,6 +150,11 @@ impl Gateway {
     /// An AF named `origin_host` (in AF_REALM).
     pub async fn af(agent: &Agent, origin_host: &str) -> Gateway {
         Self::connect(agent, origin_host, AF_REALM, RX).await
+    }
+
+    /// A TDF named `origin_host` (in TDF_REALM).
+    pub async fn tdf(agent: &Agent, origin_host: &str) -> Gateway {
+        Self::connect(agent, origin_host, TDF_REALM, SD).await
     }
 
     async fn connect(agent: &Agent, origin_host: &str, realm: &str, app: u32) -> Gateway {
@@ -167,13 +177,38 @@ impl Gateway {
             relays: vec![AGENT.into()],
             ..PeerSettings::default()
         };
-        let connection = Pcef::open(addr, local, settings, AGENT).await?;
-        Some(Gateway { connection })
+        let connection = Pcef::open(addr, local, app, settings, AGENT).await?;
+        Some(Gateway { connection, app })
     }
 
     /// The connection to the agent.
     pub fn peer(&self) -> &PeerHandle {
         &self.connection.peer
+    }
+
+    /// Sends a request of this gateway's application, command `code`, for
+    /// `session` to `node` of the PCRF realm (Destination-Host), `extra`
+    /// after the common AVPs, as an AF or a TDF does after the node's
+    /// first answer; the answer.
+    pub async fn request_to(
+        &self,
+        code: u32,
+        node: &str,
+        session: &str,
+        extra: impl FnOnce(&mut MessageBuilder<'_>),
+    ) -> Message {
+        let local = self.peer().local().clone();
+        self.peer()
+            .request(self.app, code, |b| {
+                b.str(avp::SESSION_ID, session)
+                    .u32(avp::AUTH_APPLICATION_ID, self.app)
+                    .origin(&local.origin_host, &local.origin_realm)
+                    .str(avp::DESTINATION_REALM, REALM)
+                    .str(avp::DESTINATION_HOST, node);
+                extra(b);
+            })
+            .await
+            .unwrap_or_else(|e| panic!("no answer from {node} for {session}: {e:?}"))
     }
 
     /// One CCR for the PCRF realm, naming `node` when given, with the T
@@ -280,7 +315,7 @@ impl Gateway {
             .unwrap_or_else(|e| panic!("CCR-T {session} #{number} to {node}: {e:?}"))
     }
 
-    /// The RARs received so far, from any node.
+    /// The RARs of its application received so far, from any node.
     pub fn rars(&self) -> Vec<Message> {
         self.connection.rars()
     }
@@ -297,4 +332,22 @@ pub fn origin_host(m: &Message) -> String {
         .flatten()
         .and_then(|a| a.as_identity().ok().map(str::to_owned))
         .unwrap_or_default()
+}
+
+/// The TDF's CCR to `node` for `session` of `request_type` and `number`,
+/// then `extra`.
+pub async fn sd_ccr(
+    tdf: &Gateway,
+    node: &str,
+    session: &str,
+    request_type: i32,
+    number: u32,
+    extra: impl FnOnce(&mut MessageBuilder<'_>),
+) -> Message {
+    tdf.request_to(cmd::CREDIT_CONTROL, node, session, |b| {
+        b.i32(avp::CC_REQUEST_TYPE, request_type)
+            .u32(avp::CC_REQUEST_NUMBER, number);
+        extra(b);
+    })
+    .await
 }

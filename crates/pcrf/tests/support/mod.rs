@@ -19,12 +19,11 @@ use std::time::{Duration, Instant};
 mod agent;
 mod cluster;
 mod cluster_node;
-mod cluster_peers;
 mod postgres;
 
 // Each test file uses a part of these.
 #[allow(unused_imports)]
-pub use {agent::*, cluster::*, cluster_peers::*, postgres::*};
+pub use {agent::*, cluster::*, postgres::*};
 
 pub const GX: u32 = 16_777_238;
 pub const TGPP: u32 = 10_415;
@@ -410,15 +409,18 @@ impl Drop for Pcrf {
 #[derive(Clone)]
 pub struct ReceivedRar(pub Message, pub Instant);
 
-/// The PCEF side: answers RARs with a configurable Result-Code.
+/// The PCEF side (or that of an AF or a TDF behind the routing agent):
+/// answers the RARs of its application with a configurable Result-Code.
 pub struct PcefHandler {
     pub rars: Mutex<Vec<ReceivedRar>>,
     pub raa_code: AtomicU32,
+    /// Gx for a PCEF, Rx for an AF, Sd for a TDF.
+    app: u32,
 }
 
 impl Handler for PcefHandler {
     fn serves(&self, app_id: u32, cmd: u32) -> bool {
-        app_id == GX && cmd == diameter::dict::cmd::RE_AUTH
+        app_id == self.app && cmd == diameter::dict::cmd::RE_AUTH
     }
 
     async fn handle(&self, req: Message, peer: PeerHandle) -> Result<Bytes, DiameterError> {
@@ -528,20 +530,23 @@ impl Pcef {
             request_timeout: Duration::from_secs(10),
             ..PeerSettings::default()
         };
-        Self::open(addr, local, settings, pcrf_host).await
+        Self::open(addr, local, GX, settings, pcrf_host).await
     }
 
-    /// Opens a Diameter connection from `local` to `peer_host` at `addr`;
-    /// `None` when it did not open within 10 s.
+    /// Opens a Diameter connection from `local`, answering the RARs of
+    /// application `app`, to `peer_host` at `addr`; `None` when it did not
+    /// open within 10 s.
     async fn open(
         addr: SocketAddr,
         local: LocalNode,
+        app: u32,
         settings: PeerSettings,
         peer_host: &str,
     ) -> Option<Pcef> {
         let handler = Arc::new(PcefHandler {
             rars: Mutex::new(Vec::new()),
             raa_code: AtomicU32::new(2001),
+            app,
         });
         let node = Node::with_parts(
             Arc::new(local),

@@ -50,6 +50,11 @@ impl TestDatabase {
     pub async fn client(&self) -> tokio_postgres::Client {
         connect(&self.url).await
     }
+
+    /// The `[store]` section's body for a `pcrf serve` on this database.
+    pub fn store_section(&self) -> String {
+        format!("kind = \"postgres\"\nurl = \"{}\"", self.url)
+    }
 }
 
 impl Drop for TestDatabase {
