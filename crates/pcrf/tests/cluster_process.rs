@@ -23,12 +23,6 @@ const PGW: &str = "pgw1.pgw.example.net";
 const A: &str = NODES[0];
 const B: &str = NODES[1];
 
-const CLUSTER: &str = r#"
-[cluster]
-heartbeat_interval_ms = 200
-node_timeout_ms = 1000
-"#;
-
 fn node<'a>(cluster: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::Value> {
     cluster["nodes"]
         .as_array()?
@@ -46,7 +40,7 @@ fn wait_profile(p: &Pcrf, imsi: &str, present: bool, within: Duration) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_nodes_list_each_other_and_a_killed_one_turns_not_alive() {
-    let mut c = Cluster::start(2, CLUSTER).await;
+    let mut c = Cluster::start(2, FAST_HEARTBEAT).await;
     let (a, b) = (&c.nodes[0], &c.nodes[1]);
     let (ok, cluster) = poll_for(Duration::from_secs(10), || {
         let (st, c) = a.http("GET", "/v1/cluster", None);
@@ -97,7 +91,7 @@ async fn two_nodes_list_each_other_and_a_killed_one_turns_not_alive() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn provisioning_through_one_node_is_used_by_the_other() {
-    let c = Cluster::start(2, CLUSTER).await;
+    let c = Cluster::start(2, FAST_HEARTBEAT).await;
     let (a, b) = (&c.nodes[0], &c.nodes[1]);
     // Created on A: B's next CCR-I uses the plan.
     let created = Instant::now();
@@ -201,7 +195,7 @@ async fn terminate_feeds(db: &TestDatabase, node: &str) -> i64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn top_up_and_delete_through_the_other_node_reach_the_pcef() {
     let (usage, _) = usage_section(USAGE_FILE);
-    let c = Cluster::start(2, &format!("{usage}{CLUSTER}")).await;
+    let c = Cluster::start(2, &format!("{usage}{FAST_HEARTBEAT}")).await;
     let (a, b) = (&c.nodes[0], &c.nodes[1]);
     a.provision(IMSI, r#"{"plan":"basic","quotas":{"monthly":50000000}}"#);
     assert!(

@@ -47,16 +47,10 @@ const OCS_REALM: &str = "ocs.example.net";
 const A: &str = NODES[0];
 const B: &str = NODES[1];
 
-const CLUSTER: &str = r#"
-[cluster]
-heartbeat_interval_ms = 200
-node_timeout_ms = 1000
-"#;
-
 /// Two nodes behind the agent, `extra` in both configurations, and the
 /// PCEF connected to the agent.
 async fn two_nodes(extra: &str) -> (Cluster, Gateway) {
-    let c = Cluster::start(2, &format!("{CLUSTER}{extra}")).await;
+    let c = Cluster::start(2, &format!("{FAST_HEARTBEAT}{extra}")).await;
     let pcef = c.pcef(PGW).await;
     (c, pcef)
 }

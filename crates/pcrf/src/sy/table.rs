@@ -70,6 +70,13 @@ impl SyTable {
 
     /// Sets the subscriber's Sy session (and indexes its Session-Id).
     pub fn put(&self, key: &str, sy: SySession) {
+        self.index(key, &sy);
+        *self.entry(key).state.lock() = Some(sy);
+    }
+
+    /// Indexes Sy Session-Id `sy` under subscriber `key`, counting it when
+    /// it is new.
+    fn index(&self, key: &str, sy: &SySession) {
         let fresh = self
             .by_session
             .insert(sy.session_id.clone(), key.to_owned())
@@ -78,7 +85,6 @@ impl SyTable {
             self.count
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         }
-        *self.entry(key).state.lock() = Some(sy);
     }
 
     /// Takes `sy`, a copy read with one of the subscriber's open session
@@ -107,14 +113,7 @@ impl SyTable {
                     .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
             }
         }
-        let fresh = self
-            .by_session
-            .insert(sy.session_id.clone(), key.to_owned())
-            .is_none();
-        if fresh {
-            self.count
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        }
+        self.index(key, sy);
         *st = Some(sy.clone());
         true
     }

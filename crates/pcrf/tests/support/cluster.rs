@@ -5,6 +5,14 @@
 
 use super::*;
 
+/// A `[cluster]` section with a fast heartbeat, for tests that watch
+/// liveness or the sessions a node reports (`GET /v1/cluster`).
+pub const FAST_HEARTBEAT: &str = r#"
+[cluster]
+heartbeat_interval_ms = 200
+node_timeout_ms = 1000
+"#;
+
 /// The cluster. Dropped in this order: the agent, the nodes, then the
 /// database (kept when the test failed).
 pub struct Cluster {
