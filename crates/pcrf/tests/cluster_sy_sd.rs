@@ -18,25 +18,19 @@
 //! OCS is a peer the nodes connect to directly, as in a real deployment
 //! (the PCRF is the Sy client and each node opens its own connection to
 //! the OCS); the emulated OCS sends an SNR over the connection of the node
-//! the test picks. The TDF is support's `Tdf`. The PCEF, the TDF and the
-//! OCS are real Diameter peers built with the diameter crate. Needs
-//! freeDiameterd (scripts/install-test-deps.sh) and a real server:
-//! PCRF_TEST_DATABASE_URL (scripts/test.sh sets it up).
+//! the test picks. The TDF is support's `Tdf`, the OCS support's `Ocs`.
+//! The PCEF, the TDF and the OCS are real Diameter peers built with the
+//! diameter crate. Needs freeDiameterd (scripts/install-test-deps.sh) and
+//! a real server: PCRF_TEST_DATABASE_URL (scripts/test.sh sets it up).
 
 mod support;
 
-use bytes::Bytes;
-use diameter::codec::{DiameterError, Message, MessageBuilder};
+use diameter::codec::{Message, MessageBuilder};
 use diameter::dict::{avp, cmd, enums};
-use diameter::peer::{Application, LocalNode, PeerSettings};
-use diameter::transport::{Handler, PeerHandle, Server};
-use std::collections::HashMap;
-use std::net::SocketAddr;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::*;
 
-const SY: u32 = 16_777_302;
 const IMSI: &str = "001010000000001";
 const COUNTER: &str = "monthly-data";
 const PGW: &str = "pgw1.pgw.example.net";
@@ -103,172 +97,11 @@ fn rars(pcef: &Gateway) -> Vec<(String, Message)> {
         .collect()
 }
 
-/// What the emulated OCS knows and saw: counter statuses, the SLRs, and
-/// its connection from each node (by the node's Origin-Host).
-#[derive(Default)]
-struct OcsState {
-    counters: Mutex<HashMap<String, String>>,
-    slrs: Mutex<Vec<Message>>,
-    strs: Mutex<Vec<Message>>,
-    peers: Mutex<HashMap<String, PeerHandle>>,
-}
-
-struct OcsHandler(Arc<OcsState>);
-
-impl Handler for OcsHandler {
-    fn serves(&self, app_id: u32, cmd: u32) -> bool {
-        app_id == SY && (cmd == cmd::SPENDING_LIMIT || cmd == cmd::SESSION_TERMINATION)
-    }
-
-    async fn handle(&self, req: Message, peer: PeerHandle) -> Result<Bytes, DiameterError> {
-        req.validate()?;
-        let mut buf = bytes::BytesMut::new();
-        let mut b = MessageBuilder::answer(&mut buf, &req);
-        b.u32(avp::AUTH_APPLICATION_ID, SY)
-            .origin(&peer.local().origin_host, &peer.local().origin_realm)
-            .result_code(2001);
-        if req.command_code() == cmd::SESSION_TERMINATION {
-            self.0.strs.lock().expect("lock").push(req.clone());
-        }
-        if req.command_code() == cmd::SPENDING_LIMIT {
-            self.0.slrs.lock().expect("lock").push(req.clone());
-            let table = self.0.counters.lock().expect("lock").clone();
-            for a in req.avps().filter_map(|a| a.ok()) {
-                if a.is(avp::POLICY_COUNTER_IDENTIFIER) {
-                    let c = a.as_str().expect("utf8");
-                    b.group(avp::POLICY_COUNTER_STATUS_REPORT, |g| {
-                        g.str(avp::POLICY_COUNTER_IDENTIFIER, c)
-                            .str(avp::POLICY_COUNTER_STATUS, &table[c]);
-                    });
-                }
-            }
-        }
-        b.finish();
-        Ok(buf.freeze())
-    }
-
-    fn peer_up(&self, peer: &PeerHandle) {
-        if let Some(host) = peer.origin_host() {
-            self.0
-                .peers
-                .lock()
-                .expect("lock")
-                .insert(host.to_string(), peer.clone());
-        }
-    }
-}
-
-/// An OCS both nodes connect to (directly: the PCRF is its client).
-struct Ocs {
-    addr: SocketAddr,
-    state: Arc<OcsState>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-}
-
-impl Ocs {
-    async fn start() -> Ocs {
-        let state = Arc::new(OcsState::default());
-        state
-            .counters
-            .lock()
-            .expect("lock")
-            .insert(COUNTER.into(), "valid".into());
-        let local =
-            LocalNode::new(OCS, OCS_REALM).with_application(Application::auth_vendor(SY, TGPP));
-        let server = Server::bind(
-            "127.0.0.1:0",
-            local,
-            PeerSettings::default(),
-            OcsHandler(state.clone()),
-        )
-        .await
-        .expect("bind OCS");
-        let addr = server.local_addr().expect("addr");
-        let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(async move {
-            let _ = server
-                .run(async {
-                    let _ = rx.await;
-                })
-                .await;
-        });
-        Ocs {
-            addr,
-            state,
-            stop: Some(stop),
-        }
-    }
-
-    /// The `[sy]` section naming this OCS.
-    fn config(&self) -> String {
-        format!(
-            "\n[sy]\ntimeout_ms = 2000\nocs = [ {{ origin_host = \"{OCS}\", origin_realm = \"{OCS_REALM}\", address = \"{}\" }} ]\n",
-            self.addr
-        )
-    }
-
-    /// The open connection from node `host`.
-    async fn peer(&self, host: &str) -> PeerHandle {
-        wait_for(&format!("{host} connected to the OCS"), || {
-            self.state
-                .peers
-                .lock()
-                .expect("lock")
-                .get(host)
-                .filter(|p| p.is_open())
-                .cloned()
-        })
-        .await
-    }
-
-    fn slrs(&self) -> Vec<Message> {
-        self.state.slrs.lock().expect("lock").clone()
-    }
-
-    fn strs(&self) -> Vec<Message> {
-        self.state.strs.lock().expect("lock").clone()
-    }
-
-    /// The Sy Session-Id of the first SLR.
-    fn sy_session(&self) -> String {
-        self.slrs()[0]
-            .session_id()
-            .expect("sid")
-            .expect("Session-Id")
-            .to_owned()
-    }
-
-    /// An SNR over node `host`'s connection reporting the counter at
-    /// `status`; the SNA.
-    async fn snr(&self, host: &str, sy_session: &str, status: &str) -> Message {
-        let peer = self.peer(host).await;
-        peer.request(SY, cmd::SPENDING_STATUS_NOTIFICATION, |b| {
-            b.str(avp::SESSION_ID, sy_session)
-                .u32(avp::AUTH_APPLICATION_ID, SY)
-                .origin(OCS, OCS_REALM)
-                .str(avp::DESTINATION_REALM, REALM)
-                .str(avp::DESTINATION_HOST, host)
-                .group(avp::POLICY_COUNTER_STATUS_REPORT, |g| {
-                    g.str(avp::POLICY_COUNTER_IDENTIFIER, COUNTER)
-                        .str(avp::POLICY_COUNTER_STATUS, status);
-                });
-        })
-        .await
-        .expect("SNA")
-    }
-
-    fn stop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-    }
-}
-
 /// The OCS, two nodes with it in their `[sy]` (both connected to it),
 /// the PCEF, and IMSI provisioned.
 async fn with_ocs() -> (Ocs, Cluster, Gateway) {
-    let ocs = Ocs::start().await;
-    let (c, pcef) = two_nodes(&ocs.config()).await;
+    let ocs = Ocs::start(OCS, OCS_REALM, &[(COUNTER, "valid")]).await;
+    let (c, pcef) = two_nodes(&sy_section(&[&ocs], 2000)).await;
     ocs.peer(A).await;
     ocs.peer(B).await;
     provision(
@@ -300,12 +133,12 @@ async fn an_snr_at_the_node_without_the_session_reaches_the_pcef_and_the_holder_
     assert_eq!(result_of(&cca), 2001);
     assert_eq!(origin_host(&cca), A);
     assert_eq!(installed(&cca), ["internet"], "valid: not throttled");
-    assert_eq!(ocs.slrs().len(), 1);
+    assert_eq!(ocs.requests(cmd::SPENDING_LIMIT).len(), 1);
     let sy_session = ocs.sy_session();
 
     // The OCS sends its SNR to B, which never saw the subscriber: applied
     // there, and B throttles the PCEF by a RAR through the agent.
-    let sna = ocs.snr(B, &sy_session, "exhausted").await;
+    let sna = ocs.snr(B, &sy_session, COUNTER, "exhausted").await;
     assert_eq!(result_of(&sna), 2001, "{}", b.log());
     let got = wait_for("the RAR", || {
         let r = rars(&pcef);
@@ -337,10 +170,10 @@ async fn an_snr_at_the_node_without_the_session_reaches_the_pcef_and_the_holder_
     let rules = stored["installed"]["rules"].to_string();
     assert!(rules.contains("throttled"), "{stored}");
     assert!(!rules.contains("\"internet\""), "{stored}");
-    assert_eq!(ocs.slrs().len(), 1, "no second SLR");
+    assert_eq!(ocs.requests(cmd::SPENDING_LIMIT).len(), 1, "no second SLR");
 
     // An SNR back to A (which holds the session again) lifts it.
-    let sna = ocs.snr(A, &sy_session, "valid").await;
+    let sna = ocs.snr(A, &sy_session, COUNTER, "valid").await;
     assert_eq!(result_of(&sna), 2001, "{}", a.log());
     let got = wait_for("the second RAR", || {
         let r = rars(&pcef);
@@ -355,7 +188,7 @@ async fn an_snr_at_the_node_without_the_session_reaches_the_pcef_and_the_holder_
         (vec!["internet".to_string()], vec!["throttled".to_string()])
     );
     pcef.close().await;
-    ocs.stop();
+    ocs.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -390,7 +223,7 @@ async fn racing_snrs_and_ccr_us_are_retried_and_the_acknowledged_status_is_store
     let mut acked = "valid";
     for i in 0..ROUNDS {
         let status = if i % 2 == 0 { "exhausted" } else { "valid" };
-        let code = result_of(&ocs.snr(B, &sy_session, status).await);
+        let code = result_of(&ocs.snr(B, &sy_session, COUNTER, status).await);
         if code == 2001 {
             acked = status;
         }
@@ -431,7 +264,7 @@ async fn racing_snrs_and_ccr_us_are_retried_and_the_acknowledged_status_is_store
         "\"throttled\""
     };
     assert!(rules.contains(expected), "{rules}");
-    ocs.stop();
+    ocs.stop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -444,10 +277,17 @@ async fn the_sy_session_ends_with_the_subscribers_last_open_session_of_the_clust
     let sy_session = ocs.sy_session();
     // An SNR at B brings the subscriber there; its second session opens
     // on B with the same Sy session.
-    assert_eq!(result_of(&ocs.snr(B, &sy_session, "valid").await), 2001);
+    assert_eq!(
+        result_of(&ocs.snr(B, &sy_session, COUNTER, "valid").await),
+        2001
+    );
     let cca = pcef.ccr_i(B, "pgw;cstr;2", IMSI).await;
     assert_eq!((result_of(&cca), origin_host(&cca)), (2001, B.to_string()));
-    assert_eq!(ocs.slrs().len(), 1, "one Sy session for the subscriber");
+    assert_eq!(
+        ocs.requests(cmd::SPENDING_LIMIT).len(),
+        1,
+        "one Sy session for the subscriber"
+    );
     assert_eq!(
         session(b, "pgw;cstr;2")["sy"]["session_id"],
         sy_session.as_str()
@@ -460,15 +300,18 @@ async fn the_sy_session_ends_with_the_subscribers_last_open_session_of_the_clust
     );
     assert_eq!(result_of(&pcef.ccr_t(A, "pgw;cstr;1", 2).await), 2001);
     tokio::time::sleep(Duration::from_millis(500)).await;
-    assert!(ocs.strs().is_empty(), "STR while B serves the subscriber");
+    assert!(
+        ocs.requests(cmd::SESSION_TERMINATION).is_empty(),
+        "STR while B serves the subscriber"
+    );
     // The last one ends on B (which still holds a stale copy of the first
     // in memory): the STR goes.
     assert_eq!(result_of(&pcef.ccr_t(B, "pgw;cstr;2", 1).await), 2001);
-    let str_ = wait_for("the STR", || ocs.strs().pop()).await;
+    let str_ = wait_for("the STR", || ocs.requests(cmd::SESSION_TERMINATION).pop()).await;
     assert_eq!(str_.session_id().expect("sid"), Some(sy_session.as_str()));
-    assert_eq!(ocs.strs().len(), 1);
+    assert_eq!(ocs.requests(cmd::SESSION_TERMINATION).len(), 1);
     pcef.close().await;
-    ocs.stop();
+    ocs.stop().await;
 }
 
 /// A TDF CCR-I's AVPs naming the UE of the PCEF's sessions: IMSI, and

@@ -8,224 +8,16 @@
 
 mod support;
 
-use bytes::Bytes;
-use diameter::codec::{DiameterError, Message, MessageBuilder, FLAG_T};
+use diameter::codec::{Message, FLAG_T};
 use diameter::dict::{avp, cmd};
-use diameter::peer::{Application, LocalNode, PeerSettings};
-use diameter::transport::{Handler, PeerHandle, Server};
-use std::collections::HashMap;
-use std::net::SocketAddr;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 use support::*;
 
-const SY: u32 = 16_777_302;
+/// The PCRF's Origin-Host: the OCS sends its SNRs over its connection.
+const PCRF: &str = "pcrf.test.local";
 const IMSI: &str = "001010000000001";
 const COUNTER: &str = "monthly-data";
-
-/// What an emulated OCS knows and saw.
-#[derive(Default)]
-struct OcsState {
-    /// Known counters and their statuses; others are answered 5570.
-    counters: Mutex<HashMap<String, String>>,
-    /// Every request received (SLR, STR), in order.
-    requests: Mutex<Vec<Message>>,
-    /// The PCRF's connection to us.
-    peer: Mutex<Option<PeerHandle>>,
-    /// How long to wait before answering (a hung OCS), ms.
-    delay_ms: AtomicU64,
-    /// A status every counter takes this long after the SLA (announced as
-    /// Pending-Policy-Counter-Information).
-    pending: Mutex<Option<(String, Duration)>>,
-}
-
-struct OcsHandler(Arc<OcsState>);
-
-impl Handler for OcsHandler {
-    fn serves(&self, app_id: u32, cmd: u32) -> bool {
-        app_id == SY && (cmd == cmd::SPENDING_LIMIT || cmd == cmd::SESSION_TERMINATION)
-    }
-
-    async fn handle(&self, req: Message, peer: PeerHandle) -> Result<Bytes, DiameterError> {
-        req.validate()?;
-        self.0.requests.lock().expect("lock").push(req.clone());
-        let delay = self.0.delay_ms.load(Ordering::Relaxed);
-        if delay > 0 {
-            tokio::time::sleep(Duration::from_millis(delay)).await;
-        }
-        let mut buf = bytes::BytesMut::new();
-        let mut b = MessageBuilder::answer(&mut buf, &req);
-        b.u32(avp::AUTH_APPLICATION_ID, SY)
-            .origin(&peer.local().origin_host, &peer.local().origin_realm);
-        if req.command_code() == cmd::SPENDING_LIMIT {
-            let table = self.0.counters.lock().expect("lock").clone();
-            let asked: Vec<String> = ids(&req);
-            let unknown: Vec<&String> = asked.iter().filter(|c| !table.contains_key(*c)).collect();
-            if unknown.is_empty() {
-                b.result_code(2001);
-                let pending = self.0.pending.lock().expect("lock").clone();
-                for c in &asked {
-                    b.group(avp::POLICY_COUNTER_STATUS_REPORT, |g| {
-                        g.str(avp::POLICY_COUNTER_IDENTIFIER, c)
-                            .str(avp::POLICY_COUNTER_STATUS, &table[c]);
-                        if let Some((status, after)) = &pending {
-                            g.group(avp::PENDING_POLICY_COUNTER_INFORMATION, |p| {
-                                p.str(avp::POLICY_COUNTER_STATUS, status).time(
-                                    avp::PENDING_POLICY_COUNTER_CHANGE_TIME,
-                                    std::time::SystemTime::now() + *after,
-                                );
-                            });
-                        }
-                    });
-                }
-            } else {
-                b.group(avp::EXPERIMENTAL_RESULT, |g| {
-                    g.u32(avp::VENDOR_ID, TGPP)
-                        .u32(avp::EXPERIMENTAL_RESULT_CODE, 5570);
-                })
-                .group(avp::FAILED_AVP, |g| {
-                    for c in &unknown {
-                        g.str(avp::POLICY_COUNTER_IDENTIFIER, c);
-                    }
-                });
-            }
-        } else {
-            b.result_code(2001);
-        }
-        b.finish();
-        Ok(buf.freeze())
-    }
-
-    fn peer_up(&self, peer: &PeerHandle) {
-        *self.0.peer.lock().expect("lock") = Some(peer.clone());
-    }
-}
-
-fn ids(m: &Message) -> Vec<String> {
-    m.avps()
-        .filter_map(|a| a.ok())
-        .filter(|a| a.is(avp::POLICY_COUNTER_IDENTIFIER))
-        .map(|a| a.as_str().expect("utf8").to_owned())
-        .collect()
-}
-
-/// An OCS listening on a free port.
-struct Ocs {
-    host: String,
-    addr: SocketAddr,
-    state: Arc<OcsState>,
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    task: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl Ocs {
-    async fn start(host: &str, counters: &[(&str, &str)]) -> Ocs {
-        let state = Arc::new(OcsState::default());
-        *state.counters.lock().expect("lock") = counters
-            .iter()
-            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-            .collect();
-        let local =
-            LocalNode::new(host, "test.local").with_application(Application::auth_vendor(SY, TGPP));
-        let server = Server::bind(
-            "127.0.0.1:0",
-            local,
-            PeerSettings::default(),
-            OcsHandler(state.clone()),
-        )
-        .await
-        .expect("bind OCS");
-        let addr = server.local_addr().expect("addr");
-        let (stop, rx) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            let _ = server
-                .run(async {
-                    let _ = rx.await;
-                })
-                .await;
-        });
-        Ocs {
-            host: host.to_owned(),
-            addr,
-            state,
-            stop: Some(stop),
-            task: Some(task),
-        }
-    }
-
-    fn config(&self) -> String {
-        format!(
-            "{{ origin_host = \"{}\", address = \"{}\" }}",
-            self.host, self.addr
-        )
-    }
-
-    /// Waits until the PCRF's connection to us is open.
-    async fn wait_peer(&self) -> PeerHandle {
-        let deadline = Instant::now() + Duration::from_secs(15);
-        loop {
-            if let Some(p) = self.state.peer.lock().expect("lock").clone() {
-                if p.is_open() {
-                    return p;
-                }
-            }
-            assert!(
-                Instant::now() < deadline,
-                "the PCRF did not connect to {}",
-                self.host
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    fn requests(&self, command: u32) -> Vec<Message> {
-        self.state
-            .requests
-            .lock()
-            .expect("lock")
-            .iter()
-            .filter(|m| m.command_code() == command)
-            .cloned()
-            .collect()
-    }
-
-    /// Sends an SNR for `sy_session` reporting `counter` at `status`.
-    async fn snr(&self, sy_session: &str, counter: &str, status: &str) -> Message {
-        let peer = self.wait_peer().await;
-        peer.request(SY, cmd::SPENDING_STATUS_NOTIFICATION, |b| {
-            b.str(avp::SESSION_ID, sy_session)
-                .u32(avp::AUTH_APPLICATION_ID, SY)
-                .origin(&self.host, "test.local")
-                .str(avp::DESTINATION_REALM, "test.local")
-                .str(avp::DESTINATION_HOST, "pcrf.test.local")
-                .group(avp::POLICY_COUNTER_STATUS_REPORT, |g| {
-                    g.str(avp::POLICY_COUNTER_IDENTIFIER, counter)
-                        .str(avp::POLICY_COUNTER_STATUS, status);
-                });
-        })
-        .await
-        .expect("SNA")
-    }
-
-    /// Stops: DPR to the PCRF, no more connections accepted.
-    async fn stop(&mut self) {
-        if let Some(s) = self.stop.take() {
-            let _ = s.send(());
-        }
-        if let Some(t) = self.task.take() {
-            let _ = tokio::time::timeout(Duration::from_secs(10), t).await;
-        }
-    }
-}
-
-fn sy_section(ocs: &[&Ocs], timeout_ms: u64) -> String {
-    let list: Vec<String> = ocs.iter().map(|o| o.config()).collect();
-    format!(
-        "\n[sy]\ntimeout_ms = {timeout_ms}\nocs = [ {} ]\n",
-        list.join(", ")
-    )
-}
 
 fn start(sy: &str) -> Pcrf {
     let p = Pcrf::start(sy);
@@ -262,9 +54,9 @@ async fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slr_at_ccr_i_snr_pushes_rar_and_last_ccr_t_sends_str() {
-    let ocs = Ocs::start("ocs1.test.local", &[(COUNTER, "valid")]).await;
+    let ocs = Ocs::start("ocs1.test.local", "test.local", &[(COUNTER, "valid")]).await;
     let p = start(&sy_section(&[&ocs], 2000));
-    ocs.wait_peer().await;
+    ocs.peer(PCRF).await;
     let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
 
     // CCR-I: the policy asks for the counter, the SLR carries the IMSI.
@@ -274,7 +66,7 @@ async fn slr_at_ccr_i_snr_pushes_rar_and_last_ccr_t_sends_str() {
     let slrs = ocs.requests(cmd::SPENDING_LIMIT);
     assert_eq!(slrs.len(), 1);
     let slr = &slrs[0];
-    assert_eq!(ids(slr), [COUNTER]);
+    assert_eq!(counter_ids(slr), [COUNTER]);
     let sl_type = slr
         .find(avp::SL_REQUEST_TYPE)
         .expect("ok")
@@ -300,7 +92,7 @@ async fn slr_at_ccr_i_snr_pushes_rar_and_last_ccr_t_sends_str() {
     assert_eq!(ocs.requests(cmd::SPENDING_LIMIT).len(), 1, "no second SLR");
 
     // The OCS: exhausted. Both sessions are throttled through RARs.
-    let sna = ocs.snr(&sy_session, COUNTER, "exhausted").await;
+    let sna = ocs.snr(PCRF, &sy_session, COUNTER, "exhausted").await;
     assert_eq!(result_of(&sna), 2001);
     let rars = wait_for("two RARs", || {
         let r = pcef.rars();
@@ -313,13 +105,13 @@ async fn slr_at_ccr_i_snr_pushes_rar_and_last_ccr_t_sends_str() {
         assert_eq!(remove, ["internet"]);
     }
     // The same status again changes nothing: no RAR.
-    let sna = ocs.snr(&sy_session, COUNTER, "exhausted").await;
+    let sna = ocs.snr(PCRF, &sy_session, COUNTER, "exhausted").await;
     assert_eq!(result_of(&sna), 2001);
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(pcef.rars().len(), 2);
 
     // A report without its status: 5005 naming the missing AVP.
-    let peer = ocs.wait_peer().await;
+    let peer = ocs.peer(PCRF).await;
     let bad = peer
         .request(SY, cmd::SPENDING_STATUS_NOTIFICATION, |b| {
             b.str(avp::SESSION_ID, &sy_session)
@@ -340,7 +132,7 @@ async fn slr_at_ccr_i_snr_pushes_rar_and_last_ccr_t_sends_str() {
     assert_eq!(pcef.rars().len(), 2, "nothing applied");
 
     // An SNR for a Sy session we do not have: 5002.
-    let sna = ocs.snr("no-such-session", COUNTER, "valid").await;
+    let sna = ocs.snr(PCRF, "no-such-session", COUNTER, "valid").await;
     assert_eq!(result_of(&sna), 5002);
 
     // The first CCR-T leaves a session: no STR. The last one sends it.
@@ -380,9 +172,9 @@ async fn slr_at_ccr_i_snr_pushes_rar_and_last_ccr_t_sends_str() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn exhausted_at_attach_throttles_in_the_cca_i() {
-    let ocs = Ocs::start("ocs1.test.local", &[(COUNTER, "exhausted")]).await;
+    let ocs = Ocs::start("ocs1.test.local", "test.local", &[(COUNTER, "exhausted")]).await;
     let p = start(&sy_section(&[&ocs], 2000));
-    ocs.wait_peer().await;
+    ocs.peer(PCRF).await;
     let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
     let cca = pcef.ccr_i("pgw;sy;1", IMSI).await;
     assert_eq!(result_of(&cca), 2001);
@@ -394,7 +186,7 @@ async fn exhausted_at_attach_throttles_in_the_cca_i() {
         .expect("sid")
         .expect("Session-Id")
         .to_owned();
-    ocs.snr(&sy_session, COUNTER, "valid").await;
+    ocs.snr(PCRF, &sy_session, COUNTER, "valid").await;
     let rar = wait_for("RAR", || pcef.rars().pop()).await;
     assert_eq!(rule_changes(&rar).0, ["internet"]);
     pcef.close().await;
@@ -403,7 +195,7 @@ async fn exhausted_at_attach_throttles_in_the_cca_i() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn no_ocs_up_falls_back_to_unknown_without_holding_gx() {
     // An OCS that is configured but not there.
-    let ocs = Ocs::start("ocs1.test.local", &[(COUNTER, "exhausted")]).await;
+    let ocs = Ocs::start("ocs1.test.local", "test.local", &[(COUNTER, "exhausted")]).await;
     let config = sy_section(&[&ocs], 500);
     let mut ocs = ocs;
     ocs.stop().await;
@@ -426,15 +218,15 @@ async fn no_ocs_up_falls_back_to_unknown_without_holding_gx() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_ocs_fails_over_to_the_next_with_the_t_flag_and_a_stopped_one_too() {
-    let mut ocs1 = Ocs::start("ocs1.test.local", &[(COUNTER, "valid")]).await;
-    let ocs2 = Ocs::start("ocs2.test.local", &[(COUNTER, "exhausted")]).await;
+    let mut ocs1 = Ocs::start("ocs1.test.local", "test.local", &[(COUNTER, "valid")]).await;
+    let ocs2 = Ocs::start("ocs2.test.local", "test.local", &[(COUNTER, "exhausted")]).await;
     let p = start(&sy_section(&[&ocs1, &ocs2], 2000));
-    ocs1.wait_peer().await;
-    ocs2.wait_peer().await;
+    ocs1.peer(PCRF).await;
+    ocs2.peer(PCRF).await;
     let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
 
     // OCS 1 hangs: the SLR goes to OCS 2 again, as a retransmission.
-    ocs1.state.delay_ms.store(5000, Ordering::Relaxed);
+    ocs1.answer_after(Duration::from_millis(5000));
     let t0 = Instant::now();
     let cca = pcef.ccr_i("pgw;sy;1", IMSI).await;
     assert!(
@@ -453,7 +245,7 @@ async fn a_hung_ocs_fails_over_to_the_next_with_the_t_flag_and_a_stopped_one_too
     assert_eq!(dest.as_str(), Ok("ocs2.test.local"));
 
     // OCS 1 is stopped: requests go straight to OCS 2.
-    ocs1.state.delay_ms.store(0, Ordering::Relaxed);
+    ocs1.answer_after(Duration::ZERO);
     ocs1.stop().await;
     wait_for("OCS 1 down", || {
         p.metrics()
@@ -474,9 +266,9 @@ async fn a_hung_ocs_fails_over_to_the_next_with_the_t_flag_and_a_stopped_one_too
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn unknown_counters_are_refused_once_counted_and_nothing_corrupted() {
     // This OCS knows no counter at all.
-    let ocs = Ocs::start("ocs1.test.local", &[]).await;
+    let ocs = Ocs::start("ocs1.test.local", "test.local", &[]).await;
     let p = start(&sy_section(&[&ocs], 2000));
-    ocs.wait_peer().await;
+    ocs.peer(PCRF).await;
     let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
     let cca = pcef.ccr_i("pgw;sy;1", IMSI).await;
     assert_eq!(result_of(&cca), 2001);
@@ -509,9 +301,9 @@ async fn unknown_counters_are_refused_once_counted_and_nothing_corrupted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_sy_session_survives_kill_9() {
-    let ocs = Ocs::start("ocs1.test.local", &[(COUNTER, "exhausted")]).await;
+    let ocs = Ocs::start("ocs1.test.local", "test.local", &[(COUNTER, "exhausted")]).await;
     let mut p = start(&sy_section(&[&ocs], 2000));
-    ocs.wait_peer().await;
+    ocs.peer(PCRF).await;
     let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
     let cca = pcef.ccr_i("pgw;sy;1", IMSI).await;
     assert_eq!(installed(&cca), ["throttled"]);
@@ -534,7 +326,7 @@ async fn the_sy_session_survives_kill_9() {
     .await;
     assert_eq!(metric(&p, "pcrf_sy_sessions"), 1.0);
     // An SNR for the session from before the crash is known.
-    let sna = ocs.snr(&sy_session, COUNTER, "valid").await;
+    let sna = ocs.snr(PCRF, &sy_session, COUNTER, "valid").await;
     assert_eq!(result_of(&sna), 2001);
     let rar = wait_for("RAR", || pcef.rars().pop()).await;
     assert_eq!(rule_changes(&rar).0, ["internet"]);
@@ -547,11 +339,10 @@ async fn the_sy_session_survives_kill_9() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pending_status_change_applies_at_its_time() {
-    let ocs = Ocs::start("ocs1.test.local", &[(COUNTER, "valid")]).await;
-    *ocs.state.pending.lock().expect("lock") =
-        Some(("exhausted".into(), Duration::from_millis(2500)));
+    let ocs = Ocs::start("ocs1.test.local", "test.local", &[(COUNTER, "valid")]).await;
+    ocs.announce_pending("exhausted", Duration::from_millis(2500));
     let p = start(&sy_section(&[&ocs], 2000));
-    ocs.wait_peer().await;
+    ocs.peer(PCRF).await;
     let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
     let t0 = Instant::now();
     let cca = pcef.ccr_i("pgw;sy;1", IMSI).await;
@@ -566,9 +357,9 @@ async fn a_pending_status_change_applies_at_its_time() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn statuses_survive_kill_9_after_the_session_holding_them_ended() {
-    let ocs = Ocs::start("ocs1.test.local", &[(COUNTER, "valid")]).await;
+    let ocs = Ocs::start("ocs1.test.local", "test.local", &[(COUNTER, "valid")]).await;
     let mut p = start(&sy_section(&[&ocs], 2000));
-    ocs.wait_peer().await;
+    ocs.peer(PCRF).await;
     let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
     for id in ["pgw;sy;1", "pgw;sy;2"] {
         assert_eq!(installed(&pcef.ccr_i(id, IMSI).await), ["internet"]);
@@ -578,7 +369,7 @@ async fn statuses_survive_kill_9_after_the_session_holding_them_ended() {
         .expect("sid")
         .expect("Session-Id")
         .to_owned();
-    ocs.snr(&sy_session, COUNTER, "exhausted").await;
+    ocs.snr(PCRF, &sy_session, COUNTER, "exhausted").await;
     wait_for("two RARs", || (pcef.rars().len() >= 2).then_some(())).await;
     // End the session whose record holds the new status.
     let status_of = |id: &str| {
@@ -617,10 +408,10 @@ async fn statuses_survive_kill_9_after_the_session_holding_them_ended() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_hung_ocs_holds_each_subscriber_once_per_retry_period() {
-    let ocs = Ocs::start("ocs1.test.local", &[(COUNTER, "exhausted")]).await;
-    ocs.state.delay_ms.store(10_000, Ordering::Relaxed);
+    let ocs = Ocs::start("ocs1.test.local", "test.local", &[(COUNTER, "exhausted")]).await;
+    ocs.answer_after(Duration::from_millis(10_000));
     let p = start(&format!("{}retry_secs = 30\n", sy_section(&[&ocs], 300)));
-    ocs.wait_peer().await;
+    ocs.peer(PCRF).await;
     let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
     let t0 = Instant::now();
     let cca = pcef.ccr_i("pgw;sy;1", IMSI).await;
@@ -660,9 +451,9 @@ async fn a_hung_ocs_holds_each_subscriber_once_per_retry_period() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_pcef_forgetting_the_last_session_ends_the_sy_session() {
-    let ocs = Ocs::start("ocs1.test.local", &[(COUNTER, "valid")]).await;
+    let ocs = Ocs::start("ocs1.test.local", "test.local", &[(COUNTER, "valid")]).await;
     let p = start(&sy_section(&[&ocs], 2000));
-    ocs.wait_peer().await;
+    ocs.peer(PCRF).await;
     let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
     assert_eq!(result_of(&pcef.ccr_i("pgw;sy;1", IMSI).await), 2001);
     let sy_session = ocs.requests(cmd::SPENDING_LIMIT)[0]
@@ -672,7 +463,7 @@ async fn a_pcef_forgetting_the_last_session_ends_the_sy_session() {
         .to_owned();
     // The PCEF no longer knows the session: the RAR the SNR causes gets 5002.
     pcef.handler.raa_code.store(5002, Ordering::Relaxed);
-    ocs.snr(&sy_session, COUNTER, "exhausted").await;
+    ocs.snr(PCRF, &sy_session, COUNTER, "exhausted").await;
     let str_ = wait_for("STR", || ocs.requests(cmd::SESSION_TERMINATION).pop()).await;
     assert_eq!(str_.session_id().expect("sid"), Some(sy_session.as_str()));
     assert_eq!(metric(&p, "pcrf_sy_sessions"), 0.0);
@@ -682,7 +473,7 @@ async fn a_pcef_forgetting_the_last_session_ends_the_sy_session() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_ocs_answering_with_another_origin_host_is_not_used() {
     // Listening where ocs1 is configured, but calling itself rogue.
-    let rogue = Ocs::start("rogue.test.local", &[(COUNTER, "exhausted")]).await;
+    let rogue = Ocs::start("rogue.test.local", "test.local", &[(COUNTER, "exhausted")]).await;
     let config = format!(
         "\n[sy]\ntimeout_ms = 500\nocs = [ {{ origin_host = \"ocs1.test.local\", address = \"{}\" }} ]\n",
         rogue.addr

@@ -1,6 +1,6 @@
 //! Process-level test support: start the real `pcrf` binary on free
 //! loopback ports with its own data directory, talk to its HTTP API, and
-//! play a PCEF over Diameter (CER/CEA, CCRs, answering RARs).
+//! play a PCEF over Diameter (CER/CEA, CCRs, answering RARs) and an OCS.
 
 #![allow(dead_code)]
 
@@ -19,11 +19,12 @@ use std::time::{Duration, Instant};
 mod agent;
 mod cluster;
 mod cluster_node;
+mod ocs;
 mod postgres;
 
 // Each test file uses a part of these.
 #[allow(unused_imports)]
-pub use {agent::*, cluster::*, postgres::*};
+pub use {agent::*, cluster::*, ocs::*, postgres::*};
 
 pub const GX: u32 = 16_777_238;
 pub const TGPP: u32 = 10_415;
