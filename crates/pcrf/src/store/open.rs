@@ -5,7 +5,7 @@
 use crate::session::GxSession;
 use crate::store::config::{StoreConfig, StoreKind};
 use crate::store::postgres::{self, ConnectionMonitor, PostgresHandles, QueryProfiler};
-use crate::store::sqlite_layout;
+use crate::store::{sqlite, sqlite_layout};
 use crate::store::{Store, StoreError};
 use crate::subscriber::Subscriber;
 use crate::usage::SubscriberUsage;
@@ -77,6 +77,9 @@ pub fn open_shards(config: &StoreConfig) -> Result<OpenedStore, StoreError> {
             let (stores, _) = sqlite_layout::open_shards(&config.path, n, config.durability)?;
             let mut shards: Vec<Box<dyn Store>> = Vec::with_capacity(stores.len());
             for mut store in stores {
+                // One page-cache budget for the store, not one per writer:
+                // each file holds its shard's rows only.
+                store.set_page_cache_kib(sqlite::PAGE_CACHE_KIB / n as u64)?;
                 if let Some(mb) = config.max_size_mb {
                     // The cap is for the directory: each file gets its share.
                     let each = mb.saturating_mul(1024 * 1024) / n as u64;

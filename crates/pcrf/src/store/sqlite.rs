@@ -19,6 +19,10 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+/// The embedded store's page cache, KiB: one file's when it is opened
+/// alone, the whole store's when it is sharded (`open_shards` splits it).
+pub(crate) const PAGE_CACHE_KIB: u64 = 65_536;
+
 /// File name of the database inside the store directory (shard 0).
 pub const DB_FILE: &str = "pcrf.db";
 /// Held with an exclusive flock while a store is open: two servers on one
@@ -284,7 +288,7 @@ impl SqliteStore {
         conn.execute_batch(&format!(
             "PRAGMA synchronous = {synchronous};
              PRAGMA journal_size_limit = 67108864;
-             PRAGMA cache_size = -65536;
+             PRAGMA cache_size = -{PAGE_CACHE_KIB};
              PRAGMA wal_autocheckpoint = 0;"
         ))
         .map_err(|e| db_error(&ctx, e))?;
@@ -329,6 +333,16 @@ impl SqliteStore {
     /// Caps the database size: past it a write fails with
     /// `Unavailable("... disk full ...")` (answered 5012) instead of filling
     /// a disk shared with logs. Never below the current size.
+    /// Sets this file's page cache to `kib` KiB (SQLite's `cache_size`).
+    /// A sharded store gives each file its share of one budget, so that
+    /// the cache's total does not grow with the number of writers (each
+    /// file holds only its shard's rows).
+    pub fn set_page_cache_kib(&mut self, kib: u64) -> Result<(), StoreError> {
+        self.conn
+            .execute_batch(&format!("PRAGMA cache_size = -{};", kib.max(1)))
+            .map_err(|e| db_error("setting cache_size", e))
+    }
+
     pub fn limit_size(&mut self, max_bytes: u64) -> Result<(), StoreError> {
         let page: i64 = self
             .conn
@@ -1277,5 +1291,19 @@ mod tests {
         );
         st.limit_size(1 << 30).expect("raise");
         assert_eq!(st.apply(&big).expect("fits now"), 200);
+    }
+
+    #[test]
+    fn the_page_cache_is_the_budget_alone_and_a_share_when_set() {
+        let dir = TestDir::new("cache");
+        let mut st = SqliteStore::open(dir.path(), Durability::Full).expect("open");
+        let cache = |st: &SqliteStore| -> i64 {
+            st.conn
+                .query_row("PRAGMA cache_size", [], |r| r.get(0))
+                .expect("cache_size")
+        };
+        assert_eq!(cache(&st), -(PAGE_CACHE_KIB as i64));
+        st.set_page_cache_kib(PAGE_CACHE_KIB / 4).expect("share");
+        assert_eq!(cache(&st), -(PAGE_CACHE_KIB as i64 / 4));
     }
 }
