@@ -50,18 +50,7 @@ impl Node {
         if !self.store.is_shared() {
             return Ok(None);
         }
-        let read = tokio::time::timeout(COMMIT_WAIT, self.store.read_session(id)).await;
-        let stored = match read {
-            Ok(Ok(s)) => s,
-            Ok(Err(e)) => {
-                tracing::error!(session = id, error = %e, "session could not be read; answering 5012");
-                return Err(unreadable());
-            }
-            Err(_) => {
-                tracing::error!(session = id, "session not read in time; answering 5012");
-                return Err(unreadable());
-            }
-        };
+        let stored = read_in_time(id, self.store.read_session(id)).await?;
         let Some(s) = stored.filter(|s| s.state == SessionState::Open) else {
             return Ok(None);
         };
@@ -117,17 +106,7 @@ impl Node {
         if !self.store.is_shared() {
             return Ok(0);
         }
-        let ids = match tokio::time::timeout(COMMIT_WAIT, self.store.sessions_of(key)).await {
-            Ok(Ok(ids)) => ids,
-            Ok(Err(e)) => {
-                tracing::error!(subscriber = key, error = %e, "sessions could not be read");
-                return Err(unreadable());
-            }
-            Err(_) => {
-                tracing::error!(subscriber = key, "sessions not read in time");
-                return Err(unreadable());
-            }
-        };
+        let ids = read_in_time(key, self.store.sessions_of(key)).await?;
         for id in &ids {
             if !self.refresh(id).await {
                 self.find_or_take_over(id).await?;
@@ -252,9 +231,23 @@ impl Node {
     }
 }
 
-fn unreadable() -> DiameterError {
-    DiameterError::new(
+/// A store read of a take-over, bounded by `COMMIT_WAIT`. A store that
+/// cannot be read, or not in time, is an error (5012, logged with
+/// `subject`: a Session-Id, a subscriber, a look-up), never an unknown
+/// session: the PCEF must not drop a session because the database
+/// hiccuped.
+pub(super) async fn read_in_time<T>(
+    subject: &(impl std::fmt::Debug + ?Sized),
+    read: impl Future<Output = Result<T, StoreError>>,
+) -> Result<T, DiameterError> {
+    let error = match tokio::time::timeout(COMMIT_WAIT, read).await {
+        Ok(Ok(found)) => return Ok(found),
+        Ok(Err(e)) => e.to_string(),
+        Err(_) => format!("no answer within {} ms", COMMIT_WAIT.as_millis()),
+    };
+    tracing::error!(?subject, %error, "the store could not be read; answering 5012");
+    Err(DiameterError::new(
         result_code::DIAMETER_UNABLE_TO_COMPLY,
         "session could not be read from the store",
-    )
+    ))
 }

@@ -6,11 +6,11 @@
 //! request would take it over (takeover.rs). Only on a miss: never on the
 //! path of a session that stays on its node.
 
-use super::{Node, COMMIT_WAIT};
+use super::takeover::read_in_time;
+use super::Node;
 use crate::session::SessionSlot;
 use crate::store::OpenSessionsBy;
 use diameter::codec::DiameterError;
-use diameter::result_code;
 use std::sync::Arc;
 
 impl Node {
@@ -26,22 +26,7 @@ impl Node {
         if !self.store.is_shared() {
             return Ok(Vec::new());
         }
-        let found =
-            tokio::time::timeout(COMMIT_WAIT, self.store.open_session_ids(by.clone())).await;
-        let ids = match found {
-            Ok(Ok(ids)) => ids,
-            Ok(Err(e)) => {
-                tracing::error!(?by, error = %e, "sessions could not be found in the store; answering 5012");
-                return Err(unreadable());
-            }
-            Err(_) => {
-                tracing::error!(
-                    ?by,
-                    "sessions not found in the store in time; answering 5012"
-                );
-                return Err(unreadable());
-            }
-        };
+        let ids = read_in_time(&by, self.store.open_session_ids(by.clone())).await?;
         let mut slots = Vec::with_capacity(ids.len());
         for id in ids {
             // A copy held here that does not hold what the store says it
@@ -53,11 +38,4 @@ impl Node {
         }
         Ok(slots)
     }
-}
-
-fn unreadable() -> DiameterError {
-    DiameterError::new(
-        result_code::DIAMETER_UNABLE_TO_COMPLY,
-        "sessions could not be read from the store",
-    )
 }
