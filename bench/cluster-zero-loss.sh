@@ -72,15 +72,7 @@ ZL_SCENARIO="$SCENARIO"
 
 build_release pcrf pcrf-bench
 set_pinning
-work="$(mktemp -d "${TMPDIR:-/tmp}/pcrf-cluster-zl.XXXXXX")"
-cleanup() {
-  set +e
-  stop_cluster
-  stop_postgres
-  if [[ "${KEEP:-0}" == 1 ]]; then echo "work directory kept: $work" >&2; else rm -rf "$work"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+cluster_work_dir pcrf-cluster-zl
 
 # Every round runs each node count once; even rounds in the reverse order,
 # so a drift of the machine's speed falls on both alike.

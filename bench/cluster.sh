@@ -40,15 +40,7 @@ need curl curl
 log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 build_release pcrf pcrf-bench
-work="$(mktemp -d "${TMPDIR:-/tmp}/pcrf-cluster.XXXXXX")"
-cleanup() {
-  set +e
-  stop_cluster
-  stop_postgres
-  if [[ "${KEEP:-0}" == 1 ]]; then echo "work directory kept: $work" >&2; else rm -rf "$work"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+cluster_work_dir pcrf-cluster
 
 start_postgres
 log "PostgreSQL on $PG_URL"

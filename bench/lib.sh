@@ -404,6 +404,21 @@ stop_cluster() {
   return 0
 }
 
+# cluster_work_dir NAME: sets `work` to a new scratch directory for a
+# cluster bench, and on exit stops the cluster and PostgreSQL and removes
+# it (KEEP=1 keeps it, with every log).
+cluster_work_dir() {
+  work="$(mktemp -d "${TMPDIR:-/tmp}/$1.XXXXXX")"
+  trap cluster_cleanup EXIT
+  trap 'exit 130' INT TERM
+}
+cluster_cleanup() {
+  set +e
+  stop_cluster
+  stop_postgres
+  if [[ "${KEEP:-0}" == 1 ]]; then echo "work directory kept: $work" >&2; else rm -rf "$work"; fi
+}
+
 # through_agent SCENARIO: the scenario on stdout with the realms of
 # deploy/cluster/freediameter/ (the agent admits *.pgw.example.net and
 # routes pcrf.example.net to the nodes); its mix is unchanged.
