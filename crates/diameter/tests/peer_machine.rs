@@ -286,6 +286,28 @@ fn cer_without_origin_host_is_5005_with_failed_avp() {
 }
 
 #[test]
+fn cer_with_a_v_bit_and_vendor_id_zero_is_refused_3009() {
+    let t0 = Instant::now();
+    let mut m = responder(PeerSettings::default(), t0);
+    let mut buf = BytesMut::new();
+    let mut b = MessageBuilder::new(&mut buf, FLAG_R, cmd::CAPABILITIES_EXCHANGE, 0, 1, 1);
+    b.origin("pgw.test.local", "test.local")
+        .u32(avp::AUTH_APPLICATION_ID, GX);
+    // Product-Name (269) with the V bit and a Vendor-ID of 0.
+    b.raw_avp(&[0, 0, 1, 13, 0x80, 0, 0, 15, 0, 0, 0, 0, b'p', b'g', b'w']);
+    b.finish();
+    m.receive(t0, Message::parse(buf.freeze()).expect("cer"));
+    let a = drain(&mut m);
+    let cea = &sent(&a)[0];
+    assert_eq!(rc(cea), result_code::DIAMETER_INVALID_AVP_BITS);
+    assert_eq!(cea.flags() & FLAG_E, FLAG_E, "a protocol error");
+    let failed = cea.find(avp::FAILED_AVP).expect("ok").expect("Failed-AVP");
+    let inner = failed.grouped().next().expect("inner").expect("ok");
+    assert_eq!((inner.code(), inner.vendor()), (269, 0));
+    assert_eq!(closed(&a), Some(CloseReason::Refused(3009)));
+}
+
+#[test]
 fn anything_but_cer_first_closes_without_answer() {
     let t0 = Instant::now();
     let mut m = responder(PeerSettings::default(), t0);

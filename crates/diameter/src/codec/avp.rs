@@ -98,6 +98,13 @@ impl<'a> Avp<'a> {
         code.matches(self)
     }
 
+    /// This AVP as it goes into a Failed-AVP: itself, or its header and
+    /// the first bytes of its value when it is long (see
+    /// [`shorten_failed_avp`](super::failed_avp::shorten_failed_avp)).
+    pub fn failed_copy(&self) -> Vec<u8> {
+        super::failed_avp::shorten_failed_avp(self.raw).into_owned()
+    }
+
     /// This AVP's header followed by `payload_len` zero bytes: what RFC 6733
     /// §7.1.5 asks to put in a Failed-AVP when the length is wrong.
     pub(crate) fn header_with_zero_payload(&self, payload_len: usize) -> Vec<u8> {
@@ -182,9 +189,10 @@ impl<'a> AvpIter<'a> {
             (8, 0)
         };
         if len < header_len || len > rest.len() {
-            return Err(Malformed::BadLength {
-                header_len: header_len as u8,
-            });
+            return Err(Malformed::BadLength);
+        }
+        if vendor == 0 && flags & AVP_FLAG_V != 0 {
+            return Err(Malformed::VendorIdZero);
         }
         let avp = Avp {
             raw: &rest[..len],
@@ -206,7 +214,8 @@ impl<'a> AvpIter<'a> {
         let rest = self.buf.get(self.pos..).unwrap_or_default();
         let err = match m {
             Malformed::TruncatedHeader => truncated_header(rest),
-            Malformed::BadLength { header_len } => bad_length(rest, usize::from(header_len)),
+            Malformed::BadLength => bad_length(rest),
+            Malformed::VendorIdZero => vendor_id_zero(rest),
         };
         self.pos = self.buf.len();
         err
@@ -234,27 +243,41 @@ pub(crate) enum Malformed {
     /// Fewer than 8 bytes left.
     TruncatedHeader,
     /// The length is shorter than the header or runs past the data.
-    BadLength { header_len: u8 },
+    BadLength,
+    /// The V bit is set and the Vendor-ID is 0.
+    VendorIdZero,
+}
+
+/// The V bit with a Vendor-ID of 0. RFC 6733 §4.1: a Vendor-ID of 0 would
+/// name the IETF's AVPs, which are sent without the V bit and without the
+/// field, so implementations MUST NOT send it. Read as the IETF AVP of the
+/// same code, its data would start four bytes late; read as a vendor AVP,
+/// it names no vendor. Either way the flag bits contradict the AVP's
+/// definition: 3009 DIAMETER_INVALID_AVP_BITS (§7.1.3, a protocol error,
+/// answered with the E bit), as for the reserved P bit. The AVP itself
+/// cannot go into Failed-AVP (no reader, ourselves included, accepts it):
+/// its header does, without the V bit (see [`header_alone`]), and
+/// Error-Message says what was wrong.
+#[cold]
+#[inline(never)]
+fn vendor_id_zero(raw: &[u8]) -> DiameterError {
+    let code = raw.first_chunk::<4>().map_or(0, |c| u32::from_be_bytes(*c));
+    DiameterError::with_failed_avp(
+        result_code::DIAMETER_INVALID_AVP_BITS,
+        header_alone(raw),
+        format!("AVP {code} has the V bit set and Vendor-ID 0"),
+    )
 }
 
 /// Fewer than 8 bytes left: not even a header. Pad it with zeros to the
-/// minimum (RFC 6733 §7.1.5), which is 12 bytes when the V flag asks for a
-/// Vendor-ID, so that the Failed-AVP is itself a well-formed AVP.
+/// minimum (RFC 6733 §7.1.5) so that the Failed-AVP is itself a
+/// well-formed AVP; see [`header_alone`] for the V flag.
 #[cold]
 #[inline(never)]
 fn truncated_header(rest: &[u8]) -> DiameterError {
-    let mut hdr = [0u8; 12];
-    let n = rest.len().min(8);
-    hdr[..n].copy_from_slice(&rest[..n]);
-    let hl = if rest.get(4).is_some_and(|f| f & AVP_FLAG_V != 0) {
-        12
-    } else {
-        8
-    };
-    hdr[5..8].copy_from_slice(&[0, 0, hl as u8]);
     DiameterError::with_failed_avp(
         result_code::DIAMETER_INVALID_AVP_LENGTH,
-        hdr[..hl].to_vec(),
+        header_alone(rest),
         "truncated AVP header",
     )
 }
@@ -263,16 +286,31 @@ fn truncated_header(rest: &[u8]) -> DiameterError {
 /// data: its header, with the length set to the header alone.
 #[cold]
 #[inline(never)]
-fn bad_length(rest: &[u8], header_len: usize) -> DiameterError {
-    let mut hdr = [0u8; 12];
-    let n = header_len.min(rest.len());
-    hdr[..n].copy_from_slice(&rest[..n]);
-    hdr[5..8].copy_from_slice(&(header_len as u32).to_be_bytes()[1..]);
+fn bad_length(rest: &[u8]) -> DiameterError {
     DiameterError::with_failed_avp(
         result_code::DIAMETER_INVALID_AVP_LENGTH,
-        hdr[..header_len].to_vec(),
+        header_alone(rest),
         "AVP length does not fit its header or the message",
     )
+}
+
+/// The header at the start of `rest` (zero-filled where bytes are
+/// missing) as a whole AVP without data. A V flag whose Vendor-ID did not
+/// arrive, or is 0, is cleared: the copy would otherwise be an AVP that
+/// names no vendor, which no receiver (ourselves included) can read.
+fn header_alone(rest: &[u8]) -> Vec<u8> {
+    let mut hdr = [0u8; 12];
+    let n = rest.len().min(12);
+    hdr[..n].copy_from_slice(&rest[..n]);
+    let vendor = u32::from_be_bytes([hdr[8], hdr[9], hdr[10], hdr[11]]);
+    let hl = if hdr[4] & AVP_FLAG_V != 0 && vendor != 0 {
+        12
+    } else {
+        hdr[4] &= !AVP_FLAG_V;
+        8
+    };
+    hdr[5..8].copy_from_slice(&[0, 0, hl as u8]);
+    hdr[..hl].to_vec()
 }
 
 #[cfg(test)]
@@ -334,30 +372,70 @@ mod tests {
             .expect_err("short");
         assert_eq!(err.result_code, result_code::DIAMETER_INVALID_AVP_LENGTH);
 
-        // V flag set but no room for the vendor id.
+        // V flag set but no room for the vendor id: the copy, which has
+        // no Vendor-ID to give, drops the V flag.
         let v = avp_bytes(1, AVP_FLAG_V, None, &[]);
         let err = AvpIter::new(&v)
             .next()
             .expect("item")
             .expect_err("short vendor");
-        assert_eq!(err.failed_avp.map(|f| f.len()), Some(12));
+        let failed = err.failed_avp.expect("failed avp");
+        assert_eq!((failed.len(), failed[4] & AVP_FLAG_V), (8, 0));
+
+        // A bad length with a Vendor-ID keeps it.
+        let mut v = avp_bytes(1, AVP_FLAG_V, Some(10415), &[1, 2, 3, 4]);
+        v[7] = 200;
+        let err = AvpIter::new(&v).next().expect("item").expect_err("long");
+        let failed = err.failed_avp.expect("failed avp");
+        assert_eq!(
+            &failed[..],
+            &[0, 0, 0, 1, AVP_FLAG_V, 0, 0, 12, 0, 0, 0x28, 0xaf]
+        );
 
         // A truncated header with the V flag: the Failed-AVP must still be a
-        // whole AVP (12 bytes with its Vendor-ID), not an 8-byte V-flagged
-        // stub (found by the decode fuzz target).
+        // whole AVP, not a V-flagged stub without a Vendor-ID (found by
+        // the decode fuzz target).
         let short_v = [0u8, 0, 2, 0x74, AVP_FLAG_V, 0];
         let err = AvpIter::new(&short_v)
             .next()
             .expect("item")
             .expect_err("short");
         let failed = err.failed_avp.expect("failed avp");
-        assert_eq!(failed.len(), 12);
-        assert_eq!(&failed[5..8], &[0, 0, 12]);
+        assert_eq!(failed.len(), 8);
+        assert_eq!(&failed[4..8], &[0, 0, 0, 8]);
         let inner = AvpIter::new(&failed)
             .next()
             .expect("item")
             .expect("whole AVP");
         assert_eq!((inner.code(), inner.data().len()), (0x274, 0));
+    }
+
+    #[test]
+    fn the_v_bit_with_vendor_id_zero_is_3009_with_failed_avp() {
+        // Session-Id (263) with the V bit and a Vendor-ID field of 0.
+        let mut buf = avp_bytes(263, AVP_FLAG_M | AVP_FLAG_V, Some(0), b"pgw;1;1");
+        buf.extend(avp_bytes(264, AVP_FLAG_M, None, b"pgw"));
+        let mut it = AvpIter::new(&buf);
+        let err = it
+            .next()
+            .expect("one item")
+            .expect_err("V bit, Vendor-ID 0");
+        assert_eq!(err.result_code, result_code::DIAMETER_INVALID_AVP_BITS);
+        assert!(err.is_protocol_error());
+        assert!(err.message.contains("263"), "{}", err.message);
+        // Failed-AVP: its header without the V bit, a whole AVP.
+        let failed = err.failed_avp.expect("failed avp");
+        assert_eq!(&failed[..], &[0, 0, 1, 7, AVP_FLAG_M, 0, 0, 8]);
+        assert!(AvpIter::new(&failed).next().expect("item").is_ok());
+        assert!(it.next().is_none(), "nothing read after it");
+        // Nor is it found as the IETF Session-Id.
+        let sid = crate::codec::AvpCode::new(263, 0, true);
+        assert!(AvpIter::new(&buf).find(sid).is_err());
+        // The same AVP with a real Vendor-ID is simply another AVP.
+        let vendor = avp_bytes(263, AVP_FLAG_M | AVP_FLAG_V, Some(10415), b"x");
+        let a = AvpIter::new(&vendor).next().expect("item").expect("ok");
+        assert_eq!((a.code(), a.vendor()), (263, 10415));
+        assert!(!a.is(sid));
     }
 
     #[test]

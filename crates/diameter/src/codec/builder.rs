@@ -107,9 +107,7 @@ impl<'b> MessageBuilder<'b> {
             b.str(avp::ERROR_MESSAGE, &err.message);
         }
         if let Some(f) = &err.failed_avp {
-            let m = b.begin_group(avp::FAILED_AVP);
-            b.raw_avp(f);
-            b.end_group(m);
+            b.failed_avp(f);
         }
         b.proxy_info_from(req);
         b.finish()
@@ -287,6 +285,15 @@ impl<'b> MessageBuilder<'b> {
         self.buf.put_slice(raw);
         self.pad();
         self
+    }
+
+    /// Failed-AVP holding the encoded AVP `raw`, shortened when long
+    /// ([`shorten_failed_avp`](super::failed_avp::shorten_failed_avp)) so
+    /// that an error answer stays small whatever the request carried.
+    pub fn failed_avp(&mut self, raw: &[u8]) -> &mut Self {
+        let m = self.begin_group(avp::FAILED_AVP);
+        self.raw_avp(&super::failed_avp::shorten_failed_avp(raw));
+        self.end_group(m)
     }
 
     /// Result-Code.
@@ -481,6 +488,36 @@ mod tests {
         assert!(n <= MAX_MESSAGE_LEN);
         let m = Message::parse(buf.freeze()).expect("valid");
         assert_eq!(m.len(), n);
+    }
+
+    #[test]
+    fn an_error_answer_stays_small_whatever_the_failed_avp() {
+        let mut buf = BytesMut::new();
+        let mut b = MessageBuilder::request(&mut buf, 272, 16_777_238, 1, 2);
+        b.str(avp::SESSION_ID, "pcef;1;2").origin("pcef", "realm");
+        b.finish();
+        let req = Message::parse(buf.freeze()).expect("req");
+        // A handler's error naming a 1 MiB AVP, copied whole.
+        let mut huge = BytesMut::new();
+        let mut h = MessageBuilder::request(&mut huge, 272, 16_777_238, 1, 2);
+        h.bytes(AvpCode::new(1005, 10415, true), &vec![9u8; 1 << 20]);
+        h.finish();
+        let raw = huge.split_off(HEADER_LEN).freeze();
+        let err = DiameterError::with_failed_avp(5004, raw.clone(), "bad value");
+        let mut out = BytesMut::new();
+        let n = MessageBuilder::error_answer(&mut out, &req, "pcrf", "realm", &err);
+        assert!(n <= 2048, "error answer of {n} bytes");
+        let ans = Message::parse(out.freeze()).expect("answer");
+        assert_eq!(ans.len(), n);
+        let failed = ans.find(avp::FAILED_AVP).expect("ok").expect("Failed-AVP");
+        let inner: Vec<_> = failed
+            .grouped()
+            .collect::<Result<_, _>>()
+            .expect("one whole AVP");
+        assert_eq!(inner.len(), 1);
+        assert_eq!((inner[0].code(), inner[0].vendor()), (1005, 10415));
+        assert_eq!(inner[0].flags(), raw[4]);
+        assert_eq!(inner[0].data(), &raw[12..12 + inner[0].data().len()]);
     }
 
     #[test]

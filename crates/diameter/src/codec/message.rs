@@ -187,7 +187,7 @@ fn validate_run(mut iter: AvpIter<'_>, depth: u32) -> Result<usize, DiameterErro
                     // §7.5: Failed-AVP holds the first instance that exceeded.
                     return Err(DiameterError::with_failed_avp(
                         result_code::DIAMETER_AVP_OCCURS_TOO_MANY_TIMES,
-                        avp.raw().to_vec(),
+                        avp.failed_copy(),
                         "Session-Id, Origin-Host and Origin-Realm may appear only once",
                     ));
                 }
@@ -199,7 +199,7 @@ fn validate_run(mut iter: AvpIter<'_>, depth: u32) -> Result<usize, DiameterErro
             // a flag value this protocol version does not define (§7.1.3).
             return Err(DiameterError::with_failed_avp(
                 result_code::DIAMETER_INVALID_AVP_BITS,
-                avp.raw().to_vec(),
+                avp.failed_copy(),
                 "AVP with the reserved P bit set",
             ));
         }
@@ -207,7 +207,7 @@ fn validate_run(mut iter: AvpIter<'_>, depth: u32) -> Result<usize, DiameterErro
             if avp.is_mandatory() {
                 return Err(DiameterError::with_failed_avp(
                     result_code::DIAMETER_AVP_UNSUPPORTED,
-                    avp.raw().to_vec(),
+                    avp.failed_copy(),
                     "unknown AVP with the M bit set",
                 ));
             }
@@ -378,6 +378,71 @@ mod tests {
         }
         // Inside a Grouped AVP the rule does not apply (Proxy-Info has its own).
         assert!(sample().validate().is_ok());
+    }
+
+    #[test]
+    fn validate_checks_the_v_bit_against_the_dictionary() {
+        // Session-Id sent with the V bit and Vendor-ID 0: 3009, not read as
+        // the IETF Session-Id four bytes off.
+        let mut buf = BytesMut::new();
+        let mut b = MessageBuilder::request(&mut buf, 272, 4, 1, 1);
+        b.bytes(
+            crate::codec::AvpCode::new(263, 0, true),
+            &[0, 0, 0, 0, b's', b';', b'1', 0],
+        );
+        b.finish();
+        let mut v = buf.to_vec();
+        v[HEADER_LEN + 4] |= crate::codec::AVP_FLAG_V;
+        let m = Message::parse(v.into()).expect("header fine");
+        let e = m.validate().expect_err("V bit with Vendor-ID 0");
+        assert_eq!(e.result_code, result_code::DIAMETER_INVALID_AVP_BITS);
+        assert!(e.is_protocol_error(), "answered with the E bit");
+        assert_eq!(m.session_id().map_err(|e| e.result_code), Err(3009));
+
+        // A base AVP's code with a vendor's V bit, and a vendor AVP's code
+        // without it, are other AVPs that the dictionary does not know:
+        // 5001 with the M bit, ignored without it.
+        for code in [
+            crate::codec::AvpCode::new(263, 10415, true),
+            crate::codec::AvpCode::new(1005, 0, true),
+        ] {
+            let mut buf = BytesMut::new();
+            let mut b = MessageBuilder::request(&mut buf, 272, 4, 1, 1);
+            b.str(avp::SESSION_ID, "s;1").bytes(code, b"abcd");
+            b.finish();
+            let m = Message::parse(buf.freeze()).expect("valid header");
+            let e = m.validate().expect_err("unknown M avp");
+            assert_eq!(e.result_code, result_code::DIAMETER_AVP_UNSUPPORTED);
+            let mut buf = BytesMut::new();
+            let mut b = MessageBuilder::request(&mut buf, 272, 4, 1, 1);
+            b.str(avp::SESSION_ID, "s;1").bytes(
+                crate::codec::AvpCode {
+                    mandatory: false,
+                    ..code
+                },
+                b"abcd",
+            );
+            b.finish();
+            let m = Message::parse(buf.freeze()).expect("valid header");
+            assert_eq!(m.validate(), Ok(2));
+        }
+    }
+
+    #[test]
+    fn a_huge_offending_avp_is_shortened_in_failed_avp() {
+        let mut buf = BytesMut::new();
+        let mut b = MessageBuilder::request(&mut buf, 272, 4, 1, 1);
+        b.str(avp::SESSION_ID, "s;1").bytes(
+            crate::codec::AvpCode::new(999_998, 0, true),
+            &[7u8; 1 << 20],
+        );
+        b.finish();
+        let m = Message::parse(buf.freeze()).expect("valid header");
+        let e = m.validate().expect_err("unknown M avp");
+        assert_eq!(e.result_code, 5001);
+        let failed = e.failed_avp.expect("Failed-AVP");
+        assert!(failed.len() <= 1024, "Failed-AVP of {} bytes", failed.len());
+        assert_eq!(&failed[..4], &999_998u32.to_be_bytes());
     }
 
     #[test]

@@ -9,6 +9,7 @@
 mod avp;
 mod builder;
 mod error;
+mod failed_avp;
 mod frame;
 mod header;
 mod message;
@@ -18,6 +19,7 @@ mod value;
 pub use avp::{Avp, AvpCode, AvpIter, AVP_FLAG_M, AVP_FLAG_P, AVP_FLAG_V};
 pub use builder::{GroupMark, MessageBuilder, TooLong, MAX_MESSAGE_LEN};
 pub use error::DiameterError;
+pub use failed_avp::{shorten_failed_avp, FAILED_AVP_MAX_LEN};
 pub use frame::{frame_len, FrameError};
 pub use header::{Header, FLAG_E, FLAG_P, FLAG_R, FLAG_T, HEADER_LEN, RESERVED_FLAGS, VERSION};
 pub use message::Message;

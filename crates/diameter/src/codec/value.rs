@@ -44,7 +44,7 @@ impl<'a> Avp<'a> {
 
     /// A 5004 DIAMETER_INVALID_AVP_VALUE error naming this AVP.
     pub fn invalid_value(&self, message: &'static str) -> DiameterError {
-        DiameterError::with_failed_avp(DIAMETER_INVALID_AVP_VALUE, self.raw().to_vec(), message)
+        DiameterError::with_failed_avp(DIAMETER_INVALID_AVP_VALUE, self.failed_copy(), message)
     }
 
     pub fn as_u32(&self) -> Result<u32, DiameterError> {

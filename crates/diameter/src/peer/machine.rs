@@ -515,9 +515,7 @@ impl PeerMachine {
                 b.str(avp::ERROR_MESSAGE, &e.message);
             }
             if let Some(f) = &e.failed_avp {
-                let m = b.begin_group(avp::FAILED_AVP);
-                b.raw_avp(f);
-                b.end_group(m);
+                b.failed_avp(f);
             }
         }
         b.finish();

@@ -48,9 +48,7 @@ pub(crate) fn for_frame(frame: &[u8], local: &LocalNode, err: &DiameterError) ->
         b.str(avp::ERROR_MESSAGE, &err.message);
     }
     if let Some(f) = &err.failed_avp {
-        let m = b.begin_group(avp::FAILED_AVP);
-        b.raw_avp(f);
-        b.end_group(m);
+        b.failed_avp(f);
     }
     b.finish();
     Some(out.freeze())
