@@ -8,6 +8,7 @@
 pub mod codec;
 pub mod dict;
 pub mod doic;
+pub mod log_limit;
 pub mod peer;
 pub mod result_code;
 pub mod transport;
