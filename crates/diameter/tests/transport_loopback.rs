@@ -9,7 +9,9 @@ use diameter::dict::{avp, cmd};
 use diameter::peer::{
     AllowedPeer, Application, CloseReason, DisconnectCause, LocalNode, PeerSettings, PeerState,
 };
-use diameter::transport::{Handler, Node, PeerHandle, RequestError, Server, ServesNothing};
+use diameter::transport::{
+    ErrorAwaitingCer, Handler, Node, PeerHandle, RequestError, Server, ServesNothing,
+};
 use diameter::{result_code, Message, MessageBuilder};
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -946,5 +948,116 @@ async fn an_abandoned_request_leaves_no_waiter_behind() {
         2001
     );
     init.shutdown(DisconnectCause::Rebooting).await;
+    srv.stop().await;
+}
+
+/// A message header of a CER announcing `len` bytes, then `body` bytes of
+/// filler: the start of a message that is never finished.
+fn announced(len: u32, body: usize) -> Vec<u8> {
+    let mut v = len.to_be_bytes().to_vec();
+    v[0] = 1;
+    v.extend_from_slice(&[0x80, 0, 1, 1]);
+    v.extend_from_slice(&[0; 12]);
+    v.resize(20 + body, 7);
+    v
+}
+
+fn errors_awaiting_cer(node: &Node<Gx>, kind: ErrorAwaitingCer) -> u64 {
+    node.peer_table()
+        .errors_awaiting_cer()
+        .iter()
+        .find(|(k, _)| *k == kind)
+        .map_or(0, |(_, n)| *n)
+}
+
+#[tokio::test]
+async fn a_connection_awaiting_cer_may_only_send_a_short_message() {
+    let srv = start(quick(), Gx::default()).await;
+    // Announcing 64 KiB before CER: closed at the header, nothing buffered.
+    let mut raw = Raw::connect(srv.addr).await;
+    raw.send(&announced(64 << 10, 1000)).await;
+    assert!(raw.recv().await.is_none(), "closed");
+    assert_eq!(errors_awaiting_cer(&srv.node, ErrorAwaitingCer::TooLong), 1);
+
+    // A CER of 15 KiB (an unknown AVP without the M bit makes it long) is
+    // within the bound, and once open the peer may send long messages.
+    let long_cer = encode(|buf| {
+        let mut b = MessageBuilder::new(buf, FLAG_R, cmd::CAPABILITIES_EXCHANGE, 0, 1, 1);
+        b.origin("client.test.local", "test.local")
+            .address(avp::HOST_IP_ADDRESS, "127.0.0.1".parse().expect("ip"))
+            .u32(avp::VENDOR_ID, 0)
+            .str(avp::PRODUCT_NAME, "raw")
+            .group(avp::VENDOR_SPECIFIC_APPLICATION_ID, |g| {
+                g.u32(avp::VENDOR_ID, 10415)
+                    .u32(avp::AUTH_APPLICATION_ID, GX);
+            })
+            .bytes(
+                diameter::codec::AvpCode::new(999_999, 0, false),
+                &[0; 15 << 10],
+            );
+        b.finish();
+    });
+    let mut raw = Raw::connect(srv.addr).await;
+    raw.send(&long_cer).await;
+    assert_eq!(rc(&raw.recv().await.expect("CEA")), 2001);
+    let big = encode(|buf| {
+        let mut b = MessageBuilder::request(buf, CCR, GX, 9, 9);
+        ccr(&mut b, 9);
+        b.bytes(
+            diameter::codec::AvpCode::new(999_999, 0, false),
+            &[0; 100_000],
+        );
+        b.finish();
+    });
+    raw.send(&big).await;
+    assert_eq!(rc(&raw.recv().await.expect("answer")), 2001);
+    assert_eq!(srv.node.peer_table().buffered_awaiting_cer(), 0);
+    srv.stop().await;
+}
+
+#[tokio::test]
+async fn connections_awaiting_cer_share_one_byte_budget() {
+    const BUDGET: usize = 64 << 10;
+    let settings = PeerSettings {
+        max_buffered_awaiting_cer: BUDGET,
+        ..quick()
+    };
+    let srv = start(settings, Gx::default()).await;
+    let table = srv.node.peer_table().clone();
+    // Eight connections, each with 12 KiB of a 16 KiB message: 96 KiB.
+    let mut held = Vec::new();
+    for _ in 0..8 {
+        let mut raw = Raw::connect(srv.addr).await;
+        raw.send(&announced(16 << 10, 12 << 10)).await;
+        held.push(raw);
+    }
+    // Each is either closed or holds its whole 12 KiB.
+    const EACH: usize = 20 + (12 << 10);
+    let settled = || {
+        let closed = errors_awaiting_cer(&srv.node, ErrorAwaitingCer::BufferBudget) as usize;
+        let buffered = table.buffered_awaiting_cer() as usize;
+        (
+            closed,
+            buffered,
+            buffered % EACH == 0 && closed + buffered / EACH == 8,
+        )
+    };
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !settled().2 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (closed, buffered, done) = settled();
+    assert!(done, "{closed} closed, {buffered} bytes held");
+    assert!(buffered <= BUDGET, "{buffered} bytes held");
+    assert!(closed >= 3, "only {closed} closed");
+    // A real peer still gets in: its CER arrives whole.
+    let good = Raw::open(srv.addr, "client.test.local").await;
+    drop(held);
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while table.buffered_awaiting_cer() != 0 && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(table.buffered_awaiting_cer(), 0, "released when they close");
+    drop(good);
     srv.stop().await;
 }

@@ -515,6 +515,10 @@ impl Node {
             || old.diameter.max_connections_awaiting_cer
                 != new.diameter.max_connections_awaiting_cer
             || old.diameter.cer_timeout_secs != new.diameter.cer_timeout_secs
+            || old.diameter.max_message_bytes_awaiting_cer
+                != new.diameter.max_message_bytes_awaiting_cer
+            || old.diameter.max_buffered_bytes_awaiting_cer
+                != new.diameter.max_buffered_bytes_awaiting_cer
             || old.diameter.tls != new.diameter.tls
         {
             restart.push("[diameter]");
@@ -721,6 +725,19 @@ impl MetricsSource for Node {
             "Diameter connections accepted and not yet past CER.",
             self.peers.awaiting_cer(),
         );
+        out.gauge(
+            "pcrf_diameter_buffered_bytes_awaiting_cer",
+            "Bytes that Diameter connections awaiting CER hold in partly received messages, together (at most [diameter].max_buffered_bytes_awaiting_cer).",
+            self.peers.buffered_awaiting_cer(),
+        );
+        let mut errors = out.family(
+            "pcrf_diameter_errors_awaiting_cer_total",
+            "Diameter connections closed for a protocol error before their capabilities exchange, by kind: framing (bad version or length), too_long (over [diameter].max_message_bytes_awaiting_cer), buffer_budget (over [diameter].max_buffered_bytes_awaiting_cer), undecodable, tls_handshake.",
+            Kind::Counter,
+        );
+        for (kind, n) in self.peers.errors_awaiting_cer() {
+            errors.sample(&[("kind", kind.name())], n);
+        }
         let c = &self.counters;
         let shed = self.admission.shed();
         out.family(

@@ -227,6 +227,8 @@ pub async fn run(
         max_message_len: cfg.diameter.max_message_bytes,
         max_in_flight: cfg.diameter.max_in_flight,
         max_awaiting_cer: cfg.diameter.max_connections_awaiting_cer,
+        max_message_len_awaiting_cer: cfg.diameter.max_message_bytes_awaiting_cer,
+        max_buffered_awaiting_cer: cfg.diameter.max_buffered_bytes_awaiting_cer,
         cer_timeout: Duration::from_secs(cfg.diameter.cer_timeout_secs),
         allowed_peers: if cfg.zero_config {
             None

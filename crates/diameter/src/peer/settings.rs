@@ -60,6 +60,16 @@ pub struct PeerSettings {
     /// and a socket; a flood of silent connections must not grow memory
     /// without bound). At least 1.
     pub max_awaiting_cer: usize,
+    /// The largest message a connection may send before its capabilities
+    /// exchange is done (default 16 KiB; a CER or CEA is a few hundred
+    /// bytes). A longer announced length closes the connection before any
+    /// of the message is buffered. Capped by `max_message_len`.
+    pub max_message_len_awaiting_cer: u32,
+    /// The bytes all connections awaiting their capabilities exchange may
+    /// hold together in partly received messages (default 4 MiB: the
+    /// default 256 connections each with a whole 16 KiB message). A
+    /// connection whose bytes would pass it is closed.
+    pub max_buffered_awaiting_cer: usize,
 }
 
 impl Default for PeerSettings {
@@ -79,6 +89,8 @@ impl Default for PeerSettings {
             relays: Vec::new(),
             replace_probe: Duration::from_millis(1500),
             max_awaiting_cer: 256,
+            max_message_len_awaiting_cer: 16 << 10,
+            max_buffered_awaiting_cer: 4 << 20,
         }
     }
 }

@@ -3,6 +3,7 @@
 //! the in-flight cap) and answers to their waiters, and hands everything to
 //! write to the connection's writer task.
 
+use super::awaiting_cer::{BufferCharge, ErrorAwaitingCer};
 use super::counters::PeerCounters;
 use super::error_answer;
 use super::handler::Handler;
@@ -12,7 +13,7 @@ use super::peer_table::Admission;
 use super::received;
 use super::tls::TlsPeer;
 use super::writer::write_loop;
-use crate::codec::{frame_len, DiameterError, Message};
+use crate::codec::{frame_len, DiameterError, FrameError, Message};
 use crate::peer::{
     Action, CloseReason, DisconnectCause, Inbound, Jitter, PeerMachine, PeerState, Role,
 };
@@ -28,6 +29,9 @@ use tokio::task::JoinHandle;
 
 /// Read at least this much free space before each read.
 const READ_CHUNK: usize = 64 * 1024;
+/// The same before the capabilities exchange: a CER is a few hundred
+/// bytes, and a connection that has not sent one is nobody we know.
+const READ_CHUNK_AWAITING_CER: usize = 4 * 1024;
 
 /// One request being handled: holds its permit and the in-flight gauge,
 /// released even if the handler panics.
@@ -102,6 +106,15 @@ impl<H: Handler> Node<H> {
         });
         (handle, task)
     }
+}
+
+/// The room to make in the read buffer for a message announced `len`
+/// bytes long of which `buffered` have arrived: what is missing, but no
+/// more than has arrived already (at least one read chunk), so the
+/// buffer at most doubles per step. Never the announced length up front:
+/// a length field costs the sender four bytes, the memory is ours.
+fn room_for_more(buffered: usize, len: usize) -> usize {
+    len.saturating_sub(buffered).min(buffered.max(READ_CHUNK))
 }
 
 fn now() -> Instant {
@@ -211,15 +224,24 @@ where
         probes: Vec::new(),
     };
     let max_len = settings.max_message_len;
-    let mut rbuf = BytesMut::with_capacity(READ_CHUNK);
+    let max_len_awaiting_cer = settings.max_message_len_awaiting_cer.min(max_len);
+    let buffer_budget = settings.max_buffered_awaiting_cer;
+    let costs = conn.node.table.awaiting_cer_costs().clone();
+    let mut charge = BufferCharge::new(costs.clone());
+    let mut rbuf = BytesMut::with_capacity(READ_CHUNK_AWAITING_CER);
     let mut shutdown_seen = shutdown.borrow().is_some();
     if let Some(cause) = *shutdown.borrow() {
         conn.machine.close(t0, cause);
     }
     let mut ended = conn.pump().await;
     while ended.is_none() {
-        if rbuf.capacity() - rbuf.len() < READ_CHUNK / 4 {
-            rbuf.reserve(READ_CHUNK);
+        let chunk = if conn.was_open {
+            READ_CHUNK
+        } else {
+            READ_CHUNK_AWAITING_CER
+        };
+        if rbuf.capacity() - rbuf.len() < chunk / 4 {
+            rbuf.reserve(chunk);
         }
         tokio::select! {
             r = rd.read_buf(&mut rbuf) => match r {
@@ -228,7 +250,8 @@ where
                     PeerCounters::add(&conn.shared.counters.bytes_in, n as u64);
                     // Drain every complete message now in the buffer.
                     loop {
-                        match frame_len(&rbuf, max_len) {
+                        let limit = if conn.was_open { max_len } else { max_len_awaiting_cer };
+                        match frame_len(&rbuf, limit) {
                             Ok(Some(len)) if rbuf.len() >= len => {
                                 let frame = rbuf.split_to(len).freeze();
                                 conn.on_frame(frame).await;
@@ -240,18 +263,42 @@ where
                                 }
                             }
                             Ok(Some(len)) => {
-                                // Make room for the rest of a long message at once.
-                                rbuf.reserve(len - rbuf.len());
+                                rbuf.reserve(room_for_more(rbuf.len(), len));
                                 break;
                             }
                             Ok(None) => break,
-                            Err(e) => {
-                                // The stream cannot be re-synchronised (RFC 6733 §3).
+                            // The stream cannot be re-synchronised (RFC 6733 §3).
+                            Err(e) if conn.was_open => {
                                 tracing::warn!(peer = ?remote, error = %e, "bad framing, closing");
                                 ended = Some(CloseReason::ProtocolViolation);
                                 break;
                             }
+                            Err(e) => {
+                                let kind = match e {
+                                    FrameError::TooLong { .. } => ErrorAwaitingCer::TooLong,
+                                    FrameError::Version(_) | FrameError::BadLength(_) => {
+                                        ErrorAwaitingCer::Framing
+                                    }
+                                };
+                                costs.error(kind, remote, "bad framing before CER, closing", &e);
+                                ended = Some(CloseReason::ProtocolViolation);
+                                break;
+                            }
                         }
+                    }
+                    if conn.was_open {
+                        charge.release();
+                    } else if ended.is_none() && !charge.set(rbuf.len(), buffer_budget) {
+                        costs.error(
+                            ErrorAwaitingCer::BufferBudget,
+                            remote,
+                            "connections awaiting CER hold too many bytes, closing",
+                            &format_args!(
+                                "{} bytes of a partial message, over max_buffered_awaiting_cer ({buffer_budget}) together",
+                                rbuf.len()
+                            ),
+                        );
+                        ended = Some(CloseReason::ProtocolViolation);
                     }
                 }
             },
@@ -281,6 +328,9 @@ where
             ended = conn.pump().await;
         }
     }
+    // The buffer and its charge go now, not after the writer's flush.
+    drop(rbuf);
+    drop(charge);
     let reason = ended.unwrap_or(CloseReason::TransportClosed);
     conn.finish(reason, writer).await
 }
@@ -503,7 +553,17 @@ impl<H: Handler> Conn<H> {
                     }
                     // Before the peer is open nothing but a good CER is
                     // acceptable; a bad answer has nobody to answer.
-                    _ if !open => self.machine.transport_closed(),
+                    _ if !open => {
+                        if !self.was_open {
+                            self.node.table.awaiting_cer_costs().error(
+                                ErrorAwaitingCer::Undecodable,
+                                self.machine.remote_addr(),
+                                "undecodable message before CER, closing",
+                                &e,
+                            );
+                        }
+                        self.machine.transport_closed()
+                    }
                     _ => {}
                 }
                 return;
@@ -697,5 +757,21 @@ impl<H: Handler> Conn<H> {
             node.handler.peer_down(&handle, reason);
         }
         Ended { reason, was_open }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn room_grows_with_what_arrived_not_with_the_announced_length() {
+        // 4 bytes of an 8 MiB message: one read chunk, not 8 MiB.
+        assert_eq!(room_for_more(4, 8 << 20), READ_CHUNK);
+        // Half of it arrived: room for the other half.
+        assert_eq!(room_for_more(4 << 20, 8 << 20), 4 << 20);
+        // Nearly all of it: just the rest.
+        assert_eq!(room_for_more((8 << 20) - 10, 8 << 20), 10);
+        assert_eq!(room_for_more(100, 50), 0);
     }
 }

@@ -75,6 +75,7 @@
 //! # Ok(()) }
 //! ```
 
+mod awaiting_cer;
 mod connection;
 mod counters;
 mod error_answer;
@@ -89,6 +90,7 @@ mod server;
 mod tls;
 mod writer;
 
+pub use awaiting_cer::ErrorAwaitingCer;
 pub use counters::{LastError, PeerCounters, PeerCountersSnapshot};
 pub use handler::{Handler, ServesNothing};
 pub use initiator::Initiator;

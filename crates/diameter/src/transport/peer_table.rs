@@ -6,6 +6,7 @@
 //! Keys compare case-insensitively (Origin-Host is an FQDN); lookups
 //! lower-case into a stack buffer, so they do not allocate.
 
+use super::awaiting_cer::{AwaitingCerCosts, ErrorAwaitingCer};
 use super::peer_handle::PeerHandle;
 use crate::peer::{wins_election, Election, PeerState};
 use std::collections::HashMap;
@@ -30,6 +31,7 @@ struct Entries {
 pub struct PeerTable {
     inner: Arc<Mutex<Entries>>,
     listener: Arc<ListenerCounters>,
+    awaiting_cer_costs: Arc<AwaitingCerCosts>,
 }
 
 /// What the node's listeners count outside any one peer.
@@ -85,6 +87,21 @@ impl PeerTable {
     /// Accepted connections that have not yet completed CER.
     pub fn awaiting_cer(&self) -> u64 {
         self.listener.awaiting_cer.load(Ordering::Relaxed)
+    }
+
+    /// Connections closed before their capabilities exchange, by why.
+    pub fn errors_awaiting_cer(&self) -> [(ErrorAwaitingCer, u64); ErrorAwaitingCer::ALL.len()] {
+        self.awaiting_cer_costs.errors()
+    }
+
+    /// Bytes that connections awaiting CER hold in partly received
+    /// messages, together.
+    pub fn buffered_awaiting_cer(&self) -> u64 {
+        self.awaiting_cer_costs.buffered()
+    }
+
+    pub(crate) fn awaiting_cer_costs(&self) -> &Arc<AwaitingCerCosts> {
+        &self.awaiting_cer_costs
     }
 
     pub(crate) fn count_closed_awaiting_cer(&self) {

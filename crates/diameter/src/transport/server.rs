@@ -14,6 +14,7 @@
 //! refusing newcomers would lock every peer out for as long as the flood
 //! kept the slots full. The CER timeout closes the rest in any case.
 
+use super::awaiting_cer::ErrorAwaitingCer;
 use super::connection;
 use super::handler::Handler;
 use super::node::Node;
@@ -167,11 +168,11 @@ impl<H: Handler> Server<H> {
                                     let stream = match handshake {
                                         Ok(Ok(s)) => s,
                                         Ok(Err(e)) => {
-                                            tracing::warn!(%remote, error = %e, "TLS handshake failed; connection closed");
+                                            node.table.awaiting_cer_costs().error(ErrorAwaitingCer::TlsHandshake, Some(remote), "TLS handshake failed; connection closed", &e);
                                             return handshake_failed();
                                         }
                                         Err(_) => {
-                                            tracing::warn!(%remote, "no TLS handshake within the CER timeout; connection closed");
+                                            node.table.awaiting_cer_costs().error(ErrorAwaitingCer::TlsHandshake, Some(remote), "no TLS handshake within the CER timeout; connection closed", &"timeout");
                                             return handshake_failed();
                                         }
                                     };

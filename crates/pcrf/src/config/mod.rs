@@ -81,6 +81,14 @@ pub struct DiameterConfig {
     /// closes the oldest of them.
     #[serde(default = "default_awaiting_cer")]
     pub max_connections_awaiting_cer: usize,
+    /// The largest message a connection may send before its CER is
+    /// accepted; a longer one closes it before any of it is buffered.
+    #[serde(default = "default_message_awaiting_cer")]
+    pub max_message_bytes_awaiting_cer: u32,
+    /// The bytes all connections awaiting CER may hold together in partly
+    /// received messages; a connection that would pass it is closed.
+    #[serde(default = "default_buffered_awaiting_cer")]
+    pub max_buffered_bytes_awaiting_cer: usize,
     /// A connection must complete CER within this long, seconds.
     #[serde(default = "default_cer_timeout")]
     pub cer_timeout_secs: u64,
@@ -130,6 +138,17 @@ fn default_awaiting_cer() -> usize {
     256
 }
 
+fn default_message_awaiting_cer() -> u32 {
+    // A CER is a few hundred bytes; this leaves room for long lists of
+    // addresses and applications.
+    16 << 10
+}
+
+fn default_buffered_awaiting_cer() -> usize {
+    // The default 256 connections awaiting CER, each with a whole message.
+    (default_awaiting_cer() * default_message_awaiting_cer() as usize).max(1 << 20)
+}
+
 fn default_cer_timeout() -> u64 {
     10
 }
@@ -168,6 +187,8 @@ impl Default for DiameterConfig {
             max_in_flight: default_in_flight(),
             max_pending_requests: default_pending(),
             max_connections_awaiting_cer: default_awaiting_cer(),
+            max_message_bytes_awaiting_cer: default_message_awaiting_cer(),
+            max_buffered_bytes_awaiting_cer: default_buffered_awaiting_cer(),
             cer_timeout_secs: default_cer_timeout(),
             tls: None,
         }
@@ -589,6 +610,22 @@ impl Config {
                 "must be at least 1".into(),
             );
         }
+        if !(1024..=self.diameter.max_message_bytes)
+            .contains(&self.diameter.max_message_bytes_awaiting_cer)
+        {
+            bad(
+                "[diameter].max_message_bytes_awaiting_cer",
+                "must be between 1024 and [diameter].max_message_bytes".into(),
+            );
+        }
+        if self.diameter.max_buffered_bytes_awaiting_cer
+            < self.diameter.max_message_bytes_awaiting_cer as usize
+        {
+            bad(
+                "[diameter].max_buffered_bytes_awaiting_cer",
+                "must be at least [diameter].max_message_bytes_awaiting_cer".into(),
+            );
+        }
         if !(1..=300).contains(&self.diameter.cer_timeout_secs) {
             bad("[diameter].cer_timeout_secs", "must be 1 to 300".into());
         }
@@ -744,6 +781,31 @@ origin_host = "PGW.example"
                 "c.toml: [policy].time_zone",
             ]
         );
+    }
+
+    #[test]
+    fn limits_before_cer_are_checked_against_each_other() {
+        let c = Config::parse("[diameter]\n", "c.toml").expect("defaults");
+        assert_eq!(c.diameter.max_message_bytes_awaiting_cer, 16 << 10);
+        assert_eq!(c.diameter.max_buffered_bytes_awaiting_cer, 4 << 20);
+        for (text, key) in [
+            (
+                "max_message_bytes_awaiting_cer = 100",
+                "max_message_bytes_awaiting_cer",
+            ),
+            (
+                "max_message_bytes = 8192\nmax_message_bytes_awaiting_cer = 16384",
+                "max_message_bytes_awaiting_cer",
+            ),
+            (
+                "max_buffered_bytes_awaiting_cer = 4096",
+                "max_buffered_bytes_awaiting_cer",
+            ),
+        ] {
+            let e = Config::parse(&format!("[diameter]\n{text}\n"), "c.toml").expect_err(text);
+            assert_eq!(e.problems.len(), 1, "{text}: {e}");
+            assert!(e.problems[0].location.ends_with(key), "{text}: {e}");
+        }
     }
 
     #[test]
