@@ -636,3 +636,54 @@ async fn a_redirect_is_a_failed_attempt_and_never_followed() {
     assert!(p.log().contains("/elsewhere"), "the Location is logged");
     server.abort();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peer_events_cannot_crowd_subscriber_events_out_of_the_backlog() {
+    let rx = WebhookReceiver::start(SECRET).await;
+    let proxy = Proxy::start(rx.addr).await;
+    let p = Pcrf::start(&sink(
+        &format!("http://{}/hook", proxy.addr),
+        "max_backlog = 20",
+        r#"["session.*", "peer.*"]"#,
+    ));
+    p.provision("001010000000088", r#"{"plan":"basic"}"#);
+    proxy.cut();
+    // A flapping peer: 30 connections, 60 peer events, three times the
+    // backlog.
+    for _ in 0..30 {
+        let flapping = Pcef::connect(p.diameter, "pgw.test.local").await;
+        flapping.close().await;
+    }
+    assert!(
+        wait_until(Duration::from_secs(10), || status(&p)["sinks"][0]
+            ["dropped"]
+            .as_u64()
+            .unwrap_or(0)
+            > 0)
+        .await,
+        "{}",
+        status(&p)
+    );
+    let s = status(&p);
+    let peers = s["backlog"].as_u64().unwrap_or(0);
+    assert!(peers <= 2, "peer events hold at most a tenth: {s}");
+    assert!(p.log().contains("peer events"), "the drop names its share");
+
+    // The subscriber's events still find room.
+    let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
+    for i in 0..5 {
+        let sid = format!("pgw.test.local;crowd;{i}");
+        assert_eq!(result_of(&pcef.ccr_i(&sid, "001010000000088").await), 2001);
+    }
+    let s = status(&p);
+    assert_eq!(s["backlog"].as_u64().unwrap_or(0), peers + 5, "{s}");
+    proxy.restore();
+    assert!(
+        wait_until(Duration::from_secs(10), || names(&rx.received())
+            .iter()
+            .filter(|n| *n == "session.started")
+            .count()
+            == 5)
+        .await
+    );
+}
