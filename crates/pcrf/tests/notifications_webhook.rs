@@ -665,6 +665,7 @@ async fn peer_events_cannot_crowd_subscriber_events_out_of_the_backlog() {
         status(&p)
     );
     let s = status(&p);
+    eprintln!("after the flapping: {s}");
     let peers = s["backlog"].as_u64().unwrap_or(0);
     assert!(peers <= 2, "peer events hold at most a tenth: {s}");
     assert!(p.log().contains("peer events"), "the drop names its share");
