@@ -1127,6 +1127,30 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_failed_batch_fails_the_probe_until_a_batch_commits() {
+        let dir = TestDir::new("gc-probe");
+        let mut store = SqliteStore::open(dir.path(), Durability::Full).expect("open");
+        store
+            .apply(&[Change::PutSession(Arc::new(session("a", "1", 1)))])
+            .expect("first");
+        store.limit_size(0).expect("cap at the current size");
+        let gc = GroupCommit::start(Box::new(store)).expect("start");
+        gc.probe().await.expect("a page rewritten in place fits");
+        let big: Vec<Change> = (0..200)
+            .map(|i| Change::PutSession(Arc::new(session(&format!("big{i}"), "1", i))))
+            .collect();
+        assert!(gc.submit(big).await.is_err());
+        match gc.probe().await {
+            Err(StoreError::Unavailable(m)) => assert!(m.contains("disk full"), "{m}"),
+            other => panic!("expected the batch's failure, got {other:?}"),
+        }
+        gc.submit(vec![Change::delete_session("a", "1")])
+            .await
+            .expect("a delete fits");
+        gc.probe().await.expect("ready once a batch committed");
+    }
+
+    #[tokio::test]
     async fn every_waiter_of_a_failed_batch_gets_the_error() {
         let dir = TestDir::new("gc-removed");
         let store = SqliteStore::open(dir.path(), Durability::Full).expect("open");
