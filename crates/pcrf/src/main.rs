@@ -37,6 +37,12 @@ enum Cmd {
         /// (also across SIGHUP reloads); e.g. a copy to edit and try.
         #[arg(long)]
         policy: Option<PathBuf>,
+        /// Start although the embedded store's files are not one whole
+        /// store (a shard file missing, one of another store, rows left
+        /// past the shards): go on with the rows that remain. Refused
+        /// without it; see docs/durability.md.
+        #[arg(long)]
+        accept_missing_shards: bool,
     },
     /// Validate a configuration file and the policy it names; print every
     /// error with its location. Exit status 0 when valid.
@@ -237,7 +243,11 @@ enum PolicyCmd {
 fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Cmd::Serve { config, policy } => serve(config, policy),
+        Cmd::Serve {
+            config,
+            policy,
+            accept_missing_shards,
+        } => serve(config, policy, accept_missing_shards),
         Cmd::CheckConfig { file } => check_config(&file),
         Cmd::Policy {
             command: PolicyCmd::Test { policy, cases },
@@ -376,7 +386,7 @@ fn client_interrupt() -> Result<impl std::future::Future<Output = ()>, String> {
     })
 }
 
-fn serve(path: Option<PathBuf>, policy: Option<PathBuf>) -> ExitCode {
+fn serve(path: Option<PathBuf>, policy: Option<PathBuf>, accept_missing_shards: bool) -> ExitCode {
     let cfg = match &path {
         Some(p) => match Config::load(p) {
             Ok(c) => c,
@@ -387,10 +397,11 @@ fn serve(path: Option<PathBuf>, policy: Option<PathBuf>) -> ExitCode {
         },
         None => Config::zero_config(),
     };
-    let cfg = match policy {
+    let mut cfg = match policy {
         Some(p) => cfg.with_policy_path(p),
         None => cfg,
     };
+    cfg.store.accept_missing_shards = accept_missing_shards;
     let log = match pcrf::logging::init(&cfg.log) {
         Ok(h) => h,
         Err(e) => {

@@ -547,3 +547,144 @@ async fn a_push_notification_naming_an_accumulator_is_once_per_period() {
         keys[0]
     );
 }
+
+/// What the redirecting receiver saw: (method, path) of every request.
+type Seen = std::sync::Arc<std::sync::Mutex<Vec<(String, String)>>>;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_redirect_is_a_failed_attempt_and_never_followed() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    // /hook answers 302 to /elsewhere, then 307 to /elsewhere, then 200.
+    let seen: Seen = Default::default();
+    let answers = std::sync::Arc::new(AtomicUsize::new(0));
+    let (s1, s2) = (seen.clone(), seen.clone());
+    let app = axum::Router::new()
+        .route(
+            "/hook",
+            axum::routing::post(move |body: axum::body::Bytes| {
+                let (seen, answers) = (s1.clone(), answers.clone());
+                async move {
+                    let name = serde_json::from_slice::<Value>(&body)
+                        .map(|v| v["name"].as_str().unwrap_or("").to_owned())
+                        .unwrap_or_default();
+                    seen.lock()
+                        .unwrap()
+                        .push(("POST".into(), format!("/hook {name}")));
+                    let redirect = |code| {
+                        axum::http::Response::builder()
+                            .status(code)
+                            .header("location", "/elsewhere")
+                            .body(axum::body::Body::empty())
+                            .unwrap()
+                    };
+                    match answers.fetch_add(1, Ordering::SeqCst) {
+                        0 => redirect(302),
+                        1 => redirect(307),
+                        _ => axum::http::Response::new(axum::body::Body::empty()),
+                    }
+                }
+            }),
+        )
+        .route(
+            "/elsewhere",
+            axum::routing::any(move |method: axum::http::Method| {
+                let seen = s2.clone();
+                async move {
+                    seen.lock()
+                        .unwrap()
+                        .push((method.to_string(), "/elsewhere".into()));
+                    axum::http::StatusCode::OK
+                }
+            }),
+        );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    let server = tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let p = Pcrf::start(&sink(
+        &format!("http://{addr}/hook"),
+        "",
+        r#"["subscriber.*"]"#,
+    ));
+    p.provision("001010000000077", r#"{"plan":"basic"}"#);
+    assert!(
+        wait_until(Duration::from_secs(10), || status(&p)["sinks"][0]
+            ["delivered"]
+            == 1)
+        .await,
+        "{}",
+        status(&p)
+    );
+    let s = status(&p);
+    assert_eq!(
+        s["sinks"][0]["failed"], 2,
+        "both redirects were failures: {s}"
+    );
+    let last_error = s["sinks"][0]["last_error"].as_str().unwrap_or("");
+    assert!(
+        last_error.contains("307") && last_error.contains("/elsewhere"),
+        "{s}"
+    );
+    let seen = seen.lock().unwrap().clone();
+    assert!(
+        seen.iter().all(|(_, path)| !path.starts_with("/elsewhere")),
+        "the redirect's target got a request: {seen:?}"
+    );
+    assert_eq!(seen.len(), 3, "{seen:?}");
+    assert!(p.log().contains("/elsewhere"), "the Location is logged");
+    server.abort();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn peer_events_cannot_crowd_subscriber_events_out_of_the_backlog() {
+    let rx = WebhookReceiver::start(SECRET).await;
+    let proxy = Proxy::start(rx.addr).await;
+    let p = Pcrf::start(&sink(
+        &format!("http://{}/hook", proxy.addr),
+        "max_backlog = 20",
+        r#"["session.*", "peer.*"]"#,
+    ));
+    p.provision("001010000000088", r#"{"plan":"basic"}"#);
+    proxy.cut();
+    // A flapping peer: 30 connections, 60 peer events, three times the
+    // backlog.
+    for _ in 0..30 {
+        let flapping = Pcef::connect(p.diameter, "pgw.test.local").await;
+        flapping.close().await;
+    }
+    assert!(
+        wait_until(Duration::from_secs(10), || status(&p)["sinks"][0]
+            ["dropped"]
+            .as_u64()
+            .unwrap_or(0)
+            > 0)
+        .await,
+        "{}",
+        status(&p)
+    );
+    let s = status(&p);
+    eprintln!("after the flapping: {s}");
+    let peers = s["backlog"].as_u64().unwrap_or(0);
+    assert!(peers <= 2, "peer events hold at most a tenth: {s}");
+    assert!(p.log().contains("peer events"), "the drop names its share");
+
+    // The subscriber's events still find room.
+    let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
+    for i in 0..5 {
+        let sid = format!("pgw.test.local;crowd;{i}");
+        assert_eq!(result_of(&pcef.ccr_i(&sid, "001010000000088").await), 2001);
+    }
+    let s = status(&p);
+    assert_eq!(s["backlog"].as_u64().unwrap_or(0), peers + 5, "{s}");
+    proxy.restore();
+    assert!(
+        wait_until(Duration::from_secs(10), || names(&rx.received())
+            .iter()
+            .filter(|n| *n == "session.started")
+            .count()
+            == 5)
+        .await
+    );
+}

@@ -10,6 +10,14 @@
 //! The refused event is never written, counted as dropped for each sink it
 //! was routed to and logged; the request that caused it goes on, never
 //! waiting for room. Events already committed are never dropped.
+//!
+//! Peer events (`peer.up`, `peer.down`) have their own share of the bound,
+//! a tenth of it: a gateway that connects and disconnects hundreds of times
+//! makes two events each time, and would otherwise fill the backlog while
+//! a receiver is down, so that the next subscriber event, the one a
+//! receiver bills or alerts on, is dropped. Past its share a new peer event
+//! is dropped (counted in `dropped` and `peer_dropped`) while subscriber
+//! events still find room.
 
 use super::config::{NotificationsConfig, SinkConfig, SinkKind};
 use super::event::Event;
@@ -19,6 +27,14 @@ use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering::Relaxed};
 use std::sync::Arc;
 use tokio::sync::Notify;
+
+/// Peer events may hold at most `max_backlog / PEER_SHARE_DIVISOR` of the
+/// backlog (at least one delivery).
+const PEER_SHARE_DIVISOR: usize = 10;
+
+fn is_peer_event(name: &str) -> bool {
+    name.starts_with("peer.")
+}
 
 /// One lane of a sink: its events by sequence number.
 #[derive(Default)]
@@ -35,6 +51,9 @@ pub struct SinkCounters {
     pub failed: AtomicU64,
     /// Events refused for want of room in the backlog.
     pub dropped: AtomicU64,
+    /// Of `dropped`, the peer events refused because peer events held
+    /// their whole share.
+    pub peer_dropped: AtomicU64,
 }
 
 /// One sink's part of the outbox.
@@ -66,6 +85,9 @@ impl SinkQueue {
 pub struct Outbox {
     max_backlog: usize,
     backlog: AtomicUsize,
+    /// The part of `max_backlog` peer events may hold, and what they hold.
+    max_peer_backlog: usize,
+    peer_backlog: AtomicUsize,
     next_seq: AtomicU64,
     pub(super) sinks: Vec<Arc<SinkQueue>>,
     /// Refusals since the last warning (logged at most once a second).
@@ -111,7 +133,7 @@ impl Staged {
 impl Drop for Staged {
     fn drop(&mut self) {
         if let Some(e) = self.event.take() {
-            self.outbox.backlog.fetch_sub(e.sinks.len(), Relaxed);
+            self.outbox.release(&e.name, e.sinks.len());
         }
     }
 }
@@ -145,6 +167,8 @@ impl Outbox {
         Arc::new(Outbox {
             max_backlog: cfg.max_backlog,
             backlog: AtomicUsize::new(0),
+            max_peer_backlog: (cfg.max_backlog / PEER_SHARE_DIVISOR).max(1),
+            peer_backlog: AtomicUsize::new(0),
             next_seq: AtomicU64::new(now_us()),
             sinks,
             last_drop_log: Mutex::new(None),
@@ -203,13 +227,28 @@ impl Outbox {
             return None;
         }
         let n = sinks.len();
+        if is_peer_event(name) {
+            let before = self.peer_backlog.fetch_add(n, Relaxed);
+            if before + n > self.max_peer_backlog {
+                self.peer_backlog.fetch_sub(n, Relaxed);
+                for s in &sinks {
+                    s.counters.dropped.fetch_add(1, Relaxed);
+                    s.counters.peer_dropped.fetch_add(1, Relaxed);
+                }
+                self.log_drop(name, subscriber, true);
+                return None;
+            }
+        }
         let before = self.backlog.fetch_add(n, Relaxed);
         if before + n > self.max_backlog {
             self.backlog.fetch_sub(n, Relaxed);
+            if is_peer_event(name) {
+                self.peer_backlog.fetch_sub(n, Relaxed);
+            }
             for s in &sinks {
                 s.counters.dropped.fetch_add(1, Relaxed);
             }
-            self.log_drop(name, subscriber);
+            self.log_drop(name, subscriber, false);
             return None;
         }
         let seq = self.next_seq.fetch_add(1, Relaxed);
@@ -228,16 +267,34 @@ impl Outbox {
         })
     }
 
-    fn log_drop(&self, name: &str, subscriber: Option<&str>) {
+    /// Gives back the room of `deliveries` of an event named `name`.
+    fn release(&self, name: &str, deliveries: usize) {
+        self.backlog.fetch_sub(deliveries, Relaxed);
+        if is_peer_event(name) {
+            self.peer_backlog.fetch_sub(deliveries, Relaxed);
+        }
+    }
+
+    /// `peer_share`: the event was refused for want of room in peer
+    /// events' share, not in the whole backlog.
+    fn log_drop(&self, name: &str, subscriber: Option<&str>, peer_share: bool) {
         let mut last = self.last_drop_log.lock();
         if last.is_none_or(|t| t.elapsed() >= std::time::Duration::from_secs(1)) {
             *last = Some(std::time::Instant::now());
-            tracing::warn!(
-                event = name,
-                subscriber,
-                max_backlog = self.max_backlog,
-                "notification backlog full: new event dropped (counted in pcrf_notifications_dropped_total)"
-            );
+            if peer_share {
+                tracing::warn!(
+                    event = name,
+                    max_peer_backlog = self.max_peer_backlog,
+                    "notification backlog: peer events hold their whole share; new peer event dropped (counted in pcrf_notifications_dropped_total)"
+                );
+            } else {
+                tracing::warn!(
+                    event = name,
+                    subscriber,
+                    max_backlog = self.max_backlog,
+                    "notification backlog full: new event dropped (counted in pcrf_notifications_dropped_total)"
+                );
+            }
         }
     }
 
@@ -284,6 +341,9 @@ impl Outbox {
             // Recovered events may pass the bound: they are committed,
             // and never dropped; new ones wait for room.
             self.backlog.fetch_add(known.len(), Relaxed);
+            if is_peer_event(&event.name) {
+                self.peer_backlog.fetch_add(known.len(), Relaxed);
+            }
             let event = Event {
                 sinks: known,
                 ..event
@@ -297,9 +357,9 @@ impl Outbox {
 
     /// A delivery finished (acknowledged by the sink): its room is free.
     pub(super) fn delivered(&self, sink: &SinkQueue, lane: &Lane, seq: u64) {
-        if lane.queue.lock().remove(&seq).is_some() {
+        if let Some(event) = lane.queue.lock().remove(&seq) {
             sink.pending.fetch_sub(1, Relaxed);
-            self.backlog.fetch_sub(1, Relaxed);
+            self.release(&event.name, 1);
             sink.counters.delivered.fetch_add(1, Relaxed);
         }
     }
@@ -309,6 +369,8 @@ impl Outbox {
         OutboxStatus {
             max_backlog: self.max_backlog,
             backlog: self.backlog(),
+            max_peer_backlog: self.max_peer_backlog,
+            peer_backlog: self.peer_backlog.load(Relaxed),
             sinks: self
                 .sinks
                 .iter()
@@ -320,6 +382,7 @@ impl Outbox {
                     delivered: s.counters.delivered.load(Relaxed),
                     failed: s.counters.failed.load(Relaxed),
                     dropped: s.counters.dropped.load(Relaxed),
+                    peer_dropped: s.counters.peer_dropped.load(Relaxed),
                     last_error: s.last_error.lock().clone(),
                 })
                 .collect(),
@@ -334,6 +397,10 @@ pub struct OutboxStatus {
     pub max_backlog: usize,
     /// Deliveries waiting (one per event and sink), all sinks together.
     pub backlog: usize,
+    /// The share of `max_backlog` peer events may hold (a tenth).
+    pub max_peer_backlog: usize,
+    /// Of `backlog`, the deliveries of peer events.
+    pub peer_backlog: usize,
     pub sinks: Vec<SinkStatus>,
 }
 
@@ -350,8 +417,12 @@ pub struct SinkStatus {
     pub delivered: u64,
     /// Failed attempts (each retried until delivered).
     pub failed: u64,
-    /// Events refused because the backlog was full.
+    /// Events refused because the backlog was full (or, for a peer
+    /// event, peer events' share of it).
     pub dropped: u64,
+    /// Of `dropped`, peer events refused because peer events held their
+    /// share of the backlog.
+    pub peer_dropped: u64,
     /// The last failure, kept after later successes.
     pub last_error: Option<String>,
 }

@@ -2,7 +2,11 @@
 //! with `X-Pcrf-Signature: sha256=<hex HMAC-SHA256 of the body>` under the
 //! sink's shared secret, so the receiver can tell it came from us unchanged.
 //! A 2xx answer is a delivery; anything else (or no answer in time) is a
-//! failure, retried by the delivery loop. An `https://` receiver is
+//! failure, retried by the delivery loop. A redirect is not followed: a
+//! client following a 302 sends a GET whose 200 would count as delivered
+//! with the event lost, and a 307 would send the signed body to a URL the
+//! operator never configured; a 3xx is a failed attempt, reported with its
+//! `Location`. An `https://` receiver is
 //! trusted through the CA certificates of the sink's `ca_file` only.
 
 use super::config::SinkConfig;
@@ -51,6 +55,7 @@ impl Webhook {
         let builder = reqwest::Client::builder()
             .timeout(cfg.timeout())
             .connect_timeout(cfg.timeout())
+            .redirect(reqwest::redirect::Policy::none())
             .pool_max_idle_per_host(cfg.concurrency);
         let builder = match &cfg.ca_file {
             None => builder,
@@ -95,6 +100,21 @@ impl Sink for Webhook {
             let status = answer.status();
             if status.is_success() {
                 Ok(())
+            } else if status.is_redirection() {
+                let location: String = answer
+                    .headers()
+                    .get(reqwest::header::LOCATION)
+                    .map(|v| {
+                        String::from_utf8_lossy(v.as_bytes())
+                            .chars()
+                            .take(256)
+                            .collect()
+                    })
+                    .unwrap_or_else(|| "none".into());
+                Err(SinkError(format!(
+                    "POST {}: answered {status}, redirect to {location:?} not followed                      (configure the receiver's final URL)",
+                    self.url
+                )))
             } else {
                 Err(SinkError(format!("POST {}: answered {status}", self.url)))
             }

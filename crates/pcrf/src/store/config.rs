@@ -105,6 +105,12 @@ pub struct StoreConfig {
     /// rows always land in one shard. Unset: the available cores.
     #[serde(default)]
     pub writers: Option<usize>,
+    /// `pcrf serve --accept-missing-shards`, never from the file: the
+    /// operator knows the embedded store's files are not one whole store
+    /// (one deleted, one of another store) and starts on the rows that
+    /// remain. A key in the file would go on accepting the next loss too.
+    #[serde(skip)]
+    pub accept_missing_shards: bool,
 }
 
 /// The window PostgreSQL gets unless configured: a commit there is a round
@@ -145,6 +151,7 @@ impl Default for StoreConfig {
             timeout_ms: default_timeout_ms(),
             commit_window_us: None,
             writers: None,
+            accept_missing_shards: false,
         }
     }
 }

@@ -45,7 +45,8 @@ fn crash_child() {
         .ok()
         .and_then(|n| n.parse().ok())
         .unwrap_or(1);
-    let (stores, _) = open_shards(std::path::Path::new(&dir), shards, durability).expect("open");
+    let (stores, _) =
+        open_shards(std::path::Path::new(&dir), shards, durability, false).expect("open");
     let stores = stores
         .into_iter()
         .map(|s| Box::new(s) as Box<dyn Store>)
@@ -156,7 +157,7 @@ fn crash_and_check(durability: Durability, mode: &str, pairs: bool, shards: usiz
         acked.len()
     );
     let (mut stores, moved) =
-        open_shards(dir.path(), shards, durability).expect("reopen after kill -9");
+        open_shards(dir.path(), shards, durability, false).expect("reopen after kill -9");
     assert_eq!(moved, None, "every row was written to its shard");
     assert_eq!(stores.len(), shards);
     for (id, i) in &acked {

@@ -11,7 +11,7 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use tokio::sync::{mpsc, oneshot, Notify};
 
 /// Upper bounds of the batch-size histogram (requests per transaction);
@@ -177,6 +177,9 @@ enum Job {
     Changes(Vec<Change>, Ack<()>, Instant),
     Purge(i64, Ack<usize>),
     Flush(Ack<()>),
+    /// Whether writes succeed now (readiness): the store's probe, and the
+    /// last batch's outcome.
+    Probe(Ack<()>),
     /// A session no longer in memory (a closed one after a restart).
     ReadSession(String, Ack<Option<crate::session::GxSession>>),
     /// The open sessions holding a UE IPv4 address (a shared store).
@@ -299,6 +302,7 @@ impl GroupCommit {
             wake: wake.clone(),
             requesters: tokio::runtime::Handle::try_current().ok(),
             compare_and_set,
+            last_failure: None,
         };
         std::thread::Builder::new()
             .name("pcrf-store-writer".into())
@@ -399,6 +403,14 @@ impl GroupCommit {
         rx.await.map_err(|_| stopped())
     }
 
+    /// Ok while the store takes writes: its probe succeeds and no batch
+    /// failed in the last `FAILURE_HOLDS_READINESS` (none since succeeded).
+    pub async fn probe(&self) -> Result<(), StoreError> {
+        let (ack, rx) = oneshot::channel();
+        self.send_now(Job::Probe(ack)).await?;
+        rx.await.map_err(|_| stopped())?
+    }
+
     /// A snapshot of the counters.
     pub fn stats(&self) -> GroupCommitStats {
         let m = &self.metrics;
@@ -445,7 +457,17 @@ struct Writer {
     /// The store's session and usage writes are compare-and-set (see
     /// `one_writer_per_row`).
     compare_and_set: bool,
+    /// The last batch that failed for want of a writable store (not a
+    /// conflict), and when; cleared by a batch that commits.
+    last_failure: Option<(Instant, StoreError)>,
 }
+
+/// How long a failed batch keeps the probe failing when no batch has
+/// succeeded since. A probe's small write may succeed where a batch fails
+/// (a full disk still rewrites a page in place; a size cap), so a failure
+/// counts too; it expires so that a node taken out of service for it, and
+/// so getting no requests, is ready again once its probe succeeds.
+const FAILURE_HOLDS_READINESS: Duration = Duration::from_secs(10);
 
 impl Writer {
     fn run(mut self) {
@@ -497,6 +519,18 @@ impl Writer {
                 },
                 Job::Flush(ack) => {
                     let _ = ack.send(Ok(()));
+                }
+                Job::Probe(ack) => {
+                    let got =
+                        guard("probing a write", || self.store.probe()).and_then(|()| match &self
+                            .last_failure
+                        {
+                            Some((at, e)) if at.elapsed() < FAILURE_HOLDS_READINESS => {
+                                Err(e.clone())
+                            }
+                            _ => Ok(()),
+                        });
+                    let _ = ack.send(got);
                 }
                 Job::ReadSession(id, ack) => {
                     let got = guard("reading a session", || self.store.session(&id));
@@ -621,10 +655,12 @@ impl Writer {
             Ok(rows) => {
                 Metrics::add(&m.commits, 1);
                 Metrics::add(&m.rows_changed, rows as u64);
+                self.last_failure = None;
                 Ok(())
             }
             Err(e @ StoreError::Conflict(_)) => Err(e),
             Err(e) => {
+                self.last_failure = Some((Instant::now(), e.clone()));
                 Metrics::add(&m.errors, 1);
                 tracing::error!(error = %e, requests, changes = changes.len(),
                     "store batch failed; its requests are answered with the error");
@@ -1091,10 +1127,33 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_failed_batch_fails_the_probe_until_a_batch_commits() {
+        let dir = TestDir::new("gc-probe");
+        let mut store = SqliteStore::open(dir.path(), Durability::Full).expect("open");
+        store
+            .apply(&[Change::PutSession(Arc::new(session("a", "1", 1)))])
+            .expect("first");
+        store.limit_size(0).expect("cap at the current size");
+        let gc = GroupCommit::start(Box::new(store)).expect("start");
+        gc.probe().await.expect("a page rewritten in place fits");
+        let big: Vec<Change> = (0..200)
+            .map(|i| Change::PutSession(Arc::new(session(&format!("big{i}"), "1", i))))
+            .collect();
+        assert!(gc.submit(big).await.is_err());
+        match gc.probe().await {
+            Err(StoreError::Unavailable(m)) => assert!(m.contains("disk full"), "{m}"),
+            other => panic!("expected the batch's failure, got {other:?}"),
+        }
+        gc.submit(vec![Change::delete_session("a", "1")])
+            .await
+            .expect("a delete fits");
+        gc.probe().await.expect("ready once a batch committed");
+    }
+
+    #[tokio::test]
     async fn every_waiter_of_a_failed_batch_gets_the_error() {
         let dir = TestDir::new("gc-removed");
-        let mut store = SqliteStore::open(dir.path(), Durability::Full).expect("open");
-        store.check_identity_every(Duration::ZERO);
+        let store = SqliteStore::open(dir.path(), Durability::Full).expect("open");
         let gc = GroupCommit::start(Box::new(store)).expect("start");
         gc.submit(vec![Change::PutSession(Arc::new(session("a", "1", 1)))])
             .await
@@ -1207,6 +1266,9 @@ mod tests {
         }
         fn purge_closed(&mut self, before_ms: i64, limit: usize) -> Result<usize, StoreError> {
             self.0.purge_closed(before_ms, limit)
+        }
+        fn probe(&mut self) -> Result<(), StoreError> {
+            Ok(())
         }
         fn skipped_corrupt(&self) -> u64 {
             self.0.skipped_corrupt()

@@ -36,6 +36,11 @@ pub trait Store: Send + 'static {
     /// short transaction, so the writer is never held long); returns how
     /// many. The caller repeats while it returns `limit`.
     fn purge_closed(&mut self, before_ms: i64, limit: usize) -> Result<usize, StoreError>;
+    /// Whether the store takes a write now, by making one that changes
+    /// nothing: the readiness check. A store that cannot tell (a full
+    /// disk may still take a write that needs no new space) leaves that to
+    /// the outcome of the last batch (see `group_commit`).
+    fn probe(&mut self) -> Result<(), StoreError>;
     /// Records found undecodable by the last `open_sessions`,
     /// `subscribers` or `usage_records` call (skipped, each logged with its key); call it after
     /// each of them to report the count at start-up.

@@ -74,7 +74,12 @@ pub fn open_shards(config: &StoreConfig) -> Result<OpenedStore, StoreError> {
     let n = config.writers();
     match config.kind {
         StoreKind::Sqlite => {
-            let (stores, _) = sqlite_layout::open_shards(&config.path, n, config.durability)?;
+            let (stores, _) = sqlite_layout::open_shards(
+                &config.path,
+                n,
+                config.durability,
+                config.accept_missing_shards,
+            )?;
             let mut shards: Vec<Box<dyn Store>> = Vec::with_capacity(stores.len());
             for mut store in stores {
                 // One page-cache budget for the store, not one per writer:

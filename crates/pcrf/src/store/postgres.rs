@@ -1496,6 +1496,27 @@ impl Store for PostgresStore {
         self.skipped_corrupt
     }
 
+    /// An UPDATE that matches no row: refused as a write is by a database
+    /// or session set read-only, a revoked privilege, a standby.
+    fn probe(&mut self) -> Result<(), StoreError> {
+        self.ensure_live()?;
+        let (rt, live) = self.parts()?;
+        let timeout = self.opts.timeout;
+        let r = block(rt, async {
+            tokio::time::timeout(
+                timeout,
+                live.client
+                    .execute("UPDATE subscribers SET imsi = imsi WHERE false", &[]),
+            )
+            .await
+        });
+        match r {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(e)) => Err(self.failed("probing a write", PgFailure::from(e))),
+            Err(_) => Err(self.timed_out("probing a write")),
+        }
+    }
+
     fn set_owner(&mut self, node: &str) {
         self.owner = Some(node.to_owned());
     }

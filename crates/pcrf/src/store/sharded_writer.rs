@@ -95,6 +95,16 @@ impl ShardedWriter {
         outcome
     }
 
+    /// Ok while every shard takes writes (see `GroupCommit::probe`); the
+    /// first shard's error otherwise. One shard for a shared database.
+    pub async fn probe(&self) -> Result<(), StoreError> {
+        let writers = if self.shared { 1 } else { self.shards.len() };
+        for w in self.shards.iter().take(writers) {
+            w.probe().await?;
+        }
+        Ok(())
+    }
+
     /// Deletes sessions closed before `before_ms` in every shard (in chunks
     /// between batches); returns how many.
     pub async fn purge_closed(&self, before_ms: i64) -> Result<usize, StoreError> {
@@ -215,7 +225,7 @@ mod tests {
     use std::time::Duration;
 
     fn start(dir: &TestDir, shards: usize) -> ShardedWriter {
-        let (stores, _) = open_shards(dir.path(), shards, Durability::Full).expect("open");
+        let (stores, _) = open_shards(dir.path(), shards, Durability::Full, false).expect("open");
         let stores = stores
             .into_iter()
             .map(|s| Box::new(s) as Box<dyn Store>)

@@ -17,7 +17,7 @@ use std::os::fd::AsRawFd;
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The embedded store's page cache, KiB: one file's when it is opened
 /// alone, the whole store's when it is sharded (`open_shards` splits it).
@@ -75,6 +75,10 @@ const MIGRATIONS: &[&str] = &[
     // older build is rewritten in the binary form (no DDL: the columns are
     // BLOB already; `rewrite_json_records` does it in the same transaction).
     "",
+    // 6: which store and which of its shards the file is (one row, stamped
+    // by `sqlite_layout` at start): a file of another store copied in, or
+    // renamed to another shard's name, is refused instead of read.
+    "CREATE TABLE store_identity (store TEXT NOT NULL, shard INTEGER NOT NULL);",
 ];
 
 /// The schema version whose migration rewrites JSON records as binary.
@@ -157,10 +161,10 @@ pub struct SqliteStore {
     skipped_corrupt: u64,
     // (device, inode) of the file opened: if the file or its directory is
     // removed or replaced, SQLite would go on writing into an unlinked file
-    // and every acknowledged change would vanish at the next start.
+    // and every acknowledged change would vanish at the next start. Checked
+    // before every commit (one stat, against a commit's fsync): checked
+    // once a second, the requests of that second were acknowledged and lost.
     identity: (u64, u64),
-    last_identity_check: Instant,
-    identity_check_every: Duration,
     // Checkpoints the WAL off the writer's path; stops with the store.
     checkpointer: Checkpointer,
     // Keeps the directory's flock for as long as the store is open (shared
@@ -299,8 +303,6 @@ impl SqliteStore {
             path,
             skipped_corrupt: 0,
             identity,
-            last_identity_check: Instant::now(),
-            identity_check_every: Duration::from_secs(1),
             checkpointer,
             _lock: lock,
         };
@@ -355,17 +357,8 @@ impl SqliteStore {
             .map_err(|e| db_error("setting max_page_count", e))
     }
 
-    /// How often `apply` checks that the database file is still the one
-    /// opened (a stat, at most once per interval).
-    #[cfg(test)]
-    pub(crate) fn check_identity_every(&mut self, every: Duration) {
-        self.identity_check_every = every;
-    }
-
-    fn check_identity(&mut self) -> Result<(), StoreError> {
-        if self.last_identity_check.elapsed() < self.identity_check_every {
-            return Ok(());
-        }
+    /// Whether the database file at the path is still the one opened.
+    fn check_identity(&self) -> Result<(), StoreError> {
         let now = file_identity(&self.path)?;
         if now != self.identity {
             return Err(StoreError::Unavailable(format!(
@@ -373,7 +366,6 @@ impl SqliteStore {
                 self.path.display()
             )));
         }
-        self.last_identity_check = Instant::now();
         Ok(())
     }
 
@@ -716,6 +708,21 @@ impl Store for SqliteStore {
         Ok(out)
     }
 
+    /// The file is still the one opened, and takes a commit: the schema
+    /// version written again as it is (one page through the WAL and a
+    /// sync, which a read-only file system or a removed WAL refuses).
+    fn probe(&mut self) -> Result<(), StoreError> {
+        self.check_identity()?;
+        let version = self.schema_version()?;
+        let tx = self
+            .conn
+            .transaction_with_behavior(TransactionBehavior::Immediate)
+            .map_err(|e| db_error("probing a write", e))?;
+        tx.execute_batch(&format!("PRAGMA user_version = {version}"))
+            .map_err(|e| db_error("probing a write", e))?;
+        tx.commit().map_err(|e| db_error("probing a write", e))
+    }
+
     fn purge_closed(&mut self, before_ms: i64, limit: usize) -> Result<usize, StoreError> {
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.conn
@@ -735,6 +742,7 @@ mod tests {
     use crate::session::SessionState;
     use crate::store::fixtures::{session, subscriber, usage, TestDir};
     use std::sync::Arc;
+    use std::time::Instant;
 
     fn event(seq: u64, sinks: &[&str]) -> Arc<crate::notify::Event> {
         Arc::new(crate::notify::Event::new(
@@ -1001,7 +1009,10 @@ mod tests {
             .expect("usage row");
         }
         let mut st = SqliteStore::open(dir.path(), Durability::Full).expect("open migrates");
-        assert_eq!(st.schema_version().expect("version"), 5);
+        assert_eq!(
+            st.schema_version().expect("version") as usize,
+            MIGRATIONS.len()
+        );
         let first_bytes: Vec<(String, Vec<u8>)> = st
             .conn
             .prepare(
@@ -1243,7 +1254,6 @@ mod tests {
     fn removed_directory_fails_writes_instead_of_losing_them() {
         let dir = TestDir::new("removed");
         let mut st = SqliteStore::open(dir.path(), Durability::Full).expect("open");
-        st.check_identity_every(Duration::ZERO);
         st.apply(&[Change::PutSession(Arc::new(session("a", "1", 1)))])
             .expect("before removal");
         std::fs::remove_dir_all(dir.path()).expect("remove");

@@ -11,6 +11,20 @@
 //! copied into its new file in a synced transaction before it is deleted
 //! from the old one, so a crash at any point leaves it in its old file, or
 //! in both (identical: the move is redone at the next start); never in none.
+//! The new number is recorded before the emptied files past it are
+//! removed, so a file missing below the recorded number was never removed
+//! by a move.
+//!
+//! Before moving anything, opening checks that the files are one whole
+//! store: a file missing while others remain (`pcrf.db` deleted by hand,
+//! a shard file lost in a copy), a file past both the recorded and the
+//! configured number that holds rows (left behind), or a file stamped with
+//! another store's id or another shard's index (copied or renamed in) would
+//! otherwise start a node without those rows, answering as if the
+//! subscribers and sessions had never existed. Such a start is refused,
+//! naming the files, unless the operator says the loss is known
+//! (`pcrf serve --accept-missing-shards`); then the files are stamped as
+//! they are, and the next start is a plain one.
 
 use super::config::Durability;
 use super::shard;
@@ -73,16 +87,46 @@ pub struct Resharded {
 /// Opens the `shards` database files of `dir` (at least one), moving rows
 /// first when the directory was laid out for another number. Returns the
 /// stores, shard i at index i, and what was moved (None: nothing to do).
+/// Files that are not one whole store are refused (see the module's
+/// comment) unless `accept_missing_shards`.
 pub fn open_shards(
     dir: &Path,
     shards: usize,
     durability: Durability,
+    accept_missing_shards: bool,
 ) -> Result<(Vec<SqliteStore>, Option<Resharded>), StoreError> {
     let shards = shards.clamp(1, shard::MAX_SHARDS);
     let lock = lock_directory(dir)?;
     let present = shards_present(dir)?;
     let mut open: BTreeMap<usize, SqliteStore> = BTreeMap::new();
-    for i in (0..shards).chain(present.iter().copied()) {
+    // The files there first: nothing is created before they are checked.
+    for &i in &present {
+        open.insert(
+            i,
+            SqliteStore::open_file(dir.join(shard_file(i)), durability, lock.clone())?,
+        );
+    }
+    let recorded = open
+        .get(&0)
+        .map(|s| recorded_shards(s.connection()))
+        .transpose()?
+        .flatten();
+    let problems = disagreements(&open, recorded, shards)?;
+    if !problems.is_empty() {
+        let list = problems.join("; ");
+        if !accept_missing_shards {
+            return Err(StoreError::Unavailable(format!(
+                "store directory {} is not one whole store: {list}. Its rows would be \
+                 missing. Put the files back, or start once with `pcrf serve \
+                 --accept-missing-shards` to go on with the rows that remain",
+                dir.display()
+            )));
+        }
+        tracing::warn!(dir = %dir.display(), problems = %list,
+            "store files that disagree accepted (--accept-missing-shards): \
+             going on with the rows that remain");
+    }
+    for i in 0..shards {
         if let std::collections::btree_map::Entry::Vacant(slot) = open.entry(i) {
             slot.insert(SqliteStore::open_file(
                 dir.join(shard_file(i)),
@@ -91,11 +135,7 @@ pub fn open_shards(
             )?);
         }
     }
-    let recorded = open
-        .get(&0)
-        .map(|s| recorded_shards(s.connection()))
-        .transpose()?
-        .flatten();
+    stamp(&open)?;
     let extra = present.iter().any(|&i| i >= shards);
     let mut report = None;
     if recorded != Some(shards) || extra {
@@ -109,16 +149,22 @@ pub fn open_shards(
             r.usage_moved += u;
         }
         let gone: Vec<usize> = open.keys().copied().filter(|&i| i >= shards).collect();
+        for i in &gone {
+            if let Some(store) = open.get(i) {
+                ensure_empty(store.connection(), &store.path().display().to_string())?;
+            }
+        }
+        // Recorded before the emptied files go: a file missing below the
+        // recorded number is then always one lost, never one removed here.
+        if let Some(first) = open.get(&0) {
+            record_shards(first.connection(), shards)?;
+        }
         for i in gone {
             if let Some(store) = open.remove(&i) {
-                ensure_empty(store.connection(), &store.path().display().to_string())?;
                 drop(store);
                 remove_database(&dir.join(shard_file(i)))?;
                 r.files_removed += 1;
             }
-        }
-        if let Some(first) = open.get(&0) {
-            record_shards(first.connection(), shards)?;
         }
         if r.from != shards || r.sessions_moved + r.usage_moved > 0 || r.files_removed > 0 {
             tracing::info!(dir = %dir.display(), from = r.from, to = shards,
@@ -128,6 +174,141 @@ pub fn open_shards(
         }
     }
     Ok((open.into_values().collect(), report))
+}
+
+/// What makes the open files of a directory not one whole store, each in
+/// words naming the file; empty when they are.
+fn disagreements(
+    open: &BTreeMap<usize, SqliteStore>,
+    recorded: Option<usize>,
+    shards: usize,
+) -> Result<Vec<String>, StoreError> {
+    let mut out = Vec::new();
+    if open.is_empty() {
+        return Ok(out);
+    }
+    // Shard 0 holds the layout: the others say a store was here.
+    let expected = if open.contains_key(&0) {
+        recorded.unwrap_or(1)
+    } else {
+        1
+    };
+    for i in (0..expected).filter(|i| !open.contains_key(i)) {
+        let others: Vec<String> = open.keys().map(|&j| shard_file(j)).collect();
+        out.push(format!(
+            "{} is missing while {} remain",
+            shard_file(i),
+            others.join(", ")
+        ));
+    }
+    let laid_out = expected.max(shards);
+    for (&i, store) in open.range(laid_out..) {
+        let rows = row_count(store.connection())?;
+        if rows > 0 {
+            out.push(format!(
+                "{} holds {rows} rows but the directory is laid out for {expected} \
+                 shard(s) and [store] writers is {shards}: left behind by another layout",
+                shard_file(i)
+            ));
+        }
+    }
+    let ids: BTreeMap<usize, Option<(String, usize)>> = open
+        .iter()
+        .map(|(&i, s)| Ok((i, stamped(s.connection())?)))
+        .collect::<Result<_, StoreError>>()?;
+    let first = ids.get(&0).cloned().flatten();
+    for (&i, id) in &ids {
+        match (id, &first) {
+            (Some((_, index)), _) if *index != i => out.push(format!(
+                "{} is shard {index} of its store (renamed?)",
+                shard_file(i)
+            )),
+            (Some((store, _)), Some((first_store, _))) if store != first_store => {
+                out.push(format!(
+                    "{} belongs to another store (id {store}, not {first_store})",
+                    shard_file(i)
+                ))
+            }
+            (Some((store, _)), None) if open.contains_key(&0) => out.push(format!(
+                "{} belongs to store {store} but {} carries no store id \
+                 (replaced by a new or older file?)",
+                shard_file(i),
+                shard_file(0)
+            )),
+            _ => {}
+        }
+    }
+    Ok(out)
+}
+
+/// Rows of the record tables of one file.
+fn row_count(conn: &Connection) -> Result<i64, StoreError> {
+    let count = |table: &str| {
+        conn.query_row(&format!("SELECT count(*) FROM {table}"), [], |r| {
+            r.get::<_, i64>(0)
+        })
+        .map_err(|e| ctx_error("counting rows of a shard file", e))
+    };
+    Ok(count("sessions")? + count("usage")? + count("subscribers")? + count("outbox")?)
+}
+
+/// The store id and shard index a file is stamped with (None: a file
+/// from before stamps, or new).
+fn stamped(conn: &Connection) -> Result<Option<(String, usize)>, StoreError> {
+    conn.query_row("SELECT store, shard FROM store_identity LIMIT 1", [], |r| {
+        Ok((r.get::<_, String>(0)?, r.get::<_, i64>(1)?))
+    })
+    .optional()
+    .map(|v| v.and_then(|(s, i)| usize::try_from(i).ok().map(|i| (s, i))))
+    .map_err(|e| ctx_error("reading the store identity", e))
+}
+
+/// A store id no other directory has: std's randomly keyed hasher over
+/// the time and the process id (no generator needed for 64 bits that only
+/// tell stores apart).
+fn new_store_id() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u128(
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos()),
+    );
+    h.write_u32(std::process::id());
+    format!("{:016x}", h.finish())
+}
+
+/// Stamps every file with shard 0's store id (made now if it has none)
+/// and its own index, where it is not already.
+fn stamp(open: &BTreeMap<usize, SqliteStore>) -> Result<(), StoreError> {
+    let Some(first) = open.get(&0) else {
+        return Ok(());
+    };
+    let store = match stamped(first.connection())? {
+        Some((store, _)) => store,
+        None => new_store_id(),
+    };
+    for (&i, s) in open {
+        if stamped(s.connection())? == Some((store.clone(), i)) {
+            continue;
+        }
+        let conn = s.connection();
+        let n = i64::try_from(i).unwrap_or(i64::MAX);
+        conn.execute_batch("BEGIN IMMEDIATE")
+            .and_then(|()| conn.execute("DELETE FROM store_identity", []))
+            .and_then(|_| {
+                conn.execute(
+                    "INSERT INTO store_identity (store, shard) VALUES (?1, ?2)",
+                    params![store, n],
+                )
+            })
+            .and_then(|_| conn.execute_batch("COMMIT"))
+            .map_err(|e| {
+                let _ = conn.execute_batch("ROLLBACK");
+                ctx_error("stamping the store identity", e)
+            })?;
+    }
+    Ok(())
 }
 
 fn ctx_error(ctx: &str, e: rusqlite::Error) -> StoreError {
@@ -381,7 +562,8 @@ mod tests {
                 .execute_batch("DELETE FROM layout")
                 .expect("old");
         }
-        let (mut stores, moved) = open_shards(dir.path(), 4, Durability::Full).expect("split");
+        let (mut stores, moved) =
+            open_shards(dir.path(), 4, Durability::Full, false).expect("split");
         let moved = moved.expect("rows moved");
         assert_eq!(moved.from, 1);
         assert!(
@@ -396,7 +578,8 @@ mod tests {
             assert!(dir.path().join(shard_file(i)).exists());
         }
         // Laid out: the next start moves nothing.
-        let (mut stores, moved) = open_shards(dir.path(), 4, Durability::Full).expect("again");
+        let (mut stores, moved) =
+            open_shards(dir.path(), 4, Durability::Full, false).expect("again");
         assert_eq!(moved, None);
         check_placement(&mut stores, 60, 7);
     }
@@ -405,14 +588,16 @@ mod tests {
     fn fewer_shards_merge_back_and_remove_the_emptied_files() {
         let dir = TestDir::new("layout-merge");
         {
-            let (mut stores, _) = open_shards(dir.path(), 3, Durability::Full).expect("open");
+            let (mut stores, _) =
+                open_shards(dir.path(), 3, Durability::Full, false).expect("open");
             let shards = stores.len();
             for c in rows(40, 9) {
                 let i = shard::of_change(&c, shards);
                 stores[i].apply(&[c]).expect("write");
             }
         }
-        let (mut stores, moved) = open_shards(dir.path(), 2, Durability::Full).expect("merge");
+        let (mut stores, moved) =
+            open_shards(dir.path(), 2, Durability::Full, false).expect("merge");
         let moved = moved.expect("merged");
         assert_eq!((moved.from, moved.files_removed), (3, 1));
         check_placement(&mut stores, 40, 9);
@@ -420,7 +605,7 @@ mod tests {
         assert!(!dir.path().join(shard_file(2)).exists());
         assert!(!dir.path().join(format!("{}-wal", shard_file(2))).exists());
         // Back to one file: the layout before shards.
-        let (mut stores, _) = open_shards(dir.path(), 1, Durability::Full).expect("one");
+        let (mut stores, _) = open_shards(dir.path(), 1, Durability::Full, false).expect("one");
         check_placement(&mut stores, 40, 9);
         drop(stores);
         let mut single = SqliteStore::open(dir.path(), Durability::Full).expect("single");
@@ -461,7 +646,8 @@ mod tests {
             )
             .expect("copy");
         }
-        let (mut stores, moved) = open_shards(dir.path(), 2, Durability::Full).expect("finish");
+        let (mut stores, moved) =
+            open_shards(dir.path(), 2, Durability::Full, false).expect("finish");
         assert!(moved.is_some());
         check_placement(&mut stores, 30, 5);
     }
@@ -470,15 +656,100 @@ mod tests {
     fn a_file_past_the_shards_with_a_profile_is_refused_not_removed() {
         let dir = TestDir::new("layout-refuse");
         {
-            let (mut stores, _) = open_shards(dir.path(), 2, Durability::Full).expect("open");
+            let (mut stores, _) =
+                open_shards(dir.path(), 2, Durability::Full, false).expect("open");
             stores[1]
                 .apply(&[Change::PutSubscriber(Arc::new(subscriber("x")))])
                 .expect("a profile where this build never writes one");
         }
-        match open_shards(dir.path(), 1, Durability::Full) {
+        match open_shards(dir.path(), 1, Durability::Full, false) {
             Err(StoreError::Unavailable(m)) => assert!(m.contains("still holds 1 rows"), "{m}"),
             other => panic!("expected a refusal, got {:?}", other.map(|(s, _)| s.len())),
         }
         assert!(dir.path().join(shard_file(1)).exists());
+    }
+
+    /// Puts a copy of the database file `from` (with its WAL) at `to`.
+    fn copy_database(from: &Path, to: &Path) {
+        remove_database(to).expect("remove");
+        std::fs::copy(from, to).expect("copy");
+        let wal = |p: &Path| PathBuf::from(format!("{}-wal", p.display()));
+        if wal(from).exists() {
+            std::fs::copy(wal(from), wal(to)).expect("copy WAL");
+        }
+    }
+
+    fn refused(dir: &Path, shards: usize) -> String {
+        match open_shards(dir, shards, Durability::Full, false) {
+            Err(StoreError::Unavailable(m)) => m,
+            other => panic!("expected a refusal, got {:?}", other.map(|(s, _)| s.len())),
+        }
+    }
+
+    #[test]
+    fn a_missing_shard_file_is_refused_until_accepted() {
+        let dir = TestDir::new("layout-missing");
+        {
+            let (mut stores, _) =
+                open_shards(dir.path(), 2, Durability::Full, false).expect("open");
+            for c in rows(20, 3) {
+                let i = shard::of_change(&c, 2);
+                stores[i].apply(&[c]).expect("write");
+            }
+        }
+        remove_database(&dir.path().join(shard_file(1))).expect("lose shard 1");
+        let m = refused(dir.path(), 2);
+        assert!(m.contains("pcrf-shard-1.db is missing"), "{m}");
+        assert!(m.contains("--accept-missing-shards"), "{m}");
+        let (stores, _) = open_shards(dir.path(), 2, Durability::Full, true).expect("accepted");
+        drop(stores);
+        // Whole again: a plain open works.
+        open_shards(dir.path(), 2, Durability::Full, false).expect("plain");
+
+        remove_database(&dir.path().join(shard_file(0))).expect("lose shard 0");
+        let m = refused(dir.path(), 2);
+        assert!(m.contains("pcrf.db is missing"), "{m}");
+        assert!(
+            !dir.path().join(shard_file(0)).exists(),
+            "nothing created before the check"
+        );
+    }
+
+    #[test]
+    fn a_file_left_past_the_layout_with_rows_is_refused() {
+        let dir = TestDir::new("layout-left");
+        drop(open_shards(dir.path(), 2, Durability::Full, false).expect("open"));
+        {
+            let lock = lock_directory(dir.path()).expect("lock");
+            let mut stray =
+                SqliteStore::open_file(dir.path().join(shard_file(3)), Durability::Full, lock)
+                    .expect("stray");
+            stray.apply(&rows(1, 1)[..1]).expect("a row");
+        }
+        let m = refused(dir.path(), 2);
+        assert!(m.contains("pcrf-shard-3.db holds 1 rows"), "{m}");
+    }
+
+    #[test]
+    fn a_file_of_another_store_or_of_another_shard_is_refused() {
+        let dir = TestDir::new("layout-foreign");
+        let other = TestDir::new("layout-foreign-other");
+        drop(open_shards(dir.path(), 3, Durability::Full, false).expect("open"));
+        drop(open_shards(other.path(), 3, Durability::Full, false).expect("open other"));
+        let one = dir.path().join(shard_file(1));
+        let two = dir.path().join(shard_file(2));
+        let kept = dir.path().join("kept");
+        copy_database(&two, &kept);
+        copy_database(&other.path().join(shard_file(2)), &two);
+        let m = refused(dir.path(), 3);
+        assert!(
+            m.contains("pcrf-shard-2.db belongs to another store"),
+            "{m}"
+        );
+        copy_database(&one, &two);
+        let m = refused(dir.path(), 3);
+        assert!(m.contains("pcrf-shard-2.db is shard 1"), "{m}");
+        copy_database(&kept, &two);
+        open_shards(dir.path(), 3, Durability::Full, false).expect("whole again");
     }
 }

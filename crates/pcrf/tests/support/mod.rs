@@ -247,6 +247,11 @@ level = "info"
         assert!(st.success());
     }
 
+    /// The arguments after `--config FILE` of the next `restart`.
+    pub fn set_serve_args(&mut self, args: &[&str]) {
+        self.serve_args = args.iter().map(|a| a.to_string()).collect();
+    }
+
     /// Starts it again on the same configuration and data.
     pub fn restart(&mut self) {
         self.kill9();
