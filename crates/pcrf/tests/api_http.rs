@@ -1057,7 +1057,9 @@ async fn answers_are_neither_cached_nor_sniffed() {
     s.shutdown().await;
 }
 
-#[tokio::test]
+// Threads as in the server, where a handler may finish while the
+// connection's task reads on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn pipelined_requests_are_all_answered_in_order() {
     let s = Server::start(ApiConfig::default()).await;
     let mut requests = Vec::new();
@@ -1098,6 +1100,25 @@ async fn pipelined_requests_are_all_answered_in_order() {
         .collect();
     assert!(order.windows(2).all(|w| w[0] < w[1]), "{text}");
     assert_eq!(s.node.cells.lock().expect("lock").len(), 3);
+
+    // A client that sends its requests and then closes its side (as
+    // `printf ... | nc` does) still gets every answer before the close.
+    for round in 0..50 {
+        let mut c = TcpStream::connect(s.addr).await.expect("connect");
+        c.write_all(&requests).await.expect("write");
+        c.shutdown().await.expect("close the sending side");
+        let mut answer = Vec::new();
+        tokio::time::timeout(Duration::from_secs(5), c.read_to_end(&mut answer))
+            .await
+            .expect("answered and closed in time")
+            .expect("read");
+        let text = String::from_utf8_lossy(&answer);
+        assert_eq!(
+            text.matches("HTTP/1.1 200 OK").count(),
+            3,
+            "round {round}: {text}"
+        );
+    }
     s.shutdown().await;
 }
 
