@@ -273,6 +273,27 @@ impl ApiConfig {
         }
     }
 
+    /// A warning when other users may read or change `token_file`, or its
+    /// group may change it: the token is all that guards the API. Mode 640
+    /// with the server's group (as the packages install it) is fine.
+    #[cfg(unix)]
+    fn token_file_exposed(&self) -> Option<String> {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.token_file.as_ref()?;
+        let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
+        (mode & 0o026 != 0).then(|| {
+            format!(
+                "api.token_file {} may be read or changed by other users (mode {mode:03o}): chmod 600 it, or 640 with the server's group",
+                path.display()
+            )
+        })
+    }
+
+    #[cfg(not(unix))]
+    fn token_file_exposed(&self) -> Option<String> {
+        None
+    }
+
     /// Things worth a warning at start-up.
     pub fn warnings(&self) -> Vec<String> {
         let mut w = Vec::new();
@@ -281,6 +302,9 @@ impl ApiConfig {
                 "HTTP API listens on {} without api.token: anyone who can reach it can provision subscribers and release sessions",
                 self.listen
             ));
+        }
+        if let Some(exposed) = self.token_file_exposed() {
+            w.push(exposed);
         }
         if self.tls.is_none() && !self.listen.ip().is_loopback() {
             w.push(format!(
