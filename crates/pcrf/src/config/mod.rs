@@ -877,8 +877,41 @@ origin_host = "PGW.example"
         let keys: Vec<&str> = e.problems.iter().map(|p| p.location.as_str()).collect();
         assert_eq!(
             keys,
-            vec!["c.toml: [diameter.tls].listen", "c.toml: [diameter.tls]"]
+            vec!["c.toml: [diameter.tls]", "c.toml: [diameter.tls].listen"]
         );
+        assert!(
+            e.to_string()
+                .contains("shares its port with [diameter].listen"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn listeners_may_not_share_a_port() {
+        let parse = |api: &str, diameter: &str| {
+            Config::parse(
+                &format!("[diameter]\nlisten = {diameter:?}\n[api]\nlisten = {api:?}\n"),
+                "c.toml",
+            )
+        };
+        for (api, diameter) in [
+            ("127.0.0.1:3868", "127.0.0.1:3868"),
+            ("127.0.0.1:3868", "0.0.0.0:3868"),
+            ("[::]:3868", "127.0.0.1:3868"),
+        ] {
+            let e = parse(api, diameter).expect_err(api);
+            assert_eq!(
+                e.to_string(),
+                "c.toml: [api].listen: shares its port with [diameter].listen: two listeners cannot bind one socket"
+            );
+        }
+        for (api, diameter) in [
+            ("127.0.0.2:3868", "127.0.0.1:3868"),
+            ("127.0.0.1:8080", "0.0.0.0:3868"),
+            ("127.0.0.1:0", "127.0.0.1:0"),
+        ] {
+            assert!(parse(api, diameter).is_ok(), "{api} {diameter}");
+        }
     }
 
     #[test]
