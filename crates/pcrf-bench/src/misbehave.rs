@@ -448,7 +448,8 @@ async fn stall(o: &Options, deadline: Instant, r: &mut MisbehaveReport) {
                     let left = deadline.saturating_duration_since(Instant::now())
                         + Duration::from_secs(15);
                     let status = client
-                        .send(client.request(method, &path).timeout(left))
+                        // No body, but the JSON type a change must carry.
+                        .send(client.json(method, &path, Vec::new()).timeout(left))
                         .await;
                     asked += 1;
                     let key = status.map_or("no answer".to_string(), |s| s.status.to_string());

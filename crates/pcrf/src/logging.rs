@@ -68,9 +68,37 @@ fn parse_filter(directive: &str) -> Result<EnvFilter, LoggingError> {
         })
 }
 
-/// Checks a level directive without installing it (for `check-config`).
+/// The levels a configured directive may name.
+pub const LEVELS: [&str; 6] = ["trace", "debug", "info", "warn", "error", "off"];
+
+/// Parses `[log].level`. A filter takes a bare word it does not know as a
+/// target name, so `warning` or `inf` would enable only a target of that
+/// name and silence everything else: here every part must be a level or
+/// `TARGET=LEVEL` with a level of [`LEVELS`]. (`RUST_LOG` keeps the filter's
+/// own syntax.)
+fn parse_configured(directive: &str) -> Result<EnvFilter, LoggingError> {
+    for part in directive
+        .split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+    {
+        let level = part.rsplit_once('=').map_or(part, |(_, level)| level);
+        if !LEVELS.iter().any(|l| l.eq_ignore_ascii_case(level.trim())) {
+            return Err(LoggingError::Filter {
+                directive: directive.to_string(),
+                reason: format!(
+                    "{level:?} is not a log level; use one of {}, or TARGET=LEVEL (e.g. \"info,pcrf::gx=debug\")",
+                    LEVELS.join(", ")
+                ),
+            });
+        }
+    }
+    parse_filter(directive)
+}
+
+/// Checks a configured level directive without installing it.
 pub fn check_level(directive: &str) -> Result<(), LoggingError> {
-    parse_filter(directive).map(|_| ())
+    parse_configured(directive).map(|_| ())
 }
 
 /// Changes the filter of the installed logger (config hot reload).
@@ -89,7 +117,7 @@ impl LogHandle {
         if self.env_override {
             return Ok(false);
         }
-        let f = parse_filter(directive)?;
+        let f = parse_configured(directive)?;
         self.filter.reload(f).map_err(|_| LoggingError::Gone)?;
         Ok(true)
     }
@@ -117,7 +145,10 @@ pub fn build<W>(
 where
     W: for<'w> MakeWriter<'w> + Send + Sync + 'static,
 {
-    let filter = parse_filter(env_filter.unwrap_or(&cfg.level))?;
+    let filter = match env_filter {
+        Some(env) => parse_filter(env)?,
+        None => parse_configured(&cfg.level)?,
+    };
     let (filter, handle) = reload::Layer::new(filter);
     let (text, json) = match cfg.format {
         LogFormat::Text => (
@@ -345,5 +376,10 @@ mod tests {
         assert!(toml::from_str::<LogConfig>("colour = true").is_err());
         assert!(check_level("pcrf=debug,info").is_ok());
         assert!(check_level("pcrf=loud").is_err());
+        assert!(check_level("WARN,pcrf::gx=debug").is_ok());
+        for typo in ["warning", "inf", "info,pcrf::gx", "pcrf"] {
+            let e = check_level(typo).expect_err(typo).to_string();
+            assert!(e.contains("trace, debug, info, warn, error, off"), "{e}");
+        }
     }
 }

@@ -441,50 +441,27 @@ fn check_config(file: &std::path::Path) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let mut ok = true;
-    if let Err(e) = pcrf::logging::check_level(&cfg.log.level) {
-        eprintln!("{}: [log].level: {e}", file.display());
-        ok = false;
-    }
-    if let Err(e) = cfg.api.validate() {
-        eprintln!("{}: [api]: {e}", file.display());
-        ok = false;
-    }
-    if let Err(e) = cfg.sy.validate() {
-        eprintln!("{}: {e}", file.display());
-        ok = false;
-    }
-    if let Err(e) = cfg.cluster.validate() {
-        eprintln!("{}: {e}", file.display());
-        ok = false;
-    }
-    // The policy path is relative to the working directory, as `serve` reads it.
-    match pcrf::policy::PolicyEngine::load(pcrf::policy::EngineConfig {
-        path: cfg.policy.path.clone(),
-        limits: pcrf::policy::Limits {
-            instructions: u64::from(cfg.policy.instruction_limit),
-            memory_bytes: cfg.policy.memory_limit_mib * 1024 * 1024,
-        },
-        fallback: cfg.policy.fallback.clone(),
-    }) {
-        Ok(_) => {}
-        Err(e) => {
-            eprintln!("{}: {e}", cfg.policy.path.display());
-            ok = false;
-        }
-    }
+    // The same checks `serve` makes before it listens. Paths in the file
+    // are relative to the working directory, as `serve` reads them.
+    let checked = pcrf::server::check_before_start(&cfg);
     for w in cfg.api.warnings() {
         eprintln!("warning: {w}");
     }
-    if ok {
-        println!(
-            "{}: valid (checksum {})",
-            file.display(),
-            cfg.checksum_hex()
-        );
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
+    match checked {
+        Ok(_) => {
+            println!(
+                "{}: valid (checksum {})",
+                file.display(),
+                cfg.checksum_hex()
+            );
+            ExitCode::SUCCESS
+        }
+        Err(problems) => {
+            for p in problems {
+                eprintln!("{}: {p}", file.display());
+            }
+            ExitCode::FAILURE
+        }
     }
 }
 

@@ -43,6 +43,66 @@ pub enum StartError {
     },
     #[error("{0}")]
     Config(String),
+    /// Every problem [`check_before_start`] found, one a line.
+    #[error("{}", .0.join("\n"))]
+    Checks(Vec<String>),
+}
+
+/// What `serve` reads and checks before it opens the store or listens,
+/// beyond the configuration file itself: the settings that need files
+/// (TLS, webhook CAs, the usage file, the policy script) and the time zone.
+/// `pcrf check-config` runs this same function, so it refuses whatever
+/// start-up would.
+pub struct Checked {
+    pub usage: UsageConfig,
+    pub sinks: Vec<Arc<dyn crate::notify::Sink>>,
+    pub tz: jiff::tz::TimeZone,
+    pub policy: PolicyEngine,
+}
+
+/// Runs every check of [`Checked`]; all problems found, not just the first.
+pub fn check_before_start(cfg: &Config) -> Result<Checked, Vec<String>> {
+    let mut problems = Vec::new();
+    let mut note = |e: String| problems.push(e);
+    for r in [
+        cfg.api.validate(),
+        cfg.sy.validate(),
+        cfg.cluster.validate(),
+    ] {
+        if let Err(e) = r {
+            note(e);
+        }
+    }
+    let usage = load_usage_config(cfg).map_err(|e| note(e.to_string())).ok();
+    let mut sinks = Vec::new();
+    for sink in &cfg.notifications.sinks {
+        match build_sink(sink) {
+            Ok(s) => sinks.push(s),
+            Err(e) => note(format!("[[notifications.sinks]] {:?}: {e}", sink.name)),
+        }
+    }
+    let tz = crate::policy::clock::time_zone(&cfg.policy.time_zone)
+        .map_err(|e| note(format!("policy: {e}")))
+        .ok();
+    let policy = PolicyEngine::load(EngineConfig {
+        path: cfg.policy.path.clone(),
+        limits: Limits {
+            instructions: u64::from(cfg.policy.instruction_limit),
+            memory_bytes: cfg.policy.memory_limit_mib * 1024 * 1024,
+        },
+        fallback: cfg.policy.fallback.clone(),
+    })
+    .map_err(|e| note(format!("policy: {e}")))
+    .ok();
+    match (usage, tz, policy) {
+        (Some(usage), Some(tz), Some(policy)) if problems.is_empty() => Ok(Checked {
+            usage,
+            sinks,
+            tz,
+            policy,
+        }),
+        _ => Err(problems),
+    }
 }
 
 /// Runs the PCRF until `shutdown` resolves. With a log handle, SIGHUP
@@ -54,15 +114,12 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + 'static,
 ) -> Result<(), StartError> {
     let cfg = Arc::new(cfg);
-    if let Err(e) = cfg.api.validate() {
-        return Err(StartError::Config(e));
-    }
-    if let Err(e) = cfg.sy.validate() {
-        return Err(StartError::Config(e));
-    }
-    if let Err(e) = cfg.cluster.validate() {
-        return Err(StartError::Config(e));
-    }
+    let Checked {
+        usage: usage_cfg,
+        sinks,
+        tz,
+        policy,
+    } = check_before_start(&cfg).map_err(StartError::Checks)?;
     for w in cfg.api.warnings() {
         tracing::warn!("{w}");
     }
@@ -80,7 +137,6 @@ pub async fn run(
     // Store: read what it holds, then hand it to the writer thread.
     let mut opened = open_shards(&cfg.store)?;
     opened.set_owner(&cfg.node.origin_host);
-    let usage_cfg = load_usage_config(&cfg)?;
     // On a shared store: LISTEN for other nodes' provisioning before the
     // subscribers are read, so that no change falls between the two.
     let cluster_url = match cfg.store.kind {
@@ -147,22 +203,7 @@ pub async fn run(
     if !undeliverable.is_empty() {
         writer.submit(undeliverable).await?;
     }
-    let mut sinks = Vec::new();
-    for s in &cfg.notifications.sinks {
-        sinks.push(build_sink(s).map_err(|e| {
-            StartError::Config(format!("[[notifications.sinks]] {:?}: {e}", s.name))
-        })?);
-    }
-
-    let tz = crate::policy::clock::time_zone(&cfg.policy.time_zone)?;
-    let policy = Arc::new(PolicyEngine::load(EngineConfig {
-        path: cfg.policy.path.clone(),
-        limits: Limits {
-            instructions: u64::from(cfg.policy.instruction_limit),
-            memory_bytes: cfg.policy.memory_limit_mib * 1024 * 1024,
-        },
-        fallback: cfg.policy.fallback.clone(),
-    })?);
+    let policy = Arc::new(policy);
     let _watcher = if cfg.policy.watch {
         Some(policy.clone().watch()?)
     } else {

@@ -16,6 +16,7 @@ use pcrf::subscriber::Subscriber;
 use serde_json::{json, Value};
 use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -37,6 +38,11 @@ struct MapNode {
     metrics: Metrics,
     /// (used, topup) octets of "monthly" by IMSI.
     usage: Mutex<HashMap<String, (u64, u64)>>,
+    /// When set, each policy check waits for a permit of it.
+    hold_checks: Mutex<Option<Arc<tokio::sync::Semaphore>>>,
+    /// Policy checks running now, and the most at once.
+    checks_running: AtomicUsize,
+    checks_most: AtomicUsize,
 }
 
 impl MapNode {
@@ -134,6 +140,17 @@ impl Control for MapNode {
         let mut v = self.version.lock().expect("lock");
         *v += 1;
         Ok(*v)
+    }
+
+    async fn check_policy(&self, source: String) -> Result<u64, ReloadError> {
+        let now = self.checks_running.fetch_add(1, Ordering::SeqCst) + 1;
+        self.checks_most.fetch_max(now, Ordering::SeqCst);
+        let hold = self.hold_checks.lock().expect("lock").clone();
+        if let Some(hold) = hold {
+            hold.acquire().await.expect("open").forget();
+        }
+        self.checks_running.fetch_sub(1, Ordering::SeqCst);
+        Ok(source.len() as u64)
     }
 
     fn set_congestion(&self, cell: &str, level: u32) -> usize {
@@ -330,7 +347,9 @@ impl Server {
     ) -> (u16, Value) {
         let bytes = body.map(|b| serde_json::to_vec(&b).expect("json"));
         let mut h = headers.to_vec();
-        if bytes.is_some() {
+        // As every client does: a request that changes something says
+        // JSON, also without a body (what a cross-site form cannot send).
+        if bytes.is_some() || !matches!(method, "GET" | "HEAD") {
             h.push(("Content-Type", "application/json"));
         }
         let (status, headers, body) = self.call(method, path, &h, bytes.as_deref()).await;
@@ -855,6 +874,325 @@ async fn bearer_token_guards_everything_but_health() {
 }
 
 // ---------------------------------------------------------------------------
+// What a web page could make a browser send
+
+/// Creates a subscriber through the API.
+async fn provision(s: &Server, path: &str) {
+    let (status, _) = s
+        .json("PUT", path, &[], Some(json!({"plan": "basic"})))
+        .await;
+    assert_eq!(status, 201);
+}
+
+/// A request with extra headers and a JSON body (or none), the status and
+/// the JSON error's message.
+async fn refused(
+    s: &Server,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&[u8]>,
+) -> (u16, String) {
+    let (status, h, body) = s.call(method, path, headers, body).await;
+    assert_eq!(
+        h.get("content-type").map(String::as_str),
+        Some("application/json")
+    );
+    let v: Value = serde_json::from_slice(&body).expect("json");
+    (status, v["error"].as_str().unwrap_or_default().to_string())
+}
+
+#[tokio::test]
+async fn a_tokenless_api_answers_only_its_own_names() {
+    let cfg: ApiConfig =
+        toml::from_str("allowed_hosts = [\"PCRF.example.net\"]").expect("allowed_hosts");
+    let s = Server::start(cfg).await;
+    let port = s.addr.port();
+    let imsi = "001010000000001";
+    let sub = format!("/v1/subscribers/{imsi}");
+    provision(&s, &sub).await;
+    let json = [("Content-Type", "application/json")];
+
+    // DNS rebinding: the attacker's name in Host. Nothing is read or done.
+    for host in [
+        "attacker.example".to_string(),
+        format!("attacker.example:{port}"),
+        format!("localhost.attacker.example:{port}"),
+        format!("127.0.0.1.nip.io:{port}"),
+    ] {
+        let draft = br#"{"source": "return {}"}"#;
+        for (method, path, body) in [
+            ("GET", "/v1/subscribers", None),
+            ("GET", sub.as_str(), None),
+            ("PUT", "/v1/policy", Some(&draft[..])),
+            ("POST", "/v1/policy/reload", None),
+            ("DELETE", sub.as_str(), None),
+        ] {
+            let headers = [json[0], ("Host", host.as_str())];
+            let (status, msg) = refused(&s, method, path, &headers, body).await;
+            assert_eq!(status, 421, "{method} {path} Host {host}");
+            assert!(msg.contains("api.allowed_hosts"), "{msg}");
+        }
+    }
+    assert!(
+        s.node.subscriber(imsi).is_some(),
+        "deleted through a foreign Host"
+    );
+    assert_eq!(*s.node.version.lock().expect("lock"), 0, "reloaded");
+
+    // Its addresses, localhost and the configured name, any port (an SSH
+    // tunnel forwards another one).
+    for host in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        "localhost:18080".to_string(),
+        "[::1]:18080".to_string(),
+        format!("pcrf.example.net:{port}"),
+    ] {
+        let (status, _, _) = s.call("GET", &sub, &[("Host", &host)], None).await;
+        assert_eq!(status, 200, "Host {host}");
+    }
+    s.shutdown().await;
+
+    // With a token a page cannot get, a name is served.
+    let token = "0123456789abcdef-token";
+    let s = Server::start(ApiConfig {
+        token: Some(token.into()),
+        ..Default::default()
+    })
+    .await;
+    let auth = format!("Bearer {token}");
+    let headers = [
+        ("Host", "pcrf-1.example.net:8080"),
+        ("Authorization", &auth),
+    ];
+    assert_eq!(s.call("GET", &sub, &headers, None).await.0, 404);
+    let headers = [
+        ("Origin", "http://pcrf-1.example.net:8080"),
+        ("Authorization", &auth),
+    ];
+    assert_eq!(s.call("GET", &sub, &headers, None).await.0, 403);
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn cross_origin_and_form_requests_are_refused() {
+    let s = Server::start(ApiConfig::default()).await;
+    let port = s.addr.port();
+    let imsi = "001010000000001";
+    let sub = format!("/v1/subscribers/{imsi}");
+    provision(&s, &sub).await;
+    let json = ("Content-Type", "application/json");
+
+    // A foreign Origin, also another port of the same address and a
+    // sandboxed page's "null": refused, reads as well as changes.
+    let other_port = format!("http://127.0.0.1:{}", port.wrapping_add(1));
+    for origin in ["http://attacker.example", "null", other_port.as_str()] {
+        for (method, path) in [
+            ("GET", "/v1/subscribers"),
+            ("POST", "/v1/policy/reload"),
+            ("DELETE", sub.as_str()),
+        ] {
+            let (status, msg) = refused(&s, method, path, &[json, ("Origin", origin)], None).await;
+            assert_eq!(status, 403, "{method} {path} Origin {origin}");
+            assert!(msg.contains("cross-origin"), "{msg}");
+        }
+    }
+
+    // What a form can send: no content type, text/plain, form encodings.
+    for ct in [
+        None,
+        Some("text/plain"),
+        Some("text/plain; charset=utf-8"),
+        Some("application/x-www-form-urlencoded"),
+        Some("multipart/form-data; boundary=x"),
+    ] {
+        let headers: Vec<(&str, &str)> = ct.map(|c| ("Content-Type", c)).into_iter().collect();
+        for (method, path) in [("POST", "/v1/policy/reload"), ("DELETE", sub.as_str())] {
+            let (status, msg) = refused(&s, method, path, &headers, None).await;
+            assert_eq!(status, 415, "{method} {path} with {ct:?}");
+            assert!(msg.contains("application/json"), "{msg}");
+        }
+    }
+    assert!(s.node.subscriber(imsi).is_some(), "deleted by a form");
+    assert_eq!(
+        *s.node.version.lock().expect("lock"),
+        0,
+        "reloaded by a form"
+    );
+
+    // The console's own requests: same origin, JSON, also without a body.
+    let own = format!("http://127.0.0.1:{port}");
+    let (status, _, _) = s
+        .call("POST", "/v1/policy/reload", &[json, ("Origin", &own)], None)
+        .await;
+    assert_eq!(status, 200);
+    let (status, _, _) = s.call("DELETE", &sub, &[json], None).await;
+    assert_eq!(status, 204);
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn answers_are_neither_cached_nor_sniffed() {
+    let s = Server::start(ApiConfig::default()).await;
+    for (method, path) in [
+        ("GET", "/v1/health"),
+        ("GET", "/v1/subscribers"),
+        ("GET", "/v1/nope"),
+        ("GET", "/metrics"),
+        ("POST", "/v1/health"),
+    ] {
+        let (_, h, _) = s.call(method, path, &[], None).await;
+        assert_eq!(
+            h.get("cache-control").map(String::as_str),
+            Some("no-store"),
+            "{method} {path}"
+        );
+        assert_eq!(
+            h.get("x-content-type-options").map(String::as_str),
+            Some("nosniff"),
+            "{method} {path}"
+        );
+    }
+    s.shutdown().await;
+}
+
+// Threads as in the server, where a handler may finish while the
+// connection's task reads on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn pipelined_requests_are_all_answered_in_order() {
+    let s = Server::start(ApiConfig::default()).await;
+    let mut requests = Vec::new();
+    for (i, level) in [(1, 5), (2, 6), (3, 7)] {
+        let body = format!("{{\"congestion\": {level}}}");
+        requests.extend_from_slice(
+            format!(
+                "PUT /v1/cells/00f1102a3b4c5{i}/congestion HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            )
+            .as_bytes(),
+        );
+    }
+    let mut c = TcpStream::connect(s.addr).await.expect("connect");
+    c.write_all(&requests).await.expect("write");
+    // Read until the third answer's body (the connection stays open).
+    let mut answer = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !String::from_utf8_lossy(&answer).contains("00f1102a3b4c53") {
+        let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut chunk))
+            .await
+            .unwrap_or_else(|_| {
+                panic!(
+                    "not all three answered: {}",
+                    String::from_utf8_lossy(&answer)
+                )
+            })
+            .expect("read");
+        assert!(n > 0, "closed: {}", String::from_utf8_lossy(&answer));
+        answer.extend_from_slice(&chunk[..n]);
+    }
+    let text = String::from_utf8_lossy(&answer);
+    let heads: Vec<&str> = text.matches("HTTP/1.1 200 OK").collect();
+    assert_eq!(heads.len(), 3, "{text}");
+    let order: Vec<usize> = ["00f1102a3b4c51", "00f1102a3b4c52", "00f1102a3b4c53"]
+        .iter()
+        .map(|cell| text.find(cell).expect(cell))
+        .collect();
+    assert!(order.windows(2).all(|w| w[0] < w[1]), "{text}");
+    assert_eq!(s.node.cells.lock().expect("lock").len(), 3);
+
+    // A client that sends its requests and then closes its side (as
+    // `printf ... | nc` does) still gets every answer before the close.
+    for round in 0..50 {
+        let mut c = TcpStream::connect(s.addr).await.expect("connect");
+        c.write_all(&requests).await.expect("write");
+        c.shutdown().await.expect("close the sending side");
+        let mut answer = Vec::new();
+        tokio::time::timeout(Duration::from_secs(5), c.read_to_end(&mut answer))
+            .await
+            .expect("answered and closed in time")
+            .expect("read");
+        let text = String::from_utf8_lossy(&answer);
+        assert_eq!(
+            text.matches("HTTP/1.1 200 OK").count(),
+            3,
+            "round {round}: {text}"
+        );
+    }
+    s.shutdown().await;
+}
+
+#[tokio::test]
+async fn policy_checks_at_once_are_bounded() {
+    let s = Server::start(ApiConfig::default()).await;
+    let hold = Arc::new(tokio::sync::Semaphore::new(0));
+    *s.node.hold_checks.lock().expect("lock") = Some(hold.clone());
+    let s = Arc::new(s);
+    let draft = json!({"source": "return {}"});
+    // More checks than may compile at once; the surplus is answered 503
+    // at once, the others wait for the held ones.
+    let asked = api::policy::DRAFTS_AT_ONCE * 3;
+    let mut tasks = Vec::new();
+    for _ in 0..asked {
+        let (s, draft) = (s.clone(), draft.clone());
+        tasks.push(tokio::spawn(async move {
+            let (status, h, _) = s
+                .call(
+                    "POST",
+                    "/v1/policy/check",
+                    &[("Content-Type", "application/json")],
+                    Some(&serde_json::to_vec(&draft).expect("json")),
+                )
+                .await;
+            (status, h.get("retry-after").cloned())
+        }));
+    }
+    // Wait until the node holds as many checks as it will (no timing: the
+    // refused ones are answered while the others are held).
+    let mut answered = Vec::new();
+    let mut pending = Vec::new();
+    for t in tasks {
+        if t.is_finished() {
+            answered.push(t.await.expect("join"));
+        } else {
+            pending.push(t);
+        }
+    }
+    while answered.len() + s.node.checks_running.load(Ordering::SeqCst) < asked {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        let mut still = Vec::new();
+        for t in pending {
+            if t.is_finished() {
+                answered.push(t.await.expect("join"));
+            } else {
+                still.push(t);
+            }
+        }
+        pending = still;
+    }
+    assert_eq!(
+        s.node.checks_running.load(Ordering::SeqCst),
+        api::policy::DRAFTS_AT_ONCE
+    );
+    assert_eq!(answered.len(), asked - api::policy::DRAFTS_AT_ONCE);
+    for (status, retry) in &answered {
+        assert_eq!(*status, 503);
+        assert_eq!(retry.as_deref(), Some("1"));
+    }
+    hold.add_permits(asked);
+    for t in pending {
+        assert_eq!(t.await.expect("join").0, 200);
+    }
+    assert_eq!(
+        s.node.checks_most.load(Ordering::SeqCst),
+        api::policy::DRAFTS_AT_ONCE
+    );
+    // Permits come back: the next check runs.
+    let (status, _) = s.json("POST", "/v1/policy/check", &[], Some(draft)).await;
+    assert_eq!(status, 200);
+}
+
+// ---------------------------------------------------------------------------
 // Connection limits
 
 #[tokio::test]
@@ -884,7 +1222,7 @@ async fn idle_connections_are_closed_and_the_connection_cap_holds() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     let mut second = TcpStream::connect(addr).await.expect("connect");
     second
-        .write_all(b"GET /v1/health HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+        .write_all(b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
         .await
         .expect("write");
     let mut answer = Vec::new();

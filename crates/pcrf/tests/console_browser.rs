@@ -6,7 +6,9 @@
 //! subscriber page, tops up and sees the usage bar move, runs the policy's
 //! test cases and a dry run, breaks the policy in the editor and sees the
 //! line number, deploys a change and sees it in the history, and checks
-//! the pages' Content-Security-Policy.
+//! the pages' Content-Security-Policy. Against an API without a token, the
+//! console's changes still pass the API's browser checks, and a page of
+//! another origin posting as a form would is refused.
 //!
 //! Screenshots go to a temporary directory, or to the directory named by
 //! `PCRF_CONSOLE_SCREENSHOTS` (the documentation's are made with
@@ -764,4 +766,91 @@ async fn console_routes_search_and_refuse_broken_deployments() {
     )
     .await;
     assert_eq!(st, 404, "no such subscriber: {r}");
+}
+
+/// Without a token, the console's own changes (JSON, same origin; a
+/// body-less one too) are served, while a page of another origin that
+/// makes the browser POST as a form would is refused before it acts.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tokenless_console_works_and_other_origins_are_refused() {
+    let p = Pcrf::start_with_api("", "");
+    let driver = Driver::start();
+    let c = driver.browser().await;
+    let port = p.api.port();
+    c.goto(&format!("http://127.0.0.1:{port}/"))
+        .await
+        .expect("dashboard");
+    let run = |script: &'static str| {
+        let c = c.clone();
+        async move {
+            c.execute_async(
+                &format!(
+                    "const done = arguments[arguments.length - 1];\n\
+                     ({script}).then(r => done(r), e => done('failed: ' + e.message));"
+                ),
+                vec![],
+            )
+            .await
+            .expect("script")
+        }
+    };
+    let reloaded = run("api('POST', '/v1/policy/reload').then(r => r.version)").await;
+    assert!(
+        reloaded.as_str().is_some_and(|v| v.len() == 16),
+        "the console's body-less change: {reloaded}\n{}",
+        p.log()
+    );
+    let put =
+        run("api('PUT', '/v1/subscribers/001010000000044', {plan: 'basic'}).then(r => r.imsi)")
+            .await;
+    assert_eq!(put, json!("001010000000044"), "{}", p.log());
+
+    // A page of another origin (a plain page on another port) posting
+    // without asking, as a form would. It cannot read the answer; the
+    // server's log says what became of it.
+    let other = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let other_port = other.local_addr().expect("addr").port();
+    tokio::spawn(async move {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        while let Ok((mut s, _)) = other.accept().await {
+            let mut head = [0u8; 4096];
+            let _ = s.read(&mut head).await;
+            let _ = s
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Type: text/html\r\nContent-Length: 13\r\nConnection: close\r\n\r\n<p>other</p>\n")
+                .await;
+        }
+    });
+    c.goto(&format!("http://127.0.0.1:{other_port}/"))
+        .await
+        .expect("the other origin");
+    let script = format!(
+        "fetch('http://127.0.0.1:{port}/v1/subscribers/001010000000044/usage/reset', \
+         {{method: 'POST', mode: 'no-cors', body: 'x'}}).then(() => 'sent')"
+    );
+    let sent = c
+        .execute_async(
+            &format!(
+                "const done = arguments[arguments.length - 1];\n\
+                 ({script}).then(r => done(r), e => done('failed: ' + e.message));"
+            ),
+            vec![],
+        )
+        .await
+        .expect("script");
+    assert_eq!(sent, json!("sent"));
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let line = loop {
+        let log = p.log();
+        if let Some(l) = log
+            .lines()
+            .find(|l| l.contains("usage/reset") && l.contains("status="))
+        {
+            break l.to_string();
+        }
+        assert!(Instant::now() < deadline, "request never logged:\n{log}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(line.contains("status=403"), "{line}");
 }

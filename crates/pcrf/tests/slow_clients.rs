@@ -17,7 +17,7 @@ use tokio::net::TcpStream;
 async fn health(api: SocketAddr, limit: Duration) -> Result<u16, String> {
     let exchange = async {
         let mut s = TcpStream::connect(api).await.map_err(|e| e.to_string())?;
-        s.write_all(b"GET /v1/health HTTP/1.1\r\nHost: pcrf\r\nConnection: close\r\n\r\n")
+        s.write_all(b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
             .await
             .map_err(|e| e.to_string())?;
         let mut answer = Vec::new();
@@ -37,7 +37,7 @@ async fn health(api: SocketAddr, limit: Duration) -> Result<u16, String> {
 /// One attacker: sends a request head a byte every `every`, reconnecting
 /// whenever the server closes the connection, until `stop`.
 async fn trickle(api: SocketAddr, every: Duration, stop: Arc<AtomicBool>) {
-    let head = b"GET /v1/health HTTP/1.1\r\nHost: pcrf\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+    let head = b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
     while !stop.load(Ordering::Relaxed) {
         let Ok(mut s) = TcpStream::connect(api).await else {
             tokio::time::sleep(every).await;
@@ -125,7 +125,7 @@ async fn a_trickled_request_body_is_cut_off_at_the_body_deadline() {
     let p = Pcrf::start_with_api("body_timeout_secs = 1", "");
     let mut s = TcpStream::connect(p.api).await.expect("connect");
     s.write_all(
-        b"PUT /v1/subscribers/001010000000001 HTTP/1.1\r\nHost: pcrf\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{",
+        b"PUT /v1/subscribers/001010000000001 HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\nContent-Length: 100\r\n\r\n{",
     )
     .await
     .expect("head");

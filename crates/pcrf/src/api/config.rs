@@ -51,6 +51,10 @@ pub struct ApiConfig {
     pub max_connections_per_address: usize,
     /// HTTPS instead of plain HTTP when set.
     pub tls: Option<ApiTls>,
+    /// Host names an API without a token answers to, besides IP addresses
+    /// and `localhost` (see [`super::browser`]): a `Host` naming anything
+    /// else is refused, so a web page cannot reach the API by DNS rebinding.
+    pub allowed_hosts: Vec<String>,
 }
 
 /// `[api.tls]`: serve the API over HTTPS.
@@ -129,6 +133,7 @@ impl Default for ApiConfig {
             body_timeout_secs: 30,
             max_connections_per_address: 64,
             tls: None,
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -151,6 +156,7 @@ impl std::fmt::Debug for ApiConfig {
                 &self.max_connections_per_address,
             )
             .field("tls", &self.tls)
+            .field("allowed_hosts", &self.allowed_hosts)
             .finish()
     }
 }
@@ -226,10 +232,34 @@ impl ApiConfig {
         if self.max_connections_per_address == 0 {
             return Err("api.max_connections_per_address must be at least 1".into());
         }
+        for name in &self.allowed_hosts {
+            let ok = !name.is_empty()
+                && name.len() <= 253
+                && name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'));
+            if !ok {
+                return Err(format!(
+                    "api.allowed_hosts: {name:?} is not a host name (no port, scheme or address: any port and every IP address are allowed already)"
+                ));
+            }
+        }
         if let Some(tls) = &self.tls {
             tls.load()?;
         }
         Ok(())
+    }
+
+    /// What [`super::browser::guard`] checks requests against.
+    pub fn browser_rules(&self) -> super::browser::BrowserRules {
+        super::browser::BrowserRules {
+            token: self.token.is_some(),
+            allowed_hosts: self
+                .allowed_hosts
+                .iter()
+                .map(|h| h.trim_end_matches('.').to_ascii_lowercase())
+                .collect(),
+        }
     }
 
     /// The listener limits for [`super::serve_with`].
@@ -243,6 +273,27 @@ impl ApiConfig {
         }
     }
 
+    /// A warning when other users may read or change `token_file`, or its
+    /// group may change it: the token is all that guards the API. Mode 640
+    /// with the server's group (as the packages install it) is fine.
+    #[cfg(unix)]
+    fn token_file_exposed(&self) -> Option<String> {
+        use std::os::unix::fs::PermissionsExt;
+        let path = self.token_file.as_ref()?;
+        let mode = std::fs::metadata(path).ok()?.permissions().mode() & 0o777;
+        (mode & 0o026 != 0).then(|| {
+            format!(
+                "api.token_file {} may be read or changed by other users (mode {mode:03o}): chmod 600 it, or 640 with the server's group",
+                path.display()
+            )
+        })
+    }
+
+    #[cfg(not(unix))]
+    fn token_file_exposed(&self) -> Option<String> {
+        None
+    }
+
     /// Things worth a warning at start-up.
     pub fn warnings(&self) -> Vec<String> {
         let mut w = Vec::new();
@@ -251,6 +302,9 @@ impl ApiConfig {
                 "HTTP API listens on {} without api.token: anyone who can reach it can provision subscribers and release sessions",
                 self.listen
             ));
+        }
+        if let Some(exposed) = self.token_file_exposed() {
+            w.push(exposed);
         }
         if self.tls.is_none() && !self.listen.ip().is_loopback() {
             w.push(format!(
@@ -316,6 +370,18 @@ mod tests {
         let fits: ApiConfig = toml::from_str("max_batch_bytes = 65536").expect("parse");
         assert!(fits.validate().is_ok());
         assert!(!format!("{good:?}").contains("0123456789abcdef"));
+        let named: ApiConfig =
+            toml::from_str("allowed_hosts = [\"PCRF-1.example.net.\"]").expect("parse");
+        assert!(named.validate().is_ok());
+        assert_eq!(
+            &*named.browser_rules().allowed_hosts,
+            ["pcrf-1.example.net"]
+        );
+        for bad in ["pcrf:8080", "http://pcrf", "", "[::1]"] {
+            let c: ApiConfig =
+                toml::from_str(&format!("allowed_hosts = [{bad:?}]")).expect("parse");
+            assert!(c.validate().is_err(), "{bad}");
+        }
     }
 
     fn write(dir: &std::path::Path, name: &str, text: &str) -> String {

@@ -7,6 +7,7 @@
 
 pub mod access_log;
 pub mod auth;
+pub mod browser;
 pub mod cluster;
 pub mod config;
 pub mod console;
@@ -50,6 +51,8 @@ struct Route<C: Control> {
     public: bool,
     /// Bodies up to `[api].max_batch_bytes` instead of `max_body_bytes`.
     batch: bool,
+    /// Compiles a policy script: one of [`policy::DRAFTS_AT_ONCE`].
+    compiles: bool,
     handler: MethodRouter<Arc<C>>,
 }
 
@@ -59,6 +62,7 @@ fn r<C: Control>(method: Method, path: &'static str, handler: MethodRouter<Arc<C
         path,
         public: false,
         batch: false,
+        compiles: false,
         handler,
     }
 }
@@ -105,23 +109,30 @@ fn routes<C: Control>() -> Vec<Route<C>> {
             "/v1/sessions/{id}/reauth",
             post(sessions::reauth::<C>),
         ),
-        r(Method::POST, "/v1/policy/reload", post(policy::reload::<C>)),
+        Route {
+            compiles: true,
+            ..r(Method::POST, "/v1/policy/reload", post(policy::reload::<C>))
+        },
         r(Method::GET, "/v1/policy", get(policy::running::<C>)),
         // A script may be larger than an ordinary body.
         Route {
             batch: true,
+            compiles: true,
             ..r(Method::PUT, "/v1/policy", put(policy::deploy::<C>))
         },
         Route {
             batch: true,
+            compiles: true,
             ..r(Method::POST, "/v1/policy/check", post(policy::check::<C>))
         },
         Route {
             batch: true,
+            compiles: true,
             ..r(Method::POST, "/v1/policy/test", post(policy::test::<C>))
         },
         Route {
             batch: true,
+            compiles: true,
             ..r(
                 Method::POST,
                 "/v1/policy/dry-run",
@@ -195,6 +206,7 @@ pub fn route_table<C: Control>() -> Vec<(Method, &'static str, bool)> {
 /// `cfg.warnings()` at start-up.
 pub fn router<C: Control>(ctl: Arc<C>, cfg: &ApiConfig) -> Router {
     let http = Arc::new(http_stats::HttpStats::default());
+    let drafts = Arc::new(tokio::sync::Semaphore::new(policy::DRAFTS_AT_ONCE));
     let mut protected = Router::new();
     let mut public = Router::new();
     for mut route in routes::<C>() {
@@ -203,6 +215,11 @@ pub fn router<C: Control>(ctl: Arc<C>, cfg: &ApiConfig) -> Router {
             route.handler = route
                 .handler
                 .layer(DefaultBodyLimit::max(cfg.max_batch_bytes));
+        }
+        if route.compiles {
+            route.handler = route
+                .handler
+                .layer(from_fn_with_state(drafts.clone(), policy::one_of_few));
         }
         if route.public {
             public = public.route(route.path, route.handler);
@@ -221,6 +238,7 @@ pub fn router<C: Control>(ctl: Arc<C>, cfg: &ApiConfig) -> Router {
         .method_not_allowed_fallback(error::wrong_method)
         .layer(DefaultBodyLimit::max(cfg.max_body_bytes))
         .layer(Extension(http.clone()))
+        .layer(from_fn_with_state(cfg.browser_rules(), browser::guard))
         .layer(from_fn_with_state(http, access_log::log_request))
         .with_state(ctl)
 }

@@ -11,13 +11,45 @@ use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::extract::ApiJson;
 use crate::control::Control;
-use axum::extract::State;
-use axum::http::StatusCode;
+use axum::extract::{Request, State};
+use axum::http::{header, HeaderValue, StatusCode};
+use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use axum::{Extension, Json};
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
+use tokio::sync::Semaphore;
 use utoipa::ToSchema;
+
+/// Policy scripts compiled for the API at once (reload, check, test,
+/// dry-run, deploy). Each compilation builds a Lua state of its own, up to
+/// `[policy].memory_limit_mib`; a further request is answered 503 with
+/// `Retry-After` rather than queued, so many clients cannot add up to
+/// gigabytes.
+pub const DRAFTS_AT_ONCE: usize = 4;
+
+/// Middleware of the routes that compile a script: runs the request with
+/// one of the [`DRAFTS_AT_ONCE`] places, or answers 503 with
+/// `Retry-After: 1` when all are taken.
+pub async fn one_of_few(
+    State(places): State<Arc<Semaphore>>,
+    req: Request,
+    next: Next,
+) -> Response {
+    let Ok(_place) = places.try_acquire() else {
+        let mut r = ApiError::new(
+            StatusCode::SERVICE_UNAVAILABLE,
+            format!(
+                "{DRAFTS_AT_ONCE} policy scripts are being compiled already; try again shortly"
+            ),
+        )
+        .into_response();
+        r.headers_mut()
+            .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+        return r;
+    };
+    next.run(req).await
+}
 
 #[derive(Serialize, ToSchema)]
 pub struct Reloaded {

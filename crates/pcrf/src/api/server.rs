@@ -152,9 +152,18 @@ async fn serve_connection(
         }
     });
     let mut builder = hyper::server::conn::http1::Builder::new();
+    // A client may send several requests in one write (pipelining) and
+    // close its sending side right after, as `printf ... | nc` does. By
+    // default hyper takes that close for the end of the connection and
+    // drops the requests still buffered, answered or not; with half-close
+    // it answers every one it has read and then closes. The idle and
+    // header timeouts still end a connection that goes quiet.
     builder
         .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout);
+        .header_read_timeout(limits.header_read_timeout)
+        .half_close(true)
+        // Answers to pipelined requests go out in one write.
+        .pipeline_flush(true);
     let conn = builder.serve_connection(TokioIo::new(io), service);
     tokio::pin!(conn);
     let evicted = admitted.state.evict.notified();

@@ -633,13 +633,6 @@ impl Config {
             bad("[diameter].request_timeout_ms", "must be at least 1".into());
         }
         if let Some(tls) = &self.diameter.tls {
-            if tls.listen == self.diameter.listen {
-                bad(
-                    "[diameter.tls].listen",
-                    "must differ from [diameter].listen (one port is plain TCP, the other TLS)"
-                        .into(),
-                );
-            }
             // The files are read now, so that `pcrf check-config` and a
             // SIGHUP reload report them as start-up would.
             if let Err(e) = tls.load() {
@@ -674,6 +667,15 @@ impl Config {
                 );
             }
         }
+        if let Err(e) = crate::logging::check_level(&self.log.level) {
+            bad("[log].level", e.to_string());
+        }
+        for (a, b) in self.listeners_on_one_port() {
+            bad(
+                a,
+                format!("shares its port with {b}: two listeners cannot bind one socket"),
+            );
+        }
         if jiff::tz::TimeZone::get(&self.policy.time_zone).is_err() {
             bad(
                 "[policy].time_zone",
@@ -707,6 +709,31 @@ impl Config {
             }
         }
         p
+    }
+
+    /// Pairs of listeners (by key) that would bind the same port on
+    /// overlapping addresses: the second bind would fail at start-up. An
+    /// unspecified address (0.0.0.0, ::) overlaps every address; port 0
+    /// (any free port) never clashes.
+    fn listeners_on_one_port(&self) -> Vec<(&'static str, &'static str)> {
+        let mut listeners = vec![
+            ("[diameter].listen", self.diameter.listen),
+            ("[api].listen", self.api.listen),
+        ];
+        if let Some(tls) = &self.diameter.tls {
+            listeners.push(("[diameter.tls].listen", tls.listen));
+        }
+        let mut clashes = Vec::new();
+        for (i, (key_a, a)) in listeners.iter().enumerate() {
+            for (key_b, b) in &listeners[i + 1..] {
+                let overlap =
+                    a.ip() == b.ip() || a.ip().is_unspecified() || b.ip().is_unspecified();
+                if a.port() != 0 && a.port() == b.port() && overlap {
+                    clashes.push((*key_b, *key_a));
+                }
+            }
+        }
+        clashes
     }
 
     /// The checksum as the API and logs show it.
@@ -912,8 +939,41 @@ origin_host = "PGW.example"
         let keys: Vec<&str> = e.problems.iter().map(|p| p.location.as_str()).collect();
         assert_eq!(
             keys,
-            vec!["c.toml: [diameter.tls].listen", "c.toml: [diameter.tls]"]
+            vec!["c.toml: [diameter.tls]", "c.toml: [diameter.tls].listen"]
         );
+        assert!(
+            e.to_string()
+                .contains("shares its port with [diameter].listen"),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn listeners_may_not_share_a_port() {
+        let parse = |api: &str, diameter: &str| {
+            Config::parse(
+                &format!("[diameter]\nlisten = {diameter:?}\n[api]\nlisten = {api:?}\n"),
+                "c.toml",
+            )
+        };
+        for (api, diameter) in [
+            ("127.0.0.1:3868", "127.0.0.1:3868"),
+            ("127.0.0.1:3868", "0.0.0.0:3868"),
+            ("[::]:3868", "127.0.0.1:3868"),
+        ] {
+            let e = parse(api, diameter).expect_err(api);
+            assert_eq!(
+                e.to_string(),
+                "c.toml: [api].listen: shares its port with [diameter].listen: two listeners cannot bind one socket"
+            );
+        }
+        for (api, diameter) in [
+            ("127.0.0.2:3868", "127.0.0.1:3868"),
+            ("127.0.0.1:8080", "0.0.0.0:3868"),
+            ("127.0.0.1:0", "127.0.0.1:0"),
+        ] {
+            assert!(parse(api, diameter).is_ok(), "{api} {diameter}");
+        }
     }
 
     #[test]

@@ -64,10 +64,10 @@ async function api(method, path, body) {
   const t = token();
   if (t) headers.Authorization = 'Bearer ' + t;
   const init = { method, headers, credentials: 'omit', cache: 'no-store' };
-  if (body !== undefined) {
-    headers['Content-Type'] = 'application/json';
-    init.body = JSON.stringify(body);
-  }
+  // The API refuses a change without this header, also without a body:
+  // it is what a form on another site cannot send.
+  if (method !== 'GET' && method !== 'HEAD') headers['Content-Type'] = 'application/json';
+  if (body !== undefined) init.body = JSON.stringify(body);
   const r = await fetch(path, init);
   const text = await r.text();
   let data = null;
