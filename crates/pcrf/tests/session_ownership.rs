@@ -277,7 +277,14 @@ async fn another_af_can_neither_update_nor_end_an_afs_rx_session() {
     assert_eq!(s["af"][0]["media"].as_array().map(Vec::len), Some(1), "{s}");
     tokio::time::sleep(Duration::from_millis(200)).await;
     assert_eq!(pcef.rars().len(), pushed, "nothing pushed for AF 2");
-    // AF 1 still owns it and ends it.
+    // AF 1 still owns its sessions: it ends one itself.
+    let rx2 = "pcscf.test.local;call;2";
+    assert_eq!(result_of(&aar(&af1, rx2, false).await), 2001);
+    assert_eq!(result_of(&rx_str(&af1, rx2).await), 2001);
+    // The Gx session ends and aborts the other: only AF 1's STR after the
+    // abort is answered 2001.
+    assert_eq!(result_of(&pcef.ccr_t(gx, 1).await), 2001);
+    assert_eq!(result_of(&rx_str(&af2, rx).await), UNKNOWN_SESSION);
     assert_eq!(result_of(&rx_str(&af1, rx).await), 2001);
     af1.close().await;
     af2.close().await;
@@ -369,7 +376,16 @@ async fn another_tdf_can_neither_update_nor_end_a_tdfs_sd_session() {
         result_of(&sd_ccr(&tdf_a, sd, u, 1, app_started).await),
         2001
     );
+    // The Gx session ends and releases the TDF session (Sd RAR to A):
+    // only A's CCR-T after the release is answered 2001.
+    assert_eq!(result_of(&pcef.ccr_t(gx, 1).await), 2001);
+    wait_rars(&tdf_a, 1).await;
+    assert_eq!(
+        result_of(&sd_ccr(&tdf_b, sd, t, 2, |_| {}).await),
+        UNKNOWN_SESSION
+    );
     assert_eq!(result_of(&sd_ccr(&tdf_a, sd, t, 2, |_| {}).await), 2001);
+    assert!(tdf_b.rars().is_empty(), "nothing sent to B");
     tdf_a.close().await;
     tdf_b.close().await;
     pcef.close().await;

@@ -544,7 +544,12 @@ impl Rx {
         let slot = match self.node.sessions.bound_af(s.session_id) {
             Some(slot) => slot,
             // The Gx session ended first (ASR sent): the AF's STR closes it.
-            None if self.state.take_aborted(s.session_id) => {
+            None if self.state.take_aborted(s.session_id, |af_host| {
+                self.node
+                    .requester(s.session_id, af_host, s.origin_host)
+                    .is_served()
+            }) =>
+            {
                 return Ok(sta(result_code::DIAMETER_SUCCESS));
             }
             // Bound on another node?
@@ -816,7 +821,7 @@ impl Rx {
         };
         let afs = ended.af.clone();
         for af in &afs {
-            self.state.remember_aborted(&af.id);
+            self.state.remember_aborted(&af.id, &af.af_host);
         }
         tokio::spawn(async move {
             for af in afs {

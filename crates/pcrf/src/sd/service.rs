@@ -592,11 +592,19 @@ impl Sd {
                 &Default::default(),
             )
         };
-        // Released here lately (no store read for it).
-        if self.state.gx_of(c.session_id).is_none()
-            && self.state.released.lock().remove(c.session_id).is_some()
-        {
-            return Ok(ok(self));
+        // Released here lately (no store read for it), by its own TDF.
+        if self.state.gx_of(c.session_id).is_none() {
+            let mut released = self.state.released.lock();
+            let theirs = released.get(c.session_id).is_some_and(|(host, _)| {
+                self.node
+                    .requester(c.session_id, host, c.origin_host)
+                    .is_served()
+            });
+            if theirs {
+                released.remove(c.session_id);
+                drop(released);
+                return Ok(ok(self));
+            }
         }
         let Some(slot) = self.tdf_slot(c.session_id).await? else {
             return Ok(self.sd_unknown(req, c));
@@ -905,8 +913,8 @@ impl Sd {
         self.state.index.write().remove(&t.id);
         {
             let mut released = self.state.released.lock();
-            released.retain(|_, at| at.elapsed() < RELEASED_KEPT);
-            released.insert(t.id.clone(), Instant::now());
+            released.retain(|_, (_, at)| at.elapsed() < RELEASED_KEPT);
+            released.insert(t.id.clone(), (t.host.clone(), Instant::now()));
         }
         self.state.counters.released.fetch_add(1, Relaxed);
         let Some(this) = self.me_ref.upgrade() else {
