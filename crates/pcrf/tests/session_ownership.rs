@@ -5,6 +5,8 @@
 //! (`failover_group` on both `[[peers]]` entries). Another peer's request
 //! is answered 5002 DIAMETER_UNKNOWN_SESSION_ID, exactly as for a
 //! Session-Id that does not exist: nothing is applied, replayed or moved.
+//! Through a relay (a routing agent keeps the originator's Origin-Host)
+//! the same rule holds.
 
 mod support;
 
@@ -204,6 +206,46 @@ async fn a_declared_failover_partner_is_served_and_gets_the_rars() {
     assert_eq!(result_of(&b.ccr_t(sid, 2).await), 2001);
     b.close().await;
     c.close().await;
+}
+
+/// A CCR-U for `session` over `relay`'s connection, naming `origin` as
+/// its originator (a routing agent forwarding a gateway's request).
+async fn relayed_ccr_u(relay: &Pcef, origin: &str, session: &str, number: u32) -> Message {
+    relay
+        .peer
+        .request(GX, cmd::CREDIT_CONTROL, |b| {
+            b.str(avp::SESSION_ID, session)
+                .u32(avp::AUTH_APPLICATION_ID, GX)
+                .origin(origin, "test.local")
+                .str(avp::DESTINATION_REALM, "test.local")
+                .i32(avp::CC_REQUEST_TYPE, enums::CC_REQUEST_TYPE::UPDATE_REQUEST)
+                .u32(avp::CC_REQUEST_NUMBER, number);
+        })
+        .await
+        .expect("CCA")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn through_a_relay_the_sessions_own_origin_host_is_served_and_another_is_not() {
+    let p = Pcrf::start(
+        "[[peers]]\norigin_host = \"dra.test.local\"\naddresses = [\"127.0.0.1\"]\nrelay = true\n",
+    );
+    provision(&p);
+    let a = Pcef::connect(p.diameter, PCEF_A).await;
+    let sid = "pgw.test.local;relayed;1";
+    assert_eq!(result_of(&a.ccr_i(sid, IMSI).await), 2001);
+    a.close().await;
+    // A now reaches the PCRF through the routing agent, which keeps its
+    // Origin-Host; the agent also forwards another gateway's request.
+    let dra = Pcef::connect(p.diameter, "dra.test.local").await;
+    assert_eq!(result_of(&relayed_ccr_u(&dra, PCEF_A, sid, 1).await), 2001);
+    assert_eq!(
+        result_of(&relayed_ccr_u(&dra, PCEF_B, sid, 2).await),
+        UNKNOWN_SESSION
+    );
+    assert_eq!(session(&p, sid)["pcef_host"], PCEF_A);
+    assert_eq!(result_of(&relayed_ccr_u(&dra, PCEF_A, sid, 2).await), 2001);
+    dra.close().await;
 }
 
 /// An AAR from `af` for the Rx session `session` on the UE's address,
