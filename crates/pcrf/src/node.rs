@@ -10,6 +10,7 @@
 pub(crate) mod doic_peers;
 pub(crate) mod events;
 mod monitoring;
+pub(crate) mod ownership;
 pub(crate) mod takeover;
 pub(crate) mod takeover_by;
 
@@ -81,6 +82,9 @@ pub struct NodeCounters {
     pub writes_skipped: AtomicU64,
     /// Answers refused for exceeding `[diameter].max_message_bytes`.
     pub answers_too_large: AtomicU64,
+    /// Requests on a session from a peer that is neither its peer nor a
+    /// fail-over partner of it (answered 5002, see `ownership.rs`).
+    pub foreign_session_requests: AtomicU64,
 }
 
 /// The parts of the configuration that change without a restart.
@@ -765,12 +769,13 @@ impl MetricsSource for Node {
             self.admission.interval_min_delay().map_or(0.0, |d| d.as_secs_f64()),
         );
         let u = &self.usage_counters;
-        let counters: [(&str, &str, &AtomicU64); 12] = [
+        let counters: [(&str, &str, &AtomicU64); 13] = [
             ("pcrf_policy_fallbacks_total", "Decisions that fell back to [policy].fallback because the script failed or returned a value out of range.", &c.policy_fallbacks),
             ("pcrf_answers_too_large_total", "Answers over [diameter].max_message_bytes, replaced by DIAMETER_UNABLE_TO_COMPLY (5012).", &c.answers_too_large),
             ("pcrf_unknown_rule_names_total", "Rule or base names a decision named that the [rules] catalog does not list (dropped).", &c.unknown_rule_names),
             ("pcrf_rule_failures_reported_total", "Rules the PCEFs reported as failed (Charging-Rule-Report).", &c.rule_failures_reported),
             ("pcrf_retransmissions_total", "Retransmitted CCRs answered again without being applied twice.", &c.retransmissions),
+            ("pcrf_foreign_session_requests_total", "Gx, Sd or Rx requests on a session from a peer that is neither the session's peer nor in its [[peers]] failover_group: answered 5002, nothing applied.", &c.foreign_session_requests),
             ("pcrf_store_failures_total", "Requests answered 5012 because their state change could not be committed.", &c.store_failures),
             ("pcrf_writes_skipped_total", "CCR-U whose session changed nothing durable: no write.", &c.writes_skipped),
             ("pcrf_usage_reports_total", "Usage reports (Used-Service-Unit per Monitoring-Key) counted, each once.", &u.reports),

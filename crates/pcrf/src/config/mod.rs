@@ -214,6 +214,14 @@ pub struct PeerConfig {
     /// `addresses` or to `tls`.
     #[serde(default)]
     pub relay: bool,
+    /// Peers with the same `failover_group` (a gateway pair) may carry on
+    /// each other's Gx, Sd and Rx sessions: a request on a session from a
+    /// member of its peer's group is served, and the session's requests
+    /// (RARs) go to that member from then on. A request on a session from
+    /// any other peer is answered 5002 DIAMETER_UNKNOWN_SESSION_ID.
+    /// Default: none (only the session's own peer). Applies on SIGHUP.
+    #[serde(default)]
+    pub failover_group: Option<String>,
 }
 
 /// What to do with a CCR-I for a subscriber nobody provisioned.
@@ -660,6 +668,19 @@ impl Config {
                     "must be a host name (FQDN)".into(),
                 );
             }
+            if let Some(group) = &peer.failover_group {
+                let partners = self
+                    .peers
+                    .iter()
+                    .filter(|p| p.failover_group.as_ref() == Some(group))
+                    .count();
+                if partners < 2 {
+                    bad(
+                        &format!("[[peers]] #{}.failover_group", i + 1),
+                        format!("no other peer is in failover group {group:?}"),
+                    );
+                }
+            }
             if !seen.insert(peer.origin_host.to_ascii_lowercase()) {
                 bad(
                     &format!("[[peers]] #{}.origin_host", i + 1),
@@ -995,6 +1016,31 @@ origin_host = "PGW.example"
         .expect("pinned relay");
         assert!(c.peers[0].relay);
         assert!(!c.peers[1].relay, "relay defaults to false");
+    }
+
+    #[test]
+    fn a_failover_group_needs_two_peers() {
+        let e = Config::parse(
+            "[[peers]]\norigin_host = \"pgw1.example\"\nfailover_group = \"pair\"\n\
+             [[peers]]\norigin_host = \"pgw2.example\"\nfailover_group = \"piar\"\n",
+            "c.toml",
+        )
+        .expect_err("a group of one");
+        assert!(
+            e.to_string().contains(
+                "[[peers]] #1.failover_group: no other peer is in failover group \"pair\""
+            ),
+            "{e}"
+        );
+        let c = Config::parse(
+            "[[peers]]\norigin_host = \"pgw1.example\"\nfailover_group = \"pair\"\n\
+             [[peers]]\norigin_host = \"pgw2.example\"\nfailover_group = \"pair\"\n\
+             [[peers]]\norigin_host = \"pgw3.example\"\n",
+            "c.toml",
+        )
+        .expect("a pair");
+        assert_eq!(c.peers[1].failover_group.as_deref(), Some("pair"));
+        assert_eq!(c.peers[2].failover_group, None, "none by default");
     }
 
     #[test]

@@ -177,12 +177,16 @@ impl Gx {
                 }
             }
         }
-        // A retransmitted CCR-I is answered again, not applied twice.
+        // A retransmitted CCR-I is answered again, not applied twice; an
+        // open session of another peer is neither replayed nor replaced.
         if let Some(slot) = self.node.sessions.get(c.session_id) {
             let _g = slot.lock().await;
             let cur = slot.load();
             stored_version = cur.version.get();
             if cur.state == SessionState::Open {
+                if let Some(refused) = self.refuse_stranger(&cur, req, c) {
+                    return Ok(refused);
+                }
                 if let Some(again) = self.replay_retransmission(&cur, req, c) {
                     return Ok(again);
                 }
@@ -313,6 +317,9 @@ impl Gx {
         if cur.state == SessionState::Closed {
             return Ok(self.unknown_session(req, c));
         }
+        if let Some(refused) = self.refuse_stranger(&cur, req, c) {
+            return Ok(refused);
+        }
         if let Some(again) = self.replay_retransmission(&cur, req, c) {
             return Ok(again);
         }
@@ -320,7 +327,8 @@ impl Gx {
         let mut s = (*cur).clone();
         apply_reported(&mut s, c);
         if s.pcef_host != c.origin_host {
-            // The session moved to another gateway node (PCEF fail-over): RARs go there now.
+            // A fail-over partner of the session's PCEF carries it on
+            // (the only other peer served): RARs go there now.
             s.pcef_host = c.origin_host.to_owned();
             s.pcef_realm = c.origin_realm.to_owned();
         }
@@ -437,6 +445,9 @@ impl Gx {
         };
         let _g = slot.lock().await;
         let cur = slot.load();
+        if let Some(refused) = self.refuse_stranger(&cur, req, c) {
+            return Ok(refused);
+        }
         if cur.state == SessionState::Closed {
             if let Some(again) = self.replay_retransmission(&cur, req, c) {
                 return Ok(again);
@@ -515,6 +526,9 @@ impl Gx {
             let read =
                 tokio::time::timeout(COMMIT_WAIT, self.node.store.read_session(c.session_id));
             if let Ok(Ok(Some(stored))) = read.await {
+                if let Some(refused) = self.refuse_stranger(&stored, req, c) {
+                    return refused;
+                }
                 if let Some(again) = self.replay_retransmission(&stored, req, c) {
                     return again;
                 }
@@ -523,14 +537,26 @@ impl Gx {
         self.unknown_session(req, c)
     }
 
-    /// The stored answer again when `c` repeats the last CCR applied.
+    /// 5002 when the CCR comes from neither the session's PCEF nor a
+    /// fail-over partner of it (see `node/ownership.rs`).
+    fn refuse_stranger(&self, cur: &GxSession, req: &Message, c: &Ccr<'_>) -> Option<Answered> {
+        let who = self.node.requester(&cur.id, &cur.pcef_host, c.origin_host);
+        (!who.is_served()).then(|| self.unknown_session(req, c))
+    }
+
+    /// The stored answer again when `c` repeats the last CCR applied and
+    /// comes from the PCEF that answer went to: a fail-over partner
+    /// repeating the number has its request applied, not another peer's
+    /// answer.
     fn replay_retransmission(
         &self,
         cur: &GxSession,
         req: &Message,
         c: &Ccr<'_>,
     ) -> Option<Answered> {
-        if c.request_number != cur.last_request_number {
+        if c.request_number != cur.last_request_number
+            || !cur.pcef_host.eq_ignore_ascii_case(c.origin_host)
+        {
             return None;
         }
         let ans = cur.last_answer.as_deref()?;

@@ -309,6 +309,21 @@ impl Rx {
         };
         let _g = slot.lock().await;
         let cur = slot.load();
+        let old = cur.af.iter().find(|x| x.id == a.session_id);
+        if old.is_some_and(|o| {
+            !self
+                .node
+                .requester(&o.id, &o.af_host, a.origin_host)
+                .is_served()
+        }) {
+            // Another AF's session: as if there were none (node/ownership.rs).
+            return Ok(self.aaa(
+                req,
+                Outcome::Result(result_code::DIAMETER_UNKNOWN_SESSION_ID),
+                None,
+                Some("unknown Rx session"),
+            ));
+        }
         if cur.state != SessionState::Open {
             self.state.binding_failures.fetch_add(1, Relaxed);
             return Ok(self.aaa(
@@ -319,7 +334,6 @@ impl Rx {
             ));
         }
         let now = now_ms();
-        let old = cur.af.iter().find(|x| x.id == a.session_id);
         let mut af = match old {
             Some(o) => {
                 let mut n = o.clone();
@@ -353,7 +367,8 @@ impl Rx {
         if !a.specific_actions.is_empty() {
             af.specific_actions = a.specific_actions.clone();
         }
-        // The AF may move to another P-CSCF node: notifications go there.
+        // A fail-over partner of the AF carries the session on (the only
+        // other peer served): notifications go there now.
         af.af_host = a.origin_host.to_owned();
         af.af_realm = a.origin_realm.to_owned();
 
@@ -529,7 +544,12 @@ impl Rx {
         let slot = match self.node.sessions.bound_af(s.session_id) {
             Some(slot) => slot,
             // The Gx session ended first (ASR sent): the AF's STR closes it.
-            None if self.state.take_aborted(s.session_id) => {
+            None if self.state.take_aborted(s.session_id, |af_host| {
+                self.node
+                    .requester(s.session_id, af_host, s.origin_host)
+                    .is_served()
+            }) =>
+            {
                 return Ok(sta(result_code::DIAMETER_SUCCESS));
             }
             // Bound on another node?
@@ -543,6 +563,14 @@ impl Rx {
         let Some(af) = cur.af.iter().find(|x| x.id == s.session_id) else {
             return Ok(sta(result_code::DIAMETER_UNKNOWN_SESSION_ID));
         };
+        if !self
+            .node
+            .requester(&af.id, &af.af_host, s.origin_host)
+            .is_served()
+        {
+            // Another AF's session: as if there were none (node/ownership.rs).
+            return Ok(sta(result_code::DIAMETER_UNKNOWN_SESSION_ID));
+        }
         let installed = replace_af_rules(&cur.installed, &af.rules, &[]);
         let mut next = (*cur).clone();
         next.af.retain(|x| x.id != s.session_id);
@@ -793,7 +821,7 @@ impl Rx {
         };
         let afs = ended.af.clone();
         for af in &afs {
-            self.state.remember_aborted(&af.id);
+            self.state.remember_aborted(&af.id, &af.af_host);
         }
         tokio::spawn(async move {
             for af in afs {

@@ -15,26 +15,30 @@ pub struct RxState {
     pub binding_failures: AtomicU64,
     pub af_notifications: AtomicU64,
     pub policy_errors: AtomicU64,
-    aborted: Mutex<VecDeque<String>>,
+    /// (Rx Session-Id, the AF's Origin-Host): only that AF's STR is
+    /// answered 2001 for it.
+    aborted: Mutex<VecDeque<(String, String)>>,
 }
 
 impl RxState {
-    pub(crate) fn remember_aborted(&self, id: &str) {
+    pub(crate) fn remember_aborted(&self, id: &str, af_host: &str) {
         let mut q = self.aborted.lock();
         if q.len() >= ABORTED_REMEMBERED {
             q.pop_front();
         }
-        q.push_back(id.to_owned());
+        q.push_back((id.to_owned(), af_host.to_owned()));
     }
 
-    pub(crate) fn take_aborted(&self, id: &str) -> bool {
+    /// Forgets the aborted session `id` when `served` accepts its AF's
+    /// Origin-Host (the STR comes from that AF); whether it did.
+    pub(crate) fn take_aborted(&self, id: &str, served: impl FnOnce(&str) -> bool) -> bool {
         let mut q = self.aborted.lock();
-        match q.iter().position(|x| x == id) {
-            Some(at) => {
+        match q.iter().position(|(x, _)| x == id) {
+            Some(at) if served(&q[at].1) => {
                 q.remove(at);
                 true
             }
-            None => false,
+            _ => false,
         }
     }
 }

@@ -13,6 +13,7 @@
 use crate::admission::Class;
 use crate::gx::{RequestType, UsageGrant, UsageInstructions, UsageReport};
 use crate::metrics::Command;
+use crate::node::ownership::Requester;
 use crate::node::{now_ms, replay, too_busy_answer, usage_change, Answered, Node};
 use crate::policy::decision::AdcRule;
 use crate::policy::decision::Decision;
@@ -171,6 +172,37 @@ impl Sd {
         )
     }
 
+    /// 5002 to a TDF acting on another TDF's session: the answer to a
+    /// Session-Id that does not exist (see `node/ownership.rs`), without
+    /// counting it as one.
+    fn sd_refused(&self, req: &Message, c: &TdfCcr<'_>) -> Answered {
+        let rc = result_code::DIAMETER_UNKNOWN_SESSION_ID;
+        self.sd_cca(
+            req,
+            c,
+            Outcome::Result(rc),
+            &AdcChanges::default(),
+            &Default::default(),
+        )
+    }
+
+    /// What a CCR on the existing TDF session `t` is answered before it is
+    /// applied, if anything: 5002 when it comes from neither the TDF nor a
+    /// fail-over partner of it; the kept answer again when it repeats the
+    /// last request and comes from the TDF that answer went to.
+    fn answer_again(&self, t: &TdfSession, req: &Message, c: &TdfCcr<'_>) -> Option<Answered> {
+        let who = self.node.requester(&t.id, &t.host, c.origin_host);
+        if !who.is_served() {
+            return Some(self.sd_refused(req, c));
+        }
+        if who != Requester::Holder || t.last_request_number != c.request_number {
+            return None;
+        }
+        let ans = t.last_answer.as_ref()?;
+        self.node.counters.retransmissions.fetch_add(1, Relaxed);
+        Some(replay(ans, req))
+    }
+
     /// The ADC rules of a decision that are well formed (the rest dropped,
     /// counted and logged).
     /// Drops the ADC rules of a decision that are malformed or named twice.
@@ -325,16 +357,14 @@ impl Sd {
         if c.ue_ipv4.is_none() && c.ue_ipv6_prefix.is_none() {
             return Err(missing_avp(avp::FRAMED_IP_ADDRESS, "Framed-IP-Address"));
         }
-        // A retransmitted CCR-I is answered again, not applied twice.
+        // A retransmitted CCR-I is answered again, not applied twice; a
+        // TDF session of another TDF is neither replayed nor replaced.
         if let Some(slot) = self.tdf_holder(c.session_id).await? {
             let _g = slot.lock().await;
             let cur = slot.load();
             if let Some(t) = cur.tdf.as_ref().filter(|t| t.id == c.session_id) {
-                if t.last_request_number == c.request_number {
-                    if let Some(ans) = &t.last_answer {
-                        self.node.counters.retransmissions.fetch_add(1, Relaxed);
-                        return Ok(replay(ans, req));
-                    }
+                if let Some(answer) = self.answer_again(t, req, c) {
+                    return Ok(answer);
                 }
             }
         }
@@ -354,11 +384,8 @@ impl Sd {
         // A CCR-I retransmitted to another node than the one that applied
         // it finds its session through the store: answered again.
         if let Some(t) = cur.tdf.as_ref().filter(|t| t.id == c.session_id) {
-            if t.last_request_number == c.request_number {
-                if let Some(ans) = &t.last_answer {
-                    self.node.counters.retransmissions.fetch_add(1, Relaxed);
-                    return Ok(replay(ans, req));
-                }
+            if let Some(answer) = self.answer_again(t, req, c) {
+                return Ok(answer);
             }
         }
         if cur.state == SessionState::Closed {
@@ -428,15 +455,16 @@ impl Sd {
         else {
             return Ok(self.sd_unknown(req, c));
         };
-        if old_tdf.last_request_number == c.request_number {
-            if let Some(ans) = &old_tdf.last_answer {
-                self.node.counters.retransmissions.fetch_add(1, Relaxed);
-                return Ok(replay(ans, req));
-            }
+        if let Some(answer) = self.answer_again(old_tdf, req, c) {
+            return Ok(answer);
         }
         let now = now_ms();
         let mut s = (*cur).clone();
         let mut tdf = old_tdf.clone();
+        // A fail-over partner of the TDF carries the session on (the only
+        // other peer served): Sd RARs go there now.
+        tdf.host = c.origin_host.to_owned();
+        tdf.realm = c.origin_realm.to_owned();
         for d in &c.detections {
             self.state.counters.app_reports.fetch_add(1, Relaxed);
             if d.started {
@@ -564,19 +592,34 @@ impl Sd {
                 &Default::default(),
             )
         };
-        // Released here lately (no store read for it).
-        if self.state.gx_of(c.session_id).is_none()
-            && self.state.released.lock().remove(c.session_id).is_some()
-        {
-            return Ok(ok(self));
+        // Released here lately (no store read for it), by its own TDF.
+        if self.state.gx_of(c.session_id).is_none() {
+            let mut released = self.state.released.lock();
+            let theirs = released.get(c.session_id).is_some_and(|(host, _)| {
+                self.node
+                    .requester(c.session_id, host, c.origin_host)
+                    .is_served()
+            });
+            if theirs {
+                released.remove(c.session_id);
+                drop(released);
+                return Ok(ok(self));
+            }
         }
         let Some(slot) = self.tdf_slot(c.session_id).await? else {
             return Ok(self.sd_unknown(req, c));
         };
         let _g = slot.lock().await;
         let cur = slot.load();
-        if cur.tdf.as_ref().is_none_or(|t| t.id != c.session_id) {
+        let Some(tdf) = cur.tdf.as_ref().filter(|t| t.id == c.session_id) else {
             return Ok(self.sd_unknown(req, c));
+        };
+        if !self
+            .node
+            .requester(&tdf.id, &tdf.host, c.origin_host)
+            .is_served()
+        {
+            return Ok(self.sd_refused(req, c));
         }
         let now = now_ms();
         let mut s = (*cur).clone();
@@ -870,8 +913,8 @@ impl Sd {
         self.state.index.write().remove(&t.id);
         {
             let mut released = self.state.released.lock();
-            released.retain(|_, at| at.elapsed() < RELEASED_KEPT);
-            released.insert(t.id.clone(), Instant::now());
+            released.retain(|_, (_, at)| at.elapsed() < RELEASED_KEPT);
+            released.insert(t.id.clone(), (t.host.clone(), Instant::now()));
         }
         self.state.counters.released.fetch_add(1, Relaxed);
         let Some(this) = self.me_ref.upgrade() else {

@@ -24,7 +24,9 @@ pub struct SdCounters {
 /// session (rebuilt from the records at start-up).
 pub struct SdState {
     pub(crate) index: RwLock<HashMap<String, String>>,
-    pub(crate) released: Mutex<HashMap<String, Instant>>,
+    /// Sd Session-Id -> (the TDF's Origin-Host, when it was released):
+    /// only that TDF's CCR-T is answered 2001 for it.
+    pub(crate) released: Mutex<HashMap<String, (String, Instant)>>,
     pub(crate) next_id: AtomicU64,
     pub counters: SdCounters,
 }

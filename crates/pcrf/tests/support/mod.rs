@@ -520,6 +520,21 @@ impl Pcef {
         Self::try_connect_to(addr, origin_host, "pcrf.test.local").await
     }
 
+    /// A peer of application `app` (an AF on Rx, a TDF on Sd) named
+    /// `origin_host`, answering the PCRF's RARs of that application.
+    pub async fn connect_app(addr: SocketAddr, origin_host: &str, app: u32) -> Pcef {
+        let local = LocalNode::new(origin_host, "test.local")
+            .with_application(Application::auth_vendor(app, TGPP));
+        let settings = PeerSettings {
+            request_timeout: Duration::from_secs(10),
+            ..PeerSettings::default()
+        };
+        match Self::open(addr, local, app, settings, "pcrf.test.local").await {
+            Some(p) => p,
+            None => panic!("{origin_host} could not open a Diameter connection to the PCRF"),
+        }
+    }
+
     /// As `connect`, to a PCRF whose Origin-Host is `pcrf_host` (a node of
     /// a cluster).
     pub async fn connect_to(addr: SocketAddr, origin_host: &str, pcrf_host: &str) -> Pcef {
