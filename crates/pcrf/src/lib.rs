@@ -12,6 +12,7 @@ pub mod dispatch;
 pub mod file_watch;
 pub mod fuzz;
 pub mod gx;
+pub mod limits;
 pub mod logging;
 pub mod metrics;
 pub mod node;

@@ -6,13 +6,24 @@
 //! once a second instead of once a line is measurable). The
 //! fields an operator needs to reconstruct events are listed in
 //! docs/metrics.md ("Logs").
+//!
+//! Text lines are written through [`EscapedFields`]: every field value, the
+//! message and span fields included, has its control characters escaped
+//! and is cut at [`MAX_FIELD_TEXT`] bytes. Session-Ids, rule names, APNs,
+//! peer names and API paths come from the network; escaping them in the
+//! formatter, once, means no call site can forget to, so a value can
+//! neither start a forged line nor send terminal escape codes, nor make
+//! one line megabytes long. (JSON lines escape through JSON itself.)
 
 use serde::{Deserialize, Serialize};
 use std::cell::RefCell;
-use std::fmt;
+use std::fmt::{self, Write as _};
 use std::time::{SystemTime, UNIX_EPOCH};
+use tracing::field::{Field, Visit};
+use tracing_subscriber::field::RecordFields;
 use tracing_subscriber::fmt::format::Writer;
 use tracing_subscriber::fmt::time::FormatTime;
+use tracing_subscriber::fmt::FormatFields;
 use tracing_subscriber::fmt::MakeWriter;
 use tracing_subscriber::layer::SubscriberExt;
 use tracing_subscriber::util::SubscriberInitExt;
@@ -154,6 +165,7 @@ where
         LogFormat::Text => (
             Some(
                 tracing_subscriber::fmt::layer()
+                    .fmt_fields(EscapedFields)
                     .with_timer(CachedUtcTime)
                     .with_writer(writer)
                     .with_ansi(false),
@@ -184,6 +196,136 @@ where
             env_override: env_filter.is_some(),
         },
     ))
+}
+
+/// The most bytes of one field value (or message) a text line carries;
+/// the rest is replaced by "…[N more bytes]".
+pub const MAX_FIELD_TEXT: usize = 1024;
+
+/// The text format's field formatter: `message key=value key=value`, as
+/// tracing's default, with every value escaped by [`Escaper`].
+#[derive(Clone, Copy, Debug, Default)]
+pub struct EscapedFields;
+
+impl<'w> FormatFields<'w> for EscapedFields {
+    fn format_fields<R: RecordFields>(&self, writer: Writer<'w>, fields: R) -> fmt::Result {
+        let mut v = EscapingVisitor {
+            writer,
+            first: true,
+            result: Ok(()),
+        };
+        fields.record(&mut v);
+        v.result
+    }
+}
+
+struct EscapingVisitor<'w> {
+    writer: Writer<'w>,
+    first: bool,
+    result: fmt::Result,
+}
+
+impl Visit for EscapingVisitor<'_> {
+    fn record_str(&mut self, field: &Field, value: &str) {
+        if field.name() == "message" {
+            self.record_debug(field, &format_args!("{value}"))
+        } else {
+            self.record_debug(field, &value)
+        }
+    }
+
+    fn record_error(&mut self, field: &Field, value: &(dyn std::error::Error + 'static)) {
+        self.record_debug(field, &format_args!("{value}"))
+    }
+
+    fn record_debug(&mut self, field: &Field, value: &dyn fmt::Debug) {
+        if self.result.is_err() {
+            return;
+        }
+        let name = field.name();
+        // `log` crate records forwarded by tracing-log: metadata, not fields.
+        if name.starts_with("log.") {
+            return;
+        }
+        self.result = self.write_field(name, value);
+    }
+}
+
+impl EscapingVisitor<'_> {
+    fn write_field(&mut self, name: &str, value: &dyn fmt::Debug) -> fmt::Result {
+        if !self.first {
+            self.writer.write_char(' ')?;
+        }
+        self.first = false;
+        if name != "message" {
+            self.writer
+                .write_str(name.strip_prefix("r#").unwrap_or(name))?;
+            self.writer.write_char('=')?;
+        }
+        let mut e = Escaper::new(&mut self.writer, MAX_FIELD_TEXT);
+        write!(e, "{value:?}")?;
+        e.finish()
+    }
+}
+
+/// A `fmt::Write` that passes text on with control characters (and the
+/// Unicode line separators and bidirectional overrides, which reorder or
+/// break what a terminal shows) escaped as `\n`, `\r`, `\t` or
+/// `\u{..}`, and drops what comes after `limit` bytes, counting it.
+pub struct Escaper<'a, W: fmt::Write> {
+    out: &'a mut W,
+    left: usize,
+    dropped: usize,
+}
+
+impl<'a, W: fmt::Write> Escaper<'a, W> {
+    pub fn new(out: &'a mut W, limit: usize) -> Self {
+        Escaper {
+            out,
+            left: limit,
+            dropped: 0,
+        }
+    }
+
+    /// Says how much was dropped, if anything.
+    pub fn finish(self) -> fmt::Result {
+        if self.dropped > 0 {
+            write!(self.out, "…[{} more bytes]", self.dropped)?;
+        }
+        Ok(())
+    }
+}
+
+fn needs_escape(c: char) -> bool {
+    c.is_control()
+        || matches!(c, '\u{2028}' | '\u{2029}' | '\u{202a}'..='\u{202e}' | '\u{2066}'..='\u{2069}')
+}
+
+impl<W: fmt::Write> fmt::Write for Escaper<'_, W> {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let mut run = 0;
+        for (i, c) in s.char_indices() {
+            let len = c.len_utf8();
+            if len > self.left {
+                self.out.write_str(&s[run..i])?;
+                self.dropped += s.len() - i;
+                self.left = 0;
+                return Ok(());
+            }
+            self.left -= len;
+            if needs_escape(c) {
+                self.out.write_str(&s[run..i])?;
+                match c {
+                    '\n' => self.out.write_str("\\n")?,
+                    '\r' => self.out.write_str("\\r")?,
+                    '\t' => self.out.write_str("\\t")?,
+                    c => write!(self.out, "\\u{{{:x}}}", u32::from(c))?,
+                }
+                run = i + len;
+            }
+        }
+        self.out.write_str(&s[run..])
+    }
 }
 
 /// RFC 3339 UTC timestamps with milliseconds (`2026-11-22T03:57:10.123Z`);
@@ -230,7 +372,6 @@ pub fn write_timestamp(now: SystemTime, w: &mut impl fmt::Write) -> fmt::Result 
 /// "YYYY-MM-DDTHH:MM:SS" of a Unix second (UTC); a clock past jiff's
 /// last year (9999) prints as its last second rather than failing the line.
 fn format_second(secs: u64, out: &mut String) {
-    use fmt::Write as _;
     let t = i64::try_from(secs)
         .ok()
         .and_then(|s| jiff::Timestamp::from_second(s).ok())
@@ -364,6 +505,50 @@ mod tests {
         );
         assert!(rest.contains("session=\"pgw1;1;3\""), "{rest}");
         assert!(build(&LogConfig::default(), Some("=bad="), Buf::default()).is_err());
+    }
+
+    #[test]
+    fn text_fields_from_the_network_cannot_forge_lines_or_colours() {
+        let buf = Buf::default();
+        let (sub, _) = build(&LogConfig::default(), Some("info"), buf.clone()).expect("build");
+        let forged = "pgw;1;1\n2026-11-28T04:00:00.000Z ERROR pcrf: forged\x1b[31m red\r\u{202e}";
+        let long = "x".repeat(100_000);
+        tracing::subscriber::with_default(sub, || {
+            let span = tracing::info_span!("gx", session = %forged);
+            let _in = span.enter();
+            tracing::warn!(session = %forged, rule = ?forged, "rule failure for {}", forged);
+            tracing::warn!(apn = %long, "long");
+        });
+        let text = buf.text();
+        let lines: Vec<&str> = text.lines().collect();
+        let head: String = text.chars().take(2000).collect();
+        assert_eq!(lines.len(), 2, "{head}");
+        assert!(!text.contains('\x1b') && !text.contains('\r'), "{head:?}");
+        assert!(!text.contains('\u{202e}'), "{head:?}");
+        // Each event is one line, starting with its own timestamp: the forged
+        // one is inside it, escaped.
+        assert!(
+            lines
+                .iter()
+                .all(|l| !l.starts_with("2026-11-28T04:00:00.000Z")),
+            "{head}"
+        );
+        // The escaped text is still there to read, in the span, the
+        // message and the fields.
+        assert_eq!(
+            lines[0].matches("pgw;1;1\\n2026-11-28").count(),
+            4,
+            "{}",
+            lines[0]
+        );
+        assert!(lines[0].contains("forged\\u{1b}[31m red"), "{}", lines[0]);
+        // A long value is cut and says by how much.
+        assert!(lines[1].len() < 2 * MAX_FIELD_TEXT, "{}", lines[1].len());
+        assert!(
+            lines[1].contains(&format!("…[{} more bytes]", 100_000 - MAX_FIELD_TEXT)),
+            "{}",
+            &lines[1][lines[1].len() - 80..]
+        );
     }
 
     #[test]

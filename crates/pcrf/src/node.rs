@@ -25,15 +25,14 @@ use crate::admission::Admission;
 use crate::config::Config;
 use crate::control::{ControlError, ReauthOutcome};
 use crate::gx::{self, UsageInstructions};
+use crate::limits::{LOGGED_ITEMS_PER_REQUEST, MAX_RULE_REPORTS_PER_REQUEST};
 use crate::metrics::Command;
 use crate::metrics::{
     peer_stats, write_peers, CommitStats, Exposition, HistogramSnapshot, Kind, Metrics,
     MetricsSource, PolicyStats as MetricsPolicyStats, SessionStats,
 };
 use crate::policy::decision::Decision;
-use crate::policy::input::{
-    NetworkInput, PolicyInput, RuleFailure, SessionInput, SubscriberInput, TimeInput,
-};
+use crate::policy::input::{NetworkInput, PolicyInput, SessionInput, SubscriberInput, TimeInput};
 use crate::policy::PolicyEngine;
 use crate::session::{GxSession, RuleDiff, SessionTable};
 use crate::session_message::Identity;
@@ -77,6 +76,10 @@ pub struct NodeCounters {
     pub policy_fallbacks: AtomicU64,
     pub unknown_rule_names: AtomicU64,
     pub rule_failures_reported: AtomicU64,
+    /// Rule reports past the per-request cap (answered, not applied).
+    pub rule_reports_over_cap: AtomicU64,
+    /// Rule failures a session dropped (oldest first) to stay in its cap.
+    pub rule_failures_forgotten: AtomicU64,
     pub retransmissions: AtomicU64,
     pub store_failures: AtomicU64,
     pub writes_skipped: AtomicU64,
@@ -390,20 +393,37 @@ impl Node {
     }
 
     /// Records rule failures and forgets failed rules as installed (the
-    /// PCEF does not have them); the policy sees the failures next.
-    pub(crate) fn apply_rule_reports(&self, s: &mut GxSession, reports: &[RuleFailure]) {
-        for r in reports {
-            // PCC-Rule-Status ACTIVE (0) reports are not failures.
-            if r.status == 0 {
-                continue;
-            }
-            self.counters.rule_failures_reported.fetch_add(1, Relaxed);
+    /// PCEF does not have them); the policy sees the failures next. The
+    /// reports past the per-request cap and the failures past the
+    /// per-session cap are counted, not kept; the first few failures are
+    /// logged one by one, the rest summed up in one line.
+    pub(crate) fn apply_rule_reports(&self, s: &mut GxSession, reports: &gx::RuleReports) {
+        let applied = crate::session::rule_failures::apply(s, reports);
+        let c = &self.counters;
+        c.rule_failures_reported
+            .fetch_add(applied.failures as u64, Relaxed);
+        c.rule_reports_over_cap.fetch_add(reports.over_cap, Relaxed);
+        c.rule_failures_forgotten
+            .fetch_add(applied.forgotten as u64, Relaxed);
+        let failed = reports.iter().filter(|r| r.status != 0);
+        for r in failed.take(LOGGED_ITEMS_PER_REQUEST) {
             tracing::warn!(session = %s.id, rule = %r.rule, status = r.status, code = ?r.code, "PCEF reported a rule failure");
-            s.installed.rules.retain(|n| n != &r.rule);
-            s.installed.base_names.retain(|n| n != &r.rule);
-            s.installed.definitions.retain(|d| d.name != r.rule);
-            s.rule_failures.retain(|f| f.rule != r.rule);
-            s.rule_failures.push(r.clone());
+        }
+        if applied.failures > LOGGED_ITEMS_PER_REQUEST || reports.over_cap > 0 {
+            tracing::warn!(
+                session = %s.id,
+                reports = reports.received(),
+                failures = applied.failures,
+                over_cap = reports.over_cap,
+                forgotten = applied.forgotten,
+                "{} rule reports, {} over the cap of {} per request; {} failures, {} not logged one by one, {} older ones forgotten",
+                reports.received(),
+                reports.over_cap,
+                MAX_RULE_REPORTS_PER_REQUEST,
+                applied.failures,
+                applied.failures.saturating_sub(LOGGED_ITEMS_PER_REQUEST),
+                applied.forgotten,
+            );
         }
     }
 
@@ -769,11 +789,13 @@ impl MetricsSource for Node {
             self.admission.interval_min_delay().map_or(0.0, |d| d.as_secs_f64()),
         );
         let u = &self.usage_counters;
-        let counters: [(&str, &str, &AtomicU64); 13] = [
+        let counters: [(&str, &str, &AtomicU64); 16] = [
             ("pcrf_policy_fallbacks_total", "Decisions that fell back to [policy].fallback because the script failed or returned a value out of range.", &c.policy_fallbacks),
             ("pcrf_answers_too_large_total", "Answers over [diameter].max_message_bytes, replaced by DIAMETER_UNABLE_TO_COMPLY (5012).", &c.answers_too_large),
             ("pcrf_unknown_rule_names_total", "Rule or base names a decision named that the [rules] catalog does not list (dropped).", &c.unknown_rule_names),
             ("pcrf_rule_failures_reported_total", "Rules the PCEFs reported as failed (Charging-Rule-Report).", &c.rule_failures_reported),
+            ("pcrf_rule_reports_over_cap_total", "Charging-Rule-Report entries past the cap of one request (or naming a rule longer than a rule name may be): answered, not applied.", &c.rule_reports_over_cap),
+            ("pcrf_rule_failures_forgotten_total", "Rule failures a session dropped, oldest first, to keep at most its cap for the policy.", &c.rule_failures_forgotten),
             ("pcrf_retransmissions_total", "Retransmitted CCRs answered again without being applied twice.", &c.retransmissions),
             ("pcrf_foreign_session_requests_total", "Gx, Sd or Rx requests on a session from a peer that is neither the session's peer nor in its [[peers]] failover_group: answered 5002, nothing applied.", &c.foreign_session_requests),
             ("pcrf_store_failures_total", "Requests answered 5012 because their state change could not be committed.", &c.store_failures),
@@ -781,6 +803,7 @@ impl MetricsSource for Node {
             ("pcrf_usage_reports_total", "Usage reports (Used-Service-Unit per Monitoring-Key) counted, each once.", &u.reports),
             ("pcrf_usage_reported_octets_total", "Octets in those reports.", &u.octets),
             ("pcrf_usage_unknown_key_reports_total", "Reports for Monitoring-Keys the usage file does not define (counted in no accumulator).", &u.unknown_key_reports),
+            ("pcrf_usage_unknown_key_reports_over_cap_total", "Of those, the reports past the cap one request shows to the policy (counted only).", &u.unknown_key_reports_over_cap),
             ("pcrf_usage_unknown_keys_decided_total", "Monitoring-Keys a decision named that the usage file does not define (ignored).", &u.unknown_keys_decided),
             ("pcrf_usage_grants_total", "Granted-Service-Unit sent (initial grants and re-grants).", &u.grants),
         ];

@@ -5,6 +5,7 @@
 //! Decoding is one pass over the top-level AVPs, borrowing from the
 //! received bytes; grouped AVPs are entered only for the few we read.
 
+use crate::limits;
 use crate::policy::decision::{Arp, RuleDefinition, RuleQos};
 use crate::policy::input::RuleFailure;
 use crate::session::RuleDiff;
@@ -67,7 +68,7 @@ pub struct Ccr<'a> {
     pub supported_features: Vec<(u32, u32)>,
     pub network_request_support: Option<i32>,
     pub event_triggers: Vec<i32>,
-    pub rule_reports: Vec<RuleFailure>,
+    pub rule_reports: RuleReports,
     pub termination_cause: Option<i32>,
     /// Usage-Monitoring-Information that carried Used-Service-Unit, in
     /// the order received.
@@ -135,8 +136,10 @@ fn str_of<'a>(a: &Avp<'a>) -> Result<&'a str, DiameterError> {
 }
 
 /// Decodes a Gx CCR. Missing mandatory AVPs give 5005 with Failed-AVP, bad
-/// values 5004, bad lengths 5014 (RFC 6733 §7).
+/// values 5004, bad lengths and fields over their size limit
+/// ([`limits::FIELD_LIMITS`]) 5014 (RFC 6733 §7).
 pub fn decode_ccr(msg: &Message) -> Result<Ccr<'_>, DiameterError> {
+    limits::check_field_sizes(msg.avps())?;
     let mut c = Ccr::default();
     let mut have = (false, false, false, false, false);
     for a in msg.avps() {
@@ -269,11 +272,22 @@ pub(crate) fn decode_subscription_id<'a>(a: &Avp<'a>) -> Result<(i32, &'a str), 
         if g.is(avp::SUBSCRIPTION_ID_TYPE) {
             ty = Some(g.as_enum()?);
         } else if g.is(avp::SUBSCRIPTION_ID_DATA) {
-            data = Some(g.as_str()?);
+            data = Some((g, g.as_str()?));
         }
     }
     match (ty, data) {
-        (Some(t), Some(d)) => Ok((t, d)),
+        (Some(t), Some((a, d))) => {
+            match t {
+                END_USER_IMSI => {
+                    limits::at_most(&a, limits::MAX_IMSI, "Subscription-Id-Data (IMSI)")?
+                }
+                END_USER_E164 => {
+                    limits::at_most(&a, limits::MAX_MSISDN, "Subscription-Id-Data (E.164)")?
+                }
+                _ => {}
+            }
+            Ok((t, d))
+        }
         (None, _) => Err(missing_avp(
             avp::SUBSCRIPTION_ID_TYPE,
             "Subscription-Id-Type",
@@ -285,14 +299,37 @@ pub(crate) fn decode_subscription_id<'a>(a: &Avp<'a>) -> Result<(i32, &'a str), 
     }
 }
 
-fn decode_rule_report(a: &Avp<'_>, out: &mut Vec<RuleFailure>) -> Result<(), DiameterError> {
+/// The Charging-Rule-Report entries of one CCR or RAA: at most
+/// [`limits::MAX_RULE_REPORTS_PER_REQUEST`] of them kept, the rest (and any
+/// name longer than a rule name may be) only counted.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RuleReports {
+    pub kept: Vec<RuleFailure>,
+    pub over_cap: u64,
+}
+
+impl RuleReports {
+    /// Every entry the message carried, kept or not.
+    pub fn received(&self) -> u64 {
+        self.kept.len() as u64 + self.over_cap
+    }
+}
+
+impl std::ops::Deref for RuleReports {
+    type Target = [RuleFailure];
+    fn deref(&self) -> &[RuleFailure] {
+        &self.kept
+    }
+}
+
+fn decode_rule_report(a: &Avp<'_>, out: &mut RuleReports) -> Result<(), DiameterError> {
     let mut names = Vec::new();
     let mut status = None;
     let mut code = None;
     for g in a.grouped() {
         let g = g?;
         if g.is(avp::CHARGING_RULE_NAME) || g.is(avp::CHARGING_RULE_BASE_NAME) {
-            names.push(String::from_utf8_lossy(g.as_octets()).into_owned());
+            names.push(g.as_octets());
         } else if g.is(avp::PCC_RULE_STATUS) {
             status = Some(g.as_enum()?);
         } else if g.is(avp::RULE_FAILURE_CODE) {
@@ -301,8 +338,14 @@ fn decode_rule_report(a: &Avp<'_>, out: &mut Vec<RuleFailure>) -> Result<(), Dia
     }
     let status = status.unwrap_or(enums::PCC_RULE_STATUS::INACTIVE);
     for rule in names {
-        out.push(RuleFailure {
-            rule,
+        if out.kept.len() >= limits::MAX_RULE_REPORTS_PER_REQUEST
+            || rule.len() > limits::MAX_RULE_NAME
+        {
+            out.over_cap += 1;
+            continue;
+        }
+        out.kept.push(RuleFailure {
+            rule: String::from_utf8_lossy(rule).into_owned(),
             status: status.max(0) as u32,
             code: code.map(|c| c.max(0) as u32),
         });
@@ -833,7 +876,7 @@ pub fn encode_rar(
 pub struct Raa {
     pub result_code: Option<u32>,
     pub experimental_result: Option<u32>,
-    pub rule_reports: Vec<RuleFailure>,
+    pub rule_reports: RuleReports,
     pub charging_ids: Vec<ChargingId>,
 }
 
@@ -933,13 +976,33 @@ mod tests {
             }]
         );
         assert_eq!(
-            c.rule_reports,
+            c.rule_reports.kept,
             vec![RuleFailure {
                 rule: "vip".into(),
                 status: 1,
                 code: Some(4)
             }]
         );
+    }
+
+    #[test]
+    fn rule_reports_past_the_cap_are_counted_not_kept() {
+        let m = ccr_u(|b| {
+            b.group(avp::CHARGING_RULE_REPORT, |g| {
+                for i in 0..30_000 {
+                    g.str(avp::CHARGING_RULE_NAME, &format!("r{i:05}"));
+                }
+                g.i32(avp::PCC_RULE_STATUS, 1);
+            });
+        });
+        let c = decode_ccr(&m).expect("decodes");
+        assert_eq!(
+            c.rule_reports.len(),
+            crate::limits::MAX_RULE_REPORTS_PER_REQUEST
+        );
+        assert_eq!(c.rule_reports.over_cap, 30_000 - 256);
+        assert_eq!(c.rule_reports.received(), 30_000);
+        assert_eq!(c.rule_reports[255].rule, "r00255");
     }
 
     #[test]

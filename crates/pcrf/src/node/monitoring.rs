@@ -10,6 +10,7 @@
 
 use super::{Node, COMMIT_WAIT};
 use crate::gx::{self, UsageGrant, UsageInstructions, UsageReport};
+use crate::limits::{LOGGED_ITEMS_PER_REQUEST, MAX_UNKNOWN_KEY_REPORTS_PER_REQUEST};
 use crate::policy::decision::Decision;
 use crate::policy::input::UsageInput;
 use crate::session::GxSession;
@@ -67,6 +68,7 @@ impl Node {
             billing_day,
             reported: BTreeSet::new(),
             unknown: Vec::new(),
+            unknown_reports: 0,
         }))
     }
 
@@ -120,6 +122,7 @@ impl Node {
             }
             step.reported.insert(key);
         }
+        self.sum_up_unknown_keys(step, Interface::Gx, &s.id);
     }
 
     /// Counts one usage report from `interface` (for Gx session `gx_id`)
@@ -151,17 +154,44 @@ impl Node {
             self.usage_counters
                 .unknown_key_reports
                 .fetch_add(1, Relaxed);
-            match interface {
-                Interface::Gx => {
-                    tracing::warn!(session = %gx_id, key = %key, octets, "usage report for a Monitoring-Key the usage file does not know; counted nowhere")
-                }
-                Interface::Sd => {
-                    tracing::warn!(session = gx_id, key = %key, octets, "Sd usage report for a Monitoring-Key the usage file does not know; counted nowhere")
+            if step.unknown_reports < LOGGED_ITEMS_PER_REQUEST {
+                match interface {
+                    Interface::Gx => {
+                        tracing::warn!(session = %gx_id, key = %key, octets, "usage report for a Monitoring-Key the usage file does not know; counted nowhere")
+                    }
+                    Interface::Sd => {
+                        tracing::warn!(session = %gx_id, key = %key, octets, "Sd usage report for a Monitoring-Key the usage file does not know; counted nowhere")
+                    }
                 }
             }
-            step.unknown.push(key.clone());
+            if step.unknown.len() < MAX_UNKNOWN_KEY_REPORTS_PER_REQUEST {
+                step.unknown.push(key.clone());
+            } else {
+                self.usage_counters
+                    .unknown_key_reports_over_cap
+                    .fetch_add(1, Relaxed);
+            }
+            step.unknown_reports += 1;
         }
         (key, octets)
+    }
+
+    /// One line for a request's usage reports for unknown Monitoring-Keys
+    /// past those logged one by one, instead of a line each.
+    pub(crate) fn sum_up_unknown_keys(&self, step: &UsageStep, interface: Interface, gx_id: &str) {
+        let n = step.unknown_reports;
+        if n <= LOGGED_ITEMS_PER_REQUEST {
+            return;
+        }
+        let over_cap = n.saturating_sub(MAX_UNKNOWN_KEY_REPORTS_PER_REQUEST);
+        tracing::warn!(
+            session = %gx_id,
+            interface = ?interface,
+            reports = n,
+            over_cap,
+            "{n} usage reports for Monitoring-Keys the usage file does not know, {over_cap} over the cap of {MAX_UNKNOWN_KEY_REPORTS_PER_REQUEST} shown to the policy; {} not logged one by one",
+            n - LOGGED_ITEMS_PER_REQUEST,
+        );
     }
 
     /// The policy's usage input for a session when no request holds the

@@ -3,6 +3,7 @@
 //! Specific-Action, and the ASR that ends its session. No state and no IO
 //! here; `service.rs` binds, decides and pushes.
 
+use crate::limits;
 use crate::policy::media::{MediaComponent, MediaSubComponent};
 use crate::session_message;
 use crate::session_message::{Identity, Outcome};
@@ -59,8 +60,10 @@ fn require_rx(a: &Avp<'_>) -> Result<(), DiameterError> {
 }
 
 /// Decodes an AAR. Missing mandatory AVPs give 5005, a malformed
-/// Flow-Description or an unknown Media-Type 5004, each with Failed-AVP.
+/// Flow-Description or an unknown Media-Type 5004, a field over its size
+/// limit ([`limits::FIELD_LIMITS`]) 5014, each with Failed-AVP.
 pub fn decode_aar(msg: &Message) -> Result<Aar<'_>, DiameterError> {
+    limits::check_field_sizes(msg.avps())?;
     let mut r = Aar::default();
     let (mut sid, mut host, mut realm, mut auth) = (false, false, false, false);
     for a in msg.avps() {
@@ -110,12 +113,18 @@ pub fn decode_aar(msg: &Message) -> Result<Aar<'_>, DiameterError> {
                     if g.is(avp::SUBSCRIPTION_ID_TYPE) {
                         ty = Some(g.as_enum()?);
                     } else if g.is(avp::SUBSCRIPTION_ID_DATA) {
-                        data = Some(g.as_str()?);
+                        data = Some((g, g.as_str()?));
                     }
                 }
-                match ty {
-                    Some(1) => r.imsi = data,
-                    Some(0) => r.msisdn = data,
+                match (ty, data) {
+                    (Some(1), Some((g, d))) => {
+                        limits::at_most(&g, limits::MAX_IMSI, "Subscription-Id-Data (IMSI)")?;
+                        r.imsi = Some(d);
+                    }
+                    (Some(0), Some((g, d))) => {
+                        limits::at_most(&g, limits::MAX_MSISDN, "Subscription-Id-Data (E.164)")?;
+                        r.msisdn = Some(d);
+                    }
                     _ => {}
                 }
             }
@@ -308,6 +317,7 @@ fn valid_ports(p: &str) -> bool {
 
 /// Decodes an STR.
 pub fn decode_str(msg: &Message) -> Result<Str<'_>, DiameterError> {
+    limits::check_field_sizes(msg.avps())?;
     let mut r = Str::default();
     let (mut sid, mut host) = (false, false);
     for a in msg.avps() {

@@ -575,6 +575,7 @@ impl Sd {
             let (key, _) = self.node.count_report(step, Interface::Sd, gx_id, r, now);
             step.reported.insert(key);
         }
+        self.node.sum_up_unknown_keys(step, Interface::Sd, gx_id);
     }
 
     /// The TDF ends its session (on its own, or after our release).

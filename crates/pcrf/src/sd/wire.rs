@@ -4,6 +4,7 @@
 //! `service.rs` decides what to do.
 
 use crate::gx::{self, RequestType, UsageInstructions, UsageReport};
+use crate::limits;
 use crate::policy::decision::AdcRule;
 use crate::session_message;
 use crate::session_message::{Identity, Outcome};
@@ -55,8 +56,10 @@ pub struct TdfCcr<'a> {
 }
 
 /// Decodes a TDF's CCR on Sd. Missing mandatory AVPs give 5005 with
-/// Failed-AVP, bad values 5004 (RFC 6733 §7).
+/// Failed-AVP, bad values 5004, fields over their size limit
+/// ([`limits::FIELD_LIMITS`]) 5014 (RFC 6733 §7).
 pub fn decode_ccr(msg: &Message) -> Result<TdfCcr<'_>, DiameterError> {
+    limits::check_field_sizes(msg.avps())?;
     let mut c = TdfCcr::default();
     let (mut sid, mut host, mut realm, mut ty, mut num) = (false, false, false, false, false);
     // Application-Detection-Information is read after the top-level

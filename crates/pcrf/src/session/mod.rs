@@ -7,6 +7,7 @@ pub mod binding;
 pub mod diff;
 pub mod id_set;
 pub mod record;
+pub mod rule_failures;
 pub mod spending;
 pub mod table;
 pub mod tdf;

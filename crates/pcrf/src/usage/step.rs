@@ -18,6 +18,8 @@ pub struct UsageCounters {
     pub reports: AtomicU64,
     pub octets: AtomicU64,
     pub unknown_key_reports: AtomicU64,
+    /// Of those, the ones past the cap one request shows to the policy.
+    pub unknown_key_reports_over_cap: AtomicU64,
     pub unknown_keys_decided: AtomicU64,
     pub grants: AtomicU64,
 }
@@ -35,8 +37,12 @@ pub(crate) struct UsageStep {
     pub billing_day: Option<u8>,
     /// Keys reported in this request (they are granted again).
     pub reported: BTreeSet<String>,
-    /// Reported keys the usage file does not know.
+    /// Reported keys the usage file does not know, the first
+    /// `MAX_UNKNOWN_KEY_REPORTS_PER_REQUEST` of them (what the policy sees).
     pub unknown: Vec<String>,
+    /// Every report of this request for a key the usage file does not
+    /// know, kept in `unknown` or not.
+    pub unknown_reports: usize,
 }
 
 impl UsageStep {
