@@ -82,6 +82,15 @@ impl From<ControlError> for ApiError {
     }
 }
 
+impl From<crate::control::versions::DeployFailure> for ApiError {
+    fn from(e: crate::control::versions::DeployFailure) -> ApiError {
+        match e {
+            crate::control::versions::DeployFailure::Refused(r) => r.into(),
+            crate::control::versions::DeployFailure::Failed(c) => c.into(),
+        }
+    }
+}
+
 impl From<ReloadError> for ApiError {
     fn from(e: ReloadError) -> ApiError {
         ApiError {

@@ -75,6 +75,9 @@ const MIGRATIONS: &[&str] = &[
     // older build is rewritten in the binary form (no DDL: the columns are
     // BLOB already; `rewrite_json_records` does it in the same transaction).
     "",
+    // 6: the deployed versions of the policy (used in shard 0's file only,
+    // see `sqlite_versions`).
+    super::sqlite_versions::TABLE,
 ];
 
 /// The schema version whose migration rewrites JSON records as binary.
@@ -178,7 +181,7 @@ impl std::fmt::Debug for SqliteStore {
 
 /// Turns a SQLite error into the store's error, keeping SQLite's message
 /// and saying what we were doing; disk full and corruption are named.
-fn db_error(context: &str, e: rusqlite::Error) -> StoreError {
+pub(crate) fn db_error(context: &str, e: rusqlite::Error) -> StoreError {
     match e.sqlite_error_code() {
         Some(ErrorCode::DiskFull) => StoreError::Unavailable(format!("{context}: disk full: {e}")),
         Some(ErrorCode::DatabaseCorrupt) | Some(ErrorCode::NotADatabase) => {
@@ -1001,7 +1004,10 @@ mod tests {
             .expect("usage row");
         }
         let mut st = SqliteStore::open(dir.path(), Durability::Full).expect("open migrates");
-        assert_eq!(st.schema_version().expect("version"), 5);
+        assert_eq!(
+            st.schema_version().expect("version"),
+            MIGRATIONS.len() as u32
+        );
         let first_bytes: Vec<(String, Vec<u8>)> = st
             .conn
             .prepare(
