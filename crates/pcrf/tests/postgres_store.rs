@@ -1782,7 +1782,9 @@ fn open_sessions_written_before_schema_10_are_found_after_the_upgrade() {
         "SET search_path TO {n};
          DROP INDEX sessions_open_by_ipv6; DROP INDEX sessions_open_by_sub_session;
          ALTER TABLE sessions DROP COLUMN ue_ipv6, DROP COLUMN sub_sessions;
-         DELETE FROM schema_migrations WHERE version = 10;
+         DROP TABLE deployed_versions; DROP FUNCTION pcrf_version_deployed();
+         ALTER TABLE cluster_nodes DROP COLUMN policy_version, DROP COLUMN policy_refused;
+         DELETE FROM schema_migrations WHERE version >= 10;
          SET search_path TO DEFAULT;",
         n = db.name
     ));
@@ -1831,7 +1833,7 @@ fn deployed_versions_append_in_order_notify_and_refuse_a_stale_parent() {
     let deadline = Instant::now() + Duration::from_secs(5);
     while heard.len() < 2 && Instant::now() < deadline {
         db.rt
-            .block_on(tokio::time::sleep(Duration::from_millis(20)));
+            .block_on(async { tokio::time::sleep(Duration::from_millis(20)).await });
         heard.extend(rx.try_iter());
     }
     assert_eq!(heard, vec!["policy:1".to_string(), "policy:2".to_string()]);

@@ -79,10 +79,17 @@ impl PolicyVersions {
         });
         let source = v.engine.source().to_string();
         let hash = hash_of(&source);
-        match v.store.latest(POLICY)? {
-            None => {
-                v.deploy(source, "file", "the policy file at first start-up")?;
-            }
+        let newest = match v.store.latest(POLICY)? {
+            None => match v.deploy(source.clone(), "file", "the policy file at first start-up") {
+                Ok(_) => return Ok(v),
+                // Another node of a new cluster recorded its file first.
+                Err(DeployError::Conflict(_)) => v.store.latest(POLICY)?,
+                Err(e) => return Err(e),
+            },
+            some => some,
+        };
+        match newest {
+            None => return Err(DeployError::Conflict(1)),
             Some(latest) if latest.hash == hash => {
                 v.install(latest)?;
             }
@@ -98,7 +105,6 @@ impl PolicyVersions {
                         Ok(_) => {}
                         Err(DeployError::Refused(e)) => {
                             tracing::error!(error = %e, version = latest.id, "the edited policy file is refused; the newest stored version serves");
-                            v.engine.count_refusal();
                             v.adopt(latest);
                         }
                         Err(e) => return Err(e),
