@@ -204,12 +204,13 @@ async function rollback(id) {
 }
 
 async function renderRunning() {
+  // Read first, so the running version and the table change together.
+  const page = await api('GET', '/v1/policy/versions');
   fill('running',
     el('span', {}, 'running ', el('code', { id: 'running-version', text: running.version }), ` (version ${running.id})`),
     el('span', {}, 'file ', el('code', { text: running.path })),
     el('span', {}, 'cases ', el('code', { text: running.cases || 'none' })),
     running.refused ? el('span', { class: 'bad' }, `version ${running.refused.version} refused here: ${running.refused.reason}`) : '');
-  const page = await api('GET', '/v1/policy/versions');
   const rows = page.versions.map((v) => [
     String(v.id), el('code', { text: v.hash }), fmtTime(v.at_ms), v.by, v.comment,
     v.serving ? 'serving' : el('button', { type: 'button', class: 'rollback', text: 'Roll back…', onclick: () => rollback(v.id) }),
