@@ -153,6 +153,7 @@ impl ToSchema for GxSession {
             "properties": {
                 "input_hash": {"type": "integer"},
                 "script_version": {"type": "integer"},
+                "policy_version": {"type": "integer", "description": "The stored policy version that decided (GET /v1/policy/versions/{id}); 0 for decisions made before versions were stored"},
                 "decision": {"$ref": "#/components/schemas/Decision"},
                 "inputs": {"type": "object", "description": "Everything the policy saw"},
                 "at_ms": {"type": "integer", "description": "Unix milliseconds"}

@@ -226,6 +226,16 @@ impl PolicyVersions {
     /// version serving.
     pub fn reload_file(&self) -> Result<StoredVersion, DeployError> {
         let source = self.engine.read_file().map_err(DeployError::Refused)?;
+        if hash_of(&source) == hash_of(&self.engine.source()) {
+            // Unchanged. Where this node refuses the newest version, its
+            // file holds its own older one: deploying that would undo
+            // the cluster's version.
+            let serving = self.serving();
+            return self
+                .store
+                .get(POLICY, serving)?
+                .ok_or(DeployError::NotFound(serving));
+        }
         let res = self.deploy(source, "file", "the policy file changed");
         if let Err(e) = &res {
             tracing::error!(path = %self.engine.path().display(), error = %e, "policy file refused, the running version keeps serving");
@@ -519,6 +529,10 @@ mod tests {
         let failures = v.engine().stats().reload_failures;
         assert!(!v.adopt_newest().expect("adopt"));
         assert_eq!(v.engine().stats().reload_failures, failures);
+        // Its file, unchanged, is no new version (a SIGHUP here must not
+        // deploy this node's older script over the cluster's).
+        assert_eq!(v.reload_file().expect("unchanged").id, 1);
+        assert_eq!(store.latest(POLICY).expect("latest").map(|l| l.id), Some(2));
         // A version this node can load is adopted and clears the refusal.
         let good = rule_is("a") + "-- 3\n";
         let hash = hash_of(&good);
