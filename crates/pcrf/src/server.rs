@@ -166,7 +166,7 @@ pub async fn run(
     // The policy's versions live beside the other records, on a
     // connection of their own.
     let version_store: Arc<dyn crate::store::VersionStore> = match &cluster_url {
-        Some(url) => Arc::new(crate::store::postgres::PostgresVersions::new(
+        Some(url) => Arc::new(crate::store::postgres::versions::PostgresVersions::new(
             url,
             cluster_timeout,
         )?),

@@ -1806,7 +1806,7 @@ fn open_sessions_written_before_schema_10_are_found_after_the_upgrade() {
 
 #[test]
 fn deployed_versions_append_in_order_notify_and_refuse_a_stale_parent() {
-    use pcrf::store::postgres::PostgresVersions;
+    use pcrf::store::postgres::versions::PostgresVersions;
     use pcrf::store::versions::{conformance, VersionStore, POLICY};
     let db = TestSchema::new();
     let _store = db.open();

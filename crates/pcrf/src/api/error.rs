@@ -82,11 +82,11 @@ impl From<ControlError> for ApiError {
     }
 }
 
-impl From<crate::control::versions::DeployFailure> for ApiError {
-    fn from(e: crate::control::versions::DeployFailure) -> ApiError {
+impl From<crate::control::DeployFailure> for ApiError {
+    fn from(e: crate::control::DeployFailure) -> ApiError {
         match e {
-            crate::control::versions::DeployFailure::Refused(r) => r.into(),
-            crate::control::versions::DeployFailure::Failed(c) => c.into(),
+            crate::control::DeployFailure::Refused(r) => r.into(),
+            crate::control::DeployFailure::Failed(c) => c.into(),
         }
     }
 }

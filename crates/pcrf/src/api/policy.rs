@@ -13,7 +13,7 @@
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::control::versions::{Deployed, VersionView, VersionsPage};
+use crate::control::version_views::{Deployed, VersionView, VersionsPage};
 use crate::control::Control;
 use axum::extract::State;
 use axum::http::StatusCode;
@@ -200,7 +200,7 @@ pub struct VersionsQuery {
 }
 
 fn default_versions_page() -> usize {
-    crate::control::versions::DEFAULT_VERSIONS_PAGE
+    crate::control::version_views::DEFAULT_VERSIONS_PAGE
 }
 
 /// The stored policy versions, newest first: who deployed each, when, why,

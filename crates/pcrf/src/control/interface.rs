@@ -4,7 +4,8 @@
 
 use crate::control::console::{DryRun, PolicyView, SubscriberPage, SubscriberQuery, TestView};
 use crate::control::usage::{UsageChange, UsageView};
-use crate::control::versions::{DeployFailure, Deployed, VersionView, VersionsPage};
+use crate::control::version_views::{Deployed, VersionView, VersionsPage};
+use crate::policy::versions::DeployError;
 use crate::session::GxSession;
 use crate::subscriber::Subscriber;
 use serde::{Deserialize, Serialize};
@@ -356,4 +357,38 @@ pub struct BatchOutcome {
     /// Profiles that existed and were replaced (possibly by the same
     /// profile: an unchanged row is not rewritten by the store).
     pub updated: u64,
+}
+
+/// Why a deployment was not made: refused (422, with the script line) or
+/// failed (the store, a conflict, no such version).
+#[derive(Debug)]
+pub enum DeployFailure {
+    Refused(ReloadError),
+    Failed(ControlError),
+}
+
+impl From<DeployError> for DeployFailure {
+    fn from(e: DeployError) -> DeployFailure {
+        match e {
+            DeployError::Refused(p) => DeployFailure::Refused(ReloadError {
+                line: p.line(),
+                error: p.to_string(),
+            }),
+            e @ DeployError::Conflict(_) => {
+                DeployFailure::Failed(ControlError::Conflict(e.to_string()))
+            }
+            e @ DeployError::NotFound(_) => {
+                DeployFailure::Failed(ControlError::NotFound(e.to_string()))
+            }
+            DeployError::Store(e) => {
+                DeployFailure::Failed(ControlError::Unavailable(e.to_string()))
+            }
+        }
+    }
+}
+
+impl From<crate::store::StoreError> for ControlError {
+    fn from(e: crate::store::StoreError) -> ControlError {
+        ControlError::Unavailable(e.to_string())
+    }
 }

@@ -8,7 +8,9 @@ use crate::control::console::{
 };
 use crate::control::usage::{AccumulatorView, ReportView};
 use crate::control::usage::{UsageChange, UsageView};
-use crate::control::versions::{self, Deploy, DeployFailure, Deployed, VersionView, VersionsPage};
+use crate::control::version_views::{Deployed, VersionView, VersionsPage};
+use crate::control::versions::{self, Deploy};
+use crate::control::DeployFailure;
 use crate::control::{
     Control, ControlError, ReauthOutcome, ReleaseCause, ReleaseOutcome, ReloadError, SessionFilter,
 };

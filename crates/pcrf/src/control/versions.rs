@@ -1,127 +1,22 @@
-//! The policy's stored versions as the API and the console see them: the
-//! list, one version with its text, a diff between two, a deployment or
-//! rollback and which nodes serve it after a short wait. The shapes are
-//! here with the operations that fill them (over `policy::versions`).
+//! The operations on the policy's stored versions (over
+//! `policy::versions`): the list, one version with its text, a diff
+//! between two, a deployment or rollback and which nodes serve it after a
+//! short wait. Their shapes are in `version_views.rs`.
 
-use crate::control::{ControlError, ReloadError};
+use crate::control::version_views::{
+    Adoption, Deployed, VersionView, VersionsPage, MAX_VERSIONS_PAGE,
+};
+use crate::control::{ControlError, DeployFailure};
 use crate::node::Node;
-use crate::policy::versions::{unified_diff, DeployError, PolicyVersions};
+use crate::policy::versions::{unified_diff, PolicyVersions};
 use crate::store::versions::StoredVersion;
-use serde::Serialize;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-
-/// Versions per page unless `?limit=` says otherwise.
-pub const DEFAULT_VERSIONS_PAGE: usize = 50;
-/// The largest page.
-pub const MAX_VERSIONS_PAGE: usize = 500;
 
 /// How long a deployment's answer waits, at most, for the other live
 /// nodes to serve the new version or refuse it (their heartbeat rows say
 /// which); past it they are listed as "pending".
 pub const ADOPTION_WAIT: Duration = Duration::from_secs(5);
-
-/// One stored version.
-#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
-pub struct VersionView {
-    /// 1, 2, 3... in the order deployed; decisions name it
-    /// (`last_decision.policy_version`).
-    pub id: i64,
-    /// The newest version when this one was deployed.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub parent: Option<i64>,
-    /// The script's hash, 16 hex digits (`script_version` in logs and
-    /// decisions).
-    pub hash: String,
-    /// "file" (the policy file: at first start-up, edited, reloaded),
-    /// "token" (the API with a token) or "local" (without one).
-    pub by: String,
-    /// Unix milliseconds.
-    pub at_ms: i64,
-    pub comment: String,
-    /// This node serves it.
-    pub serving: bool,
-    /// The script (one version only, not in lists).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub source: Option<String>,
-}
-
-impl VersionView {
-    fn of(v: StoredVersion, serving: i64, with_source: bool) -> VersionView {
-        VersionView {
-            serving: v.id == serving,
-            source: with_source.then(|| String::from_utf8_lossy(&v.content).into_owned()),
-            id: v.id,
-            parent: v.parent,
-            hash: v.hash,
-            by: v.by,
-            at_ms: v.at_ms,
-            comment: v.comment,
-        }
-    }
-}
-
-/// `GET /v1/policy/versions`.
-#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
-pub struct VersionsPage {
-    /// Newest first.
-    pub versions: Vec<VersionView>,
-    /// The version this node serves.
-    pub serving: i64,
-    /// Pass as `?before=` for the next page; absent on the last one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub next: Option<i64>,
-}
-
-/// One node's answer to a deployment.
-#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
-pub struct Adoption {
-    pub node: String,
-    /// "serving", "refused" (with `reason`; it keeps its version) or
-    /// "pending" (no word within the wait).
-    pub state: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-}
-
-/// A deployment or rollback: the version now serving here, and what the
-/// other live nodes said of it within `ADOPTION_WAIT`.
-#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
-pub struct Deployed {
-    /// Its hash, 16 hex digits (as `PUT /v1/policy` always answered).
-    pub version: String,
-    pub deployed: VersionView,
-    /// Every live node but this one (none on the embedded store).
-    pub nodes: Vec<Adoption>,
-}
-
-/// Why a deployment was not made: refused (422, with the script line) or
-/// failed (the store, a conflict, no such version).
-#[derive(Debug)]
-pub enum DeployFailure {
-    Refused(ReloadError),
-    Failed(ControlError),
-}
-
-impl From<DeployError> for DeployFailure {
-    fn from(e: DeployError) -> DeployFailure {
-        match e {
-            DeployError::Refused(p) => DeployFailure::Refused(ReloadError {
-                line: p.line(),
-                error: p.to_string(),
-            }),
-            e @ DeployError::Conflict(_) => {
-                DeployFailure::Failed(ControlError::Conflict(e.to_string()))
-            }
-            e @ DeployError::NotFound(_) => {
-                DeployFailure::Failed(ControlError::NotFound(e.to_string()))
-            }
-            DeployError::Store(e) => {
-                DeployFailure::Failed(ControlError::Unavailable(e.to_string()))
-            }
-        }
-    }
-}
 
 /// Runs a blocking versions task off the async workers.
 async fn blocking<T: Send + 'static, E: Send + 'static>(
@@ -133,12 +28,6 @@ where
     match tokio::task::spawn_blocking(f).await {
         Ok(r) => r.map_err(ControlError::from),
         Err(e) => Err(ControlError::Internal(format!("versions task failed: {e}"))),
-    }
-}
-
-impl From<crate::store::StoreError> for ControlError {
-    fn from(e: crate::store::StoreError) -> ControlError {
-        ControlError::Unavailable(e.to_string())
     }
 }
 

@@ -15,11 +15,10 @@ pub mod migrations;
 pub mod monitor;
 mod pipeline;
 pub mod profiler;
-mod versions;
+pub mod versions;
 
 pub use monitor::ConnectionMonitor;
 pub use profiler::{ProfileSnapshot, QueryProfiler, QueryStat};
-pub use versions::PostgresVersions;
 
 /// What the API and metrics hold of a PostgreSQL store (both cloneable).
 #[derive(Clone, Debug)]

@@ -29,6 +29,20 @@ pub const DB_FILE: &str = "pcrf.db";
 /// directory would otherwise both believe they own every session.
 const LOCK_FILE: &str = "pcrf.lock";
 
+/// The deployed versions' table (`sqlite_versions`), as migration 6
+/// creates it.
+pub(crate) const VERSIONS_TABLE: &str = "CREATE TABLE deployed_versions (
+        artifact TEXT NOT NULL,
+        id INTEGER NOT NULL,
+        parent INTEGER,
+        hash TEXT NOT NULL,
+        deployed_by TEXT NOT NULL,
+        at_ms INTEGER NOT NULL,
+        comment TEXT NOT NULL,
+        content BLOB NOT NULL,
+        PRIMARY KEY (artifact, id)
+    );";
+
 /// Schema migrations, applied in order; `PRAGMA user_version` is the number
 /// applied. Append only: a released migration never changes.
 const MIGRATIONS: &[&str] = &[
@@ -77,7 +91,7 @@ const MIGRATIONS: &[&str] = &[
     "",
     // 6: the deployed versions of the policy (used in shard 0's file only,
     // see `sqlite_versions`).
-    super::sqlite_versions::TABLE,
+    VERSIONS_TABLE,
 ];
 
 /// The schema version whose migration rewrites JSON records as binary.

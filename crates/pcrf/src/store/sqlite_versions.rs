@@ -12,19 +12,6 @@ use rusqlite::{params, Connection, OptionalExtension};
 use std::path::Path;
 use std::time::Duration;
 
-/// The table, as the embedded store's migration creates it.
-pub(crate) const TABLE: &str = "CREATE TABLE deployed_versions (
-        artifact TEXT NOT NULL,
-        id INTEGER NOT NULL,
-        parent INTEGER,
-        hash TEXT NOT NULL,
-        deployed_by TEXT NOT NULL,
-        at_ms INTEGER NOT NULL,
-        comment TEXT NOT NULL,
-        content BLOB NOT NULL,
-        PRIMARY KEY (artifact, id)
-    );";
-
 /// The versions in one SQLite file.
 pub struct SqliteVersions {
     conn: Mutex<Connection>,
@@ -63,7 +50,8 @@ impl SqliteVersions {
     pub fn in_memory() -> Result<SqliteVersions, StoreError> {
         let ctx = "opening the in-memory versions";
         let conn = Connection::open_in_memory().map_err(|e| db_error(ctx, e))?;
-        conn.execute_batch(TABLE).map_err(|e| db_error(ctx, e))?;
+        conn.execute_batch(super::sqlite::VERSIONS_TABLE)
+            .map_err(|e| db_error(ctx, e))?;
         Ok(SqliteVersions {
             conn: Mutex::new(conn),
         })
