@@ -1839,3 +1839,35 @@ fn deployed_versions_append_in_order_notify_and_refuse_a_stale_parent() {
     assert_eq!(heard, vec!["policy:1".to_string(), "policy:2".to_string()]);
     assert_eq!(v.latest(POLICY).expect("latest").map(|l| l.id), Some(2));
 }
+
+#[test]
+fn deployed_versions_survive_a_lost_connection() {
+    use pcrf::store::postgres::versions::PostgresVersions;
+    use pcrf::store::versions::{NewVersion, VersionStore, POLICY};
+    let db = TestSchema::new();
+    let _store = db.open();
+    let v = PostgresVersions::new(&db.url, Duration::from_secs(5)).expect("versions");
+    let first = NewVersion {
+        artifact: POLICY,
+        parent: None,
+        hash: "h1",
+        by: "file",
+        at_ms: 1,
+        comment: "",
+        content: b"one",
+    };
+    v.append(&first).expect("append").expect("v1");
+    // Its connection ends (a restart or switch-over of the database, an
+    // idle timeout): the next call opens another instead of failing.
+    let pid = db.query_i64(
+        "SELECT pid::BIGINT FROM pg_stat_activity \
+         WHERE application_name = 'pcrf-versions' AND datname = current_database() \
+         ORDER BY backend_start DESC LIMIT 1",
+    );
+    db.terminate(i32::try_from(pid).expect("pid"));
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        v.latest(POLICY).expect("read after the loss").map(|l| l.id),
+        Some(1)
+    );
+}

@@ -76,23 +76,32 @@ impl PostgresVersions {
         Ok(client)
     }
 
-    /// Runs `f` within the timeout; a failure drops the connection, so
-    /// the next call opens another.
-    fn run<T: Send, F>(&self, ctx: &str, f: F) -> Result<T, StoreError>
+    /// Runs the future `f` makes on the connection, within the timeout.
+    /// A connection found closed (the database restarted or switched
+    /// over, an idle timeout) is replaced and `f` runs once more; any
+    /// other failure drops the connection, so the next call opens another.
+    fn run<T: Send, F, Fut>(&self, ctx: &str, f: F) -> Result<T, StoreError>
     where
-        F: std::future::Future<Output = Result<T, tokio_postgres::Error>> + Send,
+        F: Fn(Arc<Client>) -> Fut,
+        Fut: std::future::Future<Output = Result<T, tokio_postgres::Error>> + Send,
     {
-        let result = match block(&self.rt, async {
-            tokio::time::timeout(self.timeout, f).await
-        }) {
-            Ok(Ok(v)) => Ok(v),
-            Ok(Err(e)) => Err(unavailable(ctx, e)),
-            Err(_) => Err(unavailable(ctx, "timed out")),
-        };
-        if result.is_err() {
-            *self.client.lock() = None;
+        let mut retried = false;
+        loop {
+            let client = self.connected(ctx)?;
+            let fut = f(client);
+            let result = block(&self.rt, async {
+                tokio::time::timeout(self.timeout, fut).await
+            });
+            if !matches!(result, Ok(Ok(_))) {
+                *self.client.lock() = None;
+            }
+            match result {
+                Ok(Ok(v)) => return Ok(v),
+                Ok(Err(e)) if e.is_closed() && !retried => retried = true,
+                Ok(Err(e)) => return Err(unavailable(ctx, e)),
+                Err(_) => return Err(unavailable(ctx, "timed out")),
+            }
         }
-        result
     }
 }
 
@@ -100,8 +109,7 @@ impl VersionStore for PostgresVersions {
     fn append(&self, v: &NewVersion<'_>) -> Result<Option<StoredVersion>, StoreError> {
         let (id, parent) = (v.id(), v.parent);
         let ctx = "appending a deployed version";
-        let c = self.connected(ctx)?;
-        let n = self.run(ctx, async {
+        let n = self.run(ctx, |c| async move {
             c.execute(
                 "INSERT INTO deployed_versions
                         (artifact, id, parent, hash, deployed_by, at_ms, comment, content)
@@ -139,8 +147,7 @@ impl VersionStore for PostgresVersions {
         let before = before.unwrap_or(i64::MAX);
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         let ctx = "listing deployed versions";
-        let c = self.connected(ctx)?;
-        self.run(ctx, async {
+        self.run(ctx, |c| async move {
             let rows = c
                 .query(
                     &format!(
@@ -156,8 +163,7 @@ impl VersionStore for PostgresVersions {
 
     fn get(&self, artifact: &str, id: i64) -> Result<Option<StoredVersion>, StoreError> {
         let ctx = "reading a deployed version";
-        let c = self.connected(ctx)?;
-        self.run(ctx, async {
+        self.run(ctx, |c| async move {
             let row = c
                 .query_opt(
                     &format!(
@@ -173,8 +179,7 @@ impl VersionStore for PostgresVersions {
 
     fn latest(&self, artifact: &str) -> Result<Option<StoredVersion>, StoreError> {
         let ctx = "reading the newest deployed version";
-        let c = self.connected(ctx)?;
-        self.run(ctx, async {
+        self.run(ctx, |c| async move {
             let row = c
                 .query_opt(
                     &format!(
@@ -190,8 +195,7 @@ impl VersionStore for PostgresVersions {
 
     fn has_hash(&self, artifact: &str, hash: &str) -> Result<bool, StoreError> {
         let ctx = "looking a deployed version up by hash";
-        let c = self.connected(ctx)?;
-        self.run(ctx, async {
+        self.run(ctx, |c| async move {
             c.query_one(
                 "SELECT EXISTS (SELECT 1 FROM deployed_versions \
                      WHERE artifact = $1 AND hash = $2)",
