@@ -137,7 +137,11 @@ async fn build_node(root: &Path, dir: &Path) -> Services {
     let usage = store.usage_records().expect("usage");
     let node = Services::new(NodeParts {
         cfg: Arc::new(cfg),
-        policy: Arc::new(policy),
+        policy: crate::policy::PolicyVersions::start(
+            Arc::new(policy),
+            Arc::new(crate::store::SqliteVersions::in_memory().expect("versions")),
+        )
+        .expect("policy versions"),
         store: ShardedWriter::single(Box::new(store)).expect("group commit"),
         subscribers,
         sessions,

@@ -115,6 +115,8 @@ pub struct Node {
     pub(crate) subscribers: SubscriberTable,
     pub(crate) sessions: SessionTable,
     pub(crate) policy: Arc<PolicyEngine>,
+    /// The policy's stored versions; `policy` serves one of them.
+    pub(crate) policy_versions: Arc<crate::policy::PolicyVersions>,
     pub(crate) store: ShardedWriter,
     pub(crate) peers: PeerTable,
     /// Congestion level by cell (ECGI, 14 lowercase hex digits).
@@ -170,7 +172,8 @@ pub trait Redecide: Send + Sync {
 /// What start-up hands to the node.
 pub struct NodeParts {
     pub cfg: Arc<Config>,
-    pub policy: Arc<PolicyEngine>,
+    /// The policy's versions and the engine serving one of them.
+    pub policy: Arc<crate::policy::PolicyVersions>,
     pub store: ShardedWriter,
     pub subscribers: Vec<Subscriber>,
     pub sessions: Vec<GxSession>,
@@ -231,7 +234,8 @@ impl Node {
             live: arc_swap::ArcSwap::from_pointee(Live::of(cfg)),
             subscribers: sub_table,
             sessions: session_table,
-            policy: p.policy,
+            policy: p.policy.engine().clone(),
+            policy_versions: p.policy,
             store: p.store,
             peers: p.peers,
             congestion: RwLock::new(HashMap::new()),
@@ -260,6 +264,20 @@ impl Node {
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
     }
+    /// What this node serves of the policy (its heartbeat, `GET /v1/cluster`).
+    pub(crate) fn policy_state(&self) -> crate::cluster::membership::PolicyState {
+        crate::cluster::membership::PolicyState {
+            version: self.policy_versions.serving(),
+            refused: self.policy_versions.refused(),
+        }
+    }
+
+    /// The nodes sharing the store, this one as it is now.
+    pub(crate) fn cluster_view(&self) -> crate::cluster::membership::ClusterView {
+        self.membership
+            .view(self.sessions.len() as u64, self.policy_state())
+    }
+
     pub fn policy(&self) -> &Arc<PolicyEngine> {
         &self.policy
     }

@@ -204,6 +204,17 @@ pub async fn run(
         writer.submit(undeliverable).await?;
     }
     let policy = Arc::new(policy);
+    // The policy's versions live beside the other records, on a
+    // connection of their own.
+    let version_store: Arc<dyn crate::store::VersionStore> = match &cluster_url {
+        Some(url) => Arc::new(crate::store::postgres::versions::PostgresVersions::new(
+            url,
+            cluster_timeout,
+        )?),
+        None => Arc::new(crate::store::SqliteVersions::open(&cfg.store.path)?),
+    };
+    let policy = crate::policy::PolicyVersions::start(policy, version_store)
+        .map_err(|e| StartError::Config(format!("policy versions: {e}")))?;
     let _watcher = if cfg.policy.watch {
         Some(policy.clone().watch()?)
     } else {
@@ -228,6 +239,7 @@ pub async fn run(
     });
     metrics.register(outbox.clone());
     let node = services.node.clone();
+    metrics.register(node.policy_versions.clone());
     let _usage_watcher = watch_usage_file(&node, &cfg);
 
     let mut local = LocalNode::new(cfg.node.origin_host.clone(), cfg.node.origin_realm.clone())
@@ -418,9 +430,15 @@ pub async fn run(
             )),
             tokio::spawn(crate::cluster::provisioning_feed::run(
                 node.clone(),
-                url,
+                url.clone(),
                 cluster_timeout,
                 feed,
+                stop_rx.clone(),
+            )),
+            tokio::spawn(crate::cluster::version_feed::run(
+                node.clone(),
+                url,
+                cluster_timeout,
                 stop_rx.clone(),
             )),
         ],
@@ -577,6 +595,10 @@ fn spawn_reload_on_sighup(
                 }
             }
             let checksum = new.checksum_hex();
+            // An edited policy file becomes the next version (refusals are
+            // logged by reload_file).
+            let versions = node.policy_versions.clone();
+            let _ = tokio::task::spawn_blocking(move || versions.reload_file()).await;
             node.apply_usage_config(usage);
             let restart = node.apply_config(new);
             tracing::info!(%checksum, "configuration reloaded");

@@ -640,6 +640,36 @@ async fn console_in_headless_chromium() {
     let on_disk = std::fs::read_to_string(&p.policy).expect("policy file");
     assert!(on_disk.ends_with("-- deployed from the console test\n"));
 
+    // Roll back to version 1 from the history: its diff, confirmation,
+    // the old script serving again as version 3.
+    click(&c, "#history-table button.rollback").await;
+    wait_for(
+        &c,
+        "document.getElementById('confirm').open",
+        "the rollback dialog",
+    )
+    .await;
+    let diff = text_of(&c, "#confirm-detail").await;
+    assert!(
+        diff.contains("--- version 2") && diff.contains("-- deployed from the console test"),
+        "{diff}"
+    );
+    click(&c, "#confirm-ok").await;
+    wait_for(
+        &c,
+        &format!(
+            "(v => v === {old_version:?} ? v : null)(document.getElementById('running-version').textContent)"
+        ),
+        "the old version serving again",
+    )
+    .await;
+    let history = text_of(&c, "#history-table").await;
+    assert!(history.contains("rollback to version 1"), "{history}");
+    assert_eq!(
+        std::fs::read_to_string(&p.policy).expect("policy file"),
+        source
+    );
+
     // Peers.
     c.goto(&format!("{base}/console/peers"))
         .await
@@ -738,7 +768,9 @@ async fn console_routes_search_and_refuse_broken_deployments() {
     let before = std::fs::read_to_string(&p.policy).expect("policy");
     let (_, running) = api(&p, Method::GET, "/v1/policy", None).await;
     assert_eq!(running["source"], before.as_str());
-    assert_eq!(running["history"][0]["by"], "start-up");
+    assert_eq!(running["id"], 1, "{running}");
+    let (_, versions) = api(&p, Method::GET, "/v1/policy/versions", None).await;
+    assert_eq!(versions["versions"][0]["by"], "file", "{versions}");
     let broken = format!("{before}\nlocal x = = 1\n");
     let (st, err) = api(
         &p,
@@ -756,7 +788,9 @@ async fn console_routes_search_and_refuse_broken_deployments() {
     assert_eq!(std::fs::read_to_string(&p.policy).expect("policy"), before);
     let (_, again) = api(&p, Method::GET, "/v1/policy", None).await;
     assert_eq!(again["version"], running["version"]);
-    assert_eq!(again["history"].as_array().map(Vec::len), Some(1));
+    assert_eq!(again["id"], running["id"]);
+    let (_, versions) = api(&p, Method::GET, "/v1/policy/versions", None).await;
+    assert_eq!(versions["versions"].as_array().map(Vec::len), Some(1));
 
     let (st, r) = api(
         &p,

@@ -1782,7 +1782,9 @@ fn open_sessions_written_before_schema_10_are_found_after_the_upgrade() {
         "SET search_path TO {n};
          DROP INDEX sessions_open_by_ipv6; DROP INDEX sessions_open_by_sub_session;
          ALTER TABLE sessions DROP COLUMN ue_ipv6, DROP COLUMN sub_sessions;
-         DELETE FROM schema_migrations WHERE version = 10;
+         DROP TABLE deployed_versions; DROP FUNCTION pcrf_version_deployed();
+         ALTER TABLE cluster_nodes DROP COLUMN policy_version, DROP COLUMN policy_refused;
+         DELETE FROM schema_migrations WHERE version >= 10;
          SET search_path TO DEFAULT;",
         n = db.name
     ));
@@ -1799,5 +1801,73 @@ fn open_sessions_written_before_schema_10_are_found_after_the_upgrade() {
         st.open_session_ids(&OpenSessionsBy::Ipv6Prefixes(keys))
             .expect("look-up"),
         vec!["gx;old"]
+    );
+}
+
+#[test]
+fn deployed_versions_append_in_order_notify_and_refuse_a_stale_parent() {
+    use pcrf::store::postgres::versions::PostgresVersions;
+    use pcrf::store::versions::{conformance, VersionStore, POLICY};
+    let db = TestSchema::new();
+    let _store = db.open();
+    // Another node's LISTEN hears each version at its commit.
+    let (listener, mut conn) = db
+        .rt
+        .block_on(tokio_postgres::connect(&db.url, tokio_postgres::NoTls))
+        .expect("connect");
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    db.rt.spawn(async move {
+        while let Some(Ok(m)) = std::future::poll_fn(|cx| conn.poll_message(cx)).await {
+            if let tokio_postgres::AsyncMessage::Notification(n) = m {
+                let _ = tx.send(n.payload().to_owned());
+            }
+        }
+    });
+    db.rt
+        .block_on(listener.batch_execute("LISTEN pcrf_versions"))
+        .expect("listen");
+    let v = PostgresVersions::new(&db.url, Duration::from_secs(5)).expect("versions");
+    conformance::versions_append_in_order_and_refuse_a_stale_parent(&v);
+    // The notifications are driven by db.rt: let it run a moment.
+    let mut heard = Vec::new();
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while heard.len() < 2 && Instant::now() < deadline {
+        db.rt
+            .block_on(async { tokio::time::sleep(Duration::from_millis(20)).await });
+        heard.extend(rx.try_iter());
+    }
+    assert_eq!(heard, vec!["policy:1".to_string(), "policy:2".to_string()]);
+    assert_eq!(v.latest(POLICY).expect("latest").map(|l| l.id), Some(2));
+}
+
+#[test]
+fn deployed_versions_survive_a_lost_connection() {
+    use pcrf::store::postgres::versions::PostgresVersions;
+    use pcrf::store::versions::{NewVersion, VersionStore, POLICY};
+    let db = TestSchema::new();
+    let _store = db.open();
+    let v = PostgresVersions::new(&db.url, Duration::from_secs(5)).expect("versions");
+    let first = NewVersion {
+        artifact: POLICY,
+        parent: None,
+        hash: "h1",
+        by: "file",
+        at_ms: 1,
+        comment: "",
+        content: b"one",
+    };
+    v.append(&first).expect("append").expect("v1");
+    // Its connection ends (a restart or switch-over of the database, an
+    // idle timeout): the next call opens another instead of failing.
+    let pid = db.query_i64(
+        "SELECT pid::BIGINT FROM pg_stat_activity \
+         WHERE application_name = 'pcrf-versions' AND datname = current_database() \
+         ORDER BY backend_start DESC LIMIT 1",
+    );
+    db.terminate(i32::try_from(pid).expect("pid"));
+    std::thread::sleep(Duration::from_millis(200));
+    assert_eq!(
+        v.latest(POLICY).expect("read after the loss").map(|l| l.id),
+        Some(1)
     );
 }

@@ -63,6 +63,12 @@ fn node(dir: &Path, store: Box<dyn Store>) -> Services {
         })
         .expect("policy"),
     );
+    // Versions in memory: this node has no store directory of its own.
+    let policy = pcrf::policy::PolicyVersions::start(
+        policy,
+        Arc::new(pcrf::store::SqliteVersions::in_memory().expect("versions")),
+    )
+    .expect("policy versions");
     let mut store = store;
     let subscribers = store.subscribers().expect("subscribers");
     let sessions = store.open_sessions().expect("sessions");

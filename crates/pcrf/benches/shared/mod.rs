@@ -87,6 +87,7 @@ pub fn ccr_u_session(id: String, imsi: String, updated_ms: i64) -> GxSession {
     s.last_decision = Some(std::sync::Arc::new(DecisionRecord {
         input_hash: 0x1234_5678_9abc_def0,
         script_version: 3,
+        policy_version: 0,
         decision,
         inputs: InputsJson::of(&serde_json::json!({
             "subscriber": {"imsi": "001010123456789", "plan": "basic",

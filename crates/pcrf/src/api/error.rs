@@ -82,6 +82,15 @@ impl From<ControlError> for ApiError {
     }
 }
 
+impl From<crate::control::DeployFailure> for ApiError {
+    fn from(e: crate::control::DeployFailure) -> ApiError {
+        match e {
+            crate::control::DeployFailure::Refused(r) => r.into(),
+            crate::control::DeployFailure::Failed(c) => c.into(),
+        }
+    }
+}
+
 impl From<ReloadError> for ApiError {
     fn from(e: ReloadError) -> ApiError {
         ApiError {

@@ -120,6 +120,26 @@ fn routes<C: Control>() -> Vec<Route<C>> {
             compiles: true,
             ..r(Method::PUT, "/v1/policy", put(policy::deploy::<C>))
         },
+        r(
+            Method::GET,
+            "/v1/policy/versions",
+            get(policy::versions::<C>),
+        ),
+        r(
+            Method::GET,
+            "/v1/policy/versions/{id}",
+            get(policy::version::<C>),
+        ),
+        r(
+            Method::GET,
+            "/v1/policy/versions/{a}/diff/{b}",
+            get(policy::diff::<C>),
+        ),
+        r(
+            Method::POST,
+            "/v1/policy/rollback/{id}",
+            post(policy::rollback::<C>),
+        ),
         Route {
             batch: true,
             compiles: true,

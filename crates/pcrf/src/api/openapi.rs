@@ -31,7 +31,8 @@ use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
         subscribers::put_batch, subscribers::put, subscribers::get, subscribers::delete,
         sessions::list, sessions::get, sessions::release, sessions::reauth,
         sessions::of_subscriber, policy::reload, policy::running, policy::deploy,
-        policy::check, policy::test, policy::dry_run, subscribers::search, stats::get, usage::get, usage::topup, usage::reset,
+        policy::check, policy::test, policy::dry_run, policy::versions, policy::version,
+        policy::diff, policy::rollback, subscribers::search, stats::get, usage::get, usage::topup, usage::reset,
         network::put_cell, status::health, status::ready, status::config,
         debug::switch, debug::queries, profile::profile, serve_document, status::metrics,
         notifications::status, cluster::get,
@@ -152,6 +153,7 @@ impl ToSchema for GxSession {
             "properties": {
                 "input_hash": {"type": "integer"},
                 "script_version": {"type": "integer"},
+                "policy_version": {"type": "integer", "description": "The stored policy version that decided (GET /v1/policy/versions/{id}); 0 for decisions made before versions were stored"},
                 "decision": {"$ref": "#/components/schemas/Decision"},
                 "inputs": {"type": "object", "description": "Everything the policy saw"},
                 "at_ms": {"type": "integer", "description": "Unix milliseconds"}

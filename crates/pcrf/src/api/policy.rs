@@ -5,11 +5,15 @@
 //! dry-run (`POST /v1/policy/check`, `/test`, `/dry-run`) and deployed
 //! (`PUT /v1/policy`). The version is a 64-bit hash of the script,
 //! sent as 16 hex digits as the log prints it (a JSON number that large
-//! loses precision in JavaScript and jq).
+//! loses precision in JavaScript and jq). Every deployment is a stored
+//! version with a number (`GET /v1/policy/versions`, one with its script,
+//! a diff between two) and an old one can be deployed again
+//! (`POST /v1/policy/rollback/{id}`).
 
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
-use super::extract::ApiJson;
+use super::extract::{ApiJson, ApiPath, ApiQuery};
+use crate::control::version_views::{Deployed, VersionView, VersionsPage};
 use crate::control::Control;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -83,6 +87,9 @@ pub async fn reload<C: Control>(State(ctl): State<Arc<C>>) -> Result<Json<Reload
 pub struct Draft {
     /// The whole script text.
     pub source: String,
+    /// Why it is deployed, kept with the version (`PUT /v1/policy` only).
+    #[serde(default)]
+    pub comment: String,
 }
 
 /// `POST /v1/policy/test`: the draft, or the running script without one.
@@ -178,30 +185,134 @@ pub async fn dry_run<C: Control>(
     Ok(Json(out).into_response())
 }
 
-/// Deploy a draft: checked as a reload would, written to the policy file,
-/// and serving at once; recorded in the history with who deployed it
-/// ("token" when the API has one, "local" otherwise).
+/// Deploy a draft: checked as a reload would and on its test cases,
+/// recorded as the next stored version with who deployed it ("token"
+/// when the API has one, "local" otherwise) and the comment, written to
+/// the policy file, and serving at once here; on a shared store the other
+/// nodes adopt it, and the answer says which did within a few seconds.
 #[utoipa::path(put, path = "/v1/policy", operation_id = "deployPolicy",
     request_body = Draft,
     responses(
-        (status = 200, description = "The draft is serving", body = Reloaded),
+        (status = 200, description = "The draft is serving", body = Deployed),
+        (status = 409, description = "Another version was deployed meanwhile", body = ErrorBody),
         (status = 422, description = "Refused, with the script line; the old script keeps serving", body = ErrorBody),
+        (status = 503, description = "The store cannot record it", body = ErrorBody),
     ))]
 pub async fn deploy<C: Control>(
     State(ctl): State<Arc<C>>,
     caller: Option<Extension<Caller>>,
     ApiJson(draft): ApiJson<Draft>,
-) -> Result<Json<Reloaded>, ApiError> {
+) -> Result<Json<Deployed>, ApiError> {
     let by = caller.map_or("local", |Extension(c)| c.0);
-    match ctl.deploy_policy(draft.source, by.to_string()).await {
-        Ok(version) => {
-            let version = format!("{version:016x}");
-            tracing::info!(version, by, "policy deployed by API");
-            Ok(Json(Reloaded { version }))
+    match ctl
+        .deploy_policy(draft.source, by.to_string(), draft.comment)
+        .await
+    {
+        Ok(d) => {
+            tracing::info!(version = d.deployed.id, hash = %d.version, by, "policy deployed by API");
+            Ok(Json(d))
         }
         Err(e) => {
-            tracing::warn!(error = %e.error, line = ?e.line, "policy deployment by API refused; old script kept");
+            tracing::warn!(error = ?e, "policy deployment by API refused; old script kept");
             Err(e.into())
         }
     }
+}
+
+/// `GET /v1/policy/versions` paging.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct VersionsQuery {
+    /// Versions older than this id (the previous page's `next`).
+    #[serde(default)]
+    pub before: Option<i64>,
+    /// At most this many (1 to 500; 50 by default).
+    #[serde(default = "default_versions_page")]
+    pub limit: usize,
+}
+
+fn default_versions_page() -> usize {
+    crate::control::version_views::DEFAULT_VERSIONS_PAGE
+}
+
+/// The stored policy versions, newest first: who deployed each, when, why,
+/// its parent, and which one this node serves.
+#[utoipa::path(get, path = "/v1/policy/versions", operation_id = "listPolicyVersions",
+    params(VersionsQuery),
+    responses(
+        (status = 200, description = "A page of versions", body = VersionsPage),
+        (status = 503, description = "The store cannot be read", body = ErrorBody),
+    ))]
+pub async fn versions<C: Control>(
+    State(ctl): State<Arc<C>>,
+    ApiQuery(q): ApiQuery<VersionsQuery>,
+) -> Result<Json<VersionsPage>, ApiError> {
+    Ok(Json(ctl.policy_versions(q.before, q.limit).await?))
+}
+
+/// One stored policy version with its script.
+#[utoipa::path(get, path = "/v1/policy/versions/{id}", operation_id = "getPolicyVersion",
+    params(("id" = i64, Path, description = "Version number")),
+    responses(
+        (status = 200, description = "The version and its script", body = VersionView),
+        (status = 404, description = "No such version", body = ErrorBody),
+    ))]
+pub async fn version<C: Control>(
+    State(ctl): State<Arc<C>>,
+    ApiPath(id): ApiPath<i64>,
+) -> Result<Json<VersionView>, ApiError> {
+    Ok(Json(ctl.policy_version(id).await?))
+}
+
+/// What changed from version `a` to version `b`, as a unified diff
+/// (`text/plain`, as `diff -u` prints it; empty when the scripts are the
+/// same).
+#[utoipa::path(get, path = "/v1/policy/versions/{a}/diff/{b}", operation_id = "diffPolicyVersions",
+    params(
+        ("a" = i64, Path, description = "The older side"),
+        ("b" = i64, Path, description = "The newer side"),
+    ),
+    responses(
+        (status = 200, description = "Unified diff", body = String, content_type = "text/plain"),
+        (status = 404, description = "No such version", body = ErrorBody),
+    ))]
+pub async fn diff<C: Control>(
+    State(ctl): State<Arc<C>>,
+    ApiPath((a, b)): ApiPath<(i64, i64)>,
+) -> Result<Response, ApiError> {
+    let text = ctl.policy_diff(a, b).await?;
+    Ok((
+        [(
+            axum::http::header::CONTENT_TYPE,
+            "text/plain; charset=utf-8",
+        )],
+        text,
+    )
+        .into_response())
+}
+
+/// Deploy version `id`'s script again: a new version whose parent is the
+/// newest, checked as any deployment (its test cases must pass today).
+#[utoipa::path(post, path = "/v1/policy/rollback/{id}", operation_id = "rollbackPolicy",
+    params(("id" = i64, Path, description = "The version to deploy again")),
+    responses(
+        (status = 200, description = "Serving again, as a new version", body = Deployed),
+        (status = 404, description = "No such version", body = ErrorBody),
+        (status = 409, description = "Another version was deployed meanwhile", body = ErrorBody),
+        (status = 422, description = "Refused by its checks; the running script keeps serving", body = ErrorBody),
+    ))]
+pub async fn rollback<C: Control>(
+    State(ctl): State<Arc<C>>,
+    caller: Option<Extension<Caller>>,
+    ApiPath(id): ApiPath<i64>,
+) -> Result<Json<Deployed>, ApiError> {
+    let by = caller.map_or("local", |Extension(c)| c.0);
+    let d = ctl.rollback_policy(id, by.to_string()).await?;
+    tracing::info!(
+        to = id,
+        version = d.deployed.id,
+        by,
+        "policy rolled back by API"
+    );
+    Ok(Json(d))
 }

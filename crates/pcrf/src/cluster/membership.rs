@@ -11,6 +11,7 @@
 
 use crate::metrics::{Exposition, MetricsSource};
 use crate::node::Node;
+use crate::policy::versions::Refusal;
 use parking_lot::RwLock;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -27,6 +28,8 @@ struct Row {
     started_ms: i64,
     sessions: i64,
     age_ms: i64,
+    policy_version: Option<i64>,
+    policy_refused: Option<Refusal>,
 }
 
 /// The table as read at `taken`.
@@ -69,6 +72,21 @@ pub struct NodeView {
     pub sessions: u64,
     /// This is the node that answered.
     pub this_node: bool,
+    /// The stored policy version it serves (`GET /v1/policy/versions`);
+    /// absent before its first heartbeat with one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy_version: Option<i64>,
+    /// The newest version, when it could not load it (it keeps serving
+    /// `policy_version`), and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub policy_refused: Option<Refusal>,
+}
+
+/// What this node serves of the policy, for its heartbeat and its own row.
+#[derive(Clone, Debug, Default)]
+pub struct PolicyState {
+    pub version: i64,
+    pub refused: Option<Refusal>,
 }
 
 /// This node's view of the cluster.
@@ -111,8 +129,9 @@ impl Membership {
     }
 
     /// The nodes as last read (ages advanced to now), or this node alone
-    /// with `sessions` when the store is not shared.
-    pub fn view(&self, sessions: u64) -> ClusterView {
+    /// with `sessions` when the store is not shared; this node's policy
+    /// version is `policy`, as it is now.
+    pub fn view(&self, sessions: u64, policy: PolicyState) -> ClusterView {
         let timeout = self.node_timeout_ms.load(Relaxed);
         let me = |age: Option<u64>, sessions: u64| NodeView {
             name: self.name.clone(),
@@ -122,6 +141,8 @@ impl Membership {
             heartbeat_age_ms: age,
             sessions,
             this_node: true,
+            policy_version: Some(policy.version),
+            policy_refused: policy.refused.clone(),
         };
         let nodes = if !self.shared {
             vec![me(Some(0), sessions)]
@@ -136,6 +157,12 @@ impl Membership {
                             let age = u64::try_from(r.age_ms.max(0))
                                 .unwrap_or(0)
                                 .saturating_add(since);
+                            let this_node = r.name == self.name;
+                            let (policy_version, policy_refused) = if this_node {
+                                (Some(policy.version), policy.refused.clone())
+                            } else {
+                                (r.policy_version, r.policy_refused.clone())
+                            };
                             NodeView {
                                 name: r.name.clone(),
                                 api: r.api.clone(),
@@ -143,7 +170,9 @@ impl Membership {
                                 alive: age < timeout,
                                 heartbeat_age_ms: Some(age),
                                 sessions: u64::try_from(r.sessions).unwrap_or(0),
-                                this_node: r.name == self.name,
+                                this_node,
+                                policy_version,
+                                policy_refused,
                             }
                         })
                         .collect()
@@ -165,17 +194,34 @@ impl MetricsSource for Membership {
         out.gauge(
             "pcrf_cluster_nodes_alive",
             "Nodes whose heartbeat in the shared store is younger than [cluster].node_timeout_ms, as this node last read them (1 on the embedded store).",
-            self.view(0).alive as u64,
+            self.view(0, PolicyState::default()).alive as u64,
         );
     }
 }
 
-const UPSERT: &str = "INSERT INTO cluster_nodes (name, api, started_ms, sessions, heartbeat_at) \
-     VALUES ($1, $2, $3, $4, now()) ON CONFLICT (name) DO UPDATE SET api = excluded.api, \
+const UPSERT: &str = "INSERT INTO cluster_nodes \
+     (name, api, started_ms, sessions, heartbeat_at, policy_version, policy_refused) \
+     VALUES ($1, $2, $3, $4, now(), $5, $6) ON CONFLICT (name) DO UPDATE SET api = excluded.api, \
      started_ms = excluded.started_ms, sessions = excluded.sessions, \
-     heartbeat_at = excluded.heartbeat_at";
+     heartbeat_at = excluded.heartbeat_at, policy_version = excluded.policy_version, \
+     policy_refused = excluded.policy_refused";
 const READ: &str = "SELECT name, api, started_ms, sessions, \
-     (EXTRACT(EPOCH FROM (now() - heartbeat_at)) * 1000)::BIGINT FROM cluster_nodes ORDER BY name";
+     (EXTRACT(EPOCH FROM (now() - heartbeat_at)) * 1000)::BIGINT, policy_version, policy_refused \
+     FROM cluster_nodes ORDER BY name";
+
+/// `policy_refused` as stored: "VERSION REASON".
+fn refused_column(r: &Option<Refusal>) -> Option<String> {
+    r.as_ref().map(|r| format!("{} {}", r.version, r.reason))
+}
+
+fn refusal_of(column: Option<String>) -> Option<Refusal> {
+    let text = column?;
+    let (version, reason) = text.split_once(' ')?;
+    Some(Refusal {
+        version: version.parse().ok()?,
+        reason: reason.to_owned(),
+    })
+}
 
 /// A connection of its own to the database `url` names; the caller drives
 /// it. `purpose` and the node's name become its application name (what
@@ -211,8 +257,19 @@ async fn beat(client: &Client, node: &Node, m: &Membership) -> Result<Vec<Row>, 
     // Memory holds open sessions only (a closed one is dropped at its
     // CCR-T and lives in the store), so this is the open sessions held.
     let sessions = i64::try_from(node.sessions.len()).unwrap_or(i64::MAX);
+    let policy = node.policy_state();
     client
-        .execute(UPSERT, &[&m.name, &m.api(), &m.started_ms, &sessions])
+        .execute(
+            UPSERT,
+            &[
+                &m.name,
+                &m.api(),
+                &m.started_ms,
+                &sessions,
+                &policy.version,
+                &refused_column(&policy.refused),
+            ],
+        )
         .await
         .map_err(|e| e.to_string())?;
     let rows = client.query(READ, &[]).await.map_err(|e| e.to_string())?;
@@ -224,6 +281,8 @@ async fn beat(client: &Client, node: &Node, m: &Membership) -> Result<Vec<Row>, 
                 started_ms: r.try_get(2).map_err(|e| e.to_string())?,
                 sessions: r.try_get(3).map_err(|e| e.to_string())?,
                 age_ms: r.try_get(4).map_err(|e| e.to_string())?,
+                policy_version: r.try_get(5).map_err(|e| e.to_string())?,
+                policy_refused: refusal_of(r.try_get(6).map_err(|e| e.to_string())?),
             })
         })
         .collect()
@@ -303,7 +362,7 @@ mod tests {
     fn alone_on_the_embedded_store_the_node_is_alive() {
         let m = Membership::new("pcrf-a".into(), 7, false, 5000);
         m.set_api("127.0.0.1:8080".into());
-        let v = m.view(3);
+        let v = m.view(3, PolicyState::default());
         assert_eq!((v.store, v.alive, v.nodes.len()), ("sqlite", 1, 1));
         assert_eq!(v.nodes[0].sessions, 3);
         assert!(v.nodes[0].this_node);
@@ -312,17 +371,40 @@ mod tests {
     #[test]
     fn a_stale_heartbeat_is_not_alive() {
         let m = Membership::new("pcrf-a".into(), 7, true, 5000);
-        assert_eq!(m.view(0).alive, 0, "nothing read yet");
+        assert_eq!(
+            m.view(0, PolicyState::default()).alive,
+            0,
+            "nothing read yet"
+        );
         let row = |name: &str, age_ms| Row {
             name: name.into(),
             api: String::new(),
             started_ms: 1,
             sessions: 2,
             age_ms,
+            policy_version: Some(3),
+            policy_refused: refusal_of(Some("4 a test case fails".into())),
         };
         m.record(vec![row("pcrf-a", 10), row("pcrf-b", 6000)]);
-        let v = m.view(0);
+        let v = m.view(
+            0,
+            PolicyState {
+                version: 4,
+                refused: None,
+            },
+        );
         assert_eq!(v.alive, 1);
+        // This node's own version is its live one, the other's as read.
+        assert_eq!(v.nodes[0].policy_version, Some(4));
+        assert_eq!(v.nodes[0].policy_refused, None);
+        assert_eq!(v.nodes[1].policy_version, Some(3));
+        assert_eq!(
+            v.nodes[1].policy_refused,
+            Some(Refusal {
+                version: 4,
+                reason: "a test case fails".into()
+            })
+        );
         assert!(v.nodes[0].alive && v.nodes[0].this_node);
         assert!(!v.nodes[1].alive && !v.nodes[1].this_node);
         assert_eq!(v.nodes[1].sessions, 2);

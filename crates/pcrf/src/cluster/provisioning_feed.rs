@@ -32,7 +32,7 @@ const PAGE: i64 = 1000;
 /// A LISTENing connection and the notifications it received.
 pub struct Listener {
     client: Client,
-    notes: mpsc::UnboundedReceiver<String>,
+    pub(crate) notes: mpsc::UnboundedReceiver<String>,
     _driver: AbortOnDrop,
 }
 
@@ -41,6 +41,17 @@ impl Listener {
     /// here. Start-up opens one before it reads the subscribers, so what
     /// it read and what follows leave no gap.
     pub async fn open(url: &str, timeout: Duration, node: &str) -> Result<Listener, String> {
+        Listener::open_on(url, timeout, node, CHANNEL).await
+    }
+
+    /// As `open`, on `channel` (the deployed versions' feed listens on its
+    /// own).
+    pub(crate) async fn open_on(
+        url: &str,
+        timeout: Duration,
+        node: &str,
+        channel: &str,
+    ) -> Result<Listener, String> {
         let (client, mut conn) = connect(url, timeout, "pcrf-feed", node).await?;
         let (tx, notes) = mpsc::unbounded_channel::<String>();
         let driver = tokio::spawn(async move {
@@ -63,7 +74,7 @@ impl Listener {
         };
         tokio::time::timeout(
             timeout,
-            listener.client.batch_execute(&format!("LISTEN {CHANNEL}")),
+            listener.client.batch_execute(&format!("LISTEN {channel}")),
         )
         .await
         .map_err(|_| "LISTEN timed out".to_string())?

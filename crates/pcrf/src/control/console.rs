@@ -1,11 +1,10 @@
 //! What the operator console asks of the node beyond provisioning and
 //! session control: subscriber search with paging, and the policy
-//! workbench (the running script and its history, a draft checked,
+//! workbench (the running script and its version, a draft checked,
 //! tested or dry-run beside the running script, a deployment). The
 //! answers' shapes are here; `operations.rs` fills them in.
 
 use crate::policy::cases::Report;
-use crate::policy::engine::Deployment;
 use crate::policy::Decision;
 use serde::{Deserialize, Serialize};
 
@@ -71,8 +70,12 @@ pub struct PolicyView {
     /// there is one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cases: Option<String>,
-    /// Versions that served, oldest first.
-    pub history: Vec<Deployment>,
+    /// The stored version serving (`GET /v1/policy/versions` lists them
+    /// all, who deployed each, when and why).
+    pub id: i64,
+    /// The newest stored version, while this node refuses it, and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub refused: Option<crate::policy::versions::Refusal>,
 }
 
 /// One test case's result.

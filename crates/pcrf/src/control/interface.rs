@@ -4,6 +4,8 @@
 
 use crate::control::console::{DryRun, PolicyView, SubscriberPage, SubscriberQuery, TestView};
 use crate::control::usage::{UsageChange, UsageView};
+use crate::control::version_views::{Deployed, VersionView, VersionsPage};
+use crate::policy::versions::DeployError;
 use crate::session::GxSession;
 use crate::subscriber::Subscriber;
 use serde::{Deserialize, Serialize};
@@ -134,14 +136,51 @@ pub trait Control: Send + Sync + 'static {
         async { Err(ControlError::Unavailable("no policy workbench".into())) }
     }
 
-    /// Checks a draft, writes it to the policy file and makes it the
-    /// running script; `by` is who, for the history.
+    /// Checks a draft (test cases included), records it as the next
+    /// stored version, writes it to the policy file and makes it the
+    /// running script; `by` is who, `comment` why.
     fn deploy_policy(
         &self,
         _source: String,
         _by: String,
-    ) -> impl Future<Output = Result<u64, ReloadError>> + Send {
-        async { Err(not_here()) }
+        _comment: String,
+    ) -> impl Future<Output = Result<Deployed, DeployFailure>> + Send {
+        async { Err(DeployFailure::Refused(not_here())) }
+    }
+
+    /// Deploys stored version `id`'s script again, as the next version.
+    fn rollback_policy(
+        &self,
+        _id: i64,
+        _by: String,
+    ) -> impl Future<Output = Result<Deployed, DeployFailure>> + Send {
+        async { Err(DeployFailure::Refused(not_here())) }
+    }
+
+    /// The stored policy versions before `before`, newest first.
+    fn policy_versions(
+        &self,
+        _before: Option<i64>,
+        _limit: usize,
+    ) -> impl Future<Output = Result<VersionsPage, ControlError>> + Send {
+        async { Err(ControlError::Unavailable("no policy versions".into())) }
+    }
+
+    /// One stored policy version with its script.
+    fn policy_version(
+        &self,
+        _id: i64,
+    ) -> impl Future<Output = Result<VersionView, ControlError>> + Send {
+        async { Err(ControlError::Unavailable("no policy versions".into())) }
+    }
+
+    /// The unified diff from stored version `a` to `b`.
+    fn policy_diff(
+        &self,
+        _a: i64,
+        _b: i64,
+    ) -> impl Future<Output = Result<String, ControlError>> + Send {
+        async { Err(ControlError::Unavailable("no policy versions".into())) }
     }
 
     /// The store's query profiler; only the PostgreSQL store has one.
@@ -318,4 +357,38 @@ pub struct BatchOutcome {
     /// Profiles that existed and were replaced (possibly by the same
     /// profile: an unchanged row is not rewritten by the store).
     pub updated: u64,
+}
+
+/// Why a deployment was not made: refused (422, with the script line) or
+/// failed (the store, a conflict, no such version).
+#[derive(Debug)]
+pub enum DeployFailure {
+    Refused(ReloadError),
+    Failed(ControlError),
+}
+
+impl From<DeployError> for DeployFailure {
+    fn from(e: DeployError) -> DeployFailure {
+        match e {
+            DeployError::Refused(p) => DeployFailure::Refused(ReloadError {
+                line: p.line(),
+                error: p.to_string(),
+            }),
+            e @ DeployError::Conflict(_) => {
+                DeployFailure::Failed(ControlError::Conflict(e.to_string()))
+            }
+            e @ DeployError::NotFound(_) => {
+                DeployFailure::Failed(ControlError::NotFound(e.to_string()))
+            }
+            DeployError::Store(e) => {
+                DeployFailure::Failed(ControlError::Unavailable(e.to_string()))
+            }
+        }
+    }
+}
+
+impl From<crate::store::StoreError> for ControlError {
+    fn from(e: crate::store::StoreError) -> ControlError {
+        ControlError::Unavailable(e.to_string())
+    }
 }

@@ -9,6 +9,8 @@ pub mod console;
 mod interface;
 mod operations;
 pub mod usage;
+pub mod version_views;
+pub mod versions;
 
 pub use interface::*;
 pub use operations::Operations;

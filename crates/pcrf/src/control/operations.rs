@@ -8,6 +8,9 @@ use crate::control::console::{
 };
 use crate::control::usage::{AccumulatorView, ReportView};
 use crate::control::usage::{UsageChange, UsageView};
+use crate::control::version_views::{Deployed, VersionView, VersionsPage};
+use crate::control::versions::{self, Deploy};
+use crate::control::DeployFailure;
 use crate::control::{
     Control, ControlError, ReauthOutcome, ReleaseCause, ReleaseOutcome, ReloadError, SessionFilter,
 };
@@ -337,17 +340,23 @@ impl Control for Operations {
     }
 
     async fn reload_policy(&self) -> Result<u64, ReloadError> {
-        let policy = self.node.policy.clone();
-        let res = tokio::task::spawn_blocking(move || policy.reload())
+        let versions = self.node.policy_versions.clone();
+        let res = tokio::task::spawn_blocking(move || versions.reload_file())
             .await
             .map_err(|e| ReloadError {
                 error: format!("reload task failed: {e}"),
                 line: None,
             })?;
-        res.map_err(|e| ReloadError {
-            line: e.line(),
-            error: e.to_string(),
-        })
+        match res {
+            Ok(_) => Ok(self.node.policy.version()),
+            Err(e) => Err(match DeployFailure::from(e) {
+                DeployFailure::Refused(r) => r,
+                DeployFailure::Failed(c) => ReloadError {
+                    error: c.to_string(),
+                    line: None,
+                },
+            }),
+        }
     }
 
     fn set_congestion(&self, cell: &str, level: u32) -> usize {
@@ -451,7 +460,7 @@ impl Control for Operations {
     }
 
     fn cluster(&self) -> Option<crate::cluster::membership::ClusterView> {
-        Some(self.node.membership.view(self.node.sessions.len() as u64))
+        Some(self.node.cluster_view())
     }
 
     fn notifications(&self) -> crate::notify::OutboxStatus {
@@ -534,7 +543,8 @@ impl Control for Operations {
             path: engine.path().display().to_string(),
             source: engine.source().to_string(),
             cases: cases.is_file().then(|| cases.display().to_string()),
-            history: engine.history(),
+            id: self.node.policy_versions.serving(),
+            refused: self.node.policy_versions.refused(),
         })
     }
 
@@ -622,9 +632,33 @@ impl Control for Operations {
         })
     }
 
-    async fn deploy_policy(&self, source: String, by: String) -> Result<u64, ReloadError> {
-        let policy = self.node.policy.clone();
-        blocking(move || policy.deploy(source, &by)).await
+    async fn deploy_policy(
+        &self,
+        source: String,
+        by: String,
+        comment: String,
+    ) -> Result<Deployed, DeployFailure> {
+        versions::deploy(&self.node, Deploy::Source { source, comment }, by).await
+    }
+
+    async fn rollback_policy(&self, id: i64, by: String) -> Result<Deployed, DeployFailure> {
+        versions::deploy(&self.node, Deploy::Rollback(id), by).await
+    }
+
+    async fn policy_versions(
+        &self,
+        before: Option<i64>,
+        limit: usize,
+    ) -> Result<VersionsPage, ControlError> {
+        versions::list(&self.node, before, limit).await
+    }
+
+    async fn policy_version(&self, id: i64) -> Result<VersionView, ControlError> {
+        versions::get(&self.node, id).await
+    }
+
+    async fn policy_diff(&self, a: i64, b: i64) -> Result<String, ControlError> {
+        versions::diff(&self.node, a, b).await
     }
 
     fn query_profiler(&self) -> Option<QueryProfiler> {

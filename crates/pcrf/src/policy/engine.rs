@@ -50,6 +50,9 @@ pub struct Outcome {
     /// The script version that decided; 0 when the fallback answered, so a
     /// fallback is never reused by the memo and is retried next time.
     pub script_version: u64,
+    /// The deployed version (the store's number, see `policy::versions`)
+    /// serving when it was decided; 0 before the first is recorded.
+    pub policy_version: u64,
     /// With `Ran::Fallback`: the Lua error and traceback (log it with the
     /// Session-Id).
     pub error: Option<String>,
@@ -70,6 +73,7 @@ impl Outcome {
         DecisionRecord {
             input_hash: self.input_hash,
             script_version: self.script_version,
+            policy_version: self.policy_version,
             decision: self.decision,
             inputs: match self.inputs {
                 Some(json) => json,
@@ -83,7 +87,11 @@ impl Outcome {
 
 /// The script serving now.
 struct Script {
+    /// Its hash.
     version: u64,
+    /// The deployed version it is (`policy::versions`); 0 until one is
+    /// recorded.
+    id: u64,
     source: Arc<str>,
 }
 
@@ -107,46 +115,6 @@ pub struct PolicyEngine {
     script: ArcSwap<Script>,
     reload_lock: Mutex<()>,
     stats: PolicyStats,
-    history: History,
-}
-
-/// How many deployed versions [`PolicyEngine::history`] keeps.
-pub const HISTORY_LEN: usize = 50;
-
-/// One version that became the running script.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
-pub struct Deployment {
-    /// 16 hex digits, as logged.
-    #[serde(with = "crate::policy::record::hex_u64")]
-    pub version: u64,
-    /// Unix milliseconds.
-    pub at_ms: i64,
-    /// "start-up", "file" (the watcher or `POST /v1/policy/reload`), or
-    /// who deployed it through the API ("token" or "local").
-    pub by: String,
-}
-
-/// The last [`HISTORY_LEN`] deployments, in memory (a restart starts a
-/// new history with its "start-up" entry).
-#[derive(Default)]
-struct History(Mutex<std::collections::VecDeque<Deployment>>);
-
-impl History {
-    fn record(&self, version: u64, by: &str) {
-        let mut h = self.0.lock();
-        if h.len() >= HISTORY_LEN {
-            h.pop_front();
-        }
-        h.push_back(Deployment {
-            version,
-            at_ms: jiff::Timestamp::now().as_millisecond(),
-            by: by.to_string(),
-        });
-    }
-
-    fn list(&self) -> Vec<Deployment> {
-        self.0.lock().iter().cloned().collect()
-    }
 }
 
 impl PolicyEngine {
@@ -156,7 +124,6 @@ impl PolicyEngine {
         let engine = PolicyEngine::from_source(config, source)?;
         let version = engine.version();
         tracing::info!(path = %engine.path.display(), version = format_args!("{version:016x}"), "policy loaded");
-        engine.history.record(version, "start-up");
         Ok(engine)
     }
 
@@ -182,11 +149,11 @@ impl PolicyEngine {
             },
             script: ArcSwap::from_pointee(Script {
                 version,
+                id: 0,
                 source: source.into(),
             }),
             reload_lock: Mutex::new(()),
             stats: PolicyStats::default(),
-            history: History::default(),
         })
     }
 
@@ -206,33 +173,54 @@ impl PolicyEngine {
         )
     }
 
-    /// Makes `source` the running script and writes it to the policy file
-    /// (whole, through a rename, so the file watcher never reads half of
-    /// it); `by` is who deployed it, for the history. Checked first: a
-    /// script that a reload would refuse changes neither the file nor the
-    /// script serving. The file watcher's reload that follows finds the
-    /// version unchanged.
-    pub fn deploy(&self, source: String, by: &str) -> Result<u64, PolicyError> {
+    /// Makes `source` the running script as deployed version `id`, and
+    /// writes it to the policy file (whole, through a rename, so the file
+    /// watcher never reads half of it; the reload that follows finds the
+    /// script unchanged). Checked first: a script that does not compile or
+    /// fails the sample inputs changes neither the file nor the script
+    /// serving. Returns its hash.
+    pub fn install(&self, source: String, id: u64) -> Result<u64, PolicyError> {
         let _one_at_a_time = self.reload_lock.lock();
         let version = memo::script_version(&source);
-        validate(&source, &self.chunk, self.limits, version)?;
-        let tmp = self.path.with_extension("lua.deploying");
-        let io = |source| PolicyError::Io {
-            path: self.path.clone(),
-            source,
-        };
-        std::fs::write(&tmp, &source).map_err(io)?;
-        std::fs::rename(&tmp, &self.path).map_err(io)?;
-        if version != self.script.load().version {
+        let current = self.script.load();
+        if version != current.version {
+            if let Err(e) = validate(&source, &self.chunk, self.limits, version) {
+                PolicyStats::bump(&self.stats.reload_failures);
+                return Err(e);
+            }
+        }
+        if self.read_file().ok().as_deref() != Some(source.as_str()) {
+            let tmp = self.path.with_extension("lua.deploying");
+            let io = |source| PolicyError::Io {
+                path: self.path.clone(),
+                source,
+            };
+            std::fs::write(&tmp, &source).map_err(io)?;
+            std::fs::rename(&tmp, &self.path).map_err(io)?;
+        }
+        if version != current.version || id != current.id {
             self.script.store(Arc::new(Script {
                 version,
+                id,
                 source: source.into(),
             }));
-            self.history.record(version, by);
         }
-        PolicyStats::bump(&self.stats.reloads);
-        tracing::info!(path = %self.path.display(), version = format_args!("{version:016x}"), by, "policy deployed");
+        if version != current.version {
+            PolicyStats::bump(&self.stats.reloads);
+        }
+        tracing::info!(path = %self.path.display(), version = format_args!("{version:016x}"), id, "policy installed");
         Ok(version)
+    }
+
+    /// The policy file's text now.
+    pub fn read_file(&self) -> Result<String, PolicyError> {
+        read(&self.path)
+    }
+
+    /// Counts a script refused before it reached `install` (its test
+    /// cases failed), with the refused reloads.
+    pub(crate) fn count_refusal(&self) {
+        PolicyStats::bump(&self.stats.reload_failures);
     }
 
     /// The text of the script serving now.
@@ -240,10 +228,10 @@ impl PolicyEngine {
         self.script.load().source.clone()
     }
 
-    /// The versions that served, oldest first (the most recent
-    /// [`HISTORY_LEN`]).
-    pub fn history(&self) -> Vec<Deployment> {
-        self.history.list()
+    /// The deployed version serving now (`policy::versions`); 0 until
+    /// one is recorded.
+    pub fn id(&self) -> u64 {
+        self.script.load().id
     }
 
     /// Decides for `input`, or reuses `prev` when neither the input nor the
@@ -264,6 +252,7 @@ impl PolicyEngine {
                     ran: Ran::Memo,
                     input_hash: prev.input_hash,
                     script_version: script.version,
+                    policy_version: script.id,
                     error: None,
                     inputs: None,
                     bounds: None,
@@ -281,6 +270,7 @@ impl PolicyEngine {
                 ran: Ran::Memo,
                 input_hash,
                 script_version: script.version,
+                policy_version: script.id,
                 error: None,
                 inputs: None,
                 bounds: None,
@@ -300,6 +290,7 @@ impl PolicyEngine {
                     ran: Ran::Lua,
                     input_hash,
                     script_version: script.version,
+                    policy_version: script.id,
                     error: None,
                     inputs: Some(inputs),
                     bounds,
@@ -313,6 +304,7 @@ impl PolicyEngine {
                     ran: Ran::Fallback,
                     input_hash,
                     script_version: 0,
+                    policy_version: script.id,
                     error: Some(format!("script {:016x}: {e}", script.version)),
                     inputs: Some(inputs),
                     bounds: None,
@@ -335,35 +327,6 @@ impl PolicyEngine {
     ) -> Result<(Decision, Vec<Notification>), PolicyError> {
         let script = self.script.load();
         self.run(&script, input)
-    }
-
-    /// Re-reads the file, validates it, and only then makes it current. On
-    /// any error the old script keeps serving. Returns the version now serving.
-    pub fn reload(&self) -> Result<u64, PolicyError> {
-        let _one_at_a_time = self.reload_lock.lock();
-        let result = read(&self.path).and_then(|source| {
-            let version = memo::script_version(&source);
-            if version != self.script.load().version {
-                validate(&source, &self.chunk, self.limits, version)?;
-                self.script.store(Arc::new(Script {
-                    version,
-                    source: source.into(),
-                }));
-                self.history.record(version, "file");
-            }
-            Ok(version)
-        });
-        match &result {
-            Ok(version) => {
-                PolicyStats::bump(&self.stats.reloads);
-                tracing::info!(path = %self.path.display(), version = format_args!("{version:016x}"), "policy reloaded");
-            }
-            Err(e) => {
-                PolicyStats::bump(&self.stats.reload_failures);
-                tracing::error!(path = %self.path.display(), error = %e, "policy reload refused, previous script keeps serving");
-            }
-        }
-        result
     }
 
     /// Version of the script serving now.
@@ -507,7 +470,6 @@ pub fn sample_inputs() -> Vec<(&'static str, PolicyInput)> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use std::time::{Duration, Instant};
 
     /// A policy file in its own temp dir, removed on drop.
     struct Script {
@@ -523,13 +485,6 @@ mod tests {
             let path = dir.join("policy.lua");
             std::fs::write(&path, source).expect("write policy");
             Script { dir, path }
-        }
-
-        fn write(&self, source: &str) {
-            // Replace by rename, as deploy tools and editors do.
-            let tmp = self.dir.join("policy.lua.tmp");
-            std::fs::write(&tmp, source).expect("write policy");
-            std::fs::rename(&tmp, &self.path).expect("rename policy");
         }
     }
 
@@ -804,54 +759,64 @@ mod tests {
     }
 
     #[test]
-    fn reload_swaps_good_and_refuses_broken() {
+    fn install_swaps_good_and_refuses_broken() {
         let s = Script::new("reload", &rule_is("v1"));
         let e = engine(&s);
         let v1 = e.version();
+        assert_eq!(e.id(), 0, "no deployed version yet");
         assert_eq!(
             e.decide(&input(), None).decision.rules,
             vec!["v1".to_string()]
         );
 
-        s.write(&rule_is("v2"));
-        let v2 = e.reload().expect("good script reloads");
+        let v2 = e.install(rule_is("v2"), 2).expect("good script installs");
         assert_ne!(v1, v2);
-        assert_eq!(e.version(), v2);
+        assert_eq!((e.version(), e.id()), (v2, 2));
         assert_eq!(
-            e.decide(&input(), None).decision.rules,
-            vec!["v2".to_string()]
+            std::fs::read_to_string(&s.path).expect("file"),
+            rule_is("v2")
         );
+        let out = e.decide(&input(), None);
+        assert_eq!(out.decision.rules, vec!["v2".to_string()]);
+        assert_eq!(out.policy_version, 2, "the decision names its version");
 
         // Syntax error: refused with its line, v2 keeps serving.
-        s.write("function decide(input)\n  return {\nend\n");
-        let err = e.reload().expect_err("broken script refused");
+        let err = e
+            .install("function decide(input)\n  return {\nend\n".into(), 3)
+            .expect_err("broken script refused");
         assert_eq!(err.line(), Some(3), "{err}");
-        assert_eq!(e.version(), v2);
+        assert_eq!((e.version(), e.id()), (v2, 2));
         assert_eq!(
-            e.decide(&input(), None).decision.rules,
-            vec!["v2".to_string()]
+            std::fs::read_to_string(&s.path).expect("file"),
+            rule_is("v2")
         );
 
         // Runtime error on the sample input: refused too.
-        s.write("function decide(input)\n  return { rules = { input.nothing.here } }\nend\n");
-        let err = e.reload().expect_err("script failing the sample refused");
+        let err = e
+            .install(
+                "function decide(input)\n  return { rules = { input.nothing.here } }\nend\n".into(),
+                3,
+            )
+            .expect_err("script failing the sample refused");
         assert!(err.to_string().contains("sample input"), "{err}");
         assert_eq!(err.line(), Some(2), "{err}");
 
         // No decide at all.
-        s.write("function decid(input) return {} end\n");
-        assert!(e.reload().is_err());
-
-        // Missing file.
-        std::fs::remove_file(&s.path).expect("rm");
-        assert!(matches!(e.reload(), Err(PolicyError::Io { .. })));
+        assert!(e
+            .install("function decid(input) return {} end\n".into(), 3)
+            .is_err());
         assert_eq!(
             e.decide(&input(), None).decision.rules,
             vec!["v2".to_string()]
         );
 
+        // The same script under a new number (a rollback to it) only
+        // renames what serves.
+        assert_eq!(e.install(rule_is("v2"), 4).expect("same"), v2);
+        assert_eq!(e.id(), 4);
+
         let st = e.stats();
-        assert_eq!((st.reloads, st.reload_failures), (1, 4));
+        assert_eq!((st.reloads, st.reload_failures), (1, 3));
         assert_eq!(st.script_version, v2);
     }
 
@@ -894,12 +859,11 @@ mod tests {
             })
             .collect();
         for i in 0..20 {
-            s.write(&rule_is(if i % 2 == 0 { "b" } else { "a" }));
-            e.reload().expect("reload");
+            e.install(rule_is(if i % 2 == 0 { "b" } else { "a" }), i)
+                .expect("install");
             if i % 5 == 0 {
                 // A broken one in between changes nothing.
-                s.write("function decide(");
-                assert!(e.reload().is_err());
+                assert!(e.install("function decide(".into(), i).is_err());
             }
         }
         stop.store(true, Ordering::Relaxed);
@@ -907,31 +871,5 @@ mod tests {
             assert!(w.join().expect("worker ran") > 0);
         }
         assert_eq!(e.stats().errors, 0);
-    }
-
-    #[test]
-    fn watcher_reloads_on_change_and_keeps_old_on_error() {
-        let s = Script::new("watch", &rule_is("before"));
-        let e = Arc::new(engine(&s));
-        let _guard = e.clone().watch().expect("watch");
-        let wait_for = |want: &str| {
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if e.decide(&input(), None).decision.rules[0] == want {
-                    return true;
-                }
-                std::thread::sleep(Duration::from_millis(50));
-            }
-            false
-        };
-        s.write(&rule_is("after"));
-        assert!(wait_for("after"), "watcher did not reload");
-        s.write("this is not lua");
-        let deadline = Instant::now() + Duration::from_secs(10);
-        while e.stats().reload_failures == 0 && Instant::now() < deadline {
-            std::thread::sleep(Duration::from_millis(50));
-        }
-        assert!(e.stats().reload_failures >= 1);
-        assert_eq!(e.decide(&input(), None).decision.rules[0], "after");
     }
 }

@@ -16,13 +16,14 @@ pub mod record;
 pub mod sandbox;
 pub mod stats;
 pub mod validity;
+pub mod versions;
 mod watchdog;
-pub mod watcher;
 
+pub use crate::file_watch::WatcherGuard;
 pub use decision::Decision;
 pub use engine::{EngineConfig, Outcome, PolicyEngine, Ran};
 pub use error::PolicyError;
 pub use input::PolicyInput;
 pub use sandbox::{Limits, Notification};
 pub use stats::StatsSnapshot;
-pub use watcher::WatcherGuard;
+pub use versions::PolicyVersions;

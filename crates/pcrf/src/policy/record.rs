@@ -16,6 +16,11 @@ pub struct DecisionRecord {
     pub input_hash: u64,
     #[serde(with = "hex_u64")]
     pub script_version: u64,
+    /// The deployed version serving when it was decided (the store's
+    /// number, `GET /v1/policy/versions/{id}`); 0 in records made before
+    /// versions were stored.
+    #[serde(default)]
+    pub policy_version: u64,
     pub decision: Decision,
     pub inputs: InputsJson,
     /// Unix milliseconds.

@@ -307,6 +307,7 @@ mod tests {
         let record = |hash: u64, rules: Vec<String>| DecisionRecord {
             input_hash: hash,
             script_version: 1,
+            policy_version: 0,
             decision: Decision {
                 rules,
                 ..Default::default()
@@ -371,6 +372,7 @@ mod tests {
         s.last_decision = Some(std::sync::Arc::new(DecisionRecord {
             input_hash: u64::MAX,
             script_version: 0x0123_4567_89ab_cdef,
+            policy_version: 0,
             decision: Decision::default(),
             inputs: InputsJson::null(),
             at_ms: 5,

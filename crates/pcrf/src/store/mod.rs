@@ -24,6 +24,8 @@ pub mod shard;
 mod sharded_writer;
 pub mod sqlite;
 pub mod sqlite_layout;
+pub mod sqlite_versions;
+pub mod versions;
 
 #[cfg(test)]
 mod crash_test;
@@ -35,3 +37,5 @@ pub use config::{Durability, StoreConfig, StoreKind};
 pub use group_commit::{GroupCommit, GroupCommitOptions, GroupCommitStats, Pending, Slot};
 pub use sharded_writer::ShardedWriter;
 pub use sqlite::SqliteStore;
+pub use sqlite_versions::SqliteVersions;
+pub use versions::{NewVersion, StoredVersion, VersionStore};

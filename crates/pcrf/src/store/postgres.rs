@@ -15,6 +15,7 @@ pub mod migrations;
 pub mod monitor;
 mod pipeline;
 pub mod profiler;
+pub mod versions;
 
 pub use monitor::ConnectionMonitor;
 pub use profiler::{ProfileSnapshot, QueryProfiler, QueryStat};

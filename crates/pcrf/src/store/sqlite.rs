@@ -29,6 +29,20 @@ pub const DB_FILE: &str = "pcrf.db";
 /// directory would otherwise both believe they own every session.
 const LOCK_FILE: &str = "pcrf.lock";
 
+/// The deployed versions' table (`sqlite_versions`), as migration 7
+/// creates it.
+pub(crate) const VERSIONS_TABLE: &str = "CREATE TABLE deployed_versions (
+        artifact TEXT NOT NULL,
+        id INTEGER NOT NULL,
+        parent INTEGER,
+        hash TEXT NOT NULL,
+        deployed_by TEXT NOT NULL,
+        at_ms INTEGER NOT NULL,
+        comment TEXT NOT NULL,
+        content BLOB NOT NULL,
+        PRIMARY KEY (artifact, id)
+    );";
+
 /// Schema migrations, applied in order; `PRAGMA user_version` is the number
 /// applied. Append only: a released migration never changes.
 const MIGRATIONS: &[&str] = &[
@@ -79,6 +93,9 @@ const MIGRATIONS: &[&str] = &[
     // by `sqlite_layout` at start): a file of another store copied in, or
     // renamed to another shard's name, is refused instead of read.
     "CREATE TABLE store_identity (store TEXT NOT NULL, shard INTEGER NOT NULL);",
+    // 7: the deployed versions of the policy (used in shard 0's file only,
+    // see `sqlite_versions`).
+    VERSIONS_TABLE,
 ];
 
 /// The schema version whose migration rewrites JSON records as binary.
@@ -182,7 +199,7 @@ impl std::fmt::Debug for SqliteStore {
 
 /// Turns a SQLite error into the store's error, keeping SQLite's message
 /// and saying what we were doing; disk full and corruption are named.
-fn db_error(context: &str, e: rusqlite::Error) -> StoreError {
+pub(crate) fn db_error(context: &str, e: rusqlite::Error) -> StoreError {
     match e.sqlite_error_code() {
         Some(ErrorCode::DiskFull) => StoreError::Unavailable(format!("{context}: disk full: {e}")),
         Some(ErrorCode::DatabaseCorrupt) | Some(ErrorCode::NotADatabase) => {

@@ -1,8 +1,9 @@
-// The policy workbench: the running script and its history, an editor whose
-// draft the server compiles and checks (errors with their line), the
-// policy's test cases run on the draft, a dry run of the draft beside the
-// running script for one subscriber, and deployment with a diff against
-// the running version, confirmed first.
+// The policy workbench: the running script and its stored versions (who,
+// when, why; each can be rolled back to after its diff is confirmed), an
+// editor whose draft the server compiles and checks (errors with their
+// line), the policy's test cases run on the draft, a dry run of the draft
+// beside the running script for one subscriber, and deployment with a
+// diff against the running version, confirmed first.
 'use strict';
 
 let running = null;
@@ -187,19 +188,40 @@ async function deploy() {
   }
 }
 
-function renderRunning() {
+async function rollback(id) {
+  try {
+    const headers = {};
+    if (token()) headers.Authorization = 'Bearer ' + token();
+    const r = await fetch(`/v1/policy/versions/${running.id}/diff/${id}`, { headers, credentials: 'omit', cache: 'no-store' });
+    const diff = r.ok ? await r.text() : '';
+    if (!(await confirmAction(`Roll back to version ${id}? Its script is checked and deployed as a new version.`, diff))) return;
+    const d = await api('POST', `/v1/policy/rollback/${id}`);
+    fill('check-result', el('p', { class: 'good', id: 'deployed', text: `Rolled back: version ${d.deployed.id} (${d.version}) is serving.` }));
+    await load(true);
+  } catch (e) {
+    showError(e);
+  }
+}
+
+async function renderRunning() {
+  // Read first, so the running version and the table change together.
+  const page = await api('GET', '/v1/policy/versions');
   fill('running',
-    el('span', {}, 'running ', el('code', { id: 'running-version', text: running.version })),
+    el('span', {}, 'running ', el('code', { id: 'running-version', text: running.version }), ` (version ${running.id})`),
     el('span', {}, 'file ', el('code', { text: running.path })),
-    el('span', {}, 'cases ', el('code', { text: running.cases || 'none' })));
-  const rows = running.history.slice().reverse().map((h) => [el('code', { text: h.version }), fmtTime(h.at_ms), h.by]);
-  fill('history', table(['version', 'when', 'by'], rows, { id: 'history-table' }));
+    el('span', {}, 'cases ', el('code', { text: running.cases || 'none' })),
+    running.refused ? el('span', { class: 'bad' }, `version ${running.refused.version} refused here: ${running.refused.reason}`) : '');
+  const rows = page.versions.map((v) => [
+    String(v.id), el('code', { text: v.hash }), fmtTime(v.at_ms), v.by, v.comment,
+    v.serving ? 'serving' : el('button', { type: 'button', class: 'rollback', text: 'Roll back…', onclick: () => rollback(v.id) }),
+  ]);
+  fill('history', table(['version', 'script', 'when', 'by', 'comment', ''], rows, { id: 'history-table' }));
 }
 
 async function load(intoEditor) {
   try {
     running = await api('GET', '/v1/policy');
-    renderRunning();
+    await renderRunning();
     if (intoEditor) document.getElementById('editor').value = running.source;
     status('');
   } catch (e) {

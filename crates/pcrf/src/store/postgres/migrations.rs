@@ -195,6 +195,42 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
     CREATE INDEX sessions_open_by_sub_session ON sessions USING GIN (sub_sessions)
         WHERE state = 'open' AND sub_sessions IS NOT NULL;",
     ),
+    (
+        11,
+        "deployed versions of the policy, and the version each node serves",
+        // The content is BYTEA: the store keeps the bytes it is handed.
+        // A node whose check refused the newest version says why in its
+        // heartbeat row (`policy_refused`), for `GET /v1/cluster` and the
+        // deploying node's answer.
+        "CREATE TABLE deployed_versions (
+        artifact TEXT NOT NULL,
+        id BIGINT NOT NULL,
+        parent BIGINT,
+        hash TEXT NOT NULL,
+        deployed_by TEXT NOT NULL,
+        at_ms BIGINT NOT NULL,
+        comment TEXT NOT NULL,
+        content BYTEA NOT NULL,
+        PRIMARY KEY (artifact, id)
+    );
+    ALTER TABLE cluster_nodes ADD COLUMN policy_version BIGINT;
+    ALTER TABLE cluster_nodes ADD COLUMN policy_refused TEXT;",
+    ),
+    (
+        12,
+        "deployed versions notified to every node (PostgreSQL only)",
+        // In the writing transaction, so delivered at its commit:
+        // "artifact:id". Where there is no NOTIFY the nodes find a new
+        // version by polling (cluster/version_feed.rs).
+        "CREATE FUNCTION pcrf_version_deployed() RETURNS trigger AS $$
+    BEGIN
+        PERFORM pg_notify('pcrf_versions', NEW.artifact || ':' || NEW.id);
+        RETURN NULL;
+    END;
+    $$ LANGUAGE plpgsql;
+    CREATE TRIGGER deployed_versions_inserted AFTER INSERT ON deployed_versions
+        FOR EACH ROW EXECUTE FUNCTION pcrf_version_deployed();",
+    ),
 ];
 
 /// The version that adds `ue_ipv6` and `sub_sessions` (filled in for the
@@ -305,6 +341,7 @@ pub const POSTGRES_STORAGE_ONLY: &[(i32, Needs)] = &[
     (4, Needs::Postgres),
     // LISTEN/NOTIFY: the other databases have no notifications to send.
     (9, Needs::Postgres),
+    (12, Needs::Postgres),
 ];
 
 /// Whether the server is PostgreSQL itself.

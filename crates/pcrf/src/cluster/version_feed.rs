@@ -1,0 +1,79 @@
+//! A policy version deployed through any node, served by every node. The
+//! insert of a version NOTIFYs `pcrf_versions` in its transaction (schema
+//! 12), so it is heard when it commits; each node then checks the newest
+//! stored version (compile, sample inputs, test cases) and installs it,
+//! or keeps its own and says why (`GET /v1/cluster`, its heartbeat row,
+//! `pcrf_policy_version_refused`). As with the provisioning feed, a
+//! notification sent while the connection was down is lost: after every
+//! (re)connection, and every `POLL` while listening (a database without
+//! NOTIFY), the newest version is compared with the one serving.
+
+use crate::cluster::provisioning_feed::Listener;
+use crate::node::Node;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// The channel the versions' trigger notifies.
+pub const CHANNEL: &str = "pcrf_versions";
+
+/// How often the newest version is compared while nothing is notified.
+pub const POLL: Duration = Duration::from_secs(10);
+
+/// Compares the newest stored version with the one serving (off the async
+/// workers: the check runs Lua).
+async fn adopt(node: &Arc<Node>) {
+    let versions = node.policy_versions.clone();
+    match tokio::task::spawn_blocking(move || versions.adopt_newest()).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "reading the newest policy version failed"),
+        Err(e) => tracing::error!(error = %e, "policy adoption task failed"),
+    }
+}
+
+/// Adopts versions as they are deployed until `stop`; reconnects with a
+/// backoff of up to 5 s when the connection is lost.
+pub async fn run(
+    node: Arc<Node>,
+    url: String,
+    timeout: Duration,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+) {
+    let mut backoff = Duration::from_millis(100);
+    loop {
+        match Listener::open_on(&url, timeout, &node.me.origin_host, CHANNEL).await {
+            Ok(mut l) => {
+                backoff = Duration::from_millis(100);
+                adopt(&node).await;
+                loop {
+                    tokio::select! {
+                        note = l.notes.recv() => {
+                            if note.is_none() {
+                                tracing::warn!("policy version feed lost; reconnecting");
+                                break;
+                            }
+                            // Whatever else is queued is covered by this read.
+                            while l.notes.try_recv().is_ok() {}
+                            adopt(&node).await;
+                        }
+                        _ = tokio::time::sleep(POLL) => adopt(&node).await,
+                        changed = stop.changed() => {
+                            if changed.is_err() || *stop.borrow() {
+                                return;
+                            }
+                        }
+                    }
+                }
+            }
+            Err(e) => tracing::debug!(error = %e, "policy version feed: cannot listen; retrying"),
+        }
+        tokio::select! {
+            _ = tokio::time::sleep(backoff) => {}
+            changed = stop.changed() => {
+                if changed.is_err() || *stop.borrow() {
+                    return;
+                }
+            }
+        }
+        backoff = (backoff * 2).min(Duration::from_secs(5));
+    }
+}

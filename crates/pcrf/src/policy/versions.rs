@@ -1,0 +1,563 @@
+//! The policy as a versioned artifact of the store: every deployment
+//! (through the API, a rollback, an edited policy file) is checked —
+//! compiled, the built-in sample inputs, the test cases beside the script
+//! — then recorded as the next version (who, when, why, the version it
+//! replaced) and only then installed. The newest stored version is the
+//! one every node serves: a node on a shared store adopts a newer one
+//! after the same checks (`cluster::version_feed`), or keeps its own and
+//! says why (`refused`). The policy file stays a way to deploy and is
+//! rewritten with each version installed, so the file always holds what
+//! serves.
+
+use super::cases;
+use super::engine::PolicyEngine;
+use super::error::PolicyError;
+use crate::file_watch::{watch_file, WatcherGuard};
+use crate::metrics::{Exposition, MetricsSource};
+use crate::store::versions::{NewVersion, StoredVersion, VersionStore, POLICY};
+use crate::store::StoreError;
+use parking_lot::{Mutex, RwLock};
+use std::sync::Arc;
+
+/// Why a deployment did not happen.
+#[derive(Debug, thiserror::Error)]
+pub enum DeployError {
+    /// The script does not load, or fails its sample inputs or test cases.
+    #[error("{0}")]
+    Refused(PolicyError),
+    /// Another deployment was recorded first (on this or another node).
+    #[error("version {0} was deployed meanwhile; deploy again on top of it")]
+    Conflict(i64),
+    /// No such version.
+    #[error("no policy version {0}")]
+    NotFound(i64),
+    #[error("{0}")]
+    Store(#[from] StoreError),
+}
+
+/// The newest stored version this node could not load, and why; it keeps
+/// serving the version it had.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct Refusal {
+    pub version: i64,
+    pub reason: String,
+}
+
+/// The policy's versions and the engine that serves one of them.
+pub struct PolicyVersions {
+    engine: Arc<PolicyEngine>,
+    store: Arc<dyn VersionStore>,
+    /// One deployment, file reload or adoption at a time on this node.
+    deploying: Mutex<()>,
+    refused: RwLock<Option<Refusal>>,
+}
+
+fn now_ms() -> i64 {
+    jiff::Timestamp::now().as_millisecond()
+}
+
+fn hash_of(source: &str) -> String {
+    format!("{:016x}", super::memo::script_version(source))
+}
+
+impl PolicyVersions {
+    /// Puts the engine (loaded from the policy file) in step with the
+    /// store. An empty store takes the file as version 1. A file whose
+    /// text some stored version holds is stale (this node was stopped
+    /// while others deployed): the newest version replaces it. A file no
+    /// version holds was edited: it is deployed as the next version (by
+    /// "file"), or, if its checks fail, the newest version serves.
+    pub fn start(
+        engine: Arc<PolicyEngine>,
+        store: Arc<dyn VersionStore>,
+    ) -> Result<Arc<PolicyVersions>, DeployError> {
+        let v = Arc::new(PolicyVersions {
+            engine,
+            store,
+            deploying: Mutex::new(()),
+            refused: RwLock::new(None),
+        });
+        let source = v.engine.source().to_string();
+        let hash = hash_of(&source);
+        let newest = match v.store.latest(POLICY)? {
+            None => match v.deploy(source.clone(), "file", "the policy file at first start-up") {
+                Ok(_) => return Ok(v),
+                // Another node of a new cluster recorded its file first.
+                Err(DeployError::Conflict(_)) => v.store.latest(POLICY)?,
+                Err(e) => return Err(e),
+            },
+            some => some,
+        };
+        match newest {
+            None => return Err(DeployError::Conflict(1)),
+            Some(latest) if latest.hash == hash => {
+                v.install(latest)?;
+            }
+            Some(latest) => {
+                if v.store.has_hash(POLICY, &hash)? {
+                    tracing::info!(
+                        version = latest.id,
+                        "the policy file holds an older version; the newest stored version serves"
+                    );
+                    v.adopt(latest);
+                } else {
+                    match v.deploy(source, "file", "the policy file edited while stopped") {
+                        Ok(_) => {}
+                        Err(DeployError::Refused(e)) => {
+                            tracing::error!(error = %e, version = latest.id, "the edited policy file is refused; the newest stored version serves");
+                            v.adopt(latest);
+                        }
+                        Err(e) => return Err(e),
+                    }
+                }
+            }
+        }
+        Ok(v)
+    }
+
+    pub fn engine(&self) -> &Arc<PolicyEngine> {
+        &self.engine
+    }
+
+    /// The stored version serving here; 0 before the first.
+    pub fn serving(&self) -> i64 {
+        i64::try_from(self.engine.id()).unwrap_or(0)
+    }
+
+    /// The newest version this node refused, while it is the newest.
+    pub fn refused(&self) -> Option<Refusal> {
+        self.refused.read().clone()
+    }
+
+    /// Compiles `source`, runs it on the sample inputs, then on the test
+    /// cases beside the policy file (when there are any): every case must
+    /// pass.
+    fn check(&self, source: &str) -> Result<(), PolicyError> {
+        let draft = self.engine.draft(source.to_owned())?;
+        let file = cases::file_of(self.engine.path());
+        if !file.exists() {
+            return Ok(());
+        }
+        let report = cases::run_on(&draft, &file)?;
+        let failed: Vec<&str> = report
+            .cases
+            .iter()
+            .filter(|c| !c.passed())
+            .map(|c| c.name.as_str())
+            .collect();
+        if failed.is_empty() {
+            return Ok(());
+        }
+        Err(PolicyError::Invalid {
+            message: format!(
+                "{} of {} test cases in {} fail: {}",
+                failed.len(),
+                report.cases.len(),
+                file.display(),
+                failed.join(", ")
+            ),
+            line: None,
+        })
+    }
+
+    /// Checks `source`, records it as the version after the newest, and
+    /// installs it. The script serving already is not recorded again: its
+    /// version is returned.
+    pub fn deploy(
+        &self,
+        source: String,
+        by: &str,
+        comment: &str,
+    ) -> Result<StoredVersion, DeployError> {
+        let _one = self.deploying.lock();
+        let hash = hash_of(&source);
+        let latest = self.store.latest(POLICY)?;
+        if let Some(l) = latest.as_ref().filter(|l| {
+            l.hash == hash && l.id == self.serving() && hash_of(&self.engine.source()) == hash
+        }) {
+            return Ok(l.clone());
+        }
+        if let Err(e) = self.check(&source) {
+            self.engine.count_refusal();
+            return Err(DeployError::Refused(e));
+        }
+        let parent = latest.map(|l| l.id);
+        let new = NewVersion {
+            artifact: POLICY,
+            parent,
+            hash: &hash,
+            by,
+            at_ms: now_ms(),
+            comment,
+            content: source.as_bytes(),
+        };
+        let Some(stored) = self.store.append(&new)? else {
+            return Err(DeployError::Conflict(new.id()));
+        };
+        tracing::info!(
+            version = stored.id,
+            hash,
+            by,
+            comment,
+            "policy version recorded"
+        );
+        self.install(stored)
+    }
+
+    /// Makes `v` serve here (it passed its checks).
+    fn install(&self, mut v: StoredVersion) -> Result<StoredVersion, DeployError> {
+        let content = std::mem::take(&mut v.content);
+        let source = String::from_utf8(content).map_err(|_| {
+            DeployError::Refused(PolicyError::Invalid {
+                message: format!("version {} is not UTF-8 text", v.id),
+                line: None,
+            })
+        })?;
+        self.engine
+            .install(source.clone(), u64::try_from(v.id).unwrap_or(0))
+            .map_err(DeployError::Refused)?;
+        *self.refused.write() = None;
+        v.content = source.into_bytes();
+        Ok(v)
+    }
+
+    /// Deploys the policy file's text if it differs from what serves (the
+    /// file watcher, SIGHUP, `POST /v1/policy/reload`). Returns the
+    /// version serving.
+    pub fn reload_file(&self) -> Result<StoredVersion, DeployError> {
+        let source = self.engine.read_file().map_err(DeployError::Refused)?;
+        if hash_of(&source) == hash_of(&self.engine.source()) {
+            // Unchanged. Where this node refuses the newest version, its
+            // file holds its own older one: deploying that would undo
+            // the cluster's version.
+            let serving = self.serving();
+            return self
+                .store
+                .get(POLICY, serving)?
+                .ok_or(DeployError::NotFound(serving));
+        }
+        let res = self.deploy(source, "file", "the policy file changed");
+        if let Err(e) = &res {
+            tracing::error!(path = %self.engine.path().display(), error = %e, "policy file refused, the running version keeps serving");
+        }
+        res
+    }
+
+    /// Deploys version `id`'s text again, as a new version whose parent is
+    /// the newest; checked as any deployment.
+    pub fn rollback(&self, id: i64, by: &str) -> Result<StoredVersion, DeployError> {
+        let old = self
+            .store
+            .get(POLICY, id)?
+            .ok_or(DeployError::NotFound(id))?;
+        let source = String::from_utf8(old.content).map_err(|_| {
+            DeployError::Refused(PolicyError::Invalid {
+                message: format!("version {id} is not UTF-8 text"),
+                line: None,
+            })
+        })?;
+        self.deploy(source, by, &format!("rollback to version {id}"))
+    }
+
+    /// Adopts the newest stored version if it is not serving here yet
+    /// (another node deployed it): checked as a deployment, installed, or
+    /// refused with the reason kept for `GET /v1/cluster` (a refused
+    /// version is not checked again). Returns whether what serves changed.
+    pub fn adopt_newest(&self) -> Result<bool, StoreError> {
+        let Some(latest) = self.store.latest(POLICY)? else {
+            return Ok(false);
+        };
+        if latest.id == self.serving() || self.refused().is_some_and(|r| r.version == latest.id) {
+            return Ok(false);
+        }
+        Ok(self.adopt(latest))
+    }
+
+    fn adopt(&self, latest: StoredVersion) -> bool {
+        let _one = self.deploying.lock();
+        let id = latest.id;
+        let text = String::from_utf8_lossy(&latest.content).into_owned();
+        let checked = if latest.hash == hash_of(&self.engine.source()) {
+            Ok(())
+        } else {
+            self.check(&text)
+        };
+        let result = checked
+            .map_err(DeployError::Refused)
+            .and_then(|()| self.install(latest));
+        match result {
+            Ok(_) => {
+                tracing::info!(version = id, "policy version adopted");
+                true
+            }
+            Err(e) => {
+                let reason = e.to_string();
+                tracing::error!(version = id, serving = self.serving(), error = %reason, "policy version refused here; this node keeps its version");
+                self.engine.count_refusal();
+                *self.refused.write() = Some(Refusal {
+                    version: id,
+                    reason,
+                });
+                false
+            }
+        }
+    }
+
+    /// Up to `limit` versions before `before`, newest first, without text.
+    pub fn list(
+        &self,
+        before: Option<i64>,
+        limit: usize,
+    ) -> Result<Vec<StoredVersion>, StoreError> {
+        self.store.list(POLICY, before, limit)
+    }
+
+    /// One version with its text.
+    pub fn get(&self, id: i64) -> Result<Option<StoredVersion>, StoreError> {
+        self.store.get(POLICY, id)
+    }
+
+    /// Reloads the policy file whenever it changes.
+    pub fn watch(self: Arc<Self>) -> Result<WatcherGuard, PolicyError> {
+        let path = self.engine.path().to_path_buf();
+        watch_file(&path, "policy-watch", move || {
+            // reload_file() logs a refusal.
+            let _ = self.reload_file();
+        })
+        .map_err(|message| PolicyError::Watch { path, message })
+    }
+}
+
+impl MetricsSource for PolicyVersions {
+    fn write(&self, out: &mut Exposition) {
+        out.gauge(
+            "pcrf_policy_version",
+            "The stored policy version this node serves (GET /v1/policy/versions).",
+            u64::try_from(self.serving()).unwrap_or(0),
+        );
+        out.gauge(
+            "pcrf_policy_version_refused",
+            "1 while this node refuses the newest stored policy version (it keeps its own; GET /v1/cluster says why).",
+            u64::from(self.refused.read().is_some()),
+        );
+    }
+}
+
+/// A unified diff of two texts (`---`/`+++` headers, hunks with three
+/// lines of context), as `diff -u` prints it.
+pub fn unified_diff(old: &str, new: &str, old_name: &str, new_name: &str) -> String {
+    similar::TextDiff::from_lines(old, new)
+        .unified_diff()
+        .context_radius(3)
+        .header(old_name, new_name)
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{EngineConfig, Limits};
+    use crate::store::SqliteVersions;
+    use std::path::PathBuf;
+
+    /// A policy file and its test cases in a temp dir, removed on drop.
+    struct Dir(PathBuf);
+
+    impl Dir {
+        fn new(tag: &str) -> Dir {
+            let d =
+                std::env::temp_dir().join(format!("pcrf-versions-{tag}-{}", std::process::id()));
+            let _ = std::fs::remove_dir_all(&d);
+            std::fs::create_dir_all(&d).expect("dir");
+            std::fs::write(d.join("policy.lua"), rule_is("a")).expect("policy");
+            Dir(d)
+        }
+    }
+
+    impl Drop for Dir {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+
+    fn rule_is(name: &str) -> String {
+        format!("function decide(input)\n  return {{ rules = {{ '{name}' }} }}\nend\n")
+    }
+
+    fn engine(d: &Dir) -> Arc<PolicyEngine> {
+        Arc::new(
+            PolicyEngine::load(EngineConfig {
+                path: d.0.join("policy.lua"),
+                limits: Limits::default(),
+                fallback: Default::default(),
+            })
+            .expect("loads"),
+        )
+    }
+
+    fn cases(d: &Dir, expect_rule: &str) {
+        std::fs::write(
+            d.0.join("policy.cases.toml"),
+            format!("[[case]]\nname = \"the rule\"\nexpect.rules = [\"{expect_rule}\"]\n"),
+        )
+        .expect("cases");
+    }
+
+    #[test]
+    fn deployments_are_numbered_checked_on_their_cases_and_rolled_back() {
+        let d = Dir::new("deploy");
+        cases(&d, "a");
+        let store: Arc<dyn VersionStore> = Arc::new(SqliteVersions::in_memory().expect("store"));
+        let v = PolicyVersions::start(engine(&d), store.clone()).expect("start");
+        assert_eq!(v.serving(), 1, "the file seeds version 1");
+        let first = store.get(POLICY, 1).expect("get").expect("v1");
+        assert_eq!((first.by.as_str(), first.parent), ("file", None));
+
+        // A script failing its test case is refused; nothing recorded.
+        let err = v
+            .deploy(rule_is("b"), "token", "try b")
+            .expect_err("refused");
+        assert!(err.to_string().contains("the rule"), "{err}");
+        assert_eq!(v.serving(), 1);
+        assert_eq!(store.latest(POLICY).expect("latest").map(|l| l.id), Some(1));
+
+        // The cases now ask for b: deployed as version 2, its parent 1.
+        cases(&d, "b");
+        let two = v.deploy(rule_is("b"), "token", "b now").expect("deploy");
+        assert_eq!(
+            (two.id, two.parent, two.comment.as_str()),
+            (2, Some(1), "b now")
+        );
+        assert_eq!(v.serving(), 2);
+        assert_eq!(
+            std::fs::read_to_string(d.0.join("policy.lua")).expect("file"),
+            rule_is("b"),
+            "the file holds what serves"
+        );
+        let out = v
+            .engine()
+            .decide(&crate::policy::engine::sample_inputs().remove(0).1, None);
+        assert_eq!(
+            (out.decision.rules[0].as_str(), out.policy_version),
+            ("b", 2)
+        );
+        // The same script again records nothing.
+        assert_eq!(v.deploy(rule_is("b"), "token", "").expect("same").id, 2);
+
+        // Rolling back to 1 is checked like a deployment: its case fails.
+        assert!(matches!(
+            v.rollback(1, "token"),
+            Err(DeployError::Refused(_))
+        ));
+        cases(&d, "a");
+        let three = v.rollback(1, "local").expect("rollback");
+        assert_eq!((three.id, three.parent), (3, Some(2)));
+        assert_eq!(three.comment, "rollback to version 1");
+        assert_eq!(three.hash, first.hash);
+        assert!(matches!(
+            v.rollback(9, "local"),
+            Err(DeployError::NotFound(9))
+        ));
+
+        // An edited file becomes the next version, by "file".
+        std::fs::write(d.0.join("policy.lua"), rule_is("a") + "-- edited\n").expect("edit");
+        let four = v.reload_file().expect("reload");
+        assert_eq!((four.id, four.by.as_str()), (4, "file"));
+        assert_eq!(
+            store.list(POLICY, None, 10).expect("list").len(),
+            4,
+            "the history is the store's"
+        );
+    }
+
+    #[test]
+    fn start_up_adopts_the_newest_for_a_stale_file_and_deploys_an_edited_one() {
+        let d = Dir::new("start");
+        cases(&d, "a");
+        let store: Arc<dyn VersionStore> = Arc::new(SqliteVersions::in_memory().expect("store"));
+        let v = PolicyVersions::start(engine(&d), store.clone()).expect("start");
+        v.deploy(rule_is("a") + "-- 2\n", "token", "").expect("v2");
+        drop(v);
+        // This node's file still holds version 1 (another node deployed 2).
+        std::fs::write(d.0.join("policy.lua"), rule_is("a")).expect("old file");
+        let v = PolicyVersions::start(engine(&d), store.clone()).expect("restart");
+        assert_eq!(v.serving(), 2, "a stale file yields to the newest version");
+        assert_eq!(
+            std::fs::read_to_string(d.0.join("policy.lua")).expect("file"),
+            rule_is("a") + "-- 2\n"
+        );
+        drop(v);
+        // Edited while stopped: the next version.
+        std::fs::write(d.0.join("policy.lua"), rule_is("a") + "-- 3\n").expect("edit");
+        let v = PolicyVersions::start(engine(&d), store.clone()).expect("restart");
+        assert_eq!(v.serving(), 3);
+        drop(v);
+        // Edited, but failing its case: the newest version serves.
+        std::fs::write(d.0.join("policy.lua"), rule_is("z")).expect("bad edit");
+        let v = PolicyVersions::start(engine(&d), store.clone()).expect("restart");
+        assert_eq!(v.serving(), 3);
+        assert_eq!(v.engine().source().as_ref(), rule_is("a") + "-- 3\n");
+    }
+
+    #[test]
+    fn a_version_failing_here_is_refused_with_its_reason_and_not_retried() {
+        let d = Dir::new("adopt");
+        cases(&d, "a");
+        let store: Arc<dyn VersionStore> = Arc::new(SqliteVersions::in_memory().expect("store"));
+        let v = PolicyVersions::start(engine(&d), store.clone()).expect("start");
+        // Another node, whose cases differ, deployed a script failing ours.
+        let other = rule_is("b");
+        let hash = hash_of(&other);
+        store
+            .append(&NewVersion {
+                artifact: POLICY,
+                parent: Some(1),
+                hash: &hash,
+                by: "token",
+                at_ms: 0,
+                comment: "",
+                content: other.as_bytes(),
+            })
+            .expect("append")
+            .expect("v2");
+        assert!(!v.adopt_newest().expect("adopt"));
+        assert_eq!(v.serving(), 1, "keeps its version");
+        let r = v.refused().expect("refused");
+        assert_eq!(r.version, 2);
+        assert!(r.reason.contains("the rule"), "{}", r.reason);
+        // Polled again: not checked again.
+        let failures = v.engine().stats().reload_failures;
+        assert!(!v.adopt_newest().expect("adopt"));
+        assert_eq!(v.engine().stats().reload_failures, failures);
+        // Its file, unchanged, is no new version (a SIGHUP here must not
+        // deploy this node's older script over the cluster's).
+        assert_eq!(v.reload_file().expect("unchanged").id, 1);
+        assert_eq!(store.latest(POLICY).expect("latest").map(|l| l.id), Some(2));
+        // A version this node can load is adopted and clears the refusal.
+        let good = rule_is("a") + "-- 3\n";
+        let hash = hash_of(&good);
+        store
+            .append(&NewVersion {
+                artifact: POLICY,
+                parent: Some(2),
+                hash: &hash,
+                by: "token",
+                at_ms: 0,
+                comment: "",
+                content: good.as_bytes(),
+            })
+            .expect("append")
+            .expect("v3");
+        assert!(v.adopt_newest().expect("adopt"));
+        assert_eq!((v.serving(), v.refused()), (3, None));
+    }
+
+    #[test]
+    fn the_diff_is_unified() {
+        let d = unified_diff("a\nb\nc\n", "a\nB\nc\n", "version 1", "version 2");
+        assert_eq!(
+            d,
+            "--- version 1\n+++ version 2\n@@ -1,3 +1,3 @@\n a\n-b\n+B\n c\n"
+        );
+    }
+}

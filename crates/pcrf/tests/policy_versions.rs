@@ -1,0 +1,203 @@
+//! The policy as stored versions, through `pcrf serve` processes: a
+//! deployment recorded with who and why, the history and the diff still
+//! there after a restart, a rollback deployed as a new version, and the
+//! decisions naming the version that made them. On a PostgreSQL store
+//! shared by two nodes behind the routing agent: a deployment on one node
+//! is served by the other, and a node whose own test cases refuse a
+//! version keeps its own and says why (the deploying node's answer,
+//! `GET /v1/cluster`, its metrics). The cluster test needs freeDiameterd
+//! and PCRF_TEST_DATABASE_URL (scripts/test.sh sets it up).
+
+mod support;
+
+use std::time::Duration;
+use support::*;
+
+const IMSI: &str = "001010000000001";
+
+fn versions(p: &Pcrf) -> serde_json::Value {
+    let (st, v) = p.http("GET", "/v1/policy/versions", None);
+    assert_eq!(st, 200, "{v}");
+    v
+}
+
+fn deploy(p: &Pcrf, source: &str, comment: &str) -> (u16, serde_json::Value) {
+    let body = serde_json::json!({ "source": source, "comment": comment }).to_string();
+    p.http("PUT", "/v1/policy", Some(&body))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deploy_restart_history_diff_and_rollback() {
+    let mut p = Pcrf::start("");
+    let original = std::fs::read_to_string(&p.policy).expect("policy");
+    let v = versions(&p);
+    assert_eq!(v["serving"], 1, "{v}");
+    assert_eq!(v["versions"][0]["by"], "file", "{v}");
+
+    let edited = format!("{original}\n-- a comment line\n");
+    let (st, d) = deploy(&p, &edited, "a harmless edit");
+    assert_eq!(st, 200, "{d}");
+    assert_eq!(
+        (
+            d["deployed"]["id"].as_i64(),
+            d["deployed"]["parent"].as_i64()
+        ),
+        (Some(2), Some(1)),
+        "{d}"
+    );
+    assert_eq!(
+        d["nodes"],
+        serde_json::json!([]),
+        "alone on the embedded store"
+    );
+
+    p.restart();
+    let v = versions(&p);
+    assert_eq!(v["serving"], 2, "{v}");
+    let listed: Vec<_> = v["versions"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|v| (v["id"].as_i64(), v["by"].as_str().map(str::to_owned)))
+        .collect();
+    assert_eq!(
+        listed,
+        vec![
+            (Some(2), Some("local".into())),
+            (Some(1), Some("file".into()))
+        ],
+        "{v}"
+    );
+    assert_eq!(v["versions"][0]["comment"], "a harmless edit");
+    let (st, two) = p.http("GET", "/v1/policy/versions/2", None);
+    assert_eq!((st, two["source"].as_str()), (200, Some(edited.as_str())));
+    let diff = reqwest::get(format!("http://{}/v1/policy/versions/1/diff/2", p.api))
+        .await
+        .expect("diff")
+        .text()
+        .await
+        .expect("text");
+    assert!(diff.starts_with("--- version 1\n+++ version 2\n"), "{diff}");
+    assert!(diff.contains("\n+-- a comment line\n"), "{diff}");
+
+    let (st, r) = p.http("POST", "/v1/policy/rollback/1", None);
+    assert_eq!(st, 200, "{r}");
+    assert_eq!(
+        (
+            r["deployed"]["id"].as_i64(),
+            r["deployed"]["parent"].as_i64()
+        ),
+        (Some(3), Some(2)),
+        "{r}"
+    );
+    assert_eq!(r["deployed"]["hash"], v["versions"][1]["hash"], "{r}");
+    assert_eq!(std::fs::read_to_string(&p.policy).expect("file"), original);
+    let (st, _) = p.http("POST", "/v1/policy/rollback/99", None);
+    assert_eq!(st, 404);
+
+    // A decision names the version that made it.
+    p.provision(IMSI, r#"{"plan":"basic"}"#);
+    let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
+    let cca = pcef.ccr_i("pgw.test.local;v;1", IMSI).await;
+    assert_eq!(result_of(&cca), 2001);
+    let (st, s) = p.http("GET", "/v1/sessions/pgw.test.local;v;1", None);
+    assert_eq!(st, 200, "{s}");
+    assert_eq!(s["last_decision"]["policy_version"], 3, "{s}");
+    pcef.close().await;
+}
+
+fn node<'a>(cluster: &'a serde_json::Value, name: &str) -> Option<&'a serde_json::Value> {
+    cluster["nodes"]
+        .as_array()?
+        .iter()
+        .find(|n| n["name"] == name)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deploy_on_one_node_is_served_by_the_other_or_refused_with_its_reason() {
+    let c = Cluster::start(2, FAST_HEARTBEAT).await;
+    let (a, b) = (&c.nodes[0], &c.nodes[1]);
+    let (ok, v) = poll_for(Duration::from_secs(10), || {
+        let (_, v) = b.http("GET", "/v1/policy", None);
+        (v["id"] == 1, v)
+    });
+    assert!(ok, "both serve version 1 (one of them recorded it): {v}");
+    // Both heartbeats written with their version, so the answer below
+    // waits for B's word on the next one.
+    let (ok, cluster) = poll_for(Duration::from_secs(10), || {
+        let (_, cl) = a.http("GET", "/v1/cluster", None);
+        let both =
+            node(&cl, NODES[1]).is_some_and(|n| n["alive"] == true && n["policy_version"] == 1);
+        (both, cl)
+    });
+    assert!(ok, "{cluster}");
+
+    let original = std::fs::read_to_string(&a.policy).expect("policy");
+    let from_a = format!("{original}\n-- deployed on A\n");
+    let (st, d) = deploy(a, &from_a, "cluster-wide");
+    assert_eq!(st, 200, "{d}");
+    assert_eq!(d["deployed"]["id"], 2, "{d}");
+    assert_eq!(
+        d["nodes"],
+        serde_json::json!([{"node": NODES[1], "state": "serving"}]),
+        "{d}"
+    );
+    let (_, running) = b.http("GET", "/v1/policy", None);
+    assert_eq!(
+        (running["id"].as_i64(), running["source"].as_str()),
+        (Some(2), Some(from_a.as_str()))
+    );
+    assert_eq!(
+        std::fs::read_to_string(&b.policy).expect("B's file"),
+        from_a
+    );
+
+    // B's decisions name version 2.
+    b.provision(IMSI, r#"{"plan":"basic"}"#);
+    let pgw = c.pcef("pgw1.pgw.example.net").await;
+    let session = "pgw1.pgw.example.net;v;1";
+    let cca = pgw.ccr_i(NODES[1], session, IMSI).await;
+    assert_eq!(
+        (result_of(&cca), origin_host(&cca)),
+        (2001, NODES[1].to_string())
+    );
+    let (st, s) = b.http("GET", &format!("/v1/sessions/{session}"), None);
+    assert_eq!(st, 200, "{s}");
+    assert_eq!(s["last_decision"]["policy_version"], 2, "{s}");
+
+    // B's own test cases ask for a rule no script decides: B refuses the
+    // next version, keeps 2, and says why; A serves 3.
+    let cases = b.policy.with_file_name("policy.cases.toml");
+    std::fs::write(
+        &cases,
+        "[[case]]\nname = \"only on B\"\nexpect.rules = [\"b-only\"]\n",
+    )
+    .expect("cases");
+    let (st, d) = deploy(a, &format!("{from_a}-- again\n"), "B refuses this");
+    assert_eq!(st, 200, "{d}");
+    assert_eq!(d["nodes"][0]["state"], "refused", "{d}");
+    let reason = d["nodes"][0]["reason"].as_str().unwrap_or_default();
+    assert!(reason.contains("only on B"), "{d}");
+    let (_, running) = b.http("GET", "/v1/policy", None);
+    assert_eq!(running["id"], 2, "{running}");
+    assert_eq!(running["refused"]["version"], 3, "{running}");
+    // B's view of A's row is as fresh as A's last heartbeat.
+    let (ok, cluster) = poll_for(Duration::from_secs(5), || {
+        let (_, cl) = b.http("GET", "/v1/cluster", None);
+        let a_serves_3 = node(&cl, NODES[0]).is_some_and(|n| n["policy_version"] == 3);
+        (a_serves_3, cl)
+    });
+    assert!(ok, "{cluster}");
+    let me = node(&cluster, NODES[1]).expect("B");
+    assert_eq!(
+        (
+            me["policy_version"].as_i64(),
+            me["policy_refused"]["version"].as_i64()
+        ),
+        (Some(2), Some(3)),
+        "{cluster}"
+    );
+    assert_eq!(b.counter("pcrf_policy_version_refused"), 1);
+    assert_eq!(b.counter("pcrf_policy_version"), 2);
+    pgw.close().await;
+}
