@@ -138,7 +138,14 @@ pub struct Node {
     /// the embedded store).
     pub(crate) membership: Arc<crate::cluster::membership::Membership>,
     /// Sessions taken over from other nodes (a shared store).
-    pub(crate) cluster: takeover::ClusterCounters,
+    pub(crate) cluster: ClusterCounters,
+}
+
+/// The counters of the cluster's take-overs and conflicts.
+#[derive(Default)]
+pub struct ClusterCounters {
+    /// Sessions read from the store on a miss and served here from then on.
+    pub taken_over: AtomicU64,
 }
 
 /// A boxed future: what a [`Redecide`] method returns, so that the trait

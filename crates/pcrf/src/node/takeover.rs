@@ -14,7 +14,7 @@ use crate::store::{Conflicted, StoreError};
 use diameter::codec::DiameterError;
 use diameter::result_code;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 /// How often a request is handled again after a write conflict before it
@@ -26,13 +26,6 @@ const CONFLICT_RETRIES: usize = 10;
 /// The message of the error a conflict turns into (5012 if it is still
 /// there after the retries).
 const CONFLICT: &str = "state written meanwhile by another node";
-
-/// The counters of the cluster's take-overs and conflicts.
-#[derive(Default)]
-pub struct ClusterCounters {
-    /// Sessions read from the store on a miss and served here from then on.
-    pub taken_over: AtomicU64,
-}
 
 impl Node {
     /// The session's slot: the one in memory, or, on a store shared with
