@@ -13,7 +13,6 @@ mod monitoring;
 pub(crate) mod takeover;
 pub(crate) mod takeover_by;
 
-use crate::gx::state::{PushReason, PushSummary};
 pub use crate::usage::step::UsageCounters;
 pub(crate) use crate::usage::step::{billing_day, UsageStep};
 use std::future::Future;
@@ -23,12 +22,13 @@ use std::sync::{OnceLock, Weak};
 use crate::admission::Admission;
 use crate::config::Config;
 use crate::control::{ControlError, ReauthOutcome};
-use crate::gx::{self, UsageInstructions};
+use crate::gx;
 use crate::metrics::Command;
 use crate::metrics::{
     peer_stats, write_peers, CommitStats, Exposition, HistogramSnapshot, Kind, Metrics,
     MetricsSource, PolicyStats as MetricsPolicyStats, SessionStats,
 };
+use crate::pcc::{PushReason, PushSummary, UsageInstructions};
 use crate::policy::decision::Decision;
 use crate::policy::input::{
     NetworkInput, PolicyInput, RuleFailure, SessionInput, SubscriberInput, TimeInput,

@@ -14,8 +14,8 @@
 //! store.
 
 use crate::cluster::membership::connect;
-use crate::gx::state::PushReason;
 use crate::node::Node;
+use crate::pcc::PushReason;
 use crate::subscriber::Subscriber;
 use diameter::peer::{Backoff, Jitter};
 use std::collections::{HashMap, HashSet};

@@ -9,7 +9,7 @@
 //! again, before or after a restart.
 
 use super::{Node, COMMIT_WAIT};
-use crate::gx::{self, UsageGrant, UsageInstructions, UsageReport};
+use crate::pcc::{self, UsageGrant, UsageInstructions, UsageReport};
 use crate::policy::decision::Decision;
 use crate::policy::input::UsageInput;
 use crate::session::GxSession;
@@ -134,7 +134,7 @@ impl Node {
         r: &UsageReport<'_>,
         now: i64,
     ) -> (String, u64) {
-        let key = gx::key_text(r.key).into_owned();
+        let key = pcc::key_text(r.key).into_owned();
         let octets = r.used.octets();
         let counted = Arc::make_mut(&mut step.next).count(
             &step.cfg,
