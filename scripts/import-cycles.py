@@ -5,9 +5,11 @@ Why: "no module imports one that imports it back" is a claim about the
 layering of a crate (a request flows down the layers once) that the compiler
 does not check; this script does, so the claim can be re-checked by anyone.
 
-Usage: python3 scripts/import-cycles.py [--include-tests] [--out-dir DIR] [-v] SRC
+Usage: python3 scripts/import-cycles.py [--include-tests] [--out-dir DIR] [-v] [SRC...]
 
-SRC is a crate's source directory (e.g. crates/diameter/src). Every crate
+SRC is a crate's source directory (e.g. crates/diameter/src); without one,
+every crate of the workspace (crates/*/src) is checked, which is what the
+test command (scripts/test.sh) runs. Every crate
 root found there (lib.rs, main.rs, bin/*.rs) is read with the modules it
 declares (`mod x;`). Each module file is a node; file A depends on file B
 when A names an item that B defines, by `use crate::...`, `use super::...`,
@@ -26,7 +28,7 @@ read with that code when --out-dir names the build script's output
 directory; otherwise the script says what it did not read.
 
 Prints every cycle (its files, and one line of evidence per edge) and
-exits 1 when there is any, 0 when there is none, 2 on a usage error.
+exits 1 when any crate has one, 0 when there is none, 2 on a usage error.
 """
 
 import argparse
@@ -614,14 +616,30 @@ def shortest_cycle(comp, succ):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("src", help="a crate's source directory, e.g. crates/diameter/src")
+    ap.add_argument("src", nargs="*",
+                    help="crate source directories, e.g. crates/diameter/src "
+                         "(default: every crates/*/src of the workspace)")
     ap.add_argument("--include-tests", action="store_true",
                     help="count code under #[cfg(test)] too")
     ap.add_argument("--out-dir", help="the build script's OUT_DIR, to read generated code")
     ap.add_argument("-v", "--verbose", action="store_true", help="list every dependency")
     args = ap.parse_args()
 
-    src = os.path.normpath(args.src)
+    srcs = args.src
+    if not srcs:
+        workspace = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "crates")
+        srcs = sorted(
+            os.path.relpath(os.path.join(workspace, d, "src"))
+            for d in os.listdir(workspace)
+            if os.path.isdir(os.path.join(workspace, d, "src")))
+    worst = 0
+    for src in srcs:
+        worst = max(worst, check_crate(os.path.normpath(src), args))
+    return worst
+
+
+def check_crate(src, args):
+    """Prints one crate's cycles; 1 when it has any, 2 when SRC is no crate."""
     roots = crate_roots(src)
     if not roots:
         print(f"{src}: no lib.rs, main.rs or bin/*.rs", file=sys.stderr)

@@ -8,12 +8,15 @@
 #   2b. starts RabbitMQ (the notification tests' broker, 127.0.0.1:5672,
 #      guest/guest) when nothing listens there; a broker already running
 #      is used as it is and never stopped;
-#   3. checks formatting (cargo fmt) and lints (cargo clippy, warnings denied);
+#   3. checks formatting (cargo fmt), lints (cargo clippy, warnings denied)
+#      and that no crate has an import cycle between its module files
+#      (scripts/import-cycles.py: the layers point one way);
 #   4. runs every test: cargo nextest when installed (plus the doc tests,
 #      which nextest does not run), cargo test otherwise;
 #   5. builds the Debian package (release build) and tests it installed
 #      (deploy/debian/test-package.sh).
-# Exits non-zero when any step fails (set-up, fmt and clippy stop at once).
+# Exits non-zero when any step fails (set-up, fmt, clippy and the import
+# cycle check stop at once).
 set -euo pipefail
 
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -109,6 +112,9 @@ cargo fmt --all -- --check
 
 step "cargo clippy"
 cargo clippy --workspace --all-targets -- -D warnings
+
+step "import cycles"
+python3 scripts/import-cycles.py
 
 # Doc tests run even when other tests failed, so one run reports everything.
 status=0

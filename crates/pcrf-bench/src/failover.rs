@@ -8,19 +8,10 @@
 //! asks both).
 
 use crate::delivery::AnswerRecord;
+use crate::scenario::NodeKill;
 use serde::{Deserialize, Serialize};
 use std::fmt::Write as _;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-/// Which node to kill, and when.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct NodeKill {
-    /// From the start of the run (the gateways connecting).
-    pub at: Duration,
-    /// Run with `sh -c`, e.g. `kill -9 "$(cat /run/pcrf2.pid)"`; it must
-    /// exit 0.
-    pub command: String,
-}
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// The longest span on each side of the kill whose throughput is compared.
 const THROUGHPUT_SPAN_MS: u64 = 10_000;
@@ -163,6 +154,7 @@ impl FailoverReport {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     fn rec(at_ms: u64, result: Option<u32>, tries: u32) -> AnswerRecord {
         AnswerRecord {

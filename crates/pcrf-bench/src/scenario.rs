@@ -174,6 +174,16 @@ pub struct ProvisionProfile {
     pub services: Vec<String>,
 }
 
+/// Which node to kill, and when.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NodeKill {
+    /// From the start of the run (the gateways connecting).
+    pub at: Duration,
+    /// Run with `sh -c`, e.g. `kill -9 "$(cat /run/pcrf2.pid)"`; it must
+    /// exit 0.
+    pub command: String,
+}
+
 /// A validated scenario.
 #[derive(Clone, Debug)]
 pub struct Scenario {
@@ -189,7 +199,7 @@ pub struct Scenario {
     /// Set when a flow is of kind "volte".
     pub volte: Option<VolteSettings>,
     /// The `[cluster]` section: a node killed during the run.
-    pub node_kill: Option<crate::failover::NodeKill>,
+    pub node_kill: Option<NodeKill>,
 }
 
 impl Scenario {
@@ -365,7 +375,7 @@ impl Scenario {
                 if c.kill_command.trim().is_empty() {
                     return Err(invalid("cluster.kill_command", "must not be empty".into()));
                 }
-                Some(crate::failover::NodeKill {
+                Some(NodeKill {
                     at,
                     command: c.kill_command,
                 })
@@ -768,7 +778,7 @@ mod tests {
         .expect("valid");
         assert_eq!(
             s.node_kill,
-            Some(crate::failover::NodeKill {
+            Some(NodeKill {
                 at: Duration::from_secs(5),
                 command: "true".into()
             })

@@ -8,7 +8,7 @@
 //! connects as a TLS-only PCEF would: handshake first, its certificate
 //! presented, the PCRF's verified against the CA and the PCRF's Origin-Host.
 
-use crate::gx::{decode_usage_instructions, key_bytes};
+use crate::pcc::{decode_usage_instructions, key_bytes};
 use crate::usage::MonitoringLevel;
 use bytes::{Bytes, BytesMut};
 use diameter::codec::{DiameterError, Message, MessageBuilder};
@@ -86,7 +86,7 @@ impl std::str::FromStr for UsageToReport {
             return Err(format!("{s:?}: the Monitoring-Key is empty"));
         }
         let octets = crate::usage::config::parse_volume(size)?;
-        if octets > crate::gx::MAX_REPORTED_OCTETS {
+        if octets > crate::pcc::MAX_REPORTED_OCTETS {
             return Err(format!("{s:?}: more than 1 PiB in one report"));
         }
         Ok(UsageToReport {

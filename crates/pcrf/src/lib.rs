@@ -17,6 +17,7 @@ pub mod logging;
 pub mod metrics;
 pub mod node;
 pub mod notify;
+pub mod pcc;
 pub mod policy;
 pub mod rx;
 pub mod sd;

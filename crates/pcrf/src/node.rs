@@ -14,7 +14,6 @@ pub(crate) mod ownership;
 pub(crate) mod takeover;
 pub(crate) mod takeover_by;
 
-use crate::gx::state::{PushReason, PushSummary};
 pub use crate::usage::step::UsageCounters;
 pub(crate) use crate::usage::step::{billing_day, UsageStep};
 use std::future::Future;
@@ -24,13 +23,14 @@ use std::sync::{OnceLock, Weak};
 use crate::admission::Admission;
 use crate::config::Config;
 use crate::control::{ControlError, ReauthOutcome};
-use crate::gx::{self, UsageInstructions};
+use crate::gx;
 use crate::limits::{LOGGED_ITEMS_PER_REQUEST, MAX_RULE_REPORTS_PER_REQUEST};
 use crate::metrics::Command;
 use crate::metrics::{
     peer_stats, write_peers, CommitStats, Exposition, HistogramSnapshot, Kind, Metrics,
     MetricsSource, PolicyStats as MetricsPolicyStats, SessionStats,
 };
+use crate::pcc::{PushReason, PushSummary, UsageInstructions};
 use crate::policy::decision::Decision;
 use crate::policy::input::{NetworkInput, PolicyInput, SessionInput, SubscriberInput, TimeInput};
 use crate::policy::PolicyEngine;
@@ -147,7 +147,14 @@ pub struct Node {
     /// the embedded store).
     pub(crate) membership: Arc<crate::cluster::membership::Membership>,
     /// Sessions taken over from other nodes (a shared store).
-    pub(crate) cluster: takeover::ClusterCounters,
+    pub(crate) cluster: ClusterCounters,
+}
+
+/// The counters of the cluster's take-overs and conflicts.
+#[derive(Default)]
+pub struct ClusterCounters {
+    /// Sessions read from the store on a miss and served here from then on.
+    pub taken_over: AtomicU64,
 }
 
 /// A boxed future: what a [`Redecide`] method returns, so that the trait

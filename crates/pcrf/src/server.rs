@@ -422,7 +422,7 @@ pub async fn run(
     // through the other nodes, each on a connection of its own.
     let cluster_tasks = match cluster_url {
         Some(url) => vec![
-            tokio::spawn(crate::cluster::membership::run_heartbeats(
+            tokio::spawn(crate::cluster::heartbeat::run_heartbeats(
                 node.clone(),
                 url.clone(),
                 cluster_timeout,

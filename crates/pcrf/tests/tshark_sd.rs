@@ -10,7 +10,7 @@ use diameter::dict::{avp, cmd};
 use diameter::{Message, MessageBuilder};
 use diameter_tools::pcap::Direction;
 use diameter_tools::tshark::Capture;
-use pcrf::gx::{UsageGrant, UsageInstructions};
+use pcrf::pcc::{UsageGrant, UsageInstructions};
 use pcrf::policy::decision::AdcRule;
 use pcrf::sd::{self, AdcChanges, TsrSubject, SD};
 use pcrf::session_message::{Identity, Outcome};

@@ -98,13 +98,6 @@ impl<'a> Avp<'a> {
         code.matches(self)
     }
 
-    /// This AVP as it goes into a Failed-AVP: itself, or its header and
-    /// the first bytes of its value when it is long (see
-    /// [`shorten_failed_avp`](super::failed_avp::shorten_failed_avp)).
-    pub fn failed_copy(&self) -> Vec<u8> {
-        super::failed_avp::shorten_failed_avp(self.raw).into_owned()
-    }
-
     /// This AVP's header followed by `payload_len` zero bytes: what RFC 6733
     /// §7.1.5 asks to put in a Failed-AVP when the length is wrong.
     pub(crate) fn header_with_zero_payload(&self, payload_len: usize) -> Vec<u8> {

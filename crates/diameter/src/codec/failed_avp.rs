@@ -14,7 +14,7 @@
 //! only whole members, a value of any other type is cut at a 4-byte
 //! boundary.
 
-use super::avp::{AvpIter, AVP_FLAG_V};
+use super::avp::{Avp, AvpIter, AVP_FLAG_V};
 use crate::dict::{self, AvpType};
 use std::borrow::Cow;
 
@@ -22,6 +22,16 @@ use std::borrow::Cow;
 /// ones are shortened to this. An error answer then stays within a few KiB
 /// whatever the request carried.
 pub const FAILED_AVP_MAX_LEN: usize = 1024;
+
+impl Avp<'_> {
+    /// This AVP as it goes into a Failed-AVP: itself, or its header and
+    /// the first bytes of its value when it is long (see
+    /// [`shorten_failed_avp`]). Defined here, beside the shortening, so
+    /// that `avp.rs` does not import this file back.
+    pub fn failed_copy(&self) -> Vec<u8> {
+        shorten_failed_avp(self.raw()).into_owned()
+    }
+}
 
 /// `raw` (one encoded AVP, header and data, no trailing padding) as it
 /// goes into a Failed-AVP: unchanged when it is at most

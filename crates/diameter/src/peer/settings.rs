@@ -81,9 +81,11 @@ impl Default for PeerSettings {
             refused_holdoff: Some(Duration::from_secs(300)),
             cer_timeout: Duration::from_secs(10),
             dpa_timeout: Duration::from_secs(5),
-            request_timeout: Duration::from_secs(10),
+            request_timeout: Duration::from_secs(5),
             max_message_len: 1 << 20,
-            max_in_flight: 4096,
+            // A memory cap: a request in flight holds its message and its
+            // task (~10 KB), so about 250 MB for one connection.
+            max_in_flight: 25_000,
             allowed_peers: None,
             tls_required: Vec::new(),
             relays: Vec::new(),

@@ -10,26 +10,25 @@
 //! embedded SQLite store the node is alone and answers for itself.
 
 use crate::metrics::{Exposition, MetricsSource};
-use crate::node::Node;
 use crate::policy::versions::Refusal;
 use parking_lot::RwLock;
 use serde::Serialize;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 use tokio_postgres::{Client, NoTls};
 use utoipa::ToSchema;
 
 /// One row of `cluster_nodes` as last read, its age by the database clock.
 #[derive(Clone, Debug)]
-struct Row {
-    name: String,
-    api: String,
-    started_ms: i64,
-    sessions: i64,
-    age_ms: i64,
-    policy_version: Option<i64>,
-    policy_refused: Option<Refusal>,
+pub(super) struct Row {
+    pub(super) name: String,
+    pub(super) api: String,
+    pub(super) started_ms: i64,
+    pub(super) sessions: i64,
+    pub(super) age_ms: i64,
+    pub(super) policy_version: Option<i64>,
+    pub(super) policy_refused: Option<Refusal>,
 }
 
 /// The table as read at `taken`.
@@ -91,12 +90,12 @@ pub struct PolicyState {
 
 /// This node's view of the cluster.
 pub struct Membership {
-    name: String,
-    started_ms: i64,
+    pub(super) name: String,
+    pub(super) started_ms: i64,
     /// On a shared (PostgreSQL) store; false: alone.
     shared: bool,
     api: OnceLock<String>,
-    node_timeout_ms: AtomicU64,
+    pub(super) node_timeout_ms: AtomicU64,
     snapshot: RwLock<Option<Snapshot>>,
 }
 
@@ -117,11 +116,11 @@ impl Membership {
         let _ = self.api.set(addr);
     }
 
-    fn api(&self) -> String {
+    pub(super) fn api(&self) -> String {
         self.api.get().cloned().unwrap_or_default()
     }
 
-    fn record(&self, rows: Vec<Row>) {
+    pub(super) fn record(&self, rows: Vec<Row>) {
         *self.snapshot.write() = Some(Snapshot {
             taken: Instant::now(),
             rows,
@@ -199,22 +198,22 @@ impl MetricsSource for Membership {
     }
 }
 
-const UPSERT: &str = "INSERT INTO cluster_nodes \
+pub(super) const UPSERT: &str = "INSERT INTO cluster_nodes \
      (name, api, started_ms, sessions, heartbeat_at, policy_version, policy_refused) \
      VALUES ($1, $2, $3, $4, now(), $5, $6) ON CONFLICT (name) DO UPDATE SET api = excluded.api, \
      started_ms = excluded.started_ms, sessions = excluded.sessions, \
      heartbeat_at = excluded.heartbeat_at, policy_version = excluded.policy_version, \
      policy_refused = excluded.policy_refused";
-const READ: &str = "SELECT name, api, started_ms, sessions, \
+pub(super) const READ: &str = "SELECT name, api, started_ms, sessions, \
      (EXTRACT(EPOCH FROM (now() - heartbeat_at)) * 1000)::BIGINT, policy_version, policy_refused \
      FROM cluster_nodes ORDER BY name";
 
 /// `policy_refused` as stored: "VERSION REASON".
-fn refused_column(r: &Option<Refusal>) -> Option<String> {
+pub(super) fn refused_column(r: &Option<Refusal>) -> Option<String> {
     r.as_ref().map(|r| format!("{} {}", r.version, r.reason))
 }
 
-fn refusal_of(column: Option<String>) -> Option<Refusal> {
+pub(super) fn refusal_of(column: Option<String>) -> Option<Refusal> {
     let text = column?;
     let (version, reason) = text.split_once(' ')?;
     Some(Refusal {
@@ -249,108 +248,6 @@ pub(crate) async fn connect(
         Ok(Ok(pair)) => Ok(pair),
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err("connecting timed out".into()),
-    }
-}
-
-/// One heartbeat: this node's row written, the whole table read back.
-async fn beat(client: &Client, node: &Node, m: &Membership) -> Result<Vec<Row>, String> {
-    // Memory holds open sessions only (a closed one is dropped at its
-    // CCR-T and lives in the store), so this is the open sessions held.
-    let sessions = i64::try_from(node.sessions.len()).unwrap_or(i64::MAX);
-    let policy = node.policy_state();
-    client
-        .execute(
-            UPSERT,
-            &[
-                &m.name,
-                &m.api(),
-                &m.started_ms,
-                &sessions,
-                &policy.version,
-                &refused_column(&policy.refused),
-            ],
-        )
-        .await
-        .map_err(|e| e.to_string())?;
-    let rows = client.query(READ, &[]).await.map_err(|e| e.to_string())?;
-    rows.iter()
-        .map(|r| {
-            Ok(Row {
-                name: r.try_get(0).map_err(|e| e.to_string())?,
-                api: r.try_get(1).map_err(|e| e.to_string())?,
-                started_ms: r.try_get(2).map_err(|e| e.to_string())?,
-                sessions: r.try_get(3).map_err(|e| e.to_string())?,
-                age_ms: r.try_get(4).map_err(|e| e.to_string())?,
-                policy_version: r.try_get(5).map_err(|e| e.to_string())?,
-                policy_refused: refusal_of(r.try_get(6).map_err(|e| e.to_string())?),
-            })
-        })
-        .collect()
-}
-
-/// Writes this node's heartbeat and reads the others' until `stop`, on a
-/// connection of its own (re-opened after a failure, at the next tick).
-pub async fn run_heartbeats(
-    node: Arc<Node>,
-    url: String,
-    timeout: Duration,
-    mut stop: tokio::sync::watch::Receiver<bool>,
-) {
-    let m = node.membership.clone();
-    let mut client: Option<Client> = None;
-    let mut failing = false;
-    loop {
-        let cfg = node.live.load().cfg.cluster.clone();
-        m.node_timeout_ms.store(cfg.node_timeout_ms, Relaxed);
-        if client.is_none() {
-            match connect(&url, timeout, "pcrf-membership", &m.name).await {
-                Ok((c, conn)) => {
-                    tokio::spawn(async move {
-                        let _ = conn.await;
-                    });
-                    client = Some(c);
-                }
-                Err(e) => {
-                    if !failing {
-                        tracing::warn!(error = %e, "cluster heartbeat: cannot connect; retrying");
-                    }
-                    failing = true;
-                }
-            }
-        }
-        if let Some(c) = &client {
-            match tokio::time::timeout(timeout, beat(c, &node, &m)).await {
-                Ok(Ok(rows)) => {
-                    if failing {
-                        tracing::info!("cluster heartbeat written again");
-                    }
-                    failing = false;
-                    m.record(rows);
-                }
-                Ok(Err(e)) => {
-                    if !failing {
-                        tracing::warn!(error = %e, "cluster heartbeat failed; reconnecting");
-                    }
-                    failing = true;
-                    client = None;
-                }
-                Err(_) => {
-                    if !failing {
-                        tracing::warn!("cluster heartbeat timed out; reconnecting");
-                    }
-                    failing = true;
-                    client = None;
-                }
-            }
-        }
-        tokio::select! {
-            _ = tokio::time::sleep(cfg.heartbeat_interval()) => {}
-            changed = stop.changed() => {
-                if changed.is_err() || *stop.borrow() {
-                    return;
-                }
-            }
-        }
     }
 }
 

@@ -14,9 +14,10 @@
 //! store.
 
 use crate::cluster::membership::connect;
-use crate::gx::state::PushReason;
 use crate::node::Node;
+use crate::pcc::PushReason;
 use crate::subscriber::Subscriber;
+use diameter::peer::{Backoff, Jitter};
 use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -85,7 +86,8 @@ impl Listener {
 
 /// Applies notifications until `stop`, starting with `first` (opened before
 /// the subscribers were read at start-up; `None` if that failed); reconnects
-/// with a backoff of up to 5 s when the connection is lost.
+/// with a jittered backoff from 100 ms doubling up to 5 s when the
+/// connection is lost.
 pub async fn run(
     node: Arc<Node>,
     url: String,
@@ -93,7 +95,14 @@ pub async fn run(
     first: Option<Listener>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    let mut backoff = Duration::from_millis(100);
+    let mut backoff = Backoff::new(
+        Duration::from_millis(100),
+        Duration::from_secs(5),
+        None,
+        Jitter::from_entropy(),
+    );
+    // No retry since the last time it listened: the failure is news.
+    let mut first_failure = true;
     let mut first = first;
     let mut reconnected = false;
     loop {
@@ -109,7 +118,8 @@ pub async fn run(
                             reconnected,
                             "provisioning feed listening again"
                         );
-                        backoff = Duration::from_millis(100);
+                        backoff.reset();
+                        first_failure = true;
                         serve(&node, l, timeout, &mut stop).await
                     }
                     Err(e) => Err(e),
@@ -121,21 +131,21 @@ pub async fn run(
             Ok(()) => return,
             // Once per outage (not at every retry, as on a database
             // without LISTEN).
-            Err(e) if !reconnected || backoff == Duration::from_millis(100) => {
+            Err(e) if first_failure => {
                 tracing::warn!(error = %e, "provisioning feed lost; reconnecting")
             }
             Err(e) => tracing::debug!(error = %e, "provisioning feed: reconnecting failed"),
         }
         reconnected = true;
+        first_failure = false;
         tokio::select! {
-            _ = tokio::time::sleep(backoff) => {}
+            _ = tokio::time::sleep(backoff.next_delay()) => {}
             changed = stop.changed() => {
                 if changed.is_err() || *stop.borrow() {
                     return;
                 }
             }
         }
-        backoff = (backoff * 2).min(Duration::from_secs(5));
     }
 }
 

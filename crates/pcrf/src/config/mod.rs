@@ -6,6 +6,8 @@
 //! prints the same. The checksum of the running file is logged and shown by
 //! the API so an operator can tell which configuration a node runs.
 
+#[cfg(test)]
+mod example_defaults;
 mod overload;
 mod problem;
 
@@ -16,6 +18,7 @@ use crate::api::ApiConfig;
 use crate::logging::LogConfig;
 use crate::policy::decision::Decision;
 use crate::store::config::StoreConfig;
+use diameter::peer::PeerSettings;
 use serde::Deserialize;
 use std::net::{IpAddr, SocketAddr};
 use std::path::{Path, PathBuf};
@@ -134,8 +137,10 @@ impl TlsSection {
     }
 }
 
+// The Diameter defaults are the Diameter crate's own (PeerSettings),
+// written once there; the node-wide cap below is this server's.
 fn default_awaiting_cer() -> usize {
-    256
+    PeerSettings::default().max_awaiting_cer
 }
 
 fn default_message_awaiting_cer() -> u32 {
@@ -150,7 +155,7 @@ fn default_buffered_awaiting_cer() -> usize {
 }
 
 fn default_cer_timeout() -> u64 {
-    10
+    PeerSettings::default().cer_timeout.as_secs()
 }
 
 fn default_pending() -> usize {
@@ -163,18 +168,19 @@ fn default_listen() -> SocketAddr {
     SocketAddr::from(([0, 0, 0, 0], 3868))
 }
 fn default_watchdog() -> u64 {
-    30
+    PeerSettings::default().tw.as_secs()
 }
 fn default_request_timeout() -> u64 {
-    5000
+    u64::try_from(PeerSettings::default().request_timeout.as_millis()).unwrap_or(u64::MAX)
 }
 fn default_max_message() -> u32 {
-    1 << 20
+    PeerSettings::default().max_message_len
 }
 fn default_in_flight() -> usize {
-    // Half the default node-wide cap: one connection alone stays below
-    // the 80% at which CCR-I are refused for everyone.
-    default_pending() / 2
+    // Half the default node-wide cap (a test holds them to it): one
+    // connection alone stays below the 80% at which CCR-I are refused for
+    // everyone.
+    PeerSettings::default().max_in_flight
 }
 
 impl Default for DiameterConfig {
@@ -785,6 +791,27 @@ fn is_fqdn(s: &str) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn diameter_defaults_are_the_diameter_crates_and_fit_the_node_cap() {
+        let d = DiameterConfig::default();
+        let peer = PeerSettings::default();
+        assert_eq!(std::time::Duration::from_secs(d.watchdog_secs), peer.tw);
+        assert_eq!(
+            std::time::Duration::from_millis(d.request_timeout_ms),
+            peer.request_timeout
+        );
+        assert_eq!(d.max_message_bytes, peer.max_message_len);
+        assert_eq!(d.max_in_flight, peer.max_in_flight);
+        assert_eq!(d.max_connections_awaiting_cer, peer.max_awaiting_cer);
+        assert_eq!(
+            std::time::Duration::from_secs(d.cer_timeout_secs),
+            peer.cer_timeout
+        );
+        // One connection alone stays below the 80% of the node-wide cap at
+        // which CCR-I are refused for everyone.
+        assert_eq!(d.max_in_flight * 2, d.max_pending_requests);
+    }
 
     #[test]
     fn defaults_match_the_documented_zero_config() {

@@ -14,8 +14,9 @@ use crate::control::DeployFailure;
 use crate::control::{
     Control, ControlError, ReauthOutcome, ReleaseCause, ReleaseOutcome, ReloadError, SessionFilter,
 };
+use crate::gx;
 use crate::gx::service::Gx;
-use crate::gx::{self, UsageInstructions};
+use crate::pcc::UsageInstructions;
 use crate::policy::input::PolicyInput;
 use crate::session::{GxSession, SessionState};
 use crate::store::postgres::QueryProfiler;
@@ -120,7 +121,7 @@ impl Operations {
     pub(crate) async fn change_usage(
         &self,
         imsi: &str,
-        reason: crate::gx::state::PushReason,
+        reason: crate::pcc::PushReason,
         change: impl Fn(&mut SubscriberUsage, &UsageConfig, Option<u8>, i64) -> Result<(), String>,
         event: impl Fn(&Node, &SubscriberUsage) -> Option<crate::notify::Staged>,
     ) -> Result<UsageChange, ControlError> {
@@ -229,7 +230,7 @@ impl Control for Operations {
         if old.as_deref() != Some(&*s) {
             // Services, plan or quota changed: the sessions follow now.
             self.gx
-                .push_subscriber(&s.imsi, crate::gx::state::PushReason::Provisioning)
+                .push_subscriber(&s.imsi, crate::pcc::PushReason::Provisioning)
                 .await;
         }
         Ok(before.is_none())
@@ -373,8 +374,7 @@ impl Control for Operations {
             }
         }
         let ids = self.gx.sessions_in_cell(cell);
-        self.gx
-            .push_spread(ids, crate::gx::state::PushReason::Congestion)
+        self.gx.push_spread(ids, crate::pcc::PushReason::Congestion)
     }
 
     fn usage(&self, imsi: &str) -> Option<UsageView> {
@@ -403,7 +403,7 @@ impl Control for Operations {
     ) -> Result<UsageChange, ControlError> {
         self.change_usage(
             imsi,
-            crate::gx::state::PushReason::TopUp,
+            crate::pcc::PushReason::TopUp,
             |u, cfg, day, now| u.topup(cfg, accumulator, octets, now, day),
             |node, u| node.usage_topup(u, accumulator, octets),
         )
@@ -424,7 +424,7 @@ impl Control for Operations {
         }
         self.change_usage(
             imsi,
-            crate::gx::state::PushReason::UsageReset,
+            crate::pcc::PushReason::UsageReset,
             |u, cfg, day, now| u.reset(cfg, accumulator, now, day).map(|_| ()),
             |_, _| None,
         )

@@ -8,8 +8,8 @@
 
 use crate::control::ControlError;
 use crate::gx::service::Gx;
-use crate::gx::state::{PushReason, PushSummary};
 use crate::node::{ecgi_of_location, now_ms};
+use crate::pcc::{PushReason, PushSummary};
 use crate::session::SessionState;
 use crate::store::Change;
 use crate::usage::spread::{next_boundary, Spread};

@@ -8,10 +8,11 @@
 use crate::admission::Class;
 use crate::config::UnknownSubscriber;
 use crate::control::{ControlError, ReauthOutcome};
-use crate::gx::state::{PushCounters, PushReason, PushSummary};
-use crate::gx::{self, CcaExtras, Ccr, RequestType, UsageInstructions};
+use crate::gx::state::PushCounters;
+use crate::gx::{self, CcaExtras, Ccr};
 use crate::metrics::Command;
 use crate::node::{BoxFuture, Redecide, OVERLOAD_REDUCTION_PERCENT, OVERLOAD_REPORT_VALIDITY};
+use crate::pcc::{PushReason, PushSummary, RequestType, UsageInstructions};
 use crate::policy::decision::{Decision, Reject};
 use crate::policy::{Notification, Ran};
 use crate::rx::service::Rx;

@@ -1,6 +1,6 @@
 //! What the Gx service keeps beside the session table: its counters of
-//! pushes for /metrics, why a re-decision was pushed, and what a push of
-//! several sessions did.
+//! pushes for /metrics (why a push happens and what a push of several
+//! sessions did are shared: pcc/push.rs).
 
 use std::sync::atomic::AtomicU64;
 
@@ -12,51 +12,4 @@ pub struct PushCounters {
     pub unchanged: AtomicU64,
     pub failed: AtomicU64,
     pub resets: AtomicU64,
-}
-
-/// Why a push happens (logs and metrics).
-#[derive(Clone, Copy, Debug)]
-pub enum PushReason {
-    Provisioning,
-    TopUp,
-    UsageReset,
-    PeriodReset,
-    TimeBoundary,
-    Congestion,
-    /// Sy: the OCS changed a policy counter's status (SNR or a pending change).
-    Spending,
-}
-
-impl PushReason {
-    pub(crate) fn label(self) -> &'static str {
-        match self {
-            PushReason::Provisioning => "provisioning",
-            PushReason::TopUp => "top-up",
-            PushReason::UsageReset => "usage reset",
-            PushReason::PeriodReset => "period reset",
-            PushReason::TimeBoundary => "time boundary",
-            PushReason::Congestion => "congestion",
-            PushReason::Spending => "spending status",
-        }
-    }
-
-    /// Plan and usage changes ask the PCEF for the usage it has not
-    /// reported yet, so the accumulators catch up at once.
-    pub(crate) fn asks_report(self) -> bool {
-        matches!(
-            self,
-            PushReason::Provisioning | PushReason::UsageReset | PushReason::PeriodReset
-        )
-    }
-}
-
-/// What one push of several sessions did.
-#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
-pub struct PushSummary {
-    /// Open sessions re-decided.
-    pub sessions: usize,
-    /// Of them, those whose decision changed and got a RAR.
-    pub rar_sent: usize,
-    /// Of them, those whose RAR failed (no peer, timeout, error answer).
-    pub failed: usize,
 }

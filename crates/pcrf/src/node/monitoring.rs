@@ -9,7 +9,7 @@
 //! again, before or after a restart.
 
 use super::{Node, COMMIT_WAIT};
-use crate::gx::{self, UsageGrant, UsageInstructions, UsageReport};
+use crate::pcc::{self, UsageGrant, UsageInstructions, UsageReport};
 use crate::limits::{LOGGED_ITEMS_PER_REQUEST, MAX_UNKNOWN_KEY_REPORTS_PER_REQUEST};
 use crate::policy::decision::Decision;
 use crate::policy::input::UsageInput;
@@ -137,7 +137,7 @@ impl Node {
         r: &UsageReport<'_>,
         now: i64,
     ) -> (String, u64) {
-        let key = gx::key_text(r.key).into_owned();
+        let key = pcc::key_text(r.key).into_owned();
         let octets = r.used.octets();
         let counted = Arc::make_mut(&mut step.next).count(
             &step.cfg,

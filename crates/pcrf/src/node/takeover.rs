@@ -12,9 +12,10 @@ use super::{Node, COMMIT_WAIT};
 use crate::session::{SessionSlot, SessionState};
 use crate::store::{Conflicted, StoreError};
 use diameter::codec::DiameterError;
+use diameter::peer::Jitter;
 use diameter::result_code;
 use std::future::Future;
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 /// How often a request is handled again after a write conflict before it
@@ -26,13 +27,6 @@ const CONFLICT_RETRIES: usize = 10;
 /// The message of the error a conflict turns into (5012 if it is still
 /// there after the retries).
 const CONFLICT: &str = "state written meanwhile by another node";
-
-/// The counters of the cluster's take-overs and conflicts.
-#[derive(Default)]
-pub struct ClusterCounters {
-    /// Sessions read from the store on a miss and served here from then on.
-    pub taken_over: AtomicU64,
-}
 
 impl Node {
     /// The session's slot: the one in memory, or, on a store shared with
@@ -217,18 +211,21 @@ impl Node {
     /// conflict: a random 0..=tries ms, so that two nodes retrying against
     /// each other fall out of step.
     async fn conflict_backoff(tries: usize) {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.subsec_nanos());
-        let max_us = 1_000 * tries as u64;
-        let wait = u64::from(nanos) % (max_us + 1);
-        tokio::time::sleep(std::time::Duration::from_micros(wait)).await;
+        let wait = conflict_wait(tries, &mut Jitter::from_entropy());
+        tokio::time::sleep(wait).await;
     }
 
     /// Whether a request failed on a write conflict (worth handling again).
     fn is_conflict(e: &DiameterError) -> bool {
         e.result_code == result_code::DIAMETER_UNABLE_TO_COMPLY && e.message == CONFLICT
     }
+}
+
+/// The wait after the `tries`-th write conflict: uniformly in
+/// `0..=tries` ms, drawn from `jitter`.
+fn conflict_wait(tries: usize, jitter: &mut Jitter) -> std::time::Duration {
+    let max = std::time::Duration::from_millis(u64::try_from(tries).unwrap_or(u64::MAX));
+    jitter.between(std::time::Duration::ZERO, max)
 }
 
 /// A store read of a take-over, bounded by `COMMIT_WAIT`. A store that
@@ -250,4 +247,26 @@ pub(super) async fn read_in_time<T>(
         result_code::DIAMETER_UNABLE_TO_COMPLY,
         "session could not be read from the store",
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn a_conflict_wait_stays_within_its_tries_and_spreads() {
+        let mut jitter = Jitter::seeded(11);
+        for tries in [0usize, 1, 3, 10] {
+            let waits: Vec<Duration> = (0..200)
+                .map(|_| conflict_wait(tries, &mut jitter))
+                .collect();
+            let max = Duration::from_millis(tries as u64);
+            assert!(waits.iter().all(|w| *w <= max), "{tries}: {waits:?}");
+            if tries > 0 {
+                let distinct: std::collections::HashSet<_> = waits.iter().collect();
+                assert!(distinct.len() > 150, "{tries}: {}", distinct.len());
+            }
+        }
+    }
 }

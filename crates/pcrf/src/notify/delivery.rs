@@ -13,25 +13,11 @@
 use super::outbox::{Lane, Outbox, SinkQueue};
 use super::sink::{Sink, SinkError};
 use crate::store::{Change, ShardedWriter};
-use std::hash::{BuildHasher, Hasher};
+use diameter::peer::{Backoff, Jitter};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
-
-/// A wait of `base` give or take half of it (std's hasher keys are random
-/// per process; no generator needed for this).
-fn jittered(base: Duration) -> Duration {
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0),
-    );
-    let ms = base.as_millis().max(1) as u64;
-    Duration::from_millis(ms / 2 + h.finish() % ms.max(1))
-}
 
 /// Starts the lanes of every sink; they stop when `stop` turns true.
 pub fn start(
@@ -86,7 +72,12 @@ async fn run_lane(
                 _ = stop.wait_for(|v| *v) => return,
             }
         };
-        let mut wait = Duration::from_millis(cfg.retry_initial_ms);
+        let mut backoff = Backoff::new(
+            Duration::from_millis(cfg.retry_initial_ms),
+            Duration::from_millis(cfg.retry_max_ms),
+            None,
+            Jitter::from_entropy(),
+        );
         let mut failures: u32 = 0;
         loop {
             let out = tokio::time::timeout(attempt_limit, sink.deliver(&event))
@@ -102,10 +93,9 @@ async fn run_lane(
                     }
                     *queue.last_error.lock() = Some(e.0);
                     failures = failures.saturating_add(1);
-                    if stopped_during(&mut stop, jittered(wait)).await {
+                    if stopped_during(&mut stop, backoff.next_delay()).await {
                         return;
                     }
-                    wait = (wait * 2).min(Duration::from_millis(cfg.retry_max_ms));
                 }
             }
         }

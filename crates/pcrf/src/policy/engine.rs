@@ -9,7 +9,7 @@ use super::input::{PolicyInput, SessionInput, SubscriberInput, TimeInput};
 use super::memo;
 use super::sandbox::{Limits, Notification, Vm};
 use super::stats::{PolicyStats, StatsSnapshot};
-use crate::policy::record::{DecisionRecord, InputsJson};
+use crate::policy::record::{self, DecisionRecord, InputsJson};
 use arc_swap::ArcSwap;
 use parking_lot::Mutex;
 use std::cell::RefCell;
@@ -261,9 +261,9 @@ impl PolicyEngine {
             }
         }
         // Hashed as text, and the text kept for the record when Lua runs.
-        let inputs = memo::input_json(input);
-        let input_hash = memo::json_hash(&inputs);
-        if let Some(prev) = prev.filter(|p| memo::unchanged(p, input_hash, script.version)) {
+        let inputs = record::input_json(input);
+        let input_hash = record::json_hash(&inputs);
+        if let Some(prev) = prev.filter(|p| record::unchanged(p, input_hash, script.version)) {
             PolicyStats::bump(&self.stats.skips);
             return Outcome {
                 decision: prev.decision.clone(),

@@ -8,7 +8,6 @@
 use super::decision::Decision;
 use super::input::{AccumulatorInput, PolicyInput, UsageInput};
 use super::validity::{UsageValidity, Validity};
-use crate::policy::record::{DecisionRecord, InputsJson};
 use serde::ser::{SerializeMap, SerializeStruct};
 use serde::{Serialize, Serializer};
 use std::cell::RefCell;
@@ -35,19 +34,6 @@ pub fn input_hash(input: &PolicyInput) -> u64 {
     })
 }
 
-/// The same canonical JSON as text of its own, for a decision that keeps
-/// it as its record's inputs: hash it with `json_hash`, so the input is
-/// serialized once for both (copying the text out of the buffer above
-/// needs a validating parse: 12k instructions more per decision).
-pub fn input_json(input: &PolicyInput) -> InputsJson {
-    InputsJson::of(input)
-}
-
-/// `input_hash` of the input `json` was made from.
-pub fn json_hash(json: &InputsJson) -> u64 {
-    xxh3_64(json.get().as_bytes())
-}
-
 /// The script version of `source`: a content hash, never 0 (0 marks a
 /// fallback decision). Content, not a counter, so a decision persisted
 /// before a restart is only reused if the same script is loaded again.
@@ -56,11 +42,6 @@ pub fn script_version(source: &str) -> u64 {
         0 => 1,
         v => v,
     }
-}
-
-/// True when `prev` was decided by this script version on identical inputs.
-pub fn unchanged(prev: &DecisionRecord, hash: u64, version: u64) -> bool {
-    prev.input_hash == hash && prev.script_version == version
 }
 
 /// Where a decision holds beyond identical inputs: made from the
@@ -285,6 +266,7 @@ mod tests {
 
     #[test]
     fn json_hash_is_input_hash() {
+        use crate::policy::record::{input_json, json_hash};
         let mut p = PolicyInput::default();
         p.subscriber.imsi = Some("001010000000001".into());
         p.time.minute = 7;

@@ -1,11 +1,15 @@
 //! The record of one policy decision as a session keeps it: the memo key
 //! (hash of the inputs and script version), the decision, when it was made,
 //! and the inputs as JSON for the API. The policy makes these records and
-//! its memo reads them back; the session holds the last one.
+//! its memo reads them back (`unchanged`, here beside the record, so that
+//! the record, which keeps the memo's `Bounds`, is the one that imports);
+//! the session holds the last one.
 
 use crate::policy::decision::Decision;
+use crate::policy::input::PolicyInput;
 use crate::policy::memo::Bounds;
 use serde::{Deserialize, Serialize};
+use xxhash_rust::xxh3::xxh3_64;
 
 /// The last decision: hash of its inputs and script version (the memo key),
 /// the decision itself, and the inputs as JSON for `GET /v1/sessions/{id}`.
@@ -122,6 +126,24 @@ impl PartialEq for InputsJson {
     fn eq(&self, other: &InputsJson) -> bool {
         self.get() == other.get()
     }
+}
+
+/// The same canonical JSON as text of its own, for a decision that keeps
+/// it as its record's inputs: hash it with `json_hash`, so the input is
+/// serialized once for both (copying the text out of memo.rs's buffer
+/// needs a validating parse: 12k instructions more per decision).
+pub fn input_json(input: &PolicyInput) -> InputsJson {
+    InputsJson::of(input)
+}
+
+/// `input_hash` of the input `json` was made from.
+pub fn json_hash(json: &InputsJson) -> u64 {
+    xxh3_64(json.get().as_bytes())
+}
+
+/// True when `prev` was decided by this script version on identical inputs.
+pub fn unchanged(prev: &DecisionRecord, hash: u64, version: u64) -> bool {
+    prev.input_hash == hash && prev.script_version == version
 }
 
 /// A u64 as 16 hex digits, as the logs and the reload answer show it

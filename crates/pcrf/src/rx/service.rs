@@ -6,9 +6,10 @@
 //! aborts every bound AF session (ASR); a rule the PCEF reports as failed is
 //! notified to the AF that asked for it (RAR with a Specific-Action).
 
-use crate::gx::{self, UsageInstructions};
+use crate::gx;
 use crate::metrics::{Command, Exposition, NO_ANSWER};
 use crate::node::{now_ms, Node};
+use crate::pcc::UsageInstructions;
 use crate::policy::input::{RuleFailure, SubscriberInput};
 use crate::policy::media::{af_tag, AfInput, MediaInput};
 use crate::rx::state::RxState;

@@ -11,10 +11,10 @@
 //! file, exactly once, in the same commit as the record and its answer.
 
 use crate::admission::Class;
-use crate::gx::{RequestType, UsageGrant, UsageInstructions, UsageReport};
 use crate::metrics::Command;
 use crate::node::ownership::Requester;
 use crate::node::{now_ms, replay, too_busy_answer, usage_change, Answered, Node};
+use crate::pcc::{RequestType, UsageGrant, UsageInstructions, UsageReport};
 use crate::policy::decision::AdcRule;
 use crate::policy::decision::Decision;
 use crate::sd::state::SdState;
@@ -514,7 +514,7 @@ impl Sd {
         let mut regrant: BTreeSet<String> = c
             .usage_reports
             .iter()
-            .map(|r| crate::gx::key_text(r.key).into_owned())
+            .map(|r| crate::pcc::key_text(r.key).into_owned())
             .collect();
         regrant.extend(install.iter().filter_map(|r| r.monitoring_key.clone()));
         let grants = match &usage {

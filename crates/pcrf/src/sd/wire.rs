@@ -3,7 +3,9 @@
 //! Sd RAR (ADC rule changes, release) encoded. No state and no IO here;
 //! `service.rs` decides what to do.
 
-use crate::gx::{self, RequestType, UsageInstructions, UsageReport};
+use crate::gx;
+use crate::pcc::usage_monitoring;
+use crate::pcc::{RequestType, UsageInstructions, UsageReport};
 use crate::limits;
 use crate::policy::decision::AdcRule;
 use crate::session_message;
@@ -111,7 +113,7 @@ pub fn decode_ccr(msg: &Message) -> Result<TdfCcr<'_>, DiameterError> {
         } else if a.is(avp::APPLICATION_DETECTION_INFORMATION) {
             detections.push(a);
         } else if a.is(avp::USAGE_MONITORING_INFORMATION) {
-            if let Some(r) = gx::decode_usage_report(&a)? {
+            if let Some(r) = usage_monitoring::decode_usage_report(&a)? {
                 c.usage_reports.push(r);
             }
         }
@@ -216,7 +218,7 @@ fn encode_adc(b: &mut MessageBuilder<'_>, changes: &AdcChanges<'_>) {
                             d.bytes(avp::ADC_RULE_NAME, name.as_bytes())
                                 .bytes(avp::TDF_APPLICATION_IDENTIFIER, app.as_bytes());
                             if let Some(k) = &r.monitoring_key {
-                                d.bytes(avp::MONITORING_KEY, &gx::key_bytes(k));
+                                d.bytes(avp::MONITORING_KEY, &usage_monitoring::key_bytes(k));
                             }
                         });
                     }
@@ -245,7 +247,7 @@ fn encode_usage_with_trigger(b: &mut MessageBuilder<'_>, usage: &UsageInstructio
     if !usage.grants.is_empty() {
         b.i32(avp::EVENT_TRIGGER, USAGE_REPORT);
     }
-    gx::encode_usage(b, usage);
+    usage_monitoring::encode_usage(b, usage);
 }
 
 /// Encodes the CCA to a TDF's CCR. `adc` and `usage` are left out of
@@ -589,7 +591,7 @@ mod tests {
             monitoring_key: None,
         };
         let usage = UsageInstructions {
-            grants: vec![gx::UsageGrant {
+            grants: vec![usage_monitoring::UsageGrant {
                 key: "video".into(),
                 level: Default::default(),
                 units: crate::usage::ServiceUnits {
@@ -642,7 +644,7 @@ mod tests {
             .expect("grouped")
             .is_some());
         assert!(ans.find(avp::ADC_RULE_REMOVE).expect("avps").is_some());
-        let back = gx::decode_usage_instructions(&ans).expect("usage");
+        let back = usage_monitoring::decode_usage_instructions(&ans).expect("usage");
         assert_eq!(back.grants.len(), 1);
         let trigger = ans
             .find(avp::EVENT_TRIGGER)

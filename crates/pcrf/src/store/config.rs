@@ -2,6 +2,7 @@
 //! durable a commit is. Embedded by the config module; `open_shards` turns it
 //! into a `Store`.
 
+use crate::store::postgres::PostgresOptions;
 use crate::store::shard::MAX_SHARDS;
 use serde::Deserialize;
 use std::path::PathBuf;
@@ -125,16 +126,17 @@ pub const POSTGRES_COMMIT_WINDOW_US: u64 = 2_000;
 /// longer than a PCEF's usual Tx timer allows.
 pub const MAX_COMMIT_WINDOW_US: u64 = 100_000;
 
+// The connection's defaults are PostgresOptions' own, written once there.
 fn default_lifetime_min_secs() -> u64 {
-    30 * 60
+    PostgresOptions::new("").lifetime_min.as_secs()
 }
 
 fn default_lifetime_max_secs() -> u64 {
-    60 * 60
+    PostgresOptions::new("").lifetime_max.as_secs()
 }
 
 fn default_timeout_ms() -> u64 {
-    2000
+    u64::try_from(PostgresOptions::new("").timeout.as_millis()).unwrap_or(u64::MAX)
 }
 
 impl Default for StoreConfig {
@@ -231,7 +233,7 @@ impl StoreConfig {
                 "store.timeout_ms must be at least 1".into(),
             ));
         }
-        let mut o = crate::store::postgres::PostgresOptions::new(url);
+        let mut o = PostgresOptions::new(url);
         o.lifetime_min = Duration::from_secs(self.lifetime_min_secs);
         o.lifetime_max = Duration::from_secs(self.lifetime_max_secs);
         o.timeout = Duration::from_millis(self.timeout_ms);

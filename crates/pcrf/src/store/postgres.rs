@@ -32,11 +32,11 @@ use super::{Change, ChangeKey, Conflicted, OpenSessionsBy, Store, StoreError};
 use crate::session::GxSession;
 use crate::subscriber::Subscriber;
 use crate::usage::SubscriberUsage;
+use diameter::peer::{Backoff, Jitter};
 use encoded::{encode, Encoded};
 use failure::{pg_error, PgFailure};
 use pipeline::{run_all, Request};
 use std::future::Future;
-use std::hash::{BuildHasher, Hasher};
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 use tokio::runtime::Runtime;
@@ -136,27 +136,6 @@ pub(crate) fn side_connection(
         .keepalives_retries(3);
     let bound = hosts::connect_bound(&cfg, per_host);
     Ok((cfg, bound))
-}
-
-/// A random value for lifetimes and backoff jitter (std's hasher keys are
-/// seeded randomly per process; no generator needed for this).
-fn random_u64() -> u64 {
-    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
-    h.write_u128(
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0),
-    );
-    h.finish()
-}
-
-fn random_between(lo: Duration, hi: Duration) -> Duration {
-    if hi <= lo {
-        return lo;
-    }
-    let span = u64::try_from((hi - lo).as_millis()).unwrap_or(u64::MAX);
-    lo + Duration::from_millis(random_u64() % span.saturating_add(1))
 }
 
 /// Applies the migrations to the database `url` names (the first schema of
@@ -783,7 +762,10 @@ pub struct PostgresStore {
     opts: PostgresOptions,
     live: Option<Live>,
     retry_at: Instant,
-    backoff: Duration,
+    /// The wait before the next connection attempt after a failed one.
+    backoff: Backoff,
+    /// Draws each connection's lifetime from its window.
+    jitter: Jitter,
     last_error: String,
     monitor: ConnectionMonitor,
     profiler: QueryProfiler,
@@ -835,13 +817,15 @@ impl PostgresStore {
             ));
         }
         let cfg = parse_url(&opts.url, opts.timeout)?;
+        let opts_backoff_max = opts.backoff_max.max(BACKOFF_MIN);
         let mut store = PostgresStore {
             rt: Some(runtime()?),
             cfg,
             opts,
             live: None,
             retry_at: Instant::now(),
-            backoff: BACKOFF_MIN,
+            backoff: Backoff::new(BACKOFF_MIN, opts_backoff_max, None, Jitter::from_entropy()),
+            jitter: Jitter::from_entropy(),
             last_error: String::new(),
             monitor: ConnectionMonitor::default(),
             profiler,
@@ -1046,8 +1030,10 @@ impl PostgresStore {
             .ok_or_else(|| StoreError::Unavailable("store closed".into()))?;
         let cfg = &self.cfg;
         let timeout = hosts::connect_bound(cfg, self.opts.timeout);
-        let expires =
-            Instant::now() + random_between(self.opts.lifetime_min, self.opts.lifetime_max);
+        let expires = Instant::now()
+            + self
+                .jitter
+                .between(self.opts.lifetime_min, self.opts.lifetime_max);
         let r = block(rt, async {
             let attempt = async {
                 let (client, conn) = cfg
@@ -1082,7 +1068,7 @@ impl PostgresStore {
         });
         match &r {
             Ok(_) => {
-                self.backoff = BACKOFF_MIN;
+                self.backoff.reset();
                 self.last_error.clear();
             }
             Err(e) => {
@@ -1091,8 +1077,7 @@ impl PostgresStore {
                     StoreError::Unavailable(m) | StoreError::Corrupt(m) => m.clone(),
                     other => other.to_string(),
                 };
-                self.retry_at = Instant::now() + random_between(self.backoff / 2, self.backoff);
-                self.backoff = (self.backoff * 2).min(self.opts.backoff_max.max(BACKOFF_MIN));
+                self.retry_at = Instant::now() + self.backoff.next_delay();
             }
         }
         r
@@ -1601,12 +1586,13 @@ mod tests {
     fn lifetimes_fall_in_the_window() {
         let lo = Duration::from_secs(1800);
         let hi = Duration::from_secs(3600);
-        let draws: Vec<Duration> = (0..200).map(|_| random_between(lo, hi)).collect();
+        let mut jitter = Jitter::from_entropy();
+        let draws: Vec<Duration> = (0..200).map(|_| jitter.between(lo, hi)).collect();
         assert!(draws.iter().all(|d| *d >= lo && *d <= hi));
         // Spread, not one value: servers must not reconnect together.
         let distinct: std::collections::HashSet<_> = draws.iter().collect();
         assert!(distinct.len() > 150, "{}", distinct.len());
-        assert_eq!(random_between(hi, lo), hi);
+        assert_eq!(jitter.between(hi, lo), hi);
     }
 
     #[test]

@@ -8,9 +8,9 @@
 //! or it answers with an error), the policy sees "unknown" for the counters
 //! it asked about and decides anyway; the next CCR asks again.
 
-use crate::gx::state::PushReason;
 use crate::metrics::{Command, Exposition, Kind, NO_ANSWER};
 use crate::node::{now_ms, Node, COMMIT_WAIT};
+use crate::pcc::PushReason;
 use crate::policy::input::PolicyInput;
 use crate::policy::Outcome;
 use crate::session::spending::{SySession, UNKNOWN};
