@@ -9,8 +9,8 @@
 //! again, before or after a restart.
 
 use super::{Node, COMMIT_WAIT};
-use crate::pcc::{self, UsageGrant, UsageInstructions, UsageReport};
 use crate::limits::{LOGGED_ITEMS_PER_REQUEST, MAX_UNKNOWN_KEY_REPORTS_PER_REQUEST};
+use crate::pcc::{self, UsageGrant, UsageInstructions, UsageReport};
 use crate::policy::decision::Decision;
 use crate::policy::input::UsageInput;
 use crate::session::GxSession;

@@ -4,9 +4,9 @@
 //! `service.rs` decides what to do.
 
 use crate::gx;
+use crate::limits;
 use crate::pcc::usage_monitoring;
 use crate::pcc::{RequestType, UsageInstructions, UsageReport};
-use crate::limits;
 use crate::policy::decision::AdcRule;
 use crate::session_message;
 use crate::session_message::{Identity, Outcome};
