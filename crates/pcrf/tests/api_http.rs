@@ -241,7 +241,8 @@ fn session(id: &str, imsi: &str, apn: &str, pcef: &str, state: SessionState) -> 
     s.installed = Decision {
         rules: vec!["internet".into()],
         ..Default::default()
-    };
+    }
+    .into();
     s
 }
 

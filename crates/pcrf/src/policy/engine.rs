@@ -70,7 +70,7 @@ impl Outcome {
         DecisionRecord {
             input_hash: self.input_hash,
             script_version: self.script_version,
-            decision: self.decision,
+            decision: self.decision.into(),
             inputs: match self.inputs {
                 Some(json) => json,
                 None => InputsJson::of(input),
@@ -277,7 +277,7 @@ impl PolicyEngine {
         if let Some(prev) = prev.filter(|p| memo::unchanged(p, input_hash, script.version)) {
             PolicyStats::bump(&self.stats.skips);
             return Outcome {
-                decision: prev.decision.clone(),
+                decision: Decision::clone(&prev.decision),
                 ran: Ran::Memo,
                 input_hash,
                 script_version: script.version,

@@ -3,7 +3,7 @@
 //! and the inputs as JSON for the API. The policy makes these records and
 //! its memo reads them back; the session holds the last one.
 
-use crate::policy::decision::Decision;
+use crate::policy::shared_decision::SharedDecision;
 use crate::policy::memo::Bounds;
 use serde::{Deserialize, Serialize};
 
@@ -16,7 +16,9 @@ pub struct DecisionRecord {
     pub input_hash: u64,
     #[serde(with = "hex_u64")]
     pub script_version: u64,
-    pub decision: Decision,
+    /// Shared with every equal decision alive (the session's installed
+    /// one, most often, and other sessions' of the same plan).
+    pub decision: SharedDecision,
     pub inputs: InputsJson,
     /// Unix milliseconds.
     pub at_ms: i64,

@@ -3,7 +3,7 @@
 //! is the unit the store persists (one row, one blob) and recovers after a
 //! restart.
 
-use crate::policy::decision::Decision;
+use crate::policy::shared_decision::SharedDecision;
 use crate::policy::input::RuleFailure;
 pub use crate::policy::record::{DecisionRecord, InputsJson};
 use serde::{Deserialize, Serialize};
@@ -43,8 +43,9 @@ pub struct GxSession {
     pub device: Option<String>,
     /// Supported-Features (Feature-List-ID, Feature-List) the PCEF offered.
     pub supported_features: Vec<(u32, u32)>,
-    /// What the PCEF has installed now (our view after the last answer).
-    pub installed: Decision,
+    /// What the PCEF has installed now (our view after the last answer);
+    /// shared with every equal decision alive, the last decision's most often.
+    pub installed: SharedDecision,
     pub rule_failures: Vec<RuleFailure>,
     /// Usage monitoring at the PCEF: keys and their grants (one blob with
     /// the session: one row and one commit for both).
@@ -118,7 +119,7 @@ impl GxSession {
             ms_timezone: None,
             device: None,
             supported_features: Vec::new(),
-            installed: Decision::default(),
+            installed: SharedDecision::default(),
             rule_failures: Vec::new(),
             monitoring: Default::default(),
             tdf: None,
@@ -307,10 +308,11 @@ mod tests {
         let record = |hash: u64, rules: Vec<String>| DecisionRecord {
             input_hash: hash,
             script_version: 1,
-            decision: Decision {
+            decision: crate::policy::Decision {
                 rules,
                 ..Default::default()
-            },
+            }
+            .into(),
             inputs: InputsJson::null(),
             at_ms: hash as i64,
             bounds: None,
@@ -371,7 +373,7 @@ mod tests {
         s.last_decision = Some(std::sync::Arc::new(DecisionRecord {
             input_hash: u64::MAX,
             script_version: 0x0123_4567_89ab_cdef,
-            decision: Decision::default(),
+            decision: SharedDecision::default(),
             inputs: InputsJson::null(),
             at_ms: 5,
             bounds: None,
