@@ -3,8 +3,8 @@
 //! and the inputs as JSON for the API. The policy makes these records and
 //! its memo reads them back; the session holds the last one.
 
-use crate::policy::shared_decision::SharedDecision;
 use crate::policy::memo::Bounds;
+use crate::policy::shared_decision::SharedDecision;
 use serde::{Deserialize, Serialize};
 
 /// The last decision: hash of its inputs and script version (the memo key),

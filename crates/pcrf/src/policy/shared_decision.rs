@@ -188,7 +188,9 @@ mod tests {
     #[test]
     fn dropped_decisions_leave_the_table() {
         for i in 0..10 * SWEEP_FLOOR * SHARDS {
-            drop(SharedDecision::from(decision(&format!("shared-decision-drop-{i}"))));
+            drop(SharedDecision::from(decision(&format!(
+                "shared-decision-drop-{i}"
+            ))));
         }
         let entries: usize = TABLE
             .iter()

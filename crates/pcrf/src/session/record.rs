@@ -3,9 +3,9 @@
 //! is the unit the store persists (one row, one blob) and recovers after a
 //! restart.
 
-use crate::policy::shared_decision::SharedDecision;
 use crate::policy::input::RuleFailure;
 pub use crate::policy::record::{DecisionRecord, InputsJson};
+use crate::policy::shared_decision::SharedDecision;
 use serde::{Deserialize, Serialize};
 
 /// Open or closed (closed records are kept for the configured retention).
