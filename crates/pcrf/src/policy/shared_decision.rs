@@ -81,8 +81,10 @@ impl<'de> Deserialize<'de> for SharedDecision {
 /// wait on one another.
 const SHARDS: usize = 16;
 
-/// Below this many entries a shard is never swept.
-const SWEEP_FLOOR: usize = 256;
+/// Below this many entries a shard is never swept. An entry of a dropped
+/// decision keeps the decision's block (~300 bytes, not what it pointed
+/// to) until swept: at most 16 x 64 of them beyond twice those alive.
+const SWEEP_FLOOR: usize = 64;
 
 /// One shard: the decisions alive by their hash. One entry per hash: a
 /// second decision with the same hash (a collision) takes the slot, and
@@ -128,14 +130,17 @@ fn intern(d: Decision) -> Arc<Decision> {
     d
 }
 
-/// Entries in the table and the heap they take (the table itself, not the
-/// decisions): for the memory report.
+/// The heap the table takes: its entries, and the blocks of dropped
+/// decisions its entries still keep until swept (not the decisions alive,
+/// which the sessions hold): for the memory report.
 pub fn table_bytes() -> usize {
+    let block = std::mem::size_of::<Decision>() + 2 * std::mem::size_of::<usize>();
     TABLE
         .iter()
         .map(|s| {
             let s = s.lock().unwrap_or_else(|e| e.into_inner());
-            s.by_hash.capacity() * (std::mem::size_of::<(u64, Weak<Decision>)>() + 1)
+            let dead = s.by_hash.values().filter(|w| w.strong_count() == 0).count();
+            s.by_hash.capacity() * (std::mem::size_of::<(u64, Weak<Decision>)>() + 1) + dead * block
         })
         .sum()
 }
