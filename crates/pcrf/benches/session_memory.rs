@@ -8,6 +8,7 @@
 //! process's resident memory per open session.
 //!
 //!   cargo bench -p pcrf --bench session_memory            # N = 20000
+//!   cargo bench --profile dev -p pcrf --bench session_memory  # same counts, quicker build
 //!   PCRF_BENCH_SESSIONS=100000 cargo bench -p pcrf --bench session_memory
 
 mod shared;
@@ -55,10 +56,9 @@ fn session(i: u32) -> GxSession {
         1_763_000_000_000 + i64::from(i),
     );
     s.ue_ipv4 = Some(std::net::Ipv4Addr::from(0x0a00_0000 + i));
-    // The answer as the server keeps it: the buffer it was encoded into.
-    let mut answer = bytes::BytesMut::with_capacity(512);
-    answer.extend_from_slice(&[0x5a; 420]);
-    s.last_answer = Some(answer.freeze());
+    // The answer as the server keeps it: in an allocation of its own size
+    // (gx/service.rs copies it out of the larger buffer it was encoded in).
+    s.last_answer = Some(bytes::Bytes::copy_from_slice(&[0x5a; 420]));
     // The session-level key a CCR-I is granted (config/usage.toml).
     s.monitoring.keys.insert(
         "total".into(),
@@ -72,6 +72,9 @@ fn session(i: u32) -> GxSession {
             reported_octets: 0,
         },
     );
+    // As a CCR-U leaves it: the record is a clone of the one before, and a
+    // clone holds the keys without the room an insert reserved.
+    s.monitoring = s.monitoring.clone();
     s
 }
 
@@ -123,6 +126,35 @@ fn main() {
             })
     });
     let answer = one.last_answer.as_ref().map_or(0, |a| a.len());
+    // The record by part, per session: the struct in its Arc, the strings
+    // it owns, the kept answer, usage monitoring, and what is left: the
+    // last decision's record with its inputs, and the decisions themselves
+    // (shared by every equal one, so their share per session is small).
+    let part_struct = std::mem::size_of::<GxSession>() + 16;
+    let part_strings: usize = records
+        .iter()
+        .map(|s| {
+            let opt = |o: &Option<String>| o.as_ref().map_or(0, String::capacity);
+            s.id.capacity()
+                + s.subscriber.capacity()
+                + s.pcef_host.capacity()
+                + s.pcef_realm.capacity()
+                + opt(&s.imsi)
+                + opt(&s.msisdn)
+                + opt(&s.apn)
+                + opt(&s.ue_ipv6_prefix)
+                + opt(&s.location)
+                + opt(&s.ms_timezone)
+                + opt(&s.device)
+        })
+        .sum();
+    let part_strings = part_strings as f64 / f64::from(n);
+    let part_monitoring = heap_of(|| one.monitoring.clone());
+    let part_decision = per(records_bytes)
+        - part_struct as f64
+        - part_strings
+        - answer as f64
+        - part_monitoring as f64;
     let inputs = one
         .last_decision
         .as_ref()
@@ -141,7 +173,7 @@ fn main() {
         "record (Arc<GxSession> and everything it owns): {:.0} bytes per session",
         per(records_bytes)
     );
-    println!("  the last answer: {answer} bytes (in a buffer of 512)");
+    println!("  the last answer: {answer} bytes");
     println!("  the last decision's inputs (JSON): {inputs} bytes");
     let record = one.last_decision.as_deref().cloned();
     println!(
@@ -151,8 +183,13 @@ fn main() {
             + 16
     );
     println!(
-        "  the installed rules (Decision, heap): {} bytes",
-        heap_of(|| one.installed.clone())
+        "  the installed rules (Decision, heap, were it not shared): {} bytes; \
+         one allocation with the last decision's: {}; with the next session's: {}",
+        heap_of(|| pcrf::policy::Decision::clone(&one.installed)),
+        one.last_decision
+            .as_ref()
+            .is_some_and(|d| d.decision.same_as(&one.installed)),
+        records[1 % records.len()].installed.same_as(&one.installed)
     );
     println!(
         "  usage monitoring (one key, heap): {} bytes",
@@ -166,6 +203,13 @@ fn main() {
         "session table and its indexes: {:.0} bytes per session",
         per(table_bytes)
     );
+    println!("by part, bytes per session:");
+    println!("  struct (GxSession in its Arc): {part_struct}");
+    println!("  strings (Session-Id, subscriber, hosts, APN, location...): {part_strings:.0}");
+    println!("  decision (last decision record, its inputs, shared decisions): {part_decision:.0}");
+    println!("  monitoring: {part_monitoring}");
+    println!("  kept answer: {answer}");
+    println!("  indexes (session table): {:.0}", per(table_bytes));
     println!(
         "total: {:.0} bytes per session ({:.2} KiB)",
         per(records_bytes + table_bytes),

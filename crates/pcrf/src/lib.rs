@@ -2,6 +2,7 @@
 //! Lua policy, kept in memory, made durable through a group-commit writer.
 
 pub mod admission;
+pub mod allocator;
 pub mod api;
 pub mod certificate_expiry;
 pub mod client;

@@ -258,7 +258,8 @@ fn session(id: &str, imsi: &str, apn: &str, pcef: &str, state: SessionState) -> 
     s.installed = Decision {
         rules: vec!["internet".into()],
         ..Default::default()
-    };
+    }
+    .into();
     s
 }
 
@@ -688,6 +689,18 @@ async fn sessions_list_get_reauth_release() {
 #[tokio::test]
 async fn policy_cells_health_ready_config_metrics() {
     let s = Server::start(ApiConfig::default()).await;
+
+    // What holds the process's memory: the kernel's figures and each holder.
+    let (status, v) = s.json("GET", "/v1/debug/memory", &[], None).await;
+    assert_eq!(status, 200, "{v}");
+    assert!(v["resident_bytes"].as_u64().is_some_and(|b| b > 0), "{v}");
+    assert!(v["peak_resident_bytes"].as_u64() >= v["resident_bytes"].as_u64());
+    let names: Vec<&str> = v["holders"]
+        .as_array()
+        .map(|h| h.iter().filter_map(|h| h["name"].as_str()).collect())
+        .unwrap_or_default();
+    assert!(names.contains(&"sqlite"), "{v}");
+    assert!(names.contains(&"shared_decisions_table"), "{v}");
 
     let (status, v) = s.json("POST", "/v1/policy/reload", &[], None).await;
     assert_eq!(

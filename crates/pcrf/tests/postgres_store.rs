@@ -1694,12 +1694,12 @@ fn open_sessions_are_found_by_address_prefix_subscriber_and_bound_session() {
     b.ue_ipv4 = Some(std::net::Ipv4Addr::new(10, 9, 9, 9));
     // A /40 delegated: shorter prefixes are found too.
     b.ue_ipv6_prefix = Some(hex::encode(framed_ipv6("2001:db8:100::", 40)));
-    b.tdf = Some(TdfSession::new(
+    b.tdf = Some(Box::new(TdfSession::new(
         "pcrf;sd;1".into(),
         TdfMode::Unsolicited,
         "tdf.example".into(),
         "example".into(),
-    ));
+    )));
     st.apply(&[put(a.clone()), put(b.clone())]).expect("write");
     let mut find = |by: OpenSessionsBy| st.open_session_ids(&by).expect("look-up");
     let v6 = |addr: &str, len: u8| {

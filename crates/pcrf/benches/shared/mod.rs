@@ -80,7 +80,7 @@ pub fn ccr_u_session(id: String, imsi: String, updated_ms: i64) -> GxSession {
     s.ms_timezone = Some("4000".into());
     s.device = Some("3534210112345601".into());
     s.supported_features = vec![(1, 0x0000_03ff)];
-    s.installed = decision.clone();
+    s.installed = decision.clone().into();
     s.last_request_number = (updated_ms % 1000) as u32;
     // The encoded last answer, kept for retransmissions (a CCA with rules).
     s.last_answer = Some(vec![0x5a; 420].into());
@@ -88,7 +88,7 @@ pub fn ccr_u_session(id: String, imsi: String, updated_ms: i64) -> GxSession {
         input_hash: 0x1234_5678_9abc_def0,
         script_version: 3,
         policy_version: 0,
-        decision,
+        decision: decision.into(),
         inputs: InputsJson::of(&serde_json::json!({
             "subscriber": {"imsi": "001010123456789", "plan": "basic",
                            "services": ["video-boost"], "attributes": {"blocked": false}},

@@ -16,6 +16,7 @@ pub mod error;
 pub mod extract;
 pub mod http_stats;
 pub mod listener;
+pub mod memory;
 pub mod network;
 pub mod notifications;
 pub mod openapi;
@@ -204,6 +205,7 @@ fn routes<C: Control>() -> Vec<Route<C>> {
         ),
         r(Method::GET, "/v1/debug/queries", get(debug::queries::<C>)),
         r(Method::GET, "/v1/debug/profile", get(profile::profile)),
+        r(Method::GET, "/v1/debug/memory", get(memory::memory)),
         r(
             Method::GET,
             "/v1/openapi.json",

@@ -10,8 +10,8 @@
 //! written as 16 hex digits.
 
 use super::{
-    cluster, debug, network, notifications, policy, profile, sessions, stats, status, subscribers,
-    usage,
+    cluster, debug, memory, network, notifications, policy, profile, sessions, stats, status,
+    subscribers, usage,
 };
 use crate::control::ReauthOutcome;
 use crate::session::GxSession;
@@ -34,7 +34,7 @@ use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
         policy::check, policy::test, policy::dry_run, policy::versions, policy::version,
         policy::diff, policy::rollback, subscribers::search, stats::get, usage::get, usage::topup, usage::reset,
         network::put_cell, status::health, status::ready, status::config,
-        debug::switch, debug::queries, profile::profile, serve_document, status::metrics,
+        debug::switch, debug::queries, profile::profile, memory::memory, serve_document, status::metrics,
         notifications::status, cluster::get,
     ),
     security(("bearerAuth" = [])),

@@ -281,7 +281,7 @@ impl Gx {
             return Ok(answer);
         }
         s.last_decision = Some(Arc::new(out.into_record(&input, now)));
-        s.installed = decision;
+        s.installed = decision.into();
         s.last_answer = Some(answer.bytes.clone());
         let s = Arc::new(s);
         let slot = match self.node.sessions.insert(s.clone()) {
@@ -412,7 +412,7 @@ impl Gx {
         if out.ran != Ran::Memo {
             s.last_decision = Some(Arc::new(out.into_record(&input, now)));
         }
-        s.installed = decision;
+        s.installed = decision.into();
         s.last_answer = Some(answer.bytes.clone());
         let s = Arc::new(s);
         // A request that reported usage is always written, with its answer:
@@ -774,7 +774,7 @@ impl Gx {
         }
         let script_version = out.script_version;
         if code == result_code::DIAMETER_SUCCESS {
-            s.installed = decision;
+            s.installed = decision.into();
             if out.ran != Ran::Memo {
                 s.last_decision = Some(Arc::new(out.into_record(&input, now_ms())));
             }

@@ -74,7 +74,7 @@ impl Outcome {
             input_hash: self.input_hash,
             script_version: self.script_version,
             policy_version: self.policy_version,
-            decision: self.decision,
+            decision: self.decision.into(),
             inputs: match self.inputs {
                 Some(json) => json,
                 None => InputsJson::of(input),
@@ -266,7 +266,7 @@ impl PolicyEngine {
         if let Some(prev) = prev.filter(|p| record::unchanged(p, input_hash, script.version)) {
             PolicyStats::bump(&self.stats.skips);
             return Outcome {
-                decision: prev.decision.clone(),
+                decision: Decision::clone(&prev.decision),
                 ran: Ran::Memo,
                 input_hash,
                 script_version: script.version,

@@ -5,9 +5,9 @@
 //! the record, which keeps the memo's `Bounds`, is the one that imports);
 //! the session holds the last one.
 
-use crate::policy::decision::Decision;
 use crate::policy::input::PolicyInput;
 use crate::policy::memo::Bounds;
+use crate::policy::shared_decision::SharedDecision;
 use serde::{Deserialize, Serialize};
 use xxhash_rust::xxh3::xxh3_64;
 
@@ -25,7 +25,9 @@ pub struct DecisionRecord {
     /// versions were stored.
     #[serde(default)]
     pub policy_version: u64,
-    pub decision: Decision,
+    /// Shared with every equal decision alive (the session's installed
+    /// one, most often, and other sessions' of the same plan).
+    pub decision: SharedDecision,
     pub inputs: InputsJson,
     /// Unix milliseconds.
     pub at_ms: i64,

@@ -438,7 +438,7 @@ impl Rx {
             // in the background; a refusal is undone and notified.
             drop(diff);
             let new_rules = decided.rules.clone();
-            next.installed = installed;
+            next.installed = installed.into();
             af.rules = decided.rules;
             next.af.retain(|x| x.id != af.id);
             next.af.push(af.clone());
@@ -449,7 +449,7 @@ impl Rx {
                 .await?;
             slot.publish(next.clone());
             if let Some(this) = self.me_ref.upgrade() {
-                let (gx_id, before) = (cur.id.clone(), cur.installed.clone());
+                let (gx_id, before) = (cur.id.clone(), (*cur.installed).clone());
                 tokio::spawn(async move {
                     this.push_af_rules(&gx_id, before, af, old_rules, new_rules)
                         .await;
@@ -503,7 +503,7 @@ impl Rx {
                 ));
             }
             drop(diff);
-            next.installed = installed;
+            next.installed = installed.into();
             af.rules = decided.rules;
             next.af.retain(|x| x.id != af.id);
             next.af.push(af);
@@ -589,7 +589,7 @@ impl Rx {
             );
             drop(diff);
             if ok {
-                next.installed = installed;
+                next.installed = installed.into();
             } else {
                 // The AF session is over either way; the rules no AF owns
                 // now drop out of the next Gx decision's difference.
@@ -649,7 +649,7 @@ impl Rx {
             }
         } else {
             tracing::warn!(session = %af.id, code = ?code, "PCEF refused the Rx rules after the AAA; undone");
-            next.installed = replace_af_rules(&cur.installed, &new_rules, &old_rules);
+            next.installed = replace_af_rules(&cur.installed, &new_rules, &old_rules).into();
             if let Some(x) = next.af.iter_mut().find(|x| x.id == af.id) {
                 x.rules = old_rules;
                 if x.subscribed(enums::SPECIFIC_ACTION::INDICATION_OF_FAILED_RESOURCES_ALLOCATION) {

@@ -422,7 +422,7 @@ impl Sd {
         );
         tdf.installed = wanted;
         tdf.last_answer = Some(answer.bytes.to_vec());
-        let replaced = s.tdf.replace(tdf).map(|old| old.id);
+        let replaced = s.tdf.replace(Box::new(tdf)).map(|old| old.id);
         s.updated_ms = now;
         let s = Arc::new(s);
         self.node
@@ -694,7 +694,7 @@ impl Sd {
                     .filter(|r| !failed.contains(&r.key().to_owned()))
                     .cloned()
                     .collect();
-                s.tdf = Some(t);
+                s.tdf = Some(Box::new(t));
             }),
             Some(t) => {
                 let (install, remove) = adc_diff(&t.installed, &wanted);

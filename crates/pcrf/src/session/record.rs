@@ -3,9 +3,9 @@
 //! is the unit the store persists (one row, one blob) and recovers after a
 //! restart.
 
-use crate::policy::decision::Decision;
 use crate::policy::input::RuleFailure;
 pub use crate::policy::record::{DecisionRecord, InputsJson};
+use crate::policy::shared_decision::SharedDecision;
 use serde::{Deserialize, Serialize};
 
 /// Open or closed (closed records are kept for the configured retention).
@@ -43,8 +43,9 @@ pub struct GxSession {
     pub device: Option<String>,
     /// Supported-Features (Feature-List-ID, Feature-List) the PCEF offered.
     pub supported_features: Vec<(u32, u32)>,
-    /// What the PCEF has installed now (our view after the last answer).
-    pub installed: Decision,
+    /// What the PCEF has installed now (our view after the last answer);
+    /// shared with every equal decision alive, the last decision's most often.
+    pub installed: SharedDecision,
     pub rule_failures: Vec<RuleFailure>,
     /// Usage monitoring at the PCEF: keys and their grants (one blob with
     /// the session: one row and one commit for both).
@@ -54,9 +55,10 @@ pub struct GxSession {
     )]
     pub monitoring: crate::usage::SessionMonitoring,
     /// The TDF session (Sd) bound to this one, if any: in the same record
-    /// so an Sd change is one write under this session's lock.
+    /// so an Sd change is one write under this session's lock. Boxed: most
+    /// sessions have none, and inline it took 150 bytes of every session.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tdf: Option<super::tdf::TdfSession>,
+    pub tdf: Option<Box<super::tdf::TdfSession>>,
     /// The subscriber's Sy session as of this record's last write (the
     /// newest copy among the subscriber's records wins at start-up).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -118,7 +120,7 @@ impl GxSession {
             ms_timezone: None,
             device: None,
             supported_features: Vec::new(),
-            installed: Decision::default(),
+            installed: SharedDecision::default(),
             rule_failures: Vec::new(),
             monitoring: Default::default(),
             tdf: None,
@@ -308,10 +310,11 @@ mod tests {
             input_hash: hash,
             script_version: 1,
             policy_version: 0,
-            decision: Decision {
+            decision: crate::policy::Decision {
                 rules,
                 ..Default::default()
-            },
+            }
+            .into(),
             inputs: InputsJson::null(),
             at_ms: hash as i64,
             bounds: None,
@@ -324,6 +327,16 @@ mod tests {
         // ...a different decision is.
         e.last_decision = Some(std::sync::Arc::new(record(2, vec!["throttled".into()])));
         assert!(!d.durably_equal(&e));
+    }
+
+    /// The struct every open session holds whatever it has: what most
+    /// sessions lack (a TDF session) is boxed, not reserved inline, and the
+    /// decisions are shared (784 bytes with both inline).
+    #[test]
+    #[cfg(target_pointer_width = "64")]
+    fn an_open_session_struct_stays_small() {
+        let size = std::mem::size_of::<GxSession>();
+        assert!(size <= 640, "{size} bytes");
     }
 
     #[test]
@@ -373,7 +386,7 @@ mod tests {
             input_hash: u64::MAX,
             script_version: 0x0123_4567_89ab_cdef,
             policy_version: 0,
-            decision: Decision::default(),
+            decision: SharedDecision::default(),
             inputs: InputsJson::null(),
             at_ms: 5,
             bounds: None,

@@ -273,7 +273,7 @@ pub(in crate::store) mod tests {
         }];
         tdf.running = ["video".to_string()].into_iter().collect();
         tdf.last_answer = Some(vec![1, 0, 0, 20, 0xff]);
-        s.tdf = Some(tdf);
+        s.tdf = Some(Box::new(tdf));
         let mut sy = SySession::new("sy;1".into(), 5);
         sy.ocs_host = Some("ocs".into());
         sy.counters.insert(

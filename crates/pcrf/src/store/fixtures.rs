@@ -54,7 +54,8 @@ pub fn session(id: &str, subscriber: &str, updated_ms: i64) -> GxSession {
     s.installed = Decision {
         rules: vec!["internet".into()],
         ..Default::default()
-    };
+    }
+    .into();
     s.updated_ms = updated_ms;
     s
 }

@@ -37,6 +37,11 @@ pub struct GroupCommitOptions {
     /// Once a batch has its first change, wait up to this long for more
     /// before committing (zero: commit what is queued at once).
     pub commit_window: std::time::Duration,
+    /// When no job came for this long, the store gives back the memory it
+    /// holds only for speed (SQLite's page cache) and the writer thread its
+    /// allocator's free pages, once per quiet spell: after a burst the
+    /// process does not stay at its peak.
+    pub idle_release: std::time::Duration,
 }
 
 impl Default for GroupCommitOptions {
@@ -46,6 +51,7 @@ impl Default for GroupCommitOptions {
             max_batch_changes: 8192,
             purge_chunk: 2000,
             commit_window: std::time::Duration::ZERO,
+            idle_release: std::time::Duration::from_secs(5),
         }
     }
 }
@@ -278,27 +284,20 @@ impl GroupCommit {
         let compare_and_set = store.compare_and_set();
         let metrics = Arc::new(Metrics::default());
         let wake = Arc::new(Wake::default());
-        let window_clock = if opts.commit_window.is_zero() {
-            None
-        } else {
-            Some(
-                tokio::runtime::Builder::new_current_thread()
-                    .enable_time()
-                    .build()
-                    .map_err(|e| {
-                        StoreError::Unavailable(format!(
-                            "cannot start the commit-window timer: {e}"
-                        ))
-                    })?,
-            )
-        };
+        let clock = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .map_err(|e| {
+                StoreError::Unavailable(format!("cannot start the store writer's timer: {e}"))
+            })?;
         let writer = Writer {
             store,
             rx,
             metrics: metrics.clone(),
             opts,
             purge: None,
-            window_clock,
+            clock,
+            released: false,
             wake: wake.clone(),
             requesters: tokio::runtime::Handle::try_current().ok(),
             compare_and_set,
@@ -447,9 +446,11 @@ struct Writer {
     metrics: Arc<Metrics>,
     opts: GroupCommitOptions,
     purge: Option<PurgeJob>,
-    /// A timer-only runtime for waiting within the commit window (the
-    /// writer is a plain thread); only when there is a window.
-    window_clock: Option<tokio::runtime::Runtime>,
+    /// A timer-only runtime for waiting within the commit window and for
+    /// noticing a quiet spell (the writer is a plain thread).
+    clock: tokio::runtime::Runtime,
+    /// Idle memory was given back since the last job.
+    released: bool,
     wake: Arc<Wake>,
     /// The runtime of the requesters, when started inside one: a batch's
     /// answers are delivered from a task there (see `answer`).
@@ -489,7 +490,7 @@ impl Writer {
                         return;
                     }
                 },
-                None => match self.rx.blocking_recv() {
+                None => match self.next_job() {
                     Some(job) => job,
                     None => return,
                 },
@@ -552,6 +553,30 @@ impl Writer {
         }
     }
 
+    /// The next job, waiting as long as it takes; `None` once every sender
+    /// is gone. A quiet spell of `idle_release` first gives back idle
+    /// memory (once, until the next job).
+    fn next_job(&mut self) -> Option<Job> {
+        if !self.released {
+            let (quiet, rx) = (self.opts.idle_release, &mut self.rx);
+            // The timer must be made inside the clock's runtime.
+            let next = self
+                .clock
+                .block_on(async move { tokio::time::timeout(quiet, rx.recv()).await });
+            match next {
+                Ok(job) => return job,
+                Err(_) => {
+                    self.store.release_memory();
+                    crate::allocator::return_idle_memory();
+                    self.released = true;
+                }
+            }
+        }
+        let job = self.rx.blocking_recv();
+        self.released = false;
+        job
+    }
+
     /// Takes every change request already queued, and with a commit window
     /// those arriving until the window after the first one's queueing
     /// (`oldest`) closes, up to the batch limit; returns a non-change job
@@ -569,19 +594,18 @@ impl Writer {
             let next = match self.rx.try_recv() {
                 Ok(job) => Some(job),
                 Err(mpsc::error::TryRecvError::Disconnected) => None,
-                Err(mpsc::error::TryRecvError::Empty) => match &self.window_clock {
-                    // Nothing queued: sleep until the window closes or a
-                    // full batch (or another job) is queued, then drain.
-                    Some(clock) if tokio::time::Instant::now() < deadline => {
-                        let notify = &self.wake.notify;
-                        // The timer must be made inside the clock's runtime.
-                        let _ = clock.block_on(async {
-                            tokio::time::timeout_at(deadline, notify.notified()).await
-                        });
-                        continue;
-                    }
-                    _ => None,
-                },
+                // Nothing queued: sleep until the window closes (never,
+                // without a window: its deadline is the first queueing) or
+                // a full batch (or another job) is queued, then drain.
+                Err(mpsc::error::TryRecvError::Empty) if tokio::time::Instant::now() < deadline => {
+                    let notify = &self.wake.notify;
+                    // The timer must be made inside the clock's runtime.
+                    let _ = self.clock.block_on(async {
+                        tokio::time::timeout_at(deadline, notify.notified()).await
+                    });
+                    continue;
+                }
+                Err(mpsc::error::TryRecvError::Empty) => None,
             };
             match next {
                 Some(Job::Changes(changes, ack, _)) => {
@@ -1318,5 +1342,34 @@ mod tests {
             "session and subscriber keys differ"
         );
         assert!(matches!(&out[1], Change::DeleteSession { id, .. } if id == "a"));
+    }
+
+    /// After a burst, a quiet spell gives the page cache back (it is read
+    /// from disk again as needed); a writer not yet idle that long keeps it.
+    #[tokio::test]
+    async fn a_quiet_writer_gives_its_page_cache_back() {
+        for (tag, quiet) in [
+            ("gc-busy-cache", Duration::from_secs(3600)),
+            ("gc-quiet-cache", Duration::from_millis(100)),
+        ] {
+            let dir = TestDir::new(tag);
+            let store = SqliteStore::open(dir.path(), Durability::Relaxed).expect("open");
+            let opts = GroupCommitOptions {
+                idle_release: quiet,
+                ..Default::default()
+            };
+            let gc = GroupCommit::start_with(Box::new(store), opts).expect("start");
+            let changes = (0..4000)
+                .map(|i| Change::PutSession(Arc::new(session(&format!("q{i}"), "1", i))))
+                .collect();
+            gc.submit(changes).await.expect("commits");
+            tokio::time::sleep(Duration::from_millis(600)).await;
+            let cache = gc.shutdown().await.expect("stops").cache_bytes();
+            if quiet > Duration::from_secs(1) {
+                assert!(cache > 1_000_000, "{tag}: {cache} bytes cached");
+            } else {
+                assert!(cache < 64 * 1024, "{tag}: {cache} bytes cached");
+            }
+        }
     }
 }

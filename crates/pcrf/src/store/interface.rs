@@ -62,6 +62,15 @@ pub trait Store: Send + 'static {
     fn open_session_ids(&mut self, _by: &OpenSessionsBy) -> Result<Vec<String>, StoreError> {
         Ok(Vec::new())
     }
+    /// Gives back what the store holds in memory only for speed (the
+    /// embedded store's page cache), when the writer has been idle a while;
+    /// it is read back from disk as needed.
+    fn release_memory(&mut self) {}
+    /// Bytes the store holds in memory for speed now (the embedded store's
+    /// page cache; 0 for a store that holds none here).
+    fn cache_bytes(&self) -> u64 {
+        0
+    }
 }
 
 /// What finds open sessions another node may hold, in a store shared by

@@ -751,6 +751,32 @@ impl Store for SqliteStore {
     fn skipped_corrupt(&self) -> u64 {
         self.skipped_corrupt
     }
+
+    fn release_memory(&mut self) {
+        if let Err(e) = self.conn.release_memory() {
+            tracing::debug!(error = %e, path = %self.path.display(), "releasing the page cache failed");
+        }
+    }
+
+    fn cache_bytes(&self) -> u64 {
+        let (mut now, mut high) = (0, 0);
+        // SAFETY: the handle is this store's open connection, used on this
+        // thread only; SQLite writes the two integers and reads nothing else.
+        let rc = unsafe {
+            rusqlite::ffi::sqlite3_db_status(
+                self.conn.handle(),
+                rusqlite::ffi::SQLITE_DBSTATUS_CACHE_USED,
+                &mut now,
+                &mut high,
+                0,
+            )
+        };
+        if rc == rusqlite::ffi::SQLITE_OK {
+            u64::try_from(now).unwrap_or(0)
+        } else {
+            0
+        }
+    }
 }
 
 #[cfg(test)]

@@ -1,0 +1,207 @@
+//! A decision held once however many records hold it. Thousands of open
+//! sessions of one plan hold equal decisions, and each session held its
+//! installed decision and its last decision as two more copies: a few
+//! hundred bytes each, with every rule and rule-base name in its own
+//! allocation. A `SharedDecision` is reference-counted and made through a
+//! process-wide table of the decisions alive, so equal decisions are one
+//! allocation (rule names included) and a copy is a counter increment.
+//!
+//! Stored and shown exactly as the decision itself (serde sees through it),
+//! so records written before it read the same, and read records share too.
+
+use crate::policy::decision::Decision;
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::collections::HashMap;
+use std::hash::{Hash, Hasher};
+use std::sync::{Arc, LazyLock, Mutex, Weak};
+
+/// A decision shared with every equal one alive. Reads through `Deref`;
+/// a write (`DerefMut`) copies it first when others hold it, and that copy
+/// is shared again only when it becomes a `SharedDecision` anew.
+#[derive(Clone, PartialEq, Eq, Hash)]
+pub struct SharedDecision(Arc<Decision>);
+
+impl SharedDecision {
+    /// True when both are the same allocation (not only equal).
+    pub fn same_as(&self, other: &SharedDecision) -> bool {
+        Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl From<Decision> for SharedDecision {
+    fn from(d: Decision) -> SharedDecision {
+        SharedDecision(intern(d))
+    }
+}
+
+impl Default for SharedDecision {
+    fn default() -> SharedDecision {
+        Decision::default().into()
+    }
+}
+
+impl std::ops::Deref for SharedDecision {
+    type Target = Decision;
+    fn deref(&self) -> &Decision {
+        &self.0
+    }
+}
+
+impl std::ops::DerefMut for SharedDecision {
+    fn deref_mut(&mut self) -> &mut Decision {
+        Arc::make_mut(&mut self.0)
+    }
+}
+
+impl std::fmt::Debug for SharedDecision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl PartialEq<Decision> for SharedDecision {
+    fn eq(&self, other: &Decision) -> bool {
+        *self.0 == *other
+    }
+}
+
+impl Serialize for SharedDecision {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.0.serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for SharedDecision {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<SharedDecision, D::Error> {
+        Decision::deserialize(d).map(SharedDecision::from)
+    }
+}
+
+/// Shards of the table, so that writers of different decisions rarely
+/// wait on one another.
+const SHARDS: usize = 16;
+
+/// Below this many entries a shard is never swept. An entry of a dropped
+/// decision keeps the decision's block (~300 bytes, not what it pointed
+/// to) until swept: at most 16 x 64 of them beyond twice those alive.
+const SWEEP_FLOOR: usize = 64;
+
+/// One shard: the decisions alive by their hash. One entry per hash: a
+/// second decision with the same hash (a collision) takes the slot, and
+/// the first is simply not shared with later equal ones.
+#[derive(Default)]
+struct Shard {
+    by_hash: HashMap<u64, Weak<Decision>>,
+    /// Entries after the last sweep: the next sweep comes when the shard
+    /// has doubled since, so entries of dropped decisions stay bounded by
+    /// twice those alive and the sweeps cost O(1) per insert.
+    live_after_sweep: usize,
+}
+
+static TABLE: LazyLock<[Mutex<Shard>; SHARDS]> =
+    LazyLock::new(|| std::array::from_fn(|_| Mutex::new(Shard::default())));
+
+fn hash_of(d: &Decision) -> u64 {
+    let mut h = xxhash_rust::xxh3::Xxh3Default::new();
+    d.hash(&mut h);
+    h.finish()
+}
+
+/// The decision alive equal to `d`, or `d` itself, now alive.
+fn intern(d: Decision) -> Arc<Decision> {
+    let hash = hash_of(&d);
+    let mut shard = TABLE[(hash as usize) % SHARDS]
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
+    if let Some(alive) = shard.by_hash.get(&hash).and_then(Weak::upgrade) {
+        if *alive == d {
+            return alive;
+        }
+    }
+    let d = Arc::new(d);
+    shard.by_hash.insert(hash, Arc::downgrade(&d));
+    let limit = SWEEP_FLOOR.max(2 * shard.live_after_sweep);
+    if shard.by_hash.len() > limit {
+        shard.by_hash.retain(|_, w| w.strong_count() > 0);
+        let live = shard.by_hash.len();
+        shard.by_hash.shrink_to(2 * live);
+        shard.live_after_sweep = live;
+    }
+    d
+}
+
+/// The heap the table takes: its entries, and the blocks of dropped
+/// decisions its entries still keep until swept (not the decisions alive,
+/// which the sessions hold): for the memory report.
+pub fn table_bytes() -> usize {
+    let block = std::mem::size_of::<Decision>() + 2 * std::mem::size_of::<usize>();
+    TABLE
+        .iter()
+        .map(|s| {
+            let s = s.lock().unwrap_or_else(|e| e.into_inner());
+            let dead = s.by_hash.values().filter(|w| w.strong_count() == 0).count();
+            s.by_hash.capacity() * (std::mem::size_of::<(u64, Weak<Decision>)>() + 1) + dead * block
+        })
+        .sum()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decision(rule: &str) -> Decision {
+        Decision {
+            rules: vec![rule.into()],
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn equal_decisions_are_one_allocation() {
+        let a = SharedDecision::from(decision("shared-decision-test-a"));
+        let b = SharedDecision::from(decision("shared-decision-test-a"));
+        let c = SharedDecision::from(decision("shared-decision-test-c"));
+        assert!(a.same_as(&b));
+        assert!(!a.same_as(&c));
+        assert_eq!(a, b);
+        assert_ne!(a, c);
+    }
+
+    #[test]
+    fn a_write_copies_and_leaves_the_others_alone() {
+        let a = SharedDecision::from(decision("shared-decision-test-w"));
+        let mut b = a.clone();
+        b.rules.push("more".into());
+        assert_eq!(a.rules, vec!["shared-decision-test-w".to_string()]);
+        assert_eq!(b.rules.len(), 2);
+        assert!(!a.same_as(&b));
+    }
+
+    #[test]
+    fn reads_and_writes_as_the_decision_itself() {
+        let d = decision("shared-decision-test-s");
+        let shared = SharedDecision::from(d.clone());
+        assert_eq!(
+            serde_json::to_value(&shared).ok(),
+            serde_json::to_value(&d).ok()
+        );
+        let bytes = rmp_serde::to_vec_named(&d).expect("encodes");
+        let back: SharedDecision = rmp_serde::from_slice(&bytes).expect("decodes");
+        assert!(back.same_as(&shared));
+    }
+
+    #[test]
+    fn dropped_decisions_leave_the_table() {
+        for i in 0..10 * SWEEP_FLOOR * SHARDS {
+            drop(SharedDecision::from(decision(&format!(
+                "shared-decision-drop-{i}"
+            ))));
+        }
+        let entries: usize = TABLE
+            .iter()
+            .map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).by_hash.len())
+            .sum();
+        // Other tests run alongside and keep a few alive.
+        assert!(entries <= 2 * SWEEP_FLOOR * SHARDS, "{entries}");
+    }
+}
