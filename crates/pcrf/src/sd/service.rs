@@ -162,19 +162,11 @@ impl Sd {
             tdf = c.origin_host,
             "Sd request for an unknown TDF session (5002)"
         );
-        let rc = result_code::DIAMETER_UNKNOWN_SESSION_ID;
-        self.sd_cca(
-            req,
-            c,
-            Outcome::Result(rc),
-            &AdcChanges::default(),
-            &Default::default(),
-        )
+        self.sd_refused(req, c)
     }
 
-    /// 5002 to a TDF acting on another TDF's session: the answer to a
-    /// Session-Id that does not exist (see `node/ownership.rs`), without
-    /// counting it as one.
+    /// 5002: the answer to a Session-Id that does not exist, and so also
+    /// to a TDF acting on another TDF's session (see `node/ownership.rs`).
     fn sd_refused(&self, req: &Message, c: &TdfCcr<'_>) -> Answered {
         let rc = result_code::DIAMETER_UNKNOWN_SESSION_ID;
         self.sd_cca(

@@ -93,15 +93,7 @@ impl VersionStore for SqliteVersions {
                 ],
             )
             .map_err(|e| db_error(ctx, e))?;
-        Ok((n == 1).then(|| StoredVersion {
-            id: v.id(),
-            parent: v.parent,
-            hash: v.hash.to_owned(),
-            by: v.by.to_owned(),
-            at_ms: v.at_ms,
-            comment: v.comment.to_owned(),
-            content: v.content.to_vec(),
-        }))
+        Ok((n == 1).then(|| v.stored()))
     }
 
     fn list(

@@ -45,6 +45,19 @@ impl NewVersion<'_> {
     pub fn id(&self) -> i64 {
         self.parent.unwrap_or(0) + 1
     }
+
+    /// The version as stored once appended.
+    pub fn stored(&self) -> StoredVersion {
+        StoredVersion {
+            id: self.id(),
+            parent: self.parent,
+            hash: self.hash.to_owned(),
+            by: self.by.to_owned(),
+            at_ms: self.at_ms,
+            comment: self.comment.to_owned(),
+            content: self.content.to_vec(),
+        }
+    }
 }
 
 /// The versions of every artifact. Blocking: call it off the async

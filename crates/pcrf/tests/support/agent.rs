@@ -89,11 +89,25 @@ impl Agent {
         std::fs::read_to_string(self.dir.join("freeDiameterd.log")).unwrap_or_default()
     }
 
+    /// Whether the agent's newest state change for peer `name` is to
+    /// STATE_OPEN. After a reconnection freeDiameter keeps a peer in
+    /// STATE_REOPEN (no requests routed to it: 3002) until its watchdog
+    /// exchange succeeds, after the node already counts the peer open.
+    fn routes_to(&self, name: &str) -> bool {
+        let quoted = format!("'{name}'");
+        self.log()
+            .lines()
+            .rev()
+            .find(|l| l.contains("->") && l.contains(&quoted))
+            .is_some_and(|l| l.contains("-> 'STATE_OPEN'"))
+    }
+
     /// Waits up to `limit` for `node` (named `name`) to have its connection
-    /// with the agent open.
+    /// with the agent open, on both sides: the node past CER/CEA and the
+    /// agent routing to it.
     pub fn wait_open(&self, name: &str, node: &Pcrf, limit: Duration) {
         let deadline = Instant::now() + limit;
-        while !node.peer_open(AGENT) {
+        while !(node.peer_open(AGENT) && self.routes_to(name)) {
             assert!(
                 Instant::now() < deadline,
                 "the agent did not open {name}:\n{}\n{}",

@@ -127,15 +127,7 @@ impl VersionStore for PostgresVersions {
             )
             .await
         })?;
-        Ok((n == 1).then(|| StoredVersion {
-            id,
-            parent,
-            hash: v.hash.to_owned(),
-            by: v.by.to_owned(),
-            at_ms: v.at_ms,
-            comment: v.comment.to_owned(),
-            content: v.content.to_vec(),
-        }))
+        Ok((n == 1).then(|| v.stored()))
     }
 
     fn list(
