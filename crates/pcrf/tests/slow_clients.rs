@@ -151,16 +151,6 @@ async fn a_trickled_request_body_is_cut_off_at_the_body_deadline() {
     assert!(text.starts_with("HTTP/1.1 4"), "answer: {text:?}");
 }
 
-/// The server's resident set size, KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
-
 /// Whether the server has closed `s` (EOF or reset within `wait`).
 async fn closed_by_server(s: &mut TcpStream, wait: Duration) -> bool {
     let mut buf = [0u8; 64];
