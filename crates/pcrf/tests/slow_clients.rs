@@ -184,7 +184,15 @@ async fn connections_awaiting_cer_are_bounded() {
             Err(e) => panic!("connect: {e}\n{}", p.log()),
         }
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Every connection has been accepted once all beyond the cap are
+    // counted as closed.
+    let closed_line = "pcrf_diameter_closed_awaiting_cer_total";
+    eventually_async(
+        p.waiting_for("the connections beyond the cap to be closed and counted"),
+        Duration::from_secs(20),
+        || (p.metric_value(closed_line) as usize >= FLOOD - CAP).then_some(()),
+    )
+    .await;
     let during = rss_kib(p.pid());
     let mut open = 0;
     for s in &mut silent {
@@ -203,7 +211,12 @@ async fn connections_awaiting_cer_are_bounded() {
     assert_eq!(result_of(&cca), 2001);
     let metrics = p.metrics();
     drop(silent);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    eventually_async(
+        p.waiting_for("no connection left awaiting CER"),
+        Duration::from_secs(10),
+        || (p.metric_value("pcrf_diameter_connections_awaiting_cer") == 0.0).then_some(()),
+    )
+    .await;
     let after = rss_kib(p.pid());
     println!(
         "{FLOOD} silent connections: {open} left open; RSS {before} KiB before, {during} KiB during, {after} KiB after"
