@@ -28,7 +28,7 @@ mod support;
 use diameter::codec::{Message, MessageBuilder};
 use diameter::dict::{avp, cmd, enums};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::*;
 
 const IMSI: &str = "001010000000001";
