@@ -12,7 +12,6 @@ mod support;
 
 use diameter::codec::{Message, MessageBuilder};
 use diameter::dict::{avp, cmd, enums};
-use std::time::Duration;
 use support::*;
 
 const IMSI: &str = "001010000000001";
@@ -304,11 +303,13 @@ async fn another_af_can_neither_update_nor_end_an_afs_rx_session() {
     assert_eq!(s["af"].as_array().map(Vec::len), Some(1), "{s}");
     assert_eq!(s["af"][0]["af_host"], "pcscf.test.local", "{s}");
     assert_eq!(s["af"][0]["media"].as_array().map(Vec::len), Some(1), "{s}");
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(pcef.rars().len(), pushed, "nothing pushed for AF 2");
     // AF 1 still owns its sessions: it ends one itself.
     let rx2 = "pcscf.test.local;call;2";
     assert_eq!(result_of(&aar(&af1, rx2, false).await), 2001);
+    // Its new media is pushed; a push for AF 2's refused requests would
+    // have come before it, so exactly one RAR more proves there was none.
+    let rars = pcef.wait_rars(pushed + 1).await;
+    assert_eq!(rars.len(), pushed + 1, "nothing pushed for AF 2");
     assert_eq!(result_of(&rx_str(&af1, rx2).await), 2001);
     // The Gx session ends and aborts the other: only AF 1's STR after the
     // abort is answered 2001.
