@@ -45,6 +45,24 @@ pub async fn eventually_async<T>(
     }
 }
 
+/// Polls `check` until it holds or `within` passes; whether it held, and
+/// its last value (for a test that reports the last value itself).
+pub fn poll_for<T>(within: Duration, mut check: impl FnMut() -> (bool, T)) -> (bool, T) {
+    let deadline = Instant::now() + within;
+    loop {
+        let (ok, v) = check();
+        if ok || Instant::now() > deadline {
+            return (ok, v);
+        }
+        std::thread::sleep(POLL);
+    }
+}
+
+/// As `poll_for`, for a plain condition.
+pub fn poll_until(within: Duration, mut check: impl FnMut() -> bool) -> bool {
+    poll_for(within, || (check(), ())).0
+}
+
 /// A process's resident set size in KiB, from /proc (0 once it is gone).
 pub fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
