@@ -29,9 +29,9 @@ pub struct PeerCloseLog(
 );
 
 impl PeerCloseLog {
-    /// How many earlier closes went unlogged, or None to stay quiet now.
-    fn admit(&self, host: &str) -> Option<u64> {
-        let now = std::time::Instant::now();
+    /// How many earlier closes went unlogged, or None to stay quiet at
+    /// `now` (a parameter so the tests can step the clock).
+    fn admit(&self, host: &str, now: std::time::Instant) -> Option<u64> {
         let mut m = self.0.lock();
         if m.len() > 10_000 {
             // Bounded memory with peers of ever new names.
@@ -103,7 +103,7 @@ impl Handler for Dispatcher {
             );
         }
         let key = host.as_deref().unwrap_or("(before CER)");
-        if let Some(unlogged) = self.closes.admit(key) {
+        if let Some(unlogged) = self.closes.admit(key, std::time::Instant::now()) {
             match reason {
                 // A DPR/DPA exchange is an orderly close (a gateway
                 // rebooting or shutting down), not something to look into.
@@ -146,11 +146,21 @@ mod tests {
     #[test]
     fn peer_closes_are_logged_once_a_second_per_peer() {
         let log = PeerCloseLog::default();
-        assert_eq!(log.admit("pgw1"), Some(0));
-        assert_eq!(log.admit("pgw1"), None);
-        assert_eq!(log.admit("pgw1"), None);
-        assert_eq!(log.admit("pgw2"), Some(0), "another peer is not held back");
-        std::thread::sleep(Duration::from_millis(1100));
-        assert_eq!(log.admit("pgw1"), Some(2), "the quiet ones are counted");
+        let t0 = std::time::Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        assert_eq!(log.admit("pgw1", t0), Some(0));
+        assert_eq!(log.admit("pgw1", at(10)), None);
+        assert_eq!(log.admit("pgw1", at(999)), None, "still within the second");
+        assert_eq!(
+            log.admit("pgw2", at(999)),
+            Some(0),
+            "another peer is not held back"
+        );
+        assert_eq!(
+            log.admit("pgw1", at(1000)),
+            Some(2),
+            "the quiet ones are counted"
+        );
+        assert_eq!(log.admit("pgw1", at(1001)), None, "the second starts again");
     }
 }

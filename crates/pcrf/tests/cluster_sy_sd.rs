@@ -28,7 +28,7 @@ mod support;
 use diameter::codec::{Message, MessageBuilder};
 use diameter::dict::{avp, cmd, enums};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::*;
 
 const IMSI: &str = "001010000000001";
@@ -53,26 +53,18 @@ async fn two_nodes(extra: &str) -> (Cluster, Gateway) {
 /// have it (through the provisioning feed).
 async fn provision(at: &Pcrf, other: &Pcrf, profile: &str) {
     at.provision(IMSI, profile);
-    wait_for("the other node has the profile", || {
-        (other
-            .http("GET", &format!("/v1/subscribers/{IMSI}"), None)
-            .0
-            == 200)
-            .then_some(())
-    })
+    eventually_async(
+        "the other node has the profile",
+        Duration::from_secs(10),
+        || {
+            (other
+                .http("GET", &format!("/v1/subscribers/{IMSI}"), None)
+                .0
+                == 200)
+                .then_some(())
+        },
+    )
     .await;
-}
-
-/// Polls `check` until it yields or 10 s pass.
-async fn wait_for<T>(what: &str, mut check: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(v) = check() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
 }
 
 fn session(p: &Pcrf, id: &str) -> serde_json::Value {
@@ -140,7 +132,7 @@ async fn an_snr_at_the_node_without_the_session_reaches_the_pcef_and_the_holder_
     // there, and B throttles the PCEF by a RAR through the agent.
     let sna = ocs.snr(B, &sy_session, COUNTER, "exhausted").await;
     assert_eq!(result_of(&sna), 2001, "{}", b.log());
-    let got = wait_for("the RAR", || {
+    let got = eventually_async("the RAR", Duration::from_secs(10), || {
         let r = rars(&pcef);
         (!r.is_empty()).then_some(r)
     })
@@ -175,7 +167,7 @@ async fn an_snr_at_the_node_without_the_session_reaches_the_pcef_and_the_holder_
     // An SNR back to A (which holds the session again) lifts it.
     let sna = ocs.snr(A, &sy_session, COUNTER, "valid").await;
     assert_eq!(result_of(&sna), 2001, "{}", a.log());
-    let got = wait_for("the second RAR", || {
+    let got = eventually_async("the second RAR", Duration::from_secs(10), || {
         let r = rars(&pcef);
         (r.len() >= 2).then_some(r)
     })
@@ -307,7 +299,10 @@ async fn the_sy_session_ends_with_the_subscribers_last_open_session_of_the_clust
     // The last one ends on B (which still holds a stale copy of the first
     // in memory): the STR goes.
     assert_eq!(result_of(&pcef.ccr_t(B, "pgw;cstr;2", 1).await), 2001);
-    let str_ = wait_for("the STR", || ocs.requests(cmd::SESSION_TERMINATION).pop()).await;
+    let str_ = eventually_async("the STR", Duration::from_secs(10), || {
+        ocs.requests(cmd::SESSION_TERMINATION).pop()
+    })
+    .await;
     assert_eq!(str_.session_id().expect("sid"), Some(sy_session.as_str()));
     assert_eq!(ocs.requests(cmd::SESSION_TERMINATION).len(), 1);
     pcef.close().await;
@@ -380,10 +375,14 @@ async fn an_sd_ccr_on_a_copy_the_other_node_wrote_since_is_handled_again() {
         assert_eq!(stored["last_request_number"], 1, "{stored}");
     }
     // The changed Gx decision reaches the PCEF, from B.
-    let got = wait_for("the RAR for the application", || {
-        let r = rars(&pcef);
-        (!r.is_empty()).then_some(r)
-    })
+    let got = eventually_async(
+        "the RAR for the application",
+        Duration::from_secs(10),
+        || {
+            let r = rars(&pcef);
+            (!r.is_empty()).then_some(r)
+        },
+    )
     .await;
     assert_eq!(got[0].0, B, "the RAR comes from B");
     tdf.close().await;
@@ -428,7 +427,7 @@ async fn the_cluster_view_counts_open_sessions_only() {
     a.provision(IMSI, r#"{"plan":"basic"}"#);
     assert_eq!(result_of(&pcef.ccr_i(A, "pgw;ccnt;1", IMSI).await), 2001);
     assert_eq!(result_of(&pcef.ccr_i(A, "pgw;ccnt;2", IMSI).await), 2001);
-    wait_for("A counted 2 open sessions", || {
+    eventually_async("A counted 2 open sessions", Duration::from_secs(10), || {
         (held_by(b, A) == Some(2)).then_some(())
     })
     .await;
@@ -436,7 +435,7 @@ async fn the_cluster_view_counts_open_sessions_only() {
     // no longer a session A serves.
     assert_eq!(result_of(&pcef.ccr_t(A, "pgw;ccnt;1", 1).await), 2001);
     assert_eq!(session(a, "pgw;ccnt;1")["state"], "closed");
-    wait_for("A counted 1 open session", || {
+    eventually_async("A counted 1 open session", Duration::from_secs(10), || {
         (held_by(b, A) == Some(1) && held_by(a, A) == Some(1)).then_some(())
     })
     .await;

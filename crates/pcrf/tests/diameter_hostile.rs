@@ -13,16 +13,6 @@ use support::*;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-/// The server's resident set size, KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
-
 /// One sample of a metric (`name` with its labels, as the text says it).
 fn metric(text: &str, name: &str) -> u64 {
     text.lines()
@@ -71,11 +61,25 @@ async fn connections_awaiting_cer_cannot_make_the_server_buffer_their_messages()
     );
     let before = rss_kib(p.pid());
     let held = hold(p.diameter, CONNECTIONS, &announced(1 << 20, (1 << 20) - 24)).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Every header has been read once every connection is counted.
+    let too_long_line = "pcrf_diameter_errors_awaiting_cer_total{kind=\"too_long\"}";
+    let metrics = eventually_async(
+        p.waiting_for("every connection counted as too_long"),
+        Duration::from_secs(10),
+        || {
+            let m = p.metrics();
+            (metric(&m, too_long_line) >= CONNECTIONS as u64).then_some(m)
+        },
+    )
+    .await;
     let during = rss_kib(p.pid());
-    let metrics = p.metrics();
     drop(held);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    eventually_async(
+        p.waiting_for("no connection left awaiting CER"),
+        Duration::from_secs(10),
+        || (metric(&p.metrics(), "pcrf_diameter_connections_awaiting_cer") == 0).then_some(()),
+    )
+    .await;
     let after = rss_kib(p.pid());
     println!(
         "{CONNECTIONS} connections announcing 1 MiB: RSS {before} KiB before, {during} KiB during, {after} KiB after"
@@ -89,10 +93,7 @@ async fn connections_awaiting_cer_cannot_make_the_server_buffer_their_messages()
         after < before + 32 * 1024,
         "RSS {after} KiB after, {before} KiB before"
     );
-    let too_long = metric(
-        &metrics,
-        "pcrf_diameter_errors_awaiting_cer_total{kind=\"too_long\"}",
-    );
+    let too_long = metric(&metrics, too_long_line);
     assert_eq!(too_long, CONNECTIONS as u64, "{metrics}");
 }
 
@@ -111,23 +112,28 @@ async fn connections_awaiting_cer_share_one_byte_budget() {
     );
     // 64 connections with 12 KiB of a 16 KiB message each: 768 KiB wanted.
     let held = hold(p.diameter, 64, &announced(16 << 10, 12 << 10)).await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
-    let metrics = p.metrics();
-    let buffered = metric(&metrics, "pcrf_diameter_buffered_bytes_awaiting_cer");
-    let over = metric(
-        &metrics,
-        "pcrf_diameter_errors_awaiting_cer_total{kind=\"buffer_budget\"}",
-    );
+    let buffered_line = "pcrf_diameter_buffered_bytes_awaiting_cer";
+    let over_line = "pcrf_diameter_errors_awaiting_cer_total{kind=\"buffer_budget\"}";
+    // The server reads the connections in its own time: wait until it has
+    // closed enough of them over the budget and holds at least half of it.
+    let metrics = eventually_async(
+        p.waiting_for("40 connections closed over the budget and half of it held"),
+        Duration::from_secs(10),
+        || {
+            let m = p.metrics();
+            (metric(&m, over_line) >= 40 && metric(&m, buffered_line) >= BUDGET / 2).then_some(m)
+        },
+    )
+    .await;
+    let buffered = metric(&metrics, buffered_line);
     assert!(buffered <= BUDGET, "{buffered} bytes held\n{metrics}");
-    assert!(buffered >= BUDGET / 2, "{buffered} bytes held\n{metrics}");
-    assert!(over >= 40, "{over} closed over the budget\n{metrics}");
     drop(held);
-    tokio::time::sleep(Duration::from_secs(1)).await;
-    let metrics = p.metrics();
-    assert_eq!(
-        metric(&metrics, "pcrf_diameter_buffered_bytes_awaiting_cer"),
-        0
-    );
+    eventually_async(
+        p.waiting_for("the bytes held to go back to 0 once the rest close"),
+        Duration::from_secs(10),
+        || (metric(&p.metrics(), buffered_line) == 0).then_some(()),
+    )
+    .await;
 }
 
 /// A CCR whose unknown mandatory AVP is 900 KB long is answered 5001 with

@@ -96,14 +96,16 @@ async fn otp_ocs_decodes_our_slr_sna_and_str() {
         "the PCRF did not connect:\n{out}\n{}",
         p.log()
     );
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !p
-        .metrics()
-        .contains("pcrf_sy_ocs_up{ocs=\"ocs.erlang.test\"} 1")
-    {
-        assert!(Instant::now() < deadline, "OCS not up:\n{}", p.log());
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually_async(
+        p.waiting_for("the Erlang OCS up in the metrics"),
+        Duration::from_secs(10),
+        || {
+            p.metrics()
+                .contains("pcrf_sy_ocs_up{ocs=\"ocs.erlang.test\"} 1")
+                .then_some(())
+        },
+    )
+    .await;
 
     let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
     let cca = pcef.ccr_i("pgw;otp-sy;1", IMSI).await;
@@ -116,14 +118,7 @@ async fn otp_ocs_decodes_our_slr_sna_and_str() {
     );
 
     // OTP's SNR ("valid") lifts the throttle through a RAR.
-    let deadline = Instant::now() + LIMIT;
-    let rar = loop {
-        if let Some(r) = pcef.rars().pop() {
-            break r;
-        }
-        assert!(Instant::now() < deadline, "no RAR:\n{}", read_lossy(&log));
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    };
+    let rar = eventually_async("a RAR after OTP's SNR", LIMIT, || pcef.rars().pop()).await;
     assert_eq!(rule_changes(&rar).0, ["internet"]);
 
     assert_eq!(result_of(&pcef.ccr_t("pgw;otp-sy;1", 1).await), 2001);

@@ -461,8 +461,16 @@ async fn sighup_reloads_the_live_parts_of_the_config() {
     // A broken file is refused and changes nothing.
     let good = std::fs::read_to_string(&p.config).expect("config");
     std::fs::write(&p.config, "[rules\n").expect("write");
+    let refusals = p.log_count("configuration reload refused");
     p.signal("-HUP");
-    std::thread::sleep(std::time::Duration::from_millis(500));
+    // The refusal is logged once the server has read and judged the file:
+    // only then can the configuration be compared.
+    p.wait_log(
+        "configuration reload refused",
+        refusals,
+        std::time::Duration::from_secs(5),
+    )
+    .await;
     let (_, same) = p.http("GET", "/v1/config", None);
     assert_eq!(same, before);
 
@@ -472,25 +480,17 @@ async fn sighup_reloads_the_live_parts_of_the_config() {
     )
     .expect("write");
     p.signal("-HUP");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    loop {
-        let (_, now) = p.http("GET", "/v1/config", None);
-        if now != before {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "SIGHUP did not reload:\n{}",
-            p.log()
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    eventually_async(
+        p.waiting_for("SIGHUP to reload the configuration"),
+        std::time::Duration::from_secs(5),
+        || (p.http("GET", "/v1/config", None).1 != before).then_some(()),
+    )
+    .await;
     let cca = pcef.ccr_i("pgw.test.local;7;2", IMSI).await;
     assert_eq!(
         rule_changes(&cca).0,
         vec!["consumer".to_string(), "internet".to_string()]
     );
-    assert!(p.log().contains("configuration reload refused"));
     pcef.close().await;
 }
 
@@ -535,11 +535,12 @@ async fn a_gateway_closing_with_dpr_is_logged_at_info() {
             .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
             .find(|v| v["message"] == "Diameter peer closed")
     };
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
-    while closed(&p.log()).is_none() && std::time::Instant::now() < deadline {
-        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
-    }
-    let line = closed(&p.log()).unwrap_or_else(|| panic!("no close logged: {}", p.log()));
+    let line = eventually_async(
+        p.waiting_for("the close to be logged"),
+        std::time::Duration::from_secs(5),
+        || closed(&p.log()),
+    )
+    .await;
     assert_eq!(line["level"], "INFO", "{line}");
     assert!(
         line["reason"]

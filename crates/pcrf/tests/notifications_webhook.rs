@@ -53,6 +53,26 @@ fn status(p: &Pcrf) -> Value {
     body
 }
 
+/// Waits until the backlog is empty. An event is queued with the change
+/// that raised it, before the answer to the request that made it: once
+/// the backlog is empty after an answer, the receiver has every event
+/// that request raised, and counting what it got proves what was not sent.
+async fn all_delivered(p: &Pcrf) {
+    eventually_async(
+        p.waiting_for("every queued notification to be delivered"),
+        Duration::from_secs(10),
+        || (status(p)["backlog"] == 0).then_some(()),
+    )
+    .await;
+}
+
+/// Pushes whose outcome is counted (a RAR, unchanged or failed).
+fn pushes_done(p: &Pcrf) -> f64 {
+    p.metric_value("pcrf_pushes_rar_total")
+        + p.metric_value("pcrf_pushes_unchanged_total")
+        + p.metric_value("pcrf_pushes_failed_total")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn session_events_reach_the_webhook_signed_in_order_and_as_documented() {
     let rx = WebhookReceiver::start(SECRET).await;
@@ -334,7 +354,7 @@ async fn policy_notify_fires_once_per_period_even_across_kill_9() {
             == 2)
         .await
     );
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    all_delivered(&p).await;
     assert_eq!(
         named("policy.quota-80").len(),
         1,
@@ -381,6 +401,7 @@ async fn policy_notify_fires_on_a_push_redecision_once() {
     );
     // Re-decided again (another change, same attribute) and by a CCR-U:
     // the notification is still once per session.
+    let pushed = pushes_done(&p);
     p.provision(
         "001010000000001",
         r#"{"plan":"plus","attributes":{"roaming":true}}"#,
@@ -388,7 +409,14 @@ async fn policy_notify_fires_on_a_push_redecision_once() {
     assert_eq!(result_of(&pcef.ccr_u(sid, 1, |_| {}).await), 2001);
     let (st, _) = p.http("POST", &format!("/v1/sessions/{sid}/reauth"), None);
     assert_eq!(st, 200);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The provisioning re-decides the session on a task of its own.
+    eventually_async(
+        p.waiting_for("the push after the provisioning"),
+        Duration::from_secs(10),
+        || (pushes_done(&p) > pushed).then_some(()),
+    )
+    .await;
+    all_delivered(&p).await;
     let got = rx.received();
     let mut keys: Vec<String> = got
         .iter()
@@ -515,7 +543,7 @@ async fn a_push_notification_naming_an_accumulator_is_once_per_period() {
     assert_eq!(result_of(&pcef.ccr_i(sid, "001010000000001").await), 2001);
     let a = pcef.ccr_u(sid, 1, |b| report(b, 45 * MB)).await;
     assert_eq!(result_of(&a), 2001);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    all_delivered(&p).await;
     assert!(rx.received().is_empty(), "{:?}", names(&rx.received()));
 
     // The allowance shrinks to 50 MB: 90% used, found by the push.
@@ -531,7 +559,7 @@ async fn a_push_notification_naming_an_accumulator_is_once_per_period() {
     // The mark went to the usage row: the next CCR-U (92%) does not repeat it.
     let a = pcef.ccr_u(sid, 2, |b| report(b, MB)).await;
     assert_eq!(result_of(&a), 2001);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    all_delivered(&p).await;
     let got = rx.received();
     let mut keys: Vec<String> = got
         .iter()

@@ -208,12 +208,9 @@ async fn changing_relay_on_sighup_is_logged_as_needing_a_restart() {
     let text = std::fs::read_to_string(&p.config).expect("config");
     std::fs::write(&p.config, text.replace("relay = true", "relay = false")).expect("write");
     p.signal("-HUP");
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !p.log().contains("configuration reloaded") && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    p.wait_log("configuration reloaded", 0, Duration::from_secs(5))
+        .await;
     let log = p.log();
-    assert!(log.contains("configuration reloaded"), "{log}");
     assert!(
         log.contains("changed settings that apply only after a restart")
             && log.contains("[[peers]]"),

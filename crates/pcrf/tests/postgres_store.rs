@@ -4,6 +4,8 @@
 //! database outage, connection lifetime, and the profiler's counts. Each
 //! test works in its own schema, so they run in parallel.
 
+mod support;
+
 use pcrf::session::{GxSession, SessionState};
 use pcrf::store::postgres::migrations::{latest, MIGRATIONS};
 use pcrf::store::postgres::{migrate, PostgresOptions, PostgresStore};
@@ -16,6 +18,7 @@ use std::str::FromStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
+use support::eventually;
 
 fn base_url() -> String {
     std::env::var("PCRF_TEST_DATABASE_URL").unwrap_or_else(|_| {
@@ -99,6 +102,8 @@ impl TestSchema {
             .expect("administrator SQL");
     }
 
+    /// Ends the backend `pid` and returns once it is gone from
+    /// pg_stat_activity: its process, and so its socket, is closed then.
     fn terminate(&self, pid: i32) {
         self.rt.block_on(async {
             self.admin
@@ -106,6 +111,16 @@ impl TestSchema {
                 .await
                 .expect("terminate");
         });
+        eventually(
+            format!("backend {pid} to end"),
+            Duration::from_secs(10),
+            || {
+                (self.query_i64(&format!(
+                    "SELECT count(*) FROM pg_stat_activity WHERE pid = {pid}"
+                )) == 0)
+                    .then_some(())
+            },
+        );
     }
 }
 
@@ -545,8 +560,6 @@ fn reconnects_after_its_connection_is_terminated() {
         .expect("before termination");
     let pid = st.backend_pid().expect("pid");
     db.terminate(pid);
-    // Give the server time to close the socket.
-    std::thread::sleep(Duration::from_millis(200));
     assert_eq!(
         st.apply(&[put(session("gx;b", "1", 2))])
             .expect("after termination, on a new connection"),
@@ -596,7 +609,6 @@ fn a_retry_after_a_lost_commit_recognises_its_own_write() {
     // A's connection dies before it hears the answer.
     let pid = a.backend_pid().expect("pid");
     db.terminate(pid);
-    std::thread::sleep(Duration::from_millis(200));
     assert_eq!(
         a.apply(&[Change::PutSession(s2.clone()), Change::PutUsage(u2.clone())])
             .expect("its own committed write is recognised, not a conflict"),
@@ -647,7 +659,6 @@ fn a_retry_after_a_lost_commit_recognises_its_own_write() {
         .used = 50;
     let pid = a.backend_pid().expect("pid");
     db.terminate(pid);
-    std::thread::sleep(Duration::from_millis(200));
     match a.apply(&[
         Change::PutSession(Arc::new(mine)),
         Change::PutUsage(Arc::new(mine_usage)),
@@ -1865,7 +1876,6 @@ fn deployed_versions_survive_a_lost_connection() {
          ORDER BY backend_start DESC LIMIT 1",
     );
     db.terminate(i32::try_from(pid).expect("pid"));
-    std::thread::sleep(Duration::from_millis(200));
     assert_eq!(
         v.latest(POLICY).expect("read after the loss").map(|l| l.id),
         Some(1)

@@ -7,7 +7,7 @@
 mod support;
 
 use std::process::Command;
-use support::{repo_root, scratch_dir, Pcrf};
+use support::{eventually, repo_root, scratch_dir, Pcrf};
 
 const IMSI: &str = "001010000000001";
 /// Where the tour keeps its copy of the policy.
@@ -161,12 +161,12 @@ fn the_readme_tour_runs_twice_and_leaves_the_shipped_files_alone() {
 
     // A SIGHUP reload keeps the policy named by --policy (no restart asked).
     p.signal("-HUP");
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while !p.log().contains("configuration reloaded") && std::time::Instant::now() < deadline {
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    eventually(
+        p.waiting_for("the SIGHUP reload to be logged"),
+        std::time::Duration::from_secs(10),
+        || p.log().contains("configuration reloaded").then_some(()),
+    );
     let log = p.log();
-    assert!(log.contains("configuration reloaded"), "{log}");
     assert!(!log.contains("apply only after a restart"), "{log}");
     p.terminate();
     if let Some(dir) = copy.parent() {

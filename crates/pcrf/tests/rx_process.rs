@@ -14,7 +14,7 @@ use diameter::peer::{Application, DisconnectCause, LocalNode, PeerSettings};
 use diameter::transport::{Handler, Initiator, Node, PeerHandle};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::*;
 
 const IMSI: &str = "001010000000001";
@@ -112,14 +112,11 @@ impl Peer {
 
     /// Waits until `n` requests have arrived; returns the n-th.
     async fn nth(&self, n: usize) -> Message {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Some(m) = self.received().get(n - 1) {
-                return m.clone();
-            }
-            assert!(Instant::now() < deadline, "request {n} never arrived");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let what = format!("request {n} at the peer");
+        eventually_async(what, Duration::from_secs(10), || {
+            self.received().get(n - 1).cloned()
+        })
+        .await
     }
 
     async fn close(mut self) {
@@ -686,14 +683,16 @@ async fn gx_termination_aborts_every_af_session_of_every_af() {
     // The AFs close their side with STR, answered success.
     assert_eq!(result_of(&af.str_("pcscf.test.local;call;5").await), 2001);
     assert_eq!(result_of(&af2.str_("pcscf2.test.local;call;5").await), 2001);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !p
-        .metrics()
-        .contains("pcrf_requests_total{command=\"ASR\",result_code=\"2001\"} 2")
-    {
-        assert!(Instant::now() < deadline, "ASRs not counted");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually_async(
+        p.waiting_for("both ASRs counted as answered 2001"),
+        Duration::from_secs(5),
+        || {
+            p.metrics()
+                .contains("pcrf_requests_total{command=\"ASR\",result_code=\"2001\"} 2")
+                .then_some(())
+        },
+    )
+    .await;
     af2.close().await;
     af.close().await;
     pcef.close().await;
@@ -829,8 +828,12 @@ async fn a_rat_change_is_notified_to_an_af_that_asked_for_ip_can_change() {
         Some(Ok(enums::SPECIFIC_ACTION::IP_CAN_CHANGE))
     );
     assert_eq!(rat.map(|a| a.as_i32()), Some(Ok(1000)));
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(af.received().len(), 1, "one change, one notification");
+    never_within(
+        "a second notification for one RAT change",
+        Duration::from_millis(200),
+        || af.received().len() > 1,
+    )
+    .await;
     af.close().await;
     pcef.close().await;
 }
@@ -912,8 +915,12 @@ async fn charging_ids_from_the_pcef_reach_an_af_that_asked_for_correlation() {
         })
         .await;
     assert_eq!(result_of(&cca), 2001);
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(af.received().len(), 1);
+    never_within(
+        "a notification for another rule's charging id",
+        Duration::from_millis(200),
+        || af.received().len() > 1,
+    )
+    .await;
     // The bearer is up: the rule is reported active.
     let cca = pcef
         .ccr(gx_sid, 2, 3, |b| {

@@ -14,7 +14,7 @@ use diameter::dict::{avp, cmd, enums};
 use diameter::peer::{Application, DisconnectCause, LocalNode, PeerSettings};
 use diameter::transport::{Handler, Initiator, Node, PeerHandle};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::*;
 
 const SD: u32 = 16_777_303;
@@ -87,14 +87,11 @@ impl Tdf {
 
     /// Waits for the `n`th request (1-based) from the PCRF.
     async fn nth_request(&self, n: usize) -> Message {
-        let deadline = Instant::now() + Duration::from_secs(10);
-        loop {
-            if let Some(m) = self.requests().get(n - 1) {
-                return m.clone();
-            }
-            assert!(Instant::now() < deadline, "no request {n} from the PCRF");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let what = format!("request {n} from the PCRF at the TDF");
+        eventually_async(what, Duration::from_secs(10), || {
+            self.requests().get(n - 1).cloned()
+        })
+        .await
     }
 
     async fn ccr(
@@ -228,22 +225,6 @@ async fn gx_session(p: &Pcrf, pcef: &Pcef, session: &str) {
     assert_eq!(result_of(&cca), 2001);
 }
 
-async fn wait_rars(pcef: &Pcef, n: usize) -> Vec<Message> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let rars = pcef.rars();
-        if rars.len() >= n {
-            return rars;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "PCEF got {} RARs, not {n}",
-            rars.len()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn solicited_gx_ccr_i_sends_a_tsr_with_the_adc_rule() {
     let p = Pcrf::start(&format!("{TDF_PEER}{SOLICITED}"));
@@ -286,18 +267,18 @@ async fn solicited_gx_ccr_i_sends_a_tsr_with_the_adc_rule() {
         .expect("avps")
         .expect("Session-Id")
         .to_owned();
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let (st, v) = p.http("GET", "/v1/sessions/pgw;sol;1", None);
-        assert_eq!(st, 200);
-        if v["tdf"]["id"] == sd_id.as_str() {
-            assert_eq!(v["tdf"]["mode"], "solicited");
-            assert_eq!(v["tdf"]["installed"][0]["application"], "video-streaming");
-            break;
-        }
-        assert!(Instant::now() < deadline, "TDF session not recorded: {v}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    let v = eventually_async(
+        p.waiting_for("the TDF session recorded in the Gx session"),
+        Duration::from_secs(5),
+        || {
+            let (st, v) = p.http("GET", "/v1/sessions/pgw;sol;1", None);
+            assert_eq!(st, 200);
+            (v["tdf"]["id"] == sd_id.as_str()).then_some(v)
+        },
+    )
+    .await;
+    assert_eq!(v["tdf"]["mode"], "solicited");
+    assert_eq!(v["tdf"]["installed"][0]["application"], "video-streaming");
     assert!(
         p.metrics().contains("command=\"TSR\",result_code=\"2001\""),
         "{}",
@@ -307,8 +288,12 @@ async fn solicited_gx_ccr_i_sends_a_tsr_with_the_adc_rule() {
     // No second TSR for a CCR-U that changes nothing for the TDF.
     let cca = pcef.ccr_u("pgw;sol;1", 1, |_| {}).await;
     assert_eq!(result_of(&cca), 2001);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(tdf.requests().len(), 1);
+    never_within(
+        "a second request at the TDF after a CCR-U that changes nothing for it",
+        Duration::from_millis(300),
+        || tdf.requests().len() > 1,
+    )
+    .await;
 
     // The TDF's reports on the solicited session are accepted.
     let cca = tdf.application(&sd_id, 1, "video-streaming", true).await;
@@ -328,8 +313,10 @@ async fn unsolicited_tdf_ccr_i_binds_by_ue_address() {
 
     gx_session(&p, &pcef, "pgw;uns;1").await;
     // No [sd].tdf: no TSR.
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(tdf.requests().is_empty());
+    never_within("a TSR without [sd].tdf", Duration::from_millis(300), || {
+        !tdf.requests().is_empty()
+    })
+    .await;
 
     let cca = tdf.ccr_i("tdf;uns;1", [10, 45, 0, 2]).await;
     assert_eq!(result_of(&cca), 2001);
@@ -415,7 +402,7 @@ async fn application_start_and_stop_change_the_gx_decision() {
         .application("tdf;app;1", 1, "video-streaming", true)
         .await;
     assert_eq!(result_of(&cca), 2001);
-    let rars = wait_rars(&pcef, 1).await;
+    let rars = pcef.wait_rars(1).await;
     assert_eq!(
         rule_changes(&rars[0]),
         (vec!["video-optimized".to_string()], vec![])
@@ -423,27 +410,34 @@ async fn application_start_and_stop_change_the_gx_decision() {
     let (_, v) = p.http("GET", "/v1/sessions/pgw;app;1", None);
     assert_eq!(v["tdf"]["running"], serde_json::json!(["video-streaming"]));
     // The push records its decision once the PCEF's RAA is in.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    loop {
-        let (_, v) = p.http("GET", "/v1/sessions/pgw;app;1", None);
-        if v["last_decision"]["inputs"]["applications"] == serde_json::json!(["video-streaming"]) {
-            break;
-        }
-        assert!(Instant::now() < deadline, "decision not recorded: {v}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually_async(
+        p.waiting_for("the pushed decision recorded with the application"),
+        Duration::from_secs(5),
+        || {
+            let (_, v) = p.http("GET", "/v1/sessions/pgw;app;1", None);
+            (v["last_decision"]["inputs"]["applications"] == serde_json::json!(["video-streaming"]))
+                .then_some(())
+        },
+    )
+    .await;
 
-    // An application the policy does not care about: no RAR.
+    // An application the policy does not care about: no RAR. The report
+    // re-decides the session on a task of its own that leaves no trace
+    // when nothing changes, so the PCEF is watched for a while.
     let cca = tdf.application("tdf;app;1", 2, "p2p", true).await;
     assert_eq!(result_of(&cca), 2001);
-    tokio::time::sleep(Duration::from_millis(400)).await;
-    assert_eq!(pcef.rars().len(), 1);
+    never_within(
+        "a RAR after a report of an application the policy ignores",
+        Duration::from_millis(400),
+        || pcef.rars().len() > 1,
+    )
+    .await;
 
     let cca = tdf
         .application("tdf;app;1", 3, "video-streaming", false)
         .await;
     assert_eq!(result_of(&cca), 2001);
-    let rars = wait_rars(&pcef, 2).await;
+    let rars = pcef.wait_rars(2).await;
     assert_eq!(
         rule_changes(&rars[1]),
         (vec![], vec!["video-optimized".to_string()])
@@ -553,11 +547,15 @@ async fn gx_ccr_t_releases_the_tdf_session() {
     let tsr = tdf.nth_request(1).await;
     let sd_id = tsr.session_id().expect("avps").expect("id").to_owned();
     // Wait until the TSA is recorded.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while p.http("GET", "/v1/sessions/pgw;end;1", None).1["tdf"]["id"] != sd_id.as_str() {
-        assert!(Instant::now() < deadline, "TDF session not recorded");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually_async(
+        p.waiting_for("the TDF session recorded in the Gx session"),
+        Duration::from_secs(5),
+        || {
+            (p.http("GET", "/v1/sessions/pgw;end;1", None).1["tdf"]["id"] == sd_id.as_str())
+                .then_some(())
+        },
+    )
+    .await;
 
     let cca = pcef.ccr_t("pgw;end;1", 1).await;
     assert_eq!(result_of(&cca), 2001);
@@ -632,8 +630,12 @@ async fn provisioning_that_only_adds_adc_rules_opens_the_tdf_session() {
     let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
     p.provision(IMSI, r#"{"plan":"basic"}"#);
     assert_eq!(result_of(&pcef.ccr_i("pgw;prov;1", IMSI).await), 2001);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(tdf.requests().is_empty(), "no ADC rules, no TSR");
+    never_within(
+        "a TSR for a session without ADC rules",
+        Duration::from_millis(300),
+        || !tdf.requests().is_empty(),
+    )
+    .await;
 
     // The new service changes nothing at the PCEF: no Gx RAR, but a TSR.
     p.provision(IMSI, r#"{"plan":"basic","services":["video-detect"]}"#);
@@ -646,11 +648,12 @@ async fn provisioning_that_only_adds_adc_rules_opens_the_tdf_session() {
     assert!(pcef.rars().is_empty());
 
     // Taking the service away removes the rule at the TDF (Sd RAR).
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while p.http("GET", "/v1/sessions/pgw;prov;1", None).1["tdf"].is_null() {
-        assert!(Instant::now() < deadline, "TDF session not recorded");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually_async(
+        p.waiting_for("the TDF session recorded in the Gx session"),
+        Duration::from_secs(5),
+        || (!p.http("GET", "/v1/sessions/pgw;prov;1", None).1["tdf"].is_null()).then_some(()),
+    )
+    .await;
     p.provision(IMSI, r#"{"plan":"basic"}"#);
     let rar = tdf.nth_request(2).await;
     assert_eq!(rar.command_code(), cmd::RE_AUTH);

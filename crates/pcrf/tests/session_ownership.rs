@@ -12,7 +12,6 @@ mod support;
 
 use diameter::codec::{Message, MessageBuilder};
 use diameter::dict::{avp, cmd, enums};
-use std::time::{Duration, Instant};
 use support::*;
 
 const IMSI: &str = "001010000000001";
@@ -64,19 +63,6 @@ fn session(p: &Pcrf, id: &str) -> serde_json::Value {
     v
 }
 
-/// Waits until `pcef` has received `n` RARs; returns them.
-async fn wait_rars(pcef: &Pcef, n: usize) -> Vec<Message> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let rars = pcef.rars();
-        if rars.len() >= n {
-            return rars;
-        }
-        assert!(Instant::now() < deadline, "{} RARs of {n}", rars.len());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn another_pcef_can_neither_update_nor_end_a_pcefs_session() {
     let p = Pcrf::start_with_usage(PCEF_B_PEER);
@@ -102,7 +88,7 @@ async fn another_pcef_can_neither_update_nor_end_a_pcefs_session() {
         None,
     );
     assert_eq!(st, 200, "{v}");
-    wait_rars(&a, 1).await;
+    a.wait_rars(1).await;
     assert!(b.rars().is_empty(), "B got no RAR for A's session");
 
     // B's CCR-T does not end it: A goes on.
@@ -198,7 +184,7 @@ async fn a_declared_failover_partner_is_served_and_gets_the_rars() {
         None,
     );
     assert_eq!(st, 200, "{v}");
-    let rars = wait_rars(&b, 1).await;
+    let rars = b.wait_rars(1).await;
     assert_eq!(rars[0].session_id().ok().flatten(), Some(sid));
     // A peer outside the group is still refused.
     let c = Pcef::connect(p.diameter, PCEF_A).await;
@@ -308,7 +294,7 @@ async fn another_af_can_neither_update_nor_end_an_afs_rx_session() {
     assert_eq!(result_of(&pcef.ccr_i(gx, IMSI).await), 2001);
     let rx = "pcscf.test.local;call;1";
     assert_eq!(result_of(&aar(&af1, rx, false).await), 2001);
-    let pushed = wait_rars(&pcef, 1).await.len();
+    let pushed = pcef.wait_rars(1).await.len();
 
     assert_eq!(result_of(&aar(&af2, rx, true).await), UNKNOWN_SESSION);
     assert_eq!(result_of(&aar(&af2, rx, false).await), UNKNOWN_SESSION);
@@ -317,11 +303,13 @@ async fn another_af_can_neither_update_nor_end_an_afs_rx_session() {
     assert_eq!(s["af"].as_array().map(Vec::len), Some(1), "{s}");
     assert_eq!(s["af"][0]["af_host"], "pcscf.test.local", "{s}");
     assert_eq!(s["af"][0]["media"].as_array().map(Vec::len), Some(1), "{s}");
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    assert_eq!(pcef.rars().len(), pushed, "nothing pushed for AF 2");
     // AF 1 still owns its sessions: it ends one itself.
     let rx2 = "pcscf.test.local;call;2";
     assert_eq!(result_of(&aar(&af1, rx2, false).await), 2001);
+    // Its new media is pushed; a push for AF 2's refused requests would
+    // have come before it, so exactly one RAR more proves there was none.
+    let rars = pcef.wait_rars(pushed + 1).await;
+    assert_eq!(rars.len(), pushed + 1, "nothing pushed for AF 2");
     assert_eq!(result_of(&rx_str(&af1, rx2).await), 2001);
     // The Gx session ends and aborts the other: only AF 1's STR after the
     // abort is answered 2001.
@@ -421,7 +409,7 @@ async fn another_tdf_can_neither_update_nor_end_a_tdfs_sd_session() {
     // The Gx session ends and releases the TDF session (Sd RAR to A):
     // only A's CCR-T after the release is answered 2001.
     assert_eq!(result_of(&pcef.ccr_t(gx, 1).await), 2001);
-    wait_rars(&tdf_a, 1).await;
+    tdf_a.wait_rars(1).await;
     assert_eq!(
         result_of(&sd_ccr(&tdf_b, sd, t, 2, |_| {}).await),
         UNKNOWN_SESSION

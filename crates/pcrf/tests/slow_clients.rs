@@ -151,16 +151,6 @@ async fn a_trickled_request_body_is_cut_off_at_the_body_deadline() {
     assert!(text.starts_with("HTTP/1.1 4"), "answer: {text:?}");
 }
 
-/// The server's resident set size, KiB.
-fn rss_kib(pid: u32) -> u64 {
-    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
-    status
-        .lines()
-        .find_map(|l| l.strip_prefix("VmRSS:"))
-        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        .unwrap_or(0)
-}
-
 /// Whether the server has closed `s` (EOF or reset within `wait`).
 async fn closed_by_server(s: &mut TcpStream, wait: Duration) -> bool {
     let mut buf = [0u8; 64];
@@ -194,7 +184,15 @@ async fn connections_awaiting_cer_are_bounded() {
             Err(e) => panic!("connect: {e}\n{}", p.log()),
         }
     }
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Every connection has been accepted once all beyond the cap are
+    // counted as closed.
+    let closed_line = "pcrf_diameter_closed_awaiting_cer_total";
+    eventually_async(
+        p.waiting_for("the connections beyond the cap to be closed and counted"),
+        Duration::from_secs(20),
+        || (p.metric_value(closed_line) as usize >= FLOOD - CAP).then_some(()),
+    )
+    .await;
     let during = rss_kib(p.pid());
     let mut open = 0;
     for s in &mut silent {
@@ -213,7 +211,12 @@ async fn connections_awaiting_cer_are_bounded() {
     assert_eq!(result_of(&cca), 2001);
     let metrics = p.metrics();
     drop(silent);
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    eventually_async(
+        p.waiting_for("no connection left awaiting CER"),
+        Duration::from_secs(10),
+        || (p.metric_value("pcrf_diameter_connections_awaiting_cer") == 0.0).then_some(()),
+    )
+    .await;
     let after = rss_kib(p.pid());
     println!(
         "{FLOOD} silent connections: {open} left open; RSS {before} KiB before, {during} KiB during, {after} KiB after"

@@ -238,29 +238,15 @@ async fn ready_is_503_while_postgres_refuses_writes_and_200_once_they_commit() {
         );
         st
     };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut ready = (0, serde_json::Value::Null);
-    while Instant::now() < deadline {
-        ready = p.http("GET", "/v1/ready", None);
-        if ready.0 == 503
-            && ready.1["error"]
-                .as_str()
-                .unwrap_or("")
-                .contains("read-only")
-        {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    assert_eq!(ready.0, 503, "{}", ready.1);
-    assert!(
-        ready.1["error"]
-            .as_str()
-            .unwrap_or("")
-            .contains("read-only"),
-        "{}",
-        ready.1
-    );
+    eventually_async(
+        p.waiting_for("/v1/ready to answer 503 naming the read-only store"),
+        Duration::from_secs(20),
+        || {
+            let (st, body) = p.http("GET", "/v1/ready", None);
+            (st == 503 && body["error"].as_str().unwrap_or("").contains("read-only")).then_some(())
+        },
+    )
+    .await;
     assert_eq!(refused(&p), 503);
     assert_eq!(p.http("GET", "/v1/ready", None).0, 503);
 
@@ -271,11 +257,12 @@ async fn ready_is_503_while_postgres_refuses_writes_and_200_once_they_commit() {
         .await
         .expect("writable");
     admin.batch_execute(kick).await.expect("kick");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline && p.http("GET", "/v1/ready", None).0 != 200 {
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    assert_eq!(p.http("GET", "/v1/ready", None).0, 200);
+    eventually_async(
+        p.waiting_for("/v1/ready to answer 200 once the store is writable"),
+        Duration::from_secs(20),
+        || (p.http("GET", "/v1/ready", None).0 == 200).then_some(()),
+    )
+    .await;
     let st = refused(&p);
     assert!(st == 200 || st == 201, "{st}");
 }

@@ -7,7 +7,7 @@ mod support;
 
 use std::path::Path;
 use std::process::{Command, Output};
-use support::{scratch_dir, Pcrf};
+use support::{rss_kib, scratch_dir, Pcrf};
 
 fn import(pcrf: &Pcrf, file: &Path, extra: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_pcrf"))
@@ -169,18 +169,6 @@ fn an_unreachable_api_is_a_clear_error() {
     assert!(stderr.contains("cannot reach the API"), "{stderr}");
     assert!(stderr.contains("0 of 1 profiles were imported"), "{stderr}");
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// The server's resident memory, from /proc.
-fn rss_kib(pid: u32) -> u64 {
-    std::fs::read_to_string(format!("/proc/{pid}/status"))
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
-        })
-        .unwrap_or(0)
 }
 
 /// A profile too large for `PUT` is refused by the batch endpoint and by

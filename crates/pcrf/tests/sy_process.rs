@@ -41,17 +41,6 @@ fn metric(p: &Pcrf, prefix: &str) -> f64 {
         .unwrap_or(0.0)
 }
 
-async fn wait_for<T>(what: &str, mut f: impl FnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        if let Some(v) = f() {
-            return v;
-        }
-        assert!(Instant::now() < deadline, "timed out waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slr_at_ccr_i_snr_pushes_rar_and_last_ccr_t_sends_str() {
     let ocs = Ocs::start("ocs1.test.local", "test.local", &[(COUNTER, "valid")]).await;
@@ -94,7 +83,7 @@ async fn slr_at_ccr_i_snr_pushes_rar_and_last_ccr_t_sends_str() {
     // The OCS: exhausted. Both sessions are throttled through RARs.
     let sna = ocs.snr(PCRF, &sy_session, COUNTER, "exhausted").await;
     assert_eq!(result_of(&sna), 2001);
-    let rars = wait_for("two RARs", || {
+    let rars = eventually_async("two RARs", Duration::from_secs(10), || {
         let r = pcef.rars();
         (r.len() >= 2).then_some(r)
     })
@@ -104,10 +93,24 @@ async fn slr_at_ccr_i_snr_pushes_rar_and_last_ccr_t_sends_str() {
         assert_eq!(install, ["throttled"]);
         assert_eq!(remove, ["internet"]);
     }
-    // The same status again changes nothing: no RAR.
+    // The same status again changes nothing: no RAR. The SNR re-decides
+    // both sessions on a task of its own; once both outcomes are counted
+    // no RAR can still be on its way.
+    let outcomes = |p: &Pcrf| {
+        metric(p, "pcrf_pushes_rar_total")
+            + metric(p, "pcrf_pushes_unchanged_total")
+            + metric(p, "pcrf_pushes_failed_total")
+    };
+    let (before, unchanged) = (outcomes(&p), metric(&p, "pcrf_pushes_unchanged_total"));
     let sna = ocs.snr(PCRF, &sy_session, COUNTER, "exhausted").await;
     assert_eq!(result_of(&sna), 2001);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    eventually_async(
+        p.waiting_for("both sessions re-decided after the repeated SNR"),
+        Duration::from_secs(10),
+        || (outcomes(&p) >= before + 2.0).then_some(()),
+    )
+    .await;
+    assert_eq!(metric(&p, "pcrf_pushes_unchanged_total"), unchanged + 2.0);
     assert_eq!(pcef.rars().len(), 2);
 
     // A report without its status: 5005 naming the missing AVP.
@@ -137,11 +140,15 @@ async fn slr_at_ccr_i_snr_pushes_rar_and_last_ccr_t_sends_str() {
 
     // The first CCR-T leaves a session: no STR. The last one sends it.
     assert_eq!(result_of(&pcef.ccr_t("pgw;sy;1", 1).await), 2001);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(ocs.requests(cmd::SESSION_TERMINATION).is_empty());
     assert_eq!(result_of(&pcef.ccr_t("pgw;sy;2", 1).await), 2001);
-    let str_ = wait_for("STR", || ocs.requests(cmd::SESSION_TERMINATION).pop()).await;
+    let str_ = eventually_async("STR", Duration::from_secs(10), || {
+        ocs.requests(cmd::SESSION_TERMINATION).pop()
+    })
+    .await;
     assert_eq!(str_.session_id().expect("sid"), Some(sy_session.as_str()));
+    // An STR for the first CCR-T would have been sent before this one, on
+    // the same connection: there is exactly one.
+    assert_eq!(ocs.requests(cmd::SESSION_TERMINATION).len(), 1);
     let cause = str_
         .find(avp::TERMINATION_CAUSE)
         .expect("ok")
@@ -187,7 +194,7 @@ async fn exhausted_at_attach_throttles_in_the_cca_i() {
         .expect("Session-Id")
         .to_owned();
     ocs.snr(PCRF, &sy_session, COUNTER, "valid").await;
-    let rar = wait_for("RAR", || pcef.rars().pop()).await;
+    let rar = eventually_async("RAR", Duration::from_secs(10), || pcef.rars().pop()).await;
     assert_eq!(rule_changes(&rar).0, ["internet"]);
     pcef.close().await;
 }
@@ -247,14 +254,14 @@ async fn a_hung_ocs_fails_over_to_the_next_with_the_t_flag_and_a_stopped_one_too
     // OCS 1 is stopped: requests go straight to OCS 2.
     ocs1.answer_after(Duration::ZERO);
     ocs1.stop().await;
-    wait_for("OCS 1 down", || {
+    eventually_async("OCS 1 down", Duration::from_secs(10), || {
         p.metrics()
             .contains("pcrf_sy_ocs_up{ocs=\"ocs1.test.local\"} 0")
             .then_some(())
     })
     .await;
     assert_eq!(result_of(&pcef.ccr_t("pgw;sy;1", 1).await), 2001);
-    let str_ = wait_for("STR at OCS 2", || {
+    let str_ = eventually_async("STR at OCS 2", Duration::from_secs(10), || {
         ocs2.requests(cmd::SESSION_TERMINATION).pop()
     })
     .await;
@@ -294,8 +301,12 @@ async fn unknown_counters_are_refused_once_counted_and_nothing_corrupted() {
     assert_eq!(session["state"], "open");
     // The OCS never created the session: no STR for it.
     assert_eq!(result_of(&pcef.ccr_t("pgw;sy;1", 2).await), 2001);
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(ocs.requests(cmd::SESSION_TERMINATION).is_empty());
+    never_within(
+        "an STR for a Sy session the OCS never created",
+        Duration::from_millis(300),
+        || !ocs.requests(cmd::SESSION_TERMINATION).is_empty(),
+    )
+    .await;
     pcef.close().await;
 }
 
@@ -318,7 +329,7 @@ async fn the_sy_session_survives_kill_9() {
     p.restart();
     let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
     // The PCRF reconnects to the OCS; the status is remembered (no new SLR).
-    wait_for("the PCRF back at the OCS", || {
+    eventually_async("the PCRF back at the OCS", Duration::from_secs(10), || {
         p.metrics()
             .contains("pcrf_sy_ocs_up{ocs=\"ocs1.test.local\"} 1")
             .then_some(())
@@ -328,10 +339,13 @@ async fn the_sy_session_survives_kill_9() {
     // An SNR for the session from before the crash is known.
     let sna = ocs.snr(PCRF, &sy_session, COUNTER, "valid").await;
     assert_eq!(result_of(&sna), 2001);
-    let rar = wait_for("RAR", || pcef.rars().pop()).await;
+    let rar = eventually_async("RAR", Duration::from_secs(10), || pcef.rars().pop()).await;
     assert_eq!(rule_changes(&rar).0, ["internet"]);
     assert_eq!(result_of(&pcef.ccr_t("pgw;sy;1", 1).await), 2001);
-    let str_ = wait_for("STR", || ocs.requests(cmd::SESSION_TERMINATION).pop()).await;
+    let str_ = eventually_async("STR", Duration::from_secs(10), || {
+        ocs.requests(cmd::SESSION_TERMINATION).pop()
+    })
+    .await;
     assert_eq!(str_.session_id().expect("sid"), Some(sy_session.as_str()));
     assert_eq!(ocs.requests(cmd::SPENDING_LIMIT).len(), 1, "no new SLR");
     pcef.close().await;
@@ -347,7 +361,10 @@ async fn a_pending_status_change_applies_at_its_time() {
     let t0 = Instant::now();
     let cca = pcef.ccr_i("pgw;sy;1", IMSI).await;
     assert_eq!(installed(&cca), ["internet"], "not yet");
-    let rar = wait_for("RAR at the change time", || pcef.rars().pop()).await;
+    let rar = eventually_async("RAR at the change time", Duration::from_secs(10), || {
+        pcef.rars().pop()
+    })
+    .await;
     // Diameter Time has whole seconds: the change is 1.5..=2.5 s away.
     assert!(t0.elapsed() >= Duration::from_millis(1400), "too early");
     assert_eq!(rule_changes(&rar).0, ["throttled"]);
@@ -370,7 +387,10 @@ async fn statuses_survive_kill_9_after_the_session_holding_them_ended() {
         .expect("Session-Id")
         .to_owned();
     ocs.snr(PCRF, &sy_session, COUNTER, "exhausted").await;
-    wait_for("two RARs", || (pcef.rars().len() >= 2).then_some(())).await;
+    eventually_async("two RARs", Duration::from_secs(10), || {
+        (pcef.rars().len() >= 2).then_some(())
+    })
+    .await;
     // End the session whose record holds the new status.
     let status_of = |id: &str| {
         let (_, s) = p.http("GET", &format!("/v1/sessions/{id}"), None);
@@ -385,9 +405,11 @@ async fn statuses_survive_kill_9_after_the_session_holding_them_ended() {
     };
     assert_eq!(status_of(ended).as_deref(), Some("exhausted"), "persisted");
     assert_eq!(result_of(&pcef.ccr_t(ended, 1).await), 2001);
-    wait_for("the copy moved to the open record", || {
-        (status_of(left).as_deref() == Some("exhausted")).then_some(())
-    })
+    eventually_async(
+        "the copy moved to the open record",
+        Duration::from_secs(10),
+        || (status_of(left).as_deref() == Some("exhausted")).then_some(()),
+    )
     .await;
     pcef.close().await;
 
@@ -464,7 +486,10 @@ async fn a_pcef_forgetting_the_last_session_ends_the_sy_session() {
     // The PCEF no longer knows the session: the RAR the SNR causes gets 5002.
     pcef.handler.raa_code.store(5002, Ordering::Relaxed);
     ocs.snr(PCRF, &sy_session, COUNTER, "exhausted").await;
-    let str_ = wait_for("STR", || ocs.requests(cmd::SESSION_TERMINATION).pop()).await;
+    let str_ = eventually_async("STR", Duration::from_secs(10), || {
+        ocs.requests(cmd::SESSION_TERMINATION).pop()
+    })
+    .await;
     assert_eq!(str_.session_id().expect("sid"), Some(sy_session.as_str()));
     assert_eq!(metric(&p, "pcrf_sy_sessions"), 0.0);
     pcef.close().await;

@@ -95,14 +95,6 @@ fn used(p: &Pcrf, acc: &str) -> u64 {
         .unwrap_or_else(|| panic!("no {acc} in {v}"))
 }
 
-async fn wait_rars(pcef: &Pcef, n: usize) -> Vec<Message> {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while pcef.rars().len() < n && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    pcef.rars()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn quota_throttles_in_the_answering_cca_and_top_up_restores_by_rar() {
     let p = start();
@@ -168,7 +160,7 @@ async fn quota_throttles_in_the_answering_cca_and_top_up_restores_by_rar() {
         (Some(1), Some(1))
     );
     assert_eq!(v["usage"]["accumulators"]["monthly"]["remaining"], 990 * MB);
-    let rars = wait_rars(&pcef, 1).await;
+    let rars = pcef.wait_rars(1).await;
     assert_eq!(rars.len(), 1);
     assert_eq!(
         rule_changes(&rars[0]),
@@ -188,7 +180,7 @@ async fn quota_throttles_in_the_answering_cca_and_top_up_restores_by_rar() {
     );
     assert_eq!(st, 200, "{v}");
     assert_eq!(v["usage"]["accumulators"]["monthly"]["used"], 0);
-    let rars = wait_rars(&pcef, 2).await;
+    let rars = pcef.wait_rars(2).await;
     assert_eq!(rule_changes(&rars[1]).0, vec!["internet".to_string()]);
     let asks_report = rars[1].avps().filter_map(|a| a.ok()).any(|a| {
         a.is(avp::USAGE_MONITORING_INFORMATION)
@@ -320,7 +312,7 @@ async fn two_keys_sum_into_one_accumulator_and_unknown_keys_are_counted_apart() 
 
     // The VIP service is dropped: its key is stopped at the PCEF.
     p.provision(IMSI, r#"{"plan":"basic"}"#);
-    let rars = wait_rars(&pcef, 1).await;
+    let rars = pcef.wait_rars(1).await;
     assert_eq!(grants(&rars[0]).1, vec!["vip".to_string()]);
     pcef.close().await;
 }
@@ -374,7 +366,7 @@ async fn congestion_pushes_are_spread_over_the_window() {
     assert_eq!(st, 200, "{v}");
     assert_eq!(v["sessions"], n);
     // spread_secs = 2: the first RAR goes at once, the last about 1.9 s later.
-    wait_rars(&pcef, n).await;
+    pcef.wait_rars(n).await;
     let times: Vec<Instant> = pcef
         .handler
         .rars
@@ -427,15 +419,9 @@ async fn a_usage_file_change_that_orphans_grants_is_refused_a_harmless_one_appli
         );
     assert!(!orphaning.contains("vip"), "{orphaning}");
     std::fs::write(&path, &orphaning).expect("write");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !p.log().contains("usage file reload refused") && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    let log = p.log();
-    let refusal = log
-        .lines()
-        .find(|l| l.contains("usage file reload refused"))
-        .unwrap_or_else(|| panic!("no refusal logged:\n{log}"));
+    let refusal = p
+        .wait_log("usage file reload refused", 0, Duration::from_secs(10))
+        .await;
     assert!(
         refusal.contains("vip"),
         "the message names the key: {refusal}"
@@ -448,11 +434,12 @@ async fn a_usage_file_change_that_orphans_grants_is_refused_a_harmless_one_appli
         USAGE_FILE.replace("monthly = \"10 GB\"", "monthly = \"20 GB\""),
     )
     .expect("write");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while checksum(&p) == before && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    assert_ne!(checksum(&p), before, "reloaded:\n{}", p.log());
+    eventually_async(
+        p.waiting_for("the usage file to be reloaded"),
+        Duration::from_secs(10),
+        || (checksum(&p) != before).then_some(()),
+    )
+    .await;
     let (_, v) = p.http("GET", &format!("/v1/subscribers/{IMSI}/usage"), None);
     assert_eq!(v["accumulators"]["monthly"]["quota"], 20_000_000_000_u64);
     pcef.close().await;

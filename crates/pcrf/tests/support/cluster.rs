@@ -1,7 +1,7 @@
 //! A cluster as the cluster tests run it: a database of its own, `pcrf
 //! serve` nodes named as deploy/cluster/ names them, and the routing agent
 //! in front with every node open; and what the tests read from the nodes
-//! (counters, usage) and wait for.
+//! (counters, usage).
 
 use super::*;
 
@@ -77,22 +77,4 @@ impl Pcrf {
         assert_eq!(st, 200, "{v}");
         v["accumulators"]["monthly"]["used"].as_u64().unwrap_or(0)
     }
-}
-
-/// Polls `check` every 50 ms until it holds or `within` passes; whether
-/// it held, and its last value.
-pub fn poll_for<T>(within: Duration, mut check: impl FnMut() -> (bool, T)) -> (bool, T) {
-    let deadline = Instant::now() + within;
-    loop {
-        let (ok, v) = check();
-        if ok || Instant::now() > deadline {
-            return (ok, v);
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    }
-}
-
-/// As `poll_for`, for a plain condition.
-pub fn poll_until(within: Duration, mut check: impl FnMut() -> bool) -> bool {
-    poll_for(within, || (check(), ())).0
 }

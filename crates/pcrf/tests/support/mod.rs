@@ -21,10 +21,11 @@ mod cluster;
 mod cluster_node;
 mod ocs;
 mod postgres;
+mod wait;
 
 // Each test file uses a part of these.
 #[allow(unused_imports)]
-pub use {agent::*, cluster::*, ocs::*, postgres::*};
+pub use {agent::*, cluster::*, ocs::*, postgres::*, wait::*};
 
 pub const GX: u32 = 16_777_238;
 pub const TGPP: u32 = 10_415;
@@ -209,6 +210,46 @@ level = "info"
     /// The server's log so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.dir.join("pcrf.log")).unwrap_or_default()
+    }
+
+    /// `what` a test waits for, shown with the server's log when the wait
+    /// fails (the log is read only then).
+    pub fn waiting_for<'a>(&'a self, what: &'a str) -> impl std::fmt::Display + 'a {
+        struct WithLog<'a>(&'a Pcrf, &'a str);
+        impl std::fmt::Display for WithLog<'_> {
+            fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                write!(f, "{}; server log:\n{}", self.1, self.0.log())
+            }
+        }
+        WithLog(self, what)
+    }
+
+    /// The value of the first metric sample whose line starts with
+    /// `name_and_labels` followed by a space (0 when absent).
+    pub fn metric_value(&self, name_and_labels: &str) -> f64 {
+        self.metrics()
+            .lines()
+            .find_map(|l| l.strip_prefix(name_and_labels)?.strip_prefix(' '))
+            .and_then(|v| v.trim().parse().ok())
+            .unwrap_or(0.0)
+    }
+
+    /// How many log lines contain `needle`.
+    pub fn log_count(&self, needle: &str) -> usize {
+        self.log().lines().filter(|l| l.contains(needle)).count()
+    }
+
+    /// Waits until the log holds more than `seen` lines with `needle`
+    /// (`seen` from `log_count` before the action that logs it); returns
+    /// the newest such line.
+    pub async fn wait_log(&self, needle: &str, seen: usize, within: Duration) -> String {
+        let what = format!("a log line with {needle:?} after the {seen} before");
+        eventually_async(self.waiting_for(&what), within, || {
+            let log = self.log();
+            let lines: Vec<&str> = log.lines().filter(|l| l.contains(needle)).collect();
+            (lines.len() > seen).then(|| lines[lines.len() - 1].to_string())
+        })
+        .await
     }
 
     /// SIGKILL: no chance to flush anything.
@@ -591,6 +632,17 @@ impl Pcef {
         if let Some(i) = self.initiator.take() {
             i.shutdown(DisconnectCause::Rebooting).await;
         }
+    }
+
+    /// Waits until this PCEF has received `n` RARs (10 s at most);
+    /// returns all it received.
+    pub async fn wait_rars(&self, n: usize) -> Vec<Message> {
+        let what = format!("{n} RARs at the PCEF");
+        eventually_async(what, Duration::from_secs(10), || {
+            let rars = self.rars();
+            (rars.len() >= n).then_some(rars)
+        })
+        .await
     }
 
     pub fn rars(&self) -> Vec<Message> {
