@@ -10,6 +10,7 @@
 //!   cargo bench --profile dev -p pcrf --bench gx_allocations
 //!   PCRF_BENCH_REQUESTS=5000 cargo bench --profile dev -p pcrf --bench gx_allocations
 
+mod shared;
 use bytes::Bytes;
 use diameter::codec::Message;
 use diameter::transport::PeerTable;
@@ -230,6 +231,18 @@ fn main() {
         println!("requests per phase: {n}");
         println!("CCR-I: {ci:.1} allocations, {bi:.0} bytes per request");
         println!("CCR-U: {cu:.1} allocations, {bu:.0} bytes per request");
+        // Of that, the copy a request makes of its session before changing
+        // it: one clone of a session of the shape a CCR-U leaves.
+        let s = shared::ccr_u_session("pgw.test.local;bench;0".into(), imsi(0), 1_763_000_000_000);
+        let a = counts();
+        let copy = s.clone();
+        let b = counts();
+        drop(copy);
+        println!(
+            "  of which one GxSession clone: {} allocations, {} bytes",
+            b.0 - a.0,
+            b.1 - a.1
+        );
         let _ = node.node.store().shutdown().await;
     });
     let _ = std::fs::remove_dir_all(&dir);
