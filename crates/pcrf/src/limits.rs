@@ -266,17 +266,17 @@ mod tests {
         let mut s = GxSession::new(
             text(max("Session-Id")),
             text(MAX_IMSI),
-            text(max("Origin-Host")),
-            text(max("Origin-Realm")),
+            &text(max("Origin-Host")),
+            &text(max("Origin-Realm")),
             0,
         );
         s.imsi = Some(text(MAX_IMSI));
         s.msisdn = Some(text(MAX_MSISDN));
-        s.apn = Some(text(max("Called-Station-Id")));
-        s.ue_ipv6_prefix = Some(hex(max("Framed-IPv6-Prefix")));
-        s.location = Some(hex(max("3GPP-User-Location-Info")));
-        s.ms_timezone = Some(hex(max("3GPP-MS-TimeZone")));
-        s.device = Some(text(max("User-Equipment-Info-Value") * 2));
+        s.apn = Some(text(max("Called-Station-Id")).into());
+        s.ue_ipv6_prefix = Some(hex(max("Framed-IPv6-Prefix")).into());
+        s.location = Some(hex(max("3GPP-User-Location-Info")).into());
+        s.ms_timezone = Some(hex(max("3GPP-MS-TimeZone")).into());
+        s.device = Some(text(max("User-Equipment-Info-Value") * 2).into());
         let reports: Vec<RuleFailure> = (0..10 * MAX_RULE_FAILURES_KEPT)
             .map(|i| RuleFailure {
                 rule: format!("{i:0>width$}", width = MAX_RULE_NAME),

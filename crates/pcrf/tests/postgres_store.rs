@@ -135,8 +135,8 @@ fn session(id: &str, subscriber: &str, updated_ms: i64) -> GxSession {
     let mut s = GxSession::new(
         id.into(),
         subscriber.into(),
-        "pgw1.example".into(),
-        "example".into(),
+        "pgw1.example",
+        "example",
         1_700_000_000_000,
     );
     s.imsi = Some(subscriber.into());
@@ -1696,7 +1696,7 @@ fn open_sessions_are_found_by_address_prefix_subscriber_and_bound_session() {
     let db = TestSchema::new();
     let mut st = db.open();
     let mut a = session("gx;a", "001010000000001", 1);
-    a.ue_ipv6_prefix = Some(hex::encode(framed_ipv6("2001:db8:1:2::", 64)));
+    a.ue_ipv6_prefix = Some(hex::encode(framed_ipv6("2001:db8:1:2::", 64)).into());
     a.af = vec![
         af_session("pcscf;call;1"),
         af_session(r#"pcscf;"odd"\id,{x}"#),
@@ -1704,7 +1704,7 @@ fn open_sessions_are_found_by_address_prefix_subscriber_and_bound_session() {
     let mut b = session("gx;b", "001010000000002", 1);
     b.ue_ipv4 = Some(std::net::Ipv4Addr::new(10, 9, 9, 9));
     // A /40 delegated: shorter prefixes are found too.
-    b.ue_ipv6_prefix = Some(hex::encode(framed_ipv6("2001:db8:100::", 40)));
+    b.ue_ipv6_prefix = Some(hex::encode(framed_ipv6("2001:db8:100::", 40)).into());
     b.tdf = Some(Box::new(TdfSession::new(
         "pcrf;sd;1".into(),
         TdfMode::Unsolicited,
@@ -1745,7 +1745,7 @@ fn open_sessions_are_found_by_address_prefix_subscriber_and_bound_session() {
     // changes, the session closes.
     let mut a2 = a.clone();
     a2.af.remove(0);
-    a2.ue_ipv6_prefix = Some(hex::encode(framed_ipv6("2001:db8:5::", 48)));
+    a2.ue_ipv6_prefix = Some(hex::encode(framed_ipv6("2001:db8:5::", 48)).into());
     let mut b2 = b.clone();
     b2.state = SessionState::Closed;
     b2.closed_ms = Some(2);
@@ -1784,7 +1784,7 @@ fn open_sessions_written_before_schema_10_are_found_after_the_upgrade() {
     let db = TestSchema::new();
     let mut st = db.open();
     let mut a = session("gx;old", "001010000000001", 1);
-    a.ue_ipv6_prefix = Some(hex::encode(framed_ipv6("2001:db8:1:2::", 64)));
+    a.ue_ipv6_prefix = Some(hex::encode(framed_ipv6("2001:db8:1:2::", 64)).into());
     a.af = vec![af_session("pcscf;call;old")];
     st.apply(&[put(a)]).expect("write");
     drop(st);

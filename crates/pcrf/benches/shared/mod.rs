@@ -65,8 +65,8 @@ pub fn ccr_u_session(id: String, imsi: String, updated_ms: i64) -> GxSession {
     let mut s = GxSession::new(
         id,
         imsi.clone(),
-        "pgw1.epc.mnc001.mcc001.3gppnetwork.org".into(),
-        "epc.mnc001.mcc001.3gppnetwork.org".into(),
+        "pgw1.epc.mnc001.mcc001.3gppnetwork.org",
+        "epc.mnc001.mcc001.3gppnetwork.org",
         1_763_000_000_000,
     );
     s.imsi = Some(imsi);

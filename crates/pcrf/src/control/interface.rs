@@ -293,7 +293,10 @@ impl SessionFilter {
                 .apn
                 .as_deref()
                 .is_none_or(|want| s.apn.as_deref() == Some(want))
-            && self.peer.as_deref().is_none_or(|want| s.pcef_host == want)
+            && self
+                .peer
+                .as_deref()
+                .is_none_or(|want| *s.pcef_host == *want)
     }
 }
 

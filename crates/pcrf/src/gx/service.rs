@@ -210,8 +210,8 @@ impl Gx {
         let mut s = GxSession::new(
             c.session_id.to_owned(),
             key,
-            c.origin_host.to_owned(),
-            c.origin_realm.to_owned(),
+            c.origin_host,
+            c.origin_realm,
             now,
         );
         s.version.set(stored_version);
@@ -327,11 +327,11 @@ impl Gx {
         let now = now_ms();
         let mut s = (*cur).clone();
         apply_reported(&mut s, c);
-        if s.pcef_host != c.origin_host {
+        if *s.pcef_host != *c.origin_host {
             // A fail-over partner of the session's PCEF carries it on
             // (the only other peer served): RARs go there now.
-            s.pcef_host = c.origin_host.to_owned();
-            s.pcef_realm = c.origin_realm.to_owned();
+            s.pcef_host = c.origin_host.into();
+            s.pcef_realm = c.origin_realm.into();
         }
         let af_notices = self
             .rx
@@ -882,15 +882,19 @@ fn settle_revalidation(diff: &mut RuleDiff<'_>, at_ms: &mut Option<i64>, now: i6
 }
 
 /// Copies what the PCEF reported into the session (only what it sent).
+/// A value equal to the one held is left shared, not allocated again: most
+/// CCR-U repeat the APN, location and time zone unchanged.
 fn apply_reported(s: &mut GxSession, c: &Ccr<'_>) {
     if let Some(v) = c.apn {
-        s.apn = Some(v.to_owned());
+        if s.apn.as_deref() != Some(v) {
+            s.apn = Some(v.into());
+        }
     }
     if let Some(v) = c.ue_ipv4 {
         s.ue_ipv4 = Some(v);
     }
     if let Some(v) = c.ue_ipv6_prefix {
-        s.ue_ipv6_prefix = Some(hex::encode(v));
+        set_hex(&mut s.ue_ipv6_prefix, v);
     }
     if let Some(v) = c.rat_type {
         s.rat_type = Some(v);
@@ -899,13 +903,29 @@ fn apply_reported(s: &mut GxSession, c: &Ccr<'_>) {
         s.ip_can_type = Some(v);
     }
     if let Some(v) = c.location {
-        s.location = Some(hex::encode(v));
+        set_hex(&mut s.location, v);
     }
     if let Some(v) = c.ms_timezone {
-        s.ms_timezone = Some(hex::encode(v));
+        set_hex(&mut s.ms_timezone, v);
     }
     if let Some(v) = &c.device {
-        s.device = Some(v.clone());
+        if s.device.as_deref() != Some(v.as_str()) {
+            s.device = Some(v.as_str().into());
+        }
+    }
+}
+
+/// Sets `held` to the lowercase hex of `bytes`, unless it holds that already.
+fn set_hex(held: &mut Option<Arc<str>>, bytes: &[u8]) {
+    const DIGITS: &[u8; 16] = b"0123456789abcdef";
+    let same = held.as_deref().is_some_and(|h| {
+        h.len() == 2 * bytes.len()
+            && h.as_bytes().chunks_exact(2).zip(bytes).all(|(pair, b)| {
+                pair[0] == DIGITS[usize::from(b >> 4)] && pair[1] == DIGITS[usize::from(b & 15)]
+            })
+    });
+    if !same {
+        *held = Some(hex::encode(bytes).into());
     }
 }
 
@@ -933,5 +953,28 @@ fn answer_of_its_size(buf: BytesMut) -> Bytes {
         Bytes::copy_from_slice(&buf)
     } else {
         buf.freeze()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::set_hex;
+    use std::sync::Arc;
+
+    #[test]
+    fn an_unchanged_hex_value_stays_shared_and_a_changed_one_is_replaced() {
+        let mut held: Option<Arc<str>> = None;
+        set_hex(&mut held, &[0x82, 0x00, 0xf1, 0x10]);
+        assert_eq!(held.as_deref(), Some("8200f110"));
+        let before = held.clone().expect("set");
+        set_hex(&mut held, &[0x82, 0x00, 0xf1, 0x10]);
+        assert!(
+            Arc::ptr_eq(&before, held.as_ref().expect("set")),
+            "the same value is not allocated again"
+        );
+        set_hex(&mut held, &[0x82, 0x00, 0xf1, 0x11]);
+        assert_eq!(held.as_deref(), Some("8200f111"));
+        set_hex(&mut held, &[0x82, 0x00, 0xf1]);
+        assert_eq!(held.as_deref(), Some("8200f1"));
     }
 }

@@ -81,7 +81,7 @@ mod tests {
     #[test]
     fn follows_records_as_they_change_and_close() {
         let idx = AfIndex::default();
-        let mut a = GxSession::new("gx1".into(), "001".into(), "pgw".into(), "r".into(), 1);
+        let mut a = GxSession::new("gx1".into(), "001".into(), "pgw", "r", 1);
         a.af.push(af("rx1"));
         idx.bind(&a);
         assert_eq!(idx.gx_of("rx1").as_deref(), Some("gx1"));

@@ -215,9 +215,9 @@ mod tests {
     use super::*;
 
     fn session(id: &str, v4: Option<[u8; 4]>, v6_hex: Option<&str>) -> GxSession {
-        let mut s = GxSession::new(id.into(), "001".into(), "pgw".into(), "realm".into(), 1);
+        let mut s = GxSession::new(id.into(), "001".into(), "pgw", "realm", 1);
         s.ue_ipv4 = v4.map(Ipv4Addr::from);
-        s.ue_ipv6_prefix = v6_hex.map(str::to_owned);
+        s.ue_ipv6_prefix = v6_hex.map(Into::into);
         s
     }
 

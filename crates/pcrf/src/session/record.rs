@@ -7,6 +7,7 @@ use crate::policy::input::RuleFailure;
 pub use crate::policy::record::{DecisionRecord, InputsJson};
 use crate::policy::shared_decision::SharedDecision;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// Open or closed (closed records are kept for the configured retention).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -17,6 +18,12 @@ pub enum SessionState {
 }
 
 /// A Gx session.
+///
+/// What the PCEF reports once or rarely (its host and realm, the APN, the
+/// IPv6 prefix, location, time zone, device) is held as `Arc<str>`: every
+/// request copies its session before changing it, and that copy then
+/// shares these strings instead of allocating each anew. Serialised as
+/// plain strings, so the stored record and the API output are unchanged.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GxSession {
     /// Session-Id.
@@ -27,20 +34,20 @@ pub struct GxSession {
     pub imsi: Option<String>,
     pub msisdn: Option<String>,
     /// The PCEF's Origin-Host and Origin-Realm (where RARs go).
-    pub pcef_host: String,
-    pub pcef_realm: String,
-    pub apn: Option<String>,
+    pub pcef_host: Arc<str>,
+    pub pcef_realm: Arc<str>,
+    pub apn: Option<Arc<str>>,
     pub ue_ipv4: Option<std::net::Ipv4Addr>,
     /// Framed-IPv6-Prefix as hex of the AVP data.
-    pub ue_ipv6_prefix: Option<String>,
+    pub ue_ipv6_prefix: Option<Arc<str>>,
     pub rat_type: Option<i32>,
     pub ip_can_type: Option<i32>,
     /// 3GPP-User-Location-Info, hex.
-    pub location: Option<String>,
+    pub location: Option<Arc<str>>,
     /// 3GPP-MS-TimeZone, hex.
-    pub ms_timezone: Option<String>,
+    pub ms_timezone: Option<Arc<str>>,
     /// IMEISV.
-    pub device: Option<String>,
+    pub device: Option<Arc<str>>,
     /// Supported-Features (Feature-List-ID, Feature-List) the PCEF offered.
     pub supported_features: Vec<(u32, u32)>,
     /// What the PCEF has installed now (our view after the last answer);
@@ -99,8 +106,8 @@ impl GxSession {
     pub fn new(
         id: String,
         subscriber: String,
-        pcef_host: String,
-        pcef_realm: String,
+        pcef_host: &str,
+        pcef_realm: &str,
         now_ms: i64,
     ) -> GxSession {
         GxSession {
@@ -109,8 +116,8 @@ impl GxSession {
             subscriber,
             imsi: None,
             msisdn: None,
-            pcef_host,
-            pcef_realm,
+            pcef_host: pcef_host.into(),
+            pcef_realm: pcef_realm.into(),
             apn: None,
             ue_ipv4: None,
             ue_ipv6_prefix: None,
@@ -294,7 +301,7 @@ mod tests {
 
     #[test]
     fn bookkeeping_is_not_a_durable_change() {
-        let a = GxSession::new("s".into(), "001".into(), "pgw".into(), "r".into(), 1);
+        let a = GxSession::new("s".into(), "001".into(), "pgw", "r", 1);
         let mut b = a.clone();
         b.last_request_number = 7;
         b.last_answer = Some(vec![1, 2, 3].into());
@@ -343,7 +350,7 @@ mod tests {
     fn stored_answer_is_base64_and_old_hex_still_reads() {
         for len in 0..=7u8 {
             let bytes: Vec<u8> = (0..len).map(|i| i.wrapping_mul(97) ^ 0xf0).collect();
-            let mut s = GxSession::new("s".into(), "001".into(), "pgw".into(), "r".into(), 1);
+            let mut s = GxSession::new("s".into(), "001".into(), "pgw", "r", 1);
             s.last_answer = Some(bytes.clone().into());
             let json = serde_json::to_string(&s).expect("serialises");
             let back: GxSession = serde_json::from_str(&json).expect("deserialises");
@@ -353,7 +360,7 @@ mod tests {
         assert_eq!(answer_text::encode(b"Ma"), "b64:TWE=");
         assert_eq!(answer_text::encode(b"M"), "b64:TQ==");
         let read = |text: &str| {
-            let s = GxSession::new("s".into(), "001".into(), "pgw".into(), "r".into(), 1);
+            let s = GxSession::new("s".into(), "001".into(), "pgw", "r", 1);
             let mut json = serde_json::to_value(&s).expect("serialises");
             json["last_answer"] = text.into();
             serde_json::from_value::<GxSession>(json).map(|s| s.last_answer)
@@ -380,7 +387,7 @@ mod tests {
 
     #[test]
     fn hex_fields_round_trip_through_json() {
-        let mut s = GxSession::new("s".into(), "001".into(), "pgw".into(), "r".into(), 1);
+        let mut s = GxSession::new("s".into(), "001".into(), "pgw", "r", 1);
         s.last_answer = Some(vec![0, 0xab, 0xff].into());
         s.last_decision = Some(std::sync::Arc::new(DecisionRecord {
             input_hash: u64::MAX,

@@ -72,8 +72,8 @@ mod tests {
         let mut s = GxSession::new(
             "pgw;1;1".into(),
             "001010000000001".into(),
-            "pgw".into(),
-            "example".into(),
+            "pgw",
+            "example",
             0,
         );
         s.installed.rules = vec!["a".into(), "b".into(), "c".into()];

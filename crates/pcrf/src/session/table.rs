@@ -251,7 +251,7 @@ mod tests {
     use super::*;
 
     fn session(id: &str, sub: &str, apn: &str) -> Arc<GxSession> {
-        let mut s = GxSession::new(id.into(), sub.into(), "pgw1".into(), "realm".into(), 1);
+        let mut s = GxSession::new(id.into(), sub.into(), "pgw1", "realm", 1);
         s.apn = Some(apn.into());
         Arc::new(s)
     }

@@ -39,8 +39,8 @@ pub fn session(id: &str, subscriber: &str, updated_ms: i64) -> GxSession {
     let mut s = GxSession::new(
         id.into(),
         subscriber.into(),
-        "pgw1.example".into(),
-        "example".into(),
+        "pgw1.example",
+        "example",
         1_700_000_000_000,
     );
     s.imsi = Some(subscriber.into());
