@@ -22,7 +22,6 @@ use std::sync::{OnceLock, Weak};
 
 use crate::admission::Admission;
 use crate::config::Config;
-use crate::control::{ControlError, ReauthOutcome};
 use crate::gx;
 use crate::limits::{LOGGED_ITEMS_PER_REQUEST, MAX_RULE_REPORTS_PER_REQUEST};
 use crate::metrics::Command;
@@ -30,6 +29,7 @@ use crate::metrics::{
     peer_stats, write_peers, CommitStats, Exposition, HistogramSnapshot, Kind, Metrics,
     MetricsSource, PolicyStats as MetricsPolicyStats, SessionStats,
 };
+use crate::pcc::operation::{ControlError, ReauthOutcome};
 use crate::pcc::{PushReason, PushSummary, UsageInstructions};
 use crate::policy::decision::Decision;
 use crate::policy::input::{NetworkInput, PolicyInput, SessionInput, SubscriberInput, TimeInput};
