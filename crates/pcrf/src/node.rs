@@ -467,7 +467,7 @@ impl Node {
         })?;
         let started = Instant::now();
         let res = peer
-            .request(gx::GX, cmd::RE_AUTH, |b| {
+            .request(dict::app::GX, cmd::RE_AUTH, |b| {
                 gx::encode_rar(
                     b,
                     &s.id,

@@ -6,6 +6,7 @@
 //! operations, so none of them imports another application's module for
 //! these.
 
+pub mod charging_id;
 pub mod operation;
 pub mod push;
 pub mod usage_monitoring;

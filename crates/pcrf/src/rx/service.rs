@@ -9,6 +9,7 @@
 use crate::gx;
 use crate::metrics::{Command, Exposition, NO_ANSWER};
 use crate::node::{now_ms, Node};
+use crate::pcc::charging_id::ChargingId;
 use crate::pcc::UsageInstructions;
 use crate::policy::input::{RuleFailure, SubscriberInput};
 use crate::policy::media::{af_tag, AfInput, MediaInput};
@@ -685,7 +686,7 @@ impl Rx {
         before: &GxSession,
         s: &mut GxSession,
         reports: &[RuleFailure],
-        charging_ids: &[gx::ChargingId],
+        charging_ids: &[ChargingId],
     ) -> Vec<AfNote> {
         if s.af.is_empty() {
             return Vec::new();
@@ -887,7 +888,7 @@ impl Rx {
 /// CHARGING_CORRELATION_EXCHANGE: each AF session that subscribed hears
 /// the access network's charging ids for its own rules (or for the whole
 /// IP-CAN session when the PCEF named no rule).
-fn af_charging_ids(s: &GxSession, ids: &[gx::ChargingId]) -> Vec<AfNote> {
+fn af_charging_ids(s: &GxSession, ids: &[ChargingId]) -> Vec<AfNote> {
     let action = enums::SPECIFIC_ACTION::CHARGING_CORRELATION_EXCHANGE;
     let mut notes = Vec::new();
     for af in s.af.iter().filter(|af| af.subscribed(action)) {
