@@ -422,7 +422,11 @@ impl Node {
     /// reports past the per-request cap and the failures past the
     /// per-session cap are counted, not kept; the first few failures are
     /// logged one by one, the rest summed up in one line.
-    pub(crate) fn apply_rule_reports(&self, s: &mut GxSession, reports: &gx::RuleReports) {
+    pub(crate) fn apply_rule_reports(
+        &self,
+        s: &mut GxSession,
+        reports: &crate::pcc::reauth_answer::RuleReports,
+    ) {
         let applied = crate::session::rule_failures::apply(s, reports);
         let c = &self.counters;
         c.rule_failures_reported
@@ -482,7 +486,7 @@ impl Node {
             .await;
         match res {
             Ok(ans) => {
-                let code = gx::decode_raa(&ans)
+                let code = crate::pcc::reauth_answer::decode_raa(&ans)
                     .ok()
                     .and_then(|r| r.result_code.or(r.experimental_result))
                     .unwrap_or(0);

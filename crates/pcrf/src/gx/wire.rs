@@ -8,10 +8,11 @@
 use crate::limits;
 use crate::pcc::charging_id::decode_charging_id;
 pub use crate::pcc::charging_id::ChargingId;
+use crate::pcc::reauth_answer::decode_rule_report;
+pub use crate::pcc::reauth_answer::{decode_raa, Raa, RuleReports};
 use crate::pcc::usage_monitoring::{decode_usage_report, encode_usage};
 use crate::pcc::{RequestType, UsageInstructions, UsageReport};
 use crate::policy::decision::{Arp, RuleDefinition, RuleQos};
-use crate::policy::input::RuleFailure;
 use crate::session::RuleDiff;
 use crate::session_message::{
     self, decode_subscription_id, Identity, Outcome, END_USER_E164, END_USER_IMSI, TGPP,
@@ -213,60 +214,6 @@ pub fn decode_ccr(msg: &Message) -> Result<Ccr<'_>, DiameterError> {
 }
 
 /// Charging-Rule-Report: each named rule with its status and failure code.
-/// The Charging-Rule-Report entries of one CCR or RAA: at most
-/// [`limits::MAX_RULE_REPORTS_PER_REQUEST`] of them kept, the rest (and any
-/// name longer than a rule name may be) only counted.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RuleReports {
-    pub kept: Vec<RuleFailure>,
-    pub over_cap: u64,
-}
-
-impl RuleReports {
-    /// Every entry the message carried, kept or not.
-    pub fn received(&self) -> u64 {
-        self.kept.len() as u64 + self.over_cap
-    }
-}
-
-impl std::ops::Deref for RuleReports {
-    type Target = [RuleFailure];
-    fn deref(&self) -> &[RuleFailure] {
-        &self.kept
-    }
-}
-
-fn decode_rule_report(a: &Avp<'_>, out: &mut RuleReports) -> Result<(), DiameterError> {
-    let mut names = Vec::new();
-    let mut status = None;
-    let mut code = None;
-    for g in a.grouped() {
-        let g = g?;
-        if g.is(avp::CHARGING_RULE_NAME) || g.is(avp::CHARGING_RULE_BASE_NAME) {
-            names.push(g.as_octets());
-        } else if g.is(avp::PCC_RULE_STATUS) {
-            status = Some(g.as_enum()?);
-        } else if g.is(avp::RULE_FAILURE_CODE) {
-            code = Some(g.as_enum()?);
-        }
-    }
-    let status = status.unwrap_or(enums::PCC_RULE_STATUS::INACTIVE);
-    for rule in names {
-        if out.kept.len() >= limits::MAX_RULE_REPORTS_PER_REQUEST
-            || rule.len() > limits::MAX_RULE_NAME
-        {
-            out.over_cap += 1;
-            continue;
-        }
-        out.kept.push(RuleFailure {
-            rule: String::from_utf8_lossy(rule).into_owned(),
-            status: status.max(0) as u32,
-            code: code.map(|c| c.max(0) as u32),
-        });
-    }
-    Ok(())
-}
-
 /// User-Equipment-Value of type IMEISV: UTF-8 digits per TS 29.212, though
 /// some gateways send BCD; show either as digits.
 fn imeisv_text(v: &[u8]) -> String {
@@ -523,35 +470,6 @@ pub fn encode_rar(
     encode_usage(b, usage);
 }
 
-/// The result of an RAA: its Result-Code or Experimental-Result-Code, and
-/// any rule failures it reports.
-#[derive(Debug, Default)]
-pub struct Raa {
-    pub result_code: Option<u32>,
-    pub experimental_result: Option<u32>,
-    pub rule_reports: RuleReports,
-    pub charging_ids: Vec<ChargingId>,
-}
-
-/// Decodes an RAA.
-pub fn decode_raa(msg: &Message) -> Result<Raa, DiameterError> {
-    let mut r = Raa::default();
-    for a in msg.avps() {
-        let a = a?;
-        if let Some(outcome) = session_message::decode_outcome(&a)? {
-            match outcome {
-                Outcome::Result(c) => r.result_code = Some(c),
-                Outcome::Experimental(c) => r.experimental_result = Some(c),
-            }
-        } else if a.is(avp::CHARGING_RULE_REPORT) {
-            decode_rule_report(&a, &mut r.rule_reports)?;
-        } else if a.is(avp::ACCESS_NETWORK_CHARGING_IDENTIFIER_GX) {
-            r.charging_ids.push(decode_charging_id(&a)?);
-        }
-    }
-    Ok(r)
-}
-
 /// Command codes Gx serves.
 pub fn serves(application_id: u32, command_code: u32) -> bool {
     application_id == GX && (command_code == cmd::CREDIT_CONTROL || command_code == cmd::RE_AUTH)
@@ -567,6 +485,7 @@ mod tests {
     use super::*;
     use crate::pcc::usage_monitoring::*;
     use crate::policy::decision::{Ambr, BearerQos, Decision};
+    use crate::policy::input::RuleFailure;
     use crate::usage::{MonitoringLevel, ServiceUnits};
     use std::borrow::Cow;
 

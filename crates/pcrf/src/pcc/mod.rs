@@ -9,6 +9,7 @@
 pub mod charging_id;
 pub mod operation;
 pub mod push;
+pub mod reauth_answer;
 pub mod usage_monitoring;
 
 pub use push::{PushReason, PushSummary};

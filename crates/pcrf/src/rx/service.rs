@@ -6,7 +6,6 @@
 //! aborts every bound AF session (ASR); a rule the PCEF reports as failed is
 //! notified to the AF that asked for it (RAR with a Specific-Action).
 
-use crate::gx;
 use crate::metrics::{Command, Exposition, NO_ANSWER};
 use crate::node::{now_ms, Node};
 use crate::pcc::charging_id::ChargingId;
@@ -468,7 +467,7 @@ impl Rx {
                 .node
                 .send_rar(&cur, Some(&diff), None, &UsageInstructions::default())
                 .await;
-            let raa = match pushed.map(|m| gx::decode_raa(&m)) {
+            let raa = match pushed.map(|m| crate::pcc::reauth_answer::decode_raa(&m)) {
                 Ok(Ok(raa)) => raa,
                 Ok(Err(e)) => {
                     tracing::warn!(session = a.session_id, error = %e, "bad RAA for Rx rules");
@@ -585,7 +584,7 @@ impl Rx {
             let ok = matches!(
                 pushed
                     .as_ref()
-                    .map(|m| gx::decode_raa(m).map(|r| r.result_code)),
+                    .map(|m| crate::pcc::reauth_answer::decode_raa(m).map(|r| r.result_code)),
                 Ok(Ok(Some(result_code::DIAMETER_SUCCESS)))
             );
             drop(diff);
@@ -636,7 +635,9 @@ impl Rx {
             .send_rar(&cur, Some(&diff), None, &UsageInstructions::default())
             .await;
         drop(diff);
-        let raa = res.ok().and_then(|m| gx::decode_raa(&m).ok());
+        let raa = res
+            .ok()
+            .and_then(|m| crate::pcc::reauth_answer::decode_raa(&m).ok());
         let code = raa
             .as_ref()
             .and_then(|r| r.result_code.or(r.experimental_result));
