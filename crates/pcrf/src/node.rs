@@ -22,7 +22,6 @@ use std::sync::{OnceLock, Weak};
 
 use crate::admission::Admission;
 use crate::config::Config;
-use crate::control::{ControlError, ReauthOutcome};
 use crate::gx;
 use crate::limits::{LOGGED_ITEMS_PER_REQUEST, MAX_RULE_REPORTS_PER_REQUEST};
 use crate::metrics::Command;
@@ -30,6 +29,7 @@ use crate::metrics::{
     peer_stats, write_peers, CommitStats, Exposition, HistogramSnapshot, Kind, Metrics,
     MetricsSource, PolicyStats as MetricsPolicyStats, SessionStats,
 };
+use crate::pcc::operation::{ControlError, ReauthOutcome};
 use crate::pcc::{PushReason, PushSummary, UsageInstructions};
 use crate::policy::decision::Decision;
 use crate::policy::input::{NetworkInput, PolicyInput, SessionInput, SubscriberInput, TimeInput};
@@ -422,7 +422,11 @@ impl Node {
     /// reports past the per-request cap and the failures past the
     /// per-session cap are counted, not kept; the first few failures are
     /// logged one by one, the rest summed up in one line.
-    pub(crate) fn apply_rule_reports(&self, s: &mut GxSession, reports: &gx::RuleReports) {
+    pub(crate) fn apply_rule_reports(
+        &self,
+        s: &mut GxSession,
+        reports: &crate::pcc::reauth_answer::RuleReports,
+    ) {
         let applied = crate::session::rule_failures::apply(s, reports);
         let c = &self.counters;
         c.rule_failures_reported
@@ -467,7 +471,7 @@ impl Node {
         })?;
         let started = Instant::now();
         let res = peer
-            .request(gx::GX, cmd::RE_AUTH, |b| {
+            .request(dict::app::GX, cmd::RE_AUTH, |b| {
                 gx::encode_rar(
                     b,
                     &s.id,
@@ -482,7 +486,7 @@ impl Node {
             .await;
         match res {
             Ok(ans) => {
-                let code = gx::decode_raa(&ans)
+                let code = crate::pcc::reauth_answer::decode_raa(&ans)
                     .ok()
                     .and_then(|r| r.result_code.or(r.experimental_result))
                     .unwrap_or(0);

@@ -5,7 +5,8 @@
 //! answers it gets. No state and no IO; the application codecs (`gx/wire.rs`,
 //! `rx/wire.rs`, `sd/wire.rs`, `sy/wire.rs`) add what is theirs around it.
 
-use diameter::codec::{Avp, DiameterError, MessageBuilder};
+use crate::limits;
+use diameter::codec::{missing_avp, Avp, DiameterError, MessageBuilder};
 use diameter::dict::{avp, vendor};
 
 /// 3GPP vendor id.
@@ -88,4 +89,45 @@ pub fn decode_outcome(a: &Avp<'_>) -> Result<Option<Outcome>, DiameterError> {
         }
     }
     Ok(None)
+}
+
+/// Subscription-Id-Type values (RFC 4006 §8.47).
+pub(crate) const END_USER_E164: i32 = 0;
+pub(crate) const END_USER_IMSI: i32 = 1;
+
+/// A CCR's Subscription-Id (RFC 4006 §8.46): its type and data; 5005
+/// naming whichever is missing.
+pub(crate) fn decode_subscription_id<'a>(a: &Avp<'a>) -> Result<(i32, &'a str), DiameterError> {
+    let mut ty = None;
+    let mut data = None;
+    for g in a.grouped() {
+        let g = g?;
+        if g.is(avp::SUBSCRIPTION_ID_TYPE) {
+            ty = Some(g.as_enum()?);
+        } else if g.is(avp::SUBSCRIPTION_ID_DATA) {
+            data = Some((g, g.as_str()?));
+        }
+    }
+    match (ty, data) {
+        (Some(t), Some((a, d))) => {
+            match t {
+                END_USER_IMSI => {
+                    limits::at_most(&a, limits::MAX_IMSI, "Subscription-Id-Data (IMSI)")?
+                }
+                END_USER_E164 => {
+                    limits::at_most(&a, limits::MAX_MSISDN, "Subscription-Id-Data (E.164)")?
+                }
+                _ => {}
+            }
+            Ok((t, d))
+        }
+        (None, _) => Err(missing_avp(
+            avp::SUBSCRIPTION_ID_TYPE,
+            "Subscription-Id-Type",
+        )),
+        (_, None) => Err(missing_avp(
+            avp::SUBSCRIPTION_ID_DATA,
+            "Subscription-Id-Data",
+        )),
+    }
 }

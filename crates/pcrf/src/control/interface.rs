@@ -5,6 +5,7 @@
 use crate::control::console::{DryRun, PolicyView, SubscriberPage, SubscriberQuery, TestView};
 use crate::control::usage::{UsageChange, UsageView};
 use crate::control::version_views::{Deployed, VersionView, VersionsPage};
+pub use crate::pcc::operation::{ControlError, ReauthOutcome};
 use crate::policy::versions::DeployError;
 use crate::session::GxSession;
 use crate::subscriber::Subscriber;
@@ -200,32 +201,6 @@ pub trait Control: Send + Sync + 'static {
     }
 }
 
-/// Why an operation failed; each maps to one HTTP status.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ControlError {
-    /// 404.
-    #[error("{0}")]
-    NotFound(String),
-    /// 400: the request is well-formed but not acceptable.
-    #[error("{0}")]
-    Invalid(String),
-    /// 409: e.g. re-authorizing a closed session.
-    #[error("{0}")]
-    Conflict(String),
-    /// 502: the PCEF is not connected, or answered the RAR with an error.
-    #[error("{0}")]
-    Peer(String),
-    /// 504: no answer from the PCEF in time.
-    #[error("{0}")]
-    Timeout(String),
-    /// 503: the store cannot be written, or the node is shutting down.
-    #[error("{0}")]
-    Unavailable(String),
-    /// 500.
-    #[error("{0}")]
-    Internal(String),
-}
-
 fn not_here() -> ReloadError {
     ReloadError {
         error: "no policy workbench".into(),
@@ -323,25 +298,6 @@ impl ReleaseCause {
             ReleaseCause::InsufficientBearerResources => 4,
         }
     }
-}
-
-/// What a re-authorization did.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ReauthOutcome {
-    /// False when the new decision equals what is installed: nothing sent.
-    pub rar_sent: bool,
-    /// The RAA's Result-Code or Experimental-Result-Code.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub result_code: Option<u32>,
-    /// Rule names the RAR installed and removed.
-    #[serde(default)]
-    pub installed: Vec<String>,
-    #[serde(default)]
-    pub removed: Vec<String>,
-    /// Script version of the decision (a hash of the script; JSON: 16 hex
-    /// digits, as logged).
-    #[serde(with = "crate::policy::record::hex_u64")]
-    pub script_version: u64,
 }
 
 /// What a release did.

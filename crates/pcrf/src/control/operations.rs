@@ -14,7 +14,6 @@ use crate::control::DeployFailure;
 use crate::control::{
     Control, ControlError, ReauthOutcome, ReleaseCause, ReleaseOutcome, ReloadError, SessionFilter,
 };
-use crate::gx;
 use crate::gx::service::Gx;
 use crate::pcc::UsageInstructions;
 use crate::policy::input::PolicyInput;
@@ -333,8 +332,8 @@ impl Control for Operations {
                 &UsageInstructions::default(),
             )
             .await?;
-        let raa =
-            gx::decode_raa(&answer).map_err(|e| ControlError::Peer(format!("bad RAA: {e}")))?;
+        let raa = crate::pcc::reauth_answer::decode_raa(&answer)
+            .map_err(|e| ControlError::Peer(format!("bad RAA: {e}")))?;
         Ok(ReleaseOutcome {
             result_code: raa.result_code.or(raa.experimental_result),
         })

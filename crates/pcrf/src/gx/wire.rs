@@ -6,12 +6,17 @@
 //! received bytes; grouped AVPs are entered only for the few we read.
 
 use crate::limits;
+use crate::pcc::charging_id::decode_charging_id;
+pub use crate::pcc::charging_id::ChargingId;
+use crate::pcc::reauth_answer::decode_rule_report;
+pub use crate::pcc::reauth_answer::{decode_raa, Raa, RuleReports};
 use crate::pcc::usage_monitoring::{decode_usage_report, encode_usage};
 use crate::pcc::{RequestType, UsageInstructions, UsageReport};
 use crate::policy::decision::{Arp, RuleDefinition, RuleQos};
-use crate::policy::input::RuleFailure;
 use crate::session::RuleDiff;
-use crate::session_message::{self, Identity, Outcome, TGPP};
+use crate::session_message::{
+    self, decode_subscription_id, Identity, Outcome, END_USER_E164, END_USER_IMSI, TGPP,
+};
 use bytes::BytesMut;
 use diameter::codec::{missing_avp, Avp, DiameterError, Message, MessageBuilder, TooLong};
 use diameter::dict::{app, avp, cmd, enums};
@@ -22,10 +27,6 @@ use std::time::{Duration, SystemTime};
 
 /// Gx application id.
 pub const GX: u32 = app::GX;
-
-/// Subscription-Id-Type values (RFC 4006 §8.47).
-const END_USER_E164: i32 = 0;
-const END_USER_IMSI: i32 = 1;
 
 /// What a CCR carries that the PCRF uses; everything borrowed.
 #[derive(Debug, Default)]
@@ -60,37 +61,6 @@ pub struct Ccr<'a> {
     /// Access-Network-Charging-Identifier-Gx: charging ids the PCEF
     /// assigned, for charging correlation with the AF (Rx).
     pub charging_ids: Vec<ChargingId>,
-}
-
-/// One Access-Network-Charging-Identifier-Gx (TS 29.212 §5.3.43): the
-/// access network's charging id and the rules it applies to (none: the
-/// whole IP-CAN session).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ChargingId {
-    pub value: Vec<u8>,
-    pub rules: Vec<String>,
-}
-
-fn decode_charging_id(a: &Avp<'_>) -> Result<ChargingId, DiameterError> {
-    let mut c = ChargingId::default();
-    let mut have = false;
-    for g in a.grouped() {
-        let g = g?;
-        if g.is(avp::ACCESS_NETWORK_CHARGING_IDENTIFIER_VALUE) {
-            c.value = g.as_octets().to_vec();
-            have = true;
-        } else if g.is(avp::CHARGING_RULE_NAME) || g.is(avp::CHARGING_RULE_BASE_NAME) {
-            c.rules
-                .push(String::from_utf8_lossy(g.as_octets()).into_owned());
-        }
-    }
-    if !have {
-        return Err(missing_avp(
-            avp::ACCESS_NETWORK_CHARGING_IDENTIFIER_VALUE,
-            "Access-Network-Charging-Identifier-Value",
-        ));
-    }
-    Ok(c)
 }
 
 impl RequestType {
@@ -244,97 +214,6 @@ pub fn decode_ccr(msg: &Message) -> Result<Ccr<'_>, DiameterError> {
 }
 
 /// Charging-Rule-Report: each named rule with its status and failure code.
-/// A CCR's Subscription-Id (RFC 4006 §8.46): its type and data; 5005
-/// naming whichever is missing.
-pub(crate) fn decode_subscription_id<'a>(a: &Avp<'a>) -> Result<(i32, &'a str), DiameterError> {
-    let mut ty = None;
-    let mut data = None;
-    for g in a.grouped() {
-        let g = g?;
-        if g.is(avp::SUBSCRIPTION_ID_TYPE) {
-            ty = Some(g.as_enum()?);
-        } else if g.is(avp::SUBSCRIPTION_ID_DATA) {
-            data = Some((g, g.as_str()?));
-        }
-    }
-    match (ty, data) {
-        (Some(t), Some((a, d))) => {
-            match t {
-                END_USER_IMSI => {
-                    limits::at_most(&a, limits::MAX_IMSI, "Subscription-Id-Data (IMSI)")?
-                }
-                END_USER_E164 => {
-                    limits::at_most(&a, limits::MAX_MSISDN, "Subscription-Id-Data (E.164)")?
-                }
-                _ => {}
-            }
-            Ok((t, d))
-        }
-        (None, _) => Err(missing_avp(
-            avp::SUBSCRIPTION_ID_TYPE,
-            "Subscription-Id-Type",
-        )),
-        (_, None) => Err(missing_avp(
-            avp::SUBSCRIPTION_ID_DATA,
-            "Subscription-Id-Data",
-        )),
-    }
-}
-
-/// The Charging-Rule-Report entries of one CCR or RAA: at most
-/// [`limits::MAX_RULE_REPORTS_PER_REQUEST`] of them kept, the rest (and any
-/// name longer than a rule name may be) only counted.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct RuleReports {
-    pub kept: Vec<RuleFailure>,
-    pub over_cap: u64,
-}
-
-impl RuleReports {
-    /// Every entry the message carried, kept or not.
-    pub fn received(&self) -> u64 {
-        self.kept.len() as u64 + self.over_cap
-    }
-}
-
-impl std::ops::Deref for RuleReports {
-    type Target = [RuleFailure];
-    fn deref(&self) -> &[RuleFailure] {
-        &self.kept
-    }
-}
-
-fn decode_rule_report(a: &Avp<'_>, out: &mut RuleReports) -> Result<(), DiameterError> {
-    let mut names = Vec::new();
-    let mut status = None;
-    let mut code = None;
-    for g in a.grouped() {
-        let g = g?;
-        if g.is(avp::CHARGING_RULE_NAME) || g.is(avp::CHARGING_RULE_BASE_NAME) {
-            names.push(g.as_octets());
-        } else if g.is(avp::PCC_RULE_STATUS) {
-            status = Some(g.as_enum()?);
-        } else if g.is(avp::RULE_FAILURE_CODE) {
-            code = Some(g.as_enum()?);
-        }
-    }
-    let status = status.unwrap_or(enums::PCC_RULE_STATUS::INACTIVE);
-    for rule in names {
-        if out.kept.len() >= limits::MAX_RULE_REPORTS_PER_REQUEST
-            || rule.len() > limits::MAX_RULE_NAME
-        {
-            out.over_cap += 1;
-            continue;
-        }
-        out.kept.push(RuleFailure {
-            rule: String::from_utf8_lossy(rule).into_owned(),
-            status: status.max(0) as u32,
-            code: code.map(|c| c.max(0) as u32),
-        });
-    }
-    Ok(())
-}
-
 /// User-Equipment-Value of type IMEISV: UTF-8 digits per TS 29.212, though
 /// some gateways send BCD; show either as digits.
 fn imeisv_text(v: &[u8]) -> String {
@@ -591,35 +470,6 @@ pub fn encode_rar(
     encode_usage(b, usage);
 }
 
-/// The result of an RAA: its Result-Code or Experimental-Result-Code, and
-/// any rule failures it reports.
-#[derive(Debug, Default)]
-pub struct Raa {
-    pub result_code: Option<u32>,
-    pub experimental_result: Option<u32>,
-    pub rule_reports: RuleReports,
-    pub charging_ids: Vec<ChargingId>,
-}
-
-/// Decodes an RAA.
-pub fn decode_raa(msg: &Message) -> Result<Raa, DiameterError> {
-    let mut r = Raa::default();
-    for a in msg.avps() {
-        let a = a?;
-        if let Some(outcome) = session_message::decode_outcome(&a)? {
-            match outcome {
-                Outcome::Result(c) => r.result_code = Some(c),
-                Outcome::Experimental(c) => r.experimental_result = Some(c),
-            }
-        } else if a.is(avp::CHARGING_RULE_REPORT) {
-            decode_rule_report(&a, &mut r.rule_reports)?;
-        } else if a.is(avp::ACCESS_NETWORK_CHARGING_IDENTIFIER_GX) {
-            r.charging_ids.push(decode_charging_id(&a)?);
-        }
-    }
-    Ok(r)
-}
-
 /// Command codes Gx serves.
 pub fn serves(application_id: u32, command_code: u32) -> bool {
     application_id == GX && (command_code == cmd::CREDIT_CONTROL || command_code == cmd::RE_AUTH)
@@ -635,6 +485,7 @@ mod tests {
     use super::*;
     use crate::pcc::usage_monitoring::*;
     use crate::policy::decision::{Ambr, BearerQos, Decision};
+    use crate::policy::input::RuleFailure;
     use crate::usage::{MonitoringLevel, ServiceUnits};
     use std::borrow::Cow;
 

@@ -6,7 +6,10 @@
 //! operations, so none of them imports another application's module for
 //! these.
 
+pub mod charging_id;
+pub mod operation;
 pub mod push;
+pub mod reauth_answer;
 pub mod usage_monitoring;
 
 pub use push::{PushReason, PushSummary};

@@ -6,9 +6,9 @@
 //! aborts every bound AF session (ASR); a rule the PCEF reports as failed is
 //! notified to the AF that asked for it (RAR with a Specific-Action).
 
-use crate::gx;
 use crate::metrics::{Command, Exposition, NO_ANSWER};
 use crate::node::{now_ms, Node};
+use crate::pcc::charging_id::ChargingId;
 use crate::pcc::UsageInstructions;
 use crate::policy::input::{RuleFailure, SubscriberInput};
 use crate::policy::media::{af_tag, AfInput, MediaInput};
@@ -467,7 +467,7 @@ impl Rx {
                 .node
                 .send_rar(&cur, Some(&diff), None, &UsageInstructions::default())
                 .await;
-            let raa = match pushed.map(|m| gx::decode_raa(&m)) {
+            let raa = match pushed.map(|m| crate::pcc::reauth_answer::decode_raa(&m)) {
                 Ok(Ok(raa)) => raa,
                 Ok(Err(e)) => {
                     tracing::warn!(session = a.session_id, error = %e, "bad RAA for Rx rules");
@@ -584,7 +584,7 @@ impl Rx {
             let ok = matches!(
                 pushed
                     .as_ref()
-                    .map(|m| gx::decode_raa(m).map(|r| r.result_code)),
+                    .map(|m| crate::pcc::reauth_answer::decode_raa(m).map(|r| r.result_code)),
                 Ok(Ok(Some(result_code::DIAMETER_SUCCESS)))
             );
             drop(diff);
@@ -635,7 +635,9 @@ impl Rx {
             .send_rar(&cur, Some(&diff), None, &UsageInstructions::default())
             .await;
         drop(diff);
-        let raa = res.ok().and_then(|m| gx::decode_raa(&m).ok());
+        let raa = res
+            .ok()
+            .and_then(|m| crate::pcc::reauth_answer::decode_raa(&m).ok());
         let code = raa
             .as_ref()
             .and_then(|r| r.result_code.or(r.experimental_result));
@@ -685,7 +687,7 @@ impl Rx {
         before: &GxSession,
         s: &mut GxSession,
         reports: &[RuleFailure],
-        charging_ids: &[gx::ChargingId],
+        charging_ids: &[ChargingId],
     ) -> Vec<AfNote> {
         if s.af.is_empty() {
             return Vec::new();
@@ -887,7 +889,7 @@ impl Rx {
 /// CHARGING_CORRELATION_EXCHANGE: each AF session that subscribed hears
 /// the access network's charging ids for its own rules (or for the whole
 /// IP-CAN session when the PCEF named no rule).
-fn af_charging_ids(s: &GxSession, ids: &[gx::ChargingId]) -> Vec<AfNote> {
+fn af_charging_ids(s: &GxSession, ids: &[ChargingId]) -> Vec<AfNote> {
     let action = enums::SPECIFIC_ACTION::CHARGING_CORRELATION_EXCHANGE;
     let mut notes = Vec::new();
     for af in s.af.iter().filter(|af| af.subscribed(action)) {

@@ -880,7 +880,7 @@ impl Sd {
         slot: &SessionSlot,
         cur: &GxSession,
         adc: &[AdcRule],
-    ) -> Result<(), crate::control::ControlError> {
+    ) -> Result<(), crate::pcc::operation::ControlError> {
         if cur.installed.adc == adc {
             return Ok(());
         }
@@ -891,7 +891,7 @@ impl Sd {
         self.node
             .commit(vec![Change::PutSession(s.clone())])
             .await
-            .map_err(|e| crate::control::ControlError::Unavailable(e.message.to_string()))?;
+            .map_err(|e| crate::pcc::operation::ControlError::Unavailable(e.message.to_string()))?;
         slot.publish(s.clone());
         self.sd_follow(&s);
         Ok(())

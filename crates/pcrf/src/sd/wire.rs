@@ -3,7 +3,6 @@
 //! Sd RAR (ADC rule changes, release) encoded. No state and no IO here;
 //! `service.rs` decides what to do.
 
-use crate::gx;
 use crate::limits;
 use crate::pcc::usage_monitoring;
 use crate::pcc::{RequestType, UsageInstructions, UsageReport};
@@ -92,7 +91,7 @@ pub fn decode_ccr(msg: &Message) -> Result<TdfCcr<'_>, DiameterError> {
             c.request_number = a.as_u32()?;
             num = true;
         } else if a.is(avp::SUBSCRIPTION_ID) {
-            match gx::decode_subscription_id(&a)? {
+            match crate::session_message::decode_subscription_id(&a)? {
                 (1, d) => c.imsi = Some(d),
                 (0, d) => c.msisdn = Some(d),
                 _ => {}
@@ -554,7 +553,7 @@ mod tests {
         let mut buf = BytesMut::new();
         let mut b = MessageBuilder::request(&mut buf, cmd::CREDIT_CONTROL, SD, 1, 2);
         b.str(avp::SESSION_ID, "tdf;1")
-            .u32(avp::AUTH_APPLICATION_ID, gx::GX);
+            .u32(avp::AUTH_APPLICATION_ID, app::GX);
         b.finish();
         let e = decode_ccr(&Message::parse(buf.freeze()).expect("message")).expect_err("refused");
         assert_eq!(e.result_code, result_code::DIAMETER_INVALID_AVP_VALUE);
