@@ -106,28 +106,11 @@ pub fn decode_aar(msg: &Message) -> Result<Aar<'_>, DiameterError> {
                 }
                 r.ue_ipv6_prefix = Some(a.as_octets());
             }
-            _ if a.is(avp::SUBSCRIPTION_ID) => {
-                let (mut ty, mut data) = (None, None);
-                for g in a.grouped() {
-                    let g = g?;
-                    if g.is(avp::SUBSCRIPTION_ID_TYPE) {
-                        ty = Some(g.as_enum()?);
-                    } else if g.is(avp::SUBSCRIPTION_ID_DATA) {
-                        data = Some((g, g.as_str()?));
-                    }
-                }
-                match (ty, data) {
-                    (Some(1), Some((g, d))) => {
-                        limits::at_most(&g, limits::MAX_IMSI, "Subscription-Id-Data (IMSI)")?;
-                        r.imsi = Some(d);
-                    }
-                    (Some(0), Some((g, d))) => {
-                        limits::at_most(&g, limits::MAX_MSISDN, "Subscription-Id-Data (E.164)")?;
-                        r.msisdn = Some(d);
-                    }
-                    _ => {}
-                }
-            }
+            _ if a.is(avp::SUBSCRIPTION_ID) => match session_message::decode_subscription_id(&a)? {
+                (session_message::END_USER_IMSI, d) => r.imsi = Some(d),
+                (session_message::END_USER_E164, d) => r.msisdn = Some(d),
+                _ => {}
+            },
             _ if a.is(avp::CALLED_STATION_ID) => r.apn = Some(a.as_str()?),
             _ if a.is(avp::AF_APPLICATION_IDENTIFIER) => {
                 r.application = Some(String::from_utf8_lossy(a.as_octets()).into_owned())
