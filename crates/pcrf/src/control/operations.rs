@@ -675,6 +675,13 @@ impl Control for Operations {
                 .map_err(|e| ControlError::Invalid(format!("entry {i}: {e}")))?;
         }
         let subscribers: Vec<Arc<Subscriber>> = subscribers.into_iter().map(Arc::new).collect();
+        // Created or updated as the table stood before this transaction: on
+        // a shared store the provisioning feed may put this batch's
+        // profiles into the table between the commit and the loop below.
+        let existed: Vec<bool> = subscribers
+            .iter()
+            .map(|s| self.node.subscribers.get(&s.imsi).is_some())
+            .collect();
         if !subscribers.is_empty() {
             let changes = subscribers
                 .iter()
@@ -687,10 +694,12 @@ impl Control for Operations {
                 .map_err(|e| ControlError::Unavailable(e.to_string()))?;
         }
         let mut outcome = crate::control::BatchOutcome::default();
-        for s in subscribers {
-            match self.node.subscribers.put(s) {
-                None => outcome.created += 1,
-                Some(_) => outcome.updated += 1,
+        for (s, existed) in subscribers.into_iter().zip(existed) {
+            self.node.subscribers.put(s);
+            if existed {
+                outcome.updated += 1;
+            } else {
+                outcome.created += 1;
             }
         }
         Ok(outcome)
