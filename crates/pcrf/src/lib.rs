@@ -29,4 +29,5 @@ pub mod session_message;
 pub mod store;
 pub mod subscriber;
 pub mod sy;
+pub mod txn;
 pub mod usage;

@@ -46,7 +46,7 @@ use crate::usage::config::UsageConfig;
 use crate::usage::table::UsageTable;
 use crate::usage::SubscriberUsage;
 use bytes::{Bytes, BytesMut};
-use diameter::codec::{DiameterError, Message, MessageBuilder, FLAG_E};
+use diameter::codec::{DiameterError, Message};
 use diameter::dict::{self, avp, cmd};
 use diameter::doic::OverloadReporter;
 use diameter::result_code;
@@ -60,11 +60,6 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 /// DIAMETER_USER_UNKNOWN: a Result-Code of RFC 4006 (§9.1) that TS 29.212
 /// (§5.5) uses in a CCA-I for a subscriber the PCRF does not know.
 pub const USER_UNKNOWN: u32 = 5030;
-
-/// What a DOIC report asks of reacting PCEFs while requests are shed: send
-/// 30% less, for 10 s at a time (renewed while shedding goes on).
-pub(crate) const OVERLOAD_REDUCTION_PERCENT: u32 = 30;
-pub(crate) const OVERLOAD_REPORT_VALIDITY: Duration = Duration::from_secs(10);
 
 /// How long a request waits for the store (or for a subscriber's usage
 /// held by another request) before it is answered 5012.
@@ -649,20 +644,6 @@ impl Node {
     }
 }
 
-/// DIAMETER_TOO_BUSY (3004, a protocol error: E bit) for a shed request,
-/// with an OC-OLR when the PCEF advertised DOIC.
-pub(crate) fn too_busy_answer(req: &Message, me: &Identity, overload: &OverloadReporter) -> Bytes {
-    let mut buf = BytesMut::with_capacity(256);
-    let mut b = MessageBuilder::answer(&mut buf, req);
-    b.set_flags(b.flags() | FLAG_E);
-    b.result_code(result_code::DIAMETER_TOO_BUSY)
-        .origin(&me.origin_host, &me.origin_realm)
-        .str(avp::ERROR_MESSAGE, "PCRF overloaded; retry later");
-    overload.append_to_answer(req, &mut b);
-    b.finish();
-    buf.freeze()
-}
-
 /// The accumulators to write with a request, when they changed.
 pub(crate) fn usage_change(usage: &Option<UsageStep>) -> Option<Change> {
     usage
@@ -878,46 +859,5 @@ mod tests {
     fn enum_names_come_from_the_dictionary() {
         assert_eq!(enum_name(avp::RAT_TYPE, 1004), "EUTRAN");
         assert_eq!(enum_name(avp::RAT_TYPE, 424242), "424242");
-    }
-
-    #[test]
-    fn a_shed_request_gets_3004_and_an_olr_only_if_it_speaks_doic() {
-        let me = Identity {
-            origin_host: "pcrf.test".into(),
-            origin_realm: "test".into(),
-        };
-        let request = |doic: bool| {
-            let mut buf = BytesMut::new();
-            let mut b = MessageBuilder::request(&mut buf, cmd::CREDIT_CONTROL, gx::GX, 7, 9);
-            b.str(avp::SESSION_ID, "pgw;1");
-            if doic {
-                b.group(avp::OC_SUPPORTED_FEATURES, |g| {
-                    g.u64(avp::OC_FEATURE_VECTOR, 1);
-                });
-            }
-            b.finish();
-            Message::parse(buf.freeze()).expect("request")
-        };
-        let reporter = OverloadReporter::new();
-        reporter.report(OVERLOAD_REDUCTION_PERCENT, OVERLOAD_REPORT_VALIDITY);
-        let ans = Message::parse(too_busy_answer(&request(true), &me, &reporter)).expect("answer");
-        assert_ne!(ans.flags() & FLAG_E, 0, "3004 is a protocol error");
-        assert_eq!(ans.hop_by_hop(), 7);
-        let rc = ans
-            .find(avp::RESULT_CODE)
-            .expect("avps")
-            .expect("Result-Code");
-        assert_eq!(rc.as_u32(), Ok(result_code::DIAMETER_TOO_BUSY));
-        let olr = ans.find(avp::OC_OLR).expect("avps").expect("OC-OLR");
-        let pct = olr
-            .grouped()
-            .find(avp::OC_REDUCTION_PERCENTAGE)
-            .expect("grouped")
-            .expect("reduction");
-        assert_eq!(pct.as_u32(), Ok(OVERLOAD_REDUCTION_PERCENT));
-        ans.validate().expect("a valid answer");
-        let plain =
-            Message::parse(too_busy_answer(&request(false), &me, &reporter)).expect("answer");
-        assert!(plain.find(avp::OC_OLR).expect("avps").is_none());
     }
 }

@@ -511,7 +511,7 @@ async fn log_lines_inside_a_request_name_it() {
     let refused: Vec<serde_json::Value> = log
         .lines()
         .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
-        .filter(|v| v["message"] == "CCR refused")
+        .filter(|v| v["message"] == "request refused")
         .collect();
     assert_eq!(refused.len(), 1, "{log}");
     let span = &refused[0]["span"];

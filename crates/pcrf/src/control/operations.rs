@@ -142,9 +142,7 @@ impl Operations {
         // applied to those, a few times at most. The outer error is the
         // store's (a conflict is tried again), the inner one the change's.
         let (change, event, cfg) = (&change, &event, &cfg);
-        let changed = self
-            .node
-            .retrying_conflicts(imsi, move |_| async move {
+        let changed = crate::txn::retrying_conflicts(&self.node, imsi, move |_| async move {
                 let slot = self.node.usage.slot(imsi);
                 let Ok(_g) = tokio::time::timeout(COMMIT_WAIT, slot.lock()).await else {
                     return Ok(Err(ControlError::Unavailable(

@@ -11,7 +11,7 @@ use crate::control::{ControlError, ReauthOutcome};
 use crate::gx::state::PushCounters;
 use crate::gx::{self, CcaExtras, Ccr};
 use crate::metrics::Command;
-use crate::node::{BoxFuture, Redecide, OVERLOAD_REDUCTION_PERCENT, OVERLOAD_REPORT_VALIDITY};
+use crate::node::{BoxFuture, Redecide};
 use crate::pcc::{PushReason, PushSummary, RequestType, UsageInstructions};
 use crate::policy::decision::{Decision, Reject};
 use crate::policy::{Notification, Ran};
@@ -22,21 +22,19 @@ use crate::session_message::Outcome;
 use crate::store::Change;
 use crate::subscriber::Subscriber;
 use crate::sy::service::Sy;
+use crate::txn;
 use crate::usage::step::UsageStep;
 use bytes::{Bytes, BytesMut};
 use diameter::codec::{missing_avp, DiameterError, Message, FLAG_T};
 use diameter::dict::{avp, cmd};
 use diameter::result_code;
-use diameter::transport::request_received_at;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 use std::sync::Weak;
 use std::time::Instant;
 
 use crate::node::events::StagedEvents;
-use crate::node::{
-    now_ms, replay, too_busy_answer, usage_change, Answered, Node, COMMIT_WAIT, USER_UNKNOWN,
-};
+use crate::node::{now_ms, replay, usage_change, Answered, Node, COMMIT_WAIT, USER_UNKNOWN};
 
 /// The subscriber's profile, for the allowance a threshold is a share of.
 fn sub_of_usage(node: &Node, s: &GxSession) -> Option<Arc<crate::subscriber::Subscriber>> {
@@ -89,10 +87,7 @@ impl Gx {
                     .and_then(|a| a.as_u32().ok())
                     .and_then(Command::from_cc_request_type)
                     .unwrap_or(Command::CcrUpdate);
-                self.node
-                    .metrics
-                    .request(command, e.result_code, started.elapsed());
-                tracing::info!(session = ?req.session_id().ok().flatten(), error = %e, "CCR refused");
+                txn::refused(&self.node, command, started, &e);
                 return Err(e);
             }
         };
@@ -106,53 +101,23 @@ impl Gx {
         } else {
             Class::Existing
         };
-        let admitted = self.node.admission.admit(class, request_received_at());
-        let Ok(_permit) = admitted else {
-            self.node
-                .metrics
-                .request(command, result_code::DIAMETER_TOO_BUSY, started.elapsed());
-            // Peers that speak DOIC are asked to send less for a while.
-            self.node
-                .overload
-                .report(OVERLOAD_REDUCTION_PERCENT, OVERLOAD_REPORT_VALIDITY);
-            self.node.overload_reported.store(true, Relaxed);
-            return Ok(too_busy_answer(&req, &self.node.me, &self.node.overload));
-        };
-        if self.node.overload_reported.load(Relaxed) && !self.node.admission.overloaded() {
-            // The queue emptied within an interval: the report is withdrawn.
-            self.node.overload_reported.store(false, Relaxed);
-            self.node.overload.end();
-        }
-        // A write conflict (another node served this session or subscriber
-        // meanwhile) wrote nothing and dropped the stale copies: handled
-        // again on fresh ones, a few times at most.
         let (req, ccr) = (&req, &ccr);
-        let result = self
-            .node
-            .retrying_conflicts(ccr.session_id, move |tries| async move {
-                match ccr.request_type {
-                    Some(RequestType::Initial) => self.ccr_initial(req, ccr, tries > 0).await,
-                    Some(RequestType::Update) => self.ccr_update(req, ccr).await,
-                    Some(RequestType::Termination) => self.ccr_termination(req, ccr).await,
-                    None => Err(missing_avp(avp::CC_REQUEST_TYPE, "CC-Request-Type")),
-                }
-            })
-            .await;
-        let code = match &result {
-            Ok(a) => a.code,
-            Err(e) => e.result_code,
+        let envelope = txn::Request {
+            message: req,
+            command,
+            class,
+            subject: ccr.session_id,
+            started,
         };
-        self.node.metrics.request(command, code, started.elapsed());
-        tracing::debug!(
-            session = ccr.session_id,
-            command = command.label(),
-            number = ccr.request_number,
-            pcef = ccr.origin_host,
-            result = code,
-            us = started.elapsed().as_micros() as u64,
-            "gx"
-        );
-        result.map(|a| a.bytes)
+        txn::serve(&self.node, envelope, move |tries| async move {
+            match ccr.request_type {
+                Some(RequestType::Initial) => self.ccr_initial(req, ccr, tries > 0).await,
+                Some(RequestType::Update) => self.ccr_update(req, ccr).await,
+                Some(RequestType::Termination) => self.ccr_termination(req, ccr).await,
+                None => Err(missing_avp(avp::CC_REQUEST_TYPE, "CC-Request-Type")),
+            }
+        })
+        .await
     }
 
     /// `again`: after a write conflict, the stored session (a retransmission

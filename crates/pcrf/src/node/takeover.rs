@@ -12,21 +12,14 @@ use super::{Node, COMMIT_WAIT};
 use crate::session::{SessionSlot, SessionState};
 use crate::store::{Conflicted, StoreError};
 use diameter::codec::DiameterError;
-use diameter::peer::Jitter;
 use diameter::result_code;
 use std::future::Future;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
-/// How often a request is handled again after a write conflict before it
-/// is answered like any store failure (5012). Each conflict means that the
-/// other node's write went through; the waits between tries (see
-/// `conflict_backoff`) let two nodes hammering one subscriber take turns.
-const CONFLICT_RETRIES: usize = 10;
-
 /// The message of the error a conflict turns into (5012 if it is still
 /// there after the retries).
-const CONFLICT: &str = "state written meanwhile by another node";
+pub(crate) const CONFLICT: &str = "state written meanwhile by another node";
 
 impl Node {
     /// The session's slot: the one in memory, or, on a store shared with
@@ -163,69 +156,10 @@ impl Node {
     }
 
     /// The error a write conflict answers with: `retrying_conflicts`
-    /// handles the request again, at most `CONFLICT_RETRIES` times.
+    /// handles the request again, a few times at most.
     pub(crate) fn conflict_error() -> DiameterError {
         DiameterError::new(result_code::DIAMETER_UNABLE_TO_COMPLY, CONFLICT)
     }
-
-    /// Handles a request: `attempt(tries)` (`tries`: how often it was
-    /// handled before), and again after each write conflict, whose stale
-    /// copies `commit` dropped already, so the next try reads fresh ones.
-    /// At most `CONFLICT_RETRIES` tries, with `conflict_backoff` between
-    /// them; conflicts that persist are answered like any store failure
-    /// (5012, counted in `store_failures`). `subject` names the request in
-    /// the log (its Session-Id, or the subscriber). The one retry loop of
-    /// Gx, Rx, Sd, Sy and the REST usage changes.
-    pub(crate) async fn retrying_conflicts<T, F, Fut>(
-        &self,
-        subject: &str,
-        mut attempt: F,
-    ) -> Result<T, DiameterError>
-    where
-        F: FnMut(usize) -> Fut,
-        Fut: Future<Output = Result<T, DiameterError>>,
-    {
-        let mut tries = 0;
-        loop {
-            let r = attempt(tries).await;
-            tries += 1;
-            match r {
-                Err(e) if Node::is_conflict(&e) && tries < CONFLICT_RETRIES => {
-                    Node::conflict_backoff(tries).await;
-                }
-                Err(e) if Node::is_conflict(&e) => {
-                    self.counters.store_failures.fetch_add(1, Relaxed);
-                    tracing::error!(
-                        subject,
-                        tries,
-                        "write conflicts persisted; answering DIAMETER_UNABLE_TO_COMPLY"
-                    );
-                    return Err(e);
-                }
-                r => return r,
-            }
-        }
-    }
-
-    /// Waits before handling a request again after its `tries`-th
-    /// conflict: a random 0..=tries ms, so that two nodes retrying against
-    /// each other fall out of step.
-    async fn conflict_backoff(tries: usize) {
-        let wait = conflict_wait(tries, &mut Jitter::from_entropy());
-        tokio::time::sleep(wait).await;
-    }
-
-    /// Whether a request failed on a write conflict (worth handling again).
-    fn is_conflict(e: &DiameterError) -> bool {
-        e.result_code == result_code::DIAMETER_UNABLE_TO_COMPLY && e.message == CONFLICT
-    }
-}
-
-/// The wait after the `tries`-th write conflict: uniformly in
-/// `0..=tries` ms, drawn from `jitter`.
-fn conflict_wait(tries: usize, jitter: &mut Jitter) -> std::time::Duration {
-    let max = std::time::Duration::from_millis(u64::try_from(tries).unwrap_or(u64::MAX));
-    jitter.between(std::time::Duration::ZERO, max)
 }
 
 /// A store read of a take-over, bounded by `COMMIT_WAIT`. A store that
@@ -247,26 +181,4 @@ pub(super) async fn read_in_time<T>(
         result_code::DIAMETER_UNABLE_TO_COMPLY,
         "session could not be read from the store",
     ))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use std::time::Duration;
-
-    #[test]
-    fn a_conflict_wait_stays_within_its_tries_and_spreads() {
-        let mut jitter = Jitter::seeded(11);
-        for tries in [0usize, 1, 3, 10] {
-            let waits: Vec<Duration> = (0..200)
-                .map(|_| conflict_wait(tries, &mut jitter))
-                .collect();
-            let max = Duration::from_millis(tries as u64);
-            assert!(waits.iter().all(|w| *w <= max), "{tries}: {waits:?}");
-            if tries > 0 {
-                let distinct: std::collections::HashSet<_> = waits.iter().collect();
-                assert!(distinct.len() > 150, "{tries}: {}", distinct.len());
-            }
-        }
-    }
 }

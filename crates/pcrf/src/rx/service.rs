@@ -6,8 +6,9 @@
 //! aborts every bound AF session (ASR); a rule the PCEF reports as failed is
 //! notified to the AF that asked for it (RAR with a Specific-Action).
 
+use crate::admission::Class;
 use crate::metrics::{Command, Exposition, NO_ANSWER};
-use crate::node::{now_ms, Node};
+use crate::node::{now_ms, Answered, Node};
 use crate::pcc::charging_id::ChargingId;
 use crate::pcc::UsageInstructions;
 use crate::policy::input::{RuleFailure, SubscriberInput};
@@ -20,6 +21,7 @@ use crate::session::{GxSession, RuleDiff, SessionSlot, SessionState};
 use crate::session_message::Outcome;
 use crate::store::{Change, OpenSessionsBy};
 use crate::sy::service::Sy;
+use crate::txn;
 use bytes::{Bytes, BytesMut};
 use diameter::codec::{DiameterError, Message};
 use diameter::dict::{cmd, enums};
@@ -73,12 +75,6 @@ enum Binding {
     OtherSubscriber,
 }
 
-/// An answer and its result for the metrics.
-struct RxAnswer {
-    bytes: Bytes,
-    code: u32,
-}
-
 /// The Rx service: binds each AF session to its Gx session, installs its
 /// media rules there and tells the AF when the bearer changes or ends.
 pub struct Rx {
@@ -111,33 +107,28 @@ impl Rx {
                 ))
             }
         };
-        // A write conflict (another node wrote the Gx session meanwhile)
-        // wrote nothing and dropped the stale copy: handled again on a
-        // fresh one, a few times at most (see node/takeover.rs).
-        let subject = req.session_id().ok().flatten().unwrap_or_default();
-        let req = &req;
-        let result = self
-            .node
-            .retrying_conflicts(subject, move |_| async move {
-                match command {
-                    Command::Aar => self.aar(req).await,
-                    _ => self.rx_str(req).await,
-                }
-            })
-            .await;
-        let code = match &result {
-            Ok(a) => a.code,
-            Err(e) => e.result_code,
+        // An AAR may open an AF session (new state, shed first under
+        // overload); an STR releases one.
+        let class = if command == Command::Aar {
+            Class::New
+        } else {
+            Class::Existing
         };
-        self.node.metrics.request(command, code, started.elapsed());
-        tracing::debug!(
-            session = ?req.session_id().ok().flatten(),
-            command = command.label(),
-            result = code,
-            us = started.elapsed().as_micros() as u64,
-            "rx"
-        );
-        result.map(|a| a.bytes)
+        let req = &req;
+        let envelope = txn::Request {
+            message: req,
+            command,
+            class,
+            subject: req.session_id().ok().flatten().unwrap_or_default(),
+            started,
+        };
+        txn::serve(&self.node, envelope, move |_| async move {
+            match command {
+                Command::Aar => self.aar(req).await,
+                _ => self.rx_str(req).await,
+            }
+        })
+        .await
     }
 
     fn aaa(
@@ -146,14 +137,14 @@ impl Rx {
         outcome: Outcome,
         s: Option<&GxSession>,
         why: Option<&str>,
-    ) -> RxAnswer {
+    ) -> Answered {
         let mut buf = BytesMut::with_capacity(256);
         let extras = AaaExtras {
             ip_can_type: s.and_then(|s| s.ip_can_type),
             rat_type: s.and_then(|s| s.rat_type),
         };
         rx::encode_aaa(&mut buf, req, &self.node.me, outcome, &extras, why);
-        RxAnswer {
+        Answered {
             bytes: buf.freeze(),
             code: match outcome {
                 Outcome::Result(c) | Outcome::Experimental(c) => c,
@@ -263,7 +254,7 @@ impl Rx {
         Ok(self.node.sessions.bound_af(rx_session))
     }
 
-    async fn aar(&self, req: &Message) -> Result<RxAnswer, DiameterError> {
+    async fn aar(&self, req: &Message) -> Result<Answered, DiameterError> {
         let a = req.validate().and_then(|_| rx::decode_aar(req)).inspect_err(|e| {
             tracing::info!(session = ?req.session_id().ok().flatten(), error = %e, "AAR refused");
         })?;
@@ -532,12 +523,12 @@ impl Rx {
         ))
     }
 
-    async fn rx_str(&self, req: &Message) -> Result<RxAnswer, DiameterError> {
+    async fn rx_str(&self, req: &Message) -> Result<Answered, DiameterError> {
         let s = req.validate().and_then(|_| rx::decode_str(req))?;
         let sta = |code: u32| {
             let mut buf = BytesMut::with_capacity(128);
             rx::encode_sta(&mut buf, req, &self.node.me, code);
-            RxAnswer {
+            Answered {
                 bytes: buf.freeze(),
                 code,
             }

@@ -13,7 +13,7 @@
 use crate::admission::Class;
 use crate::metrics::Command;
 use crate::node::ownership::Requester;
-use crate::node::{now_ms, replay, too_busy_answer, usage_change, Answered, Node};
+use crate::node::{now_ms, replay, usage_change, Answered, Node};
 use crate::pcc::{RequestType, UsageGrant, UsageInstructions, UsageReport};
 use crate::policy::decision::AdcRule;
 use crate::policy::decision::Decision;
@@ -25,13 +25,13 @@ use crate::session::{GxSession, SessionSlot, SessionState};
 use crate::session_message::Outcome;
 use crate::store::{Change, OpenSessionsBy};
 use crate::sy::service::Sy;
+use crate::txn;
 use crate::usage::config::Interface;
 use crate::usage::grant::grant_for;
 use bytes::{Bytes, BytesMut};
 use diameter::codec::{missing_avp, DiameterError, Message};
 use diameter::dict::{avp, cmd};
 use diameter::result_code;
-use diameter::transport::request_received_at;
 use std::collections::BTreeSet;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -74,56 +74,34 @@ impl Sd {
                 "Sd serves CCR only at the PCRF",
             ));
         }
-        // Sd shares the node's admission control with Gx (overload).
-        let class = match req
-            .find(avp::CC_REQUEST_TYPE)
-            .ok()
-            .flatten()
-            .and_then(|a| a.as_u32().ok())
-        {
-            Some(1) => Class::New,
+        let c = match req.validate().and_then(|_| sd::decode_ccr(&req)) {
+            Ok(c) => c,
+            Err(e) => {
+                txn::refused(&self.node, Command::SdCcr, started, &e);
+                return Err(e);
+            }
+        };
+        let class = match c.request_type {
+            Some(RequestType::Initial) => Class::New,
             _ => Class::Existing,
         };
-        let admitted = self.node.admission.admit(class, request_received_at());
-        let Ok(_permit) = admitted else {
-            self.node.metrics.request(
-                Command::SdCcr,
-                result_code::DIAMETER_TOO_BUSY,
-                started.elapsed(),
-            );
-            return Ok(too_busy_answer(&req, &self.node.me, &self.node.overload));
+        let (req, c) = (&req, &c);
+        let envelope = txn::Request {
+            message: req,
+            command: Command::SdCcr,
+            class,
+            subject: c.session_id,
+            started,
         };
-        // A write conflict (another node wrote the Gx session meanwhile)
-        // wrote nothing and dropped the stale copy: handled again on a
-        // fresh one, a few times at most (see node/takeover.rs).
-        let req = &req;
-        let result = match req.validate().and_then(|_| sd::decode_ccr(req)) {
-            Ok(c) => {
-                let c = &c;
-                self.node
-                    .retrying_conflicts(c.session_id, move |_| async move {
-                        match c.request_type {
-                            Some(RequestType::Initial) => self.sd_initial(req, c).await,
-                            Some(RequestType::Update) => self.sd_update(req, c).await,
-                            Some(RequestType::Termination) => self.sd_termination(req, c).await,
-                            None => Err(missing_avp(avp::CC_REQUEST_TYPE, "CC-Request-Type")),
-                        }
-                    })
-                    .await
+        txn::serve(&self.node, envelope, move |_| async move {
+            match c.request_type {
+                Some(RequestType::Initial) => self.sd_initial(req, c).await,
+                Some(RequestType::Update) => self.sd_update(req, c).await,
+                Some(RequestType::Termination) => self.sd_termination(req, c).await,
+                None => Err(missing_avp(avp::CC_REQUEST_TYPE, "CC-Request-Type")),
             }
-            Err(e) => Err(e),
-        };
-        let code = match &result {
-            Ok(a) => a.code,
-            Err(e) => e.result_code,
-        };
-        self.node
-            .metrics
-            .request(Command::SdCcr, code, started.elapsed());
-        if let Err(e) = &result {
-            tracing::info!(session = ?req.session_id().ok().flatten(), error = %e, "Sd CCR refused");
-        }
-        result.map(|a| a.bytes)
+        })
+        .await
     }
 
     /// The Gx session holding TDF session `sd_id` by this node's index

@@ -8,8 +8,9 @@
 //! or it answers with an error), the policy sees "unknown" for the counters
 //! it asked about and decides anyway; the next CCR asks again.
 
+use crate::admission::Class;
 use crate::metrics::{Command, Exposition, Kind, NO_ANSWER};
-use crate::node::{now_ms, Node, COMMIT_WAIT};
+use crate::node::{now_ms, Answered, Node, COMMIT_WAIT};
 use crate::pcc::PushReason;
 use crate::policy::input::PolicyInput;
 use crate::policy::Outcome;
@@ -19,6 +20,7 @@ use crate::store::Change;
 use crate::sy::ocs::{OcsError, OcsPool};
 use crate::sy::state::SyPart;
 use crate::sy::{self, AnswerCode, SlRequestType, Slr};
+use crate::txn;
 use bytes::{Bytes, BytesMut};
 use diameter::codec::{DiameterError, Message};
 use diameter::dict::{cmd, enums};
@@ -447,24 +449,19 @@ impl Sy {
     /// subscriber's sessions are re-decided (RAR where the decision
     /// changed). An SNR for a Sy session we do not have is 5002.
     pub async fn handle_sy(&self, req: Message) -> Result<Bytes, DiameterError> {
-        let started = Instant::now();
-        // A write conflict (another node wrote the subscriber's session
-        // meanwhile) wrote nothing and dropped the stale copy: handled
-        // again on a fresh one, a few times at most (see node/takeover.rs).
-        let subject = req.session_id().ok().flatten().unwrap_or_default();
         let req = &req;
-        let res = self
-            .node
-            .retrying_conflicts(subject, move |_| self.snr(req))
-            .await;
-        let code = match &res {
-            Ok((_, c)) => *c,
-            Err(e) => e.result_code,
+        let envelope = txn::Request {
+            message: req,
+            command: Command::Snr,
+            class: Class::Existing,
+            subject: req.session_id().ok().flatten().unwrap_or_default(),
+            started: Instant::now(),
         };
-        self.node
-            .metrics
-            .request(Command::Snr, code, started.elapsed());
-        res.map(|(b, _)| b)
+        txn::serve(&self.node, envelope, move |_| async move {
+            let (bytes, code) = self.snr(req).await?;
+            Ok(Answered { bytes, code })
+        })
+        .await
     }
 
     pub(crate) async fn snr(&self, req: &Message) -> Result<(Bytes, u32), DiameterError> {

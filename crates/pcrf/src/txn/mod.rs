@@ -1,0 +1,250 @@
+//! The envelope every request of every application runs in, written once:
+//! admission control (shed under overload, with a DOIC report to the peers
+//! that speak it), the conflict retry (a write another node made meanwhile
+//! wrote nothing here: the request is handled again on fresh copies, a few
+//! times at most), the request's metrics and its closing log line.
+//!
+//! An application adapter decodes its request, names its command, its
+//! admission class and its subject (the Session-Id a conflict is logged
+//! under), and hands the one attempt to [`serve`]; it writes none of the
+//! above itself. The request's span (Session-Id, peer, application,
+//! command) is opened one layer up, by the dispatcher, so that it also
+//! covers decoding.
+
+use crate::admission::Class;
+use crate::metrics::Command;
+use crate::node::{takeover, Answered, Node};
+use crate::session_message::Identity;
+use bytes::{Bytes, BytesMut};
+use diameter::codec::{DiameterError, Message, MessageBuilder, FLAG_E};
+use diameter::dict::avp;
+use diameter::doic::OverloadReporter;
+use diameter::peer::Jitter;
+use diameter::result_code;
+use diameter::transport::request_received_at;
+use std::future::Future;
+use std::sync::atomic::Ordering::Relaxed;
+use std::time::{Duration, Instant};
+
+/// What a DOIC report asks of reacting PCEFs while requests are shed: send
+/// 30% less, for 10 s at a time (renewed while shedding goes on).
+pub(crate) const OVERLOAD_REDUCTION_PERCENT: u32 = 30;
+pub(crate) const OVERLOAD_REPORT_VALIDITY: Duration = Duration::from_secs(10);
+
+/// What the envelope needs to know of a decoded request.
+pub(crate) struct Request<'a> {
+    /// The request as it arrived (a shed request is answered from it).
+    pub(crate) message: &'a Message,
+    /// The command its metrics are counted under.
+    pub(crate) command: Command,
+    /// New state (shed first under overload) or existing state.
+    pub(crate) class: Class,
+    /// The Session-Id, for the log line of conflicts that persisted.
+    pub(crate) subject: &'a str,
+    /// When the request was read off the connection (its metrics' start).
+    pub(crate) started: Instant,
+}
+
+/// Admits `req`, runs `attempt` until it does not end in a write conflict
+/// (at most a few times), counts the result and logs it. `attempt` gets the
+/// number of earlier tries (0 the first time).
+pub(crate) async fn serve<F, Fut>(
+    node: &Node,
+    req: Request<'_>,
+    attempt: F,
+) -> Result<Bytes, DiameterError>
+where
+    F: FnMut(usize) -> Fut,
+    Fut: Future<Output = Result<Answered, DiameterError>>,
+{
+    let Ok(_permit) = node.admission.admit(req.class, request_received_at()) else {
+        node.metrics.request(
+            req.command,
+            result_code::DIAMETER_TOO_BUSY,
+            req.started.elapsed(),
+        );
+        // Peers that speak DOIC are asked to send less for a while.
+        node.overload
+            .report(OVERLOAD_REDUCTION_PERCENT, OVERLOAD_REPORT_VALIDITY);
+        node.overload_reported.store(true, Relaxed);
+        return Ok(too_busy_answer(req.message, &node.me, &node.overload));
+    };
+    if node.overload_reported.load(Relaxed) && !node.admission.overloaded() {
+        // The queue emptied within an interval: the report is withdrawn.
+        node.overload_reported.store(false, Relaxed);
+        node.overload.end();
+    }
+    let result = retrying_conflicts(node, req.subject, attempt).await;
+    let code = match &result {
+        Ok(a) => a.code,
+        Err(e) => e.result_code,
+    };
+    let us = req.started.elapsed();
+    node.metrics.request(req.command, code, us);
+    match &result {
+        Err(e) => tracing::info!(command = req.command.label(), error = %e, "request refused"),
+        Ok(_) => tracing::debug!(
+            command = req.command.label(),
+            result = code,
+            us = us.as_micros() as u64,
+            "answered"
+        ),
+    }
+    result.map(|a| a.bytes)
+}
+
+/// Counts a request refused before it reached [`serve`] (it did not
+/// decode): its metrics and its log line, as `serve` writes them.
+pub(crate) fn refused(node: &Node, command: Command, started: Instant, e: &DiameterError) {
+    node.metrics
+        .request(command, e.result_code, started.elapsed());
+    tracing::info!(command = command.label(), error = %e, "request refused");
+}
+
+/// How often a request is handled again after a write conflict before it
+/// is answered like any store failure (5012). Each conflict means that the
+/// other node's write went through; the waits between tries (see
+/// `conflict_backoff`) let two nodes hammering one subscriber take turns.
+const CONFLICT_RETRIES: usize = 10;
+
+/// Handles a request: `attempt(tries)` (`tries`: how often it was
+/// handled before), and again after each write conflict, whose stale
+/// copies `commit` dropped already, so the next try reads fresh ones.
+/// At most `CONFLICT_RETRIES` tries, with `conflict_backoff` between
+/// them; conflicts that persist are answered like any store failure
+/// (5012, counted in `store_failures`). `subject` names the request in
+/// the log (its Session-Id, or the subscriber). The one retry loop of
+/// Gx, Rx, Sd, Sy and the REST usage changes.
+pub(crate) async fn retrying_conflicts<T, F, Fut>(
+    node: &Node,
+    subject: &str,
+    mut attempt: F,
+) -> Result<T, DiameterError>
+where
+    F: FnMut(usize) -> Fut,
+    Fut: Future<Output = Result<T, DiameterError>>,
+{
+    let mut tries = 0;
+    loop {
+        let r = attempt(tries).await;
+        tries += 1;
+        match r {
+            Err(e) if is_conflict(&e) && tries < CONFLICT_RETRIES => {
+                conflict_backoff(tries).await;
+            }
+            Err(e) if is_conflict(&e) => {
+                node.counters.store_failures.fetch_add(1, Relaxed);
+                tracing::error!(
+                    subject,
+                    tries,
+                    "write conflicts persisted; answering DIAMETER_UNABLE_TO_COMPLY"
+                );
+                return Err(e);
+            }
+            r => return r,
+        }
+    }
+}
+
+/// Waits before handling a request again after its `tries`-th
+/// conflict: a random 0..=tries ms, so that two nodes retrying against
+/// each other fall out of step.
+async fn conflict_backoff(tries: usize) {
+    let wait = conflict_wait(tries, &mut Jitter::from_entropy());
+    tokio::time::sleep(wait).await;
+}
+
+/// Whether a request failed on a write conflict (worth handling again).
+fn is_conflict(e: &DiameterError) -> bool {
+    e.result_code == result_code::DIAMETER_UNABLE_TO_COMPLY && e.message == takeover::CONFLICT
+}
+
+/// The wait after the `tries`-th write conflict: uniformly in
+/// `0..=tries` ms, drawn from `jitter`.
+fn conflict_wait(tries: usize, jitter: &mut Jitter) -> Duration {
+    let max = Duration::from_millis(u64::try_from(tries).unwrap_or(u64::MAX));
+    jitter.between(Duration::ZERO, max)
+}
+
+/// DIAMETER_TOO_BUSY (3004, a protocol error: E bit) for a shed request,
+/// with an OC-OLR when the PCEF advertised DOIC.
+pub(crate) fn too_busy_answer(req: &Message, me: &Identity, overload: &OverloadReporter) -> Bytes {
+    let mut buf = BytesMut::with_capacity(256);
+    let mut b = MessageBuilder::answer(&mut buf, req);
+    b.set_flags(b.flags() | FLAG_E);
+    b.result_code(result_code::DIAMETER_TOO_BUSY)
+        .origin(&me.origin_host, &me.origin_realm)
+        .str(avp::ERROR_MESSAGE, "PCRF overloaded; retry later");
+    overload.append_to_answer(req, &mut b);
+    b.finish();
+    buf.freeze()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use diameter::dict::cmd;
+
+    #[test]
+    fn a_shed_request_gets_3004_and_an_olr_only_if_it_speaks_doic() {
+        let me = Identity {
+            origin_host: "pcrf.test".into(),
+            origin_realm: "test".into(),
+        };
+        let request = |doic: bool| {
+            let mut buf = BytesMut::new();
+            let mut b = MessageBuilder::request(
+                &mut buf,
+                cmd::CREDIT_CONTROL,
+                diameter::dict::app::GX,
+                7,
+                9,
+            );
+            b.str(avp::SESSION_ID, "pgw;1");
+            if doic {
+                b.group(avp::OC_SUPPORTED_FEATURES, |g| {
+                    g.u64(avp::OC_FEATURE_VECTOR, 1);
+                });
+            }
+            b.finish();
+            Message::parse(buf.freeze()).expect("request")
+        };
+        let reporter = OverloadReporter::new();
+        reporter.report(OVERLOAD_REDUCTION_PERCENT, OVERLOAD_REPORT_VALIDITY);
+        let ans = Message::parse(too_busy_answer(&request(true), &me, &reporter)).expect("answer");
+        assert_ne!(ans.flags() & FLAG_E, 0, "3004 is a protocol error");
+        assert_eq!(ans.hop_by_hop(), 7);
+        let rc = ans
+            .find(avp::RESULT_CODE)
+            .expect("avps")
+            .expect("Result-Code");
+        assert_eq!(rc.as_u32(), Ok(result_code::DIAMETER_TOO_BUSY));
+        let olr = ans.find(avp::OC_OLR).expect("avps").expect("OC-OLR");
+        let pct = olr
+            .grouped()
+            .find(avp::OC_REDUCTION_PERCENTAGE)
+            .expect("grouped")
+            .expect("reduction");
+        assert_eq!(pct.as_u32(), Ok(OVERLOAD_REDUCTION_PERCENT));
+        ans.validate().expect("a valid answer");
+        let plain =
+            Message::parse(too_busy_answer(&request(false), &me, &reporter)).expect("answer");
+        assert!(plain.find(avp::OC_OLR).expect("avps").is_none());
+    }
+
+    #[test]
+    fn a_conflict_wait_stays_within_its_tries_and_spreads() {
+        let mut jitter = Jitter::seeded(11);
+        for tries in [0usize, 1, 3, 10] {
+            let waits: Vec<Duration> = (0..200)
+                .map(|_| conflict_wait(tries, &mut jitter))
+                .collect();
+            let max = Duration::from_millis(tries as u64);
+            assert!(waits.iter().all(|w| *w <= max), "{tries}: {waits:?}");
+            if tries > 0 {
+                let distinct: std::collections::HashSet<_> = waits.iter().collect();
+                assert!(distinct.len() > 150, "{tries}: {}", distinct.len());
+            }
+        }
+    }
+}
