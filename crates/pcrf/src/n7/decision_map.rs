@@ -307,3 +307,196 @@ fn arp(a: &decision::Arp) -> Arp {
         },
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::pcc::UsageGrant;
+    use crate::policy::decision::{Ambr as GxAmbr, Arp as GxArp, BearerQos, RuleQos};
+    use crate::usage::ServiceUnits;
+
+    fn vip() -> RuleDefinition {
+        RuleDefinition {
+            name: "vip-video".into(),
+            flows: vec![
+                "permit out 17 from 198.51.100.0/24 to any".into(),
+                "permit in 17 from any to 198.51.100.0/24".into(),
+            ],
+            flow_status: Some(2),
+            qos: Some(RuleQos {
+                qci: 4,
+                arp: Some(GxArp {
+                    priority: 5,
+                    may_preempt: false,
+                    preemptable: true,
+                }),
+                mbr_ul: Some(2_000_000),
+                mbr_dl: Some(8_000_000),
+                gbr_ul: Some(1_000_000),
+                gbr_dl: Some(4_000_000),
+            }),
+            precedence: Some(100),
+            rating_group: Some(10),
+            monitoring_key: Some("video".into()),
+            ..RuleDefinition::default()
+        }
+    }
+
+    fn decision() -> Decision {
+        Decision {
+            rules: vec!["internet".into()],
+            base_names: vec!["basic-group".into()],
+            definitions: vec![vip()],
+            apn_ambr: Some(GxAmbr {
+                ul: 50_000_000,
+                dl: 100_000_000,
+            }),
+            default_bearer_qos: Some(BearerQos {
+                qci: 9,
+                arp: GxArp {
+                    priority: 8,
+                    may_preempt: false,
+                    preemptable: true,
+                },
+            }),
+            event_triggers: vec![2, 13, 99],
+            revalidation_secs: Some(3600),
+            ..Decision::default()
+        }
+    }
+
+    fn usage() -> UsageInstructions {
+        UsageInstructions {
+            grants: vec![
+                UsageGrant {
+                    key: "monthly".into(),
+                    level: MonitoringLevel::Session,
+                    units: ServiceUnits {
+                        total: Some(5_000_000),
+                        ..ServiceUnits::default()
+                    },
+                },
+                UsageGrant {
+                    key: "video".into(),
+                    level: MonitoringLevel::Rule,
+                    units: ServiceUnits {
+                        input: Some(1000),
+                        output: Some(2000),
+                        ..ServiceUnits::default()
+                    },
+                },
+            ],
+            ..UsageInstructions::default()
+        }
+    }
+
+    #[test]
+    fn a_decision_is_what_both_smfs_apply_in_full() {
+        let out = whole(&decision(), &usage(), 1_700_000_000);
+        let json = serde_json::to_value(&out).expect("json");
+        // free5gc: a session rule with authSessAmbr and authDefQos.
+        let sess = &json["sessRules"][SESSION_RULE_ID];
+        assert_eq!(sess["authSessAmbr"]["uplink"], "50000000 bps");
+        assert_eq!(sess["authSessAmbr"]["downlink"], "100000000 bps");
+        assert_eq!(sess["authDefQos"]["5qi"], 9);
+        assert_eq!(sess["authDefQos"]["arp"]["priorityLevel"], 8);
+        assert_eq!(sess["authDefQos"]["arp"]["preemptVuln"], "PREEMPTABLE");
+        assert_eq!(sess["refUmData"], "monthly");
+        // open5gs: the triggers that make it apply AMBR and default QoS.
+        let triggers: Vec<&str> = json["policyCtrlReqTriggers"]
+            .as_array()
+            .expect("triggers")
+            .iter()
+            .filter_map(|t| t.as_str())
+            .collect();
+        for t in [
+            "SE_AMBR_CH",
+            "DEF_QOS_CH",
+            "US_RE",
+            "RE_TIMEOUT",
+            "RAT_TY_CH",
+            "USER_LOCATION_CH",
+        ] {
+            assert!(triggers.contains(&t), "{t} in {triggers:?}");
+        }
+        // open5gs: every dynamic rule names a qosDecs entry and has flows.
+        let rule = &json["pccRules"]["vip-video"];
+        let qos_id = rule["refQosData"][0].as_str().expect("refQosData");
+        let qos = &json["qosDecs"][qos_id];
+        assert_eq!(qos["5qi"], 4);
+        assert_eq!(qos["gbrDl"], "4000000 bps");
+        assert_eq!(qos["arp"]["priorityLevel"], 5);
+        assert_eq!(rule["flowInfos"][0]["flowDirection"], "BIDIRECTIONAL");
+        assert_eq!(rule["flowInfos"][1]["flowDirection"], "UPLINK");
+        assert_eq!(rule["precedence"], 100);
+        assert_eq!(rule["refUmData"][0], "video");
+        assert_eq!(
+            json["chgDecs"][rule["refChgData"][0].as_str().expect("chg")]["ratingGroup"],
+            10
+        );
+        // Predefined rules and bases: the id alone.
+        assert_eq!(
+            json["pccRules"]["internet"],
+            serde_json::json!({"pccRuleId": "internet"})
+        );
+        assert_eq!(
+            json["pccRules"]["basic-group"],
+            serde_json::json!({"pccRuleId": "basic-group"})
+        );
+        // Usage thresholds per key, as the Gx grants.
+        assert_eq!(json["umDecs"]["monthly"]["volumeThreshold"], 5_000_000);
+        assert_eq!(json["umDecs"]["video"]["volumeThresholdUplink"], 1000);
+        assert_eq!(json["umDecs"]["video"]["volumeThresholdDownlink"], 2000);
+        assert_eq!(json["revalidationTime"], "2023-11-14T23:13:20Z");
+        // And it reads back as the same decision.
+        let back: SmPolicyDecision = serde_json::from_value(json).expect("reads back");
+        assert_eq!(back, out);
+    }
+
+    #[test]
+    fn a_gate_other_than_enabled_is_traffic_control() {
+        let mut d = decision();
+        d.definitions[0].flow_status = Some(3);
+        let out = whole(&d, &UsageInstructions::default(), 0);
+        let json = serde_json::to_value(&out).expect("json");
+        assert_eq!(json["pccRules"]["vip-video"]["refTcData"][0], "vip-video");
+        assert_eq!(json["traffContDecs"]["vip-video"]["flowStatus"], "DISABLED");
+        assert!(json.get("umDecs").is_none());
+    }
+
+    #[test]
+    fn the_difference_holds_only_what_changed_and_nulls_what_went() {
+        let old = whole(&decision(), &usage(), 1_700_000_000);
+        assert!(difference(&old, &old).is_empty());
+        let mut d = decision();
+        d.definitions.clear();
+        d.apn_ambr = Some(GxAmbr {
+            ul: 1_000_000,
+            dl: 2_000_000,
+        });
+        let mut u = usage();
+        u.grants.truncate(1);
+        let new = whole(&d, &u, 1_700_000_000);
+        let diff = serde_json::to_value(difference(&old, &new)).expect("json");
+        assert_eq!(diff["pccRules"], serde_json::json!({"vip-video": null}));
+        assert_eq!(diff["qosDecs"], serde_json::json!({"vip-video": null}));
+        assert_eq!(diff["chgDecs"], serde_json::json!({"vip-video": null}));
+        assert_eq!(diff["umDecs"], serde_json::json!({"video": null}));
+        assert_eq!(
+            diff["sessRules"][SESSION_RULE_ID]["authSessAmbr"]["uplink"],
+            "1000000 bps"
+        );
+        assert!(diff.get("policyCtrlReqTriggers").is_none(), "{diff}");
+        assert!(diff.get("revalidationTime").is_none());
+        // Triggers all gone: null.
+        let bare = whole(&Decision::default(), &UsageInstructions::default(), 0);
+        let diff = serde_json::to_value(difference(&old, &bare)).expect("json");
+        assert_eq!(diff["policyCtrlReqTriggers"], Value::Null);
+        assert!(diff
+            .as_object()
+            .expect("object")
+            .contains_key("policyCtrlReqTriggers"));
+    }
+
+    use serde_json::Value;
+}

@@ -463,3 +463,228 @@ fn check_reports(reports: &[AccuUsageReport]) -> Result<(), ProblemDetails> {
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::n7::model::{AccessType, PduSessionType, RatType};
+
+    const OPEN5GS: &[u8] = include_bytes!("../../tests/n7/open5gs-create.json");
+    const FREE5GC: &[u8] = include_bytes!("../../tests/n7/free5gc-create.json");
+    const FREE5GC_UPDATE: &[u8] = include_bytes!("../../tests/n7/free5gc-update.json");
+
+    fn limits() -> DecodeLimits {
+        DecodeLimits::default()
+    }
+
+    fn without(body: &[u8], field: &str) -> Vec<u8> {
+        let mut v: Value = serde_json::from_slice(body).expect("fixture");
+        v.as_object_mut().expect("object").remove(field);
+        serde_json::to_vec(&v).expect("json")
+    }
+
+    fn with(body: &[u8], field: &str, value: Value) -> Vec<u8> {
+        let mut v: Value = serde_json::from_slice(body).expect("fixture");
+        v[field] = value;
+        serde_json::to_vec(&v).expect("json")
+    }
+
+    #[test]
+    fn both_smfs_create_bodies_decode() {
+        let o = decode_create(OPEN5GS, &limits()).expect("open5gs");
+        assert_eq!(o.supi.as_deref(), Some("imsi-001010000000001"));
+        assert_eq!(o.pdu_session_type, Some(PduSessionType::Ipv4));
+        assert_eq!(o.rat_type, Some(RatType::Nr));
+        assert_eq!(o.access_type, None);
+        assert_eq!(o.subs_def_qos.as_ref().map(|q| q.five_qi), Some(9));
+        let f = decode_create(FREE5GC, &limits()).expect("free5gc");
+        assert_eq!(f.access_type, Some(AccessType::ThreeGpp));
+        assert_eq!(
+            f.slice_info.as_ref().and_then(|s| s.sd.as_deref()),
+            Some("010203")
+        );
+        assert_eq!(f.supp_feat.as_deref(), Some("F"));
+        let u = decode_update(FREE5GC_UPDATE, &limits()).expect("update");
+        assert_eq!(u.accu_usage_reports[0].vol_usage, Some(1_000_000));
+        assert_eq!(u.rule_reports[0].pcc_rule_ids, vec!["vip-video".to_owned()]);
+    }
+
+    #[test]
+    fn every_mandatory_field_is_named_when_missing() {
+        for (field, pointer) in [
+            ("supi", "/supi"),
+            ("pduSessionId", "/pduSessionId"),
+            ("pduSessionType", "/pduSessionType"),
+            ("dnn", "/dnn"),
+            ("notificationUri", "/notificationUri"),
+            ("sliceInfo", "/sliceInfo"),
+        ] {
+            let e = decode_create(&without(FREE5GC, field), &limits()).expect_err(field);
+            assert_eq!(e.status, 400);
+            assert_eq!(
+                e.cause.as_deref(),
+                Some(cause::MANDATORY_IE_MISSING),
+                "{field}"
+            );
+            assert_eq!(e.invalid_params[0].param, pointer);
+        }
+    }
+
+    #[test]
+    fn wrong_values_are_named() {
+        let cases: Vec<(&str, Value, &str, &str)> = vec![
+            (
+                "pduSessionId",
+                serde_json::json!(300),
+                "/pduSessionId",
+                cause::MANDATORY_IE_INCORRECT,
+            ),
+            (
+                "pduSessionId",
+                serde_json::json!("one"),
+                "/pduSessionId",
+                cause::INVALID_MSG_FORMAT,
+            ),
+            (
+                "dnn",
+                serde_json::json!(""),
+                "/dnn",
+                cause::MANDATORY_IE_INCORRECT,
+            ),
+            (
+                "notificationUri",
+                serde_json::json!("ftp://x/y"),
+                "/notificationUri",
+                cause::MANDATORY_IE_INCORRECT,
+            ),
+            (
+                "sliceInfo",
+                serde_json::json!({"sst": 1, "sd": "xyz"}),
+                "/sliceInfo/sd",
+                cause::MANDATORY_IE_INCORRECT,
+            ),
+            (
+                "sliceInfo",
+                serde_json::json!({"sst": 256}),
+                "/sliceInfo",
+                cause::INVALID_MSG_FORMAT,
+            ),
+            (
+                "accessType",
+                serde_json::json!("5G_SATELLITE"),
+                "/accessType",
+                cause::INVALID_MSG_FORMAT,
+            ),
+            (
+                "ipv4Address",
+                serde_json::json!("10.0.0.300"),
+                "/ipv4Address",
+                cause::OPTIONAL_IE_INCORRECT,
+            ),
+            (
+                "ipv6AddressPrefix",
+                serde_json::json!("2001:db8::"),
+                "/ipv6AddressPrefix",
+                cause::OPTIONAL_IE_INCORRECT,
+            ),
+            (
+                "ueTimeZone",
+                serde_json::json!("UTC"),
+                "/ueTimeZone",
+                cause::OPTIONAL_IE_INCORRECT,
+            ),
+            (
+                "subsSessAmbr",
+                serde_json::json!({"uplink": "fast", "downlink": "1 Gbps"}),
+                "/subsSessAmbr/uplink",
+                cause::OPTIONAL_IE_INCORRECT,
+            ),
+            (
+                "supi",
+                serde_json::json!(12),
+                "/supi",
+                cause::INVALID_MSG_FORMAT,
+            ),
+        ];
+        for (field, value, pointer, want) in cases {
+            let e = decode_create(&with(FREE5GC, field, value.clone()), &limits())
+                .expect_err(&format!("{field} = {value}"));
+            assert_eq!(e.cause.as_deref(), Some(want), "{field} = {value}");
+            assert_eq!(e.invalid_params[0].param, pointer, "{field} = {value}");
+        }
+    }
+
+    #[test]
+    fn extensible_enumerations_keep_unknown_values() {
+        let body = with(FREE5GC, "ratType", serde_json::json!("SATELLITE_NR"));
+        let body = with(&body, "pduSessionType", serde_json::json!("IPV8"));
+        let ctx = decode_create(&body, &limits()).expect("accepted");
+        assert_eq!(ctx.rat_type, Some(RatType::Other("SATELLITE_NR".into())));
+        assert_eq!(
+            ctx.pdu_session_type
+                .map(|t| t.as_str().to_owned())
+                .as_deref(),
+            Some("IPV8")
+        );
+        // Unknown fields are ignored.
+        let body = with(
+            FREE5GC,
+            "vendorSpecific-000001",
+            serde_json::json!({"x": [1, 2]}),
+        );
+        assert!(decode_create(&body, &limits()).is_ok());
+    }
+
+    #[test]
+    fn bodies_past_the_bounds_are_refused_before_they_are_read() {
+        let deep = format!("{}{}", "[".repeat(100_000), "]".repeat(100_000));
+        let e = decode_create(deep.as_bytes(), &limits()).expect_err("deep");
+        assert_eq!(e.cause.as_deref(), Some(cause::INVALID_MSG_FORMAT));
+        // Brackets inside strings do not count.
+        let quoted = with(
+            FREE5GC,
+            "dnnSelMode",
+            Value::String("[[[[[[[[[[[[[[[[[[[[[[".into()),
+        );
+        assert!(decode_create(&quoted, &limits()).is_ok());
+        let long = with(FREE5GC, "supi", Value::String("i".repeat(5000)));
+        let e = decode_create(&long, &limits()).expect_err("long");
+        assert_eq!(e.invalid_params[0].param, "/supi");
+        let wide = with(
+            FREE5GC,
+            "interGrpIds",
+            Value::Array(vec![Value::Null; 1000]),
+        );
+        let e = decode_create(&wide, &limits()).expect_err("wide");
+        assert_eq!(e.invalid_params[0].param, "/interGrpIds");
+        for bad in [&b"not json"[..], b"[]", b"", b"{\"supi\":", b"\xff\xfe"] {
+            let e = decode_create(bad, &limits()).expect_err("bad");
+            assert_eq!(e.cause.as_deref(), Some(cause::INVALID_MSG_FORMAT));
+        }
+    }
+
+    #[test]
+    fn usage_reports_need_their_key() {
+        let body = br#"{"accuUsageReports": [{"refUmIds": "a", "volUsage": 1}, {"volUsage": 2}]}"#;
+        let e = decode_update(body, &limits()).expect_err("missing key");
+        assert_eq!(e.invalid_params[0].param, "/accuUsageReports/1/refUmIds");
+        assert_eq!(e.cause.as_deref(), Some(cause::MANDATORY_IE_MISSING));
+        assert_eq!(
+            decode_delete(b"", &limits()).expect("empty"),
+            SmPolicyDeleteData::default()
+        );
+        assert!(decode_delete(b"{}", &limits()).is_ok());
+        assert!(decode_delete(b"[1]", &limits()).is_err());
+    }
+
+    #[test]
+    fn bit_rates_read_as_the_spec_writes_them() {
+        assert_eq!(bit_rate("1000 Mbps"), Some(1_000_000_000));
+        assert_eq!(bit_rate("1.5 Kbps"), Some(1500));
+        assert_eq!(bit_rate("7 bps"), Some(7));
+        assert_eq!(bit_rate("1e9 bps"), None);
+        assert_eq!(bit_rate("-1 bps"), None);
+        assert_eq!(bit_rate("1 Mb"), None);
+        assert_eq!(bit_rate("99999999999999999999999 Tbps"), None);
+    }
+}

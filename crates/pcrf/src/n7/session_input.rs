@@ -114,3 +114,47 @@ fn notification_host(uri: &str) -> String {
         .unwrap_or(uri);
     rest.split('/').next().unwrap_or("").to_owned()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::n7::decode::{decode_create, decode_update, DecodeLimits};
+
+    #[test]
+    fn the_policy_sees_the_pdu_session() {
+        let ctx = decode_create(
+            include_bytes!("../../tests/n7/free5gc-create.json"),
+            &DecodeLimits::default(),
+        )
+        .expect("decodes");
+        let mut s = session_input(&ctx);
+        assert_eq!(s.apn.as_deref(), Some("internet"));
+        assert_eq!(s.rat.as_deref(), Some("NR"));
+        assert_eq!(s.ip_can_type.as_deref(), Some("3GPP-5GS"));
+        assert_eq!(s.ue_ipv4.as_deref(), Some("10.60.0.1"));
+        assert_eq!(s.ms_timezone.as_deref(), Some("+08:00+1"));
+        assert_eq!(s.device.as_deref(), Some("imeisv-1110000000000000"));
+        assert_eq!(s.pcef, "127.0.0.2:8000");
+        assert!(s
+            .location
+            .as_deref()
+            .is_some_and(|l| l.contains("nrLocation")));
+        let n7 = s.n7.clone().expect("n7");
+        assert_eq!(n7.access_type.as_deref(), Some("3GPP_ACCESS"));
+        assert_eq!(n7.supi, "imsi-208930000000003");
+        assert_eq!(n7.gpsi.as_deref(), Some("msisdn-0900000000"));
+        assert_eq!(n7.pdu_session_id, 10);
+        assert_eq!((n7.sst, n7.sd.as_deref()), (1, Some("010203")));
+        assert_eq!(n7.serving_network.as_deref(), Some("208-93"));
+        assert_eq!(n7.subscribed_ambr_dl, Some(1_000_000_000));
+        assert_eq!(n7.subscribed_5qi, Some(9));
+
+        let up = decode_update(
+            include_bytes!("../../tests/n7/free5gc-update.json"),
+            &DecodeLimits::default(),
+        )
+        .expect("decodes");
+        apply_update(&mut s, &up);
+        assert_eq!(s.ue_ipv4.as_deref(), Some("10.60.0.9"));
+    }
+}
