@@ -17,6 +17,7 @@ use super::model::{
 };
 use crate::pcc::UsageInstructions;
 use crate::policy::decision::{self, Decision, RuleDefinition};
+use crate::sbi::problem::{cause, ProblemDetails};
 use crate::usage::MonitoringLevel;
 
 /// The id of the one session rule this PCF installs.
@@ -282,6 +283,19 @@ fn map_difference<T: Clone + PartialEq>(old: &EntryMap<T>, new: &EntryMap<T>) ->
     out
 }
 
+/// The answer to a Create the policy refuses (`reject`): 403
+/// POLICY_CONTEXT_DENIED (TS 29.512 Table 5.7.3-1), the policy's reason
+/// and code in the detail.
+pub fn refusal(reject: &decision::Reject) -> ProblemDetails {
+    let reason = reject.reason.as_deref().unwrap_or("refused by the policy");
+    ProblemDetails::new(
+        403,
+        "Forbidden",
+        cause::POLICY_CONTEXT_DENIED,
+        format!("{reason} (code {})", reject.code),
+    )
+}
+
 /// A bit rate as TS 29.571 BitRate text, exact.
 pub fn bit_rate(bps: u64) -> String {
     format!("{bps} bps")
@@ -499,4 +513,16 @@ mod tests {
     }
 
     use serde_json::Value;
+
+    #[test]
+    fn a_refusal_is_403_policy_context_denied() {
+        let p = refusal(&decision::Reject {
+            code: 5003,
+            vendor: None,
+            reason: Some("barred".into()),
+        });
+        assert_eq!(p.status, 403);
+        assert_eq!(p.cause.as_deref(), Some("POLICY_CONTEXT_DENIED"));
+        assert_eq!(p.detail.as_deref(), Some("barred (code 5003)"));
+    }
 }
