@@ -7,137 +7,18 @@
 //! bounded.
 //!
 //! The listener needs the four N7 operations to answer; the policy core
-//! that implements them is not part of this test, so `Sessions` below is a
-//! minimal implementation of the seam, inside this test only: it keeps
-//! each created policy in a map and answers a decision made by the real
-//! mapping (`n7::decision_map::whole`).
+//! that implements them is not part of this test, so it gets
+//! `support::TestSmPolicies`, a minimal implementation of the seam for the
+//! tests only (see tests/support/n7_seam.rs).
 
 mod support;
 
-use pcrf::n7::decision_map;
-use pcrf::n7::model::{
-    SmPolicyContextData, SmPolicyControl, SmPolicyDecision, SmPolicyDeleteData,
-    SmPolicyUpdateContextData,
-};
-use pcrf::n7::service::{Created, OpFuture, SmPolicyService};
-use pcrf::pcc::UsageInstructions;
-use pcrf::policy::decision::{Ambr, Arp, BearerQos, Decision};
-use pcrf::sbi::problem::{cause, ProblemDetails};
-use pcrf::sbi::routes::Routes;
-use pcrf::sbi::stats::{Operation, SbiStats};
+use pcrf::sbi::stats::Operation;
 use pcrf::sbi::SbiConfig;
 use serde_json::Value;
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
-
-/// The seam, for this test only (see the file's comment).
-#[derive(Default)]
-struct Sessions {
-    next: AtomicU64,
-    map: Mutex<HashMap<String, (SmPolicyContextData, SmPolicyDecision)>>,
-}
-
-fn decision() -> SmPolicyDecision {
-    let d = Decision {
-        rules: vec!["internet".into()],
-        apn_ambr: Some(Ambr {
-            ul: 10_000_000,
-            dl: 20_000_000,
-        }),
-        default_bearer_qos: Some(BearerQos {
-            qci: 9,
-            arp: Arp {
-                priority: 8,
-                may_preempt: false,
-                preemptable: true,
-            },
-        }),
-        ..Decision::default()
-    };
-    decision_map::whole(&d, &UsageInstructions::default(), 0)
-}
-
-fn not_found(id: &str) -> ProblemDetails {
-    ProblemDetails::new(
-        404,
-        "Not Found",
-        cause::CONTEXT_NOT_FOUND,
-        format!("no SM policy {id}"),
-    )
-}
-
-impl SmPolicyService for Sessions {
-    fn create(&self, ctx: SmPolicyContextData) -> OpFuture<'_, Created> {
-        Box::pin(async move {
-            let id = self.next.fetch_add(1, Ordering::Relaxed).to_string();
-            let d = decision();
-            // Bounded: the hostile suite creates a few thousand at most.
-            self.map
-                .lock()
-                .map_err(|_| not_found(&id))?
-                .insert(id.clone(), (ctx, d.clone()));
-            Ok(Created { id, decision: d })
-        })
-    }
-
-    fn get(&self, id: &str) -> OpFuture<'_, SmPolicyControl> {
-        let id = id.to_owned();
-        Box::pin(async move {
-            let map = self.map.lock().map_err(|_| not_found(&id))?;
-            let (context, policy) = map.get(&id).cloned().ok_or_else(|| not_found(&id))?;
-            Ok(SmPolicyControl { context, policy })
-        })
-    }
-
-    fn update(
-        &self,
-        id: &str,
-        _update: SmPolicyUpdateContextData,
-    ) -> OpFuture<'_, SmPolicyDecision> {
-        let id = id.to_owned();
-        Box::pin(async move {
-            let map = self.map.lock().map_err(|_| not_found(&id))?;
-            map.get(&id).ok_or_else(|| not_found(&id))?;
-            Ok(SmPolicyDecision::default())
-        })
-    }
-
-    fn delete(&self, id: &str, _delete: SmPolicyDeleteData) -> OpFuture<'_, ()> {
-        let id = id.to_owned();
-        Box::pin(async move {
-            let mut map = self.map.lock().map_err(|_| not_found(&id))?;
-            map.remove(&id).map(|_| ()).ok_or_else(|| not_found(&id))
-        })
-    }
-}
-
-/// Starts the listener on a free loopback port; returns its address and
-/// its counters.
-fn start(rt: &tokio::runtime::Runtime, config: SbiConfig) -> (std::net::SocketAddr, Arc<SbiStats>) {
-    let stats = Arc::new(SbiStats::new());
-    let listener = rt
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .expect("bind");
-    let addr = listener.local_addr().expect("address");
-    let routes = Routes {
-        service: Arc::new(Sessions::default()),
-        stats: stats.clone(),
-        max_body_bytes: config.max_body_bytes,
-        decode_limits: config.decode_limits(),
-        request_timeout: config.request_timeout(),
-        scheme: "http",
-        fallback_authority: addr.to_string(),
-    };
-    rt.spawn(async move {
-        let _ =
-            pcrf::sbi::server::serve(listener, routes, &config, None, std::future::pending()).await;
-    });
-    (addr, stats)
-}
 
 fn python_ready() -> bool {
     Command::new("python3")
@@ -165,7 +46,7 @@ fn hostile_http2_clients_get_4xx_or_goaway_and_others_are_served() {
         max_body_bytes: 32 * 1024,
         ..SbiConfig::default()
     };
-    let (addr, stats) = start(&rt, config);
+    let (addr, stats) = support::start_sbi(&rt, config, None);
     let rss_before = support::rss_kib(std::process::id());
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/n7");
     let out = Command::new("python3")
@@ -312,5 +193,4 @@ fn hostile_http2_clients_get_4xx_or_goaway_and_others_are_served() {
     assert!(stats.requests(Operation::Create, 400) >= 5);
     assert_eq!(stats.requests(Operation::Other, 404), 1);
     assert_eq!(stats.requests(Operation::Other, 405), 1);
-    let _ = Duration::ZERO;
 }
