@@ -159,3 +159,32 @@ impl SbiTls {
         Ok(Arc::new(config))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::config::Config;
+
+    #[test]
+    fn bad_values_are_reported_with_their_key() {
+        let text = "[sbi]\nlisten = \"127.0.0.1:7777\"\nmax_body_bytes = 0\nmax_json_depth = 0\n\
+                    [sbi.nrf]\nuri = \"https://nrf\"\nnf_instance_id = \"x\"\napi_prefix = \"http://10.0.0.1:7777\"\n\
+                    [sbi.tls]\ncertificate = \"/nonexistent/sbi.pem\"\nprivate_key = \"/nonexistent/sbi.key\"\n";
+        let e = Config::parse(text, "c.toml").expect_err("invalid");
+        let locations: Vec<&str> = e.problems.iter().map(|p| p.location.as_str()).collect();
+        for want in [
+            "c.toml: [sbi].max_body_bytes",
+            "c.toml: [sbi].max_json_depth",
+            "c.toml: [sbi.tls]",
+            "c.toml: [sbi.nrf].uri",
+            "c.toml: [sbi.nrf].nf_instance_id",
+        ] {
+            assert!(locations.contains(&want), "{want} in {locations:?}");
+        }
+        // The SBI listener may not share the API's port.
+        let e = Config::parse("[sbi]\nlisten = \"127.0.0.1:8080\"\n", "c.toml").expect_err("clash");
+        assert!(e.problems.iter().any(|p| p.location.contains("[sbi].listen")), "{:?}", e.problems);
+        // Unknown keys are refused, as everywhere in the file.
+        assert!(Config::parse("[sbi]\nlisten_on = 1\n", "c.toml").is_err());
+        assert!(Config::parse("[sbi]\n", "c.toml").is_ok());
+    }
+}
