@@ -157,3 +157,60 @@ fn nghttp_speaks_h2c_with_prior_knowledge() {
     assert!(text.contains("location: http://"), "{text}");
     assert!(text.contains("\"sessRules\""), "{text}");
 }
+
+/// An operation that never finishes is answered 504 TIMED_OUT_REQUEST
+/// after `request_timeout_secs`, and the connection serves on. The seam
+/// here is the test's own: every operation hangs.
+#[test]
+fn a_request_not_answered_in_time_gets_504() {
+    use pcrf::n7::model::*;
+    use pcrf::n7::service::{Created, OpFuture, SmPolicyService};
+    struct Hangs;
+    impl SmPolicyService for Hangs {
+        fn create(&self, _: SmPolicyContextData) -> OpFuture<'_, Created> {
+            Box::pin(std::future::pending())
+        }
+        fn get(&self, _: &str) -> OpFuture<'_, SmPolicyControl> {
+            Box::pin(std::future::pending())
+        }
+        fn update(&self, _: &str, _: SmPolicyUpdateContextData) -> OpFuture<'_, SmPolicyDecision> {
+            Box::pin(std::future::pending())
+        }
+        fn delete(&self, _: &str, _: SmPolicyDeleteData) -> OpFuture<'_, ()> {
+            Box::pin(std::future::pending())
+        }
+    }
+    let rt = runtime();
+    let config = SbiConfig {
+        request_timeout_secs: 1,
+        ..SbiConfig::default()
+    };
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .expect("bind");
+    let addr = listener.local_addr().expect("address");
+    let stats = std::sync::Arc::new(pcrf::sbi::stats::SbiStats::new());
+    let routes = pcrf::sbi::routes::Routes {
+        service: std::sync::Arc::new(Hangs),
+        stats: stats.clone(),
+        max_body_bytes: config.max_body_bytes,
+        decode_limits: config.decode_limits(),
+        request_timeout: config.request_timeout(),
+        scheme: "http",
+        fallback_authority: addr.to_string(),
+    };
+    rt.spawn(async move {
+        let _ =
+            pcrf::sbi::server::serve(listener, routes, &config, None, std::future::pending()).await;
+    });
+    // Two requests on one connection: both time out, neither holds the other.
+    let url = format!("http://{addr}/npcf-smpolicycontrol/v1/sm-policies/1");
+    let out = Command::new("nghttp")
+        .args(["-v", &url, &format!("{url}x")])
+        .output()
+        .expect("nghttp");
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(text.matches(":status: 504").count(), 2, "{text}");
+    assert!(text.contains("TIMED_OUT_REQUEST"), "{text}");
+    assert_eq!(stats.requests(pcrf::sbi::stats::Operation::Get, 504), 2);
+}

@@ -182,7 +182,13 @@ mod tests {
         }
         // The SBI listener may not share the API's port.
         let e = Config::parse("[sbi]\nlisten = \"127.0.0.1:8080\"\n", "c.toml").expect_err("clash");
-        assert!(e.problems.iter().any(|p| p.location.contains("[sbi].listen")), "{:?}", e.problems);
+        assert!(
+            e.problems
+                .iter()
+                .any(|p| p.location.contains("[sbi].listen")),
+            "{:?}",
+            e.problems
+        );
         // Unknown keys are refused, as everywhere in the file.
         assert!(Config::parse("[sbi]\nlisten_on = 1\n", "c.toml").is_err());
         assert!(Config::parse("[sbi]\n", "c.toml").is_ok());
