@@ -18,6 +18,11 @@
 # and cargo-deb (cargo install), which builds the Debian package.
 #   rabbitmq-server              - the AMQP broker of the notification tests
 #   chromium, chromium-driver    - headless browser for the console test (tests/console_browser.rs)
+#   nghttp2-client               - nghttp and h2load: a second HTTP/2 client beside the
+#                                  Python one for the SBI listener (tests/sbi_*.rs)
+# and, with pip for the python3 the tests run, the independent HTTP/2 peer of
+# the SBI tests: h2 (frames sent by hand: the hostile suite), httpx[http2]
+# (an SMF's client) and hypercorn (an HTTP/2 server: the NRF emulator).
 # Idempotent: when everything is installed it only runs dpkg-query and exits.
 # Runs as root, or through sudo when not root.
 set -euo pipefail
@@ -40,7 +45,15 @@ PACKAGES=(
     rabbitmq-server
     chromium
     chromium-driver
+    nghttp2-client
 )
+
+# The Python HTTP/2 peer (pip, for the python3 on PATH, which may not be
+# Debian's); only an import check when already there.
+if ! python3 -c 'import h2, httpx, hypercorn' >/dev/null 2>&1; then
+    echo "install-test-deps: installing h2, httpx[http2], hypercorn (pip)" >&2
+    python3 -m pip install -q 'h2>=4.1' 'httpx[http2]>=0.23' 'hypercorn>=0.14'
+fi
 
 # cargo-deb (not a Debian package): built from crates.io for the user that
 # runs the tests, whatever happens to the system packages below.

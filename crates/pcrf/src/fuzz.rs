@@ -17,6 +17,10 @@
 //! - [`sy_handler`]: bytes as Diameter messages through `Sy::handle_sy`
 //!   (an OCS's SNRs) on the same node: the same checks on answers and
 //!   error answers, and an answer is always an SNA.
+//! - [`n7_decoder`]: bytes as an SMF's request body through the N7
+//!   decoders (Create, Update, Delete). A body accepted has its mandatory
+//!   fields and maps to the policy's input; a body refused gets a 400
+//!   ProblemDetails with a 3GPP cause whose JSON reads back.
 //! - [`config`], [`usage_file`], [`policy_cases`]: text through the loaders
 //!   operators feed files to; Ok or Err, never a panic.
 //! - [`policy_script`]: text as a policy script in the sandbox, loaded and
@@ -382,6 +386,42 @@ fn check_error_answer(req: &Message, e: &DiameterError) {
                 }
             }
         }
+    }
+}
+
+/// An SMF's request body through the N7 decoders.
+pub fn n7_decoder(data: &[u8]) {
+    use crate::n7::decode::{decode_create, decode_delete, decode_update, DecodeLimits};
+    use crate::sbi::problem::ProblemDetails;
+    let limits = DecodeLimits::default();
+    let refused = |p: ProblemDetails| {
+        assert_eq!(p.status, 400, "{p:?}");
+        assert!(p.cause.is_some(), "no cause: {p:?}");
+        for param in &p.invalid_params {
+            assert!(param.param.starts_with('/'), "{p:?}");
+        }
+        let back: ProblemDetails =
+            serde_json::from_slice(&p.to_json()).expect("problem reads back");
+        assert_eq!(back, p);
+    };
+    match decode_create(data, &limits) {
+        Ok(ctx) => {
+            assert!(ctx.supi.is_some() && ctx.dnn.is_some() && ctx.slice_info.is_some());
+            assert!(ctx.notification_uri.is_some() && ctx.pdu_session_type.is_some());
+            let session = crate::n7::session_input::session_input(&ctx);
+            assert_eq!(session.apn, ctx.dnn);
+            if let Ok(up) = decode_update(data, &limits) {
+                let mut s = session;
+                crate::n7::session_input::apply_update(&mut s, &up);
+            }
+        }
+        Err(p) => refused(p),
+    }
+    if let Err(p) = decode_update(data, &limits) {
+        refused(p);
+    }
+    if let Err(p) = decode_delete(data, &limits) {
+        refused(p);
     }
 }
 

@@ -403,6 +403,7 @@ impl Node {
                 pcef: s.pcef_host.to_string(),
                 installed,
                 rule_failures: s.rule_failures.clone(),
+                n7: None,
             },
             time: TimeInput::now(&self.tz),
             network: NetworkInput { congestion },

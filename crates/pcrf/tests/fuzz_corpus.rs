@@ -22,11 +22,20 @@ use std::path::{Path, PathBuf};
 /// A target: its name, its function, and the shipped files it reads.
 type Target = (&'static str, fn(&[u8]), &'static [&'static str]);
 
-const TARGETS: [Target; 7] = [
+const TARGETS: [Target; 8] = [
     ("gx_handler", pcrf::fuzz::gx_handler, &[]),
     ("rx_handler", pcrf::fuzz::rx_handler, &[]),
     ("sy_handler", pcrf::fuzz::sy_handler, &[]),
     ("config", pcrf::fuzz::config, &["config/pcrf.example.toml"]),
+    (
+        "n7_decoder",
+        pcrf::fuzz::n7_decoder,
+        &[
+            "crates/pcrf/tests/n7/open5gs-create.json",
+            "crates/pcrf/tests/n7/free5gc-create.json",
+            "crates/pcrf/tests/n7/free5gc-update.json",
+        ],
+    ),
     ("usage_file", pcrf::fuzz::usage_file, &["config/usage.toml"]),
     (
         "policy_cases",
@@ -376,6 +385,28 @@ fn text_seeds(target: &str) -> Vec<(&'static str, &'static str)> {
                 "[store]\nkind = \"postgres\"\nurl = \"postgres://x\"\nqueue_depth = 0\n",
             ),
         ],
+        "n7_decoder" => vec![
+            ("seed-empty", ""),
+            ("seed-empty-object", "{}"),
+            ("seed-deep", "[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]"),
+            ("seed-not-object", "[1, \"a\"]"),
+            (
+                "seed-create-minimal",
+                r#"{"supi":"imsi-1","pduSessionId":5,"pduSessionType":"IPV4","dnn":"internet","notificationUri":"http://smf/cb","sliceInfo":{"sst":1}}"#,
+            ),
+            (
+                "seed-create-wrong-types",
+                r#"{"supi":1,"pduSessionId":"5","pduSessionType":7,"dnn":[],"notificationUri":"x","sliceInfo":{"sst":-1,"sd":"zz"}}"#,
+            ),
+            (
+                "seed-update-reports",
+                r#"{"accuUsageReports":[{"refUmIds":"k","volUsage":18446744073709551615},{"volUsage":1}],"ipv6AddressPrefix":"2001:db8::/129","ueTimeZone":"+25:00+3"}"#,
+            ),
+            (
+                "seed-strings",
+                r#"{"supi":"\u0000","dnn":"\ud800","ueTimeZone":"+08:00+1","subsSessAmbr":{"uplink":"1.5 Gbps","downlink":"9999999999999999999999 Tbps"}}"#,
+            ),
+        ],
         "usage_file" => vec![
             ("seed-empty", ""),
             (
@@ -618,6 +649,11 @@ fn sy_handler_corpus() {
 #[test]
 fn config_corpus() {
     replay("config");
+}
+
+#[test]
+fn n7_decoder_corpus() {
+    replay("n7_decoder");
 }
 
 #[test]

@@ -451,6 +451,9 @@ pub struct Config {
     pub sd: SdSection,
     #[serde(default)]
     pub api: ApiConfig,
+    /// The 5G service-based interface (HTTP/2) and its NRF registration.
+    #[serde(default)]
+    pub sbi: crate::sbi::SbiConfig,
     #[serde(default)]
     pub log: LogConfig,
     /// Sy towards the OCS (off without OCSs).
@@ -735,6 +738,9 @@ impl Config {
                 );
             }
         }
+        for (key, message) in self.sbi.problems() {
+            bad(&key, message);
+        }
         p
     }
 
@@ -746,6 +752,7 @@ impl Config {
         let mut listeners = vec![
             ("[diameter].listen", self.diameter.listen),
             ("[api].listen", self.api.listen),
+            ("[sbi].listen", self.sbi.listen),
         ];
         if let Some(tls) = &self.diameter.tls {
             listeners.push(("[diameter.tls].listen", tls.listen));

@@ -65,6 +65,42 @@ pub struct SessionInput {
     /// Names of rules installed now (predefined, base and dynamic).
     pub installed: Vec<String>,
     pub rule_failures: Vec<RuleFailure>,
+    /// What only a 5G PDU session has (N7, TS 29.512); absent on Gx, so a
+    /// script tells N7 from Gx by `session.n7 ~= nil`. On N7 the common
+    /// fields above are filled as well (`apn` holds the DNN, `rat` the
+    /// RatType, `location` the UserLocation as JSON text, `ms_timezone`
+    /// the time zone as the SMF wrote it, `device` the PEI, `pcef` the
+    /// SMF's notification URI host), so a policy written for Gx decides
+    /// 5G sessions unchanged.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub n7: Option<N7SessionInput>,
+}
+
+/// A PDU session's own facts (SmPolicyContextData, TS 29.512 §5.6.2.3).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct N7SessionInput {
+    /// "3GPP_ACCESS" or "NON_3GPP_ACCESS", when the SMF sent it.
+    pub access_type: Option<String>,
+    pub supi: String,
+    pub gpsi: Option<String>,
+    /// 0..=255.
+    pub pdu_session_id: u8,
+    /// "IPV4", "IPV6", "IPV4V6", "UNSTRUCTURED", "ETHERNET" (or another
+    /// value a newer SMF sends).
+    pub pdu_session_type: String,
+    pub dnn: String,
+    /// Slice/Service Type, 0..=255.
+    pub sst: u8,
+    /// Slice Differentiator, six hex digits.
+    pub sd: Option<String>,
+    /// Serving network as "mcc-mnc".
+    pub serving_network: Option<String>,
+    /// The subscribed session AMBR, bit/s, as the SMF sent it.
+    pub subscribed_ambr_ul: Option<u64>,
+    pub subscribed_ambr_dl: Option<u64>,
+    /// The subscribed default QoS's 5QI.
+    pub subscribed_5qi: Option<u32>,
 }
 
 /// Local time in the policy's configured time zone.

@@ -9,7 +9,7 @@
 //! field for field, as the serde one (a test compares them), and fresh on
 //! every call.
 
-use super::input::{AccumulatorInput, PolicyInput, RuleFailure};
+use super::input::{AccumulatorInput, N7SessionInput, PolicyInput, RuleFailure};
 use mlua::serde::SerializeOptions;
 use mlua::{ffi, Lua, LuaSerdeExt, Value};
 use std::ffi::CStr;
@@ -116,6 +116,10 @@ unsafe fn push_input(state: *mut ffi::lua_State, i: &PolicyInput) {
     ffi::lua_setfield(state, -2, c"installed".as_ptr());
     push_rule_failures(state, &s.rule_failures);
     ffi::lua_setfield(state, -2, c"rule_failures".as_ptr());
+    if let Some(n7) = &s.n7 {
+        push_n7(state, n7);
+        ffi::lua_setfield(state, -2, c"n7".as_ptr());
+    }
     ffi::lua_setfield(state, -2, c"session".as_ptr());
 
     let t = &i.time;
@@ -223,6 +227,29 @@ unsafe fn push_accumulator(state: *mut ffi::lua_State, a: &AccumulatorInput) {
     set_bool(state, c"exhausted", a.exhausted);
 }
 
+/// A PDU session's N7 facts as a table (absent fields left out).
+unsafe fn push_n7(state: *mut ffi::lua_State, n: &N7SessionInput) {
+    ffi::lua_createtable(state, 0, 13);
+    set_opt_str(state, c"access_type", n.access_type.as_deref());
+    set_str(state, c"supi", &n.supi);
+    set_opt_str(state, c"gpsi", n.gpsi.as_deref());
+    set_int(state, c"pdu_session_id", i64::from(n.pdu_session_id));
+    set_str(state, c"pdu_session_type", &n.pdu_session_type);
+    set_str(state, c"dnn", &n.dnn);
+    set_int(state, c"sst", i64::from(n.sst));
+    set_opt_str(state, c"sd", n.sd.as_deref());
+    set_opt_str(state, c"serving_network", n.serving_network.as_deref());
+    if let Some(v) = n.subscribed_ambr_ul {
+        set_u64(state, c"subscribed_ambr_ul", v);
+    }
+    if let Some(v) = n.subscribed_ambr_dl {
+        set_u64(state, c"subscribed_ambr_dl", v);
+    }
+    if let Some(v) = n.subscribed_5qi {
+        set_int(state, c"subscribed_5qi", i64::from(v));
+    }
+}
+
 unsafe fn push_rule_failures(state: *mut ffi::lua_State, failures: &[RuleFailure]) {
     ffi::lua_createtable(state, size_hint(failures.len()), 0);
     for (n, f) in (1..).zip(failures) {
@@ -276,7 +303,22 @@ mod tests {
                     code: None,
                 },
             ],
+            n7: None,
         };
+        p.session.n7 = Some(crate::policy::input::N7SessionInput {
+            access_type: Some("3GPP_ACCESS".into()),
+            supi: "imsi-001010000000001".into(),
+            gpsi: Some("msisdn-79000000001".into()),
+            pdu_session_id: 5,
+            pdu_session_type: "IPV4".into(),
+            dnn: "internet".into(),
+            sst: 1,
+            sd: Some("000001".into()),
+            serving_network: Some("001-01".into()),
+            subscribed_ambr_ul: Some(1_000_000_000),
+            subscribed_ambr_dl: Some(u64::MAX),
+            subscribed_5qi: Some(9),
+        });
         p.time = TimeInput {
             hour: 23,
             minute: 59,

@@ -1,0 +1,12 @@
+//! Npcf_SMPolicyControl (N7, TS 29.512): the SMF asks for a PDU session's
+//! policy over HTTP/2. This module is the protocol's wire half: the data
+//! model ([`model`]), the validating decoder ([`decode`]), the policy's
+//! view of a PDU session ([`session_input`]), the decision written as an
+//! SmPolicyDecision ([`decision_map`]), and the seam the SBI routes call
+//! ([`service`]). The listener is in `crate::sbi`.
+
+pub mod decision_map;
+pub mod decode;
+pub mod model;
+pub mod service;
+pub mod session_input;

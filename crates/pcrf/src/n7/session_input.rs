@@ -1,0 +1,160 @@
+//! The policy's view of a PDU session, from the SMF's Create body: the
+//! common fields a Gx policy already reads (`apn`, `rat`, `ue_ipv4`, ...)
+//! and the N7-only ones under `session.n7`. Pure: no clock, no store.
+
+use super::decode::bit_rate;
+use super::model::{SmPolicyContextData, SmPolicyUpdateContextData};
+use crate::policy::input::{N7SessionInput, SessionInput};
+
+/// The session as the policy sees it. `ctx` must have passed
+/// [`super::decode::decode_create`] (mandatory fields present).
+pub fn session_input(ctx: &SmPolicyContextData) -> SessionInput {
+    let rat = ctx.rat_type.as_ref().map(|r| r.as_str().to_owned());
+    SessionInput {
+        apn: ctx.dnn.clone(),
+        rat,
+        // The Gx IP-CAN-Type a 5G PDU session stands for (TS 29.212
+        // §5.3.27: 3GPP-5GS over 3GPP access, Non-3GPP-5GS otherwise).
+        ip_can_type: ctx.access_type.map(|a| {
+            match a {
+                super::model::AccessType::ThreeGpp => "3GPP-5GS",
+                super::model::AccessType::Non3Gpp => "Non-3GPP-5GS",
+            }
+            .to_owned()
+        }),
+        ue_ipv4: ctx.ipv4_address.clone(),
+        ue_ipv6_prefix: ctx.ipv6_address_prefix.clone(),
+        location: ctx.user_location_info.as_ref().map(|l| l.to_string()),
+        ms_timezone: ctx.ue_time_zone.clone(),
+        device: ctx.pei.clone(),
+        pcef: notification_host(ctx.notification_uri.as_deref().unwrap_or("")),
+        installed: Vec::new(),
+        rule_failures: Vec::new(),
+        n7: Some(N7SessionInput {
+            access_type: ctx.access_type.map(|a| a.as_str().to_owned()),
+            supi: ctx.supi.clone().unwrap_or_default(),
+            gpsi: ctx.gpsi.clone(),
+            pdu_session_id: ctx
+                .pdu_session_id
+                .and_then(|id| u8::try_from(id).ok())
+                .unwrap_or(0),
+            pdu_session_type: ctx
+                .pdu_session_type
+                .as_ref()
+                .map(|t| t.as_str().to_owned())
+                .unwrap_or_default(),
+            dnn: ctx.dnn.clone().unwrap_or_default(),
+            sst: ctx.slice_info.as_ref().map_or(0, |s| s.sst),
+            sd: ctx.slice_info.as_ref().and_then(|s| s.sd.clone()),
+            serving_network: ctx
+                .serving_network
+                .as_ref()
+                .map(|p| format!("{}-{}", p.mcc, p.mnc)),
+            subscribed_ambr_ul: ctx
+                .subs_sess_ambr
+                .as_ref()
+                .and_then(|a| bit_rate(&a.uplink)),
+            subscribed_ambr_dl: ctx
+                .subs_sess_ambr
+                .as_ref()
+                .and_then(|a| bit_rate(&a.downlink)),
+            subscribed_5qi: ctx.subs_def_qos.as_ref().map(|q| u32::from(q.five_qi)),
+        }),
+    }
+}
+
+/// `session` with what an Update changes: access and RAT type, location,
+/// time zone, UE addresses (a released address is forgotten).
+pub fn apply_update(session: &mut SessionInput, up: &SmPolicyUpdateContextData) {
+    if let Some(rat) = &up.rat_type {
+        session.rat = Some(rat.as_str().to_owned());
+    }
+    if let Some(loc) = &up.user_location_info {
+        session.location = Some(loc.to_string());
+    }
+    if let Some(tz) = &up.ue_time_zone {
+        session.ms_timezone = Some(tz.clone());
+    }
+    if up.rel_ipv4_address.is_some() && up.rel_ipv4_address == session.ue_ipv4 {
+        session.ue_ipv4 = None;
+    }
+    if let Some(a) = &up.ipv4_address {
+        session.ue_ipv4 = Some(a.clone());
+    }
+    if up.rel_ipv6_address_prefix.is_some() && up.rel_ipv6_address_prefix == session.ue_ipv6_prefix
+    {
+        session.ue_ipv6_prefix = None;
+    }
+    if let Some(p) = &up.ipv6_address_prefix {
+        session.ue_ipv6_prefix = Some(p.clone());
+    }
+    if let Some(n7) = &mut session.n7 {
+        if let Some(a) = up.access_type {
+            n7.access_type = Some(a.as_str().to_owned());
+        }
+        if let Some(p) = &up.serving_network {
+            n7.serving_network = Some(format!("{}-{}", p.mcc, p.mnc));
+        }
+        if let Some(a) = &up.subs_sess_ambr {
+            n7.subscribed_ambr_ul = bit_rate(&a.uplink);
+            n7.subscribed_ambr_dl = bit_rate(&a.downlink);
+        }
+        if let Some(q) = &up.subs_def_qos {
+            n7.subscribed_5qi = Some(u32::from(q.five_qi));
+        }
+    }
+}
+
+/// The host (and port) of the SMF's notification URI: on N7 the peer the
+/// policy sees in `session.pcef`.
+fn notification_host(uri: &str) -> String {
+    let rest = uri
+        .strip_prefix("http://")
+        .or_else(|| uri.strip_prefix("https://"))
+        .unwrap_or(uri);
+    rest.split('/').next().unwrap_or("").to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::n7::decode::{decode_create, decode_update, DecodeLimits};
+
+    #[test]
+    fn the_policy_sees_the_pdu_session() {
+        let ctx = decode_create(
+            include_bytes!("../../tests/n7/free5gc-create.json"),
+            &DecodeLimits::default(),
+        )
+        .expect("decodes");
+        let mut s = session_input(&ctx);
+        assert_eq!(s.apn.as_deref(), Some("internet"));
+        assert_eq!(s.rat.as_deref(), Some("NR"));
+        assert_eq!(s.ip_can_type.as_deref(), Some("3GPP-5GS"));
+        assert_eq!(s.ue_ipv4.as_deref(), Some("10.60.0.1"));
+        assert_eq!(s.ms_timezone.as_deref(), Some("+08:00+1"));
+        assert_eq!(s.device.as_deref(), Some("imeisv-1110000000000000"));
+        assert_eq!(s.pcef, "127.0.0.2:8000");
+        assert!(s
+            .location
+            .as_deref()
+            .is_some_and(|l| l.contains("nrLocation")));
+        let n7 = s.n7.clone().expect("n7");
+        assert_eq!(n7.access_type.as_deref(), Some("3GPP_ACCESS"));
+        assert_eq!(n7.supi, "imsi-208930000000003");
+        assert_eq!(n7.gpsi.as_deref(), Some("msisdn-0900000000"));
+        assert_eq!(n7.pdu_session_id, 10);
+        assert_eq!((n7.sst, n7.sd.as_deref()), (1, Some("010203")));
+        assert_eq!(n7.serving_network.as_deref(), Some("208-93"));
+        assert_eq!(n7.subscribed_ambr_dl, Some(1_000_000_000));
+        assert_eq!(n7.subscribed_5qi, Some(9));
+
+        let up = decode_update(
+            include_bytes!("../../tests/n7/free5gc-update.json"),
+            &DecodeLimits::default(),
+        )
+        .expect("decodes");
+        apply_update(&mut s, &up);
+        assert_eq!(s.ue_ipv4.as_deref(), Some("10.60.0.9"));
+    }
+}

@@ -1,0 +1,394 @@
+//! The Npcf_SMPolicyControl routes: one request in, one answer out. The
+//! path and method pick the operation (404 and 405 otherwise), the
+//! Content-Type and size are checked (415, 413), the body is decoded and
+//! checked by `n7::decode`, the operation runs on the [`SmPolicyService`]
+//! within the request timeout (504 after it), and the answer is JSON, or
+//! `application/problem+json` for every error. Each request is counted
+//! by operation and status.
+
+use super::problem::{cause, ProblemDetails, PROBLEM_JSON};
+use super::stats::{Operation, SbiStats};
+use crate::n7::decode::{decode_create, decode_delete, decode_update, DecodeLimits};
+use crate::n7::service::{SmPolicyService, MAX_POLICY_ID_BYTES};
+use bytes::{Bytes, BytesMut};
+use http_body::Body as _;
+use hyper::body::Incoming;
+use hyper::header::{HeaderValue, ALLOW, CONTENT_LENGTH, CONTENT_TYPE, LOCATION};
+use hyper::{Method, Request, Response, StatusCode};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+/// The API root of the service (TS 29.512 §5.1).
+pub const SERVICE_ROOT: &str = "/npcf-smpolicycontrol/v1";
+/// The collection of SM policies.
+const COLLECTION: &str = "/npcf-smpolicycontrol/v1/sm-policies";
+
+/// A response body: the whole answer in one buffer.
+pub type AnswerBody = full_body::FullBody;
+
+/// What the routes need besides the service.
+#[derive(Clone)]
+pub struct Routes {
+    pub service: Arc<dyn SmPolicyService>,
+    pub stats: Arc<SbiStats>,
+    pub max_body_bytes: usize,
+    pub decode_limits: DecodeLimits,
+    pub request_timeout: Duration,
+    /// `http` or `https`: the scheme of the `Location` of a created policy.
+    pub scheme: &'static str,
+    /// The authority written in `Location` when the request's own is
+    /// missing or not a plain host[:port].
+    pub fallback_authority: String,
+}
+
+/// Which operation a path and method name, or why none does.
+enum Route {
+    Create,
+    Get(String),
+    Update(String),
+    Delete(String),
+    /// The path exists but not with this method.
+    WrongMethod(&'static str),
+    NotFound,
+}
+
+fn route(method: &Method, path: &str) -> Route {
+    let Some(rest) = path.strip_prefix(COLLECTION) else {
+        return Route::NotFound;
+    };
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    if rest.is_empty() {
+        return if method == Method::POST {
+            Route::Create
+        } else {
+            Route::WrongMethod("POST")
+        };
+    }
+    let Some(rest) = rest.strip_prefix('/') else {
+        return Route::NotFound;
+    };
+    let mut parts = rest.split('/');
+    let id = parts.next().unwrap_or("");
+    let action = parts.next();
+    if id.is_empty()
+        || id.len() > MAX_POLICY_ID_BYTES
+        || parts.next().is_some()
+        || !id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+    {
+        return Route::NotFound;
+    }
+    let id = id.to_owned();
+    match (action, method) {
+        (None, &Method::GET) => Route::Get(id),
+        (None, _) => Route::WrongMethod("GET"),
+        (Some("update"), &Method::POST) => Route::Update(id),
+        (Some("delete"), &Method::POST) => Route::Delete(id),
+        (Some("update" | "delete"), _) => Route::WrongMethod("POST"),
+        _ => Route::NotFound,
+    }
+}
+
+impl Routes {
+    /// Answers one request (never fails: every error is a problem answer).
+    pub async fn handle(&self, req: Request<Incoming>) -> Response<AnswerBody> {
+        let start = Instant::now();
+        let (op, response) = match route(req.method(), req.uri().path()) {
+            Route::Create => (Operation::Create, self.timed(self.create(req)).await),
+            Route::Get(id) => (Operation::Get, self.timed(self.get(id)).await),
+            Route::Update(id) => (Operation::Update, self.timed(self.update(id, req)).await),
+            Route::Delete(id) => (Operation::Delete, self.timed(self.delete(id, req)).await),
+            Route::WrongMethod(allowed) => {
+                let mut r = problem(&ProblemDetails::new(
+                    405,
+                    "Method Not Allowed",
+                    cause::METHOD_NOT_ALLOWED,
+                    format!("{} is not allowed here; allowed: {allowed}", req.method()),
+                ));
+                r.headers_mut()
+                    .insert(ALLOW, HeaderValue::from_static(allowed));
+                (Operation::Other, r)
+            }
+            Route::NotFound => (
+                Operation::Other,
+                problem(&ProblemDetails::new(
+                    404,
+                    "Not Found",
+                    cause::RESOURCE_URI_STRUCTURE_NOT_FOUND,
+                    "no such resource",
+                )),
+            ),
+        };
+        self.stats
+            .record(op, response.status().as_u16(), start.elapsed());
+        response
+    }
+
+    async fn timed(
+        &self,
+        f: impl std::future::Future<Output = Result<Response<AnswerBody>, ProblemDetails>>,
+    ) -> Response<AnswerBody> {
+        match tokio::time::timeout(self.request_timeout, f).await {
+            Ok(Ok(r)) => r,
+            Ok(Err(p)) => problem(&p),
+            Err(_) => problem(&ProblemDetails::new(
+                504,
+                "Gateway Timeout",
+                cause::TIMED_OUT_REQUEST,
+                format!("not answered within {:?}", self.request_timeout),
+            )),
+        }
+    }
+
+    async fn create(&self, req: Request<Incoming>) -> Result<Response<AnswerBody>, ProblemDetails> {
+        let authority = self.authority(&req);
+        let body = self.json_body(req, false).await?;
+        let ctx = decode_create(&body, &self.decode_limits)?;
+        let created = self.service.create(ctx).await?;
+        let mut r = json(StatusCode::CREATED, &created.decision);
+        let location = format!("{}://{authority}{COLLECTION}/{}", self.scheme, created.id);
+        match HeaderValue::from_str(&location) {
+            Ok(v) => {
+                r.headers_mut().insert(LOCATION, v);
+                Ok(r)
+            }
+            Err(_) => Err(ProblemDetails::new(
+                500,
+                "Internal Server Error",
+                cause::SYSTEM_FAILURE,
+                "the created policy's id cannot be written in a Location header",
+            )),
+        }
+    }
+
+    async fn get(&self, id: String) -> Result<Response<AnswerBody>, ProblemDetails> {
+        let control = self.service.get(&id).await?;
+        Ok(json(StatusCode::OK, &control))
+    }
+
+    async fn update(
+        &self,
+        id: String,
+        req: Request<Incoming>,
+    ) -> Result<Response<AnswerBody>, ProblemDetails> {
+        let body = self.json_body(req, false).await?;
+        let up = decode_update(&body, &self.decode_limits)?;
+        let decision = self.service.update(&id, up).await?;
+        Ok(json(StatusCode::OK, &decision))
+    }
+
+    async fn delete(
+        &self,
+        id: String,
+        req: Request<Incoming>,
+    ) -> Result<Response<AnswerBody>, ProblemDetails> {
+        let body = self.json_body(req, true).await?;
+        let del = decode_delete(&body, &self.decode_limits)?;
+        self.service.delete(&id, del).await?;
+        let mut r = Response::new(AnswerBody::new(Bytes::new()));
+        *r.status_mut() = StatusCode::NO_CONTENT;
+        Ok(r)
+    }
+
+    /// The request's authority when it is a plain host[:port], else the
+    /// listener's.
+    fn authority(&self, req: &Request<Incoming>) -> String {
+        let given = req
+            .uri()
+            .authority()
+            .map(|a| a.as_str().to_owned())
+            .or_else(|| {
+                req.headers()
+                    .get(hyper::header::HOST)
+                    .and_then(|h| h.to_str().ok())
+                    .map(str::to_owned)
+            });
+        match given {
+            Some(a)
+                if !a.is_empty()
+                    && a.len() <= 255
+                    && a.bytes().all(|b| {
+                        b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b':' | b'[' | b']')
+                    }) =>
+            {
+                a
+            }
+            _ => self.fallback_authority.clone(),
+        }
+    }
+
+    /// The body, once its Content-Type is JSON and its size within the
+    /// limit. With `may_be_empty`, an empty body needs no Content-Type.
+    async fn json_body(
+        &self,
+        req: Request<Incoming>,
+        may_be_empty: bool,
+    ) -> Result<Bytes, ProblemDetails> {
+        let too_large = || {
+            ProblemDetails::new(
+                413,
+                "Payload Too Large",
+                cause::REQUEST_TOO_LARGE,
+                format!("the body is larger than {} bytes", self.max_body_bytes),
+            )
+        };
+        let declared = req
+            .headers()
+            .get(CONTENT_LENGTH)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.parse::<u64>().ok());
+        if declared.is_some_and(|n| n > self.max_body_bytes as u64) {
+            return Err(too_large());
+        }
+        let content_type = req
+            .headers()
+            .get(CONTENT_TYPE)
+            .map(|v| v.to_str().unwrap_or("").to_owned());
+        let mut body = req.into_body();
+        let mut buf = BytesMut::new();
+        while let Some(frame) =
+            std::future::poll_fn(|cx| std::pin::Pin::new(&mut body).poll_frame(cx)).await
+        {
+            let frame = frame.map_err(|e| {
+                ProblemDetails::invalid_format(format!("the body could not be read: {e}"))
+            })?;
+            if let Ok(data) = frame.into_data() {
+                if buf.len() + data.len() > self.max_body_bytes {
+                    return Err(too_large());
+                }
+                buf.extend_from_slice(&data);
+            }
+        }
+        if buf.is_empty() && may_be_empty {
+            return Ok(buf.freeze());
+        }
+        let is_json = content_type.as_deref().is_some_and(|t| {
+            let essence = t.split(';').next().unwrap_or("").trim();
+            essence.eq_ignore_ascii_case("application/json")
+        });
+        if !is_json {
+            return Err(ProblemDetails::new(
+                415,
+                "Unsupported Media Type",
+                cause::UNSUPPORTED_MEDIA_TYPE,
+                format!(
+                    "the body must be application/json, not {}",
+                    content_type.as_deref().unwrap_or("(none)")
+                ),
+            ));
+        }
+        Ok(buf.freeze())
+    }
+}
+
+fn json<T: serde::Serialize>(status: StatusCode, value: &T) -> Response<AnswerBody> {
+    match serde_json::to_vec(value) {
+        Ok(body) => {
+            let mut r = Response::new(AnswerBody::new(Bytes::from(body)));
+            *r.status_mut() = status;
+            r.headers_mut()
+                .insert(CONTENT_TYPE, HeaderValue::from_static("application/json"));
+            r
+        }
+        Err(e) => problem(&ProblemDetails::new(
+            500,
+            "Internal Server Error",
+            cause::SYSTEM_FAILURE,
+            format!("the answer could not be written: {e}"),
+        )),
+    }
+}
+
+/// A problem answer.
+pub fn problem(p: &ProblemDetails) -> Response<AnswerBody> {
+    let mut r = Response::new(AnswerBody::new(Bytes::from(p.to_json())));
+    *r.status_mut() = StatusCode::from_u16(p.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    r.headers_mut()
+        .insert(CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+    r
+}
+
+/// A whole-buffer response body (one DATA frame), without pulling in
+/// http-body-util for its `Full`.
+pub mod full_body {
+    use bytes::Bytes;
+    use http_body::{Frame, SizeHint};
+    use std::convert::Infallible;
+    use std::pin::Pin;
+    use std::task::{Context, Poll};
+
+    pub struct FullBody(Option<Bytes>);
+
+    impl FullBody {
+        pub fn new(b: Bytes) -> FullBody {
+            FullBody((!b.is_empty()).then_some(b))
+        }
+    }
+
+    impl http_body::Body for FullBody {
+        type Data = Bytes;
+        type Error = Infallible;
+
+        fn poll_frame(
+            self: Pin<&mut Self>,
+            _cx: &mut Context<'_>,
+        ) -> Poll<Option<Result<Frame<Bytes>, Infallible>>> {
+            Poll::Ready(self.get_mut().0.take().map(|b| Ok(Frame::data(b))))
+        }
+
+        fn is_end_stream(&self) -> bool {
+            self.0.is_none()
+        }
+
+        fn size_hint(&self) -> SizeHint {
+            SizeHint::with_exact(self.0.as_ref().map_or(0, |b| b.len() as u64))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_and_methods_pick_the_operation() {
+        let p = COLLECTION;
+        assert!(matches!(route(&Method::POST, p), Route::Create));
+        assert!(matches!(route(&Method::GET, p), Route::WrongMethod("POST")));
+        assert!(matches!(route(&Method::GET, &format!("{p}/abc")), Route::Get(id) if id == "abc"));
+        assert!(matches!(
+            route(&Method::POST, &format!("{p}/abc/update")),
+            Route::Update(_)
+        ));
+        assert!(matches!(
+            route(&Method::POST, &format!("{p}/abc/delete")),
+            Route::Delete(_)
+        ));
+        assert!(matches!(
+            route(&Method::GET, &format!("{p}/abc/delete")),
+            Route::WrongMethod("POST")
+        ));
+        assert!(matches!(
+            route(&Method::POST, &format!("{p}/abc/other")),
+            Route::NotFound
+        ));
+        assert!(matches!(
+            route(&Method::POST, &format!("{p}/a/b/c")),
+            Route::NotFound
+        ));
+        assert!(matches!(
+            route(&Method::POST, "/npcf-smpolicycontrol/v2/sm-policies"),
+            Route::NotFound
+        ));
+        assert!(matches!(
+            route(&Method::POST, &format!("{p}x")),
+            Route::NotFound
+        ));
+        let long = "a".repeat(MAX_POLICY_ID_BYTES + 1);
+        assert!(matches!(
+            route(&Method::GET, &format!("{p}/{long}")),
+            Route::NotFound
+        ));
+    }
+}

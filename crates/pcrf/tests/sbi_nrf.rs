@@ -1,0 +1,181 @@
+//! The NRF client against an independent NRF: tests/n7/nrf_emulator.py,
+//! served by Python's hypercorn over h2c. The client registers as a PCF
+//! with its service and apiPrefix, sends heartbeats at the interval the NRF
+//! answers (1 s), registers again when a heartbeat is answered 404, and
+//! deregisters on shutdown. Real sockets both ways; nothing is faked.
+
+mod support;
+
+use pcrf::sbi::nrf::{self, NrfConfig};
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+struct Emulator {
+    child: Child,
+    requests: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Drop for Emulator {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .map(|a| a.port())
+        .expect("a free port")
+}
+
+fn start_emulator(port: u16) -> Emulator {
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/n7/nrf_emulator.py");
+    let mut child = Command::new("python3")
+        .arg(script)
+        .arg(port.to_string())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .spawn()
+        .expect("python3 with hypercorn (scripts/install-test-deps.sh)");
+    let requests = Arc::new(Mutex::new(Vec::new()));
+    let stdout = child.stdout.take().expect("stdout");
+    let sink = requests.clone();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                sink.lock().expect("requests").push(v);
+            }
+        }
+    });
+    let up = support::poll_until(Duration::from_secs(20), || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+    });
+    assert!(up, "the NRF emulator did not start");
+    Emulator { child, requests }
+}
+
+fn methods(requests: &Arc<Mutex<Vec<Value>>>) -> Vec<String> {
+    requests
+        .lock()
+        .expect("requests")
+        .iter()
+        .filter_map(|r| r["method"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[test]
+fn registers_beats_registers_again_after_a_404_and_deregisters() {
+    let port = free_port();
+    let nrf_emulator = start_emulator(port);
+    let id = "6f1f3c2e-8d0b-4a51-9c1e-2b7f6d9a0e11";
+    let config = NrfConfig {
+        uri: format!("http://127.0.0.1:{port}"),
+        nf_instance_id: id.into(),
+        api_prefix: "http://127.0.0.1:7777".into(),
+        heartbeat_secs: 10,
+        retry_initial_ms: 100,
+        retry_max_ms: 1000,
+        timeout_ms: 2000,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let client = rt.spawn(nrf::run(config, async {
+        let _ = stop_rx.await;
+    }));
+
+    // PUT, PATCH, PATCH (404), PUT again, then a heartbeat on the new
+    // registration.
+    let (seen, got) = support::poll_for(Duration::from_secs(30), || {
+        let m = methods(&nrf_emulator.requests);
+        let puts = m.iter().filter(|x| *x == "PUT").count();
+        let last_put = m.iter().rposition(|x| x == "PUT");
+        let beat_after = last_put.is_some_and(|i| m[i + 1..].iter().any(|x| x == "PATCH"));
+        (puts >= 2 && beat_after, m)
+    });
+    assert!(seen, "requests the NRF saw: {got:?}");
+    assert_eq!(&got[..4], ["PUT", "PATCH", "PATCH", "PUT"], "{got:?}");
+
+    let _ = stop_tx.send(());
+    rt.block_on(client).expect("the client ends");
+    let requests = nrf_emulator.requests.lock().expect("requests").clone();
+    let last = requests.last().expect("requests");
+    assert_eq!(last["method"], "DELETE", "{requests:?}");
+    assert_eq!(last["path"], format!("/nnrf-nfm/v1/nf-instances/{id}"));
+
+    for r in &requests {
+        assert_eq!(r["http_version"], "2", "HTTP/2 with prior knowledge: {r}");
+        assert_eq!(r["path"], format!("/nnrf-nfm/v1/nf-instances/{id}"));
+    }
+    let put = &requests[0];
+    assert_eq!(put["content_type"], "application/json");
+    let profile = &put["body"];
+    assert_eq!(profile["nfInstanceId"], id);
+    assert_eq!(profile["nfType"], "PCF");
+    assert_eq!(profile["nfStatus"], "REGISTERED");
+    assert_eq!(
+        profile["nfServices"][0]["serviceName"],
+        "npcf-smpolicycontrol"
+    );
+    assert_eq!(
+        profile["nfServices"][0]["apiPrefix"],
+        "http://127.0.0.1:7777"
+    );
+    let patch = &requests[1];
+    assert_eq!(patch["content_type"], "application/json-patch+json");
+    assert_eq!(
+        patch["body"],
+        serde_json::json!([{"op": "replace", "path": "/nfStatus", "value": "REGISTERED"}])
+    );
+}
+
+#[test]
+fn registers_again_with_an_nrf_that_was_lost() {
+    let port = free_port();
+    let first = start_emulator(port);
+    let config = NrfConfig {
+        uri: format!("http://127.0.0.1:{port}"),
+        nf_instance_id: "0b7e2a54-1c3d-4e5f-8a9b-0c1d2e3f4a5b".into(),
+        api_prefix: "http://127.0.0.1:7777".into(),
+        heartbeat_secs: 10,
+        retry_initial_ms: 100,
+        retry_max_ms: 500,
+        timeout_ms: 1000,
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel::<()>();
+    let client = rt.spawn(nrf::run(config, async {
+        let _ = stop_rx.await;
+    }));
+    let (registered, got) = support::poll_for(Duration::from_secs(30), || {
+        let m = methods(&first.requests);
+        (m.iter().any(|x| x == "PATCH"), m)
+    });
+    assert!(registered, "{got:?}");
+    drop(first);
+
+    // A new NRF on the same address, knowing nothing: the client's next
+    // heartbeat fails (connection refused, or 404), and it registers again.
+    let second = start_emulator(port);
+    let (again, got) = support::poll_for(Duration::from_secs(30), || {
+        let m = methods(&second.requests);
+        (m.iter().any(|x| x == "PUT"), m)
+    });
+    assert!(again, "requests the new NRF saw: {got:?}");
+    let _ = stop_tx.send(());
+    rt.block_on(client).expect("the client ends");
+    let m = methods(&second.requests);
+    assert_eq!(m.last().map(String::as_str), Some("DELETE"), "{m:?}");
+}
