@@ -13,6 +13,7 @@ pub mod dispatch;
 pub mod file_watch;
 pub mod fuzz;
 pub mod gx;
+pub mod http_listener;
 pub mod limits;
 pub mod logging;
 pub mod metrics;

@@ -9,7 +9,7 @@
 //! what an operator reads it for.
 
 use super::http_stats::HttpStats;
-use super::listener::ClientAddr;
+use crate::http_listener::ClientAddr;
 use axum::extract::{ConnectInfo, MatchedPath, Request, State};
 use axum::http::Method;
 use axum::middleware::Next;

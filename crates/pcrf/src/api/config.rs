@@ -1,7 +1,7 @@
 //! `[api]` in the configuration file: where the HTTP API listens, its
 //! bearer token, its request size limits and its connection limits.
 
-use super::listener::ConnectionLimits;
+use crate::http_listener::ConnectionLimits;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::PathBuf;

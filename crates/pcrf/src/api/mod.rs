@@ -15,7 +15,6 @@ pub mod debug;
 pub mod error;
 pub mod extract;
 pub mod http_stats;
-pub mod listener;
 pub mod memory;
 pub mod network;
 pub mod notifications;
@@ -33,8 +32,8 @@ pub use crate::control::{
     BatchOutcome, Control, ControlError, ReauthOutcome, ReleaseCause, ReleaseOutcome, ReloadError,
     SessionFilter,
 };
+pub use crate::http_listener::ConnectionLimits;
 pub use config::{ApiConfig, ApiTls};
-pub use listener::ConnectionLimits;
 pub use server::{serve, serve_tls, serve_with};
 
 use axum::extract::DefaultBodyLimit;

@@ -19,7 +19,7 @@
 //! connection whose request is being handled is never closed this way; when
 //! every connection of the address is busy, the new one is closed instead.
 
-use super::listener::{BoundedListener, ClientAddr, ConnectionLimits, GuardedStream};
+use crate::http_listener::{BoundedListener, ClientAddr, ConnectionLimits, GuardedStream};
 use axum::body::Body;
 use axum::extract::ConnectInfo;
 use axum::Router;

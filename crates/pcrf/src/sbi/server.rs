@@ -9,7 +9,7 @@
 
 use super::config::SbiConfig;
 use super::routes::Routes;
-use crate::api::listener::{BoundedListener, ConnectionLimits, GuardedStream};
+use crate::http_listener::{BoundedListener, ConnectionLimits, GuardedStream};
 use hyper::body::Incoming;
 use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
 use std::future::Future;

@@ -1,6 +1,7 @@
-//! The API's TCP listener with limits: at most so many connections at once
-//! (further clients wait in the accept backlog) and a connection closed when
-//! it has neither read nor written for a while. axum's server has neither,
+//! The TCP listener of the HTTP servers (the REST API and the SBI) with
+//! limits: at most so many connections at once (further clients wait in
+//! the accept backlog) and a connection closed when it has neither read
+//! nor written for a while. axum's server has neither,
 //! and a management API must not let idle or trickling clients pile up file
 //! descriptors the Diameter side needs.
 //!
@@ -41,7 +42,7 @@ pub struct ConnectionLimits {
     pub body_timeout: Duration,
     /// Connections one client address may hold at once; a further one
     /// closes that address's oldest connection that has no request in
-    /// progress (see [`super::server`]).
+    /// progress (see `api/server.rs`).
     pub max_connections_per_address: usize,
 }
 
