@@ -260,9 +260,7 @@ impl PolicyEngine {
                 };
             }
         }
-        // Hashed as text, and the text kept for the record when Lua runs.
-        let inputs = record::input_json(input);
-        let input_hash = record::json_hash(&inputs);
+        let input_hash = memo::input_hash(input);
         if let Some(prev) = prev.filter(|p| record::unchanged(p, input_hash, script.version)) {
             PolicyStats::bump(&self.stats.skips);
             return Outcome {
@@ -292,7 +290,7 @@ impl PolicyEngine {
                     script_version: script.version,
                     policy_version: script.id,
                     error: None,
-                    inputs: Some(inputs),
+                    inputs: Some(InputsJson::of(input)),
                     bounds,
                     notifications,
                 }
@@ -306,7 +304,7 @@ impl PolicyEngine {
                     script_version: 0,
                     policy_version: script.id,
                     error: Some(format!("script {:016x}: {e}", script.version)),
-                    inputs: Some(inputs),
+                    inputs: Some(InputsJson::of(input)),
                     bounds: None,
                     notifications: Vec::new(),
                 }
@@ -613,6 +611,42 @@ mod tests {
         assert_eq!(e.decide(&gone, Some(&rec)).ran, Ran::Lua);
         let st = e.stats();
         assert_eq!((st.skips, st.skips_within_bounds), (3, 3));
+    }
+
+    /// `installed = "any"` lets the installed rules change (the update
+    /// after the rules a decision installed are in place); without it, or
+    /// when anything else changes, the script runs again.
+    #[test]
+    fn installed_bound_reuses_across_installed_rules_only() {
+        let src = "function decide(input)\n\
+                   return { rules = { 'r' }, valid = { installed = 'any' } }\nend\n";
+        let s = Script::new("installed", src);
+        let e = engine(&s);
+        let made = input();
+        let rec = e.decide(&made, None).into_record(&made, 1);
+        assert!(rec.bounds.is_some());
+        let mut after = input();
+        after.session.installed = vec!["r".into(), "other".into()];
+        let out = e.decide(&after, Some(&rec));
+        assert_eq!(out.ran, Ran::Memo);
+        assert_eq!(out.decision.rules, vec!["r".to_string()]);
+        after
+            .session
+            .rule_failures
+            .push(crate::policy::input::RuleFailure {
+                rule: "r".into(),
+                status: 1,
+                code: None,
+            });
+        assert_eq!(e.decide(&after, Some(&rec)).ran, Ran::Lua);
+        // Without the statement the installed rules stay compared.
+        let s = Script::new("installed-compared", &rule_is("r"));
+        let e = engine(&s);
+        let rec = e.decide(&made, None).into_record(&made, 1);
+        let mut after = input();
+        after.session.installed = vec!["r".into()];
+        assert_eq!(e.decide(&after, Some(&rec)).ran, Ran::Lua);
+        assert_eq!(e.decide(&made, Some(&rec)).ran, Ran::Memo);
     }
 
     /// Correctness first: a decision that read an amount and stated no
