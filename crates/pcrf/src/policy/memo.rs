@@ -5,7 +5,6 @@
 //! differ only within it: the `Bounds` kept with it hash every input but
 //! those it covers, and hold the ranges and the time it covers them for.
 
-use super::decision::Decision;
 use super::input::{AccumulatorInput, PolicyInput, SessionInput, UsageInput};
 use super::validity::{UsageValidity, Validity};
 use serde::ser::{SerializeMap, SerializeStruct};
@@ -143,19 +142,16 @@ impl Bounds {
         key_hash(input, leave_out) == self.key
     }
 
-    /// `decision` as it applies at `input`'s time: a revalidation it asks
-    /// for is the same instant, so fewer seconds from now when the time was
-    /// left out of the key (within one minute, as with the exact memo, it
-    /// is left as it is).
-    pub fn reused(&self, decision: &Decision, input: &PolicyInput) -> Decision {
-        let mut d = decision.clone();
-        if self.time.is_some() {
-            if let Some(r) = d.revalidation_secs {
-                let elapsed = (input.time.at_ms - self.made_ms).max(0) / 1000;
-                d.revalidation_secs = Some(r.saturating_sub(elapsed.unsigned_abs()));
-            }
+    /// Seconds of a reused decision's revalidation spent by `input`'s
+    /// time: a revalidation it asks for is the same instant, so fewer
+    /// seconds from now when the time was left out of the key (within one
+    /// minute, as with the exact memo, it is left as it is). The decision
+    /// itself stays shared; `Outcome::decision` applies these.
+    pub fn spent_secs(&self, input: &PolicyInput) -> u64 {
+        match self.time {
+            Some(_) => ((input.time.at_ms - self.made_ms).max(0) / 1000).unsigned_abs(),
+            None => 0,
         }
-        d
     }
 }
 
