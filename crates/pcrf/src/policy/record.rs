@@ -36,9 +36,10 @@ pub struct DecisionRecord {
     pub bounds: Option<Box<Bounds>>,
 }
 
-/// The inputs of a decision as the JSON text the memo hash was computed
-/// over: one allocation, where a `serde_json::Value` tree took dozens per
-/// decision and stayed in memory with every open session. Reads the
+/// The inputs of a decision as JSON text (written only when Lua runs; the
+/// memo hashes a MessagePack form, memo.rs): one allocation, where a
+/// `serde_json::Value` tree took dozens per decision and stayed in memory
+/// with every open session. Reads the
 /// object of records written before it the same way.
 ///
 /// Kept in memory only: the store writes `null` in its place (see
