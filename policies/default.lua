@@ -170,8 +170,8 @@ function decide(input)
       apn_ambr = { ul = GUEST.ul, dl = GUEST.dl },
       default_bearer_qos = default_bearer(session.apn, 12),
       event_triggers = { RAT_CHANGE, UE_IP_ADDRESS_ALLOCATE, UE_IP_ADDRESS_RELEASE },
-      -- Reads neither the clock nor any usage.
-      valid = { secs = ONE_DAY, usage = "any" },
+      -- Reads neither the clock nor any usage, nor the installed rules.
+      valid = { secs = ONE_DAY, usage = "any", installed = "any" },
     }
   end
 
@@ -230,8 +230,13 @@ function decide(input)
     -- running out of allowance (or a top-up, or the monthly reset) still
     -- decides again at once; and the monthly percentage, for the 80%
     -- notice: below 80% the decision holds only while used_mb stays below
-    -- that mark.
-    valid = { secs = secs_to_next_boundary(time), usage = usage_validity(monthly) },
+    -- that mark. It never reads the installed rules, so the update after
+    -- the rules it installed are in place still finds it valid.
+    valid = {
+      secs = secs_to_next_boundary(time),
+      usage = usage_validity(monthly),
+      installed = "any",
+    },
   }
   if sub.known then
     decision.spending_counters = { SY_COUNTER }

@@ -201,15 +201,20 @@ fn main() {
         // Answers are kept (room reserved beforehand) and checked after
         // counting: a request that failed would count as cheap.
         let mut answers = Vec::with_capacity(2 * n as usize);
+        let policy = node.node.policy().clone();
+        let ran = |s: pcrf::policy::StatsSnapshot| (s.runs, s.skips, s.skips_within_bounds);
+        let stats_before = ran(policy.stats());
         let before = counts();
         for req in initial {
             answers.push(node.gx.handle_gx(req).await.expect("CCA-I"));
         }
         let after_i = counts();
+        let stats_i = ran(policy.stats());
         for req in update {
             answers.push(node.gx.handle_gx(req).await.expect("CCA-U"));
         }
         let after_u = counts();
+        let stats_u = ran(policy.stats());
         for a in answers {
             let m = Message::parse(a).expect("answer");
             let code = m
@@ -231,6 +236,14 @@ fn main() {
         println!("requests per phase: {n}");
         println!("CCR-I: {ci:.1} allocations, {bi:.0} bytes per request");
         println!("CCR-U: {cu:.1} allocations, {bu:.0} bytes per request");
+        // The memo's share: decisions where Lua did not run.
+        let phase = |a: (u64, u64, u64), b: (u64, u64, u64)| (b.0 - a.0, b.1 - a.1, b.2 - a.2);
+        for (name, (runs, skips, within)) in [
+            ("CCR-I", phase(stats_before, stats_i)),
+            ("CCR-U", phase(stats_i, stats_u)),
+        ] {
+            println!("{name}: Lua ran {runs}, memo {skips} (of which within bounds {within})");
+        }
         // Of that, the copy a request makes of its session before changing
         // it: one clone of a session of the shape a CCR-U leaves.
         let s = shared::ccr_u_session("pgw.test.local;bench;0".into(), imsi(0), 1_763_000_000_000);

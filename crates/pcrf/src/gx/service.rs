@@ -218,7 +218,7 @@ impl Gx {
             .policy_notifications(&notes, &mut s, usage.as_mut(), &mut events);
         let mut decision = self
             .sd
-            .check_adc(&s.id, self.node.check_catalog(&s.id, out.decision.clone()));
+            .check_adc(&s.id, self.node.check_catalog(&s.id, out.decision()));
         let mut extras = self.extras(c);
         if let Some(step) = &usage {
             extras.usage = self.node.monitoring_answer(
@@ -350,7 +350,7 @@ impl Gx {
             .policy_notifications(&notes, &mut s, usage.as_mut(), &mut events);
         let mut decision = self
             .sd
-            .check_adc(&s.id, self.node.check_catalog(&s.id, out.decision.clone()));
+            .check_adc(&s.id, self.node.check_catalog(&s.id, out.decision()));
         crate::session::af::add_af_rules(&s.af, &mut decision);
         let mut extras = CcaExtras::default();
         if let Some(step) = &usage {
@@ -646,7 +646,7 @@ impl Gx {
         let notes = std::mem::take(&mut out.notifications);
         let mut decision = self
             .sd
-            .check_adc(id, self.node.check_catalog(id, out.decision.clone()));
+            .check_adc(id, self.node.check_catalog(id, out.decision()));
         crate::session::af::add_af_rules(&cur.af, &mut decision);
         let mut pending = (*cur).clone();
         let mut usage = UsageInstructions::default();

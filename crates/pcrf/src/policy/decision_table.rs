@@ -219,6 +219,7 @@ fn validity(t: Slot) -> Read<Validity> {
         match key {
             b"secs" => v.secs = Some(f.u64()?),
             b"usage" => v.usage = Some(usage_validity(f)?),
+            b"installed" => v.installed = Some(any_word(f)?),
             _ => return Err(NotPlain),
         }
         Ok(())

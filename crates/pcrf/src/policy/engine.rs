@@ -8,6 +8,7 @@ use super::error::PolicyError;
 use super::input::{PolicyInput, SessionInput, SubscriberInput, TimeInput};
 use super::memo;
 use super::sandbox::{Limits, Notification, Vm};
+use super::shared_decision::SharedDecision;
 use super::stats::{PolicyStats, StatsSnapshot};
 use crate::policy::record::{self, DecisionRecord, InputsJson};
 use arc_swap::ArcSwap;
@@ -43,7 +44,13 @@ pub enum Ran {
 /// The result of one `decide`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Outcome {
-    pub decision: Decision,
+    /// Shared with the record it was reused from (a memo hit copies
+    /// nothing) or interned with every equal decision alive; its
+    /// `revalidation_secs` as when it was made: apply `decision()`.
+    pub decision: SharedDecision,
+    /// Seconds since a decision reused beyond its minute was made, taken
+    /// off its revalidation by `decision()` (the same instant); 0 otherwise.
+    pub revalidation_spent_secs: u64,
     pub ran: Ran,
     /// xxh3 of every input (the memo key with `script_version`).
     pub input_hash: u64,
@@ -67,6 +74,18 @@ pub struct Outcome {
 }
 
 impl Outcome {
+    /// The decision to apply, a copy of its own: the revalidation it asks
+    /// for counted from now.
+    pub fn decision(&self) -> Decision {
+        let mut d = Decision::clone(&self.decision);
+        if self.revalidation_spent_secs > 0 {
+            if let Some(r) = d.revalidation_secs {
+                d.revalidation_secs = Some(r.saturating_sub(self.revalidation_spent_secs));
+            }
+        }
+        d
+    }
+
     /// The per-session memo to keep after applying this outcome (for
     /// `Ran::Memo` the previous record is still valid and may be kept as is).
     pub fn into_record(self, input: &PolicyInput, at_ms: i64) -> DecisionRecord {
@@ -74,7 +93,7 @@ impl Outcome {
             input_hash: self.input_hash,
             script_version: self.script_version,
             policy_version: self.policy_version,
-            decision: self.decision.into(),
+            decision: self.decision,
             inputs: match self.inputs {
                 Some(json) => json,
                 None => InputsJson::of(input),
@@ -248,7 +267,8 @@ impl PolicyEngine {
                 PolicyStats::bump(&self.stats.skips);
                 PolicyStats::bump(&self.stats.skips_within_bounds);
                 return Outcome {
-                    decision: bounds.reused(&prev.decision, input),
+                    decision: prev.decision.clone(),
+                    revalidation_spent_secs: bounds.spent_secs(input),
                     ran: Ran::Memo,
                     input_hash: prev.input_hash,
                     script_version: script.version,
@@ -260,13 +280,12 @@ impl PolicyEngine {
                 };
             }
         }
-        // Hashed as text, and the text kept for the record when Lua runs.
-        let inputs = record::input_json(input);
-        let input_hash = record::json_hash(&inputs);
+        let input_hash = memo::input_hash(input);
         if let Some(prev) = prev.filter(|p| record::unchanged(p, input_hash, script.version)) {
             PolicyStats::bump(&self.stats.skips);
             return Outcome {
-                decision: Decision::clone(&prev.decision),
+                decision: prev.decision.clone(),
+                revalidation_spent_secs: 0,
                 ran: Ran::Memo,
                 input_hash,
                 script_version: script.version,
@@ -286,13 +305,14 @@ impl PolicyEngine {
                     .and_then(|v| memo::bounds(input, &v, decision.revalidation_secs))
                     .map(Box::new);
                 Outcome {
-                    decision,
+                    decision: decision.into(),
+                    revalidation_spent_secs: 0,
                     ran: Ran::Lua,
                     input_hash,
                     script_version: script.version,
                     policy_version: script.id,
                     error: None,
-                    inputs: Some(inputs),
+                    inputs: Some(InputsJson::of(input)),
                     bounds,
                     notifications,
                 }
@@ -300,13 +320,14 @@ impl PolicyEngine {
             Err(e) => {
                 PolicyStats::bump(&self.stats.errors);
                 Outcome {
-                    decision: self.fallback.clone(),
+                    decision: self.fallback.clone().into(),
+                    revalidation_spent_secs: 0,
                     ran: Ran::Fallback,
                     input_hash,
                     script_version: 0,
                     policy_version: script.id,
                     error: Some(format!("script {:016x}: {e}", script.version)),
-                    inputs: Some(inputs),
+                    inputs: Some(InputsJson::of(input)),
                     bounds: None,
                     notifications: Vec::new(),
                 }
@@ -615,6 +636,42 @@ mod tests {
         assert_eq!((st.skips, st.skips_within_bounds), (3, 3));
     }
 
+    /// `installed = "any"` lets the installed rules change (the update
+    /// after the rules a decision installed are in place); without it, or
+    /// when anything else changes, the script runs again.
+    #[test]
+    fn installed_bound_reuses_across_installed_rules_only() {
+        let src = "function decide(input)\n\
+                   return { rules = { 'r' }, valid = { installed = 'any' } }\nend\n";
+        let s = Script::new("installed", src);
+        let e = engine(&s);
+        let made = input();
+        let rec = e.decide(&made, None).into_record(&made, 1);
+        assert!(rec.bounds.is_some());
+        let mut after = input();
+        after.session.installed = vec!["r".into(), "other".into()];
+        let out = e.decide(&after, Some(&rec));
+        assert_eq!(out.ran, Ran::Memo);
+        assert_eq!(out.decision.rules, vec!["r".to_string()]);
+        after
+            .session
+            .rule_failures
+            .push(crate::policy::input::RuleFailure {
+                rule: "r".into(),
+                status: 1,
+                code: None,
+            });
+        assert_eq!(e.decide(&after, Some(&rec)).ran, Ran::Lua);
+        // Without the statement the installed rules stay compared.
+        let s = Script::new("installed-compared", &rule_is("r"));
+        let e = engine(&s);
+        let rec = e.decide(&made, None).into_record(&made, 1);
+        let mut after = input();
+        after.session.installed = vec!["r".into()];
+        assert_eq!(e.decide(&after, Some(&rec)).ran, Ran::Lua);
+        assert_eq!(e.decide(&made, Some(&rec)).ran, Ran::Memo);
+    }
+
     /// Correctness first: a decision that read an amount and stated no
     /// bound is decided again whenever the amount changes.
     #[test]
@@ -666,7 +723,7 @@ mod tests {
         let later = e.decide(&at(input(), m0 + 120_000, 10), Some(&rec));
         assert_eq!(later.ran, Ran::Memo);
         // 600 s from m0 + 30 s, asked at m0 + 130 s: 500 s left.
-        assert_eq!(later.decision.revalidation_secs, Some(500));
+        assert_eq!(later.decision().revalidation_secs, Some(500));
         assert_eq!(
             e.decide(&at(input(), m0 + 240_000, 59), Some(&rec)).ran,
             Ran::Memo

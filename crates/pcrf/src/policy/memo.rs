@@ -5,8 +5,7 @@
 //! differ only within it: the `Bounds` kept with it hash every input but
 //! those it covers, and hold the ranges and the time it covers them for.
 
-use super::decision::Decision;
-use super::input::{AccumulatorInput, PolicyInput, UsageInput};
+use super::input::{AccumulatorInput, PolicyInput, SessionInput, UsageInput};
 use super::validity::{UsageValidity, Validity};
 use serde::ser::{SerializeMap, SerializeStruct};
 use serde::{Serialize, Serializer};
@@ -19,19 +18,27 @@ thread_local! {
     static BUF: RefCell<Vec<u8>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Hash of the whole input. Canonical because struct fields serialize in
-/// declaration order and every map is ordered by key (BTreeMap; serde_json
-/// objects are BTreeMaps too, and a test guards against that changing).
-/// Serialized into a buffer and hashed in one pass: feeding xxh3 each small
-/// write directly measured 2.9 us against 1.7 us (benches/policy.rs).
-pub fn input_hash(input: &PolicyInput) -> u64 {
+/// xxh3 of `value` in MessagePack with field names (a struct as a map),
+/// written into this thread's buffer and hashed in one pass. Canonical
+/// because struct fields serialize in declaration order and every map is
+/// ordered by key (BTreeMap; serde_json objects are BTreeMaps too, and a
+/// test guards against that changing). Field names keep it unambiguous
+/// where a field is skipped when empty (an accumulator's `quota_mb` and
+/// `percent`). MessagePack, not JSON: no escaping or number formatting
+/// on the request path (callgrind, BENCHMARKS.md).
+fn hash_of<T: Serialize + ?Sized>(value: &T) -> u64 {
     BUF.with(|buf| {
         let mut buf = buf.borrow_mut();
         buf.clear();
-        // Cannot fail: Vec writes never fail and every map key is a string.
-        let _ = serde_json::to_writer(&mut *buf, input);
+        // Cannot fail: Vec writes never fail and every value serializes.
+        let _ = value.serialize(&mut rmp_serde::Serializer::new(&mut *buf).with_struct_map());
         xxh3_64(&buf)
     })
+}
+
+/// Hash of the whole input (the exact memo's key).
+pub fn input_hash(input: &PolicyInput) -> u64 {
+    hash_of(input)
 }
 
 /// The script version of `source`: a content hash, never 0 (0 marks a
@@ -56,6 +63,8 @@ pub struct Bounds {
     /// `[from, until)` Unix ms, over which `input.time` may change; `None`:
     /// the time is in the key.
     time: Option<(i64, i64)>,
+    /// The installed rules are left out of the key (`installed = "any"`).
+    any_installed: bool,
     /// When the decision's inputs were read, Unix ms: its
     /// `revalidation_secs` counted from here.
     made_ms: i64,
@@ -93,13 +102,20 @@ pub fn bounds(
             return None;
         }
     }
-    if time.is_none() && usage.is_none() {
+    let any_installed = valid.installed.is_some();
+    if time.is_none() && usage.is_none() && !any_installed {
         return None;
     }
+    let leave_out = LeftOut {
+        usage: usage.as_ref(),
+        time: time.is_some(),
+        installed: any_installed,
+    };
     Some(Bounds {
-        key: key_hash(input, usage.as_ref(), time.is_some()),
+        key: key_hash(input, leave_out),
         usage,
         time,
+        any_installed,
         made_ms: input.time.at_ms,
     })
 }
@@ -118,22 +134,24 @@ impl Bounds {
                 return false;
             }
         }
-        key_hash(input, self.usage.as_ref(), self.time.is_some()) == self.key
+        let leave_out = LeftOut {
+            usage: self.usage.as_ref(),
+            time: self.time.is_some(),
+            installed: self.any_installed,
+        };
+        key_hash(input, leave_out) == self.key
     }
 
-    /// `decision` as it applies at `input`'s time: a revalidation it asks
-    /// for is the same instant, so fewer seconds from now when the time was
-    /// left out of the key (within one minute, as with the exact memo, it
-    /// is left as it is).
-    pub fn reused(&self, decision: &Decision, input: &PolicyInput) -> Decision {
-        let mut d = decision.clone();
-        if self.time.is_some() {
-            if let Some(r) = d.revalidation_secs {
-                let elapsed = (input.time.at_ms - self.made_ms).max(0) / 1000;
-                d.revalidation_secs = Some(r.saturating_sub(elapsed.unsigned_abs()));
-            }
+    /// Seconds of a reused decision's revalidation spent by `input`'s
+    /// time: a revalidation it asks for is the same instant, so fewer
+    /// seconds from now when the time was left out of the key (within one
+    /// minute, as with the exact memo, it is left as it is). The decision
+    /// itself stays shared; `Outcome::decision` applies these.
+    pub fn spent_secs(&self, input: &PolicyInput) -> u64 {
+        match self.time {
+            Some(_) => ((input.time.at_ms - self.made_ms).max(0) / 1000).unsigned_abs(),
+            None => 0,
         }
-        d
     }
 }
 
@@ -145,30 +163,27 @@ fn amounts_within(u: &UsageValidity, usage: &UsageInput) -> bool {
         .all(|(name, a)| u.range_of(name).is_none_or(|r| r.contains(a.used_mb)))
 }
 
-/// xxh3 of the canonical JSON of `input` without the used amounts `usage`
-/// covers and, with `no_time`, without the time.
-fn key_hash(input: &PolicyInput, usage: Option<&UsageValidity>, no_time: bool) -> u64 {
-    BUF.with(|buf| {
-        let mut buf = buf.borrow_mut();
-        buf.clear();
-        // Cannot fail: see `input_hash`.
-        let _ = serde_json::to_writer(
-            &mut *buf,
-            &Keyed {
-                input,
-                usage,
-                no_time,
-            },
-        );
-        xxh3_64(&buf)
-    })
+/// What a bounds key leaves out of the input.
+#[derive(Clone, Copy)]
+struct LeftOut<'a> {
+    /// The used amounts these cover.
+    usage: Option<&'a UsageValidity>,
+    /// The time.
+    time: bool,
+    /// The installed rules.
+    installed: bool,
+}
+
+/// xxh3 of the canonical serialization of `input` without what `leave_out`
+/// names.
+fn key_hash(input: &PolicyInput, leave_out: LeftOut<'_>) -> u64 {
+    hash_of(&Keyed { input, leave_out })
 }
 
 /// `PolicyInput` as the bounds key sees it.
 struct Keyed<'a> {
     input: &'a PolicyInput,
-    usage: Option<&'a UsageValidity>,
-    no_time: bool,
+    leave_out: LeftOut<'a>,
 }
 
 impl Serialize for Keyed<'_> {
@@ -190,19 +205,64 @@ impl Serialize for Keyed<'_> {
         } = usage;
         let mut st = s.serialize_struct("Keyed", 8)?;
         st.serialize_field("subscriber", subscriber)?;
-        st.serialize_field("session", session)?;
-        st.serialize_field("time", &(!self.no_time).then_some(time))?;
+        st.serialize_field(
+            "session",
+            &KeyedSession {
+                session,
+                installed: !self.leave_out.installed,
+            },
+        )?;
+        st.serialize_field("time", &(!self.leave_out.time).then_some(time))?;
         st.serialize_field("network", network)?;
         st.serialize_field(
             "accumulators",
             &Accumulators {
                 all: accumulators,
-                covered: self.usage,
+                covered: self.leave_out.usage,
             },
         )?;
         st.serialize_field("unknown_keys", unknown_keys)?;
         st.serialize_field("applications", applications)?;
         st.serialize_field("spending", spending)?;
+        st.end()
+    }
+}
+
+/// `SessionInput` as the bounds key sees it: whole, or without the
+/// installed rules.
+struct KeyedSession<'a> {
+    session: &'a SessionInput,
+    installed: bool,
+}
+
+impl Serialize for KeyedSession<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        // Every field named, as in `Keyed`.
+        let SessionInput {
+            apn,
+            rat,
+            ip_can_type,
+            ue_ipv4,
+            ue_ipv6_prefix,
+            location,
+            ms_timezone,
+            device,
+            pcef,
+            installed,
+            rule_failures,
+        } = self.session;
+        let mut st = s.serialize_struct("KeyedSession", 11)?;
+        st.serialize_field("apn", apn)?;
+        st.serialize_field("rat", rat)?;
+        st.serialize_field("ip_can_type", ip_can_type)?;
+        st.serialize_field("ue_ipv4", ue_ipv4)?;
+        st.serialize_field("ue_ipv6_prefix", ue_ipv6_prefix)?;
+        st.serialize_field("location", location)?;
+        st.serialize_field("ms_timezone", ms_timezone)?;
+        st.serialize_field("device", device)?;
+        st.serialize_field("pcef", pcef)?;
+        st.serialize_field("installed", &self.installed.then_some(installed))?;
+        st.serialize_field("rule_failures", rule_failures)?;
         st.end()
     }
 }
@@ -262,19 +322,6 @@ mod tests {
             assert_ne!(input_hash(&other), h);
         }
         assert_eq!(input_hash(&base.clone()), h);
-    }
-
-    #[test]
-    fn json_hash_is_input_hash() {
-        use crate::policy::record::{input_json, json_hash};
-        let mut p = PolicyInput::default();
-        p.subscriber.imsi = Some("001010000000001".into());
-        p.time.minute = 7;
-        assert_eq!(json_hash(&input_json(&p)), input_hash(&p));
-        assert_ne!(
-            json_hash(&input_json(&p)),
-            input_hash(&PolicyInput::default())
-        );
     }
 
     #[test]

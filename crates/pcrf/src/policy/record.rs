@@ -5,11 +5,9 @@
 //! the record, which keeps the memo's `Bounds`, is the one that imports);
 //! the session holds the last one.
 
-use crate::policy::input::PolicyInput;
 use crate::policy::memo::Bounds;
 use crate::policy::shared_decision::SharedDecision;
 use serde::{Deserialize, Serialize};
-use xxhash_rust::xxh3::xxh3_64;
 
 /// The last decision: hash of its inputs and script version (the memo key),
 /// the decision itself, and the inputs as JSON for `GET /v1/sessions/{id}`.
@@ -38,9 +36,10 @@ pub struct DecisionRecord {
     pub bounds: Option<Box<Bounds>>,
 }
 
-/// The inputs of a decision as the JSON text the memo hash was computed
-/// over: one allocation, where a `serde_json::Value` tree took dozens per
-/// decision and stayed in memory with every open session. Reads the
+/// The inputs of a decision as JSON text (written only when Lua runs; the
+/// memo hashes a MessagePack form, memo.rs): one allocation, where a
+/// `serde_json::Value` tree took dozens per decision and stayed in memory
+/// with every open session. Reads the
 /// object of records written before it the same way.
 ///
 /// Kept in memory only: the store writes `null` in its place (see
@@ -128,19 +127,6 @@ impl PartialEq for InputsJson {
     fn eq(&self, other: &InputsJson) -> bool {
         self.get() == other.get()
     }
-}
-
-/// The same canonical JSON as text of its own, for a decision that keeps
-/// it as its record's inputs: hash it with `json_hash`, so the input is
-/// serialized once for both (copying the text out of memo.rs's buffer
-/// needs a validating parse: 12k instructions more per decision).
-pub fn input_json(input: &PolicyInput) -> InputsJson {
-    InputsJson::of(input)
-}
-
-/// `input_hash` of the input `json` was made from.
-pub fn json_hash(json: &InputsJson) -> u64 {
-    xxh3_64(json.get().as_bytes())
 }
 
 /// True when `prev` was decided by this script version on identical inputs.

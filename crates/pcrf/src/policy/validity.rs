@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 /// The accumulator name that stands for every accumulator not named.
 pub const OTHER_ACCUMULATORS: &str = "*";
 
-/// `valid = { secs = N, usage = ... }`.
+/// `valid = { secs = N, usage = ..., installed = "any" }`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Validity {
@@ -24,6 +24,12 @@ pub struct Validity {
     /// Absent: every used amount must stay as it was.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub usage: Option<UsageValidity>,
+    /// `installed = "any"`: the decision does not read
+    /// `input.session.installed`, so it holds whatever rules the PCEF has
+    /// installed (most often the ones it itself installed a moment ago).
+    /// Absent: the installed rules must stay as they were.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub installed: Option<AnyWord>,
 }
 
 /// `usage = "any"` or `usage = { monthly = { below = 8000 }, ["*"] = "any" }`.
@@ -125,6 +131,9 @@ mod tests {
         let v = parse(r#"{"secs": 60, "usage": "any"}"#);
         assert_eq!(v.secs, Some(60));
         assert_eq!(v.usage, Some(UsageValidity::All(AnyWord::Any)));
+        assert_eq!(v.installed, None);
+        let v = parse(r#"{"installed": "any"}"#);
+        assert_eq!(v.installed, Some(AnyWord::Any));
         let v = parse(r#"{"usage": {"monthly": {"below": 8000}, "*": "any", "daily": {}}}"#);
         let u = v.usage.expect("usage");
         assert_eq!(
@@ -143,6 +152,7 @@ mod tests {
             r#"{"usage": {"monthly": {"under": 1}}}"#,
             r#"{"until": 5}"#,
             r#"{"usage": {"monthly": "some"}}"#,
+            r#"{"installed": true}"#,
         ] {
             assert!(serde_json::from_str::<Validity>(bad).is_err(), "{bad}");
         }

@@ -475,7 +475,7 @@ impl Sd {
         let wanted = match &out.decision.reject {
             Some(_) => installed.clone(),
             None => {
-                self.check_adc(&s.id, self.node.check_catalog(&s.id, out.decision.clone()))
+                self.check_adc(&s.id, self.node.check_catalog(&s.id, out.decision()))
                     .adc
             }
         };

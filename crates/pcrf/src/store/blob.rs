@@ -330,6 +330,7 @@ pub(in crate::store) mod tests {
                     .into_iter()
                     .collect(),
                 )),
+                installed: Some(AnyWord::Any),
             });
         }
         s
