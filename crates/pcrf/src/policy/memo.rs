@@ -250,8 +250,9 @@ impl Serialize for KeyedSession<'_> {
             pcef,
             installed,
             rule_failures,
+            n7,
         } = self.session;
-        let mut st = s.serialize_struct("KeyedSession", 11)?;
+        let mut st = s.serialize_struct("KeyedSession", 12)?;
         st.serialize_field("apn", apn)?;
         st.serialize_field("rat", rat)?;
         st.serialize_field("ip_can_type", ip_can_type)?;
@@ -263,6 +264,7 @@ impl Serialize for KeyedSession<'_> {
         st.serialize_field("pcef", pcef)?;
         st.serialize_field("installed", &self.installed.then_some(installed))?;
         st.serialize_field("rule_failures", rule_failures)?;
+        st.serialize_field("n7", n7)?;
         st.end()
     }
 }
@@ -318,7 +320,12 @@ mod tests {
                 ..Default::default()
             },
         );
-        for other in [a, b, c, d, e] {
+        let mut f = base.clone();
+        f.session.n7 = Some(crate::policy::input::N7SessionInput {
+            dnn: "internet".into(),
+            ..Default::default()
+        });
+        for other in [a, b, c, d, e, f] {
             assert_ne!(input_hash(&other), h);
         }
         assert_eq!(input_hash(&base.clone()), h);
