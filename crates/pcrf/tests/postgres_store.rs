@@ -1819,32 +1819,35 @@ fn open_sessions_written_before_schema_10_are_found_after_the_upgrade() {
 fn deployed_versions_append_in_order_notify_and_refuse_a_stale_parent() {
     use pcrf::store::postgres::versions::PostgresVersions;
     use pcrf::store::versions::{conformance, VersionStore, POLICY};
-    let db = TestSchema::new();
-    let _store = db.open();
+    // A database of its own, not a schema beside the other tests': NOTIFY
+    // is database-wide, and their versions would be heard here too.
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let db = rt.block_on(support::test_database("versions_notify"));
+    let _store = PostgresStore::open(PostgresOptions::new(db.url.clone())).expect("open store");
     // Another node's LISTEN hears each version at its commit.
-    let (listener, mut conn) = db
-        .rt
+    let (listener, mut conn) = rt
         .block_on(tokio_postgres::connect(&db.url, tokio_postgres::NoTls))
         .expect("connect");
     let (tx, rx) = std::sync::mpsc::channel::<String>();
-    db.rt.spawn(async move {
+    rt.spawn(async move {
         while let Some(Ok(m)) = std::future::poll_fn(|cx| conn.poll_message(cx)).await {
             if let tokio_postgres::AsyncMessage::Notification(n) = m {
                 let _ = tx.send(n.payload().to_owned());
             }
         }
     });
-    db.rt
-        .block_on(listener.batch_execute("LISTEN pcrf_versions"))
+    rt.block_on(listener.batch_execute("LISTEN pcrf_versions"))
         .expect("listen");
     let v = PostgresVersions::new(&db.url, Duration::from_secs(5)).expect("versions");
     conformance::versions_append_in_order_and_refuse_a_stale_parent(&v);
-    // The notifications are driven by db.rt: let it run a moment.
+    // The notifications are driven by rt: let it run a moment.
     let mut heard = Vec::new();
     let deadline = Instant::now() + Duration::from_secs(5);
     while heard.len() < 2 && Instant::now() < deadline {
-        db.rt
-            .block_on(async { tokio::time::sleep(Duration::from_millis(20)).await });
+        rt.block_on(async { tokio::time::sleep(Duration::from_millis(20)).await });
         heard.extend(rx.try_iter());
     }
     assert_eq!(heard, vec!["policy:1".to_string(), "policy:2".to_string()]);
