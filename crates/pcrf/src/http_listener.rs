@@ -12,9 +12,11 @@
 
 use axum::extract::connect_info::Connected;
 use axum::serve::{IncomingStream, Listener};
+use serde::{Deserialize, Serialize};
 use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
@@ -338,5 +340,68 @@ impl AsyncWrite for GuardedStream {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().stream).poll_shutdown(cx)
+    }
+}
+
+/// `[api.tls]` and `[sbi.tls]`: an HTTP server's certificate, key and,
+/// for mutual TLS, the CA its clients' certificates must chain to.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerTls {
+    /// Our certificate chain, PEM, end-entity first.
+    pub certificate: PathBuf,
+    /// Its private key, PEM (PKCS#8, PKCS#1 or SEC1).
+    pub private_key: PathBuf,
+    /// CA certificate(s), PEM, that client certificates must chain to.
+    /// Without it clients are not asked for a certificate.
+    #[serde(default)]
+    pub ca: Option<PathBuf>,
+    /// Clients must present a certificate chaining to `ca` (mutual TLS).
+    #[serde(default)]
+    pub require_client_certificate: bool,
+}
+
+impl ServerTls {
+    /// Reads and checks the files; the error names the key at fault (under
+    /// `section`, such as `api.tls`) and its file.
+    pub fn load(&self, section: &str) -> Result<Arc<tokio_rustls::rustls::ServerConfig>, String> {
+        use diameter::transport::TlsError;
+        if self.require_client_certificate && self.ca.is_none() {
+            return Err(format!("{section}.require_client_certificate needs {section}.ca (the CA client certificates must chain to)"));
+        }
+        diameter::transport::TlsConfig::http_server_from_pem_files(
+            &self.certificate,
+            &self.private_key,
+            self.ca.as_deref(),
+            self.require_client_certificate,
+        )
+        .map_err(|e| {
+            let cert = self.certificate.display();
+            let key = self.private_key.display();
+            let ca = self
+                .ca
+                .as_deref()
+                .map(|p| p.display().to_string())
+                .unwrap_or_default();
+            let field = match &e {
+                TlsError::Read { what, .. } if what.contains("certificate") => "certificate",
+                TlsError::Read { what, .. } if what.contains("private key") => "private_key",
+                TlsError::Read { .. } | TlsError::BadCa(_) => "ca",
+                TlsError::NoCertificate { what } | TlsError::BadPem { what, .. } if *what == ca => {
+                    "ca"
+                }
+                TlsError::NoCertificate { .. } => "certificate",
+                TlsError::BadPem { what, .. } if *what == key.to_string() => "private_key",
+                TlsError::BadPem { .. } => "certificate",
+                TlsError::NoPrivateKey { .. } | TlsError::BadKey(_) => "private_key",
+                TlsError::KeyMismatch => {
+                    return format!(
+                        "{section}.private_key: {e} (certificate {cert}, private key {key})"
+                    );
+                }
+                TlsError::Config(_) => "certificate",
+            };
+            format!("{section}.{field}: {e}")
+        })
     }
 }

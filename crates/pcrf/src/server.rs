@@ -384,7 +384,7 @@ pub async fn run(
         let _ = rx.wait_for(|v| *v).await;
     };
 
-    let api_tls = match cfg.api.tls.as_ref().map(api::ApiTls::load).transpose() {
+    let api_tls = match cfg.api.tls.as_ref().map(|t| t.load("api.tls")).transpose() {
         Ok(t) => t,
         Err(e) => return Err(StartError::Config(e)),
     };

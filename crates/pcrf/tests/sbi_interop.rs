@@ -125,7 +125,7 @@ fn both_smfs_over_tls_with_alpn_h2() {
         ca: None,
         require_client_certificate: false,
     };
-    let server_config = tls.load().expect("TLS loads");
+    let server_config = pcrf::sbi::config::h2_tls(&tls).expect("TLS loads");
     assert_eq!(server_config.alpn_protocols, vec![b"h2".to_vec()]);
     let rt = runtime();
     let (addr, _) = support::start_sbi(&rt, SbiConfig::default(), Some(server_config));

@@ -1,11 +1,10 @@
 //! `[api]` in the configuration file: where the HTTP API listens, its
 //! bearer token, its request size limits and its connection limits.
 
-use crate::http_listener::ConnectionLimits;
+use crate::http_listener::{ConnectionLimits, ServerTls};
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::path::PathBuf;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// Fewest characters an `api.token` may have.
@@ -58,66 +57,7 @@ pub struct ApiConfig {
 }
 
 /// `[api.tls]`: serve the API over HTTPS.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct ApiTls {
-    /// Our certificate chain, PEM, end-entity first.
-    pub certificate: PathBuf,
-    /// Its private key, PEM (PKCS#8, PKCS#1 or SEC1).
-    pub private_key: PathBuf,
-    /// CA certificate(s), PEM, that client certificates must chain to.
-    /// Without it clients are not asked for a certificate.
-    #[serde(default)]
-    pub ca: Option<PathBuf>,
-    /// Clients must present a certificate chaining to `ca` (mutual TLS).
-    #[serde(default)]
-    pub require_client_certificate: bool,
-}
-
-impl ApiTls {
-    /// Reads and checks the files; the error names the `[api.tls]` key at
-    /// fault and its file.
-    pub fn load(&self) -> Result<Arc<tokio_rustls::rustls::ServerConfig>, String> {
-        use diameter::transport::TlsError;
-        if self.require_client_certificate && self.ca.is_none() {
-            return Err("api.tls.require_client_certificate needs api.tls.ca (the CA client certificates must chain to)".into());
-        }
-        diameter::transport::TlsConfig::http_server_from_pem_files(
-            &self.certificate,
-            &self.private_key,
-            self.ca.as_deref(),
-            self.require_client_certificate,
-        )
-        .map_err(|e| {
-            let cert = self.certificate.display();
-            let key = self.private_key.display();
-            let ca = self
-                .ca
-                .as_deref()
-                .map(|p| p.display().to_string())
-                .unwrap_or_default();
-            let field = match &e {
-                TlsError::Read { what, .. } if what.contains("certificate") => "certificate",
-                TlsError::Read { what, .. } if what.contains("private key") => "private_key",
-                TlsError::Read { .. } | TlsError::BadCa(_) => "ca",
-                TlsError::NoCertificate { what } | TlsError::BadPem { what, .. } if *what == ca => {
-                    "ca"
-                }
-                TlsError::NoCertificate { .. } => "certificate",
-                TlsError::BadPem { what, .. } if *what == key.to_string() => "private_key",
-                TlsError::BadPem { .. } => "certificate",
-                TlsError::NoPrivateKey { .. } | TlsError::BadKey(_) => "private_key",
-                TlsError::KeyMismatch => {
-                    return format!(
-                        "api.tls.private_key: {e} (certificate {cert}, private key {key})"
-                    );
-                }
-                TlsError::Config(_) => "certificate",
-            };
-            format!("api.tls.{field}: {e}")
-        })
-    }
-}
+pub type ApiTls = ServerTls;
 
 impl Default for ApiConfig {
     fn default() -> Self {
@@ -245,7 +185,7 @@ impl ApiConfig {
             }
         }
         if let Some(tls) = &self.tls {
-            tls.load()?;
+            tls.load("api.tls")?;
         }
         Ok(())
     }

@@ -3,10 +3,10 @@
 //! registers with. Every default is defined here, once.
 
 use super::nrf::NrfConfig;
+use crate::http_listener::ServerTls;
 use crate::n7::decode::DecodeLimits;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -110,7 +110,7 @@ impl SbiConfig {
         positive("request_timeout_secs", self.request_timeout_secs);
         positive("idle_timeout_secs", self.idle_timeout_secs);
         if let Some(tls) = &self.tls {
-            if let Err(e) = tls.load() {
+            if let Err(e) = h2_tls(tls) {
                 out.push(("[sbi.tls]".to_owned(), e));
             }
         }
@@ -121,43 +121,16 @@ impl SbiConfig {
     }
 }
 
-/// `[sbi.tls]`: HTTP/2 over TLS, ALPN h2.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SbiTls {
-    /// Our certificate chain, PEM, end-entity first.
-    pub certificate: PathBuf,
-    /// Its private key, PEM (PKCS#8, PKCS#1 or SEC1).
-    pub private_key: PathBuf,
-    /// CA certificate(s), PEM, that client certificates must chain to.
-    #[serde(default)]
-    pub ca: Option<PathBuf>,
-    /// Clients must present a certificate chaining to `ca` (mutual TLS).
-    #[serde(default)]
-    pub require_client_certificate: bool,
-}
+/// `[sbi.tls]`: the SBI over TLS, its files as `[api.tls]`'s.
+pub type SbiTls = ServerTls;
 
-impl SbiTls {
-    /// Reads and checks the files, loaded the way the API loads its own,
-    /// and offers only h2 by ALPN.
-    pub fn load(&self) -> Result<Arc<tokio_rustls::rustls::ServerConfig>, String> {
-        if self.require_client_certificate && self.ca.is_none() {
-            return Err(
-                "require_client_certificate needs ca (the CA client certificates must chain to)"
-                    .into(),
-            );
-        }
-        let base = diameter::transport::TlsConfig::http_server_from_pem_files(
-            &self.certificate,
-            &self.private_key,
-            self.ca.as_deref(),
-            self.require_client_certificate,
-        )
-        .map_err(|e| e.to_string())?;
-        let mut config = (*base).clone();
-        config.alpn_protocols = vec![b"h2".to_vec()];
-        Ok(Arc::new(config))
-    }
+/// The SBI's TLS configuration: the files loaded as the API loads its
+/// own, offering only h2 by ALPN.
+pub fn h2_tls(tls: &ServerTls) -> Result<Arc<tokio_rustls::rustls::ServerConfig>, String> {
+    let base = tls.load("sbi.tls")?;
+    let mut config = (*base).clone();
+    config.alpn_protocols = vec![b"h2".to_vec()];
+    Ok(Arc::new(config))
 }
 
 #[cfg(test)]
