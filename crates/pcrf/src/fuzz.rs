@@ -411,8 +411,9 @@ pub fn n7_decoder(data: &[u8]) {
             let session = crate::n7::session_input::session_input(&ctx);
             assert_eq!(session.apn, ctx.dnn);
             if let Ok(up) = decode_update(data, &limits) {
-                let mut s = session;
-                crate::n7::session_input::apply_update(&mut s, &up);
+                let mut ctx = ctx;
+                crate::n7::session_input::apply_update(&mut ctx, &up);
+                crate::n7::session_input::session_input(&ctx);
             }
         }
         Err(p) => refused(p),

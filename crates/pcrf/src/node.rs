@@ -389,9 +389,15 @@ impl Node {
             .and_then(ecgi_of_location)
             .and_then(|cell| self.congestion.read().get(&cell).copied())
             .unwrap_or(0);
-        PolicyInput {
-            subscriber,
-            session: SessionInput {
+        let session = match &s.n7 {
+            // A 5G PDU session: what the SMF said, as N7 names it.
+            Some(ctx) => {
+                let mut session = crate::n7::session_input::session_input(ctx);
+                session.installed = installed;
+                session.rule_failures = s.rule_failures.clone();
+                session
+            }
+            None => SessionInput {
                 apn: s.apn.as_deref().map(str::to_owned),
                 rat: s.rat_type.map(|v| enum_name(avp::RAT_TYPE, v)),
                 ip_can_type: s.ip_can_type.map(|v| enum_name(avp::IP_CAN_TYPE, v)),
@@ -405,6 +411,10 @@ impl Node {
                 rule_failures: s.rule_failures.clone(),
                 n7: None,
             },
+        };
+        PolicyInput {
+            subscriber,
+            session,
             time: TimeInput::now(&self.tz),
             network: NetworkInput { congestion },
             usage: Default::default(),
@@ -452,7 +462,58 @@ impl Node {
         }
     }
 
-    pub(crate) async fn send_rar(
+    /// Pushes to the session's enforcement point and returns its answer
+    /// as an RAA says it: a Gx RAR to the PCEF, or, for an N7 session, a
+    /// notification to the SMF (`n7::notify`). `diff` is what changed
+    /// (what a RAR carries), `after` the whole decision it leads to (what
+    /// an SMF's difference is computed against), `release` ends the
+    /// session with that Session-Release-Cause.
+    pub(crate) async fn send_push(
+        &self,
+        s: &GxSession,
+        diff: Option<&RuleDiff<'_>>,
+        after: Option<&Decision>,
+        release: Option<i32>,
+        usage: &UsageInstructions,
+    ) -> Result<crate::pcc::reauth_answer::Raa, ControlError> {
+        if s.n7.is_some() {
+            let resource = self.sm_policy_uri(&s.id);
+            let push = match release {
+                Some(cause) => crate::n7::notify::Push::Terminate(cause),
+                None => crate::n7::notify::Push::Decision {
+                    after: after.unwrap_or(&s.installed),
+                    usage,
+                },
+            };
+            return crate::n7::notify::push(s, &resource, push).await;
+        }
+        let answer = self.send_rar(s, diff, release, usage).await?;
+        crate::pcc::reauth_answer::decode_raa(&answer)
+            .map_err(|e| ControlError::Peer(format!("bad RAA: {e}")))
+    }
+
+    /// The resource URI of the SM policy `id` (what its notifications
+    /// name): under the API prefix registered with the NRF, or else the
+    /// SBI listener's own address.
+    pub(crate) fn sm_policy_uri(&self, id: &str) -> String {
+        let live = self.live.load();
+        let root = match &live.cfg.sbi {
+            Some(sbi) => match &sbi.nrf {
+                Some(nrf) => nrf.api_prefix.trim_end_matches('/').to_owned(),
+                None => {
+                    let scheme = if sbi.tls.is_some() { "https" } else { "http" };
+                    format!("{scheme}://{}", sbi.listen)
+                }
+            },
+            None => String::new(),
+        };
+        format!(
+            "{root}{}/sm-policies/{id}",
+            crate::sbi::routes::SERVICE_ROOT
+        )
+    }
+
+    async fn send_rar(
         &self,
         s: &GxSession,
         diff: Option<&RuleDiff<'_>>,

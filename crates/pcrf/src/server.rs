@@ -41,6 +41,11 @@ pub enum StartError {
         addr: std::net::SocketAddr,
         err: std::io::Error,
     },
+    #[error("cannot listen for the SBI (HTTP/2) on {addr}: {err}")]
+    Sbi {
+        addr: std::net::SocketAddr,
+        err: std::io::Error,
+    },
     #[error("{0}")]
     Config(String),
     /// Every problem [`check_before_start`] found, one a line.
@@ -405,6 +410,11 @@ pub async fn run(
         api_tls,
     ));
 
+    let sbi_tasks = match &cfg.sbi {
+        Some(sbi) => start_sbi(sbi, &services, &metrics, &stop_rx).await?,
+        None => Vec::new(),
+    };
+
     #[cfg(unix)]
     if let Some(source) = cfg.source.clone() {
         spawn_reload_on_sighup(
@@ -479,6 +489,9 @@ pub async fn run(
     }
     tracing::info!("Diameter server stopped; flushing the store");
     let _ = api_task.await;
+    for t in sbi_tasks {
+        let _ = t.await;
+    }
     let _ = purge_task.await;
     let _ = schedule_task.await;
     for t in cluster_tasks {
@@ -489,6 +502,55 @@ pub async fn run(
         Err(e) => tracing::error!(error = %e, "store flush failed"),
     }
     Ok(())
+}
+
+/// Starts the SBI listener serving N7 from the node's sessions, and the
+/// NRF registration when `[sbi.nrf]` is set; both stop (the NRF
+/// registration removed) when `stop` turns true.
+async fn start_sbi(
+    sbi: &crate::sbi::SbiConfig,
+    services: &Services,
+    metrics: &Arc<crate::metrics::Metrics>,
+    stop: &tokio::sync::watch::Receiver<bool>,
+) -> Result<Vec<tokio::task::JoinHandle<()>>, StartError> {
+    let wait = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+        let _ = rx.wait_for(|v| *v).await;
+    };
+    let tls = sbi
+        .tls
+        .as_ref()
+        .map(crate::sbi::config::h2_tls)
+        .transpose()
+        .map_err(StartError::Config)?;
+    let listener = tokio::net::TcpListener::bind(sbi.listen)
+        .await
+        .map_err(|err| StartError::Sbi {
+            addr: sbi.listen,
+            err,
+        })?;
+    let addr = listener.local_addr().unwrap_or(sbi.listen);
+    let stats = Arc::new(crate::sbi::stats::SbiStats::new());
+    metrics.register(stats.clone());
+    let routes = crate::sbi::routes::Routes {
+        service: services.n7.clone(),
+        stats,
+        max_body_bytes: sbi.max_body_bytes,
+        decode_limits: sbi.decode_limits(),
+        request_timeout: sbi.request_timeout(),
+        scheme: if tls.is_some() { "https" } else { "http" },
+        fallback_authority: addr.to_string(),
+    };
+    let config = sbi.clone();
+    let shutdown = wait(stop.clone());
+    let mut tasks = vec![tokio::spawn(async move {
+        if let Err(e) = crate::sbi::server::serve(listener, routes, &config, tls, shutdown).await {
+            tracing::error!(error = %e, "SBI listener stopped with an error");
+        }
+    })];
+    if let Some(nrf) = sbi.nrf.clone() {
+        tasks.push(tokio::spawn(crate::sbi::nrf::run(nrf, wait(stop.clone()))));
+    }
+    Ok(tasks)
 }
 
 /// On SIGHUP, re-reads the configuration file; a bad file changes nothing.

@@ -7,6 +7,7 @@
 
 use crate::control::Operations;
 use crate::gx::service::Gx;
+use crate::n7::sessions::N7;
 use crate::node::{Node, NodeParts, Redecide};
 use crate::rx::service::Rx;
 use crate::sd::service::Sd;
@@ -23,6 +24,8 @@ pub struct Services {
     pub rx: Arc<Rx>,
     pub sd: Arc<Sd>,
     pub sy: Arc<Sy>,
+    /// N7: SM policies for the SMFs, on the same sessions.
+    pub n7: Arc<N7>,
 }
 
 impl Services {
@@ -34,6 +37,7 @@ impl Services {
         let rx = Rx::new(node.clone(), sy.clone());
         let sd = Sd::new(node.clone(), sd_state, sy.clone());
         let gx = Gx::new(node.clone(), rx.clone(), sd.clone(), sy.clone());
+        let n7 = N7::new(node.clone(), rx.clone(), sy.clone());
         let redecide: Arc<dyn Redecide> = gx.clone();
         node.set_redecide(Arc::downgrade(&redecide));
         let metrics = node.metrics().clone();
@@ -48,6 +52,7 @@ impl Services {
             rx,
             sd,
             sy,
+            n7,
         }
     }
 

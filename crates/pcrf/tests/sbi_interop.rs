@@ -2,9 +2,10 @@
 //! Python's httpx plays both SMFs (tests/n7/sbi_smf.py: the Create bodies
 //! open5gs's and free5gc's SMFs send, then Get, free5gc's Update, Delete)
 //! over TLS with ALPN h2 and over h2c, and Debian's `nghttp` gives a second
-//! opinion on h2c with prior knowledge. The four operations answer through
+//! opinion on h2c with prior knowledge. One test runs both SMFs against a
+//! whole node and its policy; the others answer through
 //! `support::TestSmPolicies`, a minimal implementation of the seam for the
-//! tests only (tests/support/n7_seam.rs): what is under test is the
+//! tests only (tests/support/n7_seam.rs), where what is under test is the
 //! listener, its routes, the decoder and the decision as written.
 
 mod support;
@@ -94,6 +95,19 @@ fn both_smfs_over_h2c() {
     let rt = runtime();
     let (addr, _) = support::start_sbi(&rt, SbiConfig::default(), None);
     check_steps(&smf(&format!("http://{addr}"), "-"));
+}
+
+/// Both SMFs' request shapes against a whole node: the example policy
+/// decides (the vip plan's dynamic rule, AMBR and default QoS), and each
+/// answer is what that SMF needs to apply it in full.
+#[test]
+fn both_smfs_against_the_node_and_its_policy() {
+    let sbi = support::free_port();
+    let p = support::Pcrf::start(&format!("[sbi]\nlisten = \"127.0.0.1:{sbi}\"\n"));
+    for imsi in ["001010000000001", "208930000000003"] {
+        p.provision(imsi, r#"{"plan":"basic","services":["vip"]}"#);
+    }
+    check_steps(&smf(&format!("http://127.0.0.1:{sbi}"), "-"));
 }
 
 #[test]

@@ -451,9 +451,11 @@ pub struct Config {
     pub sd: SdSection,
     #[serde(default)]
     pub api: ApiConfig,
-    /// The 5G service-based interface (HTTP/2) and its NRF registration.
+    /// The 5G service-based interface (HTTP/2) and its NRF registration;
+    /// served only when the section is present (a 4G-only node opens no
+    /// port for it).
     #[serde(default)]
-    pub sbi: crate::sbi::SbiConfig,
+    pub sbi: Option<crate::sbi::SbiConfig>,
     #[serde(default)]
     pub log: LogConfig,
     /// Sy towards the OCS (off without OCSs).
@@ -738,8 +740,10 @@ impl Config {
                 );
             }
         }
-        for (key, message) in self.sbi.problems() {
-            bad(&key, message);
+        if let Some(sbi) = &self.sbi {
+            for (key, message) in sbi.problems() {
+                bad(&key, message);
+            }
         }
         p
     }
@@ -752,8 +756,10 @@ impl Config {
         let mut listeners = vec![
             ("[diameter].listen", self.diameter.listen),
             ("[api].listen", self.api.listen),
-            ("[sbi].listen", self.sbi.listen),
         ];
+        if let Some(sbi) = &self.sbi {
+            listeners.push(("[sbi].listen", sbi.listen));
+        }
         if let Some(tls) = &self.diameter.tls {
             listeners.push(("[diameter.tls].listen", tls.listen));
         }

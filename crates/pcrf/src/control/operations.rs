@@ -321,17 +321,16 @@ impl Control for Operations {
         }
         // Not under the session lock: the PCEF answers with RAA and then
         // sends CCR-T, which needs that lock.
-        let answer = self
+        let raa = self
             .node
-            .send_rar(
+            .send_push(
                 &cur,
+                None,
                 None,
                 Some(cause.code() as i32),
                 &UsageInstructions::default(),
             )
             .await?;
-        let raa = crate::pcc::reauth_answer::decode_raa(&answer)
-            .map_err(|e| ControlError::Peer(format!("bad RAA: {e}")))?;
         Ok(ReleaseOutcome {
             result_code: raa.result_code.or(raa.experimental_result),
         })

@@ -701,10 +701,11 @@ impl Gx {
             // Every key: the PCEF reports what it counted since its last report.
             usage.report = Some(Vec::new());
         }
-        let answer = self.node.send_rar(&cur, Some(&diff), None, &usage).await?;
+        let raa = self
+            .node
+            .send_push(&cur, Some(&diff), Some(&decision), None, &usage)
+            .await?;
         drop(diff);
-        let raa =
-            gx::decode_raa(&answer).map_err(|e| ControlError::Peer(format!("bad RAA: {e}")))?;
         let code = raa.result_code.or(raa.experimental_result).unwrap_or(0);
         let mut s = pending;
         let af_notices =

@@ -3,10 +3,14 @@
 //! model ([`model`]), the validating decoder ([`decode`]), the policy's
 //! view of a PDU session ([`session_input`]), the decision written as an
 //! SmPolicyDecision ([`decision_map`]), and the seam the SBI routes call
-//! ([`service`]). The listener is in `crate::sbi`.
+//! ([`service`]); the four operations on the node's sessions
+//! ([`sessions`]) and the pushes to the SMF ([`notify`]). The listener is
+//! in `crate::sbi`.
 
 pub mod decision_map;
 pub mod decode;
 pub mod model;
+pub mod notify;
 pub mod service;
 pub mod session_input;
+pub mod sessions;

@@ -63,45 +63,45 @@ pub fn session_input(ctx: &SmPolicyContextData) -> SessionInput {
     }
 }
 
-/// `session` with what an Update changes: access and RAT type, location,
-/// time zone, UE addresses (a released address is forgotten).
-pub fn apply_update(session: &mut SessionInput, up: &SmPolicyUpdateContextData) {
+/// The SMF's context with what an Update changes: access and RAT type,
+/// serving network, location, time zone, UE addresses (a released address
+/// is forgotten), the subscribed AMBR and default QoS. The context is what
+/// the session stores, so the policy and a Get see the PDU session as it
+/// is now.
+pub fn apply_update(ctx: &mut SmPolicyContextData, up: &SmPolicyUpdateContextData) {
+    if let Some(a) = up.access_type {
+        ctx.access_type = Some(a);
+    }
     if let Some(rat) = &up.rat_type {
-        session.rat = Some(rat.as_str().to_owned());
+        ctx.rat_type = Some(rat.clone());
+    }
+    if let Some(p) = &up.serving_network {
+        ctx.serving_network = Some(p.clone());
     }
     if let Some(loc) = &up.user_location_info {
-        session.location = Some(loc.to_string());
+        ctx.user_location_info = Some(loc.clone());
     }
     if let Some(tz) = &up.ue_time_zone {
-        session.ms_timezone = Some(tz.clone());
+        ctx.ue_time_zone = Some(tz.clone());
     }
-    if up.rel_ipv4_address.is_some() && up.rel_ipv4_address == session.ue_ipv4 {
-        session.ue_ipv4 = None;
+    if up.rel_ipv4_address.is_some() && up.rel_ipv4_address == ctx.ipv4_address {
+        ctx.ipv4_address = None;
     }
     if let Some(a) = &up.ipv4_address {
-        session.ue_ipv4 = Some(a.clone());
+        ctx.ipv4_address = Some(a.clone());
     }
-    if up.rel_ipv6_address_prefix.is_some() && up.rel_ipv6_address_prefix == session.ue_ipv6_prefix
+    if up.rel_ipv6_address_prefix.is_some() && up.rel_ipv6_address_prefix == ctx.ipv6_address_prefix
     {
-        session.ue_ipv6_prefix = None;
+        ctx.ipv6_address_prefix = None;
     }
     if let Some(p) = &up.ipv6_address_prefix {
-        session.ue_ipv6_prefix = Some(p.clone());
+        ctx.ipv6_address_prefix = Some(p.clone());
     }
-    if let Some(n7) = &mut session.n7 {
-        if let Some(a) = up.access_type {
-            n7.access_type = Some(a.as_str().to_owned());
-        }
-        if let Some(p) = &up.serving_network {
-            n7.serving_network = Some(format!("{}-{}", p.mcc, p.mnc));
-        }
-        if let Some(a) = &up.subs_sess_ambr {
-            n7.subscribed_ambr_ul = bit_rate(&a.uplink);
-            n7.subscribed_ambr_dl = bit_rate(&a.downlink);
-        }
-        if let Some(q) = &up.subs_def_qos {
-            n7.subscribed_5qi = Some(u32::from(q.five_qi));
-        }
+    if let Some(a) = &up.subs_sess_ambr {
+        ctx.subs_sess_ambr = Some(a.clone());
+    }
+    if let Some(q) = &up.subs_def_qos {
+        ctx.subs_def_qos = Some(q.clone());
     }
 }
 
@@ -127,7 +127,7 @@ mod tests {
             &DecodeLimits::default(),
         )
         .expect("decodes");
-        let mut s = session_input(&ctx);
+        let s = session_input(&ctx);
         assert_eq!(s.apn.as_deref(), Some("internet"));
         assert_eq!(s.rat.as_deref(), Some("NR"));
         assert_eq!(s.ip_can_type.as_deref(), Some("3GPP-5GS"));
@@ -154,7 +154,8 @@ mod tests {
             &DecodeLimits::default(),
         )
         .expect("decodes");
-        apply_update(&mut s, &up);
-        assert_eq!(s.ue_ipv4.as_deref(), Some("10.60.0.9"));
+        let mut ctx = ctx;
+        apply_update(&mut ctx, &up);
+        assert_eq!(session_input(&ctx).ue_ipv4.as_deref(), Some("10.60.0.9"));
     }
 }

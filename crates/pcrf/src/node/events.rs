@@ -57,6 +57,23 @@ fn session_fields(s: &GxSession) -> serde_json::Map<String, Value> {
     if let Some(v) = s.ue_ipv4 {
         m.insert("ue_ipv4".into(), json!(v.to_string()));
     }
+    if let Some(ctx) = &s.n7 {
+        // A 5G PDU session: what N7 says of it instead of the Gx codes.
+        m.insert("interface".into(), json!("n7"));
+        if let Some(a) = ctx.access_type {
+            m.insert("access_type".into(), json!(a.as_str()));
+        }
+        if let Some(r) = &ctx.rat_type {
+            m.insert("rat".into(), json!(r.as_str()));
+        }
+        if let Some(id) = ctx.pdu_session_id {
+            m.insert("pdu_session_id".into(), json!(id));
+        }
+        if let Some(slice) = &ctx.slice_info {
+            m.insert("snssai".into(), json!(slice));
+        }
+        return m;
+    }
     if let Some(v) = s.rat_type {
         m.insert("rat_type".into(), json!(v));
     }

@@ -10,6 +10,7 @@ use crate::admission::Class;
 use crate::metrics::{Command, Exposition, NO_ANSWER};
 use crate::node::{now_ms, Answered, Node};
 use crate::pcc::charging_id::ChargingId;
+use crate::pcc::operation::ControlError;
 use crate::pcc::UsageInstructions;
 use crate::policy::input::{RuleFailure, SubscriberInput};
 use crate::policy::media::{af_tag, AfInput, MediaInput};
@@ -456,11 +457,17 @@ impl Rx {
         if !diff.is_empty() {
             let pushed = self
                 .node
-                .send_rar(&cur, Some(&diff), None, &UsageInstructions::default())
+                .send_push(
+                    &cur,
+                    Some(&diff),
+                    Some(&installed),
+                    None,
+                    &UsageInstructions::default(),
+                )
                 .await;
-            let raa = match pushed.map(|m| crate::pcc::reauth_answer::decode_raa(&m)) {
-                Ok(Ok(raa)) => raa,
-                Ok(Err(e)) => {
+            let raa = match pushed {
+                Ok(raa) => raa,
+                Err(ControlError::Peer(e)) if e.starts_with("bad RAA") => {
                     tracing::warn!(session = a.session_id, error = %e, "bad RAA for Rx rules");
                     return Ok(self.aaa(
                         req,
@@ -570,13 +577,17 @@ impl Rx {
         if !diff.is_empty() && cur.state == SessionState::Open {
             let pushed = self
                 .node
-                .send_rar(&cur, Some(&diff), None, &UsageInstructions::default())
+                .send_push(
+                    &cur,
+                    Some(&diff),
+                    Some(&installed),
+                    None,
+                    &UsageInstructions::default(),
+                )
                 .await;
             let ok = matches!(
-                pushed
-                    .as_ref()
-                    .map(|m| crate::pcc::reauth_answer::decode_raa(m).map(|r| r.result_code)),
-                Ok(Ok(Some(result_code::DIAMETER_SUCCESS)))
+                pushed.as_ref().map(|r| r.result_code),
+                Ok(Some(result_code::DIAMETER_SUCCESS))
             );
             drop(diff);
             if ok {
@@ -621,14 +632,23 @@ impl Rx {
         }
         let after = replace_af_rules(&before, &old_rules, &new_rules);
         let diff = RuleDiff::between(&before, &after);
+        // What the enforcement point holds is `before`: the record has
+        // the AF's rules as installed already (the AAA went first).
+        let mut held = (*cur).clone();
+        held.installed = before.clone().into();
         let res = self
             .node
-            .send_rar(&cur, Some(&diff), None, &UsageInstructions::default())
+            .send_push(
+                &held,
+                Some(&diff),
+                Some(&after),
+                None,
+                &UsageInstructions::default(),
+            )
             .await;
+        drop(held);
         drop(diff);
-        let raa = res
-            .ok()
-            .and_then(|m| crate::pcc::reauth_answer::decode_raa(&m).ok());
+        let raa = res.ok();
         let code = raa
             .as_ref()
             .and_then(|r| r.result_code.or(r.experimental_result));

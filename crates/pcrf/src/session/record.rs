@@ -91,6 +91,12 @@ pub struct GxSession {
     /// emitted once per session, even across restarts.
     #[serde(default, skip_serializing_if = "std::collections::BTreeSet::is_empty")]
     pub notified: std::collections::BTreeSet<String>,
+    /// For a 5G PDU session served over N7: the SMF's context as it created
+    /// the SM policy and as its Updates changed it (what a Get answers and
+    /// the policy reads). `None` for a Gx session. The session's id is then
+    /// the SM policy id, and `pcef_host` the SMF's notification authority.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub n7: Option<Box<crate::n7::model::SmPolicyContextData>>,
     /// Unix milliseconds.
     pub created_ms: i64,
     pub updated_ms: i64,
@@ -138,6 +144,7 @@ impl GxSession {
             last_answer: None,
             af: Vec::new(),
             notified: Default::default(),
+            n7: None,
             created_ms: now_ms,
             updated_ms: now_ms,
             closed_ms: None,
@@ -184,6 +191,7 @@ impl GxSession {
             last_answer: _,
             af,
             notified,
+            n7,
             created_ms,
             updated_ms: _,
             closed_ms,
@@ -221,6 +229,7 @@ impl GxSession {
                 == other.last_decision.as_ref().map(|d| &d.decision)
             && *af == other.af
             && *notified == other.notified
+            && *n7 == other.n7
             && *created_ms == other.created_ms
             && *closed_ms == other.closed_ms
     }

@@ -304,6 +304,14 @@ pub(in crate::store) mod tests {
             updated_ms: 8,
         }];
         s.notified.insert("quota-80".into());
+        // An N7 session's context, with its nested location (JSON kept as is).
+        s.n7 = Some(Box::new(
+            crate::n7::decode::decode_create(
+                include_bytes!("../../tests/n7/open5gs-create.json"),
+                &crate::n7::decode::DecodeLimits::default(),
+            )
+            .expect("decodes"),
+        ));
         s.ue_ipv6_prefix = Some("0040200100db8".into());
         s.revalidation_at_ms = Some(i64::MAX);
         s.state = SessionState::Open;

@@ -35,7 +35,7 @@ pub fn repo_root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     let [p] = free_ports();
     p
 }

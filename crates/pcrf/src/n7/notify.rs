@@ -1,0 +1,169 @@
+//! Pushes to an SMF (TS 29.512 §4.2.3 and §4.2.4): when a decision
+//! changes without a request (provisioning, a policy reload, a top-up,
+//! time, an OCS status, an AF, an operator's re-auth), the SMF gets an
+//! SmPolicyNotification at `{notificationUri}/update` carrying only what
+//! changed; when the policy or an operator ends the session, a
+//! TerminationNotification at `{notificationUri}/terminate`, after which
+//! the SMF deletes the SM policy.
+//!
+//! The node pushes to every session's enforcement point through one call
+//! (`Node::send_push`); for an N7 session it lands here, and the SMF's
+//! answer comes back as what a PCEF's RAA says: success (with any rule
+//! reports of a partial success), 5002 for 404 (the SMF has no such
+//! session: the node forgets it), or a failure.
+
+use super::model::{RuleReport, SmPolicyNotification};
+use super::sessions::{changes_for_smf, held_by_smf, whole_at};
+use crate::pcc::operation::ControlError;
+use crate::pcc::reauth_answer::Raa;
+use crate::pcc::UsageInstructions;
+use crate::policy::decision::Decision;
+use crate::session::GxSession;
+use diameter::result_code;
+use serde::Deserialize;
+use std::sync::OnceLock;
+use std::time::Duration;
+
+/// How long the SMF has to answer a push (as a PCEF has for an RAA).
+const PUSH_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The one HTTP/2 client of every push: h2c with prior knowledge, or TLS
+/// with ALPN h2 for an `https` notification URI; connections are kept and
+/// shared between pushes to one SMF.
+fn client() -> Result<&'static reqwest::Client, ControlError> {
+    static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
+    CLIENT
+        .get_or_init(|| {
+            reqwest::Client::builder()
+                .http2_prior_knowledge()
+                .timeout(PUSH_TIMEOUT)
+                .build()
+                .map_err(|e| e.to_string())
+        })
+        .as_ref()
+        .map_err(|e| ControlError::Unavailable(format!("no HTTP/2 client for pushes: {e}")))
+}
+
+/// What a push asks of the SMF.
+pub(crate) enum Push<'a> {
+    /// Hold `after` (the whole decision) with these usage thresholds
+    /// granted afresh or stopped; the notification carries the difference
+    /// from what the session's record says the SMF holds.
+    Decision {
+        after: &'a Decision,
+        usage: &'a UsageInstructions,
+    },
+    /// End the session, with this Session-Release-Cause (TS 29.212
+    /// §5.3.44), told as a PolicyAssociationReleaseCause.
+    Terminate(i32),
+}
+
+/// The partial-success report an SMF may answer an update notification
+/// with (TS 29.512 §5.6.2.26 PartialSuccessReport, inside
+/// UeCampingRep's neighbour fields ignored).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PartialSuccessReport {
+    #[serde(default)]
+    rule_reports: Vec<RuleReport>,
+}
+
+/// Sends `push` for the N7 session `s`, whose resource URI is
+/// `resource_uri`, and reads the SMF's answer as an RAA.
+pub(crate) async fn push(
+    s: &GxSession,
+    resource_uri: &str,
+    push: Push<'_>,
+) -> Result<Raa, ControlError> {
+    let Some(ctx) = s.n7.as_deref() else {
+        return Err(ControlError::Peer(format!("{} is not an N7 session", s.id)));
+    };
+    let base = ctx.notification_uri.as_deref().unwrap_or("");
+    let base = base.strip_suffix('/').unwrap_or(base);
+    let (url, body) = match push {
+        Push::Decision { after, usage } => {
+            let mut monitoring = s.monitoring.clone();
+            for k in &usage.disable {
+                monitoring.keys.remove(k);
+            }
+            for g in &usage.grants {
+                if let Some(held) = monitoring.keys.get_mut(&g.key) {
+                    held.granted = g.units;
+                    held.level = g.level;
+                } else {
+                    monitoring.keys.insert(
+                        g.key.clone(),
+                        crate::usage::KeyGrant {
+                            granted: g.units,
+                            level: g.level,
+                            granted_ms: 0,
+                            reported_octets: 0,
+                        },
+                    );
+                }
+            }
+            let at = s.revalidation_at_ms;
+            let changed =
+                changes_for_smf(&held_by_smf(s), &whole_at(after, &monitoring, at), usage);
+            let note = SmPolicyNotification {
+                resource_uri: resource_uri.to_owned(),
+                sm_policy_decision: changed,
+            };
+            (format!("{base}/update"), serde_json::to_vec(&note))
+        }
+        Push::Terminate(cause) => {
+            let note = serde_json::json!({
+                "resourceUri": resource_uri,
+                "cause": release_cause(cause),
+            });
+            (format!("{base}/terminate"), serde_json::to_vec(&note))
+        }
+    };
+    let body = body.map_err(|e| ControlError::Peer(format!("notification not encoded: {e}")))?;
+    let sent = client()?
+        .post(&url)
+        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .body(body)
+        .send()
+        .await;
+    let answer = match sent {
+        Ok(a) => a,
+        Err(e) if e.is_timeout() => {
+            return Err(ControlError::Timeout(format!(
+                "no answer from SMF {url} in time"
+            )))
+        }
+        Err(e) => return Err(ControlError::Peer(format!("push to SMF {url} failed: {e}"))),
+    };
+    let status = answer.status();
+    let mut raa = Raa::default();
+    if status.is_success() {
+        raa.result_code = Some(result_code::DIAMETER_SUCCESS);
+        if status == reqwest::StatusCode::OK {
+            // A body past a small bound is not read: rule reports are few.
+            if let Ok(bytes) = answer.bytes().await {
+                if bytes.len() <= 64 * 1024 {
+                    if let Ok(report) = serde_json::from_slice::<PartialSuccessReport>(&bytes) {
+                        raa.rule_reports = super::sessions::rule_reports(&report.rule_reports);
+                    }
+                }
+            }
+        }
+    } else if status == reqwest::StatusCode::NOT_FOUND {
+        raa.result_code = Some(result_code::DIAMETER_UNKNOWN_SESSION_ID);
+    } else {
+        tracing::warn!(session = %s.id, url, status = status.as_u16(), "SMF refused a push");
+        raa.result_code = Some(result_code::DIAMETER_UNABLE_TO_COMPLY);
+    }
+    Ok(raa)
+}
+
+/// The PolicyAssociationReleaseCause (TS 29.512 §5.6.3.6) of a Gx
+/// Session-Release-Cause.
+fn release_cause(cause: i32) -> &'static str {
+    match cause {
+        1 => "UE_SUBSCRIPTION",
+        2 => "INSUFFICENT_RES",
+        _ => "UNSPECIFIED",
+    }
+}

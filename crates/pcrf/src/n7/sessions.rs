@@ -1,0 +1,667 @@
+//! The four Npcf_SMPolicyControl operations on the node's sessions: an SM
+//! policy is a session record like a Gx session, under the same table,
+//! locks, store, usage accumulators, events, Sy subscription and cluster
+//! take-over, decided by the same policy. What differs is only what the
+//! SMF said (the context kept in the record's `n7`), and how the decision
+//! is written (`decision_map`) and pushed (`notify`).
+//!
+//! Each operation runs in the same envelope as a Diameter request
+//! (`txn`): admission (503 NF_CONGESTION when shed) and the conflict
+//! retry of a shared store. Store failures are answered 500
+//! SYSTEM_FAILURE; nothing is acknowledged before it is durable.
+
+use super::decision_map::{self, difference, whole};
+use super::model::{
+    AccuUsageReport, Entry, RuleReport, RuleStatus, SmPolicyContextData, SmPolicyControl,
+    SmPolicyDecision, SmPolicyDeleteData, SmPolicyUpdateContextData,
+};
+use super::service::{Created, OpFuture, SmPolicyService};
+use super::session_input::apply_update;
+use crate::admission::Class;
+use crate::config::UnknownSubscriber;
+use crate::node::events::StagedEvents;
+use crate::node::{now_ms, usage_change, Node};
+use crate::pcc::reauth_answer::RuleReports;
+use crate::pcc::{UsageGrant, UsageInstructions, UsageReport};
+use crate::policy::decision::Decision;
+use crate::policy::input::RuleFailure;
+use crate::policy::Ran;
+use crate::rx::service::Rx;
+use crate::sbi::problem::{cause, ProblemDetails};
+use crate::session::{GxSession, SessionSlot, SessionState};
+use crate::store::Change;
+use crate::sy::service::Sy;
+use crate::txn;
+use crate::usage::{ServiceUnits, SessionMonitoring};
+use diameter::codec::DiameterError;
+use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
+
+/// The realm an N7 session's record names in place of a PCEF's realm: the
+/// SMF has none (it is reached by its notification URI).
+pub const N7_REALM: &str = "5gc";
+
+/// The N7 service: the policy core's side of the SBI routes.
+pub struct N7 {
+    node: Arc<Node>,
+    rx: Arc<Rx>,
+    sy: Arc<Sy>,
+}
+
+impl N7 {
+    pub fn new(node: Arc<Node>, rx: Arc<Rx>, sy: Arc<Sy>) -> Arc<N7> {
+        Arc::new(N7 { node, rx, sy })
+    }
+
+    /// Runs `attempt` in the request envelope: admitted (or shed with 503
+    /// NF_CONGESTION), handled again after a write conflict.
+    async fn enveloped<T, F, Fut>(&self, class: Class, subject: &str, attempt: F) -> Op<T>
+    where
+        F: FnMut(usize) -> Fut,
+        Fut: std::future::Future<Output = Result<Op<T>, DiameterError>>,
+    {
+        let Ok(_permit) = self.node.admission.admit(class, None) else {
+            return Err(ProblemDetails::new(
+                503,
+                "Service Unavailable",
+                cause::NF_CONGESTION,
+                "the PCF is overloaded; retry later",
+            ));
+        };
+        match txn::retrying_conflicts(&self.node, subject, attempt).await {
+            Ok(r) => r,
+            Err(e) => Err(system_failure(&e)),
+        }
+    }
+
+    async fn create_once(&self, ctx: &SmPolicyContextData) -> Result<Op<Created>, DiameterError> {
+        let node = &self.node;
+        let supi = ctx.supi.as_deref().unwrap_or("");
+        let imsi = supi.strip_prefix("imsi-");
+        let msisdn = ctx.gpsi.as_deref().and_then(|g| g.strip_prefix("msisdn-"));
+        let sub = node.find_subscriber(imsi, msisdn);
+        if sub.is_none()
+            && node.live.load().cfg.policy.unknown_subscriber == UnknownSubscriber::Reject
+        {
+            tracing::info!(supi, "unknown subscriber rejected (N7)");
+            return Ok(Err(ProblemDetails::new(
+                400,
+                "Bad Request",
+                cause::USER_UNKNOWN,
+                format!("subscriber {supi} is not provisioned"),
+            )));
+        }
+        let now = now_ms();
+        let key = sub
+            .as_ref()
+            .map(|s| s.imsi.clone())
+            .or_else(|| imsi.map(str::to_owned))
+            .or_else(|| msisdn.map(str::to_owned))
+            .unwrap_or_else(|| supi.to_owned());
+        let smf = notification_authority(ctx.notification_uri.as_deref().unwrap_or(""));
+        let mut s = GxSession::new(new_policy_id(), key, &smf, N7_REALM, now);
+        s.imsi = imsi.map(str::to_owned);
+        s.msisdn = msisdn.map(str::to_owned);
+        s.n7 = Some(Box::new(ctx.clone()));
+        mirror_context(&mut s);
+
+        let mut usage = node.begin_usage(&s.subscriber, sub.as_deref(), now).await?;
+        let mut events = StagedEvents::default();
+        let mut input = node.policy_input(&s, sub.as_deref(), self.sy.spending_of(&s));
+        if let Some(step) = &usage {
+            input.usage = step.view(sub.as_deref());
+        }
+        let out = node.policy.decide(&input, None);
+        node.note_fallback(&s.id, &out);
+        let mut out = self.sy.settle_spending(&mut s, &mut input, out).await;
+        if let Some(rej) = &out.decision.reject {
+            return Ok(Err(decision_map::refusal(rej)));
+        }
+        events.push(node.session_started(&s));
+        if let Some(step) = usage.as_mut() {
+            node.quota_thresholds(step, sub.as_deref(), &mut events);
+        }
+        let notes = std::mem::take(&mut out.notifications);
+        node.policy_notifications(&notes, &mut s, usage.as_mut(), &mut events);
+        let mut decision = node.check_catalog(&s.id, out.decision());
+        if let Some(step) = &usage {
+            node.monitoring_answer(
+                &step.next,
+                sub.as_deref(),
+                &mut s,
+                &mut decision,
+                &step.reported,
+                now,
+            );
+        }
+        s.revalidation_at_ms = revalidation_at(&decision, now);
+        let answer = whole_at(&decision, &s.monitoring, s.revalidation_at_ms);
+        s.last_decision = Some(Arc::new(out.into_record(&input, now)));
+        s.installed = decision.into();
+        let s = Arc::new(s);
+        let slot = match node.sessions.insert(s.clone()) {
+            Ok(slot) => slot,
+            Err(_) => node.sessions.replace(s.clone()),
+        };
+        let _g = slot.lock().await;
+        let mut changes = vec![Change::PutSession(s.clone())];
+        changes.extend(usage_change(&usage));
+        changes.extend(events.changes());
+        if let Err(e) = node.commit(changes).await {
+            node.sessions.remove(&s.id);
+            return Err(e);
+        }
+        events.publish();
+        slot.publish(s.clone());
+        if let Some(step) = usage {
+            Node::finish_usage(step);
+        }
+        Ok(Ok(Created {
+            id: s.id.clone(),
+            decision: answer,
+        }))
+    }
+
+    /// The open N7 session `id`, taken over from another node if need be.
+    async fn open_session(&self, id: &str) -> Result<Op<Arc<SessionSlot>>, DiameterError> {
+        let Some(slot) = self.node.find_or_take_over(id).await? else {
+            return Ok(Err(not_found(id)));
+        };
+        let cur = slot.load();
+        if cur.state != SessionState::Open || cur.n7.is_none() {
+            return Ok(Err(not_found(id)));
+        }
+        Ok(Ok(slot))
+    }
+
+    async fn get_once(&self, id: &str) -> Result<Op<SmPolicyControl>, DiameterError> {
+        let slot = match self.open_session(id).await? {
+            Ok(slot) => slot,
+            Err(p) => return Ok(Err(p)),
+        };
+        let cur = slot.load();
+        let Some(ctx) = cur.n7.as_deref() else {
+            return Ok(Err(not_found(id)));
+        };
+        Ok(Ok(SmPolicyControl {
+            context: ctx.clone(),
+            policy: held_by_smf(&cur),
+        }))
+    }
+
+    async fn update_once(
+        &self,
+        id: &str,
+        up: &SmPolicyUpdateContextData,
+    ) -> Result<Op<SmPolicyDecision>, DiameterError> {
+        let node = &self.node;
+        let slot = match self.open_session(id).await? {
+            Ok(slot) => slot,
+            Err(p) => return Ok(Err(p)),
+        };
+        let _g = slot.lock().await;
+        let cur = slot.load();
+        if cur.state != SessionState::Open || cur.n7.is_none() {
+            return Ok(Err(not_found(id)));
+        }
+        let now = now_ms();
+        let mut s = (*cur).clone();
+        if let Some(ctx) = s.n7.as_deref_mut() {
+            apply_update(ctx, up);
+        }
+        mirror_context(&mut s);
+        node.apply_rule_reports(&mut s, &rule_reports(&up.rule_reports));
+        s.updated_ms = now;
+
+        let sub = node.find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
+        let mut usage = node.begin_usage(&s.subscriber, sub.as_deref(), now).await?;
+        let mut events = StagedEvents::default();
+        let reports = usage_reports(&up.accu_usage_reports);
+        if let Some(step) = usage.as_mut() {
+            node.count_reports(step, &mut s, &reports, now);
+            node.quota_thresholds(step, sub.as_deref(), &mut events);
+        }
+        let mut input = node.policy_input(&s, sub.as_deref(), self.sy.spending_of(&s));
+        if let Some(step) = &usage {
+            input.usage = step.view(sub.as_deref());
+        }
+        let out = node.policy.decide(&input, s.last_decision.as_deref());
+        node.note_fallback(&s.id, &out);
+        let mut out = self.sy.settle_spending(&mut s, &mut input, out).await;
+        if let Some(rej) = &out.decision.reject {
+            // Refused or not, the usage happened: counted, once.
+            let s = Arc::new(s);
+            let mut changes = vec![Change::PutSession(s.clone())];
+            changes.extend(usage_change(&usage));
+            changes.extend(events.changes());
+            node.commit(changes).await?;
+            events.publish();
+            slot.publish(s);
+            if let Some(step) = usage {
+                Node::finish_usage(step);
+            }
+            return Ok(Err(decision_map::refusal(rej)));
+        }
+        let notes = std::mem::take(&mut out.notifications);
+        node.policy_notifications(&notes, &mut s, usage.as_mut(), &mut events);
+        let mut decision = node.check_catalog(&s.id, out.decision());
+        crate::session::af::add_af_rules(&s.af, &mut decision);
+        let mut fresh = UsageInstructions::default();
+        if let Some(step) = &usage {
+            fresh = node.monitoring_answer(
+                &step.next,
+                sub.as_deref(),
+                &mut s,
+                &mut decision,
+                &step.reported,
+                now,
+            );
+        }
+        let before = held_by_smf(&cur);
+        s.revalidation_at_ms = revalidation_at(&decision, now);
+        let after = whole_at(&decision, &s.monitoring, s.revalidation_at_ms);
+        let answer = changes_for_smf(&before, &after, &fresh);
+        if out.ran != Ran::Memo {
+            s.last_decision = Some(Arc::new(out.into_record(&input, now)));
+        }
+        s.installed = decision.into();
+        let s = Arc::new(s);
+        let usage_write = usage_change(&usage);
+        if s.durably_equal(&cur) && usage_write.is_none() && events.is_empty() {
+            node.counters.writes_skipped.fetch_add(1, Relaxed);
+        } else {
+            let mut changes = vec![Change::PutSession(s.clone())];
+            changes.extend(usage_write);
+            changes.extend(events.changes());
+            node.commit(changes).await?;
+            events.publish();
+        }
+        slot.publish(s);
+        if let Some(step) = usage {
+            Node::finish_usage(step);
+        }
+        Ok(Ok(answer))
+    }
+
+    async fn delete_once(
+        &self,
+        id: &str,
+        del: &SmPolicyDeleteData,
+    ) -> Result<Op<()>, DiameterError> {
+        let node = &self.node;
+        let slot = match self.open_session(id).await? {
+            Ok(slot) => slot,
+            Err(p) => return Ok(Err(p)),
+        };
+        let _g = slot.lock().await;
+        let cur = slot.load();
+        if cur.state != SessionState::Open || cur.n7.is_none() {
+            return Ok(Err(not_found(id)));
+        }
+        let now = now_ms();
+        let mut s = (*cur).clone();
+        if let Some(ctx) = s.n7.as_deref_mut() {
+            if let Some(loc) = &del.user_location_info {
+                ctx.user_location_info = Some(loc.clone());
+            }
+            if let Some(tz) = &del.ue_time_zone {
+                ctx.ue_time_zone = Some(tz.clone());
+            }
+            if let Some(p) = &del.serving_network {
+                ctx.serving_network = Some(p.clone());
+            }
+        }
+        // The final usage is counted like any report.
+        let mut usage = None;
+        let mut events = StagedEvents::default();
+        if !del.accu_usage_reports.is_empty() {
+            let sub = node.find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
+            usage = node.begin_usage(&s.subscriber, sub.as_deref(), now).await?;
+            if let Some(step) = usage.as_mut() {
+                node.count_reports(step, &mut s, &usage_reports(&del.accu_usage_reports), now);
+                node.quota_thresholds(step, sub.as_deref(), &mut events);
+            }
+        }
+        s.state = SessionState::Closed;
+        s.closed_ms = Some(now);
+        s.updated_ms = now;
+        events.push(node.session_ended(&s, "n7-delete"));
+        let s = Arc::new(s);
+        let mut changes = vec![Change::PutSession(s.clone())];
+        changes.extend(usage_change(&usage));
+        changes.extend(events.changes());
+        node.commit(changes).await?;
+        events.publish();
+        slot.publish(s.clone());
+        self.rx.abort_afs(&s);
+        // Closed records live in the store only, as for Gx.
+        node.sessions.remove(id);
+        self.sy.sy_session_ended(&cur.subscriber);
+        if let Some(step) = usage {
+            Node::finish_usage(step);
+        }
+        Ok(Ok(()))
+    }
+}
+
+/// An operation's result: its answer, or the problem it is refused with.
+type Op<T> = Result<T, ProblemDetails>;
+
+impl SmPolicyService for N7 {
+    fn create(&self, ctx: SmPolicyContextData) -> OpFuture<'_, Created> {
+        Box::pin(async move {
+            let ctx = &ctx;
+            let subject = ctx.supi.clone().unwrap_or_default();
+            self.enveloped(Class::New, &subject, move |_| self.create_once(ctx))
+                .await
+        })
+    }
+
+    fn get(&self, id: &str) -> OpFuture<'_, SmPolicyControl> {
+        let id = id.to_owned();
+        Box::pin(async move {
+            let id = id.as_str();
+            self.enveloped(Class::Existing, id, move |_| self.get_once(id))
+                .await
+        })
+    }
+
+    fn update(
+        &self,
+        id: &str,
+        update: SmPolicyUpdateContextData,
+    ) -> OpFuture<'_, SmPolicyDecision> {
+        let id = id.to_owned();
+        Box::pin(async move {
+            let (id, up) = (id.as_str(), &update);
+            self.enveloped(Class::Existing, id, move |_| self.update_once(id, up))
+                .await
+        })
+    }
+
+    fn delete(&self, id: &str, delete: SmPolicyDeleteData) -> OpFuture<'_, ()> {
+        let id = id.to_owned();
+        Box::pin(async move {
+            let (id, del) = (id.as_str(), &delete);
+            self.enveloped(Class::Existing, id, move |_| self.delete_once(id, del))
+                .await
+        })
+    }
+}
+
+/// 404 CONTEXT_NOT_FOUND: no open SM policy by that id (never created,
+/// deleted, or the id of a Gx session).
+fn not_found(id: &str) -> ProblemDetails {
+    ProblemDetails::new(
+        404,
+        "Not Found",
+        cause::CONTEXT_NOT_FOUND,
+        format!("no SM policy {id}"),
+    )
+}
+
+/// 500 SYSTEM_FAILURE for what a Diameter request would get 5012 for: the
+/// store did not commit, or a subscriber's usage stayed locked.
+fn system_failure(e: &DiameterError) -> ProblemDetails {
+    ProblemDetails::new(
+        500,
+        "Internal Server Error",
+        cause::SYSTEM_FAILURE,
+        e.message.to_string(),
+    )
+}
+
+/// A new SM policy id: 128 random bits in hex, so that no SMF can guess
+/// (and so touch) another SMF's policies, and ids from different nodes of
+/// a cluster never collide.
+fn new_policy_id() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}
+
+/// The host and port of a notification URI (the SMF, as the session's
+/// peer; the record keeps it where a Gx session keeps its PCEF).
+fn notification_authority(uri: &str) -> String {
+    let rest = uri
+        .strip_prefix("http://")
+        .or_else(|| uri.strip_prefix("https://"))
+        .unwrap_or(uri);
+    rest.split('/').next().unwrap_or("").to_owned()
+}
+
+/// Copies the context's DNN and UE addresses into the record's common
+/// fields, where the Rx binding, the API and the console look for them.
+fn mirror_context(s: &mut GxSession) {
+    let Some(ctx) = s.n7.as_deref() else {
+        return;
+    };
+    s.apn = ctx.dnn.as_deref().map(Into::into);
+    s.ue_ipv4 = ctx.ipv4_address.as_deref().and_then(|a| a.parse().ok());
+    s.ue_ipv6_prefix = ctx
+        .ipv6_address_prefix
+        .as_deref()
+        .and_then(framed_ipv6_prefix_hex)
+        .map(Into::into);
+    s.device = ctx.pei.as_deref().map(Into::into);
+}
+
+/// An IPv6 prefix (`2001:db8:1::/64`) as the record keeps a Gx
+/// Framed-IPv6-Prefix: hex of its AVP data (RFC 3162 §2.3: a reserved
+/// octet, the length, the prefix's significant octets).
+pub(crate) fn framed_ipv6_prefix_hex(text: &str) -> Option<String> {
+    let (addr, len) = text.split_once('/')?;
+    let addr: std::net::Ipv6Addr = addr.parse().ok()?;
+    let len: u8 = len.parse().ok()?;
+    if len > 128 {
+        return None;
+    }
+    let octets = addr.octets();
+    let mut data = vec![0, len];
+    data.extend_from_slice(&octets[..usize::from(len).div_ceil(8)]);
+    Some(hex::encode(data))
+}
+
+/// The usage reports of an Update or Delete as the accumulators count
+/// them: `refUmIds` is the Monitoring-Key, volumes are octets.
+fn usage_reports(reports: &[AccuUsageReport]) -> Vec<UsageReport<'_>> {
+    reports
+        .iter()
+        .filter_map(|r| {
+            let key = r.ref_um_ids.as_deref()?;
+            Some(UsageReport {
+                key: key.as_bytes(),
+                level: None,
+                used: ServiceUnits {
+                    total: r.vol_usage,
+                    input: r.vol_usage_uplink,
+                    output: r.vol_usage_downlink,
+                    time: r.time_usage,
+                },
+            })
+        })
+        .collect()
+}
+
+/// The SMF's rule reports as the rule failures a Gx PCEF reports: the
+/// status as PCC-Rule-Status, the failure code as Rule-Failure-Code (TS
+/// 29.512 FailureCode beside TS 29.212 §5.3.38), so the policy reads one
+/// kind of `session.rule_failures` from either.
+pub(crate) fn rule_reports(reports: &[RuleReport]) -> RuleReports {
+    let mut out = RuleReports::default();
+    for r in reports {
+        let status = match r.rule_status {
+            Some(RuleStatus::Active) => 0,
+            _ => 1,
+        };
+        for rule in &r.pcc_rule_ids {
+            if out.kept.len() >= crate::limits::MAX_RULE_REPORTS_PER_REQUEST
+                || rule.len() > crate::limits::MAX_RULE_NAME
+            {
+                out.over_cap += 1;
+                continue;
+            }
+            out.kept.push(RuleFailure {
+                rule: rule.clone(),
+                status,
+                code: r.failure_code.as_deref().and_then(rule_failure_code),
+            });
+        }
+    }
+    out
+}
+
+/// The Rule-Failure-Code (TS 29.212 §5.3.38) of an N7 FailureCode.
+fn rule_failure_code(code: &str) -> Option<u32> {
+    Some(match code {
+        "UNK_RULE_ID" => 1,
+        "RA_GR_ERR" => 2,
+        "SER_ID_ERR" => 3,
+        "NF_MAL" => 4,
+        "RES_LIM" => 5,
+        "MAX_NR_QoS_FLOW" => 6,
+        "MISS_FLOW_INFO" => 9,
+        "RES_ALLO_FAIL" => 10,
+        "UNSUCC_QOS_VAL" => 11,
+        "INCOR_FLOW_INFO" => 12,
+        "PS_TO_CS_HAN" => 13,
+        "APP_ID_ERR" => 14,
+        "NO_QOS_FLOW_BOUND" => 15,
+        "FILTER_RES" => 16,
+        "MISS_REDI_SER_ADDR" => 18,
+        "CM_END_USER_SER_DENIED" => 19,
+        _ => return None,
+    })
+}
+
+/// When the SMF must come back (RE_TIMEOUT), Unix ms.
+fn revalidation_at(d: &Decision, now: i64) -> Option<i64> {
+    let secs = d
+        .revalidation_secs?
+        .min(crate::policy::decision::MAX_REVALIDATION_SECS);
+    let ms = i64::try_from(secs).unwrap_or(i64::MAX).saturating_mul(1000);
+    Some(now.saturating_add(ms))
+}
+
+/// The usage thresholds an SMF holds for a session: the grants in force.
+pub(crate) fn grants_held(m: &SessionMonitoring) -> UsageInstructions {
+    UsageInstructions {
+        grants: m
+            .keys
+            .iter()
+            .map(|(k, g)| UsageGrant {
+                key: k.clone(),
+                level: g.level,
+                units: g.granted,
+            })
+            .collect(),
+        ..UsageInstructions::default()
+    }
+}
+
+/// The whole decision `d` as an SMF holds it, with the thresholds of
+/// `monitoring` and the revalidation instant `revalidation_at_ms`.
+pub(crate) fn whole_at(
+    d: &Decision,
+    monitoring: &SessionMonitoring,
+    revalidation_at_ms: Option<i64>,
+) -> SmPolicyDecision {
+    let at_secs = revalidation_at_ms.map_or(0, |ms| ms.div_euclid(1000));
+    let secs = d
+        .revalidation_secs
+        .map_or(0, |s| s.min(crate::policy::decision::MAX_REVALIDATION_SECS));
+    // `whole` places the instant `secs` after its `now`.
+    let now = at_secs.saturating_sub(i64::try_from(secs).unwrap_or(0));
+    whole(d, &grants_held(monitoring), now)
+}
+
+/// What the SMF holds for `s` now: the decision installed, as last sent.
+pub(crate) fn held_by_smf(s: &GxSession) -> SmPolicyDecision {
+    whole_at(&s.installed, &s.monitoring, s.revalidation_at_ms)
+}
+
+/// What an SMF holding `before` must be told to hold `after`; a threshold
+/// granted afresh (after a report) is sent even when equal to the last
+/// one, since the SMF counts it from zero again.
+pub(crate) fn changes_for_smf(
+    before: &SmPolicyDecision,
+    after: &SmPolicyDecision,
+    fresh: &UsageInstructions,
+) -> SmPolicyDecision {
+    let mut out = difference(before, after);
+    for g in &fresh.grants {
+        if let Some(Entry::Set(um)) = after.um_decs.get(&g.key) {
+            out.um_decs.insert(g.key.clone(), Entry::Set(um.clone()));
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_ipv6_prefix_is_kept_as_framed_ipv6_prefix_data() {
+        assert_eq!(
+            framed_ipv6_prefix_hex("2001:db8:1::/64").as_deref(),
+            Some("004020010db800010000")
+        );
+        assert_eq!(framed_ipv6_prefix_hex("2001:db8::/129"), None);
+        assert_eq!(framed_ipv6_prefix_hex("nonsense"), None);
+        let hex = framed_ipv6_prefix_hex("2001:db8:1::/48").expect("prefix");
+        let data = hex::decode(hex).expect("hex");
+        let (addr, len) = crate::session::binding::ipv6_prefix(&data).expect("reads back");
+        assert_eq!((addr.to_string().as_str(), len), ("2001:db8:1::", 48));
+    }
+
+    #[test]
+    fn usage_reports_count_volumes_under_their_monitoring_key() {
+        let reports = vec![
+            AccuUsageReport {
+                ref_um_ids: Some("monthly".into()),
+                vol_usage: Some(1000),
+                vol_usage_uplink: Some(400),
+                vol_usage_downlink: Some(600),
+                time_usage: Some(30),
+            },
+            AccuUsageReport::default(),
+        ];
+        let r = usage_reports(&reports);
+        assert_eq!(r.len(), 1, "a report without a key counts nowhere");
+        assert_eq!(r[0].key, b"monthly");
+        assert_eq!(r[0].used.octets(), 1000);
+        assert_eq!(r[0].used.time, Some(30));
+    }
+
+    #[test]
+    fn rule_reports_read_as_gx_rule_failures() {
+        let r = rule_reports(&[RuleReport {
+            pcc_rule_ids: vec!["video".into(), "voice".into()],
+            rule_status: Some(RuleStatus::Inactive),
+            failure_code: Some("RES_ALLO_FAIL".into()),
+        }]);
+        assert_eq!(r.kept.len(), 2);
+        assert_eq!((r.kept[0].status, r.kept[0].code), (1, Some(10)));
+        let unknown = rule_reports(&[RuleReport {
+            pcc_rule_ids: vec!["x".into()],
+            rule_status: None,
+            failure_code: Some("SOMETHING_NEW".into()),
+        }]);
+        assert_eq!(unknown.kept[0].code, None);
+    }
+
+    #[test]
+    fn the_notification_authority_is_the_smf() {
+        assert_eq!(
+            notification_authority("http://127.0.0.4:7777/nsmf-callback/v1/sm-policy-notify/1"),
+            "127.0.0.4:7777"
+        );
+        assert_eq!(notification_authority("https://smf.5gc/cb"), "smf.5gc");
+    }
+
+    #[test]
+    fn ids_are_long_and_distinct() {
+        let a = new_policy_id();
+        assert_eq!(a.len(), 32);
+        assert_ne!(a, new_policy_id());
+    }
+}

@@ -1,0 +1,308 @@
+//! N7 on the node's own sessions, end to end: a `pcrf serve` with `[sbi]`,
+//! the example policy and usage monitoring; the SMF's requests sent over
+//! h2c with prior knowledge, and its notification side played by an
+//! independent HTTP/2 server (tests/n7/smf_callback.py, Python's
+//! hypercorn). An SM policy is decided by the same Lua policy as a Gx
+//! session, counts usage into the same accumulators, survives `kill -9`,
+//! shows in the REST API, is pushed to when the subscriber's profile
+//! changes, and is forgotten when the SMF answers a push 404.
+
+mod support;
+
+use serde_json::Value;
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use support::{free_port, poll_until, Pcrf};
+
+const IMSI: &str = "001010000000001";
+
+struct Callback {
+    child: Child,
+    port: u16,
+    requests: Arc<Mutex<Vec<Value>>>,
+}
+
+impl Drop for Callback {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Callback {
+    fn start() -> Callback {
+        let port = free_port();
+        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/n7/smf_callback.py");
+        let mut child = Command::new("python3")
+            .arg(script)
+            .arg(port.to_string())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("python3 with hypercorn (scripts/install-test-deps.sh)");
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let stdout = child.stdout.take().expect("stdout");
+        let sink = requests.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+                if let Ok(v) = serde_json::from_str::<Value>(&line) {
+                    sink.lock().expect("requests").push(v);
+                }
+            }
+        });
+        let up = poll_until(Duration::from_secs(20), || {
+            std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
+        });
+        assert!(up, "the SMF callback server did not start");
+        Callback {
+            child,
+            port,
+            requests,
+        }
+    }
+
+    fn requests(&self) -> Vec<Value> {
+        self.requests.lock().expect("requests").clone()
+    }
+}
+
+/// The SMF's client: HTTP/2 with prior knowledge, as open5gs's SMF.
+struct Smf {
+    rt: tokio::runtime::Runtime,
+    client: reqwest::Client,
+    root: String,
+}
+
+impl Smf {
+    fn new(sbi: u16) -> Smf {
+        Smf {
+            rt: tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .expect("runtime"),
+            client: reqwest::Client::builder()
+                .http2_prior_knowledge()
+                .timeout(Duration::from_secs(10))
+                .build()
+                .expect("client"),
+            root: format!("http://127.0.0.1:{sbi}/npcf-smpolicycontrol/v1/sm-policies"),
+        }
+    }
+
+    /// Status, Location and the JSON body of one request.
+    fn call(&self, post: bool, path: &str, body: Option<&Value>) -> (u16, String, Value) {
+        self.rt.block_on(async {
+            let url = format!("{}{path}", self.root);
+            let req = if post {
+                self.client
+                    .post(&url)
+                    .header("content-type", "application/json")
+                    .body(body.map_or_else(|| b"{}".to_vec(), |b| b.to_string().into_bytes()))
+            } else {
+                self.client.get(&url)
+            };
+            let r = req.send().await.expect("SBI answers");
+            let status = r.status().as_u16();
+            let location = r
+                .headers()
+                .get("location")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or("")
+                .to_owned();
+            let text = r.text().await.expect("body");
+            (
+                status,
+                location,
+                serde_json::from_str(&text).unwrap_or(Value::Null),
+            )
+        })
+    }
+}
+
+fn create_body(callback: &Callback, notify_path: &str) -> Value {
+    let text = std::fs::read_to_string(
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/n7/open5gs-create.json"),
+    )
+    .expect("fixture");
+    let mut body: Value = serde_json::from_str(&text).expect("json");
+    body["notificationUri"] =
+        Value::from(format!("http://127.0.0.1:{}{notify_path}", callback.port));
+    body
+}
+
+fn start() -> (Pcrf, u16) {
+    let sbi = free_port();
+    let p = Pcrf::start_with_usage(&format!("[sbi]\nlisten = \"127.0.0.1:{sbi}\"\n"));
+    (p, sbi)
+}
+
+#[test]
+fn an_sm_policy_is_a_durable_session_decided_by_the_policy() {
+    let callback = Callback::start();
+    let (mut p, sbi) = start();
+    p.provision(IMSI, r#"{"plan":"basic","services":["vip"]}"#);
+    let smf = Smf::new(sbi);
+
+    let (st, location, decision) = smf.call(
+        true,
+        "",
+        Some(&create_body(
+            &callback,
+            "/nsmf-callback/v1/sm-policy-notify/1",
+        )),
+    );
+    assert_eq!(st, 201, "{decision}");
+    let id = location
+        .rsplit('/')
+        .next()
+        .expect("Location ends with the id")
+        .to_owned();
+    assert_eq!(id.len(), 32, "{location}");
+    // The example policy's basic plan: 5 / 20 Mbit/s, QCI 9 as 5QI 9,
+    // the vip rule with its QoS and flows, "total" and "vip" monitored.
+    let rule = &decision["sessRules"]["session"];
+    assert_eq!(rule["authSessAmbr"]["uplink"], "5000000 bps", "{decision}");
+    assert_eq!(rule["authDefQos"]["5qi"], 9, "{decision}");
+    let vip = &decision["pccRules"]["vip-video"];
+    let qos = vip["refQosData"][0].as_str().expect("refQosData");
+    assert!(decision["qosDecs"][qos].is_object(), "{decision}");
+    assert!(
+        vip["flowInfos"][0]["flowDirection"].is_string(),
+        "{decision}"
+    );
+    assert!(
+        decision["umDecs"]["total"]["volumeThreshold"].is_u64(),
+        "{decision}"
+    );
+    let triggers = decision["policyCtrlReqTriggers"].to_string();
+    for t in ["SE_AMBR_CH", "DEF_QOS_CH", "US_RE"] {
+        assert!(triggers.contains(t), "{t}: {decision}");
+    }
+
+    // The REST API lists it beside Gx sessions.
+    let (st, s) = p.http("GET", &format!("/v1/sessions/{id}"), None);
+    assert_eq!(st, 200, "{s}");
+    assert_eq!(s["apn"], "internet", "{s}");
+    assert_eq!(s["ue_ipv4"], "10.45.0.2", "{s}");
+
+    // Usage reported in an Update counts into the subscriber's
+    // accumulators, and the threshold is granted again.
+    let update = serde_json::json!({
+        "repPolicyCtrlReqTriggers": ["US_RE"],
+        "accuUsageReports": [{"refUmIds": "total", "volUsage": 3_000_000}],
+        "ratType": "EUTRA",
+    });
+    let (st, _, changed) = smf.call(true, &format!("/{id}/update"), Some(&update));
+    assert_eq!(st, 200, "{changed}");
+    assert!(
+        changed["umDecs"]["total"].is_object(),
+        "a reported key is granted again: {changed}"
+    );
+    let (st, u) = p.http("GET", &format!("/v1/subscribers/{IMSI}/usage"), None);
+    assert_eq!(st, 200, "{u}");
+    assert_eq!(u["accumulators"]["monthly"]["used"], 3_000_000, "{u}");
+
+    // kill -9: the session, its context as updated, and the usage stay.
+    p.kill9();
+    p.restart();
+    let smf = Smf::new(sbi);
+    let (st, _, got) = smf.call(false, &format!("/{id}"), None);
+    assert_eq!(st, 200, "{got}");
+    assert_eq!(got["context"]["supi"], "imsi-001010000000001", "{got}");
+    assert_eq!(got["context"]["ratType"], "EUTRA", "{got}");
+    assert_eq!(
+        got["policy"]["sessRules"]["session"]["authSessAmbr"]["uplink"], "5000000 bps",
+        "{got}"
+    );
+    let (_, u) = p.http("GET", &format!("/v1/subscribers/{IMSI}/usage"), None);
+    assert_eq!(u["accumulators"]["monthly"]["used"], 3_000_000, "{u}");
+
+    // Delete with the final usage; then it is gone.
+    let del = serde_json::json!({
+        "accuUsageReports": [{"refUmIds": "total", "volUsage": 1_000_000}],
+    });
+    let (st, _, body) = smf.call(true, &format!("/{id}/delete"), Some(&del));
+    assert_eq!(st, 204, "{body}");
+    let (_, u) = p.http("GET", &format!("/v1/subscribers/{IMSI}/usage"), None);
+    assert_eq!(u["accumulators"]["monthly"]["used"], 4_000_000, "{u}");
+    let (st, _, gone) = smf.call(false, &format!("/{id}"), None);
+    assert_eq!(st, 404, "{gone}");
+    assert_eq!(gone["cause"], "CONTEXT_NOT_FOUND", "{gone}");
+    let (st, _, gone) = smf.call(true, &format!("/{id}/update"), Some(&update));
+    assert_eq!(st, 404, "{gone}");
+}
+
+#[test]
+fn a_profile_change_is_pushed_to_the_smf_and_a_404_forgets_the_session() {
+    let callback = Callback::start();
+    let (p, sbi) = start();
+    p.provision(IMSI, r#"{"plan":"basic"}"#);
+    let smf = Smf::new(sbi);
+    let (st, location, _) = smf.call(
+        true,
+        "",
+        Some(&create_body(
+            &callback,
+            "/nsmf-callback/v1/sm-policy-notify/7",
+        )),
+    );
+    assert_eq!(st, 201);
+    let id = location.rsplit('/').next().expect("id").to_owned();
+
+    // A new plan: the node decides again and tells the SMF only the change.
+    p.provision(IMSI, r#"{"plan":"plus"}"#);
+    let pushed = poll_until(Duration::from_secs(10), || {
+        callback
+            .requests()
+            .iter()
+            .any(|r| r["path"] == "/nsmf-callback/v1/sm-policy-notify/7/update")
+    });
+    assert!(
+        pushed,
+        "no notification: {:?}\n{}",
+        callback.requests(),
+        p.log()
+    );
+    let note = callback
+        .requests()
+        .into_iter()
+        .find(|r| r["path"] == "/nsmf-callback/v1/sm-policy-notify/7/update")
+        .expect("notification");
+    assert_eq!(note["http_version"], "2", "{note}");
+    assert_eq!(note["content_type"], "application/json", "{note}");
+    let body = &note["body"];
+    assert!(
+        body["resourceUri"]
+            .as_str()
+            .is_some_and(|u| u.ends_with(&format!("/npcf-smpolicycontrol/v1/sm-policies/{id}"))),
+        "{body}"
+    );
+    let decision = &body["smPolicyDecision"];
+    assert_eq!(
+        decision["sessRules"]["session"]["authSessAmbr"]["uplink"], "20000000 bps",
+        "{decision}"
+    );
+    assert!(
+        decision.get("pccRules").is_none(),
+        "only what changed is pushed: {decision}"
+    );
+    let (_, _, got) = smf.call(false, &format!("/{id}"), None);
+    assert_eq!(
+        got["policy"]["sessRules"]["session"]["authSessAmbr"]["uplink"], "20000000 bps",
+        "{got}"
+    );
+
+    // An SMF that no longer has the session answers 404: forgotten here.
+    let (st, location, _) = smf.call(true, "", Some(&create_body(&callback, "/gone/1")));
+    assert_eq!(st, 201);
+    let gone_id = location.rsplit('/').next().expect("id").to_owned();
+    p.provision(IMSI, r#"{"plan":"unlimited"}"#);
+    let forgotten = poll_until(Duration::from_secs(10), || {
+        smf.call(false, &format!("/{gone_id}"), None).0 == 404
+    });
+    assert!(forgotten, "{}", p.log());
+    assert_eq!(smf.call(false, &format!("/{id}"), None).0, 200);
+}
