@@ -306,3 +306,70 @@ fn a_profile_change_is_pushed_to_the_smf_and_a_404_forgets_the_session() {
     assert!(forgotten, "{}", p.log());
     assert_eq!(smf.call(false, &format!("/{id}"), None).0, 200);
 }
+
+/// Two nodes on one PostgreSQL database, each with its own SBI listener:
+/// an SM policy created through one is updated, read and deleted through
+/// the other (which takes the session over), the usage lands in the one
+/// allowance, and the first node, asked again, reads the session as the
+/// second left it.
+#[test]
+fn any_cluster_node_serves_any_sm_policy() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let db = rt.block_on(support::test_database("n7_cluster"));
+    let callback = Callback::start();
+    let (usage, _) = support::usage_section(support::USAGE_FILE);
+    let ports = [free_port(), free_port()];
+    let nodes: Vec<Pcrf> = ports
+        .iter()
+        .zip(support::NODES)
+        .map(|(port, name)| {
+            Pcrf::start_cluster_node_with(
+                name,
+                support::REALM,
+                support::AGENT,
+                Some(&db.url),
+                &format!("{usage}[sbi]\nlisten = \"127.0.0.1:{port}\"\n"),
+            )
+        })
+        .collect();
+    nodes[0].provision(IMSI, r#"{"plan":"basic"}"#);
+    let (a, b) = (Smf::new(ports[0]), Smf::new(ports[1]));
+    let (st, location, _) = a.call(
+        true,
+        "",
+        Some(&create_body(
+            &callback,
+            "/nsmf-callback/v1/sm-policy-notify/c",
+        )),
+    );
+    assert_eq!(st, 201);
+    let id = location.rsplit('/').next().expect("id").to_owned();
+
+    let update = serde_json::json!({
+        "accuUsageReports": [{"refUmIds": "total", "volUsage": 2_000_000}],
+        "ratType": "EUTRA",
+    });
+    let (st, _, body) = b.call(true, &format!("/{id}/update"), Some(&update));
+    assert_eq!(st, 200, "{body}\n{}", nodes[1].log());
+    let (st, _, got) = a.call(false, &format!("/{id}"), None);
+    assert_eq!(st, 200, "{got}");
+    assert_eq!(
+        got["context"]["ratType"], "EUTRA",
+        "node 0 reads node 1's write: {got}"
+    );
+    let (_, u) = nodes[1].http("GET", &format!("/v1/subscribers/{IMSI}/usage"), None);
+    assert_eq!(u["accumulators"]["monthly"]["used"], 2_000_000, "{u}");
+
+    // Node 0's copies of the session and the usage are stale now: its
+    // write conflicts, and it handles the request again on fresh ones.
+    let (st, _, _) = a.call(true, &format!("/{id}/update"), Some(&update));
+    assert_eq!(st, 200);
+    let (_, u) = nodes[0].http("GET", &format!("/v1/subscribers/{IMSI}/usage"), None);
+    assert_eq!(u["accumulators"]["monthly"]["used"], 4_000_000, "{u}");
+    let (st, _, _) = b.call(true, &format!("/{id}/delete"), None);
+    assert_eq!(st, 204);
+    assert_eq!(a.call(false, &format!("/{id}"), None).0, 404);
+}

@@ -332,16 +332,7 @@ impl Gx {
             if !c.usage_reports.is_empty() {
                 // Refused or not, the usage happened: count it, once.
                 s.last_answer = Some(answer.bytes.clone());
-                let s = Arc::new(s);
-                let mut changes = vec![Change::PutSession(s.clone())];
-                changes.extend(usage_change(&usage));
-                changes.extend(events.changes());
-                self.node.commit(changes).await?;
-                events.publish();
-                slot.publish(s);
-                if let Some(step) = usage {
-                    Node::finish_usage(step);
-                }
+                txn::commit_session(&self.node, &slot, Arc::new(s), usage, events, None).await?;
             }
             return Ok(answer);
         }
@@ -382,25 +373,9 @@ impl Gx {
         let s = Arc::new(s);
         // A request that reported usage is always written, with its answer:
         // a retransmission after a restart must be replayed, not counted again.
-        let usage_write = usage_change(&usage);
-        if s.durably_equal(&cur)
-            && c.usage_reports.is_empty()
-            && usage_write.is_none()
-            && events.is_empty()
-        {
-            self.node.counters.writes_skipped.fetch_add(1, Relaxed);
-        } else {
-            let mut changes = vec![Change::PutSession(s.clone())];
-            changes.extend(usage_write);
-            changes.extend(events.changes());
-            self.node.commit(changes).await?;
-            events.publish();
-        }
-        slot.publish(s.clone());
+        let unchanged_from = c.usage_reports.is_empty().then_some(&*cur);
+        txn::commit_session(&self.node, &slot, s.clone(), usage, events, unchanged_from).await?;
         self.sd.sd_follow(&s);
-        if let Some(step) = usage {
-            Node::finish_usage(step);
-        }
         self.rx.spawn_af_notices(af_notices);
         Ok(answer)
     }

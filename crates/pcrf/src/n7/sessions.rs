@@ -34,7 +34,6 @@ use crate::sy::service::Sy;
 use crate::txn;
 use crate::usage::{ServiceUnits, SessionMonitoring};
 use diameter::codec::DiameterError;
-use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 /// The realm an N7 session's record names in place of a PCEF's realm: the
@@ -175,6 +174,11 @@ impl N7 {
     }
 
     async fn get_once(&self, id: &str) -> Result<Op<SmPolicyControl>, DiameterError> {
+        // On a shared store another node may have served the SMF since: a
+        // copy held here that is no longer current is dropped, and the
+        // record read afresh (a write would find out by its conflict; a
+        // read must look).
+        self.node.moved_away(id).await;
         let slot = match self.open_session(id).await? {
             Ok(slot) => slot,
             Err(p) => return Ok(Err(p)),
@@ -230,16 +234,7 @@ impl N7 {
         let mut out = self.sy.settle_spending(&mut s, &mut input, out).await;
         if let Some(rej) = &out.decision.reject {
             // Refused or not, the usage happened: counted, once.
-            let s = Arc::new(s);
-            let mut changes = vec![Change::PutSession(s.clone())];
-            changes.extend(usage_change(&usage));
-            changes.extend(events.changes());
-            node.commit(changes).await?;
-            events.publish();
-            slot.publish(s);
-            if let Some(step) = usage {
-                Node::finish_usage(step);
-            }
+            txn::commit_session(node, &slot, Arc::new(s), usage, events, None).await?;
             return Ok(Err(decision_map::refusal(rej)));
         }
         let notes = std::mem::take(&mut out.notifications);
@@ -265,21 +260,7 @@ impl N7 {
             s.last_decision = Some(Arc::new(out.into_record(&input, now)));
         }
         s.installed = decision.into();
-        let s = Arc::new(s);
-        let usage_write = usage_change(&usage);
-        if s.durably_equal(&cur) && usage_write.is_none() && events.is_empty() {
-            node.counters.writes_skipped.fetch_add(1, Relaxed);
-        } else {
-            let mut changes = vec![Change::PutSession(s.clone())];
-            changes.extend(usage_write);
-            changes.extend(events.changes());
-            node.commit(changes).await?;
-            events.publish();
-        }
-        slot.publish(s);
-        if let Some(step) = usage {
-            Node::finish_usage(step);
-        }
+        txn::commit_session(node, &slot, Arc::new(s), usage, events, Some(&cur)).await?;
         Ok(Ok(answer))
     }
 
@@ -327,19 +308,11 @@ impl N7 {
         s.updated_ms = now;
         events.push(node.session_ended(&s, "n7-delete"));
         let s = Arc::new(s);
-        let mut changes = vec![Change::PutSession(s.clone())];
-        changes.extend(usage_change(&usage));
-        changes.extend(events.changes());
-        node.commit(changes).await?;
-        events.publish();
-        slot.publish(s.clone());
+        txn::commit_session(node, &slot, s.clone(), usage, events, None).await?;
         self.rx.abort_afs(&s);
         // Closed records live in the store only, as for Gx.
         node.sessions.remove(id);
         self.sy.sy_session_ended(&cur.subscriber);
-        if let Some(step) = usage {
-            Node::finish_usage(step);
-        }
         Ok(Ok(()))
     }
 }

@@ -4,6 +4,9 @@
 //! wrote nothing here: the request is handled again on fresh copies, a few
 //! times at most), the request's metrics and its closing log line.
 //!
+//! [`commit_session`] is the other end: the one write and the publishing
+//! that close every session transaction.
+//!
 //! An application adapter decodes its request, names its command, its
 //! admission class and its subject (the Session-Id a conflict is logged
 //! under), and hands the one attempt to [`serve`]; it writes none of the
@@ -13,8 +16,11 @@
 
 use crate::admission::Class;
 use crate::metrics::Command;
-use crate::node::{takeover, Answered, Node};
+use crate::node::events::StagedEvents;
+use crate::node::{takeover, usage_change, Answered, Node, UsageStep};
+use crate::session::{GxSession, SessionSlot};
 use crate::session_message::Identity;
+use crate::store::Change;
 use bytes::{Bytes, BytesMut};
 use diameter::codec::{DiameterError, Message, MessageBuilder, FLAG_E};
 use diameter::dict::avp;
@@ -24,6 +30,7 @@ use diameter::result_code;
 use diameter::transport::request_received_at;
 use std::future::Future;
 use std::sync::atomic::Ordering::Relaxed;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 /// What a DOIC report asks of reacting PCEFs while requests are shed: send
@@ -91,6 +98,40 @@ where
         ),
     }
     result.map(|a| a.bytes)
+}
+
+/// The end of a session transaction, the same for every interface: the
+/// session, the subscriber's accumulators (when the request changed them)
+/// and the staged events go to the store in one write; only once it is
+/// durable are the events delivered, the session published to readers and
+/// the accumulators released. With `unchanged_from` (the record the
+/// request started from) a session that changed nothing durable, with no
+/// usage and no event, is not written at all (counted as a skipped
+/// write). Call with the session's lock held.
+pub(crate) async fn commit_session(
+    node: &Node,
+    slot: &SessionSlot,
+    s: Arc<GxSession>,
+    usage: Option<UsageStep>,
+    events: StagedEvents,
+    unchanged_from: Option<&GxSession>,
+) -> Result<(), DiameterError> {
+    let usage_write = usage_change(&usage);
+    let unchanged = unchanged_from.is_some_and(|cur| s.durably_equal(cur));
+    if unchanged && usage_write.is_none() && events.is_empty() {
+        node.counters.writes_skipped.fetch_add(1, Relaxed);
+    } else {
+        let mut changes = vec![Change::PutSession(s.clone())];
+        changes.extend(usage_write);
+        changes.extend(events.changes());
+        node.commit(changes).await?;
+        events.publish();
+    }
+    slot.publish(s);
+    if let Some(step) = usage {
+        Node::finish_usage(step);
+    }
+    Ok(())
 }
 
 /// Counts a request refused before it reached [`serve`] (it did not
