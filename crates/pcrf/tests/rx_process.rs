@@ -2,8 +2,9 @@
 //! P-CSCF (Rx AF) built on the diameter crate: the VoLTE call (AAR -> RAR
 //! to the PCEF -> RAA -> AAA), modification, STR, binding failures, policy
 //! refusal, bad media, the PCEF refusing or later failing a rule (the AF is
-//! notified), Gx termination aborting the AF session, IPv6 binding, and a
-//! kill -9 after the AAA.
+//! notified), Gx termination aborting the AF session, IPv6 binding, a
+//! kill -9 after the AAA, and an AF's call on a 5G (N7) PDU session, whose
+//! rules reach the SMF as notifications.
 
 mod support;
 
@@ -364,6 +365,68 @@ async fn volte_call_installs_a_gbr_rule_modifies_it_and_str_removes_it() {
         .contains("pcrf_requests_total{command=\"AAR\",result_code=\"2001\"} 3"));
     af.close().await;
     pcef.close().await;
+}
+
+/// Rx into a 5G session: the AAR binds to the N7 session holding the UE
+/// address, the media's rule reaches the SMF in an SmPolicyNotification
+/// (a GBR 5QI 1 rule with its flows and QoS), and the STR removes it there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_aar_binds_to_a_5g_session_and_its_rules_reach_the_smf() {
+    let sbi = free_port();
+    let p = Pcrf::start(&format!("{AF_PEER}[sbi]\nlisten = \"127.0.0.1:{sbi}\"\n"));
+    p.provision(IMSI, r#"{"msisdn":"491700000001","plan":"basic"}"#);
+    let callback = Callback::start();
+    let smf = Smf::in_runtime(sbi);
+    let notify = "/nsmf-callback/v1/sm-policy-notify/rx";
+    let (st, _, body) = smf
+        .send(true, "", Some(&create_body(&callback, notify)))
+        .await;
+    assert_eq!(st, 201, "{body}");
+    let af = Peer::connect(&p, AF, RX).await;
+    // The open5gs Create's UE address is the call's (10.45.0.2).
+    let aaa = af.aar("pcscf.test.local;5g;1", call).await;
+    assert_eq!(result_of(&aaa), 2001);
+    let update = format!("{notify}/update");
+    let pushed = |n: usize| {
+        callback
+            .requests()
+            .into_iter()
+            .filter(|r| r["path"] == update.as_str())
+            .nth(n)
+    };
+    let note = eventually_async(
+        "the call's rule at the SMF",
+        Duration::from_secs(10),
+        || pushed(0),
+    )
+    .await;
+    let decision = &note["body"]["smPolicyDecision"];
+    let rules = decision["pccRules"].as_object().expect("pccRules");
+    assert_eq!(rules.len(), 1, "{decision}");
+    let (name, rule) = rules.iter().next().expect("a rule");
+    assert!(name.starts_with("af-"), "{decision}");
+    assert!(
+        rule["flowInfos"][0]["flowDescription"].is_string(),
+        "{decision}"
+    );
+    let qos = rule["refQosData"][0].as_str().expect("refQosData");
+    assert_eq!(decision["qosDecs"][qos]["5qi"], 1, "{decision}");
+    assert_eq!(decision["qosDecs"][qos]["gbrDl"], "48000 bps", "{decision}");
+
+    assert_eq!(result_of(&af.str_("pcscf.test.local;5g;1").await), 2001);
+    let note = eventually_async(
+        "the rule's removal at the SMF",
+        Duration::from_secs(10),
+        || pushed(1),
+    )
+    .await;
+    let decision = &note["body"]["smPolicyDecision"];
+    assert!(decision["pccRules"][name].is_null(), "{decision}");
+    assert!(
+        decision["pccRules"].get(name).is_some(),
+        "removed, not absent: {decision}"
+    );
+    af.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

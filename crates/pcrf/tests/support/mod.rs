@@ -20,13 +20,14 @@ mod agent;
 mod cluster;
 mod cluster_node;
 mod n7_seam;
+mod n7_smf;
 mod ocs;
 mod postgres;
 mod wait;
 
 // Each test file uses a part of these.
 #[allow(unused_imports)]
-pub use {agent::*, cluster::*, n7_seam::*, ocs::*, postgres::*, wait::*};
+pub use {agent::*, cluster::*, n7_seam::*, n7_smf::*, ocs::*, postgres::*, wait::*};
 
 pub const GX: u32 = 16_777_238;
 pub const TGPP: u32 = 10_415;
