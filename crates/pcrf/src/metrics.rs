@@ -447,6 +447,10 @@ pub enum Command {
     Tsr,
     /// Sd RAR we sent to a TDF, with the RAA's code.
     SdRar,
+    /// N7 notification we sent to an SMF (`/update` or `/terminate`),
+    /// counted with the code an RAA would carry: 2001 for a 2xx, 5002 for
+    /// a 404 (the SMF has no such session), 5012 for any other status.
+    N7Notify,
     /// Base protocol.
     Cer,
     Dwr,
@@ -454,7 +458,7 @@ pub enum Command {
 }
 
 impl Command {
-    pub const ALL: [Command; 16] = [
+    pub const ALL: [Command; 17] = [
         Command::CcrInitial,
         Command::CcrUpdate,
         Command::CcrTermination,
@@ -468,6 +472,7 @@ impl Command {
         Command::SdCcr,
         Command::Tsr,
         Command::SdRar,
+        Command::N7Notify,
         Command::Cer,
         Command::Dwr,
         Command::Dpr,
@@ -488,6 +493,7 @@ impl Command {
             Command::SdCcr => "SD-CCR",
             Command::Tsr => "TSR",
             Command::SdRar => "SD-RAR",
+            Command::N7Notify => "N7-NOTIFY",
             Command::Cer => "CER",
             Command::Dwr => "DWR",
             Command::Dpr => "DPR",

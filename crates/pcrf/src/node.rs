@@ -485,7 +485,15 @@ impl Node {
                     usage,
                 },
             };
-            return crate::n7::notify::push(s, &resource, push).await;
+            let started = Instant::now();
+            let answer = crate::n7::notify::push(s, &resource, push).await;
+            let code = match &answer {
+                Ok(raa) => raa.result_code.unwrap_or(0),
+                Err(_) => crate::metrics::NO_ANSWER,
+            };
+            self.metrics
+                .request(Command::N7Notify, code, started.elapsed());
+            return answer;
         }
         let answer = self.send_rar(s, diff, release, usage).await?;
         crate::pcc::reauth_answer::decode_raa(&answer)

@@ -176,6 +176,30 @@ fn a_profile_change_is_pushed_to_the_smf_and_a_404_forgets_the_session() {
         "{got}"
     );
 
+    // An SMF that answers 503 once is tried again, and the second try
+    // goes through.
+    let (st, location, _) = smf.call(true, "", Some(&create_body(&callback, "/flaky/1")));
+    assert_eq!(st, 201);
+    let flaky_id = location.rsplit('/').next().expect("id").to_owned();
+    p.provision(IMSI, r#"{"plan":"basic"}"#);
+    let tries = || {
+        callback
+            .requests()
+            .iter()
+            .filter(|r| r["path"] == "/flaky/1/update")
+            .count()
+    };
+    assert!(
+        poll_until(Duration::from_secs(10), || tries() == 2),
+        "{}",
+        p.log()
+    );
+    let (_, _, got) = smf.call(false, &format!("/{flaky_id}"), None);
+    assert_eq!(
+        got["policy"]["sessRules"]["session"]["authSessAmbr"]["uplink"], "5000000 bps",
+        "the retried push is in force: {got}"
+    );
+
     // An SMF that no longer has the session answers 404: forgotten here.
     let (st, location, _) = smf.call(true, "", Some(&create_body(&callback, "/gone/1")));
     assert_eq!(st, 201);

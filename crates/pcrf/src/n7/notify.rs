@@ -19,6 +19,7 @@ use crate::pcc::reauth_answer::Raa;
 use crate::pcc::UsageInstructions;
 use crate::policy::decision::Decision;
 use crate::session::GxSession;
+use diameter::peer::{Backoff, Jitter};
 use diameter::result_code;
 use serde::Deserialize;
 use std::sync::OnceLock;
@@ -26,6 +27,13 @@ use std::time::Duration;
 
 /// How long the SMF has to answer a push (as a PCEF has for an RAA).
 const PUSH_TIMEOUT: Duration = Duration::from_secs(5);
+/// Tries of one push when the SMF cannot be reached or answers 5xx. The
+/// push holds the session's lock (as a RAR awaiting its RAA does), so the
+/// retries are few and short: a push that still fails is counted and
+/// logged, and the next change or Update brings the SMF in step.
+const PUSH_ATTEMPTS: u32 = 3;
+const RETRY_INITIAL: Duration = Duration::from_millis(100);
+const RETRY_MAX: Duration = Duration::from_millis(400);
 
 /// The one HTTP/2 client of every push: h2c with prior knowledge, or TLS
 /// with ALPN h2 for an `https` notification URI; connections are kept and
@@ -120,13 +128,30 @@ pub(crate) async fn push(
         }
     };
     let body = body.map_err(|e| ControlError::Peer(format!("notification not encoded: {e}")))?;
-    let sent = client()?
-        .post(&url)
-        .header(reqwest::header::CONTENT_TYPE, "application/json")
-        .body(body)
-        .send()
-        .await;
-    let answer = match sent {
+    let client = client()?;
+    // A refused connection, a reset or a 5xx is tried again, at most
+    // PUSH_ATTEMPTS times in all, waiting a jittered, doubling delay; a 4xx
+    // is the SMF's answer and is not.
+    let mut backoff = Backoff::new(RETRY_INITIAL, RETRY_MAX, None, Jitter::from_entropy());
+    let mut attempt = 1;
+    let answer = loop {
+        let sent = client
+            .post(&url)
+            .header(reqwest::header::CONTENT_TYPE, "application/json")
+            .body(body.clone())
+            .send()
+            .await;
+        let retry = match &sent {
+            Ok(a) => a.status().is_server_error(),
+            Err(e) => !e.is_timeout(),
+        };
+        if !retry || attempt >= PUSH_ATTEMPTS {
+            break sent;
+        }
+        attempt += 1;
+        tokio::time::sleep(backoff.next_delay()).await;
+    };
+    let answer = match answer {
         Ok(a) => a,
         Err(e) if e.is_timeout() => {
             return Err(ControlError::Timeout(format!(
@@ -152,7 +177,7 @@ pub(crate) async fn push(
     } else if status == reqwest::StatusCode::NOT_FOUND {
         raa.result_code = Some(result_code::DIAMETER_UNKNOWN_SESSION_ID);
     } else {
-        tracing::warn!(session = %s.id, url, status = status.as_u16(), "SMF refused a push");
+        tracing::warn!(session = %s.id, url, status = status.as_u16(), attempts = attempt, "SMF refused a push");
         raa.result_code = Some(result_code::DIAMETER_UNABLE_TO_COMPLY);
     }
     Ok(raa)

@@ -8,6 +8,8 @@ Usage: smf_callback.py PORT
 - POST {anything}/update: 204 (the SMF applied the notification).
 - POST {anything}/terminate: 204.
 - Any path under /gone/: 404, as an SMF that no longer has the session.
+- Under /flaky/: 503 the first time a path is asked, then as above (an
+  SMF restarting: the PCF must try again).
 Each request is printed as one JSON line: {"method", "path",
 "http_version", "content_type", "body"} (the body parsed as JSON).
 """
@@ -18,6 +20,8 @@ import sys
 
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
+
+seen = set()
 
 
 async def app(scope, receive, send):
@@ -55,6 +59,9 @@ async def app(scope, receive, send):
     )
     if path.startswith("/gone/"):
         status = 404
+    elif path.startswith("/flaky/") and path not in seen:
+        seen.add(path)
+        status = 503
     elif scope["method"] == "POST" and (path.endswith("/update") or path.endswith("/terminate")):
         status = 204
     else:
