@@ -1,5 +1,5 @@
 //! pcrf-bench: a load generator that emulates the network in front of a
-//! PCRF (P-GWs as Gx PCEFs, P-CSCFs as Rx AFs), finds zero-loss throughput, and reports
+//! PCRF (P-GWs as Gx PCEFs, P-CSCFs as Rx AFs, SMFs on N7), finds zero-loss throughput, and reports
 //! latency from intended send times, Apdex per command and the server's CPU
 //! per transaction. A library as well as a binary so that the PCRF's own
 //! tests can build realistic Gx requests with [`gx`].
@@ -33,6 +33,7 @@ pub mod scenario;
 pub mod schedule;
 pub mod sd;
 pub mod series;
+pub mod smf;
 pub mod server_counters;
 pub mod session;
 pub mod stats;

@@ -53,6 +53,10 @@ enum Cmd {
     /// VoLTE calls at a rate: Gx CCR-I, Rx AAR (RAR to the PCEF, AAA),
     /// hold, STR, CCR-T; latency per command and call set-up, Apdex.
     Volte(VolteArgs),
+    /// The N7 twin of a scenario: emulated SMFs Create, Update (with
+    /// usage) and Delete SM policies over HTTP/2 at a rate, with the
+    /// scenario's mix; latency per operation, server CPU per transaction.
+    N7(N7Args),
     /// Answer every Gx CCR at once with a fixed CCA: the generator's ceiling.
     EchoServer(EchoArgs),
     /// An OCS on Sy: answers SLR from a counter table, sends SNRs at a
@@ -179,6 +183,18 @@ struct VolteArgs {
     /// New calls per second (open loop).
     #[arg(long)]
     calls_per_second: f64,
+}
+
+#[derive(Args)]
+struct N7Args {
+    #[command(flatten)]
+    common: Common,
+    /// The PCF's SBI (HTTP/2, h2c) address.
+    #[arg(long, default_value = "127.0.0.1:7777")]
+    sbi: String,
+    /// Open loop: requests per second (Create, Update, Delete together).
+    #[arg(long)]
+    rate: f64,
 }
 
 #[derive(Args)]
@@ -356,6 +372,7 @@ async fn dispatch(cmd: Cmd) -> Result<(), String> {
         Cmd::Run(a) => run(a).await,
         Cmd::ZeroLoss(a) => zero_loss(a).await,
         Cmd::Volte(a) => volte(a).await,
+        Cmd::N7(a) => n7(a).await,
         Cmd::EchoServer(a) => echo(a).await,
         Cmd::Ocs(a) => ocs(a).await,
         Cmd::Provision(a) => provision_only(a).await,
@@ -686,6 +703,41 @@ async fn volte(a: VolteArgs) -> Result<(), String> {
         },
     )
     .await?;
+    emit(c, &report, &report.summary())
+}
+
+async fn n7(a: N7Args) -> Result<(), String> {
+    let c = &a.common;
+    if c.retransmit > 0 || c.answer_log.is_some() || c.series.is_some() {
+        return Err("--retransmit, --answer-log and --series are for `run`, not n7".into());
+    }
+    if !c.db_pid.is_empty() || c.db_name.is_some() || c.server_metrics.is_some() {
+        return Err("n7 accounts the server's CPU only (--server-pid, --server-name)".into());
+    }
+    let scenario = load_scenario(&c.scenario, c.subscribers)?;
+    if scenario.has_volte() {
+        return Err(format!(
+            "{} has VoLTE flows; n7 runs data sessions",
+            c.scenario.display()
+        ));
+    }
+    let setup = setup_scenario(c, scenario).await?;
+    let mut server_pids = c.server_pid.clone();
+    if server_pids.is_empty() {
+        if let Some(name) = &c.server_name {
+            server_pids = pcrf_bench::cpu::find_pids_by_name(name).map_err(|e| e.to_string())?;
+        }
+    }
+    let load = pcrf_bench::smf::N7Load {
+        sbi: a.sbi.clone(),
+        rate: a.rate,
+        warmup: c.warmup.unwrap_or_else(|| setup.scenario.max_hold()),
+        duration: c.duration,
+        smfs: c.peers,
+        seed: c.seed,
+        server_pids,
+    };
+    let report = pcrf_bench::smf::run(setup.scenario.clone(), &load).await?;
     emit(c, &report, &report.summary())
 }
 

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# N7 beside Gx on one server, in one run: the seed scenario over Gx
+# (`pcrf-bench run`: CCR-I, CCR-U with usage, CCR-T from emulated P-GWs)
+# and its N7 twin (`pcrf-bench n7`: Create, Updates with accuUsageReports,
+# Delete from emulated SMFs over HTTP/2) against the same `pcrf serve`
+# (embedded store, durability full, the example policy and usage file,
+# [sbi] on), alternated RUNS times, each at RATE requests per second for
+# DURATION after the scenario's warm-up. Prints each run, then the medians
+# of the server's CPU per transaction and of p50/p99, and the ratio N7/Gx.
+#
+#   bench/n7-twin.sh                  # RATE=1000 DURATION=20s RUNS=3
+#   RATE=3000 bench/n7-twin.sh
+#
+# Environment: BUILD (1; 0 uses existing release binaries), PCRF_BIN and
+# BENCH_BIN, RATE, DURATION, RUNS, PEERS (4: P-GWs, and as many SMF
+# connections), SUBSCRIBERS (20000), SCENARIO (bench/scenarios/seed.toml),
+# SERVER_CPUS and GEN_CPUS (see bench/lib.sh).
+# Writes bench/results/n7-twin-{gx,n7}-<i>.json and bench/results/n7-twin.md.
+set -euo pipefail
+source "$(dirname "$0")/lib.sh"
+need python3 python3
+
+RATE="${RATE:-1000}"
+DURATION="${DURATION:-20s}"
+RUNS="${RUNS:-3}"
+PEERS="${PEERS:-4}"
+SUBSCRIBERS="${SUBSCRIBERS:-20000}"
+SCENARIO="${SCENARIO:-$BENCH_ROOT/bench/scenarios/seed.toml}"
+
+build_release pcrf-bench pcrf
+set_pinning
+work="$(mktemp -d "${TMPDIR:-/tmp}/pcrf-n7-twin.XXXXXX")"
+trap 'stop_server; rm -rf "$work"' EXIT
+sbi_port="$(free_port)"
+printf '[sbi]\nlisten = "127.0.0.1:%s"\n' "$sbi_port" >"$work/sbi.toml"
+mkdir -p "$work/pcrf"
+PCRF_EXTRA_CONFIG="$work/sbi.toml" start_pcrf "$work/pcrf" "$PEERS"
+wait_port "$sbi_port" 10 || die "the SBI listener did not start: $(tail -20 "$work/pcrf/pcrf.err")"
+gen provision --scenario "$SCENARIO" --api "$API_URL" --subscribers "$SUBSCRIBERS" >&2
+
+results="$BENCH_ROOT/bench/results"
+mkdir -p "$results"
+common=(--scenario "$SCENARIO" --peers "$PEERS" --subscribers "$SUBSCRIBERS"
+        --rate "$RATE" --duration "$DURATION" --server-pid "$SERVER_PID")
+for i in $(seq "$RUNS"); do
+  echo "== run $i: Gx ==" >&2
+  gen run "${common[@]}" --target "127.0.0.1:$DIAMETER_PORT" --out "$results/n7-twin-gx-$i.json" >&2
+  echo "== run $i: N7 ==" >&2
+  gen n7 "${common[@]}" --sbi "127.0.0.1:$sbi_port" --out "$results/n7-twin-n7-$i.json" >&2
+done
+
+python3 - "$results" "$RUNS" "$RATE" "$DURATION" <<'PY' | tee "$results/n7-twin.md"
+import json, statistics, sys
+results, runs, rate, duration = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
+rows = {"gx": [], "n7": []}
+for i in range(1, runs + 1):
+    g = json.load(open(f"{results}/n7-twin-gx-{i}.json"))
+    n = json.load(open(f"{results}/n7-twin-n7-{i}.json"))
+    rows["gx"].append((g["server_cpu"]["cpu_us_per_txn"], g["total"]["latency"]["p50_ms"],
+                       g["total"]["latency"]["p99_ms"], g["achieved_tps"],
+                       g["total"]["sent"] - g["total"]["succeeded"]))
+    failed = sum(op["failed"] for op in n["operations"])
+    rows["n7"].append((n["server_cpu"]["cpu_us_per_txn"], n["all"]["p50_ms"],
+                       n["all"]["p99_ms"], n["achieved_rate"], failed))
+print(f"N7 beside Gx, seed scenario at {rate}/s for {duration}, {runs} alternated runs each")
+print()
+print("| | CPU µs/txn | p50 ms | p99 ms | achieved/s | failed |")
+print("|---|---:|---:|---:|---:|---:|")
+med = {}
+for k in ("gx", "n7"):
+    for i, r in enumerate(rows[k], 1):
+        print(f"| {k} run {i} | {r[0]:.0f} | {r[1]:.2f} | {r[2]:.2f} | {r[3]:.0f} | {r[4]} |")
+    med[k] = [statistics.median(r[j] for r in rows[k]) for j in range(4)]
+for k in ("gx", "n7"):
+    m = med[k]
+    print(f"| **{k} median** | {m[0]:.0f} | {m[1]:.2f} | {m[2]:.2f} | {m[3]:.0f} | |")
+print()
+print(f"ratio N7/Gx: CPU per transaction {med['n7'][0] / med['gx'][0]:.2f}, "
+      f"p99 {med['n7'][2] / med['gx'][2]:.2f}")
+PY
