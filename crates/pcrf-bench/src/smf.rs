@@ -131,7 +131,11 @@ impl N7Report {
             );
         }
         if let Some(p) = &self.all {
-            let _ = writeln!(s, "  all     p50 {:.2} ms  p99 {:.2} ms", p.p50_ms, p.p99_ms);
+            let _ = writeln!(
+                s,
+                "  all     p50 {:.2} ms  p99 {:.2} ms",
+                p.p50_ms, p.p99_ms
+            );
         }
         if let Some(c) = &self.server_cpu {
             let _ = writeln!(

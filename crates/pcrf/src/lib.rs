@@ -17,6 +17,7 @@ pub mod http_listener;
 pub mod limits;
 pub mod logging;
 pub mod metrics;
+pub mod n5;
 pub mod n7;
 pub mod node;
 pub mod notify;

@@ -451,6 +451,9 @@ pub enum Command {
     /// counted with the code an RAA would carry: 2001 for a 2xx, 5002 for
     /// a 404 (the SMF has no such session), 5012 for any other status.
     N7Notify,
+    /// N5 notification we sent to an AF (an event, or the termination),
+    /// counted with the code an RAA would carry, as N7-NOTIFY.
+    N5Notify,
     /// Base protocol.
     Cer,
     Dwr,
@@ -458,7 +461,7 @@ pub enum Command {
 }
 
 impl Command {
-    pub const ALL: [Command; 17] = [
+    pub const ALL: [Command; 18] = [
         Command::CcrInitial,
         Command::CcrUpdate,
         Command::CcrTermination,
@@ -473,6 +476,7 @@ impl Command {
         Command::Tsr,
         Command::SdRar,
         Command::N7Notify,
+        Command::N5Notify,
         Command::Cer,
         Command::Dwr,
         Command::Dpr,
@@ -494,6 +498,7 @@ impl Command {
             Command::Tsr => "TSR",
             Command::SdRar => "SD-RAR",
             Command::N7Notify => "N7-NOTIFY",
+            Command::N5Notify => "N5-NOTIFY",
             Command::Cer => "CER",
             Command::Dwr => "DWR",
             Command::Dpr => "DPR",

@@ -501,11 +501,29 @@ impl Node {
     }
 
     /// The resource URI of the SM policy `id` (what its notifications
-    /// name): under the API prefix registered with the NRF, or else the
-    /// SBI listener's own address.
+    /// name).
     pub(crate) fn sm_policy_uri(&self, id: &str) -> String {
+        format!(
+            "{}{}/sm-policies/{id}",
+            self.sbi_root(),
+            crate::sbi::routes::SERVICE_ROOT
+        )
+    }
+
+    /// The resource URI of the N5 application session `id`.
+    pub(crate) fn app_session_uri(&self, id: &str) -> String {
+        format!(
+            "{}{}/app-sessions/{id}",
+            self.sbi_root(),
+            crate::sbi::routes::N5_SERVICE_ROOT
+        )
+    }
+
+    /// Where the SBI's resources are reached: under the API prefix
+    /// registered with the NRF, or else the SBI listener's own address.
+    fn sbi_root(&self) -> String {
         let live = self.live.load();
-        let root = match &live.cfg.sbi {
+        match &live.cfg.sbi {
             Some(sbi) => match &sbi.nrf {
                 Some(nrf) => nrf.api_prefix.trim_end_matches('/').to_owned(),
                 None => {
@@ -514,11 +532,7 @@ impl Node {
                 }
             },
             None => String::new(),
-        };
-        format!(
-            "{root}{}/sm-policies/{id}",
-            crate::sbi::routes::SERVICE_ROOT
-        )
+        }
     }
 
     async fn send_rar(

@@ -533,6 +533,7 @@ async fn start_sbi(
     metrics.register(stats.clone());
     let routes = crate::sbi::routes::Routes {
         service: services.n7.clone(),
+        app_sessions: Some(services.n5.clone()),
         stats,
         max_body_bytes: sbi.max_body_bytes,
         decode_limits: sbi.decode_limits(),

@@ -7,6 +7,7 @@
 
 use crate::control::Operations;
 use crate::gx::service::Gx;
+use crate::n5::app_sessions::AppSessions;
 use crate::n7::sessions::N7;
 use crate::node::{Node, NodeParts, Redecide};
 use crate::rx::service::Rx;
@@ -26,6 +27,8 @@ pub struct Services {
     pub sy: Arc<Sy>,
     /// N7: SM policies for the SMFs, on the same sessions.
     pub n7: Arc<N7>,
+    /// N5: application sessions for AFs, through the Rx flows.
+    pub n5: Arc<AppSessions>,
 }
 
 impl Services {
@@ -38,6 +41,7 @@ impl Services {
         let sd = Sd::new(node.clone(), sd_state, sy.clone());
         let gx = Gx::new(node.clone(), rx.clone(), sd.clone(), sy.clone());
         let n7 = N7::new(node.clone(), rx.clone(), sy.clone());
+        let n5 = AppSessions::new(node.clone(), rx.clone());
         let redecide: Arc<dyn Redecide> = gx.clone();
         node.set_redecide(Arc::downgrade(&redecide));
         let metrics = node.metrics().clone();
@@ -53,6 +57,7 @@ impl Services {
             sd,
             sy,
             n7,
+            n5,
         }
     }
 

@@ -9,6 +9,7 @@
 
 mod support;
 
+use serde_json::Value;
 use std::time::Duration;
 use support::{create_body, free_port, poll_until, Callback, Pcrf, Smf};
 
@@ -277,4 +278,133 @@ fn any_cluster_node_serves_any_sm_policy() {
     let (st, _, _) = b.call(true, &format!("/{id}/delete"), None);
     assert_eq!(st, 204);
     assert_eq!(a.call(false, &format!("/{id}"), None).0, 404);
+}
+
+/// The AF's side of a VoNR call over N5 (Npcf_PolicyAuthorization): the
+/// application session binds to the PDU session by UE address, its audio
+/// becomes a GBR 5QI 1 rule at the SMF, a video component added by PATCH
+/// a 5QI 2 rule and removed again (`null`); when the SMF deletes the PDU
+/// session the AF is told (`/terminate`) and its delete is answered 204.
+#[test]
+fn an_af_over_n5_gets_its_media_to_the_smf() {
+    use reqwest::Method;
+    let callback = Callback::start();
+    let (p, sbi) = start();
+    p.provision(IMSI, r#"{"plan":"basic"}"#);
+    let smf = Smf::new(sbi);
+    let notify = "/nsmf-callback/v1/sm-policy-notify/n5";
+    let (st, location, _) = smf.call(true, "", Some(&create_body(&callback, notify)));
+    assert_eq!(st, 201);
+    let pdu = location.rsplit('/').next().expect("id").to_owned();
+
+    let af = format!("http://127.0.0.1:{}/af/1", callback.port);
+    let voice = |n: u32, kind: &str, port: u32| {
+        serde_json::json!({"medCompN": n, "medType": kind, "marBwUl": "64 Kbps",
+            "marBwDl": "48 Kbps", "fStatus": "ENABLED",
+            "medSubComps": {"1": {"fNum": 1, "fDescs": [
+                format!("permit out 17 from 192.0.2.9 {port} to 10.45.0.2 {port}"),
+                format!("permit in 17 from 10.45.0.2 {port} to 192.0.2.9 {port}")]}}})
+    };
+    let body = serde_json::json!({"ascReqData": {
+        "afAppId": "IMS Services", "notifUri": af, "ueIpv4": "10.45.0.2",
+        "dnn": "internet", "suppFeat": "0",
+        "evSubsc": {"events": [{"event": "FAILED_RESOURCES_ALLOCATION"}]},
+        "medComponents": {"1": voice(1, "AUDIO", 5000)}}});
+    let root = "/npcf-policyauthorization/v1/app-sessions";
+    let (st, location, context) = smf.http(Method::POST, root, Some(&body), "application/json");
+    assert_eq!(st, 201, "{context}\n{}", p.log());
+    assert!(
+        location.contains("/npcf-policyauthorization/v1/app-sessions/"),
+        "{location}"
+    );
+    let app = location.rsplit('/').next().expect("id").to_owned();
+    assert_eq!(
+        context["ascReqData"]["medComponents"]["1"]["medType"], "AUDIO",
+        "{context}"
+    );
+
+    let update = format!("{notify}/update");
+    let pushed = |n: usize| {
+        let mut got = None;
+        poll_until(Duration::from_secs(10), || {
+            got = callback
+                .requests()
+                .into_iter()
+                .filter(|r| r["path"] == update.as_str())
+                .nth(n);
+            got.is_some()
+        });
+        got.unwrap_or_else(|| panic!("push {n} not received: {:?}", callback.requests()))
+    };
+    let decision = pushed(0)["body"]["smPolicyDecision"].clone();
+    let rules = decision["pccRules"].as_object().expect("pccRules").clone();
+    assert_eq!(rules.len(), 1, "{decision}");
+    let (voice_rule, rule) = rules.into_iter().next().expect("rule");
+    let qos = rule["refQosData"][0].as_str().expect("qos").to_owned();
+    assert_eq!(decision["qosDecs"][&qos]["5qi"], 1, "{decision}");
+    assert_eq!(
+        decision["qosDecs"][&qos]["gbrDl"], "48000 bps",
+        "{decision}"
+    );
+
+    // Video joins, then leaves.
+    let patch =
+        serde_json::json!({"ascReqData": {"medComponents": {"2": voice(2, "VIDEO", 6000)}}});
+    let at = format!("{root}/{app}");
+    let (st, _, context) = smf.http(
+        Method::PATCH,
+        &at,
+        Some(&patch),
+        "application/merge-patch+json",
+    );
+    assert_eq!(st, 200, "{context}");
+    assert_eq!(
+        context["ascReqData"]["medComponents"]["2"]["medType"],
+        "VIDEO"
+    );
+    let decision = pushed(1)["body"]["smPolicyDecision"].clone();
+    let video_rule = decision["pccRules"]
+        .as_object()
+        .and_then(|r| r.keys().next().cloned())
+        .expect("the video rule");
+    assert_ne!(video_rule, voice_rule);
+    let remove = serde_json::json!({"ascReqData": {"medComponents": {"2": null}}});
+    let (st, _, _) = smf.http(
+        Method::PATCH,
+        &at,
+        Some(&remove),
+        "application/merge-patch+json",
+    );
+    assert_eq!(st, 200);
+    let decision = pushed(2)["body"]["smPolicyDecision"].clone();
+    assert!(decision["pccRules"][&video_rule].is_null(), "{decision}");
+    assert!(
+        decision["pccRules"].get(&video_rule).is_some(),
+        "{decision}"
+    );
+    let (st, _, got) = smf.http(Method::GET, &at, None, "");
+    assert_eq!(st, 200, "{got}");
+
+    // No PDU session holds an address: 500 PDU_SESSION_NOT_AVAILABLE.
+    let mut nowhere = body.clone();
+    nowhere["ascReqData"]["ueIpv4"] = Value::from("10.99.0.1");
+    let (st, _, problem) = smf.http(Method::POST, root, Some(&nowhere), "application/json");
+    assert_eq!(
+        (st, problem["cause"].as_str()),
+        (500, Some("PDU_SESSION_NOT_AVAILABLE"))
+    );
+
+    // The PDU session ends: the AF is told, and its delete is answered.
+    let (st, _, _) = smf.call(true, &format!("/{pdu}/delete"), None);
+    assert_eq!(st, 204);
+    let told = poll_until(Duration::from_secs(10), || {
+        callback.requests().iter().any(|r| {
+            r["path"] == "/af/1/terminate" && r["body"]["termCause"] == "PDU_SESSION_TERMINATION"
+        })
+    });
+    assert!(told, "{:?}", callback.requests());
+    let (st, _, _) = smf.http(Method::POST, &format!("{at}/delete"), None, "");
+    assert_eq!(st, 204);
+    let (st, _, gone) = smf.http(Method::GET, &at, None, "");
+    assert_eq!(st, 404, "{gone}");
 }

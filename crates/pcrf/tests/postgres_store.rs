@@ -1672,6 +1672,7 @@ fn af_session(id: &str) -> pcrf::session::af::AfSession {
         specific_actions: Vec::new(),
         media: Vec::new(),
         rules: Vec::new(),
+        notification_uri: None,
         created_ms: 1,
         updated_ms: 1,
     }

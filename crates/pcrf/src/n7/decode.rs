@@ -145,7 +145,7 @@ pub fn decode_delete(
 
 /// JSON text to a value, refusing what is too deep before it is built
 /// (serde_json would recurse into it), then anything too long or too wide.
-fn parse_bounded(body: &[u8], limits: &DecodeLimits) -> Result<Value, ProblemDetails> {
+pub(crate) fn parse_bounded(body: &[u8], limits: &DecodeLimits) -> Result<Value, ProblemDetails> {
     if let Some(depth) = too_deep(body, limits.max_depth) {
         return Err(ProblemDetails::invalid_format(format!(
             "nesting deeper than {} (at byte {depth})",
@@ -260,7 +260,7 @@ fn path_or_root(path: &str) -> &str {
 
 /// The value as `T`; on a type error, the top-level member at fault is
 /// named (each member is tried alone to find it).
-fn typed<T: DeserializeOwned>(value: Value) -> Result<T, ProblemDetails> {
+pub(crate) fn typed<T: DeserializeOwned>(value: Value) -> Result<T, ProblemDetails> {
     match serde_json::from_value::<T>(value.clone()) {
         Ok(t) => Ok(t),
         Err(whole) => {
@@ -283,7 +283,11 @@ fn typed<T: DeserializeOwned>(value: Value) -> Result<T, ProblemDetails> {
     }
 }
 
-fn check_identity(param: &str, v: Option<&str>, mandatory: bool) -> Result<(), ProblemDetails> {
+pub(crate) fn check_identity(
+    param: &str,
+    v: Option<&str>,
+    mandatory: bool,
+) -> Result<(), ProblemDetails> {
     match v {
         None if mandatory => Err(ProblemDetails::missing(param)),
         None => Ok(()),
@@ -302,7 +306,7 @@ fn check_identity(param: &str, v: Option<&str>, mandatory: bool) -> Result<(), P
     }
 }
 
-fn check_uri(param: &str, uri: &str) -> Result<(), ProblemDetails> {
+pub(crate) fn check_uri(param: &str, uri: &str) -> Result<(), ProblemDetails> {
     let rest = uri
         .strip_prefix("http://")
         .or_else(|| uri.strip_prefix("https://"));
@@ -334,7 +338,10 @@ fn check_snssai(param: &str, s: &Snssai) -> Result<(), ProblemDetails> {
     }
 }
 
-fn check_addresses(ipv4: Option<&str>, ipv6_prefix: Option<&str>) -> Result<(), ProblemDetails> {
+pub(crate) fn check_addresses(
+    ipv4: Option<&str>,
+    ipv6_prefix: Option<&str>,
+) -> Result<(), ProblemDetails> {
     if let Some(a) = ipv4 {
         if a.parse::<Ipv4Addr>().is_err() {
             return Err(ProblemDetails::optional_incorrect(

@@ -38,7 +38,7 @@ const RETRY_MAX: Duration = Duration::from_millis(400);
 /// The one HTTP/2 client of every push: h2c with prior knowledge, or TLS
 /// with ALPN h2 for an `https` notification URI; connections are kept and
 /// shared between pushes to one SMF.
-fn client() -> Result<&'static reqwest::Client, ControlError> {
+pub(crate) fn client() -> Result<&'static reqwest::Client, ControlError> {
     static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
     CLIENT
         .get_or_init(|| {

@@ -34,8 +34,8 @@ use std::sync::Weak;
 use std::time::Instant;
 
 /// 3GPP Experimental-Result-Codes of Rx (TS 29.214 §5.5).
-const IP_CAN_SESSION_NOT_AVAILABLE: u32 = 5065;
-const REQUESTED_SERVICE_NOT_AUTHORIZED: u32 = 5063;
+pub(crate) const IP_CAN_SESSION_NOT_AVAILABLE: u32 = 5065;
+pub(crate) const REQUESTED_SERVICE_NOT_AUTHORIZED: u32 = 5063;
 
 /// How many Rx sessions aborted by a Gx termination are remembered, so the
 /// AF's STR that follows the ASR is answered success rather than 5002.
@@ -64,6 +64,14 @@ impl AfNote {
             flows: Vec::new(),
         }
     }
+}
+
+/// What became of an AF's request (see [`Rx::authorize`]): its rules are
+/// installed and stored (the session as stored now), or it is refused with
+/// the result an AAA would carry and why.
+pub(crate) enum AfOutcome {
+    Installed(Arc<GxSession>),
+    Refused(Outcome, String),
 }
 
 /// What an initial AAR found at the UE address.
@@ -243,7 +251,7 @@ impl Rx {
     /// The Gx session an Rx session is bound to: the one here, or on a
     /// store shared with other nodes, the one the store has holding it
     /// (bound on another node), taken over.
-    async fn bound_af_or_take_over(
+    pub(crate) async fn bound_af_or_take_over(
         &self,
         rx_session: &str,
     ) -> Result<Option<Arc<SessionSlot>>, DiameterError> {
@@ -259,6 +267,24 @@ impl Rx {
         let a = req.validate().and_then(|_| rx::decode_aar(req)).inspect_err(|e| {
             tracing::info!(session = ?req.session_id().ok().flatten(), error = %e, "AAR refused");
         })?;
+        Ok(match self.authorize(&a).await? {
+            AfOutcome::Installed(next) => self.aaa(
+                req,
+                Outcome::Result(result_code::DIAMETER_SUCCESS),
+                Some(&next),
+                None,
+            ),
+            AfOutcome::Refused(outcome, why) => self.aaa(req, outcome, None, Some(why.as_str())),
+        })
+    }
+
+    /// An AF's request for its session's media, whichever interface it
+    /// came over (Rx's AAR, or N5's app session as an `Aar`): binds it to
+    /// the IP-CAN or PDU session at the UE address (or finds the AF
+    /// session it updates), asks the policy for the media's rules, pushes
+    /// them to the enforcement point and stores them. What the AF is
+    /// answered is the adapter's to write.
+    pub(crate) async fn authorize(&self, a: &Aar<'_>) -> Result<AfOutcome, DiameterError> {
         // An update names a bound Rx session, maybe bound on another
         // node; an initial request is bound by address (no store read for
         // an id that cannot be bound yet).
@@ -269,11 +295,9 @@ impl Rx {
         let slot = match existing {
             Some(slot) => slot,
             None if a.request_type == Some(RxRequestType::Update) => {
-                return Ok(self.aaa(
-                    req,
+                return Ok(AfOutcome::Refused(
                     Outcome::Result(result_code::DIAMETER_UNKNOWN_SESSION_ID),
-                    None,
-                    Some("unknown Rx session"),
+                    "unknown Rx session".into(),
                 ));
             }
             None => match self.bind_or_take_over(&a).await? {
@@ -281,21 +305,17 @@ impl Rx {
                 Binding::NoSession => {
                     self.state.binding_failures.fetch_add(1, Relaxed);
                     tracing::info!(session = a.session_id, ipv4 = ?a.ue_ipv4, apn = ?a.apn, "AAR: no IP-CAN session holds the UE address");
-                    return Ok(self.aaa(
-                        req,
+                    return Ok(AfOutcome::Refused(
                         Outcome::Experimental(IP_CAN_SESSION_NOT_AVAILABLE),
-                        None,
-                        Some("no IP-CAN session for the UE address"),
+                        "no IP-CAN session for the UE address".into(),
                     ));
                 }
                 Binding::OtherSubscriber => {
                     self.state.binding_failures.fetch_add(1, Relaxed);
                     tracing::info!(session = a.session_id, ipv4 = ?a.ue_ipv4, apn = ?a.apn, imsi = ?a.imsi, msisdn = ?a.msisdn, "AAR: the IP-CAN session holding the UE address belongs to another subscriber");
-                    return Ok(self.aaa(
-                        req,
+                    return Ok(AfOutcome::Refused(
                         Outcome::Experimental(IP_CAN_SESSION_NOT_AVAILABLE),
-                        None,
-                        Some("the IP-CAN session for the UE address is another subscriber's"),
+                        "the IP-CAN session for the UE address is another subscriber's".into(),
                     ));
                 }
             },
@@ -310,20 +330,16 @@ impl Rx {
                 .is_served()
         }) {
             // Another AF's session: as if there were none (node/ownership.rs).
-            return Ok(self.aaa(
-                req,
+            return Ok(AfOutcome::Refused(
                 Outcome::Result(result_code::DIAMETER_UNKNOWN_SESSION_ID),
-                None,
-                Some("unknown Rx session"),
+                "unknown Rx session".into(),
             ));
         }
         if cur.state != SessionState::Open {
             self.state.binding_failures.fetch_add(1, Relaxed);
-            return Ok(self.aaa(
-                req,
+            return Ok(AfOutcome::Refused(
                 Outcome::Experimental(IP_CAN_SESSION_NOT_AVAILABLE),
-                None,
-                Some("the IP-CAN session ended"),
+                "the IP-CAN session ended".into(),
             ));
         }
         let now = now_ms();
@@ -344,6 +360,7 @@ impl Rx {
                 specific_actions: Vec::new(),
                 media: a.media.clone(),
                 rules: Vec::new(),
+                notification_uri: None,
                 created_ms: now,
                 updated_ms: now,
             },
@@ -359,6 +376,9 @@ impl Rx {
         }
         if !a.specific_actions.is_empty() {
             af.specific_actions = a.specific_actions.clone();
+        }
+        if let Some(uri) = a.notification_uri {
+            af.notification_uri = Some(uri.to_owned());
         }
         // A fail-over partner of the AF carries the session on (the only
         // other peer served): notifications go there now.
@@ -398,11 +418,9 @@ impl Rx {
             Err(e) => {
                 self.state.policy_errors.fetch_add(1, Relaxed);
                 tracing::error!(session = a.session_id, error = %e, "authorize_media failed; AAR refused");
-                return Ok(self.aaa(
-                    req,
+                return Ok(AfOutcome::Refused(
                     Outcome::Result(result_code::DIAMETER_UNABLE_TO_COMPLY),
-                    None,
-                    Some("policy error"),
+                    "policy error".into(),
                 ));
             }
         };
@@ -412,11 +430,9 @@ impl Rx {
                 reason,
                 "policy refused the AF service"
             );
-            return Ok(self.aaa(
-                req,
+            return Ok(AfOutcome::Refused(
                 Outcome::Experimental(REQUESTED_SERVICE_NOT_AUTHORIZED),
-                None,
-                Some(reason),
+                reason.into(),
             ));
         }
         let old_rules = old.map(|o| o.rules.clone()).unwrap_or_default();
@@ -447,12 +463,7 @@ impl Rx {
                         .await;
                 });
             }
-            return Ok(self.aaa(
-                req,
-                Outcome::Result(result_code::DIAMETER_SUCCESS),
-                Some(&next),
-                None,
-            ));
+            return Ok(AfOutcome::Installed(next));
         }
         if !diff.is_empty() {
             let pushed = self
@@ -469,20 +480,16 @@ impl Rx {
                 Ok(raa) => raa,
                 Err(ControlError::Peer(e)) if e.starts_with("bad RAA") => {
                     tracing::warn!(session = a.session_id, error = %e, "bad RAA for Rx rules");
-                    return Ok(self.aaa(
-                        req,
+                    return Ok(AfOutcome::Refused(
                         Outcome::Result(result_code::DIAMETER_UNABLE_TO_COMPLY),
-                        None,
-                        Some("PCEF answered badly"),
+                        "PCEF answered badly".into(),
                     ));
                 }
                 Err(e) => {
                     tracing::warn!(session = a.session_id, error = %e, "Rx rules not pushed");
-                    return Ok(self.aaa(
-                        req,
+                    return Ok(AfOutcome::Refused(
                         Outcome::Result(result_code::DIAMETER_UNABLE_TO_COMPLY),
-                        None,
-                        Some("PCEF did not answer"),
+                        "PCEF did not answer".into(),
                     ));
                 }
             };
@@ -493,11 +500,9 @@ impl Rx {
                     code,
                     "PCEF refused the Rx rules; nothing stored"
                 );
-                return Ok(self.aaa(
-                    req,
+                return Ok(AfOutcome::Refused(
                     Outcome::Result(result_code::DIAMETER_UNABLE_TO_COMPLY),
-                    None,
-                    Some("the PCEF refused the rules"),
+                    "the PCEF refused the rules".into(),
                 ));
             }
             drop(diff);
@@ -522,57 +527,58 @@ impl Rx {
             .commit(vec![Change::PutSession(next.clone())])
             .await?;
         slot.publish(next.clone());
-        Ok(self.aaa(
-            req,
-            Outcome::Result(result_code::DIAMETER_SUCCESS),
-            Some(&next),
-            None,
-        ))
+        Ok(AfOutcome::Installed(next))
     }
 
     async fn rx_str(&self, req: &Message) -> Result<Answered, DiameterError> {
         let s = req.validate().and_then(|_| rx::decode_str(req))?;
-        let sta = |code: u32| {
-            let mut buf = BytesMut::with_capacity(128);
-            rx::encode_sta(&mut buf, req, &self.node.me, code);
-            Answered {
-                bytes: buf.freeze(),
-                code,
-            }
+        let code = self.end_af(s.session_id, Some(s.origin_host)).await?;
+        let mut buf = BytesMut::with_capacity(128);
+        rx::encode_sta(&mut buf, req, &self.node.me, code);
+        Ok(Answered {
+            bytes: buf.freeze(),
+            code,
+        })
+    }
+
+    /// An AF ends its session `af_id` (Rx's STR, N5's delete): its rules
+    /// are removed at the enforcement point and the AF session forgotten.
+    /// The result an STA would carry: 2001, or 5002 when no such AF
+    /// session is `origin_host`'s.
+    /// `origin_host` `None`: the requester is not known by a peer name
+    /// (N5, where the unguessable id is what names the AF's session).
+    pub(crate) async fn end_af(
+        &self,
+        af_id: &str,
+        origin_host: Option<&str>,
+    ) -> Result<u32, DiameterError> {
+        let served = |holder: &str| {
+            origin_host.is_none_or(|o| self.node.requester(af_id, holder, o).is_served())
         };
-        let slot = match self.node.sessions.bound_af(s.session_id) {
+        let slot = match self.node.sessions.bound_af(af_id) {
             Some(slot) => slot,
             // The Gx session ended first (ASR sent): the AF's STR closes it.
-            None if self.state.take_aborted(s.session_id, |af_host| {
-                self.node
-                    .requester(s.session_id, af_host, s.origin_host)
-                    .is_served()
-            }) =>
-            {
-                return Ok(sta(result_code::DIAMETER_SUCCESS));
+            None if self.state.take_aborted(af_id, |af_host| served(af_host)) => {
+                return Ok(result_code::DIAMETER_SUCCESS);
             }
             // Bound on another node?
-            None => match self.bound_af_or_take_over(s.session_id).await? {
+            None => match self.bound_af_or_take_over(af_id).await? {
                 Some(slot) => slot,
-                None => return Ok(sta(result_code::DIAMETER_UNKNOWN_SESSION_ID)),
+                None => return Ok(result_code::DIAMETER_UNKNOWN_SESSION_ID),
             },
         };
         let _g = slot.lock().await;
         let cur = slot.load();
-        let Some(af) = cur.af.iter().find(|x| x.id == s.session_id) else {
-            return Ok(sta(result_code::DIAMETER_UNKNOWN_SESSION_ID));
+        let Some(af) = cur.af.iter().find(|x| x.id == af_id) else {
+            return Ok(result_code::DIAMETER_UNKNOWN_SESSION_ID);
         };
-        if !self
-            .node
-            .requester(&af.id, &af.af_host, s.origin_host)
-            .is_served()
-        {
+        if !served(&af.af_host) {
             // Another AF's session: as if there were none (node/ownership.rs).
-            return Ok(sta(result_code::DIAMETER_UNKNOWN_SESSION_ID));
+            return Ok(result_code::DIAMETER_UNKNOWN_SESSION_ID);
         }
         let installed = replace_af_rules(&cur.installed, &af.rules, &[]);
         let mut next = (*cur).clone();
-        next.af.retain(|x| x.id != s.session_id);
+        next.af.retain(|x| x.id != af_id);
         let diff = RuleDiff::between(&cur.installed, &installed);
         if !diff.is_empty() && cur.state == SessionState::Open {
             let pushed = self
@@ -595,10 +601,7 @@ impl Rx {
             } else {
                 // The AF session is over either way; the rules no AF owns
                 // now drop out of the next Gx decision's difference.
-                tracing::warn!(
-                    session = s.session_id,
-                    "removing the Rx rules at the PCEF failed"
-                );
+                tracing::warn!(session = af_id, "removing the Rx rules at the PCEF failed");
             }
         }
         next.updated_ms = now_ms();
@@ -607,7 +610,7 @@ impl Rx {
             .commit(vec![Change::PutSession(next.clone())])
             .await?;
         slot.publish(next);
-        Ok(sta(result_code::DIAMETER_SUCCESS))
+        Ok(result_code::DIAMETER_SUCCESS)
     }
 
     /// The background push of `answer_after_raa = false`: the RAR moving
@@ -796,6 +799,17 @@ impl Rx {
 
     async fn notify_af(&self, note: &AfNote) {
         let (af, action) = (&note.af, note.action);
+        if let Some(uri) = &af.notification_uri {
+            let started = Instant::now();
+            let resource = self.node.app_session_uri(&af.id);
+            let res = crate::n5::notify::event(uri, &resource, action).await;
+            self.state.af_notifications.fetch_add(1, Relaxed);
+            self.node
+                .metrics
+                .request(Command::N5Notify, http_code(&res), started.elapsed());
+            tracing::info!(af = %uri, session = %af.id, action, answer = ?res, "AF notified (N5)");
+            return;
+        }
         let Some(peer) = self.node.route_to(&af.af_host) else {
             tracing::warn!(af = %af.af_host, session = %af.id, "AF not connected; notification dropped");
             return;
@@ -845,6 +859,16 @@ impl Rx {
     }
 
     async fn send_asr(&self, af: &AfSession) {
+        if let Some(uri) = &af.notification_uri {
+            let started = Instant::now();
+            let resource = self.node.app_session_uri(&af.id);
+            let res = crate::n5::notify::terminate(uri, &resource).await;
+            self.node
+                .metrics
+                .request(Command::N5Notify, http_code(&res), started.elapsed());
+            tracing::info!(af = %uri, session = %af.id, answer = ?res, "AF session terminated (N5)");
+            return;
+        }
         let Some(peer) = self.node.route_to(&af.af_host) else {
             tracing::warn!(af = %af.af_host, session = %af.id, "AF not connected; ASR not sent");
             return;
@@ -900,6 +924,17 @@ impl Rx {
 /// CHARGING_CORRELATION_EXCHANGE: each AF session that subscribed hears
 /// the access network's charging ids for its own rules (or for the whole
 /// IP-CAN session when the PCEF named no rule).
+/// An AF's HTTP answer counted as an RAA's code would be: 2001 for a
+/// 2xx, 5002 for a 404, 5012 otherwise, none when no answer came.
+fn http_code(res: &Result<u16, String>) -> u32 {
+    match res {
+        Ok(s) if (200..300).contains(s) => result_code::DIAMETER_SUCCESS,
+        Ok(404) => result_code::DIAMETER_UNKNOWN_SESSION_ID,
+        Ok(_) => result_code::DIAMETER_UNABLE_TO_COMPLY,
+        Err(_) => NO_ANSWER,
+    }
+}
+
 fn af_charging_ids(s: &GxSession, ids: &[ChargingId]) -> Vec<AfNote> {
     let action = enums::SPECIFIC_ACTION::CHARGING_CORRELATION_EXCHANGE;
     let mut notes = Vec::new();

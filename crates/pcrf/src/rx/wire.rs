@@ -42,6 +42,8 @@ pub struct Aar<'a> {
     pub service_urn: Option<String>,
     pub specific_actions: Vec<u32>,
     pub media: Vec<MediaComponent>,
+    /// An N5 AF's notification URI (never in an AAR).
+    pub notification_uri: Option<&'a str>,
 }
 
 /// An STR: which Rx session ends.

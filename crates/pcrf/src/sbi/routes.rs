@@ -8,6 +8,7 @@
 
 use super::problem::{cause, ProblemDetails, PROBLEM_JSON};
 use super::stats::{Operation, SbiStats};
+use crate::n5::app_sessions::AppSessions;
 use crate::n7::decode::{decode_create, decode_delete, decode_update, DecodeLimits};
 use crate::n7::service::{SmPolicyService, MAX_POLICY_ID_BYTES};
 use bytes::{Bytes, BytesMut};
@@ -22,6 +23,10 @@ use std::time::{Duration, Instant};
 pub const SERVICE_ROOT: &str = "/npcf-smpolicycontrol/v1";
 /// The collection of SM policies.
 const COLLECTION: &str = "/npcf-smpolicycontrol/v1/sm-policies";
+/// The API root of Npcf_PolicyAuthorization (N5, TS 29.514 §5.1).
+pub const N5_SERVICE_ROOT: &str = "/npcf-policyauthorization/v1";
+/// The collection of application sessions.
+const APP_SESSIONS: &str = "/npcf-policyauthorization/v1/app-sessions";
 
 /// A response body: the whole answer in one buffer.
 pub type AnswerBody = full_body::FullBody;
@@ -30,6 +35,8 @@ pub type AnswerBody = full_body::FullBody;
 #[derive(Clone)]
 pub struct Routes {
     pub service: Arc<dyn SmPolicyService>,
+    /// N5, when the node serves it (the listener then has both APIs).
+    pub app_sessions: Option<Arc<AppSessions>>,
     pub stats: Arc<SbiStats>,
     pub max_body_bytes: usize,
     pub decode_limits: DecodeLimits,
@@ -47,12 +54,60 @@ enum Route {
     Get(String),
     Update(String),
     Delete(String),
+    AppCreate,
+    AppGet(String),
+    AppPatch(String),
+    AppDelete(String),
     /// The path exists but not with this method.
     WrongMethod(&'static str),
     NotFound,
 }
 
+/// An id from a path: ASCII letters, digits, `-`, `_`, `.`, at most
+/// [`MAX_POLICY_ID_BYTES`].
+fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && id.len() <= MAX_POLICY_ID_BYTES
+        && id
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
+}
+
+/// The N5 routes: the collection, an application session (GET, PATCH),
+/// and its `delete` (POST).
+fn app_route(method: &Method, rest: &str) -> Route {
+    let rest = rest.strip_suffix('/').unwrap_or(rest);
+    if rest.is_empty() {
+        return if method == Method::POST {
+            Route::AppCreate
+        } else {
+            Route::WrongMethod("POST")
+        };
+    }
+    let Some(rest) = rest.strip_prefix('/') else {
+        return Route::NotFound;
+    };
+    let mut parts = rest.split('/');
+    let id = parts.next().unwrap_or("");
+    let action = parts.next();
+    if !valid_id(id) || parts.next().is_some() {
+        return Route::NotFound;
+    }
+    let id = id.to_owned();
+    match (action, method) {
+        (None, &Method::GET) => Route::AppGet(id),
+        (None, &Method::PATCH) => Route::AppPatch(id),
+        (None, _) => Route::WrongMethod("GET, PATCH"),
+        (Some("delete"), &Method::POST) => Route::AppDelete(id),
+        (Some("delete"), _) => Route::WrongMethod("POST"),
+        _ => Route::NotFound,
+    }
+}
+
 fn route(method: &Method, path: &str) -> Route {
+    if let Some(rest) = path.strip_prefix(APP_SESSIONS) {
+        return app_route(method, rest);
+    }
     let Some(rest) = path.strip_prefix(COLLECTION) else {
         return Route::NotFound;
     };
@@ -99,6 +154,16 @@ impl Routes {
             Route::Get(id) => (Operation::Get, self.timed(self.get(id)).await),
             Route::Update(id) => (Operation::Update, self.timed(self.update(id, req)).await),
             Route::Delete(id) => (Operation::Delete, self.timed(self.delete(id, req)).await),
+            Route::AppCreate => (Operation::AppCreate, self.timed(self.app_create(req)).await),
+            Route::AppGet(id) => (Operation::AppGet, self.timed(self.app_get(id)).await),
+            Route::AppPatch(id) => (
+                Operation::AppUpdate,
+                self.timed(self.app_patch(id, req)).await,
+            ),
+            Route::AppDelete(id) => (
+                Operation::AppDelete,
+                self.timed(self.app_delete(id, req)).await,
+            ),
             Route::WrongMethod(allowed) => {
                 let mut r = problem(&ProblemDetails::new(
                     405,
@@ -191,6 +256,71 @@ impl Routes {
         Ok(r)
     }
 
+    fn n5(&self) -> Result<&AppSessions, ProblemDetails> {
+        self.app_sessions.as_deref().ok_or_else(|| {
+            ProblemDetails::new(
+                404,
+                "Not Found",
+                cause::RESOURCE_URI_STRUCTURE_NOT_FOUND,
+                "this node does not serve Npcf_PolicyAuthorization",
+            )
+        })
+    }
+
+    async fn app_create(
+        &self,
+        req: Request<Incoming>,
+    ) -> Result<Response<AnswerBody>, ProblemDetails> {
+        let n5 = self.n5()?;
+        let authority = self.authority(&req);
+        let body = self.json_body(req, false).await?;
+        let asc = crate::n5::decode::decode_create(&body, &self.decode_limits)?;
+        let (id, context) = n5.create(asc).await?;
+        let mut r = json(StatusCode::CREATED, &context);
+        let location = format!("{}://{authority}{APP_SESSIONS}/{id}", self.scheme);
+        let v = HeaderValue::from_str(&location).map_err(|_| {
+            ProblemDetails::new(
+                500,
+                "Internal Server Error",
+                cause::SYSTEM_FAILURE,
+                "the session's id cannot be written in a Location header",
+            )
+        })?;
+        r.headers_mut().insert(LOCATION, v);
+        Ok(r)
+    }
+
+    async fn app_get(&self, id: String) -> Result<Response<AnswerBody>, ProblemDetails> {
+        let context = self.n5()?.get(&id).await?;
+        Ok(json(StatusCode::OK, &context))
+    }
+
+    async fn app_patch(
+        &self,
+        id: String,
+        req: Request<Incoming>,
+    ) -> Result<Response<AnswerBody>, ProblemDetails> {
+        let n5 = self.n5()?;
+        let body = self.json_body(req, false).await?;
+        let up = crate::n5::decode::decode_patch(&body, &self.decode_limits)?;
+        let context = n5.update(&id, up).await?;
+        Ok(json(StatusCode::OK, &context))
+    }
+
+    async fn app_delete(
+        &self,
+        id: String,
+        req: Request<Incoming>,
+    ) -> Result<Response<AnswerBody>, ProblemDetails> {
+        let n5 = self.n5()?;
+        // The body (EventsSubscReqData for a last report) may be empty.
+        self.json_body(req, true).await?;
+        n5.delete(&id).await?;
+        let mut r = Response::new(AnswerBody::new(Bytes::new()));
+        *r.status_mut() = StatusCode::NO_CONTENT;
+        Ok(r)
+    }
+
     /// The request's authority when it is a plain host[:port], else the
     /// listener's.
     fn authority(&self, req: &Request<Incoming>) -> String {
@@ -266,6 +396,7 @@ impl Routes {
         let is_json = content_type.as_deref().is_some_and(|t| {
             let essence = t.split(';').next().unwrap_or("").trim();
             essence.eq_ignore_ascii_case("application/json")
+                || essence.eq_ignore_ascii_case("application/merge-patch+json")
         });
         if !is_json {
             return Err(ProblemDetails::new(

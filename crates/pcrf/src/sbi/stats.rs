@@ -14,16 +14,24 @@ pub enum Operation {
     Get,
     Update,
     Delete,
+    AppCreate,
+    AppGet,
+    AppUpdate,
+    AppDelete,
     /// Anything not routed to an operation (404, 405, ...).
     Other,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 5] = [
+    pub const ALL: [Operation; 9] = [
         Operation::Create,
         Operation::Get,
         Operation::Update,
         Operation::Delete,
+        Operation::AppCreate,
+        Operation::AppGet,
+        Operation::AppUpdate,
+        Operation::AppDelete,
         Operation::Other,
     ];
 
@@ -33,6 +41,10 @@ impl Operation {
             Operation::Get => "sm_policy_get",
             Operation::Update => "sm_policy_update",
             Operation::Delete => "sm_policy_delete",
+            Operation::AppCreate => "app_session_create",
+            Operation::AppGet => "app_session_get",
+            Operation::AppUpdate => "app_session_update",
+            Operation::AppDelete => "app_session_delete",
             Operation::Other => "other",
         }
     }

@@ -31,6 +31,11 @@ pub struct AfSession {
     /// The dynamic PCC rules installed for this AF session.
     #[serde(default)]
     pub rules: Vec<RuleDefinition>,
+    /// For an AF that came over N5: where its notifications and its
+    /// termination go (`notifUri`); `None` for an Rx AF, which is told
+    /// over Diameter.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub notification_uri: Option<String>,
     pub created_ms: i64,
     pub updated_ms: i64,
 }
@@ -188,6 +193,7 @@ mod tests {
             specific_actions: vec![9],
             media: vec![],
             rules: vec![rule("a"), rule("b")],
+            notification_uri: None,
             created_ms: 0,
             updated_ms: 0,
         };

@@ -73,6 +73,7 @@ mod tests {
             specific_actions: vec![],
             media: vec![],
             rules: vec![],
+            notification_uri: None,
             created_ms: 0,
             updated_ms: 0,
         }

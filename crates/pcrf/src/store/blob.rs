@@ -300,6 +300,7 @@ pub(in crate::store) mod tests {
                 precedence: Some(100),
                 ..Default::default()
             }],
+            notification_uri: Some("http://127.0.0.9:8000/af/1".into()),
             created_ms: 7,
             updated_ms: 8,
         }];

@@ -7,6 +7,7 @@ Usage: smf_callback.py PORT
 
 - POST {anything}/update: 204 (the SMF applied the notification).
 - POST {anything}/terminate: 204.
+- POST {anything}/notify: 204 (an AF's event notification, N5).
 - Any path under /gone/: 404, as an SMF that no longer has the session.
 - Under /flaky/: 503 the first time a path is asked, then as above (an
   SMF restarting: the PCF must try again).
@@ -62,7 +63,7 @@ async def app(scope, receive, send):
     elif path.startswith("/flaky/") and path not in seen:
         seen.add(path)
         status = 503
-    elif scope["method"] == "POST" and (path.endswith("/update") or path.endswith("/terminate")):
+    elif scope["method"] == "POST" and path.endswith(("/update", "/terminate", "/notify")):
         status = 204
     else:
         status = 404

@@ -137,6 +137,7 @@ pub fn start_sbi(
     let addr = listener.local_addr().expect("address");
     let routes = Routes {
         service: Arc::new(TestSmPolicies::default()),
+        app_sessions: None,
         stats: stats.clone(),
         max_body_bytes: config.max_body_bytes,
         decode_limits: config.decode_limits(),

@@ -68,6 +68,8 @@ impl Callback {
 pub struct Smf {
     rt: Option<tokio::runtime::Runtime>,
     client: reqwest::Client,
+    /// http://127.0.0.1:PORT
+    base: String,
     root: String,
 }
 
@@ -91,8 +93,33 @@ impl Smf {
                 .timeout(Duration::from_secs(10))
                 .build()
                 .expect("client"),
+            base: format!("http://127.0.0.1:{sbi}"),
             root: format!("http://127.0.0.1:{sbi}/npcf-smpolicycontrol/v1/sm-policies"),
         }
+    }
+
+    /// Status, Location and JSON body of `method` on `path` (from the
+    /// listener's root, any API), from a blocking test; the body is sent
+    /// as `content_type`.
+    pub fn http(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<&Value>,
+        content_type: &str,
+    ) -> (u16, String, Value) {
+        self.rt
+            .as_ref()
+            .expect("Smf::new for blocking calls")
+            .block_on(async {
+                let mut req = self.client.request(method, format!("{}{path}", self.base));
+                if let Some(b) = body {
+                    req = req
+                        .header("content-type", content_type)
+                        .body(b.to_string().into_bytes());
+                }
+                answer(req).await
+            })
     }
 
     /// Status, Location and the JSON body of one request (GET, or POST of
@@ -115,6 +142,12 @@ impl Smf {
         } else {
             self.client.get(&url)
         };
+        answer(req).await
+    }
+}
+
+async fn answer(req: reqwest::RequestBuilder) -> (u16, String, Value) {
+    {
         let r = req.send().await.expect("SBI answers");
         let status = r.status().as_u16();
         let location = r
