@@ -6,6 +6,7 @@ pub mod allocator;
 pub mod api;
 pub mod certificate_expiry;
 pub mod client;
+pub mod client_n7;
 pub mod cluster;
 pub mod config;
 pub mod control;

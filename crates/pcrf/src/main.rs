@@ -77,7 +77,7 @@ enum Cmd {
         #[command(subcommand)]
         command: DebugCmd,
     },
-    /// Diameter clients for trying a PCRF by hand.
+    /// Clients for trying a PCRF by hand: a PCEF over Gx, an SMF over N7.
     Client {
         #[command(subcommand)]
         command: ClientCmd,
@@ -226,6 +226,59 @@ enum ClientCmd {
         #[arg(long, default_value = "pcrf.localdomain")]
         tls_server_host: String,
     },
+    /// Create an SM policy as a 5G SMF would (Npcf_SMPolicyControl
+    /// Create over HTTP/2, TS 29.512), print the decision, send Updates
+    /// (with usage reports when asked), print the PCF's notifications
+    /// (answered 204) while holding, then Delete it. The notifications
+    /// come to our own h2c server, named in the Create's notificationUri;
+    /// a TerminationNotification ends the client (with the Delete).
+    /// Ctrl-C or SIGTERM deletes at once, then exits. Exit status 0 unless
+    /// a request failed or the PCF could not be reached.
+    N7 {
+        /// The PCF's SBI address (host:port; [sbi].listen of its config).
+        #[arg(long, default_value = "127.0.0.1:7777")]
+        server: String,
+        /// The subscriber, e.g. imsi-001010000000001.
+        #[arg(long)]
+        supi: String,
+        /// e.g. msisdn-491700000001.
+        #[arg(long)]
+        gpsi: Option<String>,
+        #[arg(long, default_value = "internet")]
+        dnn: String,
+        #[arg(long, default_value = "10.45.0.2")]
+        ue_ip: std::net::Ipv4Addr,
+        /// The slice's SST.
+        #[arg(long, default_value_t = 1)]
+        sst: u8,
+        /// The slice's SD, six hex digits.
+        #[arg(long, value_parser = pcrf::client_n7::parse_sd)]
+        sd: Option<String>,
+        /// The RAT type (NR, EUTRA, ...).
+        #[arg(long, default_value = "NR")]
+        rat: String,
+        /// Updates to send after the Create, one a second.
+        #[arg(long, default_value_t = 0)]
+        updates: u32,
+        /// Usage each Update reports for a usage monitoring key, as
+        /// KEY=SIZE (e.g. total=100MB; SIZE as for `client gx`).
+        /// Repeatable. Sent as an AccuUsageReport: refUmIds KEY, volUsage
+        /// SIZE, a tenth uplink, the rest downlink. Needs --updates.
+        #[arg(long = "report", value_name = "KEY=SIZE")]
+        reports: Vec<pcrf::client::UsageToReport>,
+        /// Seconds to wait (notifications are answered and shown) before
+        /// the Delete.
+        #[arg(long, default_value_t = 0)]
+        hold: u64,
+        /// Exit without a Delete, leaving the SM policy in the PCF;
+        /// Ctrl-C then only exits.
+        #[arg(long)]
+        keep_session: bool,
+        /// Where our notification server listens; its address is sent as
+        /// the notificationUri, so the PCF must reach it.
+        #[arg(long, default_value = "127.0.0.1:0")]
+        notify_listen: std::net::SocketAddr,
+    },
 }
 
 #[derive(Subcommand)]
@@ -359,12 +412,71 @@ fn main() -> ExitCode {
                 }
             }
         }
+        Cmd::Client {
+            command:
+                ClientCmd::N7 {
+                    server,
+                    supi,
+                    gpsi,
+                    dnn,
+                    ue_ip,
+                    sst,
+                    sd,
+                    rat,
+                    updates,
+                    reports,
+                    hold,
+                    keep_session,
+                    notify_listen,
+                },
+        } => {
+            if !reports.is_empty() && updates == 0 {
+                eprintln!("error: --report is sent in Updates: give --updates N too");
+                return ExitCode::from(2);
+            }
+            let opts = pcrf::client_n7::N7ClientOptions {
+                server,
+                supi,
+                gpsi,
+                dnn,
+                ue_ip,
+                sst,
+                sd,
+                rat,
+                updates,
+                reports,
+                hold: std::time::Duration::from_secs(hold),
+                keep_session,
+                notify_listen,
+            };
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    eprintln!("error: cannot start the runtime: {e}");
+                    return ExitCode::FAILURE;
+                }
+            };
+            match rt.block_on(async {
+                let interrupt = client_interrupt()?;
+                pcrf::client_n7::run(opts, interrupt).await
+            }) {
+                Ok(_) => ExitCode::SUCCESS,
+                Err(e) => {
+                    eprintln!("error: {e}");
+                    ExitCode::FAILURE
+                }
+            }
+        }
     }
 }
 
-/// Resolves on Ctrl-C (SIGINT) or SIGTERM, for `client gx`. The handlers
-/// are installed now, so a signal arriving before the client waits is not
-/// lost (nor does it kill the client without its CCR-T).
+/// Resolves on Ctrl-C (SIGINT) or SIGTERM, for `client gx` and `client n7`.
+/// The handlers are installed now, so a signal arriving before the client
+/// waits is not lost (nor does it kill the client without its CCR-T or
+/// Delete).
 #[cfg(unix)]
 fn client_interrupt() -> Result<impl std::future::Future<Output = ()>, String> {
     use tokio::signal::unix::{signal, SignalKind};
