@@ -16,15 +16,24 @@ use support::{create_body, free_port, poll_until, Callback, Pcrf, Smf};
 const IMSI: &str = "001010000000001";
 
 fn start() -> (Pcrf, u16) {
+    start_with("")
+}
+
+/// A node with `[sbi]` (and `sbi_extra` after it) and the usage file.
+fn start_with(sbi_extra: &str) -> (Pcrf, u16) {
     let sbi = free_port();
-    let p = Pcrf::start_with_usage(&format!("[sbi]\nlisten = \"127.0.0.1:{sbi}\"\n"));
+    let p = Pcrf::start_with_usage(&format!("[sbi]\nlisten = \"127.0.0.1:{sbi}\"\n{sbi_extra}"));
     (p, sbi)
 }
 
 #[test]
 fn an_sm_policy_is_a_durable_session_decided_by_the_policy() {
     let callback = Callback::start();
-    let (mut p, sbi) = start();
+    // The callback server plays the BSF too.
+    let (mut p, sbi) = start_with(&format!(
+        "[sbi.bsf]\nuri = \"http://127.0.0.1:{}/bsf\"\n",
+        callback.port
+    ));
     p.provision(IMSI, r#"{"plan":"basic","services":["vip"]}"#);
     let smf = Smf::new(sbi);
 
@@ -63,6 +72,22 @@ fn an_sm_policy_is_a_durable_session_decided_by_the_policy() {
     for t in ["SE_AMBR_CH", "DEF_QOS_CH", "US_RE"] {
         assert!(triggers.contains(t), "{t}: {decision}");
     }
+
+    // Its PCF binding is registered at the BSF, and its id kept.
+    let bindings = "/bsf/nbsf-management/v1/pcfBindings";
+    let registered = poll_until(Duration::from_secs(10), || {
+        callback.requests().iter().any(|r| {
+            r["path"] == bindings
+                && r["body"]["supi"] == "imsi-001010000000001"
+                && r["body"]["ipv4Addr"] == "10.45.0.2"
+                && r["body"]["pcfIpEndPoints"][0]["port"] == sbi
+        })
+    });
+    assert!(registered, "{:?}", callback.requests());
+    let stored = poll_until(Duration::from_secs(10), || {
+        p.http("GET", &format!("/v1/sessions/{id}"), None).1["bsf_binding"].is_string()
+    });
+    assert!(stored, "{}", p.log());
 
     // The REST API lists it beside Gx sessions.
     let (st, s) = p.http("GET", &format!("/v1/sessions/{id}"), None);
@@ -108,6 +133,16 @@ fn an_sm_policy_is_a_durable_session_decided_by_the_policy() {
     });
     let (st, _, body) = smf.call(true, &format!("/{id}/delete"), Some(&del));
     assert_eq!(st, 204, "{body}");
+    // The binding (its id read back from the store after the restart) goes.
+    let removed = poll_until(Duration::from_secs(10), || {
+        callback.requests().iter().any(|r| {
+            r["method"] == "DELETE"
+                && r["path"]
+                    .as_str()
+                    .is_some_and(|p| p.starts_with(&format!("{bindings}/b")))
+        })
+    });
+    assert!(removed, "{:?}", callback.requests());
     let (_, u) = p.http("GET", &format!("/v1/subscribers/{IMSI}/usage"), None);
     assert_eq!(u["accumulators"]["monthly"]["used"], 4_000_000, "{u}");
     let (st, _, gone) = smf.call(false, &format!("/{id}"), None);

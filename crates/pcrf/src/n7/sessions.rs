@@ -155,6 +155,7 @@ impl N7 {
         if let Some(step) = usage {
             Node::finish_usage(step);
         }
+        self.bind_at_bsf(&s);
         Ok(Ok(Created {
             id: s.id.clone(),
             decision: answer,
@@ -310,10 +311,78 @@ impl N7 {
         let s = Arc::new(s);
         txn::commit_session(node, &slot, s.clone(), usage, events, None).await?;
         self.rx.abort_afs(&s);
+        if let Some(binding) = s.bsf_binding.clone() {
+            self.unbind_at_bsf(binding);
+        }
         // Closed records live in the store only, as for Gx.
         node.sessions.remove(id);
         self.sy.sy_session_ended(&cur.subscriber);
         Ok(Ok(()))
+    }
+}
+
+impl N7 {
+    /// With `[sbi.bsf]`: registers the session's PCF binding in the
+    /// background and records its id in the session (see `sbi::bsf`).
+    fn bind_at_bsf(&self, s: &GxSession) {
+        let live = self.node.live.load();
+        let (Some(sbi), Some(ctx)) = (live.cfg.sbi.as_ref(), s.n7.as_deref()) else {
+            return;
+        };
+        let Some(bsf) = sbi.bsf.clone() else {
+            return;
+        };
+        let pcf = bsf.pcf_address.unwrap_or(sbi.listen);
+        let body = crate::sbi::bsf::binding(ctx, pcf, bsf.pcf_fqdn.as_deref());
+        let node = self.node.clone();
+        let id = s.id.clone();
+        tokio::spawn(async move {
+            let binding = match crate::sbi::bsf::register(&bsf, &body).await {
+                Ok(b) => b,
+                Err(e) => {
+                    tracing::warn!(session = %id, error = %e, "PCF binding not registered at the BSF");
+                    return;
+                }
+            };
+            let Some(slot) = node.sessions.get(&id) else {
+                // Deleted meanwhile: the binding goes too.
+                let _ = crate::sbi::bsf::deregister(&bsf, &binding).await;
+                return;
+            };
+            let _g = slot.lock().await;
+            let cur = slot.load();
+            if cur.state != SessionState::Open {
+                let _ = crate::sbi::bsf::deregister(&bsf, &binding).await;
+                return;
+            }
+            let mut next = (*cur).clone();
+            next.bsf_binding = Some(binding);
+            let done = txn::commit_session(
+                &node,
+                &slot,
+                Arc::new(next),
+                None,
+                StagedEvents::default(),
+                None,
+            )
+            .await;
+            if let Err(e) = done {
+                tracing::warn!(session = %id, error = %e, "the BSF binding's id was not stored");
+            }
+        });
+    }
+
+    /// Removes the binding `id` at the BSF, in the background.
+    fn unbind_at_bsf(&self, id: String) {
+        let live = self.node.live.load();
+        let Some(bsf) = live.cfg.sbi.as_ref().and_then(|s| s.bsf.clone()) else {
+            return;
+        };
+        tokio::spawn(async move {
+            if let Err(e) = crate::sbi::bsf::deregister(&bsf, &id).await {
+                tracing::warn!(binding = %id, error = %e, "PCF binding not removed at the BSF");
+            }
+        });
     }
 }
 

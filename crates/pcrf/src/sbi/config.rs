@@ -45,6 +45,8 @@ pub struct SbiConfig {
     pub tls: Option<SbiTls>,
     /// Registration with an NRF (off when absent).
     pub nrf: Option<NrfConfig>,
+    /// PCF bindings at a BSF for each N7 session (off when absent).
+    pub bsf: Option<super::bsf::BsfConfig>,
 }
 
 impl Default for SbiConfig {
@@ -64,6 +66,7 @@ impl Default for SbiConfig {
             max_local_error_reset_streams: 64,
             tls: None,
             nrf: None,
+            bsf: None,
         }
     }
 }
@@ -116,6 +119,9 @@ impl SbiConfig {
         }
         if let Some(nrf) = &self.nrf {
             out.extend(nrf.problems());
+        }
+        if let Some(bsf) = &self.bsf {
+            out.extend(bsf.problems());
         }
         out
     }

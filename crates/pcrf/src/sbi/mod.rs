@@ -5,6 +5,7 @@
 //! registration ([`nrf`]). The N7 data model and decoder are in
 //! `crate::n7`.
 
+pub mod bsf;
 pub mod config;
 pub mod nrf;
 pub mod problem;

@@ -97,6 +97,10 @@ pub struct GxSession {
     /// the SM policy id, and `pcef_host` the SMF's notification authority.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub n7: Option<Box<crate::n7::model::SmPolicyContextData>>,
+    /// The id of this session's PCF binding at the BSF (N7 sessions with
+    /// `[sbi.bsf]`), removed there when the session ends.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bsf_binding: Option<String>,
     /// Unix milliseconds.
     pub created_ms: i64,
     pub updated_ms: i64,
@@ -145,6 +149,7 @@ impl GxSession {
             af: Vec::new(),
             notified: Default::default(),
             n7: None,
+            bsf_binding: None,
             created_ms: now_ms,
             updated_ms: now_ms,
             closed_ms: None,
@@ -192,6 +197,7 @@ impl GxSession {
             af,
             notified,
             n7,
+            bsf_binding,
             created_ms,
             updated_ms: _,
             closed_ms,
@@ -230,6 +236,7 @@ impl GxSession {
             && *af == other.af
             && *notified == other.notified
             && *n7 == other.n7
+            && *bsf_binding == other.bsf_binding
             && *created_ms == other.created_ms
             && *closed_ms == other.closed_ms
     }

@@ -9,6 +9,8 @@ Usage: smf_callback.py PORT
 - POST {anything}/terminate: 204.
 - POST {anything}/notify: 204 (an AF's event notification, N5).
 - Any path under /gone/: 404, as an SMF that no longer has the session.
+- POST .../pcfBindings: 201 with Location .../pcfBindings/{n} (a BSF);
+  DELETE .../pcfBindings/{n}: 204.
 - Under /flaky/: 503 the first time a path is asked, then as above (an
   SMF restarting: the PCF must try again).
 Each request is printed as one JSON line: {"method", "path",
@@ -58,7 +60,14 @@ async def app(scope, receive, send):
         ),
         flush=True,
     )
-    if path.startswith("/gone/"):
+    headers = []
+    if path.endswith("/pcfBindings") and scope["method"] == "POST":
+        seen.add(path + str(len(seen)))
+        status = 201
+        headers = [(b"location", f"http://127.0.0.1{path}/b{len(seen)}".encode())]
+    elif "/pcfBindings/" in path and scope["method"] == "DELETE":
+        status = 204
+    elif path.startswith("/gone/"):
         status = 404
     elif path.startswith("/flaky/") and path not in seen:
         seen.add(path)
@@ -67,7 +76,7 @@ async def app(scope, receive, send):
         status = 204
     else:
         status = 404
-    await send({"type": "http.response.start", "status": status, "headers": []})
+    await send({"type": "http.response.start", "status": status, "headers": headers})
     await send({"type": "http.response.body", "body": b""})
 
 
