@@ -300,7 +300,7 @@ impl Rx {
                     "unknown Rx session".into(),
                 ));
             }
-            None => match self.bind_or_take_over(&a).await? {
+            None => match self.bind_or_take_over(a).await? {
                 Binding::Bound(slot) => slot,
                 Binding::NoSession => {
                     self.state.binding_failures.fetch_add(1, Relaxed);
