@@ -24,7 +24,6 @@ use crate::session::af::AfSession;
 use crate::session::GxSession;
 use crate::session_message::Outcome;
 use crate::txn;
-use diameter::codec::DiameterError;
 use diameter::result_code;
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -48,14 +47,10 @@ impl AppSessions {
     }
 
     fn admit(&self, class: Class) -> Result<crate::admission::Permit<'_>, ProblemDetails> {
-        self.node.admission.admit(class, None).map_err(|_| {
-            ProblemDetails::new(
-                503,
-                "Service Unavailable",
-                cause::NF_CONGESTION,
-                "the PCF is overloaded; retry later",
-            )
-        })
+        self.node
+            .admission
+            .admit(class, None)
+            .map_err(|_| ProblemDetails::congestion())
     }
 
     /// Create: the new application session's id and its context.
@@ -63,7 +58,7 @@ impl AppSessions {
         let _permit = self.admit(Class::New)?;
         let id = format!("{:032x}", rand::random::<u128>());
         let notif = req.notif_uri.as_deref().unwrap_or("");
-        let host = authority(notif);
+        let host = crate::n7::sessions::notification_authority(notif);
         let ue_ipv4 = req
             .ue_ipv4
             .as_deref()
@@ -113,7 +108,7 @@ impl AppSessions {
             .rx
             .bound_af_or_take_over(id)
             .await
-            .map_err(|e| system_failure(&e))?
+            .map_err(|e| ProblemDetails::system_failure(e.message.to_string()))?
             .ok_or_else(|| not_found(id))?;
         let s = slot.load();
         let af =
@@ -168,7 +163,7 @@ impl AppSessions {
         let _permit = self.admit(Class::Existing)?;
         let code = txn::retrying_conflicts(&self.node, id, |_| self.rx.end_af(id, None))
             .await
-            .map_err(|e| system_failure(&e))?;
+            .map_err(|e| ProblemDetails::system_failure(e.message.to_string()))?;
         match code {
             result_code::DIAMETER_SUCCESS => Ok(()),
             _ => Err(not_found(id)),
@@ -178,7 +173,7 @@ impl AppSessions {
     async fn authorize(&self, aar: &Aar<'_>) -> Op<AfOutcome> {
         txn::retrying_conflicts(&self.node, aar.session_id, |_| self.rx.authorize(aar))
             .await
-            .map_err(|e| system_failure(&e))
+            .map_err(|e| ProblemDetails::system_failure(e.message.to_string()))
     }
 }
 
@@ -212,12 +207,7 @@ fn installed(outcome: AfOutcome) -> Op<Arc<GxSession>> {
                 why,
             ))
         }
-        AfOutcome::Refused(_, why) => Err(ProblemDetails::new(
-            500,
-            "Internal Server Error",
-            cause::SYSTEM_FAILURE,
-            why,
-        )),
+        AfOutcome::Refused(_, why) => Err(ProblemDetails::system_failure(why)),
     }
 }
 
@@ -228,24 +218,6 @@ fn not_found(id: &str) -> ProblemDetails {
         cause::APPLICATION_SESSION_CONTEXT_NOT_FOUND,
         format!("no application session {id}"),
     )
-}
-
-fn system_failure(e: &DiameterError) -> ProblemDetails {
-    ProblemDetails::new(
-        500,
-        "Internal Server Error",
-        cause::SYSTEM_FAILURE,
-        e.message.to_string(),
-    )
-}
-
-/// The host and port of a URI.
-fn authority(uri: &str) -> String {
-    let rest = uri
-        .strip_prefix("http://")
-        .or_else(|| uri.strip_prefix("https://"))
-        .unwrap_or(uri);
-    rest.split('/').next().unwrap_or("").to_owned()
 }
 
 /// The AF session `id` of `s` as an AppSessionContext.

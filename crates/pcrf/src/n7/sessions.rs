@@ -60,16 +60,11 @@ impl N7 {
         Fut: std::future::Future<Output = Result<Op<T>, DiameterError>>,
     {
         let Ok(_permit) = self.node.admission.admit(class, None) else {
-            return Err(ProblemDetails::new(
-                503,
-                "Service Unavailable",
-                cause::NF_CONGESTION,
-                "the PCF is overloaded; retry later",
-            ));
+            return Err(ProblemDetails::congestion());
         };
         match txn::retrying_conflicts(&self.node, subject, attempt).await {
             Ok(r) => r,
-            Err(e) => Err(system_failure(&e)),
+            Err(e) => Err(ProblemDetails::system_failure(e.message.to_string())),
         }
     }
 
@@ -442,17 +437,6 @@ fn not_found(id: &str) -> ProblemDetails {
     )
 }
 
-/// 500 SYSTEM_FAILURE for what a Diameter request would get 5012 for: the
-/// store did not commit, or a subscriber's usage stayed locked.
-fn system_failure(e: &DiameterError) -> ProblemDetails {
-    ProblemDetails::new(
-        500,
-        "Internal Server Error",
-        cause::SYSTEM_FAILURE,
-        e.message.to_string(),
-    )
-}
-
 /// A new SM policy id: 128 random bits in hex, so that no SMF can guess
 /// (and so touch) another SMF's policies, and ids from different nodes of
 /// a cluster never collide.
@@ -462,7 +446,7 @@ fn new_policy_id() -> String {
 
 /// The host and port of a notification URI (the SMF, as the session's
 /// peer; the record keeps it where a Gx session keeps its PCEF).
-fn notification_authority(uri: &str) -> String {
+pub(crate) fn notification_authority(uri: &str) -> String {
     let rest = uri
         .strip_prefix("http://")
         .or_else(|| uri.strip_prefix("https://"))

@@ -98,86 +98,71 @@ fn client() -> Result<&'static reqwest::Client, String> {
     crate::n7::notify::client().map_err(|e| e.to_string())
 }
 
-async fn backoff_sleep(backoff: &mut Backoff) {
-    tokio::time::sleep(backoff.next_delay()).await;
-}
-
-fn new_backoff() -> Backoff {
-    Backoff::new(
+/// Sends what `request` builds, at most ATTEMPTS times with a jittered,
+/// doubling wait between, until an answer is not a 5xx; the last answer,
+/// or why there was none.
+async fn with_retries(
+    cfg: &BsfConfig,
+    request: impl Fn(&reqwest::Client) -> reqwest::RequestBuilder,
+) -> Result<reqwest::Response, String> {
+    let client = client()?;
+    let mut backoff = Backoff::new(
         Duration::from_millis(200),
         Duration::from_secs(2),
         None,
         Jitter::from_entropy(),
-    )
+    );
+    let mut attempt = 1;
+    loop {
+        let sent = request(client)
+            .timeout(Duration::from_millis(cfg.timeout_ms.max(1)))
+            .send()
+            .await;
+        let last = match sent {
+            Ok(r) if !r.status().is_server_error() => return Ok(r),
+            Ok(r) => format!("the BSF answered {}", r.status().as_u16()),
+            Err(e) => e.to_string(),
+        };
+        if attempt >= ATTEMPTS {
+            return Err(last);
+        }
+        attempt += 1;
+        tokio::time::sleep(backoff.next_delay()).await;
+    }
 }
 
 /// Registers `body`; the binding's id (the last segment of the answer's
 /// `Location`).
 pub async fn register(cfg: &BsfConfig, body: &Value) -> Result<String, String> {
-    let client = client()?;
     let url = cfg.collection();
-    let mut backoff = new_backoff();
-    let mut last = String::new();
-    for attempt in 1..=ATTEMPTS {
-        let sent = client
-            .post(&url)
+    let r = with_retries(cfg, |c| {
+        c.post(&url)
             .header(reqwest::header::CONTENT_TYPE, "application/json")
             .body(body.to_string())
-            .timeout(Duration::from_millis(cfg.timeout_ms.max(1)))
-            .send()
-            .await;
-        match sent {
-            Ok(r) if r.status() == reqwest::StatusCode::CREATED => {
-                let id = r
-                    .headers()
-                    .get(reqwest::header::LOCATION)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|l| l.rsplit('/').next())
-                    .filter(|id| !id.is_empty() && id.len() <= 128)
-                    .map(str::to_owned);
-                return id.ok_or_else(|| "the BSF answered 201 without a usable Location".into());
-            }
-            // 403 EXISTING_BINDING_INFO_FOUND and other 4xx: the BSF's word.
-            Ok(r) if r.status().is_client_error() => {
-                return Err(format!("the BSF answered {}", r.status().as_u16()))
-            }
-            Ok(r) => last = format!("the BSF answered {}", r.status().as_u16()),
-            Err(e) => last = e.to_string(),
-        }
-        if attempt < ATTEMPTS {
-            backoff_sleep(&mut backoff).await;
-        }
+    })
+    .await?;
+    if r.status() != reqwest::StatusCode::CREATED {
+        // 403 EXISTING_BINDING_INFO_FOUND and other 4xx: the BSF's word.
+        return Err(format!("the BSF answered {}", r.status().as_u16()));
     }
-    Err(last)
+    r.headers()
+        .get(reqwest::header::LOCATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|l| l.rsplit('/').next())
+        .filter(|id| !id.is_empty() && id.len() <= 128)
+        .map(str::to_owned)
+        .ok_or_else(|| "the BSF answered 201 without a usable Location".into())
 }
 
 /// Removes the binding `id` (a 404 means it is gone already).
 pub async fn deregister(cfg: &BsfConfig, id: &str) -> Result<(), String> {
-    let client = client()?;
     let url = format!("{}/{id}", cfg.collection());
-    let mut backoff = new_backoff();
-    let mut last = String::new();
-    for attempt in 1..=ATTEMPTS {
-        let sent = client
-            .delete(&url)
-            .timeout(Duration::from_millis(cfg.timeout_ms.max(1)))
-            .send()
-            .await;
-        match sent {
-            Ok(r) if r.status().is_success() || r.status() == reqwest::StatusCode::NOT_FOUND => {
-                return Ok(())
-            }
-            Ok(r) if r.status().is_client_error() => {
-                return Err(format!("the BSF answered {}", r.status().as_u16()))
-            }
-            Ok(r) => last = format!("the BSF answered {}", r.status().as_u16()),
-            Err(e) => last = e.to_string(),
-        }
-        if attempt < ATTEMPTS {
-            backoff_sleep(&mut backoff).await;
-        }
+    let r = with_retries(cfg, |c| c.delete(&url)).await?;
+    if r.status().is_success() || r.status() == reqwest::StatusCode::NOT_FOUND {
+        Ok(())
+    } else {
+        Err(format!("the BSF answered {}", r.status().as_u16()))
     }
-    Err(last)
 }
 
 #[cfg(test)]

@@ -79,6 +79,22 @@ impl ProblemDetails {
         ProblemDetails::new(400, "Bad Request", cause::INVALID_MSG_FORMAT, detail)
     }
 
+    /// 500 SYSTEM_FAILURE: what a Diameter request would get 5012 for
+    /// (the store did not commit, a subscriber's usage stayed locked).
+    pub fn system_failure(detail: impl Into<String>) -> ProblemDetails {
+        ProblemDetails::new(500, "Internal Server Error", cause::SYSTEM_FAILURE, detail)
+    }
+
+    /// 503 NF_CONGESTION: shed by admission control.
+    pub fn congestion() -> ProblemDetails {
+        ProblemDetails::new(
+            503,
+            "Service Unavailable",
+            cause::NF_CONGESTION,
+            "the PCF is overloaded; retry later",
+        )
+    }
+
     /// The body as sent.
     pub fn to_json(&self) -> Vec<u8> {
         // Serialising a struct of strings and numbers cannot fail; an empty

@@ -73,27 +73,40 @@ fn valid_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
 }
 
-/// The N5 routes: the collection, an application session (GET, PATCH),
-/// and its `delete` (POST).
-fn app_route(method: &Method, rest: &str) -> Route {
+/// What a path names below a collection: the collection itself, or a
+/// resource's id with at most one action segment after it.
+enum Below<'a> {
+    Collection,
+    Resource(String, Option<&'a str>),
+    Nothing,
+}
+
+fn below(rest: &str) -> Below<'_> {
     let rest = rest.strip_suffix('/').unwrap_or(rest);
     if rest.is_empty() {
-        return if method == Method::POST {
-            Route::AppCreate
-        } else {
-            Route::WrongMethod("POST")
-        };
+        return Below::Collection;
     }
     let Some(rest) = rest.strip_prefix('/') else {
-        return Route::NotFound;
+        return Below::Nothing;
     };
     let mut parts = rest.split('/');
     let id = parts.next().unwrap_or("");
     let action = parts.next();
     if !valid_id(id) || parts.next().is_some() {
-        return Route::NotFound;
+        return Below::Nothing;
     }
-    let id = id.to_owned();
+    Below::Resource(id.to_owned(), action)
+}
+
+/// The N5 routes: the collection, an application session (GET, PATCH),
+/// and its `delete` (POST).
+fn app_route(method: &Method, rest: &str) -> Route {
+    let (id, action) = match below(rest) {
+        Below::Collection if method == Method::POST => return Route::AppCreate,
+        Below::Collection => return Route::WrongMethod("POST"),
+        Below::Nothing => return Route::NotFound,
+        Below::Resource(id, action) => (id, action),
+    };
     match (action, method) {
         (None, &Method::GET) => Route::AppGet(id),
         (None, &Method::PATCH) => Route::AppPatch(id),
@@ -111,30 +124,12 @@ fn route(method: &Method, path: &str) -> Route {
     let Some(rest) = path.strip_prefix(COLLECTION) else {
         return Route::NotFound;
     };
-    let rest = rest.strip_suffix('/').unwrap_or(rest);
-    if rest.is_empty() {
-        return if method == Method::POST {
-            Route::Create
-        } else {
-            Route::WrongMethod("POST")
-        };
-    }
-    let Some(rest) = rest.strip_prefix('/') else {
-        return Route::NotFound;
+    let (id, action) = match below(rest) {
+        Below::Collection if method == Method::POST => return Route::Create,
+        Below::Collection => return Route::WrongMethod("POST"),
+        Below::Nothing => return Route::NotFound,
+        Below::Resource(id, action) => (id, action),
     };
-    let mut parts = rest.split('/');
-    let id = parts.next().unwrap_or("");
-    let action = parts.next();
-    if id.is_empty()
-        || id.len() > MAX_POLICY_ID_BYTES
-        || parts.next().is_some()
-        || !id
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_' || b == b'.')
-    {
-        return Route::NotFound;
-    }
-    let id = id.to_owned();
     match (action, method) {
         (None, &Method::GET) => Route::Get(id),
         (None, _) => Route::WrongMethod("GET"),
@@ -514,6 +509,27 @@ mod tests {
         ));
         assert!(matches!(
             route(&Method::POST, &format!("{p}x")),
+            Route::NotFound
+        ));
+        let a = APP_SESSIONS;
+        assert!(matches!(route(&Method::POST, a), Route::AppCreate));
+        assert!(
+            matches!(route(&Method::PATCH, &format!("{a}/x1")), Route::AppPatch(id) if id == "x1")
+        );
+        assert!(matches!(
+            route(&Method::GET, &format!("{a}/x1")),
+            Route::AppGet(_)
+        ));
+        assert!(matches!(
+            route(&Method::POST, &format!("{a}/x1/delete")),
+            Route::AppDelete(_)
+        ));
+        assert!(matches!(
+            route(&Method::POST, &format!("{a}/x1")),
+            Route::WrongMethod("GET, PATCH")
+        ));
+        assert!(matches!(
+            route(&Method::POST, &format!("{a}/x/y/z")),
             Route::NotFound
         ));
         let long = "a".repeat(MAX_POLICY_ID_BYTES + 1);
