@@ -401,6 +401,9 @@ pub async fn run(
     if let Some(t) = &cfg.api.tls {
         expiry.add("api", &t.certificate);
     }
+    if let Some(t) = cfg.sbi.as_ref().and_then(|s| s.tls.as_ref()) {
+        expiry.add("sbi", &t.certificate);
+    }
     metrics.register(Arc::new(expiry));
     let api_task = tokio::spawn(api::serve_tls(
         api_listener,
