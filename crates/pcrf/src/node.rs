@@ -506,7 +506,7 @@ impl Node {
         format!(
             "{}{}/sm-policies/{id}",
             self.sbi_root(),
-            crate::sbi::routes::SERVICE_ROOT
+            crate::n7::service::SERVICE_ROOT
         )
     }
 
@@ -515,7 +515,7 @@ impl Node {
         format!(
             "{}{}/app-sessions/{id}",
             self.sbi_root(),
-            crate::sbi::routes::N5_SERVICE_ROOT
+            crate::n5::model::N5_SERVICE_ROOT
         )
     }
 

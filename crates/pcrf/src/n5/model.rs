@@ -7,6 +7,9 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// The API root of Npcf_PolicyAuthorization (TS 29.514 §5.1).
+pub const N5_SERVICE_ROOT: &str = "/npcf-policyauthorization/v1";
+
 /// TS 29.514 §5.6.2.17 MediaSubComponent.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]

@@ -10,7 +10,7 @@ use serde_json::json;
 
 /// The status the AF answered with, or why there was none.
 async fn post(uri: &str, suffix: &str, body: serde_json::Value) -> Result<u16, String> {
-    let client = crate::n7::notify::client().map_err(|e| e.to_string())?;
+    let client = crate::sbi::client::client()?;
     let base = uri.strip_suffix('/').unwrap_or(uri);
     let url = format!("{base}/{suffix}");
     let answer = client

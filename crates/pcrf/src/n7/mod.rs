@@ -9,6 +9,7 @@
 
 pub mod decision_map;
 pub mod decode;
+pub mod held;
 pub mod model;
 pub mod notify;
 pub mod service;

@@ -12,8 +12,8 @@
 //! reports of a partial success), 5002 for 404 (the SMF has no such
 //! session: the node forgets it), or a failure.
 
+use super::held::{changes_for_smf, held_by_smf, rule_reports, whole_at};
 use super::model::{RuleReport, SmPolicyNotification};
-use super::sessions::{changes_for_smf, held_by_smf, whole_at};
 use crate::pcc::operation::ControlError;
 use crate::pcc::reauth_answer::Raa;
 use crate::pcc::UsageInstructions;
@@ -22,11 +22,8 @@ use crate::session::GxSession;
 use diameter::peer::{Backoff, Jitter};
 use diameter::result_code;
 use serde::Deserialize;
-use std::sync::OnceLock;
 use std::time::Duration;
 
-/// How long the SMF has to answer a push (as a PCEF has for an RAA).
-const PUSH_TIMEOUT: Duration = Duration::from_secs(5);
 /// Tries of one push when the SMF cannot be reached or answers 5xx. The
 /// push holds the session's lock (as a RAR awaiting its RAA does), so the
 /// retries are few and short: a push that still fails is counted and
@@ -34,23 +31,6 @@ const PUSH_TIMEOUT: Duration = Duration::from_secs(5);
 const PUSH_ATTEMPTS: u32 = 3;
 const RETRY_INITIAL: Duration = Duration::from_millis(100);
 const RETRY_MAX: Duration = Duration::from_millis(400);
-
-/// The one HTTP/2 client of every push: h2c with prior knowledge, or TLS
-/// with ALPN h2 for an `https` notification URI; connections are kept and
-/// shared between pushes to one SMF.
-pub(crate) fn client() -> Result<&'static reqwest::Client, ControlError> {
-    static CLIENT: OnceLock<Result<reqwest::Client, String>> = OnceLock::new();
-    CLIENT
-        .get_or_init(|| {
-            reqwest::Client::builder()
-                .http2_prior_knowledge()
-                .timeout(PUSH_TIMEOUT)
-                .build()
-                .map_err(|e| e.to_string())
-        })
-        .as_ref()
-        .map_err(|e| ControlError::Unavailable(format!("no HTTP/2 client for pushes: {e}")))
-}
 
 /// What a push asks of the SMF.
 pub(crate) enum Push<'a> {
@@ -128,7 +108,7 @@ pub(crate) async fn push(
         }
     };
     let body = body.map_err(|e| ControlError::Peer(format!("notification not encoded: {e}")))?;
-    let client = client()?;
+    let client = crate::sbi::client::client().map_err(ControlError::Unavailable)?;
     // A refused connection, a reset or a 5xx is tried again, at most
     // PUSH_ATTEMPTS times in all, waiting a jittered, doubling delay; a 4xx
     // is the SMF's answer and is not.
@@ -169,7 +149,7 @@ pub(crate) async fn push(
             if let Ok(bytes) = answer.bytes().await {
                 if bytes.len() <= 64 * 1024 {
                     if let Ok(report) = serde_json::from_slice::<PartialSuccessReport>(&bytes) {
-                        raa.rule_reports = super::sessions::rule_reports(&report.rule_reports);
+                        raa.rule_reports = rule_reports(&report.rule_reports);
                     }
                 }
             }

@@ -11,6 +11,9 @@ use crate::sbi::problem::ProblemDetails;
 use std::future::Future;
 use std::pin::Pin;
 
+/// The API root of the service (TS 29.512 §5.1).
+pub const SERVICE_ROOT: &str = "/npcf-smpolicycontrol/v1";
+
 /// A boxed future of one operation.
 pub type OpFuture<'a, T> = Pin<Box<dyn Future<Output = Result<T, ProblemDetails>> + Send + 'a>>;
 

@@ -93,10 +93,7 @@ pub fn binding(ctx: &SmPolicyContextData, pcf: SocketAddr, fqdn: Option<&str>) -
     b
 }
 
-/// The pushes' client: one pool of HTTP/2 connections for every peer.
-fn client() -> Result<&'static reqwest::Client, String> {
-    crate::n7::notify::client().map_err(|e| e.to_string())
-}
+use super::client::client;
 
 /// Sends what `request` builds, at most ATTEMPTS times with a jittered,
 /// doubling wait between, until an answer is not a 5xx; the last answer,

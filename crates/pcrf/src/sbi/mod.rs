@@ -6,6 +6,7 @@
 //! `crate::n7`.
 
 pub mod bsf;
+pub mod client;
 pub mod config;
 pub mod nrf;
 pub mod problem;

@@ -19,12 +19,10 @@ use hyper::{Method, Request, Response, StatusCode};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-/// The API root of the service (TS 29.512 §5.1).
-pub const SERVICE_ROOT: &str = "/npcf-smpolicycontrol/v1";
+pub use crate::n5::model::N5_SERVICE_ROOT;
+pub use crate::n7::service::SERVICE_ROOT;
 /// The collection of SM policies.
 const COLLECTION: &str = "/npcf-smpolicycontrol/v1/sm-policies";
-/// The API root of Npcf_PolicyAuthorization (N5, TS 29.514 §5.1).
-pub const N5_SERVICE_ROOT: &str = "/npcf-policyauthorization/v1";
 /// The collection of application sessions.
 const APP_SESSIONS: &str = "/npcf-policyauthorization/v1/app-sessions";
 
