@@ -72,17 +72,8 @@ pub fn whole(d: &Decision, usage: &UsageInstructions, now_unix_secs: i64) -> SmP
     }
 
     for grant in &usage.grants {
-        let u = &grant.units;
-        out.um_decs.insert(
-            grant.key.clone(),
-            Entry::Set(UsageMonitoringData {
-                um_id: grant.key.clone(),
-                volume_threshold: u.total,
-                volume_threshold_uplink: u.input,
-                volume_threshold_downlink: u.output,
-                time_threshold: u.time,
-            }),
-        );
+        out.um_decs
+            .insert(grant.key.clone(), Entry::Set(usage_monitoring_data(grant)));
     }
 
     let triggers = triggers(d, !usage.grants.is_empty());
@@ -92,9 +83,26 @@ pub fn whole(d: &Decision, usage: &UsageInstructions, now_unix_secs: i64) -> SmP
     if let Some(secs) = d.revalidation_secs {
         let secs = secs.min(decision::MAX_REVALIDATION_SECS);
         let at = now_unix_secs.saturating_add(i64::try_from(secs).unwrap_or(i64::MAX));
-        out.revalidation_time = jiff::Timestamp::from_second(at).ok().map(|t| t.to_string());
+        out.revalidation_time = revalidation_time(at);
     }
     out
+}
+
+/// A usage grant as the thresholds an SMF counts to (TS 29.512 §5.6.2.12).
+pub fn usage_monitoring_data(grant: &crate::pcc::UsageGrant) -> UsageMonitoringData {
+    let u = &grant.units;
+    UsageMonitoringData {
+        um_id: grant.key.clone(),
+        volume_threshold: u.total,
+        volume_threshold_uplink: u.input,
+        volume_threshold_downlink: u.output,
+        time_threshold: u.time,
+    }
+}
+
+/// The revalidation instant (`revalidationTime`) of Unix seconds `at`.
+pub fn revalidation_time(at: i64) -> Option<String> {
+    jiff::Timestamp::from_second(at).ok().map(|t| t.to_string())
 }
 
 /// One dynamic rule, with its QoS, gate and charging data added to `out`.

@@ -121,6 +121,75 @@ pub(crate) fn changes_for_smf(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::decision::{Ambr, RuleDefinition};
+    use crate::usage::{KeyGrant, MonitoringLevel, ServiceUnits};
+
+    fn grant(total: u64) -> KeyGrant {
+        KeyGrant {
+            granted: ServiceUnits {
+                total: Some(total),
+                ..ServiceUnits::default()
+            },
+            level: MonitoringLevel::Session,
+            granted_ms: 1,
+            reported_octets: 0,
+        }
+    }
+
+    /// The shortcut answers what the whole computation answers, and
+    /// declines when the decision changed.
+    #[test]
+    fn an_unchanged_decision_tells_only_the_fresh_thresholds() {
+        let decision = Decision {
+            rules: vec!["internet".into()],
+            definitions: vec![RuleDefinition {
+                name: "vip".into(),
+                flows: vec!["permit out 17 from any to assigned".into()],
+                ..RuleDefinition::default()
+            }],
+            apn_ambr: Some(Ambr { ul: 1000, dl: 2000 }),
+            revalidation_secs: Some(600),
+            monitoring: vec!["total".into(), "vip".into()],
+            ..Decision::default()
+        };
+        let mut cur = GxSession::new("p".into(), "s".into(), "smf", "5gc", 0);
+        cur.installed = decision.clone().into();
+        cur.monitoring.keys.insert("total".into(), grant(100));
+        cur.monitoring.keys.insert("vip".into(), grant(50));
+        cur.revalidation_at_ms = Some(1_800_000_000_000);
+        let mut next = cur.clone();
+        next.monitoring.keys.insert("total".into(), grant(100));
+        next.revalidation_at_ms = Some(1_800_000_000_900);
+        let fresh = UsageInstructions {
+            grants: vec![UsageGrant {
+                key: "total".into(),
+                level: MonitoringLevel::Session,
+                units: grant(100).granted,
+            }],
+            ..UsageInstructions::default()
+        };
+        let whole_way = changes_for_smf(
+            &held_by_smf(&cur),
+            &whole_at(&decision, &next.monitoring, next.revalidation_at_ms),
+            &fresh,
+        );
+        let short = unchanged_but_usage(&cur, &next, &decision, &fresh).expect("unchanged");
+        assert_eq!(short, whole_way);
+        assert_eq!(short.um_decs.len(), 1);
+        // In another second: the instant is told, both ways.
+        next.revalidation_at_ms = Some(1_800_000_001_000);
+        let whole_way = changes_for_smf(
+            &held_by_smf(&cur),
+            &whole_at(&decision, &next.monitoring, next.revalidation_at_ms),
+            &fresh,
+        );
+        let short = unchanged_but_usage(&cur, &next, &decision, &fresh).expect("unchanged");
+        assert_eq!(short, whole_way);
+        assert!(short.revalidation_time.is_some());
+        let mut other = decision.clone();
+        other.rules.push("video".into());
+        assert!(unchanged_but_usage(&cur, &next, &other, &fresh).is_none());
+    }
 
     #[test]
     fn rule_reports_read_as_gx_rule_failures() {
@@ -138,4 +207,48 @@ mod tests {
         }]);
         assert_eq!(unknown.kept[0].code, None);
     }
+}
+
+/// What an SMF must be told when the decision it holds is the one decided
+/// again, with the same keys monitored: only the thresholds granted afresh
+/// and the revalidation instant if it moved to another second. The same
+/// answer `changes_for_smf` would give, without building two whole
+/// decisions: the common Update, a usage report answered from the memo.
+/// `None` when more than that changed.
+pub(crate) fn unchanged_but_usage(
+    cur: &GxSession,
+    next: &GxSession,
+    decision: &Decision,
+    fresh: &UsageInstructions,
+) -> Option<SmPolicyDecision> {
+    let same_keys = cur.monitoring.keys.len() == next.monitoring.keys.len()
+        && cur
+            .monitoring
+            .keys
+            .iter()
+            .zip(&next.monitoring.keys)
+            .all(|((a, ga), (b, gb))| {
+                a == b
+                    && ga.level == gb.level
+                    && (ga.granted == gb.granted || fresh.grants.iter().any(|g| g.key == *a))
+            });
+    if *cur.installed != *decision || !same_keys || !fresh.disable.is_empty() {
+        return None;
+    }
+    let mut out = SmPolicyDecision::default();
+    for g in &fresh.grants {
+        out.um_decs.insert(
+            g.key.clone(),
+            Entry::Set(super::decision_map::usage_monitoring_data(g)),
+        );
+    }
+    let second = |ms: Option<i64>| ms.map(|m| m.div_euclid(1000));
+    let (before, after) = (
+        second(cur.revalidation_at_ms),
+        second(next.revalidation_at_ms),
+    );
+    if before != after && decision.revalidation_secs.is_some() {
+        out.revalidation_time = after.and_then(super::decision_map::revalidation_time);
+    }
+    Some(out)
 }

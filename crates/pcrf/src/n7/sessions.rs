@@ -11,7 +11,7 @@
 //! SYSTEM_FAILURE; nothing is acknowledged before it is durable.
 
 use super::decision_map;
-use super::held::{changes_for_smf, held_by_smf, rule_reports, whole_at};
+use super::held::{changes_for_smf, held_by_smf, rule_reports, unchanged_but_usage, whole_at};
 use super::model::{
     AccuUsageReport, SmPolicyContextData, SmPolicyControl, SmPolicyDecision, SmPolicyDeleteData,
     SmPolicyUpdateContextData,
@@ -247,10 +247,14 @@ impl N7 {
                 now,
             );
         }
-        let before = held_by_smf(&cur);
         s.revalidation_at_ms = revalidation_at(&decision, now);
-        let after = whole_at(&decision, &s.monitoring, s.revalidation_at_ms);
-        let answer = changes_for_smf(&before, &after, &fresh);
+        let answer = match unchanged_but_usage(&cur, &s, &decision, &fresh) {
+            Some(answer) => answer,
+            None => {
+                let after = whole_at(&decision, &s.monitoring, s.revalidation_at_ms);
+                changes_for_smf(&held_by_smf(&cur), &after, &fresh)
+            }
+        };
         if out.ran != Ran::Memo {
             s.last_decision = Some(Arc::new(out.into_record(&input, now)));
         }
