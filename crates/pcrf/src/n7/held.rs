@@ -118,6 +118,50 @@ pub(crate) fn changes_for_smf(
     out
 }
 
+/// What an SMF must be told when the decision it holds is the one decided
+/// again, with the same keys monitored: only the thresholds granted afresh
+/// and the revalidation instant if it moved to another second. The same
+/// answer `changes_for_smf` would give, without building two whole
+/// decisions: the common Update, a usage report answered from the memo.
+/// `None` when more than that changed.
+pub(crate) fn unchanged_but_usage(
+    cur: &GxSession,
+    next: &GxSession,
+    decision: &Decision,
+    fresh: &UsageInstructions,
+) -> Option<SmPolicyDecision> {
+    let same_keys = cur.monitoring.keys.len() == next.monitoring.keys.len()
+        && cur
+            .monitoring
+            .keys
+            .iter()
+            .zip(&next.monitoring.keys)
+            .all(|((a, ga), (b, gb))| {
+                a == b
+                    && ga.level == gb.level
+                    && (ga.granted == gb.granted || fresh.grants.iter().any(|g| g.key == *a))
+            });
+    if *cur.installed != *decision || !same_keys || !fresh.disable.is_empty() {
+        return None;
+    }
+    let mut out = SmPolicyDecision::default();
+    for g in &fresh.grants {
+        out.um_decs.insert(
+            g.key.clone(),
+            Entry::Set(super::decision_map::usage_monitoring_data(g)),
+        );
+    }
+    let second = |ms: Option<i64>| ms.map(|m| m.div_euclid(1000));
+    let (before, after) = (
+        second(cur.revalidation_at_ms),
+        second(next.revalidation_at_ms),
+    );
+    if before != after && decision.revalidation_secs.is_some() {
+        out.revalidation_time = after.and_then(super::decision_map::revalidation_time);
+    }
+    Some(out)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -207,48 +251,4 @@ mod tests {
         }]);
         assert_eq!(unknown.kept[0].code, None);
     }
-}
-
-/// What an SMF must be told when the decision it holds is the one decided
-/// again, with the same keys monitored: only the thresholds granted afresh
-/// and the revalidation instant if it moved to another second. The same
-/// answer `changes_for_smf` would give, without building two whole
-/// decisions: the common Update, a usage report answered from the memo.
-/// `None` when more than that changed.
-pub(crate) fn unchanged_but_usage(
-    cur: &GxSession,
-    next: &GxSession,
-    decision: &Decision,
-    fresh: &UsageInstructions,
-) -> Option<SmPolicyDecision> {
-    let same_keys = cur.monitoring.keys.len() == next.monitoring.keys.len()
-        && cur
-            .monitoring
-            .keys
-            .iter()
-            .zip(&next.monitoring.keys)
-            .all(|((a, ga), (b, gb))| {
-                a == b
-                    && ga.level == gb.level
-                    && (ga.granted == gb.granted || fresh.grants.iter().any(|g| g.key == *a))
-            });
-    if *cur.installed != *decision || !same_keys || !fresh.disable.is_empty() {
-        return None;
-    }
-    let mut out = SmPolicyDecision::default();
-    for g in &fresh.grants {
-        out.um_decs.insert(
-            g.key.clone(),
-            Entry::Set(super::decision_map::usage_monitoring_data(g)),
-        );
-    }
-    let second = |ms: Option<i64>| ms.map(|m| m.div_euclid(1000));
-    let (before, after) = (
-        second(cur.revalidation_at_ms),
-        second(next.revalidation_at_ms),
-    );
-    if before != after && decision.revalidation_secs.is_some() {
-        out.revalidation_time = after.and_then(super::decision_map::revalidation_time);
-    }
-    Some(out)
 }
