@@ -11,6 +11,12 @@
 #   bench/n7-twin.sh                  # RATE=1000 DURATION=20s RUNS=3
 #   RATE=3000 bench/n7-twin.sh
 #
+# With ZERO_LOSS=1 it then searches, for each interface on the same
+# server, the highest rate held with no failure, p99 <= P99_MS (10) and at
+# least 99% of the offered rate achieved: doubling from ZL_MIN (500) up to
+# ZL_MAX (16000), then halving the bracket down to 5% (ZL_DURATION 10s a
+# trial), and prints both and their ratio.
+#
 # Environment: BUILD (1; 0 uses existing release binaries), PCRF_BIN and
 # BENCH_BIN, RATE, DURATION, RUNS, PEERS (4: P-GWs, and as many SMF
 # connections), SUBSCRIBERS (20000), SCENARIO (bench/scenarios/seed.toml),
@@ -78,3 +84,51 @@ print()
 print(f"ratio N7/Gx: CPU per transaction {med['n7'][0] / med['gx'][0]:.2f}, "
       f"p99 {med['n7'][2] / med['gx'][2]:.2f}")
 PY
+
+[[ "${ZERO_LOSS:-0}" == 1 ]] || exit 0
+P99_MS="${P99_MS:-10}"
+ZL_MIN="${ZL_MIN:-500}"
+ZL_MAX="${ZL_MAX:-16000}"
+ZL_DURATION="${ZL_DURATION:-10s}"
+zl_common=(--scenario "$SCENARIO" --peers "$PEERS" --subscribers "$SUBSCRIBERS"
+           --duration "$ZL_DURATION" --server-pid "$SERVER_PID")
+# trial KIND RATE: 0 when the rate was held.
+trial() {
+  local kind="$1" rate="$2" out="$work/zl-$1-$2.json"
+  if [[ $kind == gx ]]; then
+    gen run "${zl_common[@]}" --rate "$rate" --target "127.0.0.1:$DIAMETER_PORT" --out "$out" >/dev/null 2>&1 || return 1
+  else
+    gen n7 "${zl_common[@]}" --rate "$rate" --sbi "127.0.0.1:$sbi_port" --out "$out" >/dev/null 2>&1 || return 1
+  fi
+  python3 - "$kind" "$out" "$rate" "$P99_MS" <<'PY'
+import json, sys
+kind, path, rate, bound = sys.argv[1], sys.argv[2], float(sys.argv[3]), float(sys.argv[4])
+r = json.load(open(path))
+if kind == "gx":
+    p99, failed, achieved = r["total"]["latency"]["p99_ms"], r["total"]["sent"] - r["total"]["succeeded"], r["achieved_tps"]
+else:
+    p99, failed, achieved = r["all"]["p99_ms"], sum(o["failed"] for o in r["operations"]), r["achieved_rate"]
+ok = failed == 0 and p99 <= bound and achieved >= 0.99 * rate
+print(f"  {kind} {rate:.0f}/s: p99 {p99:.2f} ms, failed {failed}, achieved {achieved:.0f}/s -> {'held' if ok else 'not held'}", file=sys.stderr)
+sys.exit(0 if ok else 1)
+PY
+}
+search() {
+  local kind="$1" lo=0 hi rate="$ZL_MIN"
+  while ((rate <= ZL_MAX)); do
+    if trial "$kind" "$rate"; then lo=$rate; rate=$((rate * 2)); else break; fi
+    sleep 3
+  done
+  hi=$rate
+  ((lo == 0)) && { echo 0; return; }
+  while (( (hi - lo) * 20 > lo )); do
+    rate=$(((lo + hi) / 2))
+    sleep 3
+    if trial "$kind" "$rate"; then lo=$rate; else hi=$rate; fi
+  done
+  echo "$lo"
+}
+echo "== zero-loss search (p99 <= $P99_MS ms, no failure) ==" >&2
+gx_zl="$(search gx)"
+n7_zl="$(search n7)"
+echo "zero-loss: Gx $gx_zl/s, N7 $n7_zl/s, ratio N7/Gx $(ratio "$n7_zl" "$gx_zl")" | tee -a "$results/n7-twin.md"
