@@ -13,7 +13,7 @@
 #
 # With ZERO_LOSS=1 it then searches, for each interface on the same
 # server, the highest rate held with no failure, p99 <= P99_MS (10) and at
-# least 99% of the offered rate achieved: doubling from ZL_MIN (500) up to
+# least 90% of the offered rate achieved in the window: doubling from ZL_MIN (500) up to
 # ZL_MAX (16000), then halving the bracket down to 5% (ZL_DURATION 10s a
 # trial), and prints both and their ratio.
 #
@@ -55,7 +55,7 @@ for i in $(seq "$RUNS"); do
   gen n7 "${common[@]}" --sbi "127.0.0.1:$sbi_port" --out "$results/n7-twin-n7-$i.json" >&2
 done
 
-python3 - "$results" "$RUNS" "$RATE" "$DURATION" <<'PY' | tee "$results/n7-twin.md"
+((RUNS > 0)) && python3 - "$results" "$RUNS" "$RATE" "$DURATION" <<'PY' | tee "$results/n7-twin.md"
 import json, statistics, sys
 results, runs, rate, duration = sys.argv[1], int(sys.argv[2]), sys.argv[3], sys.argv[4]
 rows = {"gx": [], "n7": []}
@@ -108,7 +108,9 @@ if kind == "gx":
     p99, failed, achieved = r["total"]["latency"]["p99_ms"], r["total"]["sent"] - r["total"]["succeeded"], r["achieved_tps"]
 else:
     p99, failed, achieved = r["all"]["p99_ms"], sum(o["failed"] for o in r["operations"]), r["achieved_rate"]
-ok = failed == 0 and p99 <= bound and achieved >= 0.99 * rate
+# Poisson arrivals put a 10 s window's count a few percent either side
+# of the rate: 90% tells a generator or server that fell behind from that.
+ok = failed == 0 and p99 <= bound and achieved >= 0.9 * rate
 print(f"  {kind} {rate:.0f}/s: p99 {p99:.2f} ms, failed {failed}, achieved {achieved:.0f}/s -> {'held' if ok else 'not held'}", file=sys.stderr)
 sys.exit(0 if ok else 1)
 PY
@@ -129,6 +131,10 @@ search() {
   echo "$lo"
 }
 echo "== zero-loss search (p99 <= $P99_MS ms, no failure) ==" >&2
+# One trial of each first, not counted: the store and the caches settle
+# after provisioning (a first trial's p99 came out four times the next's).
+trial gx "$ZL_MIN" || true
+trial n7 "$ZL_MIN" || true
 gx_zl="$(search gx)"
 n7_zl="$(search n7)"
-echo "zero-loss: Gx $gx_zl/s, N7 $n7_zl/s, ratio N7/Gx $(ratio "$n7_zl" "$gx_zl")" | tee -a "$results/n7-twin.md"
+echo "zero-loss: Gx $gx_zl/s, N7 $n7_zl/s, ratio N7/Gx $(ratio "$n7_zl" "$gx_zl")" | tee "$results/n7-twin-zero-loss.md"
