@@ -161,8 +161,7 @@ impl N7 {
         let Some(slot) = self.node.find_or_take_over(id).await? else {
             return Ok(Err(not_found(id)));
         };
-        let cur = slot.load();
-        if cur.state != SessionState::Open || cur.n7.is_none() {
+        if !is_open_sm_policy(&slot.load()) {
             return Ok(Err(not_found(id)));
         }
         Ok(Ok(slot))
@@ -200,7 +199,7 @@ impl N7 {
         };
         let _g = slot.lock().await;
         let cur = slot.load();
-        if cur.state != SessionState::Open || cur.n7.is_none() {
+        if !is_open_sm_policy(&cur) {
             return Ok(Err(not_found(id)));
         }
         let now = now_ms();
@@ -275,7 +274,7 @@ impl N7 {
         };
         let _g = slot.lock().await;
         let cur = slot.load();
-        if cur.state != SessionState::Open || cur.n7.is_none() {
+        if !is_open_sm_policy(&cur) {
             return Ok(Err(not_found(id)));
         }
         let now = now_ms();
@@ -427,6 +426,12 @@ impl SmPolicyService for N7 {
                 .await
         })
     }
+}
+
+/// Whether `s` is an open SM policy (not closed, not a Gx session):
+/// checked when the slot is found and again under its lock.
+fn is_open_sm_policy(s: &GxSession) -> bool {
+    s.state == SessionState::Open && s.n7.is_some()
 }
 
 /// 404 CONTEXT_NOT_FOUND: no open SM policy by that id (never created,

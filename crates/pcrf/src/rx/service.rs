@@ -635,14 +635,18 @@ impl Rx {
         }
         let after = replace_af_rules(&before, &old_rules, &new_rules);
         let diff = RuleDiff::between(&before, &after);
-        // What the enforcement point holds is `before`: the record has
-        // the AF's rules as installed already (the AAA went first).
-        let mut held = (*cur).clone();
-        held.installed = before.clone().into();
+        // An SMF is told the difference from what it holds, `before`: the
+        // record has the AF's rules as installed already (the AAA went
+        // first). A RAR carries `diff` itself and needs no such copy.
+        let held = cur.n7.is_some().then(|| {
+            let mut held = (*cur).clone();
+            held.installed = before.clone().into();
+            held
+        });
         let res = self
             .node
             .send_push(
-                &held,
+                held.as_ref().unwrap_or(&cur),
                 Some(&diff),
                 Some(&after),
                 None,
