@@ -7,62 +7,14 @@
 mod support;
 
 use pcrf::sbi::nrf::{self, NrfConfig};
-use serde_json::Value;
-use std::io::{BufRead, BufReader};
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-struct Emulator {
-    child: Child,
-    requests: Arc<Mutex<Vec<Value>>>,
+fn start_emulator(port: u16) -> support::PythonPeer {
+    support::PythonPeer::script("nrf_emulator.py", port)
 }
 
-impl Drop for Emulator {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn free_port() -> u16 {
-    std::net::TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .map(|a| a.port())
-        .expect("a free port")
-}
-
-fn start_emulator(port: u16) -> Emulator {
-    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/n7/nrf_emulator.py");
-    let mut child = Command::new("python3")
-        .arg(script)
-        .arg(port.to_string())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .spawn()
-        .expect("python3 with hypercorn (scripts/install-test-deps.sh)");
-    let requests = Arc::new(Mutex::new(Vec::new()));
-    let stdout = child.stdout.take().expect("stdout");
-    let sink = requests.clone();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Ok(v) = serde_json::from_str::<Value>(&line) {
-                sink.lock().expect("requests").push(v);
-            }
-        }
-    });
-    let up = support::poll_until(Duration::from_secs(20), || {
-        std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
-    });
-    assert!(up, "the NRF emulator did not start");
-    Emulator { child, requests }
-}
-
-fn methods(requests: &Arc<Mutex<Vec<Value>>>) -> Vec<String> {
-    requests
-        .lock()
-        .expect("requests")
+fn methods(nrf: &support::PythonPeer) -> Vec<String> {
+    nrf.requests()
         .iter()
         .filter_map(|r| r["method"].as_str().map(str::to_owned))
         .collect()
@@ -70,7 +22,7 @@ fn methods(requests: &Arc<Mutex<Vec<Value>>>) -> Vec<String> {
 
 #[test]
 fn registers_beats_registers_again_after_a_404_and_deregisters() {
-    let port = free_port();
+    let port = support::free_port();
     let nrf_emulator = start_emulator(port);
     let id = "6f1f3c2e-8d0b-4a51-9c1e-2b7f6d9a0e11";
     let config = NrfConfig {
@@ -95,7 +47,7 @@ fn registers_beats_registers_again_after_a_404_and_deregisters() {
     // PUT, PATCH, PATCH (404), PUT again, then a heartbeat on the new
     // registration.
     let (seen, got) = support::poll_for(Duration::from_secs(30), || {
-        let m = methods(&nrf_emulator.requests);
+        let m = methods(&nrf_emulator);
         let puts = m.iter().filter(|x| *x == "PUT").count();
         let last_put = m.iter().rposition(|x| x == "PUT");
         let beat_after = last_put.is_some_and(|i| m[i + 1..].iter().any(|x| x == "PATCH"));
@@ -106,7 +58,7 @@ fn registers_beats_registers_again_after_a_404_and_deregisters() {
 
     let _ = stop_tx.send(());
     rt.block_on(client).expect("the client ends");
-    let requests = nrf_emulator.requests.lock().expect("requests").clone();
+    let requests = nrf_emulator.requests();
     let last = requests.last().expect("requests");
     assert_eq!(last["method"], "DELETE", "{requests:?}");
     assert_eq!(last["path"], format!("/nnrf-nfm/v1/nf-instances/{id}"));
@@ -139,7 +91,7 @@ fn registers_beats_registers_again_after_a_404_and_deregisters() {
 
 #[test]
 fn registers_again_with_an_nrf_that_was_lost() {
-    let port = free_port();
+    let port = support::free_port();
     let first = start_emulator(port);
     let config = NrfConfig {
         uri: format!("http://127.0.0.1:{port}"),
@@ -160,7 +112,7 @@ fn registers_again_with_an_nrf_that_was_lost() {
         let _ = stop_rx.await;
     }));
     let (registered, got) = support::poll_for(Duration::from_secs(30), || {
-        let m = methods(&first.requests);
+        let m = methods(&first);
         (m.iter().any(|x| x == "PATCH"), m)
     });
     assert!(registered, "{got:?}");
@@ -170,12 +122,12 @@ fn registers_again_with_an_nrf_that_was_lost() {
     // heartbeat fails (connection refused, or 404), and it registers again.
     let second = start_emulator(port);
     let (again, got) = support::poll_for(Duration::from_secs(30), || {
-        let m = methods(&second.requests);
+        let m = methods(&second);
         (m.iter().any(|x| x == "PUT"), m)
     });
     assert!(again, "requests the new NRF saw: {got:?}");
     let _ = stop_tx.send(());
     rt.block_on(client).expect("the client ends");
-    let m = methods(&second.requests);
+    let m = methods(&second);
     assert_eq!(m.last().map(String::as_str), Some("DELETE"), "{m:?}");
 }

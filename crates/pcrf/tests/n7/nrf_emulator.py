@@ -15,57 +15,23 @@ Each request is printed as one JSON line: {"method", "path", "http_version",
 "content_type", "body"} (the body parsed as JSON when it is).
 """
 
-import asyncio
 import json
-import sys
 
-from hypercorn.asyncio import serve
-from hypercorn.config import Config
+from h2_peer import run
 
 PREFIX = "/nnrf-nfm/v1/nf-instances/"
 state = {"profiles": {}, "heartbeats": 0, "forgot": False}
 
 
-async def app(scope, receive, send):
-    if scope["type"] == "lifespan":
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await send({"type": "lifespan.shutdown.complete"})
-                return
-    body = b""
-    while True:
-        message = await receive()
-        body += message.get("body", b"")
-        if not message.get("more_body"):
-            break
-    headers = {k.decode(): v.decode() for k, v in scope["headers"]}
-    try:
-        parsed = json.loads(body) if body else None
-    except ValueError:
-        parsed = body.decode(errors="replace")
-    print(
-        json.dumps(
-            {
-                "method": scope["method"],
-                "path": scope["path"],
-                "http_version": scope["http_version"],
-                "content_type": headers.get("content-type"),
-                "body": parsed,
-            }
-        ),
-        flush=True,
-    )
-    path = scope["path"]
+def handle(request):
+    path = request["path"]
     status, answer = 404, None
     if path.startswith(PREFIX):
         nf_id = path[len(PREFIX):]
-        method = scope["method"]
+        method = request["method"]
         if method == "PUT":
             status = 200 if nf_id in state["profiles"] else 201
-            profile = dict(parsed or {})
+            profile = dict(request["body"] or {})
             profile["heartBeatTimer"] = 1
             state["profiles"][nf_id] = profile
             answer = profile
@@ -84,17 +50,8 @@ async def app(scope, receive, send):
             status = 204 if state["profiles"].pop(nf_id, None) is not None else 404
     out = json.dumps(answer).encode() if answer is not None else b""
     hs = [(b"content-type", b"application/json")] if out else []
-    await send({"type": "http.response.start", "status": status, "headers": hs})
-    await send({"type": "http.response.body", "body": out})
-
-
-def main():
-    config = Config()
-    config.bind = [f"127.0.0.1:{sys.argv[1]}"]
-    config.accesslog = None
-    config.errorlog = "-"
-    asyncio.run(serve(app, config))
+    return status, hs, out
 
 
 if __name__ == "__main__":
-    main()
+    run(handle)

@@ -17,76 +17,31 @@ Each request is printed as one JSON line: {"method", "path",
 "http_version", "content_type", "body"} (the body parsed as JSON).
 """
 
-import asyncio
-import json
-import sys
-
-from hypercorn.asyncio import serve
-from hypercorn.config import Config
+from h2_peer import run
 
 seen = set()
 
 
-async def app(scope, receive, send):
-    if scope["type"] == "lifespan":
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await send({"type": "lifespan.shutdown.complete"})
-                return
-    body = b""
-    while True:
-        message = await receive()
-        body += message.get("body", b"")
-        if not message.get("more_body"):
-            break
-    headers = {k.decode(): v.decode() for k, v in scope["headers"]}
-    try:
-        parsed = json.loads(body) if body else None
-    except ValueError:
-        parsed = body.decode(errors="replace")
-    path = scope["path"]
-    print(
-        json.dumps(
-            {
-                "method": scope["method"],
-                "path": path,
-                "http_version": scope["http_version"],
-                "content_type": headers.get("content-type"),
-                "body": parsed,
-            }
-        ),
-        flush=True,
-    )
+def handle(request):
+    path, method = request["path"], request["method"]
     headers = []
-    if path.endswith("/pcfBindings") and scope["method"] == "POST":
+    if path.endswith("/pcfBindings") and method == "POST":
         seen.add(path + str(len(seen)))
         status = 201
         headers = [(b"location", f"http://127.0.0.1{path}/b{len(seen)}".encode())]
-    elif "/pcfBindings/" in path and scope["method"] == "DELETE":
+    elif "/pcfBindings/" in path and method == "DELETE":
         status = 204
     elif path.startswith("/gone/"):
         status = 404
     elif path.startswith("/flaky/") and path not in seen:
         seen.add(path)
         status = 503
-    elif scope["method"] == "POST" and path.endswith(("/update", "/terminate", "/notify")):
+    elif method == "POST" and path.endswith(("/update", "/terminate", "/notify")):
         status = 204
     else:
         status = 404
-    await send({"type": "http.response.start", "status": status, "headers": headers})
-    await send({"type": "http.response.body", "body": b""})
-
-
-def main():
-    config = Config()
-    config.bind = [f"127.0.0.1:{sys.argv[1]}"]
-    config.accesslog = None
-    config.errorlog = "-"
-    asyncio.run(serve(app, config))
+    return status, headers, b""
 
 
 if __name__ == "__main__":
-    main()
+    run(handle)

@@ -1,5 +1,6 @@
-//! For the N7 tests: an SMF. Its notification side is an independent
-//! HTTP/2 server (tests/n7/smf_callback.py, Python's hypercorn) that
+//! For the SBI tests: independent HTTP/2 peers played by Python scripts
+//! ([`PythonPeer`]), and an SMF. Its notification side is such a peer
+//! (tests/n7/smf_callback.py, Python's hypercorn) that
 //! records what the PCF pushes; its client side sends the SMF's requests
 //! over h2c with prior knowledge; `create_body` is open5gs's Create with
 //! the notification URI pointing at the callback server.
@@ -12,25 +13,38 @@ use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-pub struct Callback {
+/// An independent HTTP/2 peer played by a Python script of tests/n7/
+/// (hypercorn over h2c) on a loopback port; every request it got, as the
+/// JSON line it printed for it. Killed when dropped.
+pub struct PythonPeer {
     child: Child,
     pub port: u16,
     requests: Arc<Mutex<Vec<Value>>>,
 }
 
-impl Drop for Callback {
+/// The SMF's notification side (and an AF's, and a BSF): smf_callback.py.
+pub type Callback = PythonPeer;
+
+impl Drop for PythonPeer {
     fn drop(&mut self) {
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
 }
 
-impl Callback {
-    pub fn start() -> Callback {
-        let port = free_port();
-        let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/n7/smf_callback.py");
+impl PythonPeer {
+    /// smf_callback.py on a free port.
+    pub fn start() -> PythonPeer {
+        PythonPeer::script("smf_callback.py", free_port())
+    }
+
+    /// tests/n7/`script` listening on `port`, once it accepts connections.
+    pub fn script(script: &str, port: u16) -> PythonPeer {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("tests/n7")
+            .join(script);
         let mut child = Command::new("python3")
-            .arg(script)
+            .arg(path)
             .arg(port.to_string())
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
@@ -49,8 +63,8 @@ impl Callback {
         let up = poll_until(Duration::from_secs(20), || {
             std::net::TcpStream::connect(("127.0.0.1", port)).is_ok()
         });
-        assert!(up, "the SMF callback server did not start");
-        Callback {
+        assert!(up, "{script} did not start");
+        PythonPeer {
             child,
             port,
             requests,
