@@ -29,9 +29,10 @@ fn start_with(sbi_extra: &str) -> (Pcrf, u16) {
 #[test]
 fn an_sm_policy_is_a_durable_session_decided_by_the_policy() {
     let callback = Callback::start();
-    // The callback server plays the BSF too.
+    // The callback server plays the BSF too; the repeat window spans the
+    // restart below.
     let (mut p, sbi) = start_with(&format!(
-        "[sbi.bsf]\nuri = \"http://127.0.0.1:{}/bsf\"\n",
+        "repeat_window_ms = 120000\n[sbi.bsf]\nuri = \"http://127.0.0.1:{}/bsf\"\n",
         callback.port
     ));
     p.provision(IMSI, r#"{"plan":"basic","services":["vip"]}"#);
@@ -112,10 +113,29 @@ fn an_sm_policy_is_a_durable_session_decided_by_the_policy() {
     assert_eq!(st, 200, "{u}");
     assert_eq!(u["accumulators"]["monthly"]["used"], 3_000_000, "{u}");
 
+    // The SMF sending the same Update again (its answer lost) gets the
+    // same answer, and its usage is not counted twice.
+    let (st, _, again) = smf.call(true, &format!("/{id}/update"), Some(&update));
+    assert_eq!((st, &again), (200, &changed));
+    let (_, u) = p.http("GET", &format!("/v1/subscribers/{IMSI}/usage"), None);
+    assert_eq!(u["accumulators"]["monthly"]["used"], 3_000_000, "{u}");
+
     // kill -9: the session, its context as updated, and the usage stay.
     p.kill9();
     p.restart();
     let smf = Smf::new(sbi);
+    // A repeat after the crash is still recognised.
+    let (st, _, again) = smf.call(true, &format!("/{id}/update"), Some(&update));
+    assert_eq!((st, &again), (200, &changed));
+    let (_, u) = p.http("GET", &format!("/v1/subscribers/{IMSI}/usage"), None);
+    assert_eq!(u["accumulators"]["monthly"]["used"], 3_000_000, "{u}");
+    // A new report, though, counts.
+    let next = serde_json::json!({
+        "repPolicyCtrlReqTriggers": ["US_RE"],
+        "accuUsageReports": [{"refUmIds": "total", "volUsage": 500_000}],
+    });
+    let (st, _, body) = smf.call(true, &format!("/{id}/update"), Some(&next));
+    assert_eq!(st, 200, "{body}");
     let (st, _, got) = smf.call(false, &format!("/{id}"), None);
     assert_eq!(st, 200, "{got}");
     assert_eq!(got["context"]["supi"], "imsi-001010000000001", "{got}");
@@ -125,7 +145,7 @@ fn an_sm_policy_is_a_durable_session_decided_by_the_policy() {
         "{got}"
     );
     let (_, u) = p.http("GET", &format!("/v1/subscribers/{IMSI}/usage"), None);
-    assert_eq!(u["accumulators"]["monthly"]["used"], 3_000_000, "{u}");
+    assert_eq!(u["accumulators"]["monthly"]["used"], 3_500_000, "{u}");
 
     // Delete with the final usage; then it is gone.
     let del = serde_json::json!({
@@ -144,7 +164,7 @@ fn an_sm_policy_is_a_durable_session_decided_by_the_policy() {
     });
     assert!(removed, "{:?}", callback.requests());
     let (_, u) = p.http("GET", &format!("/v1/subscribers/{IMSI}/usage"), None);
-    assert_eq!(u["accumulators"]["monthly"]["used"], 4_000_000, "{u}");
+    assert_eq!(u["accumulators"]["monthly"]["used"], 4_500_000, "{u}");
     let (st, _, gone) = smf.call(false, &format!("/{id}"), None);
     assert_eq!(st, 404, "{gone}");
     assert_eq!(gone["cause"], "CONTEXT_NOT_FOUND", "{gone}");
@@ -304,12 +324,21 @@ fn any_cluster_node_serves_any_sm_policy() {
     let (_, u) = nodes[1].http("GET", &format!("/v1/subscribers/{IMSI}/usage"), None);
     assert_eq!(u["accumulators"]["monthly"]["used"], 2_000_000, "{u}");
 
-    // Node 0's copies of the session and the usage are stale now: its
-    // write conflicts, and it handles the request again on fresh ones.
-    let (st, _, _) = a.call(true, &format!("/{id}/update"), Some(&update));
-    assert_eq!(st, 200);
+    // The SMF sends the Update again to node 0 (it lost node 1's answer):
+    // node 0's copy is stale, its write conflicts, and on the fresh record
+    // it sees the repeat: the same answer, the usage not counted twice.
+    let (st, _, again) = a.call(true, &format!("/{id}/update"), Some(&update));
+    assert_eq!((st, &again), (200, &body), "{}", nodes[0].log());
     let (_, u) = nodes[0].http("GET", &format!("/v1/subscribers/{IMSI}/usage"), None);
-    assert_eq!(u["accumulators"]["monthly"]["used"], 4_000_000, "{u}");
+    assert_eq!(u["accumulators"]["monthly"]["used"], 2_000_000, "{u}");
+    // A new report at node 0 counts.
+    let next = serde_json::json!({
+        "accuUsageReports": [{"refUmIds": "total", "volUsage": 500_000}],
+    });
+    let (st, _, _) = a.call(true, &format!("/{id}/update"), Some(&next));
+    assert_eq!(st, 200);
+    let (_, u) = nodes[1].http("GET", &format!("/v1/subscribers/{IMSI}/usage"), None);
+    assert_eq!(u["accumulators"]["monthly"]["used"], 2_500_000, "{u}");
     let (st, _, _) = b.call(true, &format!("/{id}/delete"), None);
     assert_eq!(st, 204);
     assert_eq!(a.call(false, &format!("/{id}"), None).0, 404);

@@ -187,7 +187,12 @@ fn a_request_not_answered_in_time_gets_504() {
         fn get(&self, _: &str) -> OpFuture<'_, SmPolicyControl> {
             Box::pin(std::future::pending())
         }
-        fn update(&self, _: &str, _: SmPolicyUpdateContextData) -> OpFuture<'_, SmPolicyDecision> {
+        fn update(
+            &self,
+            _: &str,
+            _: SmPolicyUpdateContextData,
+            _: pcrf::n7::repeat::RequestDigest,
+        ) -> OpFuture<'_, SmPolicyDecision> {
             Box::pin(std::future::pending())
         }
         fn delete(&self, _: &str, _: SmPolicyDeleteData) -> OpFuture<'_, ()> {

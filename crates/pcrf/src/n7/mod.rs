@@ -4,7 +4,8 @@
 //! view of a PDU session ([`session_input`]), the decision written as an
 //! SmPolicyDecision ([`decision_map`]), and the seam the SBI routes call
 //! ([`service`]); the four operations on the node's sessions
-//! ([`sessions`]) and the pushes to the SMF ([`notify`]). The listener is
+//! ([`sessions`]), an Update sent again recognised ([`repeat`]), and the
+//! pushes to the SMF ([`notify`]). The listener is
 //! in `crate::sbi`.
 
 pub mod decision_map;
@@ -12,6 +13,7 @@ pub mod decode;
 pub mod held;
 pub mod model;
 pub mod notify;
+pub mod repeat;
 pub mod service;
 pub mod session_input;
 pub mod sessions;

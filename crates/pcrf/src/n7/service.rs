@@ -7,6 +7,7 @@ use super::model::{
     SmPolicyContextData, SmPolicyControl, SmPolicyDecision, SmPolicyDeleteData,
     SmPolicyUpdateContextData,
 };
+use super::repeat::RequestDigest;
 use crate::sbi::problem::ProblemDetails;
 use std::future::Future;
 use std::pin::Pin;
@@ -37,9 +38,15 @@ pub trait SmPolicyService: Send + Sync + 'static {
     /// CONTEXT_NOT_FOUND for an unknown id).
     fn get(&self, id: &str) -> OpFuture<'_, SmPolicyControl>;
     /// Update: what changed, decided again; the answer carries only what
-    /// the SMF must change (possibly nothing).
-    fn update(&self, id: &str, update: SmPolicyUpdateContextData)
-        -> OpFuture<'_, SmPolicyDecision>;
+    /// the SMF must change (possibly nothing). `digest` tells the request
+    /// apart from others (see `n7::repeat`): one that repeats the last
+    /// Update applied is answered again, not applied twice.
+    fn update(
+        &self,
+        id: &str,
+        update: SmPolicyUpdateContextData,
+        digest: RequestDigest,
+    ) -> OpFuture<'_, SmPolicyDecision>;
     /// Delete: the session ends.
     fn delete(&self, id: &str, delete: SmPolicyDeleteData) -> OpFuture<'_, ()>;
 }

@@ -16,6 +16,7 @@ use super::model::{
     AccuUsageReport, SmPolicyContextData, SmPolicyControl, SmPolicyDecision, SmPolicyDeleteData,
     SmPolicyUpdateContextData,
 };
+use super::repeat::{self, RequestDigest};
 use super::service::{Created, OpFuture, SmPolicyService};
 use super::session_input::apply_update;
 use crate::admission::Class;
@@ -33,6 +34,7 @@ use crate::sy::service::Sy;
 use crate::txn;
 use crate::usage::ServiceUnits;
 use diameter::codec::DiameterError;
+use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
 /// The realm an N7 session's record names in place of a PCEF's realm: the
@@ -191,6 +193,7 @@ impl N7 {
         &self,
         id: &str,
         up: &SmPolicyUpdateContextData,
+        digest: RequestDigest,
     ) -> Result<Op<SmPolicyDecision>, DiameterError> {
         let node = &self.node;
         let slot = match self.open_session(id).await? {
@@ -203,6 +206,9 @@ impl N7 {
             return Ok(Err(not_found(id)));
         }
         let now = now_ms();
+        if let Some(answer) = self.repeated(&cur, digest, now) {
+            return Ok(answer);
+        }
         let mut s = (*cur).clone();
         if let Some(ctx) = s.n7.as_deref_mut() {
             apply_update(ctx, up);
@@ -228,8 +234,10 @@ impl N7 {
         let mut out = self.sy.settle_spending(&mut s, &mut input, out).await;
         if let Some(rej) = &out.decision.reject {
             // Refused or not, the usage happened: counted, once.
+            let refused: Op<SmPolicyDecision> = Err(decision_map::refusal(rej));
+            s.last_answer = remembered(digest, s.updated_ms, &refused);
             txn::commit_session(node, &slot, Arc::new(s), usage, events, None).await?;
-            return Ok(Err(decision_map::refusal(rej)));
+            return Ok(refused);
         }
         let notes = std::mem::take(&mut out.notifications);
         node.policy_notifications(&notes, &mut s, usage.as_mut(), &mut events);
@@ -258,8 +266,42 @@ impl N7 {
             s.last_decision = Some(Arc::new(out.into_record(&input, now)));
         }
         s.installed = decision.into();
+        // Remembered with the usage it counted (one write), so that the
+        // SMF sending it again, here or at another node, even after a
+        // crash, is answered the same and counted once.
+        let answer = Ok(answer);
+        s.last_answer = remembered(digest, s.updated_ms, &answer);
         txn::commit_session(node, &slot, Arc::new(s), usage, events, Some(&cur)).await?;
-        Ok(Ok(answer))
+        Ok(answer)
+    }
+
+    /// The answer again when the Update with `digest` repeats the last
+    /// one applied to `cur` (see `n7::repeat`): the same answer while
+    /// nothing changed the session since, or else (a push went out
+    /// meanwhile) the whole decision the SMF now holds, which it applies
+    /// without change. Either way nothing is counted or decided again.
+    fn repeated(
+        &self,
+        cur: &GxSession,
+        digest: RequestDigest,
+        now: i64,
+    ) -> Option<Op<SmPolicyDecision>> {
+        let window = self
+            .node
+            .live
+            .load()
+            .cfg
+            .sbi
+            .as_ref()
+            .map_or(0, |sbi| sbi.repeat_window_ms);
+        let kept = cur.last_answer.as_deref()?;
+        let again = repeat::recall(kept, digest, now, window)?;
+        self.node.counters.retransmissions.fetch_add(1, Relaxed);
+        tracing::info!(session = %cur.id, applied_ms = again.applied_ms, "N7 Update repeated by the SMF; answered again, not applied twice");
+        let same = (cur.updated_ms == again.applied_ms)
+            .then(|| serde_json::from_slice(again.answer_json).ok())
+            .flatten();
+        Some(same.unwrap_or_else(|| Ok(held_by_smf(cur))))
     }
 
     async fn delete_once(
@@ -409,12 +451,15 @@ impl SmPolicyService for N7 {
         &self,
         id: &str,
         update: SmPolicyUpdateContextData,
+        digest: RequestDigest,
     ) -> OpFuture<'_, SmPolicyDecision> {
         let id = id.to_owned();
         Box::pin(async move {
             let (id, up) = (id.as_str(), &update);
-            self.enveloped(Class::Existing, id, move |_| self.update_once(id, up))
-                .await
+            self.enveloped(Class::Existing, id, move |_| {
+                self.update_once(id, up, digest)
+            })
+            .await
         })
     }
 
@@ -426,6 +471,17 @@ impl SmPolicyService for N7 {
                 .await
         })
     }
+}
+
+/// What a session record keeps of an applied Update: its digest, when,
+/// and its answer (a decision, or the problem it was refused with).
+fn remembered(
+    digest: RequestDigest,
+    applied_ms: i64,
+    answer: &Op<SmPolicyDecision>,
+) -> Option<bytes::Bytes> {
+    let json = serde_json::to_vec(answer).ok()?;
+    Some(repeat::remember(digest, applied_ms, &json))
 }
 
 /// Whether `s` is an open SM policy (not closed, not a Gx session):

@@ -41,6 +41,10 @@ pub struct SbiConfig {
     /// Stream errors the client may cause (malformed frames, bad
     /// headers) before the connection is closed with GOAWAY.
     pub max_local_error_reset_streams: usize,
+    /// An Update equal to the last one applied to its SM policy within
+    /// this long (ms) is taken for the SMF sending it again after losing
+    /// the answer: answered again, its usage not counted twice (0: off).
+    pub repeat_window_ms: u64,
     /// HTTP/2 over TLS (ALPN h2) instead of h2c.
     pub tls: Option<SbiTls>,
     /// Registration with an NRF (off when absent).
@@ -64,6 +68,7 @@ impl Default for SbiConfig {
             idle_timeout_secs: 60,
             max_pending_reset_streams: 20,
             max_local_error_reset_streams: 64,
+            repeat_window_ms: 10_000,
             tls: None,
             nrf: None,
             bsf: None,

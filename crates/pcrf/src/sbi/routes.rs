@@ -10,6 +10,7 @@ use super::problem::{cause, ProblemDetails, PROBLEM_JSON};
 use super::stats::{Operation, SbiStats};
 use crate::n5::app_sessions::AppSessions;
 use crate::n7::decode::{decode_create, decode_delete, decode_update, DecodeLimits};
+use crate::n7::repeat;
 use crate::n7::service::{SmPolicyService, MAX_POLICY_ID_BYTES};
 use bytes::{Bytes, BytesMut};
 use http_body::Body as _;
@@ -230,9 +231,14 @@ impl Routes {
         id: String,
         req: Request<Incoming>,
     ) -> Result<Response<AnswerBody>, ProblemDetails> {
+        let stamp = req
+            .headers()
+            .get(repeat::ORIGINATION_TIMESTAMP)
+            .map(|v| v.as_bytes().to_vec());
         let body = self.json_body(req, false).await?;
         let up = decode_update(&body, &self.decode_limits)?;
-        let decision = self.service.update(&id, up).await?;
+        let digest = repeat::RequestDigest::of(stamp.as_deref(), &body);
+        let decision = self.service.update(&id, up, digest).await?;
         Ok(json(StatusCode::OK, &decision))
     }
 

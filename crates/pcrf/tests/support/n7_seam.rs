@@ -105,6 +105,7 @@ impl SmPolicyService for TestSmPolicies {
         &self,
         id: &str,
         _update: SmPolicyUpdateContextData,
+        _digest: pcrf::n7::repeat::RequestDigest,
     ) -> OpFuture<'_, SmPolicyDecision> {
         let id = id.to_owned();
         Box::pin(async move {
