@@ -2,8 +2,8 @@
 //! driven through chromedriver (WebDriver) by fantoccini, against a live
 //! `pcrf serve` with an API token. It loads every page, types the token,
 //! provisions a subscriber whose attribute holds markup, opens a session
-//! with `pcrf client gx` (reporting usage), finds the session on the
-//! subscriber page, tops up and sees the usage bar move, runs the policy's
+//! with `pcrf client gx` (reporting usage) and a 5G PDU session over N7,
+//! finds both on the subscriber page, tops up and sees the usage bar move, runs the policy's
 //! test cases and a dry run, breaks the policy in the editor and sees the
 //! line number, deploys a change and sees it in the history, and checks
 //! the pages' Content-Security-Policy. Against an API without a token, the
@@ -217,10 +217,12 @@ async fn monthly_fraction(c: &Client) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn console_in_headless_chromium() {
     let dir = screenshots_dir();
+    let sbi = support::free_port();
     let p = Pcrf::start_with_api(
         &format!("token = \"{TOKEN}\""),
         &format!(
-            "{}\n[[peers]]\norigin_host = \"pgw2.test.local\"\naddresses = [\"127.0.0.1\"]\n",
+            "{}\n[[peers]]\norigin_host = \"pgw2.test.local\"\naddresses = [\"127.0.0.1\"]\n\
+             [sbi]\nlisten = \"127.0.0.1:{sbi}\"\n",
             usage_section(USAGE_FILE).0
         ),
     );
@@ -389,6 +391,16 @@ async fn console_in_headless_chromium() {
     assert!(paths.as_u64().unwrap_or(0) >= 3, "chart lines: {paths}");
     screenshot(&c, &dir, "dashboard.png").await;
 
+    // A 5G PDU session of the same subscriber, from an SMF over N7 (its
+    // notifications go to an independent HTTP/2 server).
+    let callback = support::Callback::start();
+    let smf = support::Smf::in_runtime(sbi);
+    let mut create = support::create_body(&callback, "/nsmf-callback/v1/sm-policy-notify/console");
+    create["supi"] = json!(format!("imsi-{IMSI}"));
+    create["gpsi"] = json!("msisdn-491700000042");
+    let (st, _, created) = smf.send(true, "", Some(&create)).await;
+    assert_eq!(st, 201, "{created}");
+
     // Subscriber: search, the session, the hostile attribute as text.
     c.goto(&format!("{base}/console/subscribers"))
         .await
@@ -437,11 +449,32 @@ async fn console_in_headless_chromium() {
         json!([true, 0]),
         "markup from provisioning never runs"
     );
-    let decision = text_of(&c, "article.session .decision").await;
+    let decision = text_of(&c, "article.session[data-interface=gx] .decision").await;
     assert!(decision.contains("internet"), "{decision}");
     assert!(decision.contains("vip-video"), "{decision}");
+    // The PDU session beside it, with the SMF's context and its decision.
+    wait_for(
+        &c,
+        "document.querySelector('article.session[data-interface=n7]')",
+        "the PDU session",
+    )
+    .await;
+    let fields = text_of(&c, "article.session[data-interface=n7] table.fields").await;
+    for want in [
+        "N7 (5G PDU session)",
+        "/nsmf-callback/v1/sm-policy-notify/console",
+        &format!("imsi-{IMSI}"),
+        "SST 1",
+        "/ NR",
+        "10.45.0.2",
+    ] {
+        assert!(fields.contains(want), "{want} in {fields}");
+    }
+    let decision = text_of(&c, "article.session[data-interface=n7] .decision").await;
+    assert!(decision.contains("vip-video"), "{decision}");
+    screenshot(&c, &dir, "subscriber-n7.png").await;
     // Re-authorize: confirmed, then the RAR's outcome is shown.
-    click(&c, "article.session .actions button").await;
+    click(&c, "article.session[data-interface=gx] .actions button").await;
     confirm(&c).await;
     let outcome = wait_for(
         &c,

@@ -1,8 +1,9 @@
 // The subscriber page: search by IMSI, MSISDN or UE address (server-side,
 // a page at a time), then one subscriber: the profile with an edit form,
-// usage against quotas with top-up, the open Gx sessions with their bound
-// Rx and Sd sessions and the last decision explained, and the actions
-// (re-authorize, terminate, top up), each confirmed first.
+// usage against quotas with top-up, the open sessions (Gx, and N7 PDU
+// sessions with the SMF's context) with their bound Rx and Sd sessions
+// and the last decision explained, and the actions (re-authorize,
+// terminate, top up), each confirmed first.
 'use strict';
 
 let current = null; // IMSI shown
@@ -187,13 +188,24 @@ function sessionCard(s, imsi) {
     },
   });
   const id = encodeURIComponent(s.id);
-  return el('article', { class: 'session', 'data-session': s.id },
+  // A 5G PDU session (N7) carries the SMF's context; a Gx session its PCEF.
+  const n7 = s.n7;
+  const slice = n7 && n7.sliceInfo ? `SST ${n7.sliceInfo.sst}${n7.sliceInfo.sd ? ' SD ' + n7.sliceInfo.sd : ''}` : '—';
+  const where = n7
+    ? [['interface', 'N7 (5G PDU session)'], ['SMF', n7.notificationUri || s.pcef_host], ['SUPI', n7.supi || '—'],
+      ['PDU session id', String(n7.pduSessionId ?? '—')], ['S-NSSAI', slice],
+      ['access / RAT', `${n7.accessType || '—'} / ${n7.ratType || '—'}`]]
+    : [['interface', 'Gx (4G IP-CAN session)'], ['PCEF', `${s.pcef_host} (${s.pcef_realm})`],
+      ['RAT type', s.rat_type === null || s.rat_type === undefined ? '—' : String(s.rat_type)]];
+  const push = n7 ? 'notify the SMF' : 'push the difference in a RAR';
+  const end = n7 ? `Tell the SMF at ${n7.notificationUri} to end ${s.id} (terminate notification)?` : `Ask ${s.pcef_host} to end ${s.id} (RAR with Session-Release-Cause)?`;
+  return el('article', { class: 'session', 'data-session': s.id, 'data-interface': n7 ? 'n7' : 'gx' },
     el('h3', {}, el('code', { text: s.id })),
     table(['field', 'value'], [
-      ['state', s.state], ['APN', s.apn || '—'], ['UE IPv4', s.ue_ipv4 || '—'], ['UE IPv6 prefix', s.ue_ipv6_prefix || '—'],
-      ['PCEF', `${s.pcef_host} (${s.pcef_realm})`], ['RAT type', s.rat_type === null || s.rat_type === undefined ? '—' : String(s.rat_type)],
+      ...where,
+      ['state', s.state], [n7 ? 'DNN' : 'APN', s.apn || '—'], ['UE IPv4', s.ue_ipv4 || '—'], ['UE IPv6 prefix', s.ue_ipv6_prefix || '—'],
       ['installed rules', (s.installed.rules || []).concat((s.installed.definitions || []).map((d) => d.name)).join(', ') || '—'],
-    ]),
+    ], { class: 'fields' }),
     el('h4', { text: 'Rx (AF) sessions bound' }),
     af.length ? table(['Rx Session-Id', 'application', 'AF', 'media', 'rules'], af, { class: 'af' }) : el('p', { class: 'muted', text: 'none' }),
     el('h4', { text: 'Sd (TDF) session bound' }),
@@ -201,8 +213,8 @@ function sessionCard(s, imsi) {
     el('h4', { text: 'Last decision, explained' }),
     decisionView(s.last_decision),
     el('div', { class: 'actions' },
-      action('Re-authorize', '', `Re-decide ${s.id} and push the difference in a RAR?`, () => api('POST', `/v1/sessions/${id}/reauth`)),
-      action('Terminate', 'danger', `Ask ${s.pcef_host} to end ${s.id} (RAR with Session-Release-Cause)?`, () => api('DELETE', `/v1/sessions/${id}`))));
+      action('Re-authorize', '', `Re-decide ${s.id} and ${push}?`, () => api('POST', `/v1/sessions/${id}/reauth`)),
+      action('Terminate', 'danger', end, () => api('DELETE', `/v1/sessions/${id}`))));
 }
 
 async function show(imsi) {
@@ -221,7 +233,7 @@ async function show(imsi) {
     el('div', { class: 'grid two' },
       profile.error ? section('Profile', el('p', { class: 'muted', text: profile.error.message })) : profileCard(profile),
       section('Usage', el('div', { id: 'usage-card' }))),
-    section(`Open Gx sessions (${open.length})`,
+    section(`Open sessions, Gx and N7 (${open.length})`,
       el('p', { id: 'session-state', class: 'muted', role: 'status', text: lastAction }),
       open.length ? open.map((s) => sessionCard(s, imsi)) : el('p', { class: 'muted', text: 'no open session' })));
   if (!profile.error) await refreshUsage(imsi);
