@@ -500,6 +500,23 @@ impl Node {
             .map_err(|e| ControlError::Peer(format!("bad RAA: {e}")))
     }
 
+    /// Removes the PCF binding an ended N7 session holds at the BSF (see
+    /// `sbi::bsf`), in the background; nothing for other sessions.
+    pub(crate) fn unbind_at_bsf(&self, ended: &GxSession) {
+        let Some(id) = ended.bsf_binding.clone() else {
+            return;
+        };
+        let live = self.live.load();
+        let Some(bsf) = live.cfg.sbi.as_ref().and_then(|s| s.bsf.clone()) else {
+            return;
+        };
+        tokio::spawn(async move {
+            if let Err(e) = crate::sbi::bsf::deregister(&bsf, &id).await {
+                tracing::warn!(binding = %id, error = %e, "PCF binding not removed at the BSF");
+            }
+        });
+    }
+
     /// The resource URI of the SM policy `id` (what its notifications
     /// name).
     pub(crate) fn sm_policy_uri(&self, id: &str) -> String {

@@ -175,7 +175,11 @@ fn an_sm_policy_is_a_durable_session_decided_by_the_policy() {
 #[test]
 fn a_profile_change_is_pushed_to_the_smf_and_a_404_forgets_the_session() {
     let callback = Callback::start();
-    let (p, sbi) = start();
+    // The callback server plays the BSF too.
+    let (p, sbi) = start_with(&format!(
+        "[sbi.bsf]\nuri = \"http://127.0.0.1:{}/bsf\"\n",
+        callback.port
+    ));
     p.provision(IMSI, r#"{"plan":"basic"}"#);
     let smf = Smf::new(sbi);
     let (st, location, _) = smf.call(
@@ -266,6 +270,20 @@ fn a_profile_change_is_pushed_to_the_smf_and_a_404_forgets_the_session() {
     });
     assert!(forgotten, "{}", p.log());
     assert_eq!(smf.call(false, &format!("/{id}"), None).0, 200);
+    // Its PCF binding goes from the BSF; the two open sessions' stay.
+    let unbound = || {
+        callback
+            .requests()
+            .iter()
+            .filter(|r| r["method"] == "DELETE")
+            .count()
+    };
+    assert!(
+        poll_until(Duration::from_secs(10), || unbound() == 1),
+        "{:?}\n{}",
+        callback.requests(),
+        p.log()
+    );
 }
 
 /// Two nodes on one PostgreSQL database, each with its own SBI listener:

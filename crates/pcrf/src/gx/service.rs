@@ -704,6 +704,7 @@ impl Gx {
             events.publish();
             self.node.sessions.remove(id);
             self.rx.abort_afs(&cur);
+            self.node.unbind_at_bsf(&cur);
             self.sy.sy_session_ended(&cur.subscriber);
             return Err(ControlError::Peer(format!(
                 "PCEF does not know session {id} (5002); removed"

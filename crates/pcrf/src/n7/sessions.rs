@@ -350,9 +350,7 @@ impl N7 {
         let s = Arc::new(s);
         txn::commit_session(node, &slot, s.clone(), usage, events, None).await?;
         self.rx.abort_afs(&s);
-        if let Some(binding) = s.bsf_binding.clone() {
-            self.unbind_at_bsf(binding);
-        }
+        node.unbind_at_bsf(&s);
         // Closed records live in the store only, as for Gx.
         node.sessions.remove(id);
         self.sy.sy_session_ended(&cur.subscriber);
@@ -407,19 +405,6 @@ impl N7 {
             .await;
             if let Err(e) = done {
                 tracing::warn!(session = %id, error = %e, "the BSF binding's id was not stored");
-            }
-        });
-    }
-
-    /// Removes the binding `id` at the BSF, in the background.
-    fn unbind_at_bsf(&self, id: String) {
-        let live = self.node.live.load();
-        let Some(bsf) = live.cfg.sbi.as_ref().and_then(|s| s.bsf.clone()) else {
-            return;
-        };
-        tokio::spawn(async move {
-            if let Err(e) = crate::sbi::bsf::deregister(&bsf, &id).await {
-                tracing::warn!(binding = %id, error = %e, "PCF binding not removed at the BSF");
             }
         });
     }
