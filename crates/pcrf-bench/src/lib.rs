@@ -5,6 +5,7 @@
 //! tests can build realistic Gx requests with [`gx`].
 
 pub mod af;
+pub mod alarm;
 pub mod apdex;
 pub mod client_peers;
 pub mod closed_loop;
