@@ -310,7 +310,12 @@ fn any_cluster_node_serves_any_sm_policy() {
                 support::REALM,
                 support::AGENT,
                 Some(&db.url),
-                &format!("{usage}[sbi]\nlisten = \"127.0.0.1:{port}\"\n"),
+                // The callback server plays the BSF.
+                &format!(
+                    "{usage}[sbi]\nlisten = \"127.0.0.1:{port}\"\n\
+                     [sbi.bsf]\nuri = \"http://127.0.0.1:{}/bsf\"\n",
+                    callback.port
+                ),
             )
         })
         .collect();
@@ -341,6 +346,20 @@ fn any_cluster_node_serves_any_sm_policy() {
     );
     let (_, u) = nodes[1].http("GET", &format!("/v1/subscribers/{IMSI}/usage"), None);
     assert_eq!(u["accumulators"]["monthly"]["used"], 2_000_000, "{u}");
+    // Node 1 took the session over: the BSF now sends the UE's AFs there.
+    let bindings = |port: u16| {
+        callback
+            .requests()
+            .iter()
+            .filter(|r| r["method"] == "POST" && r["body"]["pcfIpEndPoints"][0]["port"] == port)
+            .count()
+    };
+    assert!(
+        poll_until(Duration::from_secs(10), || bindings(ports[0]) >= 1
+            && bindings(ports[1]) >= 1),
+        "{:?}",
+        callback.requests()
+    );
 
     // The SMF sends the Update again to node 0 (it lost node 1's answer):
     // node 0's copy is stale, its write conflicts, and on the fresh record
@@ -360,6 +379,24 @@ fn any_cluster_node_serves_any_sm_policy() {
     let (st, _, _) = b.call(true, &format!("/{id}/delete"), None);
     assert_eq!(st, 204);
     assert_eq!(a.call(false, &format!("/{id}"), None).0, 404);
+    // However often it moved, no binding is left behind at the BSF.
+    let count = |method: &str| {
+        callback
+            .requests()
+            .iter()
+            .filter(|r| {
+                r["method"] == method
+                    && r["path"]
+                        .as_str()
+                        .is_some_and(|p| p.contains("pcfBindings"))
+            })
+            .count()
+    };
+    assert!(
+        poll_until(Duration::from_secs(10), || count("POST") == count("DELETE")),
+        "{:?}",
+        callback.requests()
+    );
 }
 
 /// The AF's side of a VoNR call over N5 (Npcf_PolicyAuthorization): the

@@ -159,12 +159,19 @@ impl N7 {
     }
 
     /// The open N7 session `id`, taken over from another node if need be.
+    /// A session taken over gets a PCF binding naming this node, so that
+    /// the BSF sends the AFs of the UE where the session is served now.
     async fn open_session(&self, id: &str) -> Result<Op<Arc<SessionSlot>>, DiameterError> {
+        let held_here = self.node.sessions.get(id).is_some();
         let Some(slot) = self.node.find_or_take_over(id).await? else {
             return Ok(Err(not_found(id)));
         };
-        if !is_open_sm_policy(&slot.load()) {
+        let s = slot.load();
+        if !is_open_sm_policy(&s) {
             return Ok(Err(not_found(id)));
+        }
+        if !held_here {
+            self.bind_at_bsf(&s);
         }
         Ok(Ok(slot))
     }
@@ -359,8 +366,11 @@ impl N7 {
 }
 
 impl N7 {
-    /// With `[sbi.bsf]`: registers the session's PCF binding in the
-    /// background and records its id in the session (see `sbi::bsf`).
+    /// With `[sbi.bsf]`: registers the session's PCF binding, naming this
+    /// node, in the background and records its id in the session (see
+    /// `sbi::bsf`); a binding the session held before (registered by the
+    /// node that served it until now) is removed once the new one is
+    /// stored.
     fn bind_at_bsf(&self, s: &GxSession) {
         let live = self.node.live.load();
         let (Some(sbi), Some(ctx)) = (live.cfg.sbi.as_ref(), s.n7.as_deref()) else {
@@ -393,7 +403,7 @@ impl N7 {
                 return;
             }
             let mut next = (*cur).clone();
-            next.bsf_binding = Some(binding);
+            let replaced = next.bsf_binding.replace(binding.clone());
             let done = txn::commit_session(
                 &node,
                 &slot,
@@ -403,8 +413,20 @@ impl N7 {
                 None,
             )
             .await;
-            if let Err(e) = done {
-                tracing::warn!(session = %id, error = %e, "the BSF binding's id was not stored");
+            match done {
+                Ok(()) => {
+                    if let Some(old) = replaced {
+                        if let Err(e) = crate::sbi::bsf::deregister(&bsf, &old).await {
+                            tracing::warn!(binding = %old, error = %e, "replaced PCF binding not removed at the BSF");
+                        }
+                    }
+                }
+                Err(e) => {
+                    // Not in the record (another node wrote it meanwhile,
+                    // or the store failed): nobody would remove it later.
+                    tracing::warn!(session = %id, error = %e, "the BSF binding's id was not stored; it is removed again");
+                    let _ = crate::sbi::bsf::deregister(&bsf, &binding).await;
+                }
             }
         });
     }

@@ -194,6 +194,7 @@ level = "info"
         let deadline = Instant::now() + Duration::from_secs(20);
         while Instant::now() < deadline {
             if let Ok((200, _)) = self.try_http("GET", "/v1/health", None) {
+                self.wait_for_sbi(deadline);
                 return;
             }
             if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
@@ -202,6 +203,27 @@ level = "info"
             std::thread::sleep(Duration::from_millis(50));
         }
         panic!("pcrf did not become healthy:\n{}", self.log());
+    }
+
+    /// With `[sbi]` in the configuration: waits until its listener takes
+    /// connections too (it starts beside the API, not before it).
+    fn wait_for_sbi(&self, deadline: Instant) {
+        let text = std::fs::read_to_string(&self.config).unwrap_or_default();
+        let Some(listen) = text.split("[sbi]").nth(1).and_then(|sbi| {
+            sbi.lines()
+                .find_map(|l| l.trim().strip_prefix("listen = \""))
+                .and_then(|l| l.split('"').next().map(str::to_owned))
+        }) else {
+            return;
+        };
+        while std::net::TcpStream::connect(&listen).is_err() {
+            assert!(
+                Instant::now() < deadline,
+                "the SBI listener {listen} did not start:\n{}",
+                self.log()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
     }
 
     /// The server's process id.
