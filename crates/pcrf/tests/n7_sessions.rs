@@ -408,7 +408,7 @@ fn any_cluster_node_serves_any_sm_policy() {
 fn an_af_over_n5_gets_its_media_to_the_smf() {
     use reqwest::Method;
     let callback = Callback::start();
-    let (p, sbi) = start();
+    let (mut p, sbi) = start();
     p.provision(IMSI, r#"{"plan":"basic"}"#);
     let smf = Smf::new(sbi);
     let notify = "/nsmf-callback/v1/sm-policy-notify/n5";
@@ -466,10 +466,21 @@ fn an_af_over_n5_gets_its_media_to_the_smf() {
         "{decision}"
     );
 
+    // kill -9: the application session stays, bound as it was.
+    p.kill9();
+    p.restart();
+    let smf = Smf::new(sbi);
+    let at = format!("{root}/{app}");
+    let (st, _, got) = smf.http(Method::GET, &at, None, "");
+    assert_eq!(st, 200, "{got}\n{}", p.log());
+    assert_eq!(
+        got["ascReqData"]["medComponents"]["1"]["medType"], "AUDIO",
+        "{got}"
+    );
+
     // Video joins, then leaves.
     let patch =
         serde_json::json!({"ascReqData": {"medComponents": {"2": voice(2, "VIDEO", 6000)}}});
-    let at = format!("{root}/{app}");
     let (st, _, context) = smf.http(
         Method::PATCH,
         &at,
@@ -525,5 +536,103 @@ fn an_af_over_n5_gets_its_media_to_the_smf() {
     let (st, _, _) = smf.http(Method::POST, &format!("{at}/delete"), None, "");
     assert_eq!(st, 204);
     let (st, _, gone) = smf.http(Method::GET, &at, None, "");
+    assert_eq!(st, 404, "{gone}");
+}
+
+/// An AF's application session on a two-node PostgreSQL cluster: created
+/// at one node, it survives that node's `kill -9` and the other node
+/// serves it (GET, a PATCH whose rule reaches the SMF, delete).
+#[test]
+fn an_af_session_survives_its_node_and_any_node_serves_it() {
+    use reqwest::Method;
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let db = rt.block_on(support::test_database("n5_cluster"));
+    let callback = Callback::start();
+    let (usage, _) = support::usage_section(support::USAGE_FILE);
+    let ports = [free_port(), free_port()];
+    let mut nodes: Vec<Pcrf> = ports
+        .iter()
+        .zip(support::NODES)
+        .map(|(port, name)| {
+            Pcrf::start_cluster_node_with(
+                name,
+                support::REALM,
+                support::AGENT,
+                Some(&db.url),
+                &format!("{usage}[sbi]\nlisten = \"127.0.0.1:{port}\"\n"),
+            )
+        })
+        .collect();
+    nodes[0].provision(IMSI, r#"{"plan":"basic"}"#);
+    let (a, b) = (Smf::new(ports[0]), Smf::new(ports[1]));
+    let notify = "/nsmf-callback/v1/sm-policy-notify/n5c";
+    let (st, _, _) = a.call(true, "", Some(&create_body(&callback, notify)));
+    assert_eq!(st, 201);
+    let media = |n: u32, kind: &str, port: u32| {
+        serde_json::json!({"medCompN": n, "medType": kind, "marBwUl": "64 Kbps",
+            "marBwDl": "48 Kbps", "fStatus": "ENABLED",
+            "medSubComps": {"1": {"fNum": 1, "fDescs": [
+                format!("permit out 17 from 192.0.2.9 {port} to 10.45.0.2 {port}"),
+                format!("permit in 17 from 10.45.0.2 {port} to 192.0.2.9 {port}")]}}})
+    };
+    let body = serde_json::json!({"ascReqData": {
+        "afAppId": "IMS Services",
+        "notifUri": format!("http://127.0.0.1:{}/af/c", callback.port),
+        "ueIpv4": "10.45.0.2", "dnn": "internet", "suppFeat": "0",
+        "medComponents": {"1": media(1, "AUDIO", 5000)}}});
+    let root = "/npcf-policyauthorization/v1/app-sessions";
+    let (st, location, context) = a.http(Method::POST, root, Some(&body), "application/json");
+    assert_eq!(st, 201, "{context}");
+    let at = format!("{root}/{}", location.rsplit('/').next().expect("id"));
+    let pushes = || {
+        callback
+            .requests()
+            .into_iter()
+            .filter(|r| r["path"] == format!("{notify}/update").as_str())
+            .collect::<Vec<_>>()
+    };
+    assert!(poll_until(Duration::from_secs(10), || pushes().len() == 1));
+
+    // Node 0 dies; node 1 serves the application session.
+    nodes[0].kill9();
+    let (st, _, got) = b.http(Method::GET, &at, None, "");
+    assert_eq!(st, 200, "{got}\n{}", nodes[1].log());
+    assert_eq!(
+        got["ascReqData"]["medComponents"]["1"]["medType"], "AUDIO",
+        "{got}"
+    );
+    let patch =
+        serde_json::json!({"ascReqData": {"medComponents": {"2": media(2, "VIDEO", 6000)}}});
+    let (st, _, got) = b.http(
+        Method::PATCH,
+        &at,
+        Some(&patch),
+        "application/merge-patch+json",
+    );
+    assert_eq!(st, 200, "{got}\n{}", nodes[1].log());
+    assert!(
+        poll_until(Duration::from_secs(10), || pushes().len() == 2),
+        "the video rule reaches the SMF from node 1: {:?}",
+        callback.requests()
+    );
+    let decision = &pushes()[1]["body"]["smPolicyDecision"];
+    assert!(
+        decision["qosDecs"].to_string().contains("\"5qi\":2"),
+        "{decision}"
+    );
+    let (st, _, _) = b.http(Method::POST, &format!("{at}/delete"), None, "");
+    assert_eq!(st, 204);
+    assert!(
+        poll_until(Duration::from_secs(10), || pushes().len() == 3),
+        "the rules' removal reaches the SMF: {:?}",
+        callback.requests()
+    );
+    // Node 0 back: the session is gone there too.
+    nodes[0].restart();
+    let a = Smf::new(ports[0]);
+    let (st, _, gone) = a.http(Method::GET, &at, None, "");
     assert_eq!(st, 404, "{gone}");
 }
