@@ -507,11 +507,11 @@ impl Node {
             return;
         };
         let live = self.live.load();
-        let Some(bsf) = live.cfg.sbi.as_ref().and_then(|s| s.bsf.clone()) else {
+        let Some(bsf) = live.cfg.sbi.as_ref().and_then(crate::sbi::bsf::Bsf::of) else {
             return;
         };
         tokio::spawn(async move {
-            if let Err(e) = crate::sbi::bsf::deregister(&bsf, &id).await {
+            if let Err(e) = bsf.deregister(&id).await {
                 tracing::warn!(binding = %id, error = %e, "PCF binding not removed at the BSF");
             }
         });

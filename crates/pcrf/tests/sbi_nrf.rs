@@ -131,3 +131,56 @@ fn registers_again_with_an_nrf_that_was_lost() {
     let m = methods(&second);
     assert_eq!(m.last().map(String::as_str), Some("DELETE"), "{m:?}");
 }
+
+/// `[sbi.bsf]` without a uri: the node finds the BSF through the NRF
+/// (Nnrf_NFDiscovery), skipping a suspended instance, registers each PDU
+/// session's binding there and removes it when the session ends.
+#[test]
+fn the_bsf_is_found_through_the_nrf() {
+    let port = support::free_port();
+    let nrf_emulator = start_emulator(port);
+    let sbi = support::free_port();
+    let p = support::Pcrf::start_with_usage(&format!(
+        "[sbi]\nlisten = \"127.0.0.1:{sbi}\"\n\
+         [sbi.nrf]\nuri = \"http://127.0.0.1:{port}\"\n\
+         nf_instance_id = \"6f1f3c2e-8d0b-4a51-9c1e-2b7f6d9a0e12\"\n\
+         api_prefix = \"http://127.0.0.1:{sbi}\"\n\
+         [sbi.bsf]\n"
+    ));
+    p.provision("001010000000001", r#"{"plan":"basic"}"#);
+    let callback = support::Callback::start();
+    let smf = support::Smf::new(sbi);
+    let (st, location, body) = smf.call(
+        true,
+        "",
+        Some(&support::create_body(
+            &callback,
+            "/nsmf-callback/v1/sm-policy-notify/d",
+        )),
+    );
+    assert_eq!(st, 201, "{body}");
+    let id = location.rsplit('/').next().expect("id").to_owned();
+    let seen = |method: &str, path: &str| {
+        nrf_emulator.requests().iter().any(|r| {
+            r["method"] == method && r["path"].as_str().is_some_and(|p| p.starts_with(path))
+        })
+    };
+    let bindings = "/bsf/nbsf-management/v1/pcfBindings";
+    assert!(
+        support::poll_until(Duration::from_secs(10), || seen("POST", bindings)),
+        "{:?}\n{}",
+        nrf_emulator.requests(),
+        p.log()
+    );
+    assert!(seen("GET", "/nnrf-disc/v1/nf-instances"));
+    let (st, _, _) = smf.call(true, &format!("/{id}/delete"), None);
+    assert_eq!(st, 204);
+    assert!(
+        support::poll_until(Duration::from_secs(10), || seen(
+            "DELETE",
+            &format!("{bindings}/")
+        )),
+        "{:?}",
+        nrf_emulator.requests()
+    );
+}

@@ -27,6 +27,7 @@ use crate::pcc::{UsageInstructions, UsageReport};
 use crate::policy::decision::Decision;
 use crate::policy::Ran;
 use crate::rx::service::Rx;
+use crate::sbi::bsf::Bsf;
 use crate::sbi::problem::{cause, ProblemDetails};
 use crate::session::{GxSession, SessionSlot, SessionState};
 use crate::store::Change;
@@ -376,15 +377,15 @@ impl N7 {
         let (Some(sbi), Some(ctx)) = (live.cfg.sbi.as_ref(), s.n7.as_deref()) else {
             return;
         };
-        let Some(bsf) = sbi.bsf.clone() else {
+        let Some(bsf) = Bsf::of(sbi) else {
             return;
         };
-        let pcf = bsf.pcf_address.unwrap_or(sbi.listen);
-        let body = crate::sbi::bsf::binding(ctx, pcf, bsf.pcf_fqdn.as_deref());
+        let pcf = bsf.cfg.pcf_address.unwrap_or(sbi.listen);
+        let body = crate::sbi::bsf::binding(ctx, pcf, bsf.cfg.pcf_fqdn.as_deref());
         let node = self.node.clone();
         let id = s.id.clone();
         tokio::spawn(async move {
-            let binding = match crate::sbi::bsf::register(&bsf, &body).await {
+            let binding = match bsf.register(&body).await {
                 Ok(b) => b,
                 Err(e) => {
                     tracing::warn!(session = %id, error = %e, "PCF binding not registered at the BSF");
@@ -393,13 +394,13 @@ impl N7 {
             };
             let Some(slot) = node.sessions.get(&id) else {
                 // Deleted meanwhile: the binding goes too.
-                let _ = crate::sbi::bsf::deregister(&bsf, &binding).await;
+                let _ = bsf.deregister(&binding).await;
                 return;
             };
             let _g = slot.lock().await;
             let cur = slot.load();
             if cur.state != SessionState::Open {
-                let _ = crate::sbi::bsf::deregister(&bsf, &binding).await;
+                let _ = bsf.deregister(&binding).await;
                 return;
             }
             let mut next = (*cur).clone();
@@ -416,7 +417,7 @@ impl N7 {
             match done {
                 Ok(()) => {
                     if let Some(old) = replaced {
-                        if let Err(e) = crate::sbi::bsf::deregister(&bsf, &old).await {
+                        if let Err(e) = bsf.deregister(&old).await {
                             tracing::warn!(binding = %old, error = %e, "replaced PCF binding not removed at the BSF");
                         }
                     }
@@ -425,7 +426,7 @@ impl N7 {
                     // Not in the record (another node wrote it meanwhile,
                     // or the store failed): nobody would remove it later.
                     tracing::warn!(session = %id, error = %e, "the BSF binding's id was not stored; it is removed again");
-                    let _ = crate::sbi::bsf::deregister(&bsf, &binding).await;
+                    let _ = bsf.deregister(&binding).await;
                 }
             }
         });

@@ -126,7 +126,7 @@ impl SbiConfig {
             out.extend(nrf.problems());
         }
         if let Some(bsf) = &self.bsf {
-            out.extend(bsf.problems());
+            out.extend(bsf.problems(self.nrf.as_ref()));
         }
         out
     }

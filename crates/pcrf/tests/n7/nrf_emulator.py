@@ -11,22 +11,53 @@ Usage: nrf_emulator.py PORT
   registration is answered 404 and the instance forgotten (as an NRF that
   restarted), so the client must register again.
 - DELETE on it: 204.
+- GET /nnrf-disc/v1/nf-instances?target-nf-type=BSF...: a SearchResult
+  offering one BSF, this server under /bsf (a suspended one of better
+  priority beside it, which must not be chosen).
+- POST /bsf/nbsf-management/v1/pcfBindings: 201 with a Location
+  .../pcfBindings/{n}; DELETE on it: 204 (the BSF's role).
 Each request is printed as one JSON line: {"method", "path", "http_version",
 "content_type", "body"} (the body parsed as JSON when it is).
 """
 
 import json
+import sys
 
 from h2_peer import run
 
 PREFIX = "/nnrf-nfm/v1/nf-instances/"
-state = {"profiles": {}, "heartbeats": 0, "forgot": False}
+DISCOVERY = "/nnrf-disc/v1/nf-instances"
+BINDINGS = "/bsf/nbsf-management/v1/pcfBindings"
+state = {"profiles": {}, "heartbeats": 0, "forgot": False, "bindings": 0}
+
+
+def search_result():
+    port = int(sys.argv[1])
+    bsf = lambda status, priority, prefix: {
+        "nfInstanceId": f"bsf-{status.lower()}", "nfType": "BSF", "nfStatus": status,
+        "priority": priority,
+        "nfServices": [{"serviceInstanceId": "1", "serviceName": "nbsf-management",
+                        "versions": [{"apiVersionInUri": "v1", "apiFullVersion": "1.0.0"}],
+                        "scheme": "http", "nfServiceStatus": "REGISTERED", "apiPrefix": prefix}],
+    }
+    return {"validityPeriod": 3600, "nfInstances": [
+        bsf("SUSPENDED", 1, "http://127.0.0.1:9/bsf"),
+        bsf("REGISTERED", 10, f"http://127.0.0.1:{port}/bsf"),
+    ]}
 
 
 def handle(request):
     path = request["path"]
-    status, answer = 404, None
-    if path.startswith(PREFIX):
+    status, answer, headers = 404, None, []
+    if path == DISCOVERY and request["method"] == "GET":
+        status, answer = 200, search_result()
+    elif path == BINDINGS and request["method"] == "POST":
+        state["bindings"] += 1
+        status = 201
+        headers = [(b"location", f"http://127.0.0.1{BINDINGS}/{state['bindings']}".encode())]
+    elif path.startswith(BINDINGS + "/") and request["method"] == "DELETE":
+        status = 204
+    elif path.startswith(PREFIX):
         nf_id = path[len(PREFIX):]
         method = request["method"]
         if method == "PUT":
@@ -49,7 +80,7 @@ def handle(request):
         elif method == "DELETE":
             status = 204 if state["profiles"].pop(nf_id, None) is not None else 404
     out = json.dumps(answer).encode() if answer is not None else b""
-    hs = [(b"content-type", b"application/json")] if out else []
+    hs = headers + ([(b"content-type", b"application/json")] if out else [])
     return status, hs, out
 
 
