@@ -507,7 +507,7 @@ impl Node {
             return;
         };
         let live = self.live.load();
-        let Some(bsf) = live.cfg.sbi.as_ref().and_then(crate::sbi::bsf::Bsf::of) else {
+        let Some(bsf) = live.cfg.sbi.as_ref().and_then(|s| s.bsf()) else {
             return;
         };
         tokio::spawn(async move {

@@ -27,7 +27,6 @@ use crate::pcc::{UsageInstructions, UsageReport};
 use crate::policy::decision::Decision;
 use crate::policy::Ran;
 use crate::rx::service::Rx;
-use crate::sbi::bsf::Bsf;
 use crate::sbi::problem::{cause, ProblemDetails};
 use crate::session::{GxSession, SessionSlot, SessionState};
 use crate::store::Change;
@@ -377,7 +376,7 @@ impl N7 {
         let (Some(sbi), Some(ctx)) = (live.cfg.sbi.as_ref(), s.n7.as_deref()) else {
             return;
         };
-        let Some(bsf) = Bsf::of(sbi) else {
+        let Some(bsf) = sbi.bsf() else {
             return;
         };
         let pcf = bsf.cfg.pcf_address.unwrap_or(sbi.listen);

@@ -87,12 +87,9 @@ pub struct Bsf {
 }
 
 impl Bsf {
-    /// The BSF of `[sbi]`, if it has a `[sbi.bsf]`.
-    pub fn of(sbi: &super::config::SbiConfig) -> Option<Bsf> {
-        Some(Bsf {
-            cfg: sbi.bsf.clone()?,
-            nrf: sbi.nrf.clone(),
-        })
+    /// The BSF `cfg` names, or that `nrf` is asked for.
+    pub fn new(cfg: BsfConfig, nrf: Option<NrfConfig>) -> Bsf {
+        Bsf { cfg, nrf }
     }
 
     /// The bindings collection of the BSF: configured, or discovered.

@@ -86,6 +86,12 @@ impl SbiConfig {
         }
     }
 
+    /// The BSF to register bindings at, with `[sbi.bsf]`.
+    pub fn bsf(&self) -> Option<super::bsf::Bsf> {
+        let cfg = self.bsf.clone()?;
+        Some(super::bsf::Bsf::new(cfg, self.nrf.clone()))
+    }
+
     pub fn request_timeout(&self) -> Duration {
         Duration::from_secs(self.request_timeout_secs.max(1))
     }
