@@ -113,7 +113,7 @@ impl MetricsSource for SbiStats {
     fn write(&self, out: &mut Exposition) {
         {
             let mut f = out.family(
-                "pcrf_sbi_requests",
+                "pcrf_sbi_requests_total",
                 "SBI (HTTP/2) requests by operation and answer status.",
                 Kind::Counter,
             );
