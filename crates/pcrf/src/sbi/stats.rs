@@ -18,12 +18,16 @@ pub enum Operation {
     AppGet,
     AppUpdate,
     AppDelete,
+    /// A CHF's spending-limit notification (N28 notify).
+    SpendingNotify,
+    /// A CHF ending a spending-limit subscription (N28 terminate).
+    SpendingTerminate,
     /// Anything not routed to an operation (404, 405, ...).
     Other,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 9] = [
+    pub const ALL: [Operation; 11] = [
         Operation::Create,
         Operation::Get,
         Operation::Update,
@@ -32,6 +36,8 @@ impl Operation {
         Operation::AppGet,
         Operation::AppUpdate,
         Operation::AppDelete,
+        Operation::SpendingNotify,
+        Operation::SpendingTerminate,
         Operation::Other,
     ];
 
@@ -45,6 +51,8 @@ impl Operation {
             Operation::AppGet => "app_session_get",
             Operation::AppUpdate => "app_session_update",
             Operation::AppDelete => "app_session_delete",
+            Operation::SpendingNotify => "spending_limit_notify",
+            Operation::SpendingTerminate => "spending_limit_terminate",
             Operation::Other => "other",
         }
     }
