@@ -455,7 +455,7 @@ const COUNTER: &str = "monthly-data";
 fn start_with_chf(table: &str) -> (Pcrf, u16, PythonPeer) {
     let chf = PythonPeer::script_with("chf_emulator.py", free_port(), &[table]);
     let (p, sbi) = start_with(&format!(
-        "\n[sy]\ntimeout_ms = 2000\nchf = \"http://127.0.0.1:{}\"\n",
+        "\n[sy]\ntimeout_ms = 5000\nchf = \"http://127.0.0.1:{}\"\n",
         chf.port
     ));
     (p, sbi, chf)
@@ -514,7 +514,7 @@ fn spending_limits_come_from_a_chf_over_n28_shared_with_gx() {
         "{decision}"
     );
     let posts = chf_requests(&chf, "POST");
-    assert_eq!(posts.len(), 1, "{posts:?}");
+    assert_eq!(posts.len(), 1, "{posts:?}\n{}", p.log());
     let ctx = &posts[0]["body"];
     assert_eq!(
         posts[0]["path"],
@@ -707,7 +707,7 @@ fn counters_the_chf_does_not_know_stay_unknown_and_are_not_asked_again() {
         "unknown: {decision}"
     );
     let id = location.rsplit('/').next().expect("id").to_owned();
-    assert_eq!(chf_requests(&chf, "POST").len(), 1);
+    assert_eq!(chf_requests(&chf, "POST").len(), 1, "{}", p.log());
     let update = serde_json::json!({"repPolicyCtrlReqTriggers": ["RAT_TY_CH"], "ratType": "NR"});
     let (st, _, changed) = smf.call(true, &format!("/{id}/update"), Some(&update));
     assert_eq!(st, 200, "{changed}");
@@ -731,4 +731,50 @@ fn counters_the_chf_does_not_know_stay_unknown_and_are_not_asked_again() {
         "nothing subscribed, nothing to delete: {:?}",
         chf.requests()
     );
+}
+
+#[test]
+fn a_new_counter_replaces_the_subscription_with_a_put() {
+    let callback = Callback::start();
+    let (p, sbi, chf) = start_with_chf(r#"{"monthly-data": "valid", "roaming": "blocked"}"#);
+    p.provision(IMSI, r#"{"plan":"basic"}"#);
+    let smf = Smf::new(sbi);
+    let notify = "/nsmf-callback/v1/sm-policy-notify/31";
+    let (st, location, decision) = smf.call(true, "", Some(&create_for(&callback, notify, IMSI)));
+    assert_eq!(st, 201, "{decision}");
+    let id = location.rsplit('/').next().expect("id").to_owned();
+    assert_eq!(chf_requests(&chf, "POST").len(), 1, "{}", p.log());
+
+    // The policy now also asks for "roaming": the next request modifies
+    // the subscription with the whole list (PUT), no second POST.
+    let script = std::fs::read_to_string(&p.policy).expect("policy");
+    let wider = script.replace(
+        "decision.spending_counters = { SY_COUNTER }",
+        "decision.spending_counters = { SY_COUNTER, \"roaming\" }",
+    );
+    assert_ne!(wider, script, "the test's edit must hit the script");
+    std::fs::write(&p.policy, wider).expect("write");
+    let (st, out) = p.http("POST", "/v1/policy/reload", None);
+    assert_eq!(st, 200, "{out}");
+    let update = serde_json::json!({"repPolicyCtrlReqTriggers": ["RAT_TY_CH"], "ratType": "NR"});
+    let (st, _, changed) = smf.call(true, &format!("/{id}/update"), Some(&update));
+    assert_eq!(st, 200, "{changed}");
+    let puts = chf_requests(&chf, "PUT");
+    assert_eq!(puts.len(), 1, "{:?}\n{}", chf.requests(), p.log());
+    assert_eq!(
+        puts[0]["path"],
+        "/nchf-spendinglimitcontrol/v1/subscriptions/sub-1"
+    );
+    assert_eq!(
+        puts[0]["body"]["policyCounterIds"],
+        serde_json::json!([COUNTER, "roaming"])
+    );
+    assert_eq!(chf_requests(&chf, "POST").len(), 1);
+
+    let (st, _, _) = smf.call(true, &format!("/{id}/delete"), None);
+    assert_eq!(st, 204);
+    let deleted = poll_until(Duration::from_secs(10), || {
+        chf_requests(&chf, "DELETE").len() == 1
+    });
+    assert!(deleted, "{:?}", chf.requests());
 }
