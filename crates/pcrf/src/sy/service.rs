@@ -18,8 +18,7 @@ use crate::node::{now_ms, Answered, Node, COMMIT_WAIT};
 use crate::pcc::PushReason;
 use crate::policy::input::PolicyInput;
 use crate::policy::Outcome;
-use crate::session::spending::CounterReport;
-use crate::session::spending::{SySession, UNKNOWN};
+use crate::session::spending::{CounterReport, SySession, UNKNOWN};
 use crate::session::{GxSession, SessionState};
 use crate::store::Change;
 use crate::sy;
@@ -74,11 +73,11 @@ impl Sy {
             }
             _ => return,
         };
-        let kind = peer.kind();
+        let chf = matches!(peer, SpendingPeer::Chf(_));
         if self.state.peer.set(peer).is_err() {
             return;
         }
-        if kind == "CHF" {
+        if chf {
             tracing::info!(
                 chf = cfg.chf.as_deref().unwrap_or(""),
                 timeout_ms = cfg.timeout_ms,
