@@ -734,9 +734,10 @@ fn counters_the_chf_does_not_know_stay_unknown_and_are_not_asked_again() {
 }
 
 #[test]
-fn a_new_counter_replaces_the_subscription_with_a_put() {
+fn a_new_counter_modifies_the_subscription_and_a_lost_one_is_made_anew() {
     let callback = Callback::start();
-    let (p, sbi, chf) = start_with_chf(r#"{"monthly-data": "valid", "roaming": "blocked"}"#);
+    let table = r#"{"monthly-data": "valid", "roaming": "blocked", "video": "valid"}"#;
+    let (p, sbi, chf) = start_with_chf(table);
     p.provision(IMSI, r#"{"plan":"basic"}"#);
     let smf = Smf::new(sbi);
     let notify = "/nsmf-callback/v1/sm-policy-notify/31";
@@ -771,10 +772,45 @@ fn a_new_counter_replaces_the_subscription_with_a_put() {
     );
     assert_eq!(chf_requests(&chf, "POST").len(), 1);
 
+    // The CHF restarts and forgets its subscriptions: the next modify is
+    // answered 404, and the subscription is made anew (POST, all counters)
+    // in the same exchange.
+    let port = chf.port;
+    drop(chf);
+    let chf = PythonPeer::script_with("chf_emulator.py", port, &[table]);
+    let script = std::fs::read_to_string(&p.policy).expect("policy");
+    let wider = script.replace(
+        "{ SY_COUNTER, \"roaming\" }",
+        "{ SY_COUNTER, \"roaming\", \"video\" }",
+    );
+    assert_ne!(wider, script, "the test's edit must hit the script");
+    std::fs::write(&p.policy, wider).expect("write");
+    let (st, out) = p.http("POST", "/v1/policy/reload", None);
+    assert_eq!(st, 200, "{out}");
+    let (st, _, changed) = smf.call(true, &format!("/{id}/update"), Some(&update));
+    assert_eq!(st, 200, "{changed}");
+    let methods: Vec<Value> = chf.requests().iter().map(|r| r["method"].clone()).collect();
+    assert_eq!(
+        methods,
+        ["PUT", "POST"],
+        "{:?}\n{}",
+        chf.requests(),
+        p.log()
+    );
+    assert_eq!(
+        chf_requests(&chf, "POST")[0]["body"]["policyCounterIds"],
+        serde_json::json!([COUNTER, "roaming", "video"])
+    );
+
     let (st, _, _) = smf.call(true, &format!("/{id}/delete"), None);
     assert_eq!(st, 204);
     let deleted = poll_until(Duration::from_secs(10), || {
         chf_requests(&chf, "DELETE").len() == 1
     });
     assert!(deleted, "{:?}", chf.requests());
+    assert_eq!(
+        chf_requests(&chf, "DELETE")[0]["path"],
+        "/nchf-spendinglimitcontrol/v1/subscriptions/sub-1",
+        "the new subscription's id"
+    );
 }

@@ -1,7 +1,9 @@
 //! The CHF as the spending-limit peer (N28, Nchf_SpendingLimitControl, TS
 //! 29.594), instead of an OCS: `[sy].chf` is its `{apiRoot}`. A subscribe
 //! is `POST /subscriptions` (201, the id in `Location`), a modify `PUT
-//! /subscriptions/{id}` with the whole list (200), an unsubscribe `DELETE
+//! /subscriptions/{id}` with the whole list (200; a 404 there means the
+//! CHF lost the subscription, which is then made anew with a POST in the
+//! same exchange), an unsubscribe `DELETE
 //! /subscriptions/{id}` (204), each over the shared SBI client and bounded
 //! by `[sy].timeout_ms`. Answers become the neutral ones of `exchange.rs`;
 //! the CHF's notifications come in on the SBI listener (`sbi/routes.rs`).
@@ -77,23 +79,38 @@ impl Chf {
             .subscription
             .as_deref()
             .filter(|_| req.session.open);
-        let request = match modify {
-            Some(id) => client.put(format!("{}/{id}", self.collection())),
-            None => client.post(self.collection()),
+        let body = bytes::Bytes::from(body);
+        let send = |modify: Option<&str>| {
+            let request = match modify {
+                Some(id) => client.put(format!("{}/{id}", self.collection())),
+                None => client.post(self.collection()),
+            };
+            let request = request
+                .header(CONTENT_TYPE, "application/json")
+                .body(body.clone());
+            async move {
+                let r = request.send().await.map_err(|e| e.to_string())?;
+                let status = r.status();
+                let location = r
+                    .headers()
+                    .get(LOCATION)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned);
+                let body = read_body(r).await?;
+                Ok::<_, String>((status, location, body))
+            }
         };
-        let request = request.header(CONTENT_TYPE, "application/json").body(body);
         let exchange = async {
-            let r = request.send().await.map_err(|e| e.to_string())?;
-            let status = r.status();
-            let location = r
-                .headers()
-                .get(LOCATION)
-                .and_then(|v| v.to_str().ok())
-                .map(str::to_owned);
-            let body = read_body(r).await?;
-            Ok::<_, String>((status, location, body))
+            let first = send(modify).await?;
+            if modify.is_some() && first.0 == StatusCode::NOT_FOUND {
+                // The CHF does not hold the subscription (it restarted, or
+                // cleaned it up): subscribe anew, within the same bound.
+                tracing::info!(chf = %self.root, subscription = modify.unwrap_or(""), "the CHF does not know the subscription; subscribing anew");
+                return Ok((None, send(None).await?));
+            }
+            Ok((modify, first))
         };
-        let (status, location, body) = self.bounded(exchange).await?;
+        let (modify, (status, location, body)) = self.bounded(exchange).await?;
         let expected = if modify.is_some() {
             StatusCode::OK
         } else {
