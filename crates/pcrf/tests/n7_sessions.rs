@@ -455,7 +455,7 @@ const COUNTER: &str = "monthly-data";
 fn start_with_chf(table: &str) -> (Pcrf, u16, PythonPeer) {
     let chf = PythonPeer::script_with("chf_emulator.py", free_port(), &[table]);
     let (p, sbi) = start_with(&format!(
-        "\n[sy]\ntimeout_ms = 5000\nchf = \"http://127.0.0.1:{}\"\n",
+        "\n[sy]\ntimeout_ms = 5000\nretry_secs = 1\nchf = \"http://127.0.0.1:{}\"\n",
         chf.port
     ));
     (p, sbi, chf)
@@ -629,7 +629,8 @@ fn spending_limits_come_from_a_chf_over_n28_shared_with_gx() {
 
     // Another subscriber: the CHF ends its subscription (terminate): the
     // counters are unknown (not exhausted: not throttled), and the
-    // subscription is forgotten (no DELETE at the end, a notify is 404).
+    // subscription is forgotten (a notify for it is 404; the DELETE at the
+    // end is for the one made anew after retry_secs).
     const IMSI2: &str = "001010000000002";
     p.provision(IMSI2, r#"{"plan":"basic"}"#);
     let notify2 = "/nsmf-callback/v1/sm-policy-notify/29";
@@ -682,12 +683,26 @@ fn spending_limits_come_from_a_chf_over_n28_shared_with_gx() {
         "application/json",
     );
     assert_eq!(st, 404, "a terminated subscription is forgotten");
+    // After retry_secs (1 s here) the next request subscribes anew.
+    std::thread::sleep(Duration::from_millis(1100));
+    let update = serde_json::json!({"repPolicyCtrlReqTriggers": ["RAT_TY_CH"], "ratType": "NR"});
+    let (st, _, changed) = smf.call(true, &format!("/{id2}/update"), Some(&update));
+    assert_eq!(st, 200, "{changed}");
+    let posts = chf_requests(&chf, "POST");
+    assert_eq!(posts.len(), 3, "{posts:?}\n{}", p.log());
+    assert_eq!(
+        posts[2]["body"]["notifUri"], posts[1]["body"]["notifUri"],
+        "the same session, subscribed again"
+    );
     let (st, _, _) = smf.call(true, &format!("/{id2}/delete"), None);
     assert_eq!(st, 204);
-    std::thread::sleep(Duration::from_millis(500));
+    let deleted = poll_until(Duration::from_secs(10), || {
+        chf_requests(&chf, "DELETE").len() == 2
+    });
+    assert!(deleted, "{:?}", chf.requests());
     assert_eq!(
-        chf_requests(&chf, "DELETE").len(),
-        1,
+        chf_requests(&chf, "DELETE")[1]["path"],
+        "/nchf-spendinglimitcontrol/v1/subscriptions/sub-3",
         "{:?}",
         chf.requests()
     );

@@ -10,7 +10,8 @@ TABLE is JSON {policy counter id: status} (default {"monthly-data":
 "valid"}); a counter it lacks is one the CHF does not know.
 
 - POST /nchf-spendinglimitcontrol/v1/subscriptions (SpendingLimitContext):
-  201 with Location .../subscriptions/sub-N and a SpendingLimitStatus
+  201 with Location .../subscriptions/sub-N (N counts the subscriptions
+  made, from 1) and a SpendingLimitStatus
   with the table's status of each counter asked; 400 with cause
   UNKNOWN_POLICY_COUNTERS (invalidParams /policyCounterIds/{index}) when
   one is not in the table.
@@ -28,6 +29,7 @@ from h2_peer import run
 COLLECTION = "/nchf-spendinglimitcontrol/v1/subscriptions"
 TABLE = json.loads(sys.argv[2]) if len(sys.argv) > 2 else {"monthly-data": "valid"}
 subscriptions = {}
+made = 0
 
 
 def answer(status, body, headers=None, content_type=b"application/json"):
@@ -60,7 +62,9 @@ def handle(request):
         status, refused = statuses(body)
         if refused:
             return refused
-        sid = f"sub-{len(subscriptions) + 1}"
+        global made
+        made += 1
+        sid = f"sub-{made}"
         subscriptions[sid] = body
         location = f"http://127.0.0.1:{sys.argv[1]}{COLLECTION}/{sid}".encode()
         return answer(201, status, [(b"location", location)])
