@@ -540,7 +540,16 @@ async fn start_sbi(
     let routes = crate::sbi::routes::Routes {
         service: services.n7.clone(),
         app_sessions: Some(services.n5.clone()),
-        spending: Some(services.sy.clone()),
+        // The N28 callback only where a CHF is the spending-limit peer.
+        spending: services
+            .node
+            .live
+            .load()
+            .cfg
+            .sy
+            .chf
+            .is_some()
+            .then(|| services.sy.clone() as Arc<dyn crate::sy::n28::SpendingNotifications>),
         stats,
         max_body_bytes: sbi.max_body_bytes,
         decode_limits: sbi.decode_limits(),

@@ -491,6 +491,10 @@ impl Sy {
             sy::encode_sna(&mut out, req, &self.node.me, code);
             (out.freeze(), code)
         };
+        // A CHF's subscriptions are not notified over Sy.
+        if matches!(self.state.peer.get(), Some(SpendingPeer::Chf(_))) {
+            return Ok(answer(result_code::DIAMETER_UNKNOWN_SESSION_ID));
+        }
         let code = match self
             .apply_notified(&snr.session_id, Notified::Reports(&snr.reports))
             .await?
@@ -581,6 +585,11 @@ impl Sy {
     /// A CHF's notification, handled as an SNR: admitted as a request on
     /// existing sessions, and again after a write conflict.
     async fn n28_notified(&self, session_id: &str, what: Notified<'_>) -> NotifyOutcome {
+        // Only the configured CHF's subscriptions are notified over N28:
+        // an OCS's statuses are not changed through the SBI.
+        if !matches!(self.state.peer.get(), Some(SpendingPeer::Chf(_))) {
+            return NotifyOutcome::Unknown;
+        }
         let Ok(_permit) = self.node.admission.admit(Class::Existing, None) else {
             return NotifyOutcome::Busy;
         };
