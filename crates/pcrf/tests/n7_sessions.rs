@@ -93,6 +93,19 @@ fn an_sm_policy_is_a_durable_session_decided_by_the_policy() {
     });
     assert!(stored, "{}", p.log());
 
+    // Without a CHF configured, the N28 callback is not served.
+    let (st, _, problem) = smf.http(
+        reqwest::Method::POST,
+        "/npcf-callback/v1/n28/pcrf.test.local%3Bsy%3B1%3B1%3B001010000000001/notify",
+        Some(&serde_json::json!({"statusInfos": {}})),
+        "application/json",
+    );
+    assert_eq!(st, 404, "{problem}");
+    assert_eq!(
+        problem["cause"], "RESOURCE_URI_STRUCTURE_NOT_FOUND",
+        "{problem}"
+    );
+
     // The REST API lists it beside Gx sessions.
     let (st, s) = p.http("GET", &format!("/v1/sessions/{id}"), None);
     assert_eq!(st, 200, "{s}");
@@ -469,6 +482,16 @@ fn chf_requests(chf: &PythonPeer, method: &str) -> Vec<Value> {
         .collect()
 }
 
+/// As [`chf_requests`], once there are at least `n` (or after 10 s): the
+/// CHF prints each request as it takes it, and the line reaches the test
+/// a moment later, possibly after the node's answer that it caused.
+fn chf_requests_n(chf: &PythonPeer, method: &str, n: usize) -> Vec<Value> {
+    poll_until(Duration::from_secs(10), || {
+        chf_requests(chf, method).len() >= n
+    });
+    chf_requests(chf, method)
+}
+
 /// The pushes (`/update`) the SMF's callback got at `notify`.
 fn pushes(callback: &Callback, notify: &str) -> Vec<Value> {
     let path = format!("{notify}/update");
@@ -513,7 +536,7 @@ fn spending_limits_come_from_a_chf_over_n28_shared_with_gx() {
         decision["pccRules"].get("throttled").is_none(),
         "{decision}"
     );
-    let posts = chf_requests(&chf, "POST");
+    let posts = chf_requests_n(&chf, "POST", 1);
     assert_eq!(posts.len(), 1, "{posts:?}\n{}", p.log());
     let ctx = &posts[0]["body"];
     assert_eq!(
@@ -637,7 +660,7 @@ fn spending_limits_come_from_a_chf_over_n28_shared_with_gx() {
     let (st, location, _) = smf.call(true, "", Some(&create_for(&callback, notify2, IMSI2)));
     assert_eq!(st, 201);
     let id2 = location.rsplit('/').next().expect("id").to_owned();
-    let posts = chf_requests(&chf, "POST");
+    let posts = chf_requests_n(&chf, "POST", 2);
     assert_eq!(posts.len(), 2, "{posts:?}");
     let notif_path2 = posts[1]["body"]["notifUri"]
         .as_str()
@@ -688,7 +711,7 @@ fn spending_limits_come_from_a_chf_over_n28_shared_with_gx() {
     let update = serde_json::json!({"repPolicyCtrlReqTriggers": ["RAT_TY_CH"], "ratType": "NR"});
     let (st, _, changed) = smf.call(true, &format!("/{id2}/update"), Some(&update));
     assert_eq!(st, 200, "{changed}");
-    let posts = chf_requests(&chf, "POST");
+    let posts = chf_requests_n(&chf, "POST", 3);
     assert_eq!(posts.len(), 3, "{posts:?}\n{}", p.log());
     assert_eq!(
         posts[2]["body"]["notifUri"], posts[1]["body"]["notifUri"],
@@ -722,7 +745,7 @@ fn counters_the_chf_does_not_know_stay_unknown_and_are_not_asked_again() {
         "unknown: {decision}"
     );
     let id = location.rsplit('/').next().expect("id").to_owned();
-    assert_eq!(chf_requests(&chf, "POST").len(), 1, "{}", p.log());
+    assert_eq!(chf_requests_n(&chf, "POST", 1).len(), 1, "{}", p.log());
     let update = serde_json::json!({"repPolicyCtrlReqTriggers": ["RAT_TY_CH"], "ratType": "NR"});
     let (st, _, changed) = smf.call(true, &format!("/{id}/update"), Some(&update));
     assert_eq!(st, 200, "{changed}");
@@ -759,7 +782,7 @@ fn a_new_counter_modifies_the_subscription_and_a_lost_one_is_made_anew() {
     let (st, location, decision) = smf.call(true, "", Some(&create_for(&callback, notify, IMSI)));
     assert_eq!(st, 201, "{decision}");
     let id = location.rsplit('/').next().expect("id").to_owned();
-    assert_eq!(chf_requests(&chf, "POST").len(), 1, "{}", p.log());
+    assert_eq!(chf_requests_n(&chf, "POST", 1).len(), 1, "{}", p.log());
 
     // The policy now also asks for "roaming": the next request modifies
     // the subscription with the whole list (PUT), no second POST.
@@ -775,7 +798,7 @@ fn a_new_counter_modifies_the_subscription_and_a_lost_one_is_made_anew() {
     let update = serde_json::json!({"repPolicyCtrlReqTriggers": ["RAT_TY_CH"], "ratType": "NR"});
     let (st, _, changed) = smf.call(true, &format!("/{id}/update"), Some(&update));
     assert_eq!(st, 200, "{changed}");
-    let puts = chf_requests(&chf, "PUT");
+    let puts = chf_requests_n(&chf, "PUT", 1);
     assert_eq!(puts.len(), 1, "{:?}\n{}", chf.requests(), p.log());
     assert_eq!(
         puts[0]["path"],
@@ -804,6 +827,7 @@ fn a_new_counter_modifies_the_subscription_and_a_lost_one_is_made_anew() {
     assert_eq!(st, 200, "{out}");
     let (st, _, changed) = smf.call(true, &format!("/{id}/update"), Some(&update));
     assert_eq!(st, 200, "{changed}");
+    poll_until(Duration::from_secs(10), || chf.requests().len() >= 2);
     let methods: Vec<Value> = chf.requests().iter().map(|r| r["method"].clone()).collect();
     assert_eq!(
         methods,
