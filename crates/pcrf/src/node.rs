@@ -538,7 +538,7 @@ impl Node {
 
     /// Where the SBI's resources are reached: under the API prefix
     /// registered with the NRF, or else the SBI listener's own address.
-    fn sbi_root(&self) -> String {
+    pub(crate) fn sbi_root(&self) -> String {
         let live = self.live.load();
         match &live.cfg.sbi {
             Some(sbi) => match &sbi.nrf {

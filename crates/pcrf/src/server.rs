@@ -78,6 +78,9 @@ pub fn check_before_start(cfg: &Config) -> Result<Checked, Vec<String>> {
             note(e);
         }
     }
+    if cfg.sy.chf.is_some() && cfg.sbi.is_none() {
+        note("[sy].chf needs [sbi]: the CHF's notifications come in on the SBI listener".into());
+    }
     let usage = load_usage_config(cfg).map_err(|e| note(e.to_string())).ok();
     let mut sinks = Vec::new();
     for sink in &cfg.notifications.sinks {
@@ -261,7 +264,7 @@ pub async fn run(
             crate::sd::SD,
             crate::session_message::TGPP,
         ));
-    if cfg.sy.enabled() {
+    if cfg.sy.uses_ocs() {
         local = local.with_application(Application::auth_vendor(
             crate::sy::SY,
             crate::session_message::TGPP,
@@ -537,6 +540,16 @@ async fn start_sbi(
     let routes = crate::sbi::routes::Routes {
         service: services.n7.clone(),
         app_sessions: Some(services.n5.clone()),
+        // The N28 callback only where a CHF is the spending-limit peer.
+        spending: services
+            .node
+            .live
+            .load()
+            .cfg
+            .sy
+            .chf
+            .is_some()
+            .then(|| services.sy.clone() as Arc<dyn crate::sy::n28::SpendingNotifications>),
         stats,
         max_body_bytes: sbi.max_body_bytes,
         decode_limits: sbi.decode_limits(),

@@ -1,6 +1,7 @@
 //! `pcrf check-config` against the real binary: it must refuse what `serve`
 //! would refuse before listening (a log level that silences the node, a
-//! missing usage file, two listeners on one port) and warn about a token
+//! missing usage file, two listeners on one port, an OCS and a CHF both
+//! configured) and warn about a token
 //! file other users can read, so that an operator learns it before a
 //! restart rather than from a node that does not come up.
 
@@ -111,6 +112,31 @@ fn a_missing_usage_file_is_refused() {
         stderr.contains("usage file") && stderr.contains(&missing.display().to_string()),
         "{stderr}"
     );
+}
+
+#[test]
+fn an_ocs_and_a_chf_together_are_refused_and_a_chf_needs_the_sbi() {
+    let dir = scratch("chf");
+    let sbi = "[sbi]\nlisten = \"127.0.0.1:38777\"\n";
+    let chf = "[sy]\nchf = \"http://127.0.0.1:9000\"\n";
+    let both =
+        format!("{sbi}{chf}ocs = [ {{ origin_host = \"ocs1\", address = \"127.0.0.1:3870\" }} ]\n");
+    let cfg = config(&dir, "127.0.0.1:38080", &both);
+    let (ok, stderr) = check(&cfg);
+    assert!(!ok, "ocs and chf accepted");
+    assert!(stderr.contains("not both"), "{stderr}");
+    let out = run(&["serve", "--config"], &cfg);
+    assert!(!out.status.success(), "serve started with ocs and chf");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("not both"),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let (ok, stderr) = check(&config(&dir, "127.0.0.1:38080", chf));
+    assert!(!ok, "chf without [sbi] accepted");
+    assert!(stderr.contains("[sy].chf needs [sbi]"), "{stderr}");
+    let (ok, stderr) = check(&config(&dir, "127.0.0.1:38080", &format!("{sbi}{chf}")));
+    assert!(ok, "{stderr}");
 }
 
 #[test]

@@ -5,13 +5,17 @@
 //! hypercorn). An SM policy is decided by the same Lua policy as a Gx
 //! session, counts usage into the same accumulators, survives `kill -9`,
 //! shows in the REST API, is pushed to when the subscriber's profile
-//! changes, and is forgotten when the SMF answers a push 404.
+//! changes, and is forgotten when the SMF answers a push 404. Spending
+//! limits from a CHF over N28 (tests/n7/chf_emulator.py) are shared with
+//! the subscriber's Gx sessions.
 
 mod support;
 
 use serde_json::Value;
 use std::time::Duration;
-use support::{create_body, free_port, poll_until, Callback, Pcrf, Smf};
+use support::{
+    create_body, free_port, poll_until, rule_changes, Callback, Pcef, Pcrf, PythonPeer, Smf,
+};
 
 const IMSI: &str = "001010000000001";
 
@@ -89,6 +93,19 @@ fn an_sm_policy_is_a_durable_session_decided_by_the_policy() {
         p.http("GET", &format!("/v1/sessions/{id}"), None).1["bsf_binding"].is_string()
     });
     assert!(stored, "{}", p.log());
+
+    // Without a CHF configured, the N28 callback is not served.
+    let (st, _, problem) = smf.http(
+        reqwest::Method::POST,
+        "/npcf-callback/v1/n28/pcrf.test.local%3Bsy%3B1%3B1%3B001010000000001/notify",
+        Some(&serde_json::json!({"statusInfos": {}})),
+        "application/json",
+    );
+    assert_eq!(st, 404, "{problem}");
+    assert_eq!(
+        problem["cause"], "RESOURCE_URI_STRUCTURE_NOT_FOUND",
+        "{problem}"
+    );
 
     // The REST API lists it beside Gx sessions.
     let (st, s) = p.http("GET", &format!("/v1/sessions/{id}"), None);
@@ -635,4 +652,399 @@ fn an_af_session_survives_its_node_and_any_node_serves_it() {
     let a = Smf::new(ports[0]);
     let (st, _, gone) = a.http(Method::GET, &at, None, "");
     assert_eq!(st, 404, "{gone}");
+}
+
+const COUNTER: &str = "monthly-data";
+
+/// A node whose `[sy]` names a CHF: chf_emulator.py knowing `table`
+/// ({counter: status}).
+fn start_with_chf(table: &str) -> (Pcrf, u16, PythonPeer) {
+    let chf = PythonPeer::script_with("chf_emulator.py", free_port(), &[table]);
+    let (p, sbi) = start_with(&format!(
+        "\n[sy]\ntimeout_ms = 5000\nretry_secs = 1\nchf = \"http://127.0.0.1:{}\"\n",
+        chf.port
+    ));
+    (p, sbi, chf)
+}
+
+/// The requests the CHF got with `method`.
+fn chf_requests(chf: &PythonPeer, method: &str) -> Vec<Value> {
+    chf.requests()
+        .into_iter()
+        .filter(|r| r["method"] == method)
+        .collect()
+}
+
+/// As [`chf_requests`], once there are at least `n` (or after 10 s): the
+/// CHF prints each request as it takes it, and the line reaches the test
+/// a moment later, possibly after the node's answer that it caused.
+fn chf_requests_n(chf: &PythonPeer, method: &str, n: usize) -> Vec<Value> {
+    poll_until(Duration::from_secs(10), || {
+        chf_requests(chf, method).len() >= n
+    });
+    chf_requests(chf, method)
+}
+
+/// The pushes (`/update`) the SMF's callback got at `notify`.
+fn pushes(callback: &Callback, notify: &str) -> Vec<Value> {
+    let path = format!("{notify}/update");
+    callback
+        .requests()
+        .into_iter()
+        .filter(|r| r["path"] == path.as_str())
+        .collect()
+}
+
+fn metric(p: &Pcrf, prefix: &str) -> f64 {
+    p.metrics()
+        .lines()
+        .find(|l| l.starts_with(prefix))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(0.0)
+}
+
+/// A create for subscriber `imsi`, its pushes to `notify`.
+fn create_for(callback: &Callback, notify: &str, imsi: &str) -> Value {
+    let mut body = create_body(callback, notify);
+    body["supi"] = Value::from(format!("imsi-{imsi}"));
+    body
+}
+
+#[test]
+fn spending_limits_come_from_a_chf_over_n28_shared_with_gx() {
+    let callback = Callback::start();
+    let (mut p, sbi, chf) = start_with_chf(r#"{"monthly-data": "valid"}"#);
+    p.provision(IMSI, r#"{"plan":"basic","msisdn":"491700000001"}"#);
+    let smf = Smf::new(sbi);
+
+    // N7 Create: the policy asks for the counter; one subscription at the
+    // CHF, and the decision uses its status (valid: not throttled).
+    let notify = "/nsmf-callback/v1/sm-policy-notify/28";
+    let (st, location, decision) = smf.call(true, "", Some(&create_for(&callback, notify, IMSI)));
+    assert_eq!(st, 201, "{decision}\n{}", p.log());
+    let id = location.rsplit('/').next().expect("id").to_owned();
+    assert!(decision["pccRules"]["internet"].is_object(), "{decision}");
+    assert!(
+        decision["pccRules"].get("throttled").is_none(),
+        "{decision}"
+    );
+    let posts = chf_requests_n(&chf, "POST", 1);
+    assert_eq!(posts.len(), 1, "{posts:?}\n{}", p.log());
+    let ctx = &posts[0]["body"];
+    assert_eq!(
+        posts[0]["path"],
+        "/nchf-spendinglimitcontrol/v1/subscriptions"
+    );
+    assert_eq!(posts[0]["http_version"], "2");
+    assert_eq!(ctx["supi"], format!("imsi-{IMSI}"), "{ctx}");
+    assert_eq!(ctx["gpsi"], "msisdn-491700000001", "{ctx}");
+    assert_eq!(
+        ctx["policyCounterIds"],
+        serde_json::json!([COUNTER]),
+        "{ctx}"
+    );
+    let notif_uri = ctx["notifUri"].as_str().expect("notifUri").to_owned();
+    let sbi_root = format!("http://127.0.0.1:{sbi}");
+    let notif_path = notif_uri
+        .strip_prefix(&sbi_root)
+        .expect("the notifUri is on the node's SBI listener")
+        .to_owned();
+    assert!(
+        notif_path.starts_with("/npcf-callback/v1/n28/"),
+        "{notif_uri}"
+    );
+
+    // kill -9: the subscription (its id, its statuses) is in the record.
+    p.kill9();
+    p.restart();
+    let smf = Smf::new(sbi);
+
+    // A Gx session of the same subscriber shares it: nothing new asked.
+    let rt = tokio::runtime::Runtime::new().expect("runtime");
+    let pcef = rt.block_on(Pcef::connect(p.diameter, "pgw.test.local"));
+    let cca = rt.block_on(pcef.ccr_i("pgw;n28;1", IMSI));
+    assert_eq!(support::result_of(&cca), 2001, "{}", p.log());
+    assert!(
+        rule_changes(&cca).0.contains(&"internet".to_owned()),
+        "valid: not throttled"
+    );
+    assert_eq!(chf.requests().len(), 1, "{:?}", chf.requests());
+
+    // The CHF notifies a change: both sessions are decided again, the SMF
+    // gets a push and the PCEF a RAR, both throttled.
+    let status = serde_json::json!({
+        "supi": format!("imsi-{IMSI}"),
+        "statusInfos": {COUNTER: {"policyCounterId": COUNTER, "currentStatus": "exhausted"}},
+    });
+    let (st, _, body) = smf.http(
+        reqwest::Method::POST,
+        &format!("{notif_path}/notify"),
+        Some(&status),
+        "application/json",
+    );
+    assert_eq!(st, 204, "{body}\n{}", p.log());
+    let pushed = poll_until(Duration::from_secs(10), || {
+        pushes(&callback, notify)
+            .iter()
+            .any(|r| r["body"]["smPolicyDecision"]["pccRules"]["throttled"].is_object())
+    });
+    assert!(pushed, "{:?}\n{}", callback.requests(), p.log());
+    let rars = rt.block_on(pcef.wait_rars(1));
+    assert!(
+        rule_changes(&rars[0]).0.contains(&"throttled".to_owned()),
+        "the Gx session is throttled too"
+    );
+
+    // A notification for a subscription the node does not hold: 404.
+    let (st, _, problem) = smf.http(
+        reqwest::Method::POST,
+        "/npcf-callback/v1/n28/nobody%3Bsy%3B1%3B1%3Bx/notify",
+        Some(&status),
+        "application/json",
+    );
+    assert_eq!(st, 404, "{problem}");
+    assert_eq!(problem["cause"], "CONTEXT_NOT_FOUND", "{problem}");
+    // A body that is not a SpendingLimitStatus: 400.
+    let (st, _, problem) = smf.http(
+        reqwest::Method::POST,
+        &format!("{notif_path}/notify"),
+        Some(&serde_json::json!({"statusInfos": 7})),
+        "application/json",
+    );
+    assert_eq!(st, 400, "{problem}");
+
+    // The subscriber's N7 session ends: the Gx one still uses the
+    // subscription. Its CCR-T is the last: DELETE at the CHF.
+    let (st, _, _) = smf.call(true, &format!("/{id}/delete"), None);
+    assert_eq!(st, 204);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        chf_requests(&chf, "DELETE").is_empty(),
+        "{:?}",
+        chf.requests()
+    );
+    let cca = rt.block_on(pcef.ccr_t("pgw;n28;1", 1));
+    assert_eq!(support::result_of(&cca), 2001);
+    let deleted = poll_until(Duration::from_secs(10), || {
+        chf_requests(&chf, "DELETE").len() == 1
+    });
+    assert!(deleted, "{:?}\n{}", chf.requests(), p.log());
+    assert_eq!(
+        chf_requests(&chf, "DELETE")[0]["path"],
+        "/nchf-spendinglimitcontrol/v1/subscriptions/sub-1"
+    );
+    assert!(
+        metric(
+            &p,
+            "pcrf_sbi_requests_total{operation=\"spending_limit_notify\",status=\"204\"}"
+        ) >= 1.0,
+        "{}",
+        p.metrics()
+    );
+
+    // Another subscriber: the CHF ends its subscription (terminate): the
+    // counters are unknown (not exhausted: not throttled), and the
+    // subscription is forgotten (a notify for it is 404; the DELETE at the
+    // end is for the one made anew after retry_secs).
+    const IMSI2: &str = "001010000000002";
+    p.provision(IMSI2, r#"{"plan":"basic"}"#);
+    let notify2 = "/nsmf-callback/v1/sm-policy-notify/29";
+    let (st, location, _) = smf.call(true, "", Some(&create_for(&callback, notify2, IMSI2)));
+    assert_eq!(st, 201);
+    let id2 = location.rsplit('/').next().expect("id").to_owned();
+    let posts = chf_requests_n(&chf, "POST", 2);
+    assert_eq!(posts.len(), 2, "{posts:?}");
+    let notif_path2 = posts[1]["body"]["notifUri"]
+        .as_str()
+        .and_then(|u| u.strip_prefix(&sbi_root))
+        .expect("notifUri")
+        .to_owned();
+    assert_ne!(notif_path2, notif_path, "one subscription per subscriber");
+    let (st, _, _) = smf.http(
+        reqwest::Method::POST,
+        &format!("{notif_path2}/notify"),
+        Some(&status),
+        "application/json",
+    );
+    assert_eq!(st, 204);
+    let throttled = poll_until(Duration::from_secs(10), || {
+        pushes(&callback, notify2)
+            .iter()
+            .any(|r| r["body"]["smPolicyDecision"]["pccRules"]["throttled"].is_object())
+    });
+    assert!(throttled, "{:?}", callback.requests());
+    let (st, _, body) = smf.http(
+        reqwest::Method::POST,
+        &format!("{notif_path2}/terminate"),
+        Some(&serde_json::json!({"supi": format!("imsi-{IMSI2}"), "termCause": "FINAL_REPORT"})),
+        "application/json",
+    );
+    assert_eq!(st, 204, "{body}");
+    let released = poll_until(Duration::from_secs(10), || {
+        pushes(&callback, notify2)
+            .iter()
+            .any(|r| r["body"]["smPolicyDecision"]["pccRules"]["internet"].is_object())
+    });
+    assert!(
+        released,
+        "unknown is not exhausted: {:?}\n{}",
+        callback.requests(),
+        p.log()
+    );
+    let (st, _, _) = smf.http(
+        reqwest::Method::POST,
+        &format!("{notif_path2}/notify"),
+        Some(&status),
+        "application/json",
+    );
+    assert_eq!(st, 404, "a terminated subscription is forgotten");
+    // After retry_secs (1 s here) the next request subscribes anew.
+    std::thread::sleep(Duration::from_millis(1100));
+    let update = serde_json::json!({"repPolicyCtrlReqTriggers": ["RAT_TY_CH"], "ratType": "NR"});
+    let (st, _, changed) = smf.call(true, &format!("/{id2}/update"), Some(&update));
+    assert_eq!(st, 200, "{changed}");
+    let posts = chf_requests_n(&chf, "POST", 3);
+    assert_eq!(posts.len(), 3, "{posts:?}\n{}", p.log());
+    assert_eq!(
+        posts[2]["body"]["notifUri"], posts[1]["body"]["notifUri"],
+        "the same session, subscribed again"
+    );
+    let (st, _, _) = smf.call(true, &format!("/{id2}/delete"), None);
+    assert_eq!(st, 204);
+    let deleted = poll_until(Duration::from_secs(10), || {
+        chf_requests(&chf, "DELETE").len() == 2
+    });
+    assert!(deleted, "{:?}", chf.requests());
+    assert_eq!(
+        chf_requests(&chf, "DELETE")[1]["path"],
+        "/nchf-spendinglimitcontrol/v1/subscriptions/sub-3",
+        "{:?}",
+        chf.requests()
+    );
+}
+
+#[test]
+fn counters_the_chf_does_not_know_stay_unknown_and_are_not_asked_again() {
+    let callback = Callback::start();
+    let (p, sbi, chf) = start_with_chf("{}");
+    p.provision(IMSI, r#"{"plan":"basic"}"#);
+    let smf = Smf::new(sbi);
+    let notify = "/nsmf-callback/v1/sm-policy-notify/30";
+    let (st, location, decision) = smf.call(true, "", Some(&create_for(&callback, notify, IMSI)));
+    assert_eq!(st, 201, "{decision}");
+    assert!(
+        decision["pccRules"]["internet"].is_object(),
+        "unknown: {decision}"
+    );
+    let id = location.rsplit('/').next().expect("id").to_owned();
+    assert_eq!(chf_requests_n(&chf, "POST", 1).len(), 1, "{}", p.log());
+    let update = serde_json::json!({"repPolicyCtrlReqTriggers": ["RAT_TY_CH"], "ratType": "NR"});
+    let (st, _, changed) = smf.call(true, &format!("/{id}/update"), Some(&update));
+    assert_eq!(st, 200, "{changed}");
+    assert_eq!(
+        chf_requests(&chf, "POST").len(),
+        1,
+        "not asked again: {:?}",
+        chf.requests()
+    );
+    assert_eq!(
+        metric(&p, "pcrf_sy_unknown_counters_total"),
+        1.0,
+        "{}",
+        p.metrics()
+    );
+    let (st, _, _) = smf.call(true, &format!("/{id}/delete"), None);
+    assert_eq!(st, 204);
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(
+        chf_requests(&chf, "DELETE").is_empty(),
+        "nothing subscribed, nothing to delete: {:?}",
+        chf.requests()
+    );
+}
+
+#[test]
+fn a_new_counter_modifies_the_subscription_and_a_lost_one_is_made_anew() {
+    let callback = Callback::start();
+    let table = r#"{"monthly-data": "valid", "roaming": "blocked", "video": "valid"}"#;
+    let (p, sbi, chf) = start_with_chf(table);
+    p.provision(IMSI, r#"{"plan":"basic"}"#);
+    let smf = Smf::new(sbi);
+    let notify = "/nsmf-callback/v1/sm-policy-notify/31";
+    let (st, location, decision) = smf.call(true, "", Some(&create_for(&callback, notify, IMSI)));
+    assert_eq!(st, 201, "{decision}");
+    let id = location.rsplit('/').next().expect("id").to_owned();
+    assert_eq!(chf_requests_n(&chf, "POST", 1).len(), 1, "{}", p.log());
+
+    // The policy now also asks for "roaming": the next request modifies
+    // the subscription with the whole list (PUT), no second POST.
+    let script = std::fs::read_to_string(&p.policy).expect("policy");
+    let wider = script.replace(
+        "decision.spending_counters = { SY_COUNTER }",
+        "decision.spending_counters = { SY_COUNTER, \"roaming\" }",
+    );
+    assert_ne!(wider, script, "the test's edit must hit the script");
+    std::fs::write(&p.policy, wider).expect("write");
+    let (st, out) = p.http("POST", "/v1/policy/reload", None);
+    assert_eq!(st, 200, "{out}");
+    let update = serde_json::json!({"repPolicyCtrlReqTriggers": ["RAT_TY_CH"], "ratType": "NR"});
+    let (st, _, changed) = smf.call(true, &format!("/{id}/update"), Some(&update));
+    assert_eq!(st, 200, "{changed}");
+    let puts = chf_requests_n(&chf, "PUT", 1);
+    assert_eq!(puts.len(), 1, "{:?}\n{}", chf.requests(), p.log());
+    assert_eq!(
+        puts[0]["path"],
+        "/nchf-spendinglimitcontrol/v1/subscriptions/sub-1"
+    );
+    assert_eq!(
+        puts[0]["body"]["policyCounterIds"],
+        serde_json::json!([COUNTER, "roaming"])
+    );
+    assert_eq!(chf_requests(&chf, "POST").len(), 1);
+
+    // The CHF restarts and forgets its subscriptions: the next modify is
+    // answered 404, and the subscription is made anew (POST, all counters)
+    // in the same exchange.
+    let port = chf.port;
+    drop(chf);
+    let chf = PythonPeer::script_with("chf_emulator.py", port, &[table]);
+    let script = std::fs::read_to_string(&p.policy).expect("policy");
+    let wider = script.replace(
+        "{ SY_COUNTER, \"roaming\" }",
+        "{ SY_COUNTER, \"roaming\", \"video\" }",
+    );
+    assert_ne!(wider, script, "the test's edit must hit the script");
+    std::fs::write(&p.policy, wider).expect("write");
+    let (st, out) = p.http("POST", "/v1/policy/reload", None);
+    assert_eq!(st, 200, "{out}");
+    // Another Update (an equal one would be taken for a repeat).
+    let update = serde_json::json!({"repPolicyCtrlReqTriggers": ["RAT_TY_CH"], "ratType": "EUTRA"});
+    let (st, _, changed) = smf.call(true, &format!("/{id}/update"), Some(&update));
+    assert_eq!(st, 200, "{changed}");
+    poll_until(Duration::from_secs(10), || chf.requests().len() >= 2);
+    let methods: Vec<Value> = chf.requests().iter().map(|r| r["method"].clone()).collect();
+    assert_eq!(
+        methods,
+        ["PUT", "POST"],
+        "{:?}\n{}",
+        chf.requests(),
+        p.log()
+    );
+    assert_eq!(
+        chf_requests(&chf, "POST")[0]["body"]["policyCounterIds"],
+        serde_json::json!([COUNTER, "roaming", "video"])
+    );
+
+    let (st, _, _) = smf.call(true, &format!("/{id}/delete"), None);
+    assert_eq!(st, 204);
+    let deleted = poll_until(Duration::from_secs(10), || {
+        chf_requests(&chf, "DELETE").len() == 1
+    });
+    assert!(deleted, "{:?}", chf.requests());
+    assert_eq!(
+        chf_requests(&chf, "DELETE")[0]["path"],
+        "/nchf-spendinglimitcontrol/v1/subscriptions/sub-1",
+        "the new subscription's id"
+    );
 }

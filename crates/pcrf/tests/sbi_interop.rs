@@ -212,6 +212,7 @@ fn a_request_not_answered_in_time_gets_504() {
     let routes = pcrf::sbi::routes::Routes {
         service: std::sync::Arc::new(Hangs),
         app_sessions: None,
+        spending: None,
         stats: stats.clone(),
         max_body_bytes: config.max_body_bytes,
         decode_limits: config.decode_limits(),

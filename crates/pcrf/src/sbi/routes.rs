@@ -4,7 +4,9 @@
 //! checked by `n7::decode`, the operation runs on the [`SmPolicyService`]
 //! within the request timeout (504 after it), and the answer is JSON, or
 //! `application/problem+json` for every error. Each request is counted
-//! by operation and status.
+//! by operation and status. Beside them, the callback a CHF notifies
+//! spending-limit changes to (N28, `n28::CALLBACK_ROOT`), handed to the
+//! Sy service through [`SpendingNotifications`].
 
 use super::problem::{cause, ProblemDetails, PROBLEM_JSON};
 use super::stats::{Operation, SbiStats};
@@ -12,6 +14,9 @@ use crate::n5::app_sessions::AppSessions;
 use crate::n7::decode::{decode_create, decode_delete, decode_update, DecodeLimits};
 use crate::n7::repeat;
 use crate::n7::service::{SmPolicyService, MAX_POLICY_ID_BYTES};
+use crate::sy::n28::{
+    self, NotifyOutcome, SpendingLimitStatus, SpendingNotifications, SubscriptionTerminationInfo,
+};
 use bytes::{Bytes, BytesMut};
 use http_body::Body as _;
 use hyper::body::Incoming;
@@ -36,6 +41,8 @@ pub struct Routes {
     pub service: Arc<dyn SmPolicyService>,
     /// N5, when the node serves it (the listener then has both APIs).
     pub app_sessions: Option<Arc<AppSessions>>,
+    /// Where a CHF's notifications go (N28).
+    pub spending: Option<Arc<dyn SpendingNotifications>>,
     pub stats: Arc<SbiStats>,
     pub max_body_bytes: usize,
     pub decode_limits: DecodeLimits,
@@ -57,6 +64,9 @@ enum Route {
     AppGet(String),
     AppPatch(String),
     AppDelete(String),
+    /// A CHF's notify or terminate, for the session id the path names.
+    SpendingNotify(String),
+    SpendingTerminate(String),
     /// The path exists but not with this method.
     WrongMethod(&'static str),
     NotFound,
@@ -116,7 +126,20 @@ fn app_route(method: &Method, rest: &str) -> Route {
     }
 }
 
+/// The N28 callback: `{session}/notify` and `{session}/terminate` (POST).
+fn spending_route(method: &Method, rest: &str) -> Route {
+    match n28::parse_callback(rest) {
+        Some((id, "notify")) if method == Method::POST => Route::SpendingNotify(id),
+        Some((id, "terminate")) if method == Method::POST => Route::SpendingTerminate(id),
+        Some((_, "notify" | "terminate")) => Route::WrongMethod("POST"),
+        _ => Route::NotFound,
+    }
+}
+
 fn route(method: &Method, path: &str) -> Route {
+    if let Some(rest) = path.strip_prefix(n28::CALLBACK_ROOT) {
+        return spending_route(method, rest);
+    }
     if let Some(rest) = path.strip_prefix(APP_SESSIONS) {
         return app_route(method, rest);
     }
@@ -157,6 +180,14 @@ impl Routes {
             Route::AppDelete(id) => (
                 Operation::AppDelete,
                 self.timed(self.app_delete(id, req)).await,
+            ),
+            Route::SpendingNotify(id) => (
+                Operation::SpendingNotify,
+                self.timed(self.spending_notify(id, req)).await,
+            ),
+            Route::SpendingTerminate(id) => (
+                Operation::SpendingTerminate,
+                self.timed(self.spending_terminate(id, req)).await,
             ),
             Route::WrongMethod(allowed) => {
                 let mut r = problem(&ProblemDetails::new(
@@ -320,6 +351,50 @@ impl Routes {
         Ok(r)
     }
 
+    fn spending(&self) -> Result<&dyn SpendingNotifications, ProblemDetails> {
+        self.spending.as_deref().ok_or_else(|| {
+            ProblemDetails::new(
+                404,
+                "Not Found",
+                cause::RESOURCE_URI_STRUCTURE_NOT_FOUND,
+                "this node takes no spending-limit notifications",
+            )
+        })
+    }
+
+    /// `POST {notifUri}/notify`: a SpendingLimitStatus (TS 29.594
+    /// §5.2.2.4), 204 once stored, 404 for a subscription not held here.
+    async fn spending_notify(
+        &self,
+        id: String,
+        req: Request<Incoming>,
+    ) -> Result<Response<AnswerBody>, ProblemDetails> {
+        let to = self.spending()?;
+        let body = self.json_body(req, false).await?;
+        let status: SpendingLimitStatus = serde_json::from_slice(&body).map_err(|e| {
+            ProblemDetails::invalid_format(format!("not a SpendingLimitStatus: {e}"))
+        })?;
+        if let Err(e) = status.reports() {
+            return Err(ProblemDetails::invalid_format(e));
+        }
+        notified(to.notify(id, status).await)
+    }
+
+    /// `POST {notifUri}/terminate`: SubscriptionTerminationInfo (§5.2.2.5);
+    /// the counters become unknown.
+    async fn spending_terminate(
+        &self,
+        id: String,
+        req: Request<Incoming>,
+    ) -> Result<Response<AnswerBody>, ProblemDetails> {
+        let to = self.spending()?;
+        let body = self.json_body(req, false).await?;
+        let info: SubscriptionTerminationInfo = serde_json::from_slice(&body).map_err(|e| {
+            ProblemDetails::invalid_format(format!("not a SubscriptionTerminationInfo: {e}"))
+        })?;
+        notified(to.terminate(id, info).await)
+    }
+
     /// The request's authority when it is a plain host[:port], else the
     /// listener's.
     fn authority(&self, req: &Request<Incoming>) -> String {
@@ -409,6 +484,25 @@ impl Routes {
             ));
         }
         Ok(buf.freeze())
+    }
+}
+
+/// The answer to a CHF's notification.
+fn notified(outcome: NotifyOutcome) -> Result<Response<AnswerBody>, ProblemDetails> {
+    match outcome {
+        NotifyOutcome::Applied => {
+            let mut r = Response::new(AnswerBody::new(Bytes::new()));
+            *r.status_mut() = StatusCode::NO_CONTENT;
+            Ok(r)
+        }
+        NotifyOutcome::Unknown => Err(ProblemDetails::new(
+            404,
+            "Not Found",
+            cause::CONTEXT_NOT_FOUND,
+            "no such spending-limit subscription",
+        )),
+        NotifyOutcome::Busy => Err(ProblemDetails::congestion()),
+        NotifyOutcome::Failed(why) => Err(ProblemDetails::system_failure(why)),
     }
 }
 
@@ -536,6 +630,23 @@ mod tests {
             route(&Method::POST, &format!("{a}/x/y/z")),
             Route::NotFound
         ));
+        let n = n28::CALLBACK_ROOT;
+        assert!(
+            matches!(route(&Method::POST, &format!("{n}/a%3Bsy%3B1/notify")), Route::SpendingNotify(id) if id == "a;sy;1")
+        );
+        assert!(matches!(
+            route(&Method::POST, &format!("{n}/a/terminate")),
+            Route::SpendingTerminate(_)
+        ));
+        assert!(matches!(
+            route(&Method::GET, &format!("{n}/a/notify")),
+            Route::WrongMethod("POST")
+        ));
+        assert!(matches!(
+            route(&Method::POST, &format!("{n}/a/other")),
+            Route::NotFound
+        ));
+        assert!(matches!(route(&Method::POST, n), Route::NotFound));
         let long = "a".repeat(MAX_POLICY_ID_BYTES + 1);
         assert!(matches!(
             route(&Method::GET, &format!("{p}/{long}")),

@@ -18,12 +18,16 @@ pub enum Operation {
     AppGet,
     AppUpdate,
     AppDelete,
+    /// A CHF's spending-limit notification (N28 notify).
+    SpendingNotify,
+    /// A CHF ending a spending-limit subscription (N28 terminate).
+    SpendingTerminate,
     /// Anything not routed to an operation (404, 405, ...).
     Other,
 }
 
 impl Operation {
-    pub const ALL: [Operation; 9] = [
+    pub const ALL: [Operation; 11] = [
         Operation::Create,
         Operation::Get,
         Operation::Update,
@@ -32,6 +36,8 @@ impl Operation {
         Operation::AppGet,
         Operation::AppUpdate,
         Operation::AppDelete,
+        Operation::SpendingNotify,
+        Operation::SpendingTerminate,
         Operation::Other,
     ];
 
@@ -45,6 +51,8 @@ impl Operation {
             Operation::AppGet => "app_session_get",
             Operation::AppUpdate => "app_session_update",
             Operation::AppDelete => "app_session_delete",
+            Operation::SpendingNotify => "spending_limit_notify",
+            Operation::SpendingTerminate => "spending_limit_terminate",
             Operation::Other => "other",
         }
     }
@@ -113,7 +121,7 @@ impl MetricsSource for SbiStats {
     fn write(&self, out: &mut Exposition) {
         {
             let mut f = out.family(
-                "pcrf_sbi_requests",
+                "pcrf_sbi_requests_total",
                 "SBI (HTTP/2) requests by operation and answer status.",
                 Kind::Counter,
             );

@@ -1,7 +1,9 @@
 //! The Sy session of one subscriber as the Gx session records carry it
 //! (TS 29.219 §4.5): its Session-Id, the policy counters subscribed at the
 //! OCS with their statuses (and changes the OCS announced for later), and
-//! the counters the OCS refused. One per subscriber, shared by all the
+//! the counters the OCS refused. With a CHF instead of an OCS (N28, TS
+//! 29.594) the same record is the subscriber's spending-limit
+//! subscription, and also holds the id the CHF gave it. One per subscriber, shared by all the
 //! subscriber's Gx sessions; a copy rides in each of their records, so it
 //! survives a restart with them. The Sy application (`sy/`) drives the
 //! exchanges that change it.
@@ -46,9 +48,15 @@ pub struct SySession {
     /// The OCS accepted an initial SLR: the session exists there (and an
     /// STR must end it).
     pub open: bool,
-    /// The OCS that answered last (Destination-Host of the next request).
+    /// The OCS that answered last (Destination-Host of the next request);
+    /// with a CHF, its URI.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ocs_host: Option<String>,
+    /// With a CHF (N28): the subscription's id at the CHF (the last
+    /// segment of the `Location` it answered the subscribe with), which
+    /// the modify and the unsubscribe name. None with an OCS.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subscription: Option<String>,
     #[serde(default)]
     pub counters: BTreeMap<String, CounterStatus>,
     /// Counters the OCS does not know (5570): not asked again.
@@ -65,17 +73,22 @@ impl SySession {
             session_id,
             open: false,
             ocs_host: None,
+            subscription: None,
             counters: BTreeMap::new(),
             refused: BTreeSet::new(),
             updated_ms: now_ms,
         }
     }
 
-    /// Of `wanted`, the counters neither subscribed nor refused.
+    /// Of `wanted`, the counters neither subscribed nor refused. Counters
+    /// of a session the peer does not hold (`open` false: the CHF ended
+    /// the subscription) are not subscribed any more.
     pub fn missing(&self, wanted: &[String]) -> Vec<String> {
         let mut v: Vec<String> = wanted
             .iter()
-            .filter(|c| !self.counters.contains_key(*c) && !self.refused.contains(*c))
+            .filter(|c| {
+                !(self.refused.contains(*c) || (self.open && self.counters.contains_key(*c)))
+            })
             .cloned()
             .collect();
         v.sort();
@@ -116,6 +129,19 @@ impl SySession {
         for id in ids {
             self.counters.remove(id);
             self.refused.insert(id.clone());
+        }
+        self.touch(now_ms);
+    }
+
+    /// The peer ended the subscription (an N28 terminate): it no longer
+    /// holds it, the statuses it gave are "unknown" now (kept, so that the
+    /// policy sees them so), and nothing is ended at the peer later.
+    pub fn terminated(&mut self, now_ms: i64) {
+        self.open = false;
+        self.subscription = None;
+        for c in self.counters.values_mut() {
+            c.status = UNKNOWN.to_owned();
+            c.pending.clear();
         }
         self.touch(now_ms);
     }

@@ -26,13 +26,19 @@ pub struct OcsConfig {
     pub address: SocketAddr,
 }
 
-/// `[sy]`: Sy is off when no OCS is configured.
+/// `[sy]`: spending limits are off when neither an OCS nor a CHF is
+/// configured.
 #[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SyConfig {
     #[serde(default)]
     pub ocs: Vec<OcsConfig>,
-    /// The bound on one Sy exchange, failover included (ms).
+    /// A CHF instead of the OCSs (N28, TS 29.594): its `{apiRoot}`, e.g.
+    /// `http://chf.example:8000`. Exclusive with `ocs`; needs `[sbi]`,
+    /// where the CHF's notifications come in.
+    #[serde(default)]
+    pub chf: Option<String>,
+    /// The bound on one Sy or N28 exchange, failover included (ms).
     #[serde(default = "default_timeout")]
     pub timeout_ms: u64,
     /// After an SLR got no usable answer, the subscriber's CCRs do not ask
@@ -54,6 +60,7 @@ impl Default for SyConfig {
     fn default() -> Self {
         SyConfig {
             ocs: Vec::new(),
+            chf: None,
             timeout_ms: default_timeout(),
             retry_secs: default_retry(),
         }
@@ -61,12 +68,35 @@ impl Default for SyConfig {
 }
 
 impl SyConfig {
+    /// Whether spending limits are on (an OCS or a CHF is configured).
     pub fn enabled(&self) -> bool {
+        self.uses_ocs() || self.chf.is_some()
+    }
+
+    /// Whether the peers are OCSs over Sy (Diameter).
+    pub fn uses_ocs(&self) -> bool {
         !self.ocs.is_empty()
     }
 
     /// Problems that make the section unusable.
     pub fn validate(&self) -> Result<(), String> {
+        if let Some(chf) = &self.chf {
+            if self.uses_ocs() {
+                return Err(
+                    "[sy]: set either ocs (Sy towards OCSs) or chf (N28 towards a CHF), not both"
+                        .into(),
+                );
+            }
+            let host = chf
+                .strip_prefix("http://")
+                .or_else(|| chf.strip_prefix("https://"))
+                .map(|rest| rest.split('/').next().unwrap_or(""));
+            if host.is_none_or(str::is_empty) {
+                return Err(format!(
+                    "[sy].chf {chf:?} is not an http:// or https:// URI with a host"
+                ));
+            }
+        }
         if self.enabled() && !(10..=60_000).contains(&self.timeout_ms) {
             return Err("[sy].timeout_ms must be 10..=60000".into());
         }
@@ -245,5 +275,29 @@ ocs = [ { origin_host = "ocs1", address = "127.0.0.1:3870" },
         slow.timeout_ms = 0;
         assert!(slow.validate().is_err());
         assert!(toml::from_str::<SyConfig>("bogus = 1").is_err());
+    }
+
+    #[test]
+    fn a_chf_instead_of_the_ocss() {
+        let c: SyConfig = toml::from_str(r#"chf = "http://127.0.0.1:9000""#).expect("parse");
+        assert!(c.enabled());
+        assert!(!c.uses_ocs());
+        assert_eq!(c.validate(), Ok(()));
+        let both: SyConfig = toml::from_str(
+            r#"
+chf = "http://127.0.0.1:9000"
+ocs = [ { origin_host = "ocs1", address = "127.0.0.1:3870" } ]
+"#,
+        )
+        .expect("parse");
+        let e = both.validate().expect_err("both");
+        assert!(e.contains("not both"), "{e}");
+        for bad in ["127.0.0.1:9000", "ftp://chf", "http://", "http:///x"] {
+            let c = SyConfig {
+                chf: Some(bad.into()),
+                ..SyConfig::default()
+            };
+            assert!(c.validate().is_err(), "{bad}");
+        }
     }
 }

@@ -1,12 +1,16 @@
-//! Sy at the node (TS 29.219, the PCRF as the OCS's client): counters the
-//! policy asks for are subscribed with an SLR during the CCR and the
-//! session is decided again with their statuses; an SNR updates statuses
-//! and re-decides the subscriber's sessions (RAR where the decision
-//! changed); the subscriber's last Gx session ending sends the STR.
+//! Sy at the node (TS 29.219, the PCRF as the OCS's client), or N28 (TS
+//! 29.594, the PCF as the CHF's client) with the same logic: counters the
+//! policy asks for are subscribed (SLR; N28 POST or PUT) during the CCR or
+//! N7 request and the session is decided again with their statuses; a
+//! notification (SNR; N28 notify) updates statuses and re-decides the
+//! subscriber's sessions (RAR or N7 push where the decision changed); the
+//! subscriber's last session ending unsubscribes (STR; N28 DELETE). Which
+//! peer carries the exchanges is `peer.rs`'s business.
 //!
-//! Fallback: when no OCS answers within `[sy].timeout_ms` (or none is up,
+//! Fallback: when no peer answers within `[sy].timeout_ms` (or none is up,
 //! or it answers with an error), the policy sees "unknown" for the counters
-//! it asked about and decides anyway; the next CCR asks again.
+//! it asked about and decides anyway; the next request asks again after
+//! `[sy].retry_secs`.
 
 use crate::admission::Class;
 use crate::metrics::{Command, Exposition, Kind, NO_ANSWER};
@@ -14,16 +18,23 @@ use crate::node::{now_ms, Answered, Node, COMMIT_WAIT};
 use crate::pcc::PushReason;
 use crate::policy::input::PolicyInput;
 use crate::policy::Outcome;
-use crate::session::spending::{SySession, UNKNOWN};
+use crate::session::spending::{CounterReport, SySession, UNKNOWN};
 use crate::session::{GxSession, SessionState};
 use crate::store::Change;
-use crate::sy::ocs::{OcsError, OcsPool};
+use crate::sy;
+use crate::sy::chf::Chf;
+use crate::sy::exchange::{NoAnswer, SubscribeRequest, Subscribed};
+use crate::sy::n28::{
+    self, NotifyFuture, NotifyOutcome, SpendingLimitStatus, SpendingNotifications,
+    SubscriptionTerminationInfo,
+};
+use crate::sy::ocs::OcsPool;
+use crate::sy::peer::SpendingPeer;
 use crate::sy::state::SyPart;
-use crate::sy::{self, AnswerCode, SlRequestType, Slr};
 use crate::txn;
 use bytes::{Bytes, BytesMut};
 use diameter::codec::{DiameterError, Message};
-use diameter::dict::{cmd, enums};
+use diameter::dict::cmd;
 use diameter::result_code;
 use diameter::transport::{self, Handler};
 use std::collections::BTreeMap;
@@ -50,27 +61,37 @@ impl Sy {
         })
     }
     /// Starts connecting to the configured OCSs from `dnode` (whose handler
-    /// receives their SNRs), and schedules the pending status changes of
-    /// recovered Sy sessions. Does nothing without `[sy].ocs`.
+    /// receives their SNRs), or takes the configured CHF, and schedules the
+    /// pending status changes of recovered Sy sessions. Does nothing
+    /// without `[sy].ocs` or `[sy].chf`.
     pub fn start_sy<H: Handler>(&self, dnode: &transport::Node<H>) {
         let cfg = self.node.live.load().cfg.sy.clone();
-        if !cfg.enabled() {
+        let peer = match &cfg.chf {
+            Some(uri) if !cfg.uses_ocs() => SpendingPeer::Chf(Chf::new(uri, cfg.timeout_ms)),
+            _ if cfg.uses_ocs() => {
+                SpendingPeer::Ocs(OcsPool::start(dnode, &cfg, &self.node.me.origin_realm))
+            }
+            _ => return,
+        };
+        let chf = matches!(peer, SpendingPeer::Chf(_));
+        if self.state.peer.set(peer).is_err() {
             return;
         }
-        if self
-            .state
-            .ocs
-            .set(OcsPool::start(dnode, &cfg, &self.node.me.origin_realm))
-            .is_err()
-        {
-            return;
+        if chf {
+            tracing::info!(
+                chf = cfg.chf.as_deref().unwrap_or(""),
+                timeout_ms = cfg.timeout_ms,
+                recovered_sessions = self.state.table.len(),
+                "N28: spending limits from the CHF"
+            );
+        } else {
+            tracing::info!(
+                ocs = ?cfg.ocs.iter().map(|o| o.origin_host.as_str()).collect::<Vec<_>>(),
+                timeout_ms = cfg.timeout_ms,
+                recovered_sessions = self.state.table.len(),
+                "Sy: connecting to the OCSs"
+            );
         }
-        tracing::info!(
-            ocs = ?cfg.ocs.iter().map(|o| o.origin_host.as_str()).collect::<Vec<_>>(),
-            timeout_ms = cfg.timeout_ms,
-            recovered_sessions = self.state.table.len(),
-            "Sy: connecting to the OCSs"
-        );
         for key in self.state.table.subscribers() {
             if let Some(at) = self.state.table.get(&key).and_then(|s| s.next_change_ms()) {
                 self.schedule_pending(key, at);
@@ -83,7 +104,7 @@ impl Sy {
     /// newer copy: another node wrote it).
     pub(crate) fn spending_of(&self, s: &GxSession) -> BTreeMap<String, String> {
         // Sy off: nothing to read, no lock taken on the CCR path.
-        if self.state.ocs.get().is_none() {
+        if self.state.peer.get().is_none() {
             return BTreeMap::new();
         }
         self.adopt(s);
@@ -148,7 +169,7 @@ impl Sy {
         input: &mut PolicyInput,
         out: Outcome,
     ) -> Outcome {
-        let Some(pool) = self.state.ocs.get() else {
+        let Some(peer) = self.state.peer.get() else {
             return out;
         };
         // A record another node wrote may hold a newer Sy session.
@@ -194,62 +215,72 @@ impl Sy {
             s.sy = current;
             return self.decide_again(s, input);
         }
-        let request_type = if sy.open {
-            SlRequestType::Intermediate
+        // The full list: a modify replaces the subscription. Counters of a
+        // session the peer no longer holds are not part of it.
+        let mut counters: Vec<String> = if sy.open {
+            sy.counters.keys().cloned().collect()
         } else {
-            SlRequestType::Initial
+            Vec::new()
         };
-        // The full list: an intermediate SLR replaces the subscription.
-        let mut counters: Vec<String> = sy.counters.keys().cloned().collect();
         counters.extend(missing.iter().cloned());
+        let notify_uri = format!(
+            "{}{}",
+            self.node.sbi_root(),
+            n28::callback_path(&sy.session_id)
+        );
         let started = Instant::now();
-        let res = pool
-            .request(sy::SY, cmd::SPENDING_LIMIT, |b, host, realm| {
-                sy::encode_slr(
-                    b,
-                    &self.node.me,
-                    &Slr {
-                        session_id: &sy.session_id,
-                        request_type,
-                        destination_host: host,
-                        destination_realm: realm,
-                        imsi: s.imsi.as_deref(),
-                        msisdn: s.msisdn.as_deref(),
-                        counters: &counters,
-                    },
-                );
-            })
+        let res = peer
+            .subscribe(
+                &self.node.me,
+                &SubscribeRequest {
+                    session: &sy,
+                    imsi: s.imsi.as_deref(),
+                    msisdn: s.msisdn.as_deref(),
+                    counters: &counters,
+                    notify_uri: &notify_uri,
+                },
+            )
             .await;
         let now = now_ms();
         let mut changed = false;
         match res {
-            Ok(ans) => match sy::decode_sla(&ans.msg) {
-                Ok(sla) => {
-                    self.node
-                        .metrics
-                        .request(Command::Slr, sla.code.code(), started.elapsed());
-                    if sla.code.is_success() {
+            Ok(ans) => {
+                self.node
+                    .metrics
+                    .request(Command::Slr, ans.code, started.elapsed());
+                let kind = peer.kind();
+                match ans.outcome {
+                    Subscribed::Accepted {
+                        reports,
+                        subscription,
+                    } => {
+                        if !sy.open {
+                            // A new subscription: what it reports is all
+                            // there is (statuses of one the peer ended
+                            // are gone).
+                            sy.counters.clear();
+                        }
                         sy.open = true;
-                        sy.ocs_host = Some(ans.host.clone());
-                        sy.apply(&sla.reports, now);
+                        sy.ocs_host = Some(ans.peer.clone());
+                        if subscription.is_some() {
+                            sy.subscription = subscription;
+                        }
+                        sy.apply(&reports, now);
                         let unreported: Vec<String> = missing
                             .iter()
                             .filter(|c| !sy.counters.contains_key(*c))
                             .cloned()
                             .collect();
                         if !unreported.is_empty() {
-                            // Not asked again: the OCS had its chance.
-                            tracing::warn!(subscriber = %key, counters = ?unreported, ocs = %ans.host, "SLA without a status for these counters; they stay unknown");
+                            // Not asked again: the peer had its chance.
+                            tracing::warn!(subscriber = %key, counters = ?unreported, peer = %ans.peer, "{kind} answered without a status for these counters; they stay unknown");
                             sy.refuse(&unreported, now);
                         }
                         changed = true;
-                    } else if sla.code == AnswerCode::Experimental(sy::UNKNOWN_POLICY_COUNTERS) {
-                        let named: Vec<String> = sla
-                            .failed_counters
-                            .iter()
-                            .filter(|c| missing.contains(c))
-                            .cloned()
-                            .collect();
+                    }
+                    Subscribed::UnknownCounters(named) => {
+                        let named: Vec<String> =
+                            named.into_iter().filter(|c| missing.contains(c)).collect();
                         let refused = if named.is_empty() {
                             missing.clone()
                         } else {
@@ -258,28 +289,22 @@ impl Sy {
                         self.state
                             .unknown_counters
                             .fetch_add(refused.len() as u64, Relaxed);
-                        tracing::warn!(subscriber = %key, counters = ?refused, ocs = %ans.host, "OCS does not know these policy counters (5570); they stay unknown");
+                        tracing::warn!(subscriber = %key, counters = ?refused, peer = %ans.peer, "{kind} does not know these policy counters; they stay unknown");
                         sy.refuse(&refused, now);
                         changed = true;
-                    } else {
+                    }
+                    Subscribed::Refused(why) => {
                         self.state.fallbacks.fetch_add(1, Relaxed);
-                        tracing::warn!(subscriber = %key, code = sla.code.code(), ocs = %ans.host, "SLR refused; the policy sees the counters as unknown");
+                        tracing::warn!(subscriber = %key, code = ans.code, peer = %ans.peer, why, "{kind} refused the subscription; the policy sees the counters as unknown");
                     }
                 }
-                Err(e) => {
-                    self.node
-                        .metrics
-                        .request(Command::Slr, e.result_code, started.elapsed());
-                    self.state.fallbacks.fetch_add(1, Relaxed);
-                    tracing::warn!(subscriber = %key, error = %e, ocs = %ans.host, "bad SLA; the policy sees the counters as unknown");
-                }
-            },
+            }
             Err(e) => {
                 self.node
                     .metrics
                     .request(Command::Slr, NO_ANSWER, started.elapsed());
                 self.state.fallbacks.fetch_add(1, Relaxed);
-                log_unanswered(&key, &e);
+                log_unanswered(&key, peer.kind(), &e);
             }
         }
         let statuses = with_unknown(sy.statuses(now), wanted);
@@ -411,36 +436,24 @@ impl Sy {
         false
     }
 
+    /// Ends the subscriber's session at the peer (STR; N28 DELETE).
     async fn send_sy_str(&self, key: &str, sy: &SySession) {
-        let Some(pool) = self.state.ocs.get() else {
+        let Some(peer) = self.state.peer.get() else {
             return;
         };
         let started = Instant::now();
-        let res = pool
-            .request(sy::SY, cmd::SESSION_TERMINATION, |b, host, realm| {
-                sy::encode_str(
-                    b,
-                    &self.node.me,
-                    &sy.session_id,
-                    host,
-                    realm,
-                    enums::TERMINATION_CAUSE::DIAMETER_LOGOUT,
-                );
-            })
-            .await;
-        match res {
+        match peer.unsubscribe(&self.node.me, sy).await {
             Ok(ans) => {
-                let code = sy::decode_sta(&ans.msg).map_or_else(|e| e.result_code, |c| c.code());
                 self.node
                     .metrics
-                    .request(Command::Str, code, started.elapsed());
-                tracing::info!(subscriber = key, sy_session = %sy.session_id, ocs = %ans.host, code, "Sy session ended");
+                    .request(Command::Str, ans.code, started.elapsed());
+                tracing::info!(subscriber = key, sy_session = %sy.session_id, peer = %ans.peer, code = ans.code, "{} session ended", peer.kind());
             }
             Err(e) => {
                 self.node
                     .metrics
                     .request(Command::Str, NO_ANSWER, started.elapsed());
-                tracing::warn!(subscriber = key, sy_session = %sy.session_id, error = %e, "STR to the OCS unanswered; the OCS keeps the Sy session until it cleans up");
+                tracing::warn!(subscriber = key, sy_session = %sy.session_id, error = %e, "unsubscribe from the {} unanswered; it keeps the subscription until it cleans up", peer.kind());
             }
         }
     }
@@ -478,16 +491,41 @@ impl Sy {
             sy::encode_sna(&mut out, req, &self.node.me, code);
             (out.freeze(), code)
         };
-        let key = self.state.table.subscriber_of(&snr.session_id).or_else(|| {
+        // A CHF's subscriptions are not notified over Sy.
+        if matches!(self.state.peer.get(), Some(SpendingPeer::Chf(_))) {
+            return Ok(answer(result_code::DIAMETER_UNKNOWN_SESSION_ID));
+        }
+        let code = match self
+            .apply_notified(&snr.session_id, Notified::Reports(&snr.reports))
+            .await?
+        {
+            true => result_code::DIAMETER_SUCCESS,
+            false => result_code::DIAMETER_UNKNOWN_SESSION_ID,
+        };
+        Ok(answer(code))
+    }
+
+    /// What a notification (SNR, N28 notify or terminate) says about
+    /// session `session_id`, whichever peer sent it: stored in the
+    /// subscriber's records, then the subscriber's sessions are decided
+    /// again (RAR or N7 push where the decision changed). False when no
+    /// open session of that id is found (SNR 5002, N28 404). A write
+    /// conflict is an error to handle the notification again with.
+    pub(crate) async fn apply_notified(
+        &self,
+        session_id: &str,
+        what: Notified<'_>,
+    ) -> Result<bool, DiameterError> {
+        let key = self.state.table.subscriber_of(session_id).or_else(|| {
             self.node
                 .store
                 .is_shared()
-                .then(|| subscriber_in(&snr.session_id).map(str::to_owned))
+                .then(|| subscriber_in(session_id).map(str::to_owned))
                 .flatten()
         });
         let Some(key) = key else {
-            tracing::info!(sy_session = %snr.session_id, "SNR for an unknown Sy session");
-            return Ok(answer(result_code::DIAMETER_UNKNOWN_SESSION_ID));
+            tracing::info!(sy_session = %session_id, "notification for an unknown Sy session");
+            return Ok(false);
         };
         let held = self.gather(&key).await?;
         let entry = self.state.table.entry(&key);
@@ -495,25 +533,44 @@ impl Sy {
             let _exchange = entry.exchange.lock().await;
             let mut st = entry.state.lock();
             match st.as_mut() {
-                Some(sy) if sy.session_id == snr.session_id => {
-                    sy.apply(&snr.reports, now_ms());
+                Some(sy) if sy.session_id == session_id && sy.open => {
+                    match what {
+                        Notified::Reports(reports) => sy.apply(reports, now_ms()),
+                        Notified::Terminated => {
+                            sy.terminated(now_ms());
+                            // Not subscribed again at once: the peer ended
+                            // it; the statuses are "unknown" meanwhile.
+                            let retry =
+                                self.node.live.load().cfg.sy.retry_secs.saturating_mul(1000);
+                            entry
+                                .retry_at_ms
+                                .store(now_ms().saturating_add(retry as i64), Relaxed);
+                        }
+                    }
                     Some(sy.clone())
                 }
                 _ => None,
             }
         };
         let Some(sy) = updated else {
-            return Ok(answer(result_code::DIAMETER_UNKNOWN_SESSION_ID));
+            return Ok(false);
         };
-        // A conflict is handled again (`handle_sy`); the reports are
-        // applied again to the statuses then read (the same statuses).
-        // So is a request whose taken-over session another request here
-        // dropped meanwhile (its write met a conflict): nothing is stored
-        // yet, and the answer must not say otherwise.
+        // A conflict is handled again (`handle_sy`, `retrying_conflicts`);
+        // the reports are applied again to the statuses then read (the
+        // same statuses). So is a request whose taken-over session another
+        // request here dropped meanwhile (its write met a conflict):
+        // nothing is stored yet, and the answer must not say otherwise.
         if !self.persist_sy(&key, sy.clone()).await? && held {
             return Err(Node::conflict_error());
         }
-        tracing::info!(subscriber = %key, sy_session = %sy.session_id, reports = snr.reports.len(), "SNR applied");
+        match what {
+            Notified::Reports(reports) => {
+                tracing::info!(subscriber = %key, sy_session = %sy.session_id, reports = reports.len(), "spending status notification applied");
+            }
+            Notified::Terminated => {
+                tracing::info!(subscriber = %key, sy_session = %sy.session_id, "the CHF ended the spending-limit subscription; its counters are unknown");
+            }
+        }
         if let Some(at) = sy.next_change_ms() {
             self.schedule_pending(key.clone(), at);
         }
@@ -522,7 +579,37 @@ impl Sy {
                 this.node.push_subscriber(&key, PushReason::Spending).await;
             });
         }
-        Ok(answer(result_code::DIAMETER_SUCCESS))
+        Ok(true)
+    }
+
+    /// A CHF's notification, handled as an SNR: admitted as a request on
+    /// existing sessions, and again after a write conflict.
+    async fn n28_notified(&self, session_id: &str, what: Notified<'_>) -> NotifyOutcome {
+        // Only the configured CHF's subscriptions are notified over N28:
+        // an OCS's statuses are not changed through the SBI.
+        if !matches!(self.state.peer.get(), Some(SpendingPeer::Chf(_))) {
+            return NotifyOutcome::Unknown;
+        }
+        let Ok(_permit) = self.node.admission.admit(Class::Existing, None) else {
+            return NotifyOutcome::Busy;
+        };
+        let started = Instant::now();
+        let r = txn::retrying_conflicts(&self.node, session_id, |_| {
+            self.apply_notified(session_id, what)
+        })
+        .await;
+        let (code, outcome) = match r {
+            Ok(true) => (result_code::DIAMETER_SUCCESS, NotifyOutcome::Applied),
+            Ok(false) => (
+                result_code::DIAMETER_UNKNOWN_SESSION_ID,
+                NotifyOutcome::Unknown,
+            ),
+            Err(e) => (e.result_code, NotifyOutcome::Failed(e.message.to_string())),
+        };
+        self.node
+            .metrics
+            .request(Command::Snr, code, started.elapsed());
+        outcome
     }
 
     /// Writes the subscriber's Sy session into one of its open session
@@ -590,16 +677,16 @@ impl Sy {
 
     /// Sy metrics beyond the per-command counts.
     pub(crate) fn write_sy_metrics(&self, out: &mut Exposition) {
-        let Some(pool) = self.state.ocs.get() else {
+        let Some(peer) = self.state.peer.get() else {
             return;
         };
-        {
+        if let SpendingPeer::Ocs(_) = peer {
             let mut f = out.family(
                 "pcrf_sy_ocs_up",
                 "Each configured OCS: 1 when its connection is open and its watchdog okay.",
                 Kind::Gauge,
             );
-            for (host, up) in pool.status() {
+            for (host, up) in peer.ocs_status() {
                 f.sample(&[("ocs", host.as_str())], u64::from(up));
             }
         }
@@ -648,8 +735,39 @@ fn with_unknown(
     statuses
 }
 
-fn log_unanswered(key: &str, e: &OcsError) {
-    tracing::warn!(subscriber = key, error = %e, "SLR unanswered; the policy sees the counters as unknown");
+fn log_unanswered(key: &str, kind: &str, e: &NoAnswer) {
+    tracing::warn!(subscriber = key, error = %e, "subscription at the {kind} unanswered; the policy sees the counters as unknown");
+}
+
+/// What a notification says, whichever peer sent it.
+#[derive(Clone, Copy)]
+pub(crate) enum Notified<'a> {
+    /// New statuses (SNR, N28 notify).
+    Reports(&'a [CounterReport]),
+    /// The peer ended the subscription (N28 terminate).
+    Terminated,
+}
+
+impl SpendingNotifications for Sy {
+    fn notify(&self, session_id: String, status: SpendingLimitStatus) -> NotifyFuture<'_> {
+        Box::pin(async move {
+            let reports = match status.reports() {
+                Ok(r) => r,
+                // The routes check the body first; a notification that
+                // cannot be read changes nothing.
+                Err(e) => return NotifyOutcome::Failed(e),
+            };
+            self.n28_notified(&session_id, Notified::Reports(&reports))
+                .await
+        })
+    }
+
+    fn terminate(&self, session_id: String, info: SubscriptionTerminationInfo) -> NotifyFuture<'_> {
+        Box::pin(async move {
+            tracing::info!(sy_session = %session_id, supi = %info.supi, cause = ?info.term_cause, "CHF terminates the spending-limit subscription");
+            self.n28_notified(&session_id, Notified::Terminated).await
+        })
+    }
 }
 
 impl crate::metrics::MetricsSource for Sy {

@@ -1,24 +1,25 @@
-//! What the Sy service keeps: every subscriber's Sy session, the
-//! connections to the OCSs (set once the Diameter node starts), what makes
+//! What the Sy service keeps: every subscriber's Sy session, its peer (the
+//! connections to the OCSs, or the CHF; set once the node starts), what makes
 //! its Session-Ids unique, and its counters for /metrics.
 
 use crate::session::GxSession;
-use crate::sy::ocs::OcsPool;
+use crate::sy::peer::SpendingPeer;
 use crate::sy::table::SyTable;
 use std::sync::atomic::AtomicU64;
 use std::sync::OnceLock;
 use std::time::{SystemTime, UNIX_EPOCH};
 
-/// The node's Sy part: the Sy sessions, the OCS connections and counters.
+/// The node's Sy part: the Sy sessions, the peer and counters.
 pub struct SyPart {
     pub(crate) table: SyTable,
-    pub(crate) ocs: OnceLock<OcsPool>,
+    pub(crate) peer: OnceLock<SpendingPeer>,
     /// Session-Id uniqueness: start time and a counter.
     pub(crate) boot_secs: u64,
     pub(crate) next_id: AtomicU64,
     /// SLRs that got no usable answer: the policy saw "unknown".
     pub(crate) fallbacks: AtomicU64,
-    /// Counters the OCS said it does not know (5570).
+    /// Counters the peer said it does not know (5570,
+    /// UNKNOWN_POLICY_COUNTERS).
     pub(crate) unknown_counters: AtomicU64,
 }
 
@@ -27,7 +28,7 @@ impl SyPart {
     pub fn recover(sessions: &[GxSession]) -> SyPart {
         SyPart {
             table: SyTable::recover(sessions),
-            ocs: OnceLock::new(),
+            peer: OnceLock::new(),
             boot_secs: SystemTime::now()
                 .duration_since(UNIX_EPOCH)
                 .map_or(0, |d| d.as_secs()),

@@ -174,10 +174,32 @@ mod tests {
     #[test]
     fn missing_skips_subscribed_and_refused() {
         let mut s = SySession::new("sy;1".into(), 0);
+        // The peer accepted the subscription (as the service marks it).
+        s.open = true;
         s.apply(&[report("a", "valid", &[])], 1);
         s.refuse(&["b".into()], 2);
         let wanted = vec!["a".into(), "b".into(), "c".into(), "c".into()];
         assert_eq!(s.missing(&wanted), ["c"]);
+        // The CHF ended the subscription: "a" is unknown, and asked again.
+        s.subscription = Some("sub-1".into());
+        s.terminated(3);
+        assert_eq!(s.statuses(3)["a"], UNKNOWN);
+        assert_eq!(s.subscription, None);
+        assert_eq!(s.missing(&wanted), ["a", "c"]);
+    }
+
+    #[test]
+    fn a_record_written_before_the_subscription_id_existed_is_read() {
+        let old = r#"{"session_id": "h;sy;1;2;k", "open": true, "ocs_host": "ocs1",
+            "counters": {"a": {"status": "valid"}}, "updated_ms": 5}"#;
+        let s: SySession = serde_json::from_str(old).expect("old record");
+        assert_eq!(s.subscription, None);
+        assert_eq!(s.statuses(5)["a"], "valid");
+        let mut chf = s.clone();
+        chf.subscription = Some("sub-1".into());
+        let back: SySession =
+            serde_json::from_str(&serde_json::to_string(&chf).expect("json")).expect("read");
+        assert_eq!(back, chf);
     }
 
     #[test]

@@ -139,6 +139,7 @@ pub fn start_sbi(
     let routes = Routes {
         service: Arc::new(TestSmPolicies::default()),
         app_sessions: None,
+        spending: None,
         stats: stats.clone(),
         max_body_bytes: config.max_body_bytes,
         decode_limits: config.decode_limits(),

@@ -40,12 +40,18 @@ impl PythonPeer {
 
     /// tests/n7/`script` listening on `port`, once it accepts connections.
     pub fn script(script: &str, port: u16) -> PythonPeer {
+        PythonPeer::script_with(script, port, &[])
+    }
+
+    /// As [`PythonPeer::script`], with `args` after the port.
+    pub fn script_with(script: &str, port: u16, args: &[&str]) -> PythonPeer {
         let path = Path::new(env!("CARGO_MANIFEST_DIR"))
             .join("tests/n7")
             .join(script);
         let mut child = Command::new("python3")
             .arg(path)
             .arg(port.to_string())
+            .args(args)
             .stdout(Stdio::piped())
             .stderr(Stdio::inherit())
             .spawn()
