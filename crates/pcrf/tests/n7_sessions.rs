@@ -1048,3 +1048,65 @@ fn a_new_counter_modifies_the_subscription_and_a_lost_one_is_made_anew() {
         "the new subscription's id"
     );
 }
+
+/// N28 on a two-node PostgreSQL cluster: the subscription node 0 made
+/// for a PDU session is in the session's record, so when node 0 dies and
+/// node 1 serves the SMF's Delete, node 1 ends the subscription at the CHF
+/// by the id node 0 got.
+#[test]
+fn a_spending_subscription_outlives_its_node_in_a_cluster() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let db = rt.block_on(support::test_database("n28_cluster"));
+    let callback = Callback::start();
+    let chf = PythonPeer::script_with(
+        "chf_emulator.py",
+        free_port(),
+        &[r#"{"monthly-data": "valid"}"#],
+    );
+    let (usage, _) = support::usage_section(support::USAGE_FILE);
+    let ports = [free_port(), free_port()];
+    let mut nodes: Vec<Pcrf> = ports
+        .iter()
+        .zip(support::NODES)
+        .map(|(port, name)| {
+            Pcrf::start_cluster_node_with(
+                name,
+                support::REALM,
+                support::AGENT,
+                Some(&db.url),
+                &format!(
+                    "{usage}[sbi]\nlisten = \"127.0.0.1:{port}\"\n\
+                     [sy]\ntimeout_ms = 5000\nchf = \"http://127.0.0.1:{}\"\n",
+                    chf.port
+                ),
+            )
+        })
+        .collect();
+    nodes[0].provision(IMSI, r#"{"plan":"basic"}"#);
+    let notify = "/nsmf-callback/v1/sm-policy-notify/n28c";
+    let a = Smf::new(ports[0]);
+    let (st, location, decision) = a.call(true, "", Some(&create_for(&callback, notify, IMSI)));
+    assert_eq!(st, 201, "{decision}");
+    let id = location.rsplit('/').next().expect("id").to_owned();
+    assert_eq!(chf_requests_n(&chf, "POST", 1).len(), 1);
+
+    nodes[0].kill9();
+    let b = Smf::new(ports[1]);
+    let (st, _, body) = b.call(true, &format!("/{id}/delete"), None);
+    assert_eq!(st, 204, "{body}\n{}", nodes[1].log());
+    let deletes = chf_requests_n(&chf, "DELETE", 1);
+    assert_eq!(
+        deletes.first().map(|r| r["path"].clone()),
+        Some(Value::from(
+            "/nchf-spendinglimitcontrol/v1/subscriptions/sub-1"
+        )),
+        "{:?}\n{}",
+        chf.requests(),
+        nodes[1].log()
+    );
+    // Node 1 made no subscription of its own.
+    assert_eq!(chf_requests(&chf, "POST").len(), 1, "{:?}", chf.requests());
+}

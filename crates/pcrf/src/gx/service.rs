@@ -444,7 +444,7 @@ impl Gx {
         // retransmissions read them there): memory stays the size of the
         // open sessions whatever the churn and the retention.
         self.node.sessions.remove(c.session_id);
-        self.sy.sy_session_ended(&cur.subscriber);
+        self.sy.sy_session_ended(&cur);
         if let Some(step) = usage {
             Node::finish_usage(step);
         }
@@ -705,7 +705,7 @@ impl Gx {
             self.node.sessions.remove(id);
             self.rx.abort_afs(&cur);
             self.node.unbind_at_bsf(&cur);
-            self.sy.sy_session_ended(&cur.subscriber);
+            self.sy.sy_session_ended(&cur);
             return Err(ControlError::Peer(format!(
                 "PCEF does not know session {id} (5002); removed"
             )));

@@ -360,7 +360,7 @@ impl N7 {
         node.unbind_at_bsf(&s);
         // Closed records live in the store only, as for Gx.
         node.sessions.remove(id);
-        self.sy.sy_session_ended(&cur.subscriber);
+        self.sy.sy_session_ended(&cur);
         Ok(Ok(()))
     }
 }

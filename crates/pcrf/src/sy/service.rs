@@ -333,12 +333,17 @@ impl Sy {
         out
     }
 
-    /// After a Gx session closed: when it was the subscriber's last one,
-    /// the Sy session ends (STR, in the background: the CCA does not wait).
-    /// On a store shared with other nodes, the store says which sessions
-    /// are still open (this node's copies may be stale, and the others may
-    /// be held elsewhere).
-    pub(crate) fn sy_session_ended(&self, key: &str) {
+    /// After a session closed (`ended`: its record as it was, open): when
+    /// it was the subscriber's last one, the Sy session ends (STR, or
+    /// DELETE at the CHF, in the background: the answer does not wait).
+    /// The Sy session the record holds is adopted first: a node that took
+    /// the session over only to close it has no other copy. On a store
+    /// shared with other nodes, the store says which sessions are still
+    /// open (this node's copies may be stale, and the others may be held
+    /// elsewhere).
+    pub(crate) fn sy_session_ended(&self, ended: &GxSession) {
+        self.adopt(ended);
+        let key = ended.subscriber.as_str();
         let Some(sy) = self.state.table.get(key) else {
             return;
         };
