@@ -685,6 +685,16 @@ fn chf_requests_n(chf: &PythonPeer, method: &str, n: usize) -> Vec<Value> {
     chf_requests(chf, method)
 }
 
+/// Replaces `from` by `to` in the node's policy script and reloads it.
+fn reload_edited(p: &Pcrf, from: &str, to: &str) {
+    let script = std::fs::read_to_string(&p.policy).expect("policy");
+    let edited = script.replace(from, to);
+    assert_ne!(edited, script, "the test's edit must hit the script");
+    std::fs::write(&p.policy, edited).expect("write");
+    let (st, out) = p.http("POST", "/v1/policy/reload", None);
+    assert_eq!(st, 200, "{out}");
+}
+
 /// The pushes (`/update`) the SMF's callback got at `notify`.
 fn pushes(callback: &Callback, notify: &str) -> Vec<Value> {
     let path = format!("{notify}/update");
@@ -979,15 +989,11 @@ fn a_new_counter_modifies_the_subscription_and_a_lost_one_is_made_anew() {
 
     // The policy now also asks for "roaming": the next request modifies
     // the subscription with the whole list (PUT), no second POST.
-    let script = std::fs::read_to_string(&p.policy).expect("policy");
-    let wider = script.replace(
+    reload_edited(
+        &p,
         "decision.spending_counters = { SY_COUNTER }",
         "decision.spending_counters = { SY_COUNTER, \"roaming\" }",
     );
-    assert_ne!(wider, script, "the test's edit must hit the script");
-    std::fs::write(&p.policy, wider).expect("write");
-    let (st, out) = p.http("POST", "/v1/policy/reload", None);
-    assert_eq!(st, 200, "{out}");
     let update = serde_json::json!({"repPolicyCtrlReqTriggers": ["RAT_TY_CH"], "ratType": "NR"});
     let (st, _, changed) = smf.call(true, &format!("/{id}/update"), Some(&update));
     assert_eq!(st, 200, "{changed}");
@@ -1009,15 +1015,11 @@ fn a_new_counter_modifies_the_subscription_and_a_lost_one_is_made_anew() {
     let port = chf.port;
     drop(chf);
     let chf = PythonPeer::script_with("chf_emulator.py", port, &[table]);
-    let script = std::fs::read_to_string(&p.policy).expect("policy");
-    let wider = script.replace(
+    reload_edited(
+        &p,
         "{ SY_COUNTER, \"roaming\" }",
         "{ SY_COUNTER, \"roaming\", \"video\" }",
     );
-    assert_ne!(wider, script, "the test's edit must hit the script");
-    std::fs::write(&p.policy, wider).expect("write");
-    let (st, out) = p.http("POST", "/v1/policy/reload", None);
-    assert_eq!(st, 200, "{out}");
     // Another Update (an equal one would be taken for a repeat).
     let update = serde_json::json!({"repPolicyCtrlReqTriggers": ["RAT_TY_CH"], "ratType": "EUTRA"});
     let (st, _, changed) = smf.call(true, &format!("/{id}/update"), Some(&update));
