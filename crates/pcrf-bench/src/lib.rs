@@ -41,5 +41,6 @@ pub mod stats;
 pub mod tdf;
 pub mod verify;
 pub mod volte;
+pub mod vonr;
 pub mod zero_loss;
 pub mod zero_loss_run;

@@ -1,7 +1,7 @@
 //! The `pcrf-bench` command line: `run` (open loop at a rate, or closed loop
 //! with `--max`), `zero-loss` (bisection search), `volte` (call set-up
-//! with emulated AFs), `echo-server` (the ceiling) and `provision` (the
-//! population through the REST API).
+//! with emulated AFs), `vonr` (its twin over N7 and N5), `echo-server`
+//! (the ceiling) and `provision` (the population through the REST API).
 
 use clap::{Args, Parser, Subcommand};
 use pcrf_bench::closed_loop::ClosedLoop;
@@ -57,6 +57,11 @@ enum Cmd {
     /// usage) and Delete SM policies over HTTP/2 at a rate, with the
     /// scenario's mix; latency per operation, server CPU per transaction.
     N7(N7Args),
+    /// VoNR calls at a rate: N7 Create of a PDU session, N5 Create of a
+    /// voice app session (CALL-SETUP: until the SMF gets the voice rule
+    /// pushed), hold, N5 delete (CALL-RELEASE: until the rule's removal is
+    /// pushed), N7 Delete; server CPU per call.
+    Vonr(VonrArgs),
     /// Answer every Gx CCR at once with a fixed CCA: the generator's ceiling.
     EchoServer(EchoArgs),
     /// An OCS on Sy: answers SLR from a counter table, sends SNRs at a
@@ -195,6 +200,18 @@ struct N7Args {
     /// Open loop: requests per second (Create, Update, Delete together).
     #[arg(long)]
     rate: f64,
+}
+
+#[derive(Args)]
+struct VonrArgs {
+    #[command(flatten)]
+    common: Common,
+    /// The PCF's SBI (HTTP/2, h2c) address: N7 and N5.
+    #[arg(long, default_value = "127.0.0.1:7777")]
+    sbi: String,
+    /// New calls per second (open loop).
+    #[arg(long)]
+    calls_per_second: f64,
 }
 
 #[derive(Args)]
@@ -373,6 +390,7 @@ async fn dispatch(cmd: Cmd) -> Result<(), String> {
         Cmd::ZeroLoss(a) => zero_loss(a).await,
         Cmd::Volte(a) => volte(a).await,
         Cmd::N7(a) => n7(a).await,
+        Cmd::Vonr(a) => vonr(a).await,
         Cmd::EchoServer(a) => echo(a).await,
         Cmd::Ocs(a) => ocs(a).await,
         Cmd::Provision(a) => provision_only(a).await,
@@ -738,6 +756,37 @@ async fn n7(a: N7Args) -> Result<(), String> {
         server_pids,
     };
     let report = pcrf_bench::smf::run(setup.scenario.clone(), &load).await?;
+    emit(c, &report, &report.summary())
+}
+
+async fn vonr(a: VonrArgs) -> Result<(), String> {
+    let c = &a.common;
+    if c.retransmit > 0 || c.answer_log.is_some() || c.series.is_some() {
+        return Err("--retransmit, --answer-log and --series are for `run`, not vonr".into());
+    }
+    if !c.db_pid.is_empty() || c.db_name.is_some() || c.server_metrics.is_some() {
+        return Err("vonr accounts the server's CPU only (--server-pid, --server-name)".into());
+    }
+    if c.warmup.is_some() {
+        return Err("vonr measures every call it starts: no --warmup".into());
+    }
+    let scenario = load_scenario(&c.scenario, c.subscribers)?;
+    let setup = setup_scenario(c, scenario).await?;
+    let mut server_pids = c.server_pid.clone();
+    if server_pids.is_empty() {
+        if let Some(name) = &c.server_name {
+            server_pids = pcrf_bench::cpu::find_pids_by_name(name).map_err(|e| e.to_string())?;
+        }
+    }
+    let load = pcrf_bench::vonr::VonrLoad {
+        sbi: a.sbi.clone(),
+        calls_per_second: a.calls_per_second,
+        duration: c.duration,
+        smfs: c.peers,
+        seed: c.seed,
+        server_pids,
+    };
+    let report = pcrf_bench::vonr::run(setup.scenario.clone(), &load).await?;
     emit(c, &report, &report.summary())
 }
 

@@ -21,6 +21,10 @@
 //!   decoders (Create, Update, Delete). A body accepted has its mandatory
 //!   fields and maps to the policy's input; a body refused gets a 400
 //!   ProblemDetails with a 3GPP cause whose JSON reads back.
+//! - [`n5_decoder`]: bytes as an AF's request body through the N5
+//!   decoders (Create, PATCH). A body accepted has its mandatory fields
+//!   and every media component maps to the Rx media model; a body refused
+//!   gets a 400 ProblemDetails as N7's does.
 //! - [`config`], [`usage_file`], [`policy_cases`]: text through the loaders
 //!   operators feed files to; Ok or Err, never a panic.
 //! - [`policy_script`]: text as a policy script in the sandbox, loaded and
@@ -389,21 +393,23 @@ fn check_error_answer(req: &Message, e: &DiameterError) {
     }
 }
 
+/// A body a decoder refused: a 400 with a 3GPP cause, JSON-pointer
+/// `invalidParams`, and JSON that reads back.
+fn refused(p: crate::sbi::problem::ProblemDetails) {
+    use crate::sbi::problem::ProblemDetails;
+    assert_eq!(p.status, 400, "{p:?}");
+    assert!(p.cause.is_some(), "no cause: {p:?}");
+    for param in &p.invalid_params {
+        assert!(param.param.starts_with('/'), "{p:?}");
+    }
+    let back: ProblemDetails = serde_json::from_slice(&p.to_json()).expect("problem reads back");
+    assert_eq!(back, p);
+}
+
 /// An SMF's request body through the N7 decoders.
 pub fn n7_decoder(data: &[u8]) {
     use crate::n7::decode::{decode_create, decode_delete, decode_update, DecodeLimits};
-    use crate::sbi::problem::ProblemDetails;
     let limits = DecodeLimits::default();
-    let refused = |p: ProblemDetails| {
-        assert_eq!(p.status, 400, "{p:?}");
-        assert!(p.cause.is_some(), "no cause: {p:?}");
-        for param in &p.invalid_params {
-            assert!(param.param.starts_with('/'), "{p:?}");
-        }
-        let back: ProblemDetails =
-            serde_json::from_slice(&p.to_json()).expect("problem reads back");
-        assert_eq!(back, p);
-    };
     match decode_create(data, &limits) {
         Ok(ctx) => {
             assert!(ctx.supi.is_some() && ctx.dnn.is_some() && ctx.slice_info.is_some());
@@ -420,6 +426,44 @@ pub fn n7_decoder(data: &[u8]) {
     }
     if let Err(p) = decode_update(data, &limits) {
         refused(p);
+    }
+    if let Err(p) = decode_delete(data, &limits) {
+        refused(p);
+    }
+}
+
+/// An AF's request body through the N5 decoders (Create, PATCH).
+pub fn n5_decoder(data: &[u8]) {
+    use crate::n5::decode::{
+        decode_create, decode_delete, decode_patch, rx_media, specific_actions,
+    };
+    use crate::n7::decode::DecodeLimits;
+    let limits = DecodeLimits::default();
+    match decode_create(data, &limits) {
+        Ok(req) => {
+            assert!(req.notif_uri.is_some() && req.supp_feat.is_some());
+            assert!(req.ue_ipv4.is_some() || req.ue_ipv6.is_some());
+            for (key, m) in &req.med_components {
+                let media = rx_media(key, m).expect("an accepted component maps");
+                assert_eq!(Some(media.number), m.med_comp_n);
+            }
+            let actions = specific_actions(req.ev_subsc.as_ref());
+            assert!(actions.windows(2).all(|w| w[0] < w[1]), "{actions:?}");
+        }
+        Err(p) => refused(p),
+    }
+    match decode_patch(data, &limits) {
+        Ok(up) => {
+            for (key, m) in &up.med_components {
+                match m {
+                    Some(m) => {
+                        rx_media(key, m).expect("an accepted component maps");
+                    }
+                    None => assert!(key.parse::<u32>().is_ok(), "{key:?} removed"),
+                }
+            }
+        }
+        Err(p) => refused(p),
     }
     if let Err(p) = decode_delete(data, &limits) {
         refused(p);

@@ -22,7 +22,7 @@ use std::path::{Path, PathBuf};
 /// A target: its name, its function, and the shipped files it reads.
 type Target = (&'static str, fn(&[u8]), &'static [&'static str]);
 
-const TARGETS: [Target; 8] = [
+const TARGETS: [Target; 9] = [
     ("gx_handler", pcrf::fuzz::gx_handler, &[]),
     ("rx_handler", pcrf::fuzz::rx_handler, &[]),
     ("sy_handler", pcrf::fuzz::sy_handler, &[]),
@@ -34,6 +34,15 @@ const TARGETS: [Target; 8] = [
             "crates/pcrf/tests/n7/open5gs-create.json",
             "crates/pcrf/tests/n7/free5gc-create.json",
             "crates/pcrf/tests/n7/free5gc-update.json",
+        ],
+    ),
+    (
+        "n5_decoder",
+        pcrf::fuzz::n5_decoder,
+        &[
+            "crates/pcrf/tests/n5/voice-create.json",
+            "crates/pcrf/tests/n5/video-patch.json",
+            "crates/pcrf/tests/n5/video-remove-patch.json",
         ],
     ),
     ("usage_file", pcrf::fuzz::usage_file, &["config/usage.toml"]),
@@ -407,6 +416,27 @@ fn text_seeds(target: &str) -> Vec<(&'static str, &'static str)> {
                 r#"{"supi":"\u0000","dnn":"\ud800","ueTimeZone":"+08:00+1","subsSessAmbr":{"uplink":"1.5 Gbps","downlink":"9999999999999999999999 Tbps"}}"#,
             ),
         ],
+        "n5_decoder" => vec![
+            ("seed-empty", ""),
+            ("seed-empty-object", "{}"),
+            ("seed-deep", "{\"ascReqData\":[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[[]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]]}"),
+            (
+                "seed-create-minimal",
+                r#"{"ascReqData":{"notifUri":"http://af/cb","suppFeat":"0","ueIpv6":"2001:db8::1"}}"#,
+            ),
+            (
+                "seed-create-wrong-types",
+                r#"{"ascReqData":{"notifUri":5,"suppFeat":"zz","ueIpv4":"10.0.0.300","medComponents":[1]}}"#,
+            ),
+            (
+                "seed-unknown-enums",
+                r#"{"ascReqData":{"notifUri":"http://af/cb","suppFeat":"0","ueIpv4":"10.0.0.1","medComponents":{"1":{"medCompN":1,"medType":"HOLOGRAM","fStatus":"ON","medSubComps":{"1":{"fNum":1,"flowUsage":"VOICE","marBwUl":"9999999999999 Tbps"}}}}}}"#,
+            ),
+            (
+                "seed-patch-remove",
+                r#"{"ascReqData":{"afAppId":"x","medComponents":{"1":null,"x":null},"evSubsc":{"events":[{"event":"ANI_REPORT"},{"event":"ANI_REPORT"}],"notifUri":"not a uri"}}}"#,
+            ),
+        ],
         "usage_file" => vec![
             ("seed-empty", ""),
             (
@@ -654,6 +684,29 @@ fn config_corpus() {
 #[test]
 fn n7_decoder_corpus() {
     replay("n7_decoder");
+}
+
+#[test]
+fn n5_decoder_corpus() {
+    replay("n5_decoder");
+}
+
+/// The N5 bodies the tests send are seeds, and they decode: the Create
+/// as a Create, the PATCHes as PATCHes.
+#[test]
+fn n5_seeds_decode() {
+    use pcrf::n5::decode::{decode_create, decode_patch};
+    use pcrf::n7::decode::DecodeLimits;
+    let limits = DecodeLimits::default();
+    let read = |name: &str| {
+        std::fs::read(repo().join("crates/pcrf/tests/n5").join(name)).expect("n5 fixture")
+    };
+    let create = decode_create(&read("voice-create.json"), &limits).expect("the Create decodes");
+    assert_eq!(create.med_components.len(), 1);
+    let video = decode_patch(&read("video-patch.json"), &limits).expect("the PATCH decodes");
+    assert!(video.med_components["2"].is_some());
+    let removal = decode_patch(&read("video-remove-patch.json"), &limits).expect("removal");
+    assert_eq!(removal.med_components["2"], None);
 }
 
 #[test]

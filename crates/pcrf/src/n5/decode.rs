@@ -92,6 +92,20 @@ pub fn decode_patch(
     Ok(up)
 }
 
+/// The delete body (EventsSubscReqData, optional), checked: an empty
+/// body is none; anything else must be that object.
+pub fn decode_delete(
+    body: &[u8],
+    limits: &DecodeLimits,
+) -> Result<Option<EventsSubscReqData>, ProblemDetails> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Ok(None);
+    }
+    let ev: EventsSubscReqData = typed(parse_bounded(body, limits)?)?;
+    check_events(Some(&ev))?;
+    Ok(Some(ev))
+}
+
 fn check_events(ev: Option<&EventsSubscReqData>) -> Result<(), ProblemDetails> {
     if let Some(uri) = ev.and_then(|e| e.notif_uri.as_deref()) {
         check_uri("/ascReqData/evSubsc/notifUri", uri)?;

@@ -258,29 +258,37 @@ fn path_or_root(path: &str) -> &str {
     }
 }
 
-/// The value as `T`; on a type error, the top-level member at fault is
-/// named (each member is tried alone to find it).
+/// The value as `T`; on a type error, the member at fault is named by
+/// its JSON pointer, however deep (an N5 body has every field under
+/// `ascReqData`, so naming the top-level member alone says little).
 pub(crate) fn typed<T: DeserializeOwned>(value: Value) -> Result<T, ProblemDetails> {
-    match serde_json::from_value::<T>(value.clone()) {
-        Ok(t) => Ok(t),
-        Err(whole) => {
-            if let Value::Object(members) = value {
-                for (k, v) in members {
-                    let mut one = serde_json::Map::new();
-                    one.insert(k.clone(), v);
-                    if let Err(e) = serde_json::from_value::<T>(Value::Object(one)) {
-                        let shown: String = k.chars().take(64).collect();
-                        return Err(ProblemDetails::field(
-                            cause::INVALID_MSG_FORMAT,
-                            &format!("/{shown}"),
-                            e.to_string(),
-                        ));
-                    }
-                }
-            }
-            Err(ProblemDetails::invalid_format(whole.to_string()))
+    serde_path_to_error::deserialize::<_, T>(value).map_err(|e| {
+        let pointer = json_pointer(e.path());
+        let reason = e.into_inner().to_string();
+        if pointer.is_empty() {
+            ProblemDetails::invalid_format(reason)
+        } else {
+            ProblemDetails::field(cause::INVALID_MSG_FORMAT, &pointer, reason)
         }
+    })
+}
+
+/// A deserializer's path as a JSON pointer (RFC 6901), each segment cut
+/// to 64 characters; empty for the whole document.
+fn json_pointer(path: &serde_path_to_error::Path) -> String {
+    use serde_path_to_error::Segment;
+    let mut out = String::new();
+    for segment in path.iter() {
+        let text = match segment {
+            Segment::Seq { index } => index.to_string(),
+            Segment::Map { key } => key.chars().take(64).collect(),
+            Segment::Enum { variant } => variant.chars().take(64).collect(),
+            Segment::Unknown => break,
+        };
+        out.push('/');
+        out.push_str(&text.replace('~', "~0").replace('/', "~1"));
     }
+    out
 }
 
 pub(crate) fn check_identity(
@@ -573,7 +581,7 @@ mod tests {
             (
                 "sliceInfo",
                 serde_json::json!({"sst": 256}),
-                "/sliceInfo",
+                "/sliceInfo/sst",
                 cause::INVALID_MSG_FORMAT,
             ),
             (

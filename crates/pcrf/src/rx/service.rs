@@ -37,6 +37,11 @@ use std::time::Instant;
 pub(crate) const IP_CAN_SESSION_NOT_AVAILABLE: u32 = 5065;
 pub(crate) const REQUESTED_SERVICE_NOT_AUTHORIZED: u32 = 5063;
 
+/// The most AF sessions one IP-CAN (or PDU) session holds at once: a
+/// UE's voice and video calls, conference legs and MCPTT groups are a
+/// handful; more is an AF gone wrong (or hostile).
+pub const MAX_AF_SESSIONS: usize = 32;
+
 /// How many Rx sessions aborted by a Gx termination are remembered, so the
 /// AF's STR that follows the ASR is answered success rather than 5002.
 /// A notification for one AF session: the Specific-Action and, for
@@ -340,6 +345,15 @@ impl Rx {
             return Ok(AfOutcome::Refused(
                 Outcome::Experimental(IP_CAN_SESSION_NOT_AVAILABLE),
                 "the IP-CAN session ended".into(),
+            ));
+        }
+        if old.is_none() && cur.af.len() >= MAX_AF_SESSIONS {
+            // Each AF session is stored, pushed and decided with the
+            // session's record: without a bound, one AF could grow it
+            // (and every write and push of it) without end.
+            return Ok(AfOutcome::Refused(
+                Outcome::Experimental(REQUESTED_SERVICE_NOT_AUTHORIZED),
+                format!("the IP-CAN session already holds {MAX_AF_SESSIONS} AF sessions"),
             ));
         }
         let now = now_ms();

@@ -31,6 +31,10 @@ pub use crate::n7::service::SERVICE_ROOT;
 const COLLECTION: &str = "/npcf-smpolicycontrol/v1/sm-policies";
 /// The collection of application sessions.
 const APP_SESSIONS: &str = "/npcf-policyauthorization/v1/app-sessions";
+/// The media type of every request body but a PATCH's.
+const JSON: &str = "application/json";
+/// The media type of a PATCH's body (RFC 7396).
+const MERGE_PATCH_JSON: &str = "application/merge-patch+json";
 
 /// A response body: the whole answer in one buffer.
 pub type AnswerBody = full_body::FullBody;
@@ -233,7 +237,7 @@ impl Routes {
 
     async fn create(&self, req: Request<Incoming>) -> Result<Response<AnswerBody>, ProblemDetails> {
         let authority = self.authority(&req);
-        let body = self.json_body(req, false).await?;
+        let body = self.json_body(req, false, JSON).await?;
         let ctx = decode_create(&body, &self.decode_limits)?;
         let created = self.service.create(ctx).await?;
         let mut r = json(StatusCode::CREATED, &created.decision);
@@ -266,7 +270,7 @@ impl Routes {
             .headers()
             .get(repeat::ORIGINATION_TIMESTAMP)
             .map(|v| v.as_bytes().to_vec());
-        let body = self.json_body(req, false).await?;
+        let body = self.json_body(req, false, JSON).await?;
         let up = decode_update(&body, &self.decode_limits)?;
         let digest = repeat::RequestDigest::of(stamp.as_deref(), &body);
         let decision = self.service.update(&id, up, digest).await?;
@@ -278,7 +282,7 @@ impl Routes {
         id: String,
         req: Request<Incoming>,
     ) -> Result<Response<AnswerBody>, ProblemDetails> {
-        let body = self.json_body(req, true).await?;
+        let body = self.json_body(req, true, JSON).await?;
         let del = decode_delete(&body, &self.decode_limits)?;
         self.service.delete(&id, del).await?;
         let mut r = Response::new(AnswerBody::new(Bytes::new()));
@@ -303,7 +307,7 @@ impl Routes {
     ) -> Result<Response<AnswerBody>, ProblemDetails> {
         let n5 = self.n5()?;
         let authority = self.authority(&req);
-        let body = self.json_body(req, false).await?;
+        let body = self.json_body(req, false, JSON).await?;
         let asc = crate::n5::decode::decode_create(&body, &self.decode_limits)?;
         let (id, context) = n5.create(asc).await?;
         let mut r = json(StatusCode::CREATED, &context);
@@ -331,7 +335,9 @@ impl Routes {
         req: Request<Incoming>,
     ) -> Result<Response<AnswerBody>, ProblemDetails> {
         let n5 = self.n5()?;
-        let body = self.json_body(req, false).await?;
+        // TS 29.514 §5.3: a PATCH is a JSON merge patch (RFC 7396), and
+        // says so; a plain JSON body is refused, not guessed at.
+        let body = self.json_body(req, false, MERGE_PATCH_JSON).await?;
         let up = crate::n5::decode::decode_patch(&body, &self.decode_limits)?;
         let context = n5.update(&id, up).await?;
         Ok(json(StatusCode::OK, &context))
@@ -343,8 +349,10 @@ impl Routes {
         req: Request<Incoming>,
     ) -> Result<Response<AnswerBody>, ProblemDetails> {
         let n5 = self.n5()?;
-        // The body (EventsSubscReqData for a last report) may be empty.
-        self.json_body(req, true).await?;
+        // The body (EventsSubscReqData for a last report) may be empty;
+        // one that is there is checked like any other.
+        let body = self.json_body(req, true, JSON).await?;
+        crate::n5::decode::decode_delete(&body, &self.decode_limits)?;
         n5.delete(&id).await?;
         let mut r = Response::new(AnswerBody::new(Bytes::new()));
         *r.status_mut() = StatusCode::NO_CONTENT;
@@ -422,12 +430,13 @@ impl Routes {
         }
     }
 
-    /// The body, once its Content-Type is JSON and its size within the
-    /// limit. With `may_be_empty`, an empty body needs no Content-Type.
+    /// The body, once its Content-Type is `media_type` and its size within
+    /// the limit. With `may_be_empty`, an empty body needs no Content-Type.
     async fn json_body(
         &self,
         req: Request<Incoming>,
         may_be_empty: bool,
+        media_type: &'static str,
     ) -> Result<Bytes, ProblemDetails> {
         let too_large = || {
             ProblemDetails::new(
@@ -469,8 +478,7 @@ impl Routes {
         }
         let is_json = content_type.as_deref().is_some_and(|t| {
             let essence = t.split(';').next().unwrap_or("").trim();
-            essence.eq_ignore_ascii_case("application/json")
-                || essence.eq_ignore_ascii_case("application/merge-patch+json")
+            essence.eq_ignore_ascii_case(media_type)
         });
         if !is_json {
             return Err(ProblemDetails::new(
@@ -478,7 +486,7 @@ impl Routes {
                 "Unsupported Media Type",
                 cause::UNSUPPORTED_MEDIA_TYPE,
                 format!(
-                    "the body must be application/json, not {}",
+                    "the body must be {media_type}, not {}",
                     content_type.as_deref().unwrap_or("(none)")
                 ),
             ));
