@@ -369,7 +369,8 @@ async fn volte_call_installs_a_gbr_rule_modifies_it_and_str_removes_it() {
 
 /// Rx into a 5G session: the AAR binds to the N7 session holding the UE
 /// address, the media's rule reaches the SMF in an SmPolicyNotification
-/// (a GBR 5QI 1 rule with its flows and QoS), and the STR removes it there.
+/// (a GBR 5QI 1 rule with its flows and QoS), the STR removes it there,
+/// and when the SMF releases the PDU session the AF gets an ASR.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_aar_binds_to_a_5g_session_and_its_rules_reach_the_smf() {
     let sbi = free_port();
@@ -378,10 +379,11 @@ async fn an_aar_binds_to_a_5g_session_and_its_rules_reach_the_smf() {
     let callback = Callback::start();
     let smf = Smf::in_runtime(sbi);
     let notify = "/nsmf-callback/v1/sm-policy-notify/rx";
-    let (st, _, body) = smf
+    let (st, location, body) = smf
         .send(true, "", Some(&create_body(&callback, notify)))
         .await;
     assert_eq!(st, 201, "{body}");
+    let pdu = location.rsplit('/').next().expect("id").to_owned();
     let af = Peer::connect(&p, AF, RX).await;
     // The open5gs Create's UE address is the call's (10.45.0.2).
     let aaa = af.aar("pcscf.test.local;5g;1", call).await;
@@ -425,6 +427,21 @@ async fn an_aar_binds_to_a_5g_session_and_its_rules_reach_the_smf() {
     assert!(
         decision["pccRules"].get(name).is_some(),
         "removed, not absent: {decision}"
+    );
+
+    // A second call; then the SMF releases the PDU session: the AF is
+    // told with an ASR, as when a Gx session ends.
+    assert_eq!(
+        result_of(&af.aar("pcscf.test.local;5g;2", call).await),
+        2001
+    );
+    let (st, _, _) = smf.send(true, &format!("/{pdu}/delete"), None).await;
+    assert_eq!(st, 204);
+    let asr = af.nth(1).await;
+    assert_eq!(asr.command_code(), cmd::ABORT_SESSION);
+    assert_eq!(
+        asr.session_id().ok().flatten(),
+        Some("pcscf.test.local;5g;2")
     );
     af.close().await;
 }
