@@ -378,7 +378,7 @@ impl Routes {
         req: Request<Incoming>,
     ) -> Result<Response<AnswerBody>, ProblemDetails> {
         let to = self.spending()?;
-        let body = self.json_body(req, false).await?;
+        let body = self.json_body(req, false, JSON).await?;
         let status: SpendingLimitStatus = serde_json::from_slice(&body).map_err(|e| {
             ProblemDetails::invalid_format(format!("not a SpendingLimitStatus: {e}"))
         })?;
@@ -396,7 +396,7 @@ impl Routes {
         req: Request<Incoming>,
     ) -> Result<Response<AnswerBody>, ProblemDetails> {
         let to = self.spending()?;
-        let body = self.json_body(req, false).await?;
+        let body = self.json_body(req, false, JSON).await?;
         let info: SubscriptionTerminationInfo = serde_json::from_slice(&body).map_err(|e| {
             ProblemDetails::invalid_format(format!("not a SubscriptionTerminationInfo: {e}"))
         })?;
