@@ -303,22 +303,18 @@ fn a_profile_change_is_pushed_to_the_smf_and_a_404_forgets_the_session() {
     );
 }
 
-/// Two nodes on one PostgreSQL database, each with its own SBI listener:
-/// an SM policy created through one is updated, read and deleted through
-/// the other (which takes the session over), the usage lands in the one
-/// allowance, and the first node, asked again, reads the session as the
-/// second left it.
-#[test]
-fn any_cluster_node_serves_any_sm_policy() {
+/// Two cluster nodes on a new PostgreSQL database named after `tag`,
+/// each with `[sbi]` on a port of its own and `extra` after it: the
+/// database (dropped with it), the nodes, and their SBI ports.
+fn sbi_cluster(tag: &str, extra: &str) -> (support::TestDatabase, Vec<Pcrf>, [u16; 2]) {
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .expect("runtime");
-    let db = rt.block_on(support::test_database("n7_cluster"));
-    let callback = Callback::start();
+    let db = rt.block_on(support::test_database(tag));
     let (usage, _) = support::usage_section(support::USAGE_FILE);
     let ports = [free_port(), free_port()];
-    let nodes: Vec<Pcrf> = ports
+    let nodes = ports
         .iter()
         .zip(support::NODES)
         .map(|(port, name)| {
@@ -327,15 +323,29 @@ fn any_cluster_node_serves_any_sm_policy() {
                 support::REALM,
                 support::AGENT,
                 Some(&db.url),
-                // The callback server plays the BSF.
-                &format!(
-                    "{usage}[sbi]\nlisten = \"127.0.0.1:{port}\"\n\
-                     [sbi.bsf]\nuri = \"http://127.0.0.1:{}/bsf\"\n",
-                    callback.port
-                ),
+                &format!("{usage}[sbi]\nlisten = \"127.0.0.1:{port}\"\n{extra}"),
             )
         })
         .collect();
+    (db, nodes, ports)
+}
+
+/// Two nodes on one PostgreSQL database, each with its own SBI listener:
+/// an SM policy created through one is updated, read and deleted through
+/// the other (which takes the session over), the usage lands in the one
+/// allowance, and the first node, asked again, reads the session as the
+/// second left it.
+#[test]
+fn any_cluster_node_serves_any_sm_policy() {
+    let callback = Callback::start();
+    // The callback server plays the BSF.
+    let (_db, nodes, ports) = sbi_cluster(
+        "n7_cluster",
+        &format!(
+            "[sbi.bsf]\nuri = \"http://127.0.0.1:{}/bsf\"\n",
+            callback.port
+        ),
+    );
     nodes[0].provision(IMSI, r#"{"plan":"basic"}"#);
     let (a, b) = (Smf::new(ports[0]), Smf::new(ports[1]));
     let (st, location, _) = a.call(
@@ -562,27 +572,8 @@ fn an_af_over_n5_gets_its_media_to_the_smf() {
 #[test]
 fn an_af_session_survives_its_node_and_any_node_serves_it() {
     use reqwest::Method;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let db = rt.block_on(support::test_database("n5_cluster"));
     let callback = Callback::start();
-    let (usage, _) = support::usage_section(support::USAGE_FILE);
-    let ports = [free_port(), free_port()];
-    let mut nodes: Vec<Pcrf> = ports
-        .iter()
-        .zip(support::NODES)
-        .map(|(port, name)| {
-            Pcrf::start_cluster_node_with(
-                name,
-                support::REALM,
-                support::AGENT,
-                Some(&db.url),
-                &format!("{usage}[sbi]\nlisten = \"127.0.0.1:{port}\"\n"),
-            )
-        })
-        .collect();
+    let (_db, mut nodes, ports) = sbi_cluster("n5_cluster", "");
     nodes[0].provision(IMSI, r#"{"plan":"basic"}"#);
     let (a, b) = (Smf::new(ports[0]), Smf::new(ports[1]));
     let notify = "/nsmf-callback/v1/sm-policy-notify/n5c";
@@ -1057,36 +1048,19 @@ fn a_new_counter_modifies_the_subscription_and_a_lost_one_is_made_anew() {
 /// by the id node 0 got.
 #[test]
 fn a_spending_subscription_outlives_its_node_in_a_cluster() {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("runtime");
-    let db = rt.block_on(support::test_database("n28_cluster"));
     let callback = Callback::start();
     let chf = PythonPeer::script_with(
         "chf_emulator.py",
         free_port(),
         &[r#"{"monthly-data": "valid"}"#],
     );
-    let (usage, _) = support::usage_section(support::USAGE_FILE);
-    let ports = [free_port(), free_port()];
-    let mut nodes: Vec<Pcrf> = ports
-        .iter()
-        .zip(support::NODES)
-        .map(|(port, name)| {
-            Pcrf::start_cluster_node_with(
-                name,
-                support::REALM,
-                support::AGENT,
-                Some(&db.url),
-                &format!(
-                    "{usage}[sbi]\nlisten = \"127.0.0.1:{port}\"\n\
-                     [sy]\ntimeout_ms = 5000\nchf = \"http://127.0.0.1:{}\"\n",
-                    chf.port
-                ),
-            )
-        })
-        .collect();
+    let (_db, mut nodes, ports) = sbi_cluster(
+        "n28_cluster",
+        &format!(
+            "[sy]\ntimeout_ms = 5000\nchf = \"http://127.0.0.1:{}\"\n",
+            chf.port
+        ),
+    );
     nodes[0].provision(IMSI, r#"{"plan":"basic"}"#);
     let notify = "/nsmf-callback/v1/sm-policy-notify/n28c";
     let a = Smf::new(ports[0]);
