@@ -55,24 +55,13 @@ fn hostile_http2_clients_get_4xx_or_goaway_and_others_are_served() {
     let (addr, stats) = support::start_sbi(&rt, config, None);
     let rss_before = support::rss_kib(std::process::id());
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/n7");
-    let out = Command::new("python3")
-        .arg(dir.join("sbi_hostile.py"))
-        .arg(addr.ip().to_string())
-        .arg(addr.port().to_string())
-        .arg(dir.join("open5gs-create.json"))
-        .output()
-        .expect("python3 runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "the script failed: {}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
+    let (cases, stdout) = run_cases(
+        Command::new("python3")
+            .arg(dir.join("sbi_hostile.py"))
+            .arg(addr.ip().to_string())
+            .arg(addr.port().to_string())
+            .arg(dir.join("open5gs-create.json")),
     );
-    let cases: HashMap<String, Value> = stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter_map(|v| Some((v["case"].as_str()?.to_owned(), v)))
-        .collect();
     let case = |name: &str| -> &Value {
         cases
             .get(name)
@@ -247,25 +236,14 @@ fn hostile_afs_on_n5_get_4xx_and_the_node_keeps_serving() {
 
     let rss_before = support::rss_kib(p.pid());
     let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests");
-    let out = Command::new("python3")
-        .arg(dir.join("n7/n5_hostile.py"))
-        .arg("127.0.0.1")
-        .arg(sbi.to_string())
-        .arg(dir.join("n5/voice-create.json"))
-        .arg(dir.join("n5/video-patch.json"))
-        .output()
-        .expect("python3 runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success(),
-        "the script failed: {}\n{stdout}",
-        String::from_utf8_lossy(&out.stderr)
+    let (cases, stdout) = run_cases(
+        Command::new("python3")
+            .arg(dir.join("n7/n5_hostile.py"))
+            .arg("127.0.0.1")
+            .arg(sbi.to_string())
+            .arg(dir.join("n5/voice-create.json"))
+            .arg(dir.join("n5/video-patch.json")),
     );
-    let cases: HashMap<String, Value> = stdout
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter_map(|v| Some((v["case"].as_str()?.to_owned(), v)))
-        .collect();
     let case = |name: &str| -> &Value {
         cases
             .get(name)
@@ -454,4 +432,22 @@ fn hostile_afs_on_n5_get_4xx_and_the_node_keeps_serving() {
     // The node still serves N7 as well.
     let (st, _, _) = smf.call(true, "", Some(&body));
     assert!(st == 201 || st == 200, "N7 after the attacks: {st}");
+}
+
+/// Runs an attack script to its end; each case it printed (one JSON line
+/// each, by its `case` name), and all it printed.
+fn run_cases(script: &mut Command) -> (HashMap<String, Value>, String) {
+    let out = script.output().expect("python3 runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "the script failed: {}\n{stdout}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let cases = stdout
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter_map(|v| Some((v["case"].as_str()?.to_owned(), v)))
+        .collect();
+    (cases, stdout)
 }
