@@ -6,10 +6,11 @@
 //! answer never delays the next request; latency is measured from these
 //! intended times, which keeps coordinated omission out of the figures.
 
-use crate::scenario::ArrivalProcess;
+use crate::scenario::{ArrivalProcess, Scenario};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
-use std::time::Duration;
+use std::future::Future;
+use std::time::{Duration, Instant};
 
 /// Arrival times of an open-loop process, as offsets from the run's start.
 #[derive(Clone, Debug)]
@@ -52,6 +53,41 @@ impl Arrivals {
         self.index += 1;
         Duration::from_nanos(ns as u64)
     }
+}
+
+/// Offers calls for `duration` from `start`, as `arrivals` says, each of
+/// a flow of `scenario` picked with `rng`: `call(id, hold, intended)` is
+/// spawned a little ahead of its intended time (it sleeps until then
+/// itself); returns once every call has ended. The VoLTE and VoNR call
+/// models share it, so both offer the same calls at the same times.
+pub async fn offer_calls<F, Fut>(
+    scenario: &Scenario,
+    mut arrivals: Arrivals,
+    mut rng: StdRng,
+    start: Instant,
+    duration: Duration,
+    mut call: F,
+) where
+    F: FnMut(u64, Duration, Instant) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let mut tasks = tokio::task::JoinSet::new();
+    let mut id = 0u64;
+    loop {
+        let at = arrivals.next_time();
+        if at >= duration {
+            break;
+        }
+        let flow = &scenario.flows[scenario.pick_flow(&mut rng)];
+        let hold = flow.hold.sample(&mut rng);
+        let intended = start + at;
+        tokio::time::sleep_until((intended - Duration::from_millis(5).min(at)).into()).await;
+        tasks.spawn(call(id, hold, intended));
+        id += 1;
+        // Reap finished calls so the set stays small in long runs.
+        while tasks.try_join_next().is_some() {}
+    }
+    while tasks.join_next().await.is_some() {}
 }
 
 #[cfg(test)]

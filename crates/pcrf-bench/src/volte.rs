@@ -27,7 +27,7 @@ use crate::report::{CommandReport, Machine, RarCounts};
 use crate::run_result::run_tag;
 use crate::rx::{self, Call};
 use crate::scenario::{FlowKind, Scenario, VolteSettings};
-use crate::schedule::Arrivals;
+use crate::schedule::{offer_calls, Arrivals};
 use crate::session::{RequestKind, RequestSpec, SessionIdentity};
 use crate::stats::{CommandStats, Outcome, ResultKind};
 use diameter::dict::{app, cmd, enums};
@@ -390,7 +390,7 @@ pub async fn run(
     if scenario.flows.iter().any(|f| f.kind != FlowKind::Volte) {
         return Err("pcrf-bench volte runs scenarios whose flows are all of kind \"volte\"".into());
     }
-    let mut arrivals = Arrivals::new(scenario.arrivals, load.calls_per_second, load.seed)
+    let arrivals = Arrivals::new(scenario.arrivals, load.calls_per_second, load.seed)
         .map_err(|e| format!("calls per second: {e}"))?;
     let pcefs = Arc::new(Pcefs::connect(pcef, &scenario.gx).await?);
     let afs = match Afs::connect(&AfOptions {
@@ -426,26 +426,17 @@ pub async fn run(
             aar_send_lag: Latency::new(),
         }),
     });
-    let mut rng = StdRng::seed_from_u64(load.seed ^ 0x5bd1_e995);
+    let rng = StdRng::seed_from_u64(load.seed ^ 0x5bd1_e995);
     let start = Instant::now();
-    let mut tasks = tokio::task::JoinSet::new();
-    let mut id = 0u64;
-    loop {
-        let at = arrivals.next_time();
-        if at >= load.duration {
-            break;
-        }
-        let flow = &scenario.flows[scenario.pick_flow(&mut rng)];
-        let hold = flow.hold.sample(&mut rng);
-        let intended = start + at;
-        // Spawned a little ahead; the call sleeps until its own time.
-        sleep_until((intended - Duration::from_millis(5).min(at)).into()).await;
-        tasks.spawn(call(ctx.clone(), id, hold, intended));
-        id += 1;
-        // Reap finished calls so the set stays small in long runs.
-        while tasks.try_join_next().is_some() {}
-    }
-    while tasks.join_next().await.is_some() {}
+    offer_calls(
+        &scenario,
+        arrivals,
+        rng,
+        start,
+        load.duration,
+        |id, hold, intended| call(ctx.clone(), id, hold, intended),
+    )
+    .await;
     let elapsed = start.elapsed();
     // Before the shutdown, whose own disconnections are no event.
     let mut peer_events = pcefs.events();

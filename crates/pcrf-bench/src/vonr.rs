@@ -25,7 +25,7 @@ use crate::latency::{Latency, Percentiles};
 use crate::population::Occupancy;
 use crate::rx::flow_descriptions;
 use crate::scenario::{Scenario, VolteSettings};
-use crate::schedule::Arrivals;
+use crate::schedule::{offer_calls, Arrivals};
 use bytes::Bytes;
 use http_body_util::{BodyExt, Empty};
 use hyper::body::Incoming;
@@ -569,7 +569,7 @@ pub async fn run(scenario: Arc<Scenario>, load: &VonrLoad) -> Result<VonrReport,
         .volte
         .clone()
         .ok_or("the scenario has no flow of kind \"volte\" (its [volte] section is the call's)")?;
-    let mut arrivals = Arrivals::new(scenario.arrivals, load.calls_per_second, load.seed)
+    let arrivals = Arrivals::new(scenario.arrivals, load.calls_per_second, load.seed)
         .map_err(|e| format!("calls per second: {e}"))?;
     let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0)))
         .await
@@ -593,28 +593,20 @@ pub async fn run(scenario: Arc<Scenario>, load: &VonrLoad) -> Result<VonrReport,
         scenario: scenario.clone(),
         volte,
     });
-    let mut rng = StdRng::seed_from_u64(load.seed ^ 0x5bd1_e995);
+    let rng = StdRng::seed_from_u64(load.seed ^ 0x5bd1_e995);
     let start = Instant::now();
     if let Some(c) = cpu.as_mut() {
         c.restart_window();
     }
-    let mut tasks = tokio::task::JoinSet::new();
-    let mut id = 0u64;
-    loop {
-        let at = arrivals.next_time();
-        if at >= load.duration {
-            break;
-        }
-        let flow = &scenario.flows[scenario.pick_flow(&mut rng)];
-        let hold = flow.hold.sample(&mut rng);
-        let intended = start + at;
-        // Spawned a little ahead; the call sleeps until its own time.
-        sleep_until((intended - Duration::from_millis(5).min(at)).into()).await;
-        tasks.spawn(call(ctx.clone(), id, hold, intended));
-        id += 1;
-        while tasks.try_join_next().is_some() {}
-    }
-    while tasks.join_next().await.is_some() {}
+    offer_calls(
+        &scenario,
+        arrivals,
+        rng,
+        start,
+        load.duration,
+        |id, hold, intended| call(ctx.clone(), id, hold, intended),
+    )
+    .await;
     let elapsed = start.elapsed();
     if let Some(c) = cpu.as_mut() {
         c.sample();

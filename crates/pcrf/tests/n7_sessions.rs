@@ -426,6 +426,16 @@ fn any_cluster_node_serves_any_sm_policy() {
     );
 }
 
+/// An N5 media component `n` of `kind` (AUDIO, VIDEO) between the UE of
+/// the open5gs Create (10.45.0.2) and an AF's media at `port`.
+fn media(n: u32, kind: &str, port: u32) -> Value {
+    serde_json::json!({"medCompN": n, "medType": kind, "marBwUl": "64 Kbps",
+        "marBwDl": "48 Kbps", "fStatus": "ENABLED",
+        "medSubComps": {"1": {"fNum": 1, "fDescs": [
+            format!("permit out 17 from 192.0.2.9 {port} to 10.45.0.2 {port}"),
+            format!("permit in 17 from 10.45.0.2 {port} to 192.0.2.9 {port}")]}}})
+}
+
 /// The AF's side of a VoNR call over N5 (Npcf_PolicyAuthorization): the
 /// application session binds to the PDU session by UE address, its audio
 /// becomes a GBR 5QI 1 rule at the SMF, a video component added by PATCH
@@ -444,18 +454,11 @@ fn an_af_over_n5_gets_its_media_to_the_smf() {
     let pdu = location.rsplit('/').next().expect("id").to_owned();
 
     let af = format!("http://127.0.0.1:{}/af/1", callback.port);
-    let voice = |n: u32, kind: &str, port: u32| {
-        serde_json::json!({"medCompN": n, "medType": kind, "marBwUl": "64 Kbps",
-            "marBwDl": "48 Kbps", "fStatus": "ENABLED",
-            "medSubComps": {"1": {"fNum": 1, "fDescs": [
-                format!("permit out 17 from 192.0.2.9 {port} to 10.45.0.2 {port}"),
-                format!("permit in 17 from 10.45.0.2 {port} to 192.0.2.9 {port}")]}}})
-    };
     let body = serde_json::json!({"ascReqData": {
         "afAppId": "IMS Services", "notifUri": af, "ueIpv4": "10.45.0.2",
         "dnn": "internet", "suppFeat": "0",
         "evSubsc": {"events": [{"event": "FAILED_RESOURCES_ALLOCATION"}]},
-        "medComponents": {"1": voice(1, "AUDIO", 5000)}}});
+        "medComponents": {"1": media(1, "AUDIO", 5000)}}});
     let root = "/npcf-policyauthorization/v1/app-sessions";
     let (st, location, context) = smf.http(Method::POST, root, Some(&body), "application/json");
     assert_eq!(st, 201, "{context}\n{}", p.log());
@@ -507,7 +510,7 @@ fn an_af_over_n5_gets_its_media_to_the_smf() {
 
     // Video joins, then leaves.
     let patch =
-        serde_json::json!({"ascReqData": {"medComponents": {"2": voice(2, "VIDEO", 6000)}}});
+        serde_json::json!({"ascReqData": {"medComponents": {"2": media(2, "VIDEO", 6000)}}});
     let (st, _, context) = smf.http(
         Method::PATCH,
         &at,
@@ -579,13 +582,6 @@ fn an_af_session_survives_its_node_and_any_node_serves_it() {
     let notify = "/nsmf-callback/v1/sm-policy-notify/n5c";
     let (st, _, _) = a.call(true, "", Some(&create_body(&callback, notify)));
     assert_eq!(st, 201);
-    let media = |n: u32, kind: &str, port: u32| {
-        serde_json::json!({"medCompN": n, "medType": kind, "marBwUl": "64 Kbps",
-            "marBwDl": "48 Kbps", "fStatus": "ENABLED",
-            "medSubComps": {"1": {"fNum": 1, "fDescs": [
-                format!("permit out 17 from 192.0.2.9 {port} to 10.45.0.2 {port}"),
-                format!("permit in 17 from 10.45.0.2 {port} to 192.0.2.9 {port}")]}}})
-    };
     let body = serde_json::json!({"ascReqData": {
         "afAppId": "IMS Services",
         "notifUri": format!("http://127.0.0.1:{}/af/c", callback.port),
