@@ -500,21 +500,26 @@ impl Node {
             .map_err(|e| ControlError::Peer(format!("bad RAA: {e}")))
     }
 
-    /// Removes the PCF binding an ended N7 session holds at the BSF (see
-    /// `sbi::bsf`), in the background; nothing for other sessions.
-    pub(crate) fn unbind_at_bsf(&self, ended: &GxSession) {
-        let Some(id) = ended.bsf_binding.clone() else {
-            return;
+    /// Removes the PCF binding the N7 session `s` holds at the BSF (see
+    /// `n7::bsf_binding`), waiting for the BSF: called before the commit
+    /// that closes the session, so that a crash between the two leaves the
+    /// session open rather than a binding behind. True when the session
+    /// holds no binding any more (none, removed, or the BSF has none).
+    pub(crate) async fn unbind_at_bsf(&self, s: &GxSession) -> bool {
+        let Some(id) = s.bsf_binding.as_deref() else {
+            return true;
         };
         let live = self.live.load();
         let Some(bsf) = live.cfg.sbi.as_ref().and_then(|s| s.bsf()) else {
-            return;
+            return false;
         };
-        tokio::spawn(async move {
-            if let Err(e) = bsf.deregister(&id).await {
-                tracing::warn!(binding = %id, error = %e, "PCF binding not removed at the BSF");
+        match bsf.deregister(id).await {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::warn!(binding = %id, session = %s.id, error = %e, "PCF binding not removed at the BSF; its id stays in the closed record");
+                false
             }
-        });
+        }
     }
 
     /// The resource URI of the SM policy `id` (what its notifications

@@ -510,9 +510,10 @@ pub async fn run(
     Ok(())
 }
 
-/// Starts the SBI listener serving N7 from the node's sessions, and the
-/// NRF registration when `[sbi.nrf]` is set; both stop (the NRF
-/// registration removed) when `stop` turns true.
+/// Starts the SBI listener serving N7 from the node's sessions, the NRF
+/// registration when `[sbi.nrf]` is set, and the sweep that keeps the
+/// BSF's bindings (`n7::bsf_binding`); all stop (the NRF registration
+/// removed) when `stop` turns true.
 async fn start_sbi(
     sbi: &crate::sbi::SbiConfig,
     services: &Services,
@@ -567,6 +568,11 @@ async fn start_sbi(
     if let Some(nrf) = sbi.nrf.clone() {
         tasks.push(tokio::spawn(crate::sbi::nrf::run(nrf, wait(stop.clone()))));
     }
+    // The sessions recovered are held by now: those a crash left without
+    // a PCF binding get one.
+    tasks.push(tokio::spawn(
+        services.n7.clone().keep_bindings(stop.clone()),
+    ));
     Ok(tasks)
 }
 

@@ -1082,3 +1082,59 @@ fn a_spending_subscription_outlives_its_node_in_a_cluster() {
     // Node 1 made no subscription of its own.
     assert_eq!(chf_requests(&chf, "POST").len(), 1, "{:?}", chf.requests());
 }
+
+#[test]
+fn a_session_left_without_a_binding_gets_one_at_restart_and_loses_it_before_it_closes() {
+    let callback = Callback::start();
+    // The BSF is down when the PDU session starts: its registration fails.
+    let bsf_port = free_port();
+    let (mut p, sbi) = start_with(&format!(
+        "[sbi.bsf]\nuri = \"http://127.0.0.1:{bsf_port}/bsf\"\ntimeout_ms = 300\n"
+    ));
+    p.provision(IMSI, r#"{"plan":"basic"}"#);
+    let smf = Smf::new(sbi);
+    let (st, location, decision) = smf.call(
+        true,
+        "",
+        Some(&create_body(&callback, "/nsmf-callback/v1/sm-policy-notify/9")),
+    );
+    assert_eq!(st, 201, "{decision}");
+    let id = location.rsplit('/').next().expect("id").to_owned();
+    let failed = poll_until(Duration::from_secs(10), || {
+        p.log_count("PCF binding not registered at the BSF") > 0
+    });
+    assert!(failed, "{}", p.log());
+    let (_, s) = p.http("GET", &format!("/v1/sessions/{id}"), None);
+    assert!(s["bsf_binding"].is_null(), "{s}");
+
+    // The node dies; the BSF comes up; at restart the session gets its
+    // binding without any request from the SMF.
+    p.kill9();
+    let bsf = PythonPeer::script("smf_callback.py", bsf_port);
+    p.restart();
+    let stored = poll_until(Duration::from_secs(15), || {
+        p.http("GET", &format!("/v1/sessions/{id}"), None).1["bsf_binding"].is_string()
+    });
+    assert!(stored, "{}", p.log());
+    let registered: Vec<Value> = bsf
+        .requests()
+        .into_iter()
+        .filter(|r| r["method"] == "POST")
+        .collect();
+    assert_eq!(registered.len(), 1, "registered once: {registered:?}");
+    assert_eq!(registered[0]["body"]["ipv4Addr"], "10.45.0.2");
+
+    let smf = Smf::new(sbi);
+    // The Delete removes the binding before it closes the session: the
+    // closed record no longer names one, and the BSF was asked already.
+    let (st, _, body) = smf.call(true, &format!("/{id}/delete"), Some(&serde_json::json!({})));
+    assert_eq!(st, 204, "{body}");
+    let (st, closed) = p.http("GET", &format!("/v1/sessions/{id}"), None);
+    assert_eq!(st, 200, "{closed}");
+    assert_eq!(closed["state"], "closed", "{closed}");
+    assert!(closed["bsf_binding"].is_null(), "{closed}");
+    let asked = poll_until(Duration::from_secs(5), || {
+        bsf.requests().iter().any(|r| r["method"] == "DELETE")
+    });
+    assert!(asked, "{:?}", bsf.requests());
+}

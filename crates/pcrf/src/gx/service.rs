@@ -690,6 +690,8 @@ impl Gx {
         if code == result_code::DIAMETER_UNKNOWN_SESSION_ID {
             // The PCEF no longer has it: forget it here too, and say it
             // ended (no CCR-T will ever come) in the same commit.
+            // An N7 session's binding goes before its record does.
+            self.node.unbind_at_bsf(&cur).await;
             let mut ended = (*cur).clone();
             ended.state = SessionState::Closed;
             ended.closed_ms = Some(now_ms());
@@ -704,7 +706,6 @@ impl Gx {
             events.publish();
             self.node.sessions.remove(id);
             self.rx.abort_afs(&cur);
-            self.node.unbind_at_bsf(&cur);
             self.sy.sy_session_ended(&cur);
             return Err(ControlError::Peer(format!(
                 "PCEF does not know session {id} (5002); removed"

@@ -8,6 +8,7 @@
 //! pushes to the SMF ([`notify`]). The listener is
 //! in `crate::sbi`.
 
+pub mod bsf_binding;
 pub mod decision_map;
 pub mod decode;
 pub mod held;

@@ -10,6 +10,7 @@
 //! retry of a shared store. Store failures are answered 500
 //! SYSTEM_FAILURE; nothing is acknowledged before it is durable.
 
+use super::bsf_binding::Registering;
 use super::decision_map;
 use super::held::{changes_for_smf, held_by_smf, rule_reports, unchanged_but_usage, whole_at};
 use super::model::{
@@ -43,14 +44,21 @@ pub const N7_REALM: &str = "5gc";
 
 /// The N7 service: the policy core's side of the SBI routes.
 pub struct N7 {
-    node: Arc<Node>,
+    pub(super) node: Arc<Node>,
     rx: Arc<Rx>,
     sy: Arc<Sy>,
+    /// The sessions whose PCF binding is being registered now.
+    pub(super) registering: Registering,
 }
 
 impl N7 {
     pub fn new(node: Arc<Node>, rx: Arc<Rx>, sy: Arc<Sy>) -> Arc<N7> {
-        Arc::new(N7 { node, rx, sy })
+        Arc::new(N7 {
+            node,
+            rx,
+            sy,
+            registering: Registering::default(),
+        })
     }
 
     /// Runs `attempt` in the request envelope: admitted (or shed with 503
@@ -350,6 +358,11 @@ impl N7 {
                 node.quota_thresholds(step, sub.as_deref(), &mut events);
             }
         }
+        // The binding goes before the record says closed (see
+        // `n7::bsf_binding`).
+        if node.unbind_at_bsf(&cur).await {
+            s.bsf_binding = None;
+        }
         s.state = SessionState::Closed;
         s.closed_ms = Some(now);
         s.updated_ms = now;
@@ -357,78 +370,10 @@ impl N7 {
         let s = Arc::new(s);
         txn::commit_session(node, &slot, s.clone(), usage, events, None).await?;
         self.rx.abort_afs(&s);
-        node.unbind_at_bsf(&s);
         // Closed records live in the store only, as for Gx.
         node.sessions.remove(id);
         self.sy.sy_session_ended(&cur);
         Ok(Ok(()))
-    }
-}
-
-impl N7 {
-    /// With `[sbi.bsf]`: registers the session's PCF binding, naming this
-    /// node, in the background and records its id in the session (see
-    /// `sbi::bsf`); a binding the session held before (registered by the
-    /// node that served it until now) is removed once the new one is
-    /// stored.
-    fn bind_at_bsf(&self, s: &GxSession) {
-        let live = self.node.live.load();
-        let (Some(sbi), Some(ctx)) = (live.cfg.sbi.as_ref(), s.n7.as_deref()) else {
-            return;
-        };
-        let Some(bsf) = sbi.bsf() else {
-            return;
-        };
-        let pcf = bsf.cfg.pcf_address.unwrap_or(sbi.listen);
-        let body = crate::sbi::bsf::binding(ctx, pcf, bsf.cfg.pcf_fqdn.as_deref());
-        let node = self.node.clone();
-        let id = s.id.clone();
-        tokio::spawn(async move {
-            let binding = match bsf.register(&body).await {
-                Ok(b) => b,
-                Err(e) => {
-                    tracing::warn!(session = %id, error = %e, "PCF binding not registered at the BSF");
-                    return;
-                }
-            };
-            let Some(slot) = node.sessions.get(&id) else {
-                // Deleted meanwhile: the binding goes too.
-                let _ = bsf.deregister(&binding).await;
-                return;
-            };
-            let _g = slot.lock().await;
-            let cur = slot.load();
-            if cur.state != SessionState::Open {
-                let _ = bsf.deregister(&binding).await;
-                return;
-            }
-            let mut next = (*cur).clone();
-            let replaced = next.bsf_binding.replace(binding.clone());
-            let done = txn::commit_session(
-                &node,
-                &slot,
-                Arc::new(next),
-                None,
-                StagedEvents::default(),
-                None,
-            )
-            .await;
-            match done {
-                Ok(()) => {
-                    if let Some(old) = replaced {
-                        if let Err(e) = bsf.deregister(&old).await {
-                            tracing::warn!(binding = %old, error = %e, "replaced PCF binding not removed at the BSF");
-                        }
-                    }
-                }
-                Err(e) => {
-                    // Not in the record (another node wrote it meanwhile,
-                    // or the store failed): nobody would remove it later.
-                    tracing::warn!(session = %id, error = %e, "the BSF binding's id was not stored; it is removed again");
-                    let _ = bsf.deregister(&binding).await;
-                }
-            }
-        });
     }
 }
 
