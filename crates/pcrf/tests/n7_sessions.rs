@@ -255,7 +255,11 @@ fn a_profile_change_is_pushed_to_the_smf_and_a_404_forgets_the_session() {
 
     // An SMF that answers 503 once is tried again, and the second try
     // goes through.
-    let (st, location, _) = smf.call(true, "", Some(&create_body(&callback, "/flaky/1")));
+    // (Each its own PDU session id: a Create for one already served
+    // would replace that association.)
+    let mut flaky = create_body(&callback, "/flaky/1");
+    flaky["pduSessionId"] = Value::from(2);
+    let (st, location, _) = smf.call(true, "", Some(&flaky));
     assert_eq!(st, 201);
     let flaky_id = location.rsplit('/').next().expect("id").to_owned();
     p.provision(IMSI, r#"{"plan":"basic"}"#);
@@ -278,7 +282,9 @@ fn a_profile_change_is_pushed_to_the_smf_and_a_404_forgets_the_session() {
     );
 
     // An SMF that no longer has the session answers 404: forgotten here.
-    let (st, location, _) = smf.call(true, "", Some(&create_body(&callback, "/gone/1")));
+    let mut gone = create_body(&callback, "/gone/1");
+    gone["pduSessionId"] = Value::from(3);
+    let (st, location, _) = smf.call(true, "", Some(&gone));
     assert_eq!(st, 201);
     let gone_id = location.rsplit('/').next().expect("id").to_owned();
     p.provision(IMSI, r#"{"plan":"unlimited"}"#);
@@ -1137,4 +1143,47 @@ fn a_session_left_without_a_binding_gets_one_at_restart_and_loses_it_before_it_c
         bsf.requests().iter().any(|r| r["method"] == "DELETE")
     });
     assert!(asked, "{:?}", bsf.requests());
+}
+
+#[test]
+fn a_create_for_a_pdu_session_already_served_replaces_its_association() {
+    let callback = Callback::start();
+    let (p, sbi) = start_with(&format!(
+        "[sbi.bsf]\nuri = \"http://127.0.0.1:{}/bsf\"\n",
+        callback.port
+    ));
+    p.provision(IMSI, r#"{"plan":"basic"}"#);
+    let smf = Smf::new(sbi);
+    let body = create_body(&callback, "/nsmf-callback/v1/sm-policy-notify/3");
+    let (st, first, _) = smf.call(true, "", Some(&body));
+    assert_eq!(st, 201);
+    let first = first.rsplit('/').next().expect("id").to_owned();
+    let bound = poll_until(Duration::from_secs(10), || {
+        p.http("GET", &format!("/v1/sessions/{first}"), None).1["bsf_binding"].is_string()
+    });
+    assert!(bound, "{}", p.log());
+
+    // The SMF lost the answer and creates the same PDU session again: the
+    // first association goes, with its binding; the second serves.
+    let (st, second, _) = smf.call(true, "", Some(&body));
+    assert_eq!(st, 201);
+    let second = second.rsplit('/').next().expect("id").to_owned();
+    assert_ne!(first, second);
+    let (st, _, gone) = smf.call(false, &format!("/{first}"), None);
+    assert_eq!(st, 404, "{gone}");
+    assert_eq!(smf.call(false, &format!("/{second}"), None).0, 200);
+    let (_, closed) = p.http("GET", &format!("/v1/sessions/{first}"), None);
+    assert_eq!(closed["state"], "closed", "{closed}");
+    assert!(closed["bsf_binding"].is_null(), "{closed}");
+    let removed = poll_until(Duration::from_secs(5), || {
+        callback.requests().iter().any(|r| r["method"] == "DELETE")
+    });
+    assert!(removed, "{:?}", callback.requests());
+
+    // Another PDU session of the same UE is not touched.
+    let mut other = body.clone();
+    other["pduSessionId"] = Value::from(2);
+    let (st, _, _) = smf.call(true, "", Some(&other));
+    assert_eq!(st, 201);
+    assert_eq!(smf.call(false, &format!("/{second}"), None).0, 200);
 }

@@ -101,6 +101,17 @@ impl N7 {
             .or_else(|| imsi.map(str::to_owned))
             .or_else(|| msisdn.map(str::to_owned))
             .unwrap_or_else(|| supi.to_owned());
+        // PCF resource cleanup: a Create for a PDU session (SUPI and PDU
+        // session id) that an open association here already serves means
+        // the SMF no longer has that one (it lost the answer to its first
+        // Create, or its own state). The old association is deleted first,
+        // with its BSF binding and AF sessions, as its Delete would.
+        for stale in self.associations_of(&key, ctx.pdu_session_id) {
+            tracing::info!(session = %stale, supi, "N7 Create for a PDU session already served; the old association is deleted");
+            self.delete_once(&stale, &SmPolicyDeleteData::default())
+                .await?
+                .ok();
+        }
         let smf = notification_authority(ctx.notification_uri.as_deref().unwrap_or(""));
         let mut s = GxSession::new(new_policy_id(), key, &smf, N7_REALM, now);
         s.imsi = imsi.map(str::to_owned);
@@ -164,6 +175,27 @@ impl N7 {
             id: s.id.clone(),
             decision: answer,
         }))
+    }
+
+    /// The open N7 sessions held here of subscriber `key` for PDU session
+    /// `pdu_session_id` (none without one).
+    fn associations_of(&self, key: &str, pdu_session_id: Option<i64>) -> Vec<String> {
+        if pdu_session_id.is_none() {
+            return Vec::new();
+        }
+        self.node
+            .sessions
+            .list(
+                Some(key),
+                |s| {
+                    is_open_sm_policy(s)
+                        && s.n7.as_deref().is_some_and(|c| c.pdu_session_id == pdu_session_id)
+                },
+                usize::MAX,
+            )
+            .into_iter()
+            .map(|s| s.id.clone())
+            .collect()
     }
 
     /// The open N7 session `id`, taken over from another node if need be.
