@@ -570,9 +570,7 @@ async fn start_sbi(
     }
     // The sessions recovered are held by now: those a crash left without
     // a PCF binding get one.
-    tasks.push(tokio::spawn(
-        services.n7.clone().keep_bindings(stop.clone()),
-    ));
+    tasks.push(tokio::spawn(services.n7.bindings().run(stop.clone())));
     Ok(tasks)
 }
 

@@ -1102,7 +1102,10 @@ fn a_session_left_without_a_binding_gets_one_at_restart_and_loses_it_before_it_c
     let (st, location, decision) = smf.call(
         true,
         "",
-        Some(&create_body(&callback, "/nsmf-callback/v1/sm-policy-notify/9")),
+        Some(&create_body(
+            &callback,
+            "/nsmf-callback/v1/sm-policy-notify/9",
+        )),
     );
     assert_eq!(st, 201, "{decision}");
     let id = location.rsplit('/').next().expect("id").to_owned();

@@ -26,8 +26,8 @@
 //! that keeps one binding per UE address and DNN replaces it). The window
 //! is one answer's way back plus one store commit.
 
-use super::sessions::N7;
 use crate::node::events::StagedEvents;
+use crate::node::Node;
 use crate::session::{GxSession, SessionState};
 use crate::txn;
 use parking_lot::Mutex;
@@ -39,28 +39,27 @@ use std::time::Duration;
 /// sweep.
 pub const SWEEP_EVERY: Duration = Duration::from_secs(30);
 
-/// The ids of the sessions whose binding is being registered now.
-#[derive(Clone, Default)]
-pub struct Registering(Arc<Mutex<HashSet<String>>>);
-
-impl Registering {
-    /// Takes `id` for one registration; false when one runs already.
-    fn claim(&self, id: &str) -> bool {
-        self.0.lock().insert(id.to_owned())
-    }
-
-    fn release(&self, id: &str) {
-        self.0.lock().remove(id);
-    }
+/// Registers and sweeps the PCF bindings of the node's N7 sessions.
+pub struct BindingKeeper {
+    node: Arc<Node>,
+    /// The ids of the sessions whose binding is being registered now.
+    registering: Mutex<HashSet<String>>,
 }
 
-impl N7 {
+impl BindingKeeper {
+    pub fn new(node: Arc<Node>) -> Arc<BindingKeeper> {
+        Arc::new(BindingKeeper {
+            node,
+            registering: Mutex::new(HashSet::new()),
+        })
+    }
+
     /// With `[sbi.bsf]`: registers the session's PCF binding, naming this
     /// node, in the background and records its id in the session; a
     /// binding the session held before (registered by the node that served
     /// it until now) is removed once the new one is stored. Nothing when
     /// a registration for the session runs already.
-    pub(super) fn bind_at_bsf(&self, s: &GxSession) {
+    pub fn bind(self: &Arc<Self>, s: &GxSession) {
         let live = self.node.live.load();
         let (Some(sbi), Some(ctx)) = (live.cfg.sbi.as_ref(), s.n7.as_deref()) else {
             return;
@@ -68,24 +67,24 @@ impl N7 {
         let Some(bsf) = sbi.bsf() else {
             return;
         };
-        if !self.registering.claim(&s.id) {
+        if !self.registering.lock().insert(s.id.clone()) {
             return;
         }
         let pcf = bsf.cfg.pcf_address.unwrap_or(sbi.listen);
         let body = crate::sbi::bsf::binding(ctx, pcf, bsf.cfg.pcf_fqdn.as_deref());
         let node = self.node.clone();
         let id = s.id.clone();
-        let registering = self.registering.clone();
+        let this = self.clone();
         tokio::spawn(async move {
             register(&node, &bsf, &body, &id).await;
-            registering.release(&id);
+            this.registering.lock().remove(&id);
         });
     }
 
     /// Registers a binding for each open N7 session held here that has
     /// none: once now, then every [`SWEEP_EVERY`] until `stop`. Started
     /// after the node has recovered its sessions.
-    pub async fn keep_bindings(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
+    pub async fn run(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
         loop {
             let missing = self.sessions_without_binding();
             if !missing.is_empty() {
@@ -95,7 +94,7 @@ impl N7 {
                 );
             }
             for s in missing {
-                self.bind_at_bsf(&s);
+                self.bind(&s);
             }
             tokio::select! {
                 _ = tokio::time::sleep(SWEEP_EVERY) => {}
@@ -124,7 +123,7 @@ impl N7 {
                 s.state == SessionState::Open
                     && s.n7.is_some()
                     && s.bsf_binding.is_none()
-                    && !self.registering.0.lock().contains(&s.id)
+                    && !self.registering.lock().contains(&s.id)
             },
             usize::MAX,
         )
@@ -135,7 +134,7 @@ impl N7 {
 /// under the session's lock; the binding is removed again when the
 /// session ended meanwhile or the id could not be stored.
 async fn register(
-    node: &Arc<crate::node::Node>,
+    node: &Arc<Node>,
     bsf: &crate::sbi::bsf::Bsf,
     body: &serde_json::Value,
     id: &str,

@@ -10,7 +10,7 @@
 //! retry of a shared store. Store failures are answered 500
 //! SYSTEM_FAILURE; nothing is acknowledged before it is durable.
 
-use super::bsf_binding::Registering;
+use super::bsf_binding::BindingKeeper;
 use super::decision_map;
 use super::held::{changes_for_smf, held_by_smf, rule_reports, unchanged_but_usage, whole_at};
 use super::model::{
@@ -44,21 +44,27 @@ pub const N7_REALM: &str = "5gc";
 
 /// The N7 service: the policy core's side of the SBI routes.
 pub struct N7 {
-    pub(super) node: Arc<Node>,
+    node: Arc<Node>,
     rx: Arc<Rx>,
     sy: Arc<Sy>,
-    /// The sessions whose PCF binding is being registered now.
-    pub(super) registering: Registering,
+    /// The PCF bindings at the BSF.
+    bindings: Arc<BindingKeeper>,
 }
 
 impl N7 {
     pub fn new(node: Arc<Node>, rx: Arc<Rx>, sy: Arc<Sy>) -> Arc<N7> {
         Arc::new(N7 {
+            bindings: BindingKeeper::new(node.clone()),
             node,
             rx,
             sy,
-            registering: Registering::default(),
         })
+    }
+
+    /// What keeps the sessions' PCF bindings (its sweep runs beside the
+    /// SBI listener).
+    pub fn bindings(&self) -> Arc<BindingKeeper> {
+        self.bindings.clone()
     }
 
     /// Runs `attempt` in the request envelope: admitted (or shed with 503
@@ -170,7 +176,7 @@ impl N7 {
         if let Some(step) = usage {
             Node::finish_usage(step);
         }
-        self.bind_at_bsf(&s);
+        self.bindings.bind(&s);
         Ok(Ok(Created {
             id: s.id.clone(),
             decision: answer,
@@ -189,7 +195,9 @@ impl N7 {
                 Some(key),
                 |s| {
                     is_open_sm_policy(s)
-                        && s.n7.as_deref().is_some_and(|c| c.pdu_session_id == pdu_session_id)
+                        && s.n7
+                            .as_deref()
+                            .is_some_and(|c| c.pdu_session_id == pdu_session_id)
                 },
                 usize::MAX,
             )
@@ -211,7 +219,7 @@ impl N7 {
             return Ok(Err(not_found(id)));
         }
         if !held_here {
-            self.bind_at_bsf(&s);
+            self.bindings.bind(&s);
         }
         Ok(Ok(slot))
     }
