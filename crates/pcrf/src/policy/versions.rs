@@ -549,6 +549,9 @@ impl PolicyVersions {
     /// refused with the reason kept for `GET /v1/cluster` (a refused
     /// version is not checked again). Returns whether what serves changed.
     pub fn adopt_newest(&self) -> Result<bool, StoreError> {
+        // Read under the lock, so a deployment through this node's API
+        // cannot slip between the read and the install.
+        let _one = self.deploying.lock();
         let Some(latest) = self.store.latest(POLICY)? else {
             return Ok(false);
         };
@@ -556,28 +559,32 @@ impl PolicyVersions {
             // A rollout: the stable version for everyone else, its canary
             // for its share.
             if self.engine.rollout().as_ref() == Some(&rollout)
-                || self.refused().is_some_and(|r| r.version == rollout.canary)
+                || self
+                    .refused()
+                    .is_some_and(|r| r.version == rollout.canary || r.version == rollout.stable)
             {
                 return Ok(false);
             }
-            let _one = self.deploying.lock();
+            // What served changes unless this node refuses the canary
+            // and served no other before.
+            let mut changed = self.engine.rollout().is_some();
             if self.serving() != rollout.stable {
                 let Some(stable) = self.store.get(POLICY, rollout.stable)? else {
                     return Ok(false);
                 };
                 if !self.adopt_locked(stable) {
-                    return Ok(true);
+                    return Ok(changed);
                 }
+                changed = true;
             }
-            self.adopt_canary(rollout);
-            return Ok(true);
+            return Ok(self.adopt_canary(rollout) || changed);
         }
         if (latest.id == self.serving() && self.engine.rollout().is_none())
             || self.refused().is_some_and(|r| r.version == latest.id)
         {
             return Ok(false);
         }
-        Ok(self.adopt(latest))
+        Ok(self.adopt_locked(latest))
     }
 
     fn adopt(&self, latest: StoredVersion) -> bool {
@@ -1037,6 +1044,30 @@ mod tests {
         drop(other);
         let again = PolicyVersions::start(engine(&d), store).expect("restart");
         assert_eq!((again.serving(), again.rollout()), (3, None));
+    }
+
+    #[test]
+    fn a_node_whose_cases_refuse_the_canary_serves_the_stable_version_to_everyone() {
+        let d = Dir::new("canary-here");
+        let strict = Dir::new("canary-strict");
+        cases(&strict, "a");
+        let store: Arc<dyn VersionStore> = Arc::new(SqliteVersions::in_memory().expect("store"));
+        let v = PolicyVersions::start(engine(&d), store.clone()).expect("start");
+        let other = PolicyVersions::start(engine(&strict), store.clone()).expect("other node");
+        let listed = "001010999999999";
+        v.start_rollout(rule_is("b"), 0, vec![listed.into()], "t", "")
+            .expect("rollout");
+        assert_eq!(decided(&v, listed), ("b".into(), 2));
+        assert!(!other.adopt_newest().expect("adopt"));
+        let refusal = other.refused().expect("refused");
+        assert_eq!(refusal.version, 2);
+        assert!(refusal.reason.contains("the rule"), "{}", refusal.reason);
+        assert_eq!((other.serving(), other.rollout()), (1, None));
+        assert_eq!(decided(&other, listed), ("a".into(), 1));
+        // Not checked again while the rollout runs.
+        let failures = other.engine().stats().reload_failures;
+        assert!(!other.adopt_newest().expect("adopt"));
+        assert_eq!(other.engine().stats().reload_failures, failures);
     }
 
     #[test]
