@@ -1,7 +1,9 @@
 //! The policy engine shared by every request task: the current script (an
-//! ArcSwap, swapped only after the new script passed validation), one VM per
-//! worker thread rebuilt lazily when the script changes, the checksum memo,
-//! the fallback decision on runtime errors, and the counters.
+//! ArcSwap, swapped only after the new script passed validation) and, while
+//! a rollout runs, the canary script deciding for its subscribers
+//! (`policy::rollout`); one VM per script and worker thread built lazily,
+//! the checksum memo, the fallback decision on runtime errors, and the
+//! counters, also by deployed version.
 
 use super::decision::Decision;
 use super::error::PolicyError;
@@ -59,7 +61,8 @@ pub struct Outcome {
     /// fallback is never reused by the memo and is retried next time.
     pub script_version: u64,
     /// The deployed version (the store's number, see `policy::versions`)
-    /// serving when it was decided; 0 before the first is recorded.
+    /// that decided: the stable one, or the canary for its subscribers
+    /// while a rollout runs; 0 before the first is recorded.
     pub policy_version: u64,
     /// With `Ran::Fallback`: the Lua error and traceback (log it with the
     /// Session-Id).
