@@ -13,6 +13,7 @@
 
 mod support;
 
+use diameter::dict::avp;
 use std::time::Duration;
 use support::*;
 
@@ -217,6 +218,32 @@ const CANARY_DL: u32 = 123_456;
 const ON_CANARY: &str = "001010000000101";
 const ON_STABLE: &str = "001010000000102";
 
+/// The sessions pushed a RAR so far, in order, each with the APN-AMBR
+/// downlink it carried.
+fn pushed(pcef: &Pcef) -> Vec<(String, Option<u32>)> {
+    pcef.rars()
+        .iter()
+        .map(|m| {
+            let session = m
+                .find(avp::SESSION_ID)
+                .ok()
+                .flatten()
+                .and_then(|a| a.as_str().ok().map(str::to_owned))
+                .unwrap_or_default();
+            (session, apn_ambr(m).map(|(_, dl)| dl))
+        })
+        .collect()
+}
+
+/// Waits until `pcef` got `n` RARs; the sessions of those after the first
+/// `seen`, sorted, with their downlinks.
+async fn pushes_after(pcef: &Pcef, seen: usize, n: usize) -> Vec<(String, Option<u32>)> {
+    pcef.wait_rars(n).await;
+    let mut after = pushed(pcef).split_off(seen);
+    after.sort();
+    after
+}
+
 fn policy_version_of(p: &Pcrf, session: &str) -> serde_json::Value {
     let (st, s) = p.http("GET", &format!("/v1/sessions/{session}"), None);
     assert_eq!(st, 200, "{s}");
@@ -348,6 +375,12 @@ async fn a_rollout_decides_its_subscribers_by_the_canary_through_kill_9_until_ab
     assert_eq!(d["deployed"]["id"], 3, "{d}");
     let (_, running) = p.http("GET", "/v1/policy", None);
     assert!(running.get("rollout").is_none(), "{running}");
+    // The canary's sessions (the PCEF reconnected under its name) are
+    // pushed the stable decision again; the others have nothing to change.
+    let back: Vec<_> = [1, 3, 5]
+        .map(|n| (format!("pgw.test.local;r;{n}"), Some(stable_dl)))
+        .into();
+    assert_eq!(pushes_after(&pcef, 0, 3).await, back);
     assert_eq!(
         decided_by(&p, &pcef, "pgw.test.local;r;7", ON_CANARY).await,
         (stable_dl, serde_json::json!(3))
@@ -374,12 +407,20 @@ async fn a_rollout_decides_its_subscribers_by_the_canary_through_kill_9_until_ab
         Some(r#"{"share_percent":100}"#),
     );
     assert_eq!((st, r["share_percent"].as_f64()), (200, Some(100.0)), "{r}");
+    // Everyone moved to the canary: every open session is pushed its
+    // decision.
+    let all: Vec<_> = (1..=7)
+        .map(|n| (format!("pgw.test.local;r;{n}"), Some(CANARY_DL)))
+        .collect();
+    assert_eq!(pushes_after(&pcef, 3, 10).await, all);
     assert_eq!(
         decided_by(&p, &pcef, "pgw.test.local;r;8", ON_STABLE).await,
         (CANARY_DL, serde_json::json!(4))
     );
     let (st, d) = p.http("POST", "/v1/policy/rollout/promote", None);
     assert_eq!((st, d["deployed"]["id"].as_i64()), (200, Some(4)), "{d}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(pcef.rars().len(), 10, "promoting moved nobody: no push");
     assert_eq!(std::fs::read_to_string(&p.policy).expect("file"), canary);
     p.restart();
     let (_, running) = p.http("GET", "/v1/policy", None);
