@@ -997,6 +997,20 @@ mod tests {
         assert!(other.adopt_newest().expect("adopt"));
         assert_eq!(other.rollout(), Some(wide));
         assert!(!other.adopt_newest().expect("adopt again"), "nothing new");
+        // A subscriber listed when widening joins the canary; the share stays.
+        let stays = (0..10_000)
+            .map(imsi)
+            .find(|k| decided(&v, k).0 == "a")
+            .expect("one on the stable version");
+        let listed_too = v
+            .widen_rollout(None, vec![stays.clone()], "t")
+            .expect("widen by list");
+        assert_eq!(listed_too.share_basis_points, 2_000);
+        assert_eq!(
+            listed_too.subscribers,
+            vec![listed.to_string(), stays.clone()]
+        );
+        assert_eq!(decided(&v, &stays), ("b".into(), 2));
 
         // Promoted: the canary for everyone, in the file, no new version.
         let promoted = v.promote_rollout("t").expect("promote");
