@@ -39,7 +39,7 @@ pub use server::{serve, serve_tls, serve_with};
 use axum::extract::DefaultBodyLimit;
 use axum::http::Method;
 use axum::middleware::from_fn_with_state;
-use axum::routing::{delete, get, post, put, MethodRouter};
+use axum::routing::{delete, get, patch, post, put, MethodRouter};
 use axum::{Extension, Router};
 use std::sync::Arc;
 
@@ -140,6 +140,37 @@ fn routes<C: Control>() -> Vec<Route<C>> {
             "/v1/policy/rollback/{id}",
             post(policy::rollback::<C>),
         ),
+        // A canary's script may be larger than an ordinary body.
+        Route {
+            batch: true,
+            compiles: true,
+            ..r(
+                Method::POST,
+                "/v1/policy/rollout",
+                post(policy::start_rollout::<C>),
+            )
+        },
+        r(
+            Method::PATCH,
+            "/v1/policy/rollout",
+            patch(policy::widen_rollout::<C>),
+        ),
+        Route {
+            compiles: true,
+            ..r(
+                Method::POST,
+                "/v1/policy/rollout/promote",
+                post(policy::promote_rollout::<C>),
+            )
+        },
+        Route {
+            compiles: true,
+            ..r(
+                Method::POST,
+                "/v1/policy/rollout/abort",
+                post(policy::abort_rollout::<C>),
+            )
+        },
         Route {
             batch: true,
             compiles: true,

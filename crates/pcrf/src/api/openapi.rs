@@ -32,7 +32,8 @@ use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
         sessions::list, sessions::get, sessions::release, sessions::reauth,
         sessions::of_subscriber, policy::reload, policy::running, policy::deploy,
         policy::check, policy::test, policy::dry_run, policy::versions, policy::version,
-        policy::diff, policy::rollback, subscribers::search, stats::get, usage::get, usage::topup, usage::reset,
+        policy::diff, policy::rollback, policy::start_rollout, policy::widen_rollout,
+        policy::promote_rollout, policy::abort_rollout, subscribers::search, stats::get, usage::get, usage::topup, usage::reset,
         network::put_cell, status::health, status::ready, status::config,
         debug::switch, debug::queries, profile::profile, memory::memory, serve_document, status::metrics,
         notifications::status, cluster::get,
@@ -64,6 +65,7 @@ impl Modify for BearerAuth {
                 &mut item.put,
                 &mut item.post,
                 &mut item.delete,
+                &mut item.patch,
             ];
             for op in ops.into_iter().flatten() {
                 if op.security.as_ref().is_none_or(|s| !s.is_empty()) {

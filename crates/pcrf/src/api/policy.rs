@@ -8,12 +8,16 @@
 //! loses precision in JavaScript and jq). Every deployment is a stored
 //! version with a number (`GET /v1/policy/versions`, one with its script,
 //! a diff between two) and an old one can be deployed again
-//! (`POST /v1/policy/rollback/{id}`).
+//! (`POST /v1/policy/rollback/{id}`). A canary rollout tries a version on
+//! a share of the subscribers first (`/v1/policy/rollout`: start, widen,
+//! promote, abort).
 
 use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiPath, ApiQuery};
-use crate::control::version_views::{Deployed, VersionView, VersionsPage};
+use crate::control::version_views::{
+    Deployed, RolloutStart, RolloutView, VersionView, VersionsPage,
+};
 use crate::control::Control;
 use axum::extract::{Request, State};
 use axum::http::{header, HeaderValue, StatusCode};
@@ -314,5 +318,156 @@ pub async fn rollback<C: Control>(
         by,
         "policy rolled back by API"
     );
+    Ok(Json(d))
+}
+
+/// `POST /v1/policy/rollout`: a script, or a stored version's script, for
+/// a share of the subscribers and those listed.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RolloutRequest {
+    /// The canary's script (or `version`).
+    #[serde(default)]
+    pub source: Option<String>,
+    /// A stored version whose script is the canary (or `source`).
+    #[serde(default)]
+    pub version: Option<i64>,
+    /// The share of subscribers the canary decides for, 0 to 100.
+    #[serde(default)]
+    pub share_percent: f64,
+    /// Subscribers (IMSI) on the canary whatever the share.
+    #[serde(default)]
+    pub subscribers: Vec<String>,
+    /// Why, kept with the canary's version.
+    #[serde(default)]
+    pub comment: String,
+}
+
+/// `PATCH /v1/policy/rollout`: a larger share, more subscribers.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WidenRequest {
+    /// The new share, 0 to 100; no smaller than the running one.
+    #[serde(default)]
+    pub share_percent: Option<f64>,
+    /// Subscribers (IMSI) added to those on the canary.
+    #[serde(default)]
+    pub subscribers: Vec<String>,
+}
+
+fn share(percent: f64) -> Result<u32, ApiError> {
+    crate::policy::rollout::basis_points_of(percent).map_err(ApiError::bad_request)
+}
+
+fn imsis(list: &[String]) -> Result<(), ApiError> {
+    list.iter()
+        .try_for_each(|imsi| super::subscribers::check_imsi(imsi))
+}
+
+/// Start a canary rollout: the script is checked as any deployment and
+/// recorded as the next version, which then decides for `share_percent`
+/// of the subscribers (a stable hash of the IMSI, so always the same
+/// ones) and those listed; the version serving now stays for the rest.
+/// Their open sessions are decided again, with a RAR where the decision
+/// differs.
+#[utoipa::path(post, path = "/v1/policy/rollout", operation_id = "startPolicyRollout",
+    request_body = RolloutRequest,
+    responses(
+        (status = 200, description = "The rollout running", body = RolloutView),
+        (status = 400, description = "A share outside 0..100, an invalid IMSI, neither or both of source and version", body = ErrorBody),
+        (status = 404, description = "No such version", body = ErrorBody),
+        (status = 409, description = "A rollout runs already, or another version was deployed meanwhile", body = ErrorBody),
+        (status = 422, description = "Refused, with the script line; nothing changes", body = ErrorBody),
+    ))]
+pub async fn start_rollout<C: Control>(
+    State(ctl): State<Arc<C>>,
+    caller: Option<Extension<Caller>>,
+    ApiJson(req): ApiJson<RolloutRequest>,
+) -> Result<Json<RolloutView>, ApiError> {
+    let by = caller.map_or("local", |Extension(c)| c.0);
+    imsis(&req.subscribers)?;
+    let start = RolloutStart {
+        share_basis_points: share(req.share_percent)?,
+        source: req.source,
+        version: req.version,
+        subscribers: req.subscribers,
+        comment: req.comment,
+    };
+    let r = ctl.start_rollout(start, by.to_string()).await?;
+    tracing::info!(
+        canary = r.canary,
+        stable = r.stable,
+        share_percent = r.share_percent,
+        by,
+        "policy rollout started by API"
+    );
+    Ok(Json(r))
+}
+
+/// Widen the running rollout: a larger share (subscribers only move from
+/// the stable version to the canary), more listed subscribers.
+#[utoipa::path(patch, path = "/v1/policy/rollout", operation_id = "widenPolicyRollout",
+    request_body = WidenRequest,
+    responses(
+        (status = 200, description = "The rollout running", body = RolloutView),
+        (status = 400, description = "A share outside 0..100 or below the running one, an invalid IMSI", body = ErrorBody),
+        (status = 409, description = "No rollout is running", body = ErrorBody),
+    ))]
+pub async fn widen_rollout<C: Control>(
+    State(ctl): State<Arc<C>>,
+    caller: Option<Extension<Caller>>,
+    ApiJson(req): ApiJson<WidenRequest>,
+) -> Result<Json<RolloutView>, ApiError> {
+    let by = caller.map_or("local", |Extension(c)| c.0);
+    imsis(&req.subscribers)?;
+    let bp = req.share_percent.map(share).transpose()?;
+    let r = ctl
+        .widen_rollout(bp, req.subscribers, by.to_string())
+        .await?;
+    tracing::info!(
+        canary = r.canary,
+        share_percent = r.share_percent,
+        by,
+        "policy rollout widened by API"
+    );
+    Ok(Json(r))
+}
+
+/// Promote the running rollout: its canary decides for everyone and is
+/// written to the policy file.
+#[utoipa::path(post, path = "/v1/policy/rollout/promote", operation_id = "promotePolicyRollout",
+    responses(
+        (status = 200, description = "The canary serves everyone", body = Deployed),
+        (status = 409, description = "No rollout is running", body = ErrorBody),
+    ))]
+pub async fn promote_rollout<C: Control>(
+    State(ctl): State<Arc<C>>,
+    caller: Option<Extension<Caller>>,
+) -> Result<Json<Deployed>, ApiError> {
+    let by = caller.map_or("local", |Extension(c)| c.0);
+    let d = ctl.promote_rollout(by.to_string()).await?;
+    tracing::info!(
+        version = d.deployed.id,
+        by,
+        "policy rollout promoted by API"
+    );
+    Ok(Json(d))
+}
+
+/// Abort the running rollout: the stable version's script is deployed
+/// again as the next version and decides for everyone.
+#[utoipa::path(post, path = "/v1/policy/rollout/abort", operation_id = "abortPolicyRollout",
+    responses(
+        (status = 200, description = "The stable script serves everyone, as a new version", body = Deployed),
+        (status = 409, description = "No rollout is running", body = ErrorBody),
+        (status = 422, description = "The stable script fails its checks today; the rollout keeps running", body = ErrorBody),
+    ))]
+pub async fn abort_rollout<C: Control>(
+    State(ctl): State<Arc<C>>,
+    caller: Option<Extension<Caller>>,
+) -> Result<Json<Deployed>, ApiError> {
+    let by = caller.map_or("local", |Extension(c)| c.0);
+    let d = ctl.abort_rollout(by.to_string()).await?;
+    tracing::info!(version = d.deployed.id, by, "policy rollout aborted by API");
     Ok(Json(d))
 }

@@ -6,7 +6,9 @@
 //! `pcrf_policy_version_refused`). As with the provisioning feed, a
 //! notification sent while the connection was down is lost: after every
 //! (re)connection, and every `POLL` while listening (a database without
-//! NOTIFY), the newest version is compared with the one serving.
+//! NOTIFY), the newest version is compared with the one serving. A canary
+//! rollout is a record beside the versions (`policy::rollout`), notified
+//! and adopted alike.
 
 use crate::cluster::provisioning_feed::Listener;
 use crate::node::Node;
@@ -21,10 +23,18 @@ pub const POLL: Duration = Duration::from_secs(10);
 
 /// Compares the newest stored version with the one serving (off the async
 /// workers: the check runs Lua).
+/// When a rollout started, changed or ended here, the sessions it moved
+/// are decided again.
 async fn adopt(node: &Arc<Node>) {
     let versions = node.policy_versions.clone();
+    let rollout_before = versions.rollout();
     match tokio::task::spawn_blocking(move || versions.adopt_newest()).await {
-        Ok(Ok(_)) => {}
+        Ok(Ok(true)) => {
+            if rollout_before.is_some() || node.policy_versions.rollout().is_some() {
+                crate::control::versions::redecide_reassigned(node);
+            }
+        }
+        Ok(Ok(false)) => {}
         Ok(Err(e)) => tracing::warn!(error = %e, "reading the newest policy version failed"),
         Err(e) => tracing::error!(error = %e, "policy adoption task failed"),
     }

@@ -76,6 +76,9 @@ pub struct PolicyView {
     /// The newest stored version, while this node refuses it, and why.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub refused: Option<crate::policy::versions::Refusal>,
+    /// The rollout running, while one runs (`id` is its stable version).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub rollout: Option<crate::control::version_views::RolloutView>,
 }
 
 /// One test case's result.

@@ -4,7 +4,9 @@
 
 use crate::control::console::{DryRun, PolicyView, SubscriberPage, SubscriberQuery, TestView};
 use crate::control::usage::{UsageChange, UsageView};
-use crate::control::version_views::{Deployed, VersionView, VersionsPage};
+use crate::control::version_views::{
+    Deployed, RolloutStart, RolloutView, VersionView, VersionsPage,
+};
 pub use crate::pcc::operation::{ControlError, ReauthOutcome};
 use crate::policy::versions::DeployError;
 use crate::session::GxSession;
@@ -153,6 +155,42 @@ pub trait Control: Send + Sync + 'static {
     fn rollback_policy(
         &self,
         _id: i64,
+        _by: String,
+    ) -> impl Future<Output = Result<Deployed, DeployFailure>> + Send {
+        async { Err(DeployFailure::Refused(not_here())) }
+    }
+
+    /// Starts a canary rollout of a script (recorded as the next
+    /// version) for a share of the subscribers and those listed.
+    fn start_rollout(
+        &self,
+        _start: RolloutStart,
+        _by: String,
+    ) -> impl Future<Output = Result<RolloutView, DeployFailure>> + Send {
+        async { Err(DeployFailure::Refused(not_here())) }
+    }
+
+    /// Widens the running rollout (a larger share, more subscribers).
+    fn widen_rollout(
+        &self,
+        _share_basis_points: Option<u32>,
+        _subscribers: Vec<String>,
+        _by: String,
+    ) -> impl Future<Output = Result<RolloutView, DeployFailure>> + Send {
+        async { Err(DeployFailure::Refused(not_here())) }
+    }
+
+    /// Promotes the running rollout's canary to everyone.
+    fn promote_rollout(
+        &self,
+        _by: String,
+    ) -> impl Future<Output = Result<Deployed, DeployFailure>> + Send {
+        async { Err(DeployFailure::Refused(not_here())) }
+    }
+
+    /// Withdraws the running rollout's canary: the stable version again.
+    fn abort_rollout(
+        &self,
         _by: String,
     ) -> impl Future<Output = Result<Deployed, DeployFailure>> + Send {
         async { Err(DeployFailure::Refused(not_here())) }
@@ -338,6 +376,10 @@ impl From<DeployError> for DeployFailure {
             }
             e @ DeployError::NotFound(_) => {
                 DeployFailure::Failed(ControlError::NotFound(e.to_string()))
+            }
+            DeployError::Invalid(e) => DeployFailure::Failed(ControlError::Invalid(e)),
+            e @ (DeployError::RolloutRunning(_) | DeployError::NoRollout) => {
+                DeployFailure::Failed(ControlError::Conflict(e.to_string()))
             }
             DeployError::Store(e) => {
                 DeployFailure::Failed(ControlError::Unavailable(e.to_string()))

@@ -8,7 +8,9 @@ use crate::control::console::{
 };
 use crate::control::usage::{AccumulatorView, ReportView};
 use crate::control::usage::{UsageChange, UsageView};
-use crate::control::version_views::{Deployed, VersionView, VersionsPage};
+use crate::control::version_views::{
+    Deployed, RolloutStart, RolloutView, VersionView, VersionsPage,
+};
 use crate::control::versions::{self, Deploy};
 use crate::control::DeployFailure;
 use crate::control::{
@@ -541,6 +543,12 @@ impl Control for Operations {
             cases: cases.is_file().then(|| cases.display().to_string()),
             id: self.node.policy_versions.serving(),
             refused: self.node.policy_versions.refused(),
+            rollout: self
+                .node
+                .policy_versions
+                .rollout()
+                .as_ref()
+                .map(RolloutView::of),
         })
     }
 
@@ -639,6 +647,31 @@ impl Control for Operations {
 
     async fn rollback_policy(&self, id: i64, by: String) -> Result<Deployed, DeployFailure> {
         versions::deploy(&self.node, Deploy::Rollback(id), by).await
+    }
+
+    async fn start_rollout(
+        &self,
+        start: RolloutStart,
+        by: String,
+    ) -> Result<RolloutView, DeployFailure> {
+        versions::start_rollout(&self.node, start, by).await
+    }
+
+    async fn widen_rollout(
+        &self,
+        share_basis_points: Option<u32>,
+        subscribers: Vec<String>,
+        by: String,
+    ) -> Result<RolloutView, DeployFailure> {
+        versions::widen_rollout(&self.node, share_basis_points, subscribers, by).await
+    }
+
+    async fn promote_rollout(&self, by: String) -> Result<Deployed, DeployFailure> {
+        versions::deploy(&self.node, Deploy::Promote, by).await
+    }
+
+    async fn abort_rollout(&self, by: String) -> Result<Deployed, DeployFailure> {
+        versions::deploy(&self.node, Deploy::Abort, by).await
     }
 
     async fn policy_versions(

@@ -83,3 +83,38 @@ pub struct Deployed {
     /// Every live node but this one (none on the embedded store).
     pub nodes: Vec<Adoption>,
 }
+
+/// A rollout running: which version decides for whom.
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+pub struct RolloutView {
+    /// The version everyone else stays on.
+    pub stable: i64,
+    /// The version on trial (the newest stored version).
+    pub canary: i64,
+    /// The share of subscribers the canary decides for, 0 to 100.
+    pub share_percent: f64,
+    /// Subscribers (IMSI or MSISDN) on the canary whatever the share.
+    pub subscribers: Vec<String>,
+}
+
+impl RolloutView {
+    pub(crate) fn of(r: &crate::policy::rollout::Rollout) -> RolloutView {
+        RolloutView {
+            stable: r.stable,
+            canary: r.canary,
+            share_percent: f64::from(r.share_basis_points) / 100.0,
+            subscribers: r.subscribers.clone(),
+        }
+    }
+}
+
+/// What to start a rollout with: a script or a stored version's script,
+/// and who gets it.
+#[derive(Clone, Debug)]
+pub struct RolloutStart {
+    pub source: Option<String>,
+    pub version: Option<i64>,
+    pub share_basis_points: u32,
+    pub subscribers: Vec<String>,
+    pub comment: String,
+}

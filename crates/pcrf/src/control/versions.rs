@@ -4,11 +4,13 @@
 //! short wait. Their shapes are in `version_views.rs`.
 
 use crate::control::version_views::{
-    Adoption, Deployed, VersionView, VersionsPage, MAX_VERSIONS_PAGE,
+    Adoption, Deployed, RolloutStart, RolloutView, VersionView, VersionsPage, MAX_VERSIONS_PAGE,
 };
 use crate::control::{ControlError, DeployFailure};
 use crate::node::Node;
-use crate::policy::versions::{unified_diff, PolicyVersions};
+use crate::pcc::PushReason;
+use crate::policy::versions::{unified_diff, DeployError, PolicyVersions};
+use crate::session::SessionState;
 use crate::store::versions::StoredVersion;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -77,22 +79,45 @@ pub async fn diff(node: &Node, a: i64, b: i64) -> Result<String, ControlError> {
     ))
 }
 
-/// What to deploy: a script, or an older version's script again.
+/// What to deploy: a script, or an older version's script again, or
+/// the end of a rollout.
 pub enum Deploy {
-    Source { source: String, comment: String },
+    Source {
+        source: String,
+        comment: String,
+    },
     Rollback(i64),
+    /// The running rollout's canary for everyone.
+    Promote,
+    /// The running rollout's stable script for everyone, as a new version.
+    Abort,
 }
 
-pub async fn deploy(node: &Node, what: Deploy, by: String) -> Result<Deployed, DeployFailure> {
+/// Runs a blocking deployment task off the async workers.
+async fn deploying<T: Send + 'static>(
+    f: impl FnOnce() -> Result<T, DeployError> + Send + 'static,
+) -> Result<T, DeployFailure> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|e| {
+            DeployFailure::Failed(ControlError::Internal(format!("deploy task failed: {e}")))
+        })?
+        .map_err(DeployFailure::from)
+}
+
+pub async fn deploy(node: &Arc<Node>, what: Deploy, by: String) -> Result<Deployed, DeployFailure> {
     let versions = node.policy_versions.clone();
-    let done = tokio::task::spawn_blocking(move || match what {
+    let ends_rollout = versions.rollout().is_some();
+    let done = deploying(move || match what {
         Deploy::Source { source, comment } => versions.deploy(source, &by, &comment),
         Deploy::Rollback(id) => versions.rollback(id, &by),
+        Deploy::Promote => versions.promote_rollout(&by),
+        Deploy::Abort => versions.abort_rollout(&by),
     })
-    .await
-    .map_err(|e| {
-        DeployFailure::Failed(ControlError::Internal(format!("deploy task failed: {e}")))
-    })??;
+    .await?;
+    if ends_rollout {
+        redecide_reassigned(node);
+    }
     let nodes = adoption(node, done.id).await;
     let serving = node.policy_versions.serving();
     Ok(Deployed {
@@ -100,6 +125,94 @@ pub async fn deploy(node: &Node, what: Deploy, by: String) -> Result<Deployed, D
         deployed: VersionView::of(done, serving, false),
         nodes,
     })
+}
+
+/// Starts a rollout and re-decides the sessions of the subscribers it
+/// moves to the canary.
+pub async fn start_rollout(
+    node: &Arc<Node>,
+    start: RolloutStart,
+    by: String,
+) -> Result<RolloutView, DeployFailure> {
+    let versions = node.policy_versions.clone();
+    let (_, rollout) = deploying(move || {
+        let source = match (start.source, start.version) {
+            (Some(source), None) => source,
+            (None, Some(id)) => {
+                let v = versions.get(id)?.ok_or(DeployError::NotFound(id))?;
+                String::from_utf8(v.content)
+                    .map_err(|_| DeployError::Invalid(format!("version {id} is not UTF-8 text")))?
+            }
+            _ => {
+                return Err(DeployError::Invalid(
+                    "give either source (a script) or version (a stored version's id)".into(),
+                ))
+            }
+        };
+        versions.start_rollout(
+            source,
+            start.share_basis_points,
+            start.subscribers,
+            &by,
+            &start.comment,
+        )
+    })
+    .await?;
+    redecide_reassigned(node);
+    Ok(RolloutView::of(&rollout))
+}
+
+/// Widens the running rollout and re-decides the sessions it moves.
+pub async fn widen_rollout(
+    node: &Arc<Node>,
+    share_basis_points: Option<u32>,
+    subscribers: Vec<String>,
+    by: String,
+) -> Result<RolloutView, DeployFailure> {
+    let versions = node.policy_versions.clone();
+    let rollout =
+        deploying(move || versions.widen_rollout(share_basis_points, subscribers, &by)).await?;
+    redecide_reassigned(node);
+    Ok(RolloutView::of(&rollout))
+}
+
+/// Re-decides, in the background, the open sessions here whose last
+/// decision was not made by the version their subscriber is assigned now
+/// (a rollout started, widened, promoted or aborted), through the Gx
+/// service's push: a RAR only where the decision differs.
+pub(crate) fn redecide_reassigned(node: &Arc<Node>) {
+    let engine = &node.policy;
+    let mut keys: Vec<String> = node
+        .sessions
+        .list(
+            None,
+            |s| {
+                s.state == SessionState::Open
+                    && s.last_decision.as_ref().is_some_and(|d| {
+                        d.policy_version
+                            != engine.assigned_id(s.imsi.as_deref(), s.msisdn.as_deref())
+                    })
+            },
+            usize::MAX,
+        )
+        .into_iter()
+        .map(|s| s.subscriber.clone())
+        .collect();
+    keys.sort();
+    keys.dedup();
+    if keys.is_empty() {
+        return;
+    }
+    tracing::info!(
+        subscribers = keys.len(),
+        "re-deciding the sessions a policy rollout moved"
+    );
+    let node = node.clone();
+    tokio::spawn(async move {
+        for key in keys {
+            node.push_subscriber(&key, PushReason::Rollout).await;
+        }
+    });
 }
 
 /// Waits (at most `ADOPTION_WAIT`) until every other live node's

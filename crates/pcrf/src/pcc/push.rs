@@ -14,6 +14,8 @@ pub enum PushReason {
     Congestion,
     /// Sy: the OCS changed a policy counter's status (SNR or a pending change).
     Spending,
+    /// A policy rollout moved the subscriber to another version.
+    Rollout,
 }
 
 impl PushReason {
@@ -26,6 +28,7 @@ impl PushReason {
             PushReason::TimeBoundary => "time boundary",
             PushReason::Congestion => "congestion",
             PushReason::Spending => "spending status",
+            PushReason::Rollout => "policy rollout",
         }
     }
 

@@ -1,17 +1,20 @@
 //! The policy engine shared by every request task: the current script (an
-//! ArcSwap, swapped only after the new script passed validation), one VM per
-//! worker thread rebuilt lazily when the script changes, the checksum memo,
-//! the fallback decision on runtime errors, and the counters.
+//! ArcSwap, swapped only after the new script passed validation) and, while
+//! a rollout runs, the canary script deciding for its subscribers
+//! (`policy::rollout`); one VM per script and worker thread built lazily,
+//! the checksum memo, the fallback decision on runtime errors, and the
+//! counters, also by deployed version.
 
 use super::decision::Decision;
 use super::error::PolicyError;
 use super::input::{PolicyInput, SessionInput, SubscriberInput, TimeInput};
 use super::memo;
+use super::rollout::Rollout;
 use super::sandbox::{Limits, Notification, Vm};
 use super::shared_decision::SharedDecision;
 use super::stats::{PolicyStats, StatsSnapshot};
 use crate::policy::record::{self, DecisionRecord, InputsJson};
-use arc_swap::ArcSwap;
+use arc_swap::{ArcSwap, ArcSwapOption};
 use parking_lot::Mutex;
 use std::cell::RefCell;
 use std::path::{Path, PathBuf};
@@ -58,7 +61,8 @@ pub struct Outcome {
     /// fallback is never reused by the memo and is retried next time.
     pub script_version: u64,
     /// The deployed version (the store's number, see `policy::versions`)
-    /// serving when it was decided; 0 before the first is recorded.
+    /// that decided: the stable one, or the canary for its subscribers
+    /// while a rollout runs; 0 before the first is recorded.
     pub policy_version: u64,
     /// With `Ran::Fallback`: the Lua error and traceback (log it with the
     /// Session-Id).
@@ -112,6 +116,35 @@ struct Script {
     /// recorded.
     id: u64,
     source: Arc<str>,
+    /// Its decisions, for the metrics by version.
+    counters: Arc<VersionCounters>,
+}
+
+/// Decisions and fallbacks of one deployed version.
+#[derive(Debug, Default)]
+pub struct VersionCounters {
+    decisions: AtomicU64,
+    fallbacks: AtomicU64,
+}
+
+/// What one deployed version decided since start-up.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct VersionSnapshot {
+    /// The stored version (`policy::versions`).
+    pub id: u64,
+    /// Every decision it answered (Lua, memo or fallback).
+    pub decisions: u64,
+    /// Of them, script errors answered with the fallback decision.
+    pub fallbacks: u64,
+}
+
+/// The versions whose counters are kept (the newest deployed).
+const COUNTED_VERSIONS: usize = 8;
+
+/// A rollout serving here: the canary's script and who it decides for.
+struct Canary {
+    script: Arc<Script>,
+    rollout: Rollout,
 }
 
 static NEXT_ENGINE: AtomicU64 = AtomicU64::new(1);
@@ -132,6 +165,10 @@ pub struct PolicyEngine {
     limits: Limits,
     fallback: Decision,
     script: ArcSwap<Script>,
+    /// The canary while a rollout runs; its subscribers are decided by it.
+    canary: ArcSwapOption<Canary>,
+    /// Counters by deployed version, newest last.
+    by_version: Mutex<Vec<(u64, Arc<VersionCounters>)>>,
     reload_lock: Mutex<()>,
     stats: PolicyStats,
 }
@@ -170,7 +207,10 @@ impl PolicyEngine {
                 version,
                 id: 0,
                 source: source.into(),
+                counters: Arc::new(VersionCounters::default()),
             }),
+            canary: ArcSwapOption::empty(),
+            by_version: Mutex::new(Vec::new()),
             reload_lock: Mutex::new(()),
             stats: PolicyStats::default(),
         })
@@ -222,6 +262,7 @@ impl PolicyEngine {
                 version,
                 id,
                 source: source.into(),
+                counters: self.counters_of(id),
             }));
         }
         if version != current.version {
@@ -229,6 +270,112 @@ impl PolicyEngine {
         }
         tracing::info!(path = %self.path.display(), version = format_args!("{version:016x}"), id, "policy installed");
         Ok(version)
+    }
+
+    /// Makes `source`, deployed version `rollout.canary`, decide for the
+    /// subscribers `rollout` assigns to it (see [`Rollout::assigns_canary`]);
+    /// the stable script keeps deciding for the others and stays in the
+    /// policy file. Checked first as `install` checks.
+    pub fn install_canary(&self, source: String, rollout: Rollout) -> Result<(), PolicyError> {
+        let _one_at_a_time = self.reload_lock.lock();
+        let version = memo::script_version(&source);
+        let id = u64::try_from(rollout.canary).unwrap_or(0);
+        let script = match self.canary.load().as_deref() {
+            Some(c) if c.script.version == version && c.script.id == id => c.script.clone(),
+            _ => {
+                if let Err(e) = validate(&source, &self.chunk, self.limits, version) {
+                    PolicyStats::bump(&self.stats.reload_failures);
+                    return Err(e);
+                }
+                Arc::new(Script {
+                    version,
+                    id,
+                    source: source.into(),
+                    counters: self.counters_of(id),
+                })
+            }
+        };
+        tracing::info!(
+            version = format_args!("{version:016x}"),
+            id,
+            stable = self.id(),
+            share_basis_points = rollout.share_basis_points,
+            listed = rollout.subscribers.len(),
+            "policy canary installed"
+        );
+        self.canary
+            .store(Some(Arc::new(Canary { script, rollout })));
+        Ok(())
+    }
+
+    /// Ends the rollout here: the stable script decides for everyone.
+    pub fn clear_canary(&self) {
+        if self.canary.swap(None).is_some() {
+            tracing::info!(stable = self.id(), "policy canary withdrawn");
+        }
+    }
+
+    /// The rollout serving here, if one runs.
+    pub fn rollout(&self) -> Option<Rollout> {
+        self.canary.load().as_deref().map(|c| c.rollout.clone())
+    }
+
+    /// The text of the canary's script while a rollout runs.
+    pub fn canary_source(&self) -> Option<Arc<str>> {
+        self.canary
+            .load()
+            .as_deref()
+            .map(|c| c.script.source.clone())
+    }
+
+    /// The deployed version that decides for the subscriber with these
+    /// keys now: the canary's or the stable one's.
+    pub fn assigned_id(&self, imsi: Option<&str>, msisdn: Option<&str>) -> u64 {
+        match self.canary.load().as_deref() {
+            Some(c) if c.rollout.assigns_canary(imsi, msisdn) => c.script.id,
+            _ => self.id(),
+        }
+    }
+
+    /// The script deciding for `subscriber`.
+    fn script_for(&self, subscriber: &SubscriberInput) -> Arc<Script> {
+        if let Some(c) = self.canary.load().as_deref() {
+            if c.rollout
+                .assigns_canary(subscriber.imsi.as_deref(), subscriber.msisdn.as_deref())
+            {
+                return c.script.clone();
+            }
+        }
+        self.script.load_full()
+    }
+
+    /// The counters of deployed version `id`, kept for the newest
+    /// [`COUNTED_VERSIONS`] versions.
+    fn counters_of(&self, id: u64) -> Arc<VersionCounters> {
+        let mut all = self.by_version.lock();
+        if let Some((_, c)) = all.iter().find(|(v, _)| *v == id) {
+            return c.clone();
+        }
+        let c = Arc::new(VersionCounters::default());
+        all.push((id, c.clone()));
+        all.sort_by_key(|(v, _)| *v);
+        if all.len() > COUNTED_VERSIONS {
+            all.remove(0);
+        }
+        c
+    }
+
+    /// Decisions and fallbacks by deployed version, oldest first.
+    pub fn version_stats(&self) -> Vec<VersionSnapshot> {
+        self.by_version
+            .lock()
+            .iter()
+            .map(|(id, c)| VersionSnapshot {
+                id: *id,
+                decisions: c.decisions.load(Ordering::Relaxed),
+                fallbacks: c.fallbacks.load(Ordering::Relaxed),
+            })
+            .collect()
     }
 
     /// The policy file's text now.
@@ -258,7 +405,8 @@ impl PolicyEngine {
     /// within the bounds `prev`'s decision stated. Never fails: a script
     /// error yields the fallback decision with the error text.
     pub fn decide(&self, input: &PolicyInput, prev: Option<&DecisionRecord>) -> Outcome {
-        let script = self.script.load();
+        let script = self.script_for(&input.subscriber);
+        PolicyStats::bump(&script.counters.decisions);
         let prev = prev.filter(|p| p.script_version == script.version);
         // Tried first: when it holds, the whole input need not be written
         // out as text at all.
@@ -319,6 +467,7 @@ impl PolicyEngine {
             }
             Err(e) => {
                 PolicyStats::bump(&self.stats.errors);
+                PolicyStats::bump(&script.counters.fallbacks);
                 Outcome {
                     decision: self.fallback.clone().into(),
                     revalidation_spent_secs: 0,
@@ -402,12 +551,19 @@ impl PolicyEngine {
     ) -> Result<R, PolicyError> {
         VMS.with(|cell| {
             let mut vms = cell.borrow_mut();
-            let at = match vms.iter().position(|(id, _)| *id == self.id) {
-                Some(at) if vms[at].1.version() == script.version => at,
-                found => {
-                    if let Some(at) = found {
-                        vms.swap_remove(at);
-                    }
+            let found = vms
+                .iter()
+                .position(|(id, vm)| *id == self.id && vm.version() == script.version);
+            let at = match found {
+                Some(at) => at,
+                None => {
+                    // A rollout serves two scripts: keep the VM of the
+                    // other one, drop those of scripts no longer serving.
+                    let stable = self.script.load().version;
+                    let canary = self.canary.load().as_deref().map(|c| c.script.version);
+                    vms.retain(|(id, vm)| {
+                        *id != self.id || vm.version() == stable || Some(vm.version()) == canary
+                    });
                     let vm = Vm::build(&script.source, &self.chunk, self.limits, script.version)?;
                     if vms.len() >= VMS_PER_THREAD {
                         vms.remove(0);

@@ -13,6 +13,7 @@ mod input_table;
 pub mod media;
 pub mod memo;
 pub mod record;
+pub mod rollout;
 pub mod sandbox;
 pub mod shared_decision;
 pub mod stats;

@@ -1,7 +1,7 @@
 //! Versions of the files an operator deploys to every node (the Lua
-//! policy), kept in the store: every node of a shared store serves the
-//! newest one, a restart keeps the history, and an old version can be
-//! deployed again. The store keeps the bytes and the facts handed to it
+//! policy, and the records of its rollouts, `policy::rollout`), kept in
+//! the store: every node of a shared store serves the newest one, a
+//! restart keeps the history, and an old version can be deployed again. The store keeps the bytes and the facts handed to it
 //! (who, when, why, the hash the caller computed, the version it
 //! replaced); what the bytes mean is the caller's business.
 
