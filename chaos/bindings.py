@@ -18,7 +18,8 @@ Usage: bindings.py --sbi HOST:PORT --api URL --port N --work DIR
   keeps every binding it is given, two for one address too, so that a
   binding registered twice shows. Every other POST (the SMF's and the
   AF's notifications) is answered 204.
-- Provisions 2000 subscribers through the API.
+- Provisions 2000 subscribers through the API, then writes
+  DIR/provisioned.
 - Starts R calls a second for S seconds, each with its own UE address:
   the SMF's N7 Create, the P-CSCF's N5 Create of a voice session, the
   call's hold time, the N5 delete, the N7 Delete. A share F of the calls
@@ -276,6 +277,8 @@ async def main():
             sys.exit(f"provisioning {imsi(i)}: {r.status_code} {r.text}")
     for first in range(0, SUBSCRIBERS, 50):
         await asyncio.gather(*(provision(i) for i in range(first, min(first + 50, SUBSCRIBERS))))
+    # The script starts the Gx load and the kills once this is there.
+    open(os.path.join(args.work, "provisioned"), "w").close()
 
     limits = httpx.Limits(max_connections=8)
     client = httpx.AsyncClient(base_url=f"http://{args.sbi}", http1=False, http2=True, limits=limits)

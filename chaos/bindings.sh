@@ -80,6 +80,14 @@ python3 "$CHAOS_ROOT/chaos/bindings.py" --sbi "127.0.0.1:$SBI_PORT" --api "$API_
   --port "$BSF_PORT" --work "$work" --rate "$CALLS" --duration "$duration" --bsf "$BSF_MODE" \
   >"$work/bindings.json" 2>"$work/bindings.err" &
 PY_PID=$!
+# The calls start once their subscribers are provisioned; so do the Gx
+# load and the kills.
+for _ in $(seq 600); do
+  [[ -e "$work/provisioned" ]] && break
+  kill -0 "$PY_PID" 2>/dev/null || die "bindings.py stopped: $(tail -5 "$work/bindings.err")"
+  sleep 0.1
+done
+[[ -e "$work/provisioned" ]] || die "bindings.py did not provision its subscribers within 60 s"
 "$BIN/pcrf-bench" run --scenario "$CHAOS_ROOT/bench/scenarios/seed.toml" \
   --target "127.0.0.1:$DIAMETER_PORT" --peers 4 --subscribers "$SUBSCRIBERS" \
   --rate "$GX_RATE" --duration "${duration}s" --warmup 1s \
@@ -89,7 +97,8 @@ PY_PID=$!
 GEN_PID=$!
 
 cycles=0
-while ((cycles < CYCLES)) && kill -0 "$GEN_PID" 2>/dev/null && [[ ! -e "$work/load-done" ]]; do
+while ((cycles < CYCLES)) && kill -0 "$GEN_PID" 2>/dev/null && kill -0 "$PY_PID" 2>/dev/null \
+  && [[ ! -e "$work/load-done" ]]; do
   up_ms=$((MIN_UP * 1000 + RANDOM % ((MAX_UP - MIN_UP) * 1000 + 1)))
   sleep "$(printf '%d.%03d' $((up_ms / 1000)) $((up_ms % 1000)))"
   kill -0 "$GEN_PID" 2>/dev/null || break
