@@ -138,6 +138,9 @@ pub struct Node {
     /// Notifications to external systems: events are staged here and
     /// written in the commit of the change that caused them.
     pub(crate) notify: Arc<crate::notify::Outbox>,
+    /// `[decision_log]` when enabled (read at start-up); `None` costs a
+    /// request nothing more than this test.
+    pub(crate) decision_log: Option<crate::notify::DecisionLogConfig>,
     /// The nodes sharing the store and their liveness (this node alone on
     /// the embedded store).
     pub(crate) membership: Arc<crate::cluster::membership::Membership>,
@@ -223,6 +226,7 @@ impl Node {
             cfg.store.kind == crate::store::config::StoreKind::Postgres,
             cfg.cluster.node_timeout_ms,
         ));
+        let decision_log = cfg.decision_log.enabled.then(|| cfg.decision_log.clone());
         Arc::new(Node {
             me: Identity {
                 origin_host: cfg.node.origin_host.clone(),
@@ -253,6 +257,7 @@ impl Node {
             doic_peers: Default::default(),
             redecide: OnceLock::new(),
             notify: p.notify,
+            decision_log,
             membership,
             cluster: Default::default(),
         })
