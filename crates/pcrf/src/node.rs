@@ -141,6 +141,8 @@ pub struct Node {
     /// `[decision_log]` when enabled (read at start-up); `None` costs a
     /// request nothing more than this test.
     pub(crate) decision_log: Option<crate::notify::DecisionLogConfig>,
+    /// `[decision_log].file`'s writer, when the log is on and names one.
+    pub(crate) decision_file: Option<crate::notify::decision_log::DecisionFile>,
     /// The nodes sharing the store and their liveness (this node alone on
     /// the embedded store).
     pub(crate) membership: Arc<crate::cluster::membership::Membership>,
@@ -192,6 +194,8 @@ pub struct NodeParts {
     pub notify: Arc<crate::notify::Outbox>,
 }
 
+use crate::notify::decision_log::DecisionFile;
+
 pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -227,6 +231,14 @@ impl Node {
             cfg.cluster.node_timeout_ms,
         ));
         let decision_log = cfg.decision_log.enabled.then(|| cfg.decision_log.clone());
+        let decision_file = match decision_log.as_ref().map(DecisionFile::start) {
+            Some(Ok(file)) => file,
+            Some(Err(e)) => {
+                tracing::error!(error = %e, "decision log: the file cannot be opened; not written");
+                None
+            }
+            None => None,
+        };
         Arc::new(Node {
             me: Identity {
                 origin_host: cfg.node.origin_host.clone(),
@@ -258,6 +270,7 @@ impl Node {
             redecide: OnceLock::new(),
             notify: p.notify,
             decision_log,
+            decision_file,
             membership,
             cluster: Default::default(),
         })

@@ -142,3 +142,56 @@ fn a_bad_section_stops_start_up_with_its_key() {
     let said = String::from_utf8_lossy(&out.stdout) + String::from_utf8_lossy(&out.stderr);
     assert!(said.contains("[decision_log].sample_percent"), "{said}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_decision_is_a_line_of_the_file_too() {
+    let dir = std::env::temp_dir().join(format!("pcrf-declog-file-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("decisions.jsonl");
+    let rx = WebhookReceiver::start(SECRET).await;
+    let p = Pcrf::start(&config(
+        &rx.url(),
+        &format!("enabled = true\nfile = {:?}", path.display().to_string()),
+    ));
+    p.provision("001010000000001", r#"{"plan":"basic"}"#);
+    let sid = "pgw.test.local;declog;5";
+    let session = open_update_close(&p, &rx, sid, "001010000000001").await;
+    let lines = || -> Vec<Value> {
+        std::fs::read_to_string(&path)
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    };
+    assert!(
+        wait_until(Duration::from_secs(10), || lines().len() >= 2).await,
+        "{:?}\n{}",
+        lines(),
+        p.log()
+    );
+    let got = lines();
+    assert_eq!(got.len(), 2, "{got:?}");
+    for (line, trigger) in got.iter().zip(["ccr-i", "ccr-u"]) {
+        assert_eq!(line["name"], "decision");
+        assert_eq!(line["subscriber"], "001010000000001");
+        assert_eq!(line["payload"]["session"], sid);
+        assert_eq!(line["payload"]["trigger"], trigger);
+        assert_eq!(
+            line["payload"]["policy_version"],
+            session["last_decision"]["policy_version"]
+        );
+        assert_eq!(
+            line["payload"]["record"]["decision"],
+            session["last_decision"]["decision"]
+        );
+    }
+    // The same documents' payloads as the webhook got.
+    let hooked: Vec<Value> = decisions(&rx)
+        .into_iter()
+        .map(|e| e["payload"].clone())
+        .collect();
+    let filed: Vec<Value> = got.iter().map(|l| l["payload"].clone()).collect();
+    assert_eq!(hooked, filed);
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -124,7 +124,47 @@ impl Node {
         if !log.selects(&s.subscriber, plan) || !log.sampled_in(&s.subscriber) {
             return None;
         }
-        self.stage_event(
+        let to_sinks = self.notify.wants(names::DECISION);
+        if !to_sinks && self.decision_file.is_none() {
+            return None;
+        }
+        let mut m = serde_json::Map::new();
+        m.insert("session".into(), json!(s.id));
+        let interface = if s.n7.is_some() { "n7" } else { "gx" };
+        m.insert("interface".into(), json!(interface));
+        m.insert("trigger".into(), json!(trigger));
+        if let Some(p) = plan {
+            m.insert("plan".into(), json!(p));
+        }
+        m.insert("policy_version".into(), json!(record.policy_version));
+        m.insert("reused".into(), json!(reused));
+        m.insert(
+            "record".into(),
+            serde_json::to_value(record).unwrap_or(Value::Null),
+        );
+        m.insert(
+            "installed".into(),
+            serde_json::to_value(&s.installed).unwrap_or(Value::Null),
+        );
+        if let Some((installed, removed)) = rules {
+            m.insert("rules_installed".into(), json!(installed));
+            m.insert("rules_removed".into(), json!(removed));
+        }
+        let payload = Value::Object(m);
+        let now = super::now_ms();
+        if let Some(file) = &self.decision_file {
+            let line = json!({
+                "time": crate::notify::event::iso_ms(now),
+                "name": names::DECISION,
+                "subscriber": s.subscriber,
+                "payload": payload,
+            });
+            file.write(serde_json::to_vec(&line).unwrap_or_default());
+        }
+        if !to_sinks {
+            return None;
+        }
+        self.notify.stage(
             names::DECISION,
             Some(&s.subscriber),
             format!(
@@ -133,31 +173,8 @@ impl Node {
                 s.id,
                 self.notify.next_id_hint()
             ),
-            || {
-                let mut m = serde_json::Map::new();
-                m.insert("session".into(), json!(s.id));
-                let interface = if s.n7.is_some() { "n7" } else { "gx" };
-                m.insert("interface".into(), json!(interface));
-                m.insert("trigger".into(), json!(trigger));
-                if let Some(p) = plan {
-                    m.insert("plan".into(), json!(p));
-                }
-                m.insert("policy_version".into(), json!(record.policy_version));
-                m.insert("reused".into(), json!(reused));
-                m.insert(
-                    "record".into(),
-                    serde_json::to_value(record).unwrap_or(Value::Null),
-                );
-                m.insert(
-                    "installed".into(),
-                    serde_json::to_value(&s.installed).unwrap_or(Value::Null),
-                );
-                if let Some((installed, removed)) = rules {
-                    m.insert("rules_installed".into(), json!(installed));
-                    m.insert("rules_removed".into(), json!(removed));
-                }
-                Value::Object(m)
-            },
+            payload,
+            now,
         )
     }
 

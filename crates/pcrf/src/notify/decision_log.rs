@@ -7,7 +7,7 @@
 use serde::Deserialize;
 
 /// `[decision_log]`.
-#[derive(Clone, Debug, Default, PartialEq, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DecisionLogConfig {
     /// Off by default: nothing is built or written.
@@ -25,6 +25,37 @@ pub struct DecisionLogConfig {
     /// When not empty, only subscribers on these plans are logged.
     #[serde(default)]
     pub plans: Vec<String>,
+    /// Also written to this file, one JSON document a line (off without).
+    #[serde(default)]
+    pub file: Option<std::path::PathBuf>,
+    /// The file is renamed `.1` once it would pass this many bytes.
+    #[serde(default = "default_max_bytes")]
+    pub max_bytes: u64,
+    /// Rotated files kept (`.1` newest to `.keep` oldest).
+    #[serde(default = "default_keep")]
+    pub keep: u32,
+}
+
+fn default_max_bytes() -> u64 {
+    100 * 1024 * 1024
+}
+
+fn default_keep() -> u32 {
+    5
+}
+
+impl Default for DecisionLogConfig {
+    fn default() -> Self {
+        DecisionLogConfig {
+            enabled: false,
+            sample_percent: every_one(),
+            subscribers: Vec::new(),
+            plans: Vec::new(),
+            file: None,
+            max_bytes: default_max_bytes(),
+            keep: default_keep(),
+        }
+    }
 }
 
 fn every_one() -> u8 {
@@ -53,6 +84,15 @@ impl DecisionLogConfig {
                 "an empty plan name matches nothing".into(),
             ));
         }
+        if self.max_bytes < 1024 {
+            out.push((
+                "[decision_log].max_bytes".into(),
+                "must be at least 1024".into(),
+            ));
+        }
+        if !(1..=1000).contains(&self.keep) {
+            out.push(("[decision_log].keep".into(), "must be 1 to 1000".into()));
+        }
         out
     }
 
@@ -79,6 +119,112 @@ impl DecisionLogConfig {
 /// Seed of the sampling hash: independent of the outbox lanes' and the
 /// rollout's, so a sampled share is not also one lane or one canary group.
 const SAMPLE_SEED: u64 = 0x6465_6369_7369_6f6e;
+
+/// Lines waiting for the file writer; a decision that finds the queue
+/// full is dropped and counted, never waited for.
+const FILE_QUEUE: usize = 4096;
+
+/// The decision log's file: lines are handed to a writer thread through a
+/// bounded channel, off the request path.
+pub struct DecisionFile {
+    lines: std::sync::mpsc::SyncSender<Vec<u8>>,
+    /// Lines dropped because the writer was behind.
+    pub dropped: std::sync::atomic::AtomicU64,
+}
+
+impl DecisionFile {
+    /// Opens (appending) `cfg.file` and starts its writer.
+    pub fn start(cfg: &DecisionLogConfig) -> Result<Option<DecisionFile>, String> {
+        let Some(path) = cfg.file.clone() else {
+            return Ok(None);
+        };
+        let mut file = RotatingFile::open(path, cfg.max_bytes, cfg.keep)?;
+        let (lines, rx) = std::sync::mpsc::sync_channel::<Vec<u8>>(FILE_QUEUE);
+        std::thread::Builder::new()
+            .name("decision-log".into())
+            .spawn(move || {
+                for line in rx {
+                    if let Err(e) = file.write_line(&line) {
+                        tracing::warn!(error = %e, path = %file.path.display(), "decision log: write failed");
+                    }
+                }
+            })
+            .map_err(|e| e.to_string())?;
+        Ok(Some(DecisionFile {
+            lines,
+            dropped: Default::default(),
+        }))
+    }
+
+    /// Queues one line (a newline is added); drops it when the writer is behind.
+    pub fn write(&self, mut line: Vec<u8>) {
+        line.push(b'\n');
+        if self.lines.try_send(line).is_err() {
+            self.dropped
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        }
+    }
+}
+
+/// A file that is renamed `.1` (`.1` to `.2` and so on, the oldest past
+/// `keep` overwritten) when the next line would take it past `max_bytes`.
+struct RotatingFile {
+    path: std::path::PathBuf,
+    max_bytes: u64,
+    keep: u32,
+    file: std::fs::File,
+    size: u64,
+}
+
+impl RotatingFile {
+    fn open(path: std::path::PathBuf, max_bytes: u64, keep: u32) -> Result<RotatingFile, String> {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+        let size = file.metadata().map(|m| m.len()).unwrap_or(0);
+        Ok(RotatingFile {
+            path,
+            max_bytes,
+            keep,
+            file,
+            size,
+        })
+    }
+
+    fn numbered(&self, n: u32) -> std::path::PathBuf {
+        let mut name = self.path.clone().into_os_string();
+        name.push(format!(".{n}"));
+        name.into()
+    }
+
+    fn write_line(&mut self, line: &[u8]) -> std::io::Result<()> {
+        use std::io::Write;
+        if self.size > 0 && self.size + line.len() as u64 > self.max_bytes {
+            self.rotate()?;
+        }
+        self.file.write_all(line)?;
+        self.size += line.len() as u64;
+        Ok(())
+    }
+
+    fn rotate(&mut self) -> std::io::Result<()> {
+        for n in (1..self.keep).rev() {
+            let from = self.numbered(n);
+            if from.exists() {
+                std::fs::rename(&from, self.numbered(n + 1))?;
+            }
+        }
+        std::fs::rename(&self.path, self.numbered(1))?;
+        self.file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)?;
+        self.size = 0;
+        Ok(())
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -125,5 +271,35 @@ mod tests {
         assert!(text.contains("sample_percent"), "{text}");
         assert!(text.contains("subscribers"), "{text}");
         assert!(text.contains("plans"), "{text}");
+    }
+
+    #[test]
+    fn rotation_keeps_keep_files() {
+        let dir = std::env::temp_dir().join(format!("pcrf-declog-rot-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("decisions.jsonl");
+        let mut f = RotatingFile::open(path.clone(), 100, 2).unwrap();
+        for i in 0..10u8 {
+            // 50 bytes a line: two a file.
+            let mut line = vec![b'0' + i; 49];
+            line.push(b'\n');
+            f.write_line(&line).unwrap();
+        }
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            ["decisions.jsonl", "decisions.jsonl.1", "decisions.jsonl.2"]
+        );
+        let text = |p: &std::path::Path| std::fs::read_to_string(p).unwrap();
+        assert!(text(&path).starts_with("8"), "newest in the file");
+        assert!(text(&dir.join("decisions.jsonl.1")).starts_with("6"));
+        assert!(text(&dir.join("decisions.jsonl.2")).starts_with("4"));
+        assert_eq!(text(&path).len(), 100);
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }
