@@ -108,6 +108,8 @@ async fn a_sample_of_none_logs_nothing() {
     p.provision("001010000000001", r#"{"plan":"basic"}"#);
     open_update_close(&p, &rx, "pgw.test.local;declog;2", "001010000000001").await;
     assert_eq!(decisions(&rx), Vec::<Value>::new());
+    assert_eq!(p.metric_value("pcrf_decision_log_sampled_out_total"), 2.0);
+    assert_eq!(p.metric_value("pcrf_decision_log_logged_total"), 0.0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -124,6 +126,8 @@ async fn the_filter_leaves_other_subscribers_out() {
     let got = decisions(&rx);
     assert_eq!(got.len(), 2, "{got:?}");
     assert!(got.iter().all(|e| e["subscriber"] == "001010000000001"));
+    assert_eq!(p.metric_value("pcrf_decision_log_logged_total"), 2.0);
+    assert_eq!(p.metric_value("pcrf_decision_log_sampled_out_total"), 0.0);
 }
 
 #[test]

@@ -121,13 +121,22 @@ impl Node {
     ) -> Option<Staged> {
         let log = self.decision_log.as_ref()?;
         let record = s.last_decision.as_deref()?;
-        if !log.selects(&s.subscriber, plan) || !log.sampled_in(&s.subscriber) {
+        if !log.selects(&s.subscriber, plan) {
+            return None;
+        }
+        if !log.sampled_in(&s.subscriber) {
+            self.decision_counters
+                .sampled_out
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
             return None;
         }
         let to_sinks = self.notify.wants(names::DECISION);
         if !to_sinks && self.decision_file.is_none() {
             return None;
         }
+        self.decision_counters
+            .logged
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut m = serde_json::Map::new();
         m.insert("session".into(), json!(s.id));
         let interface = if s.n7.is_some() { "n7" } else { "gx" };

@@ -120,6 +120,15 @@ impl DecisionLogConfig {
 /// rollout's, so a sampled share is not also one lane or one canary group.
 const SAMPLE_SEED: u64 = 0x6465_6369_7369_6f6e;
 
+/// What the decision log did, for the metrics.
+#[derive(Default)]
+pub struct DecisionLogCounters {
+    /// Decisions logged (built for the sinks and/or the file).
+    pub logged: std::sync::atomic::AtomicU64,
+    /// Decisions the filters took but the sample left out.
+    pub sampled_out: std::sync::atomic::AtomicU64,
+}
+
 /// Lines waiting for the file writer; a decision that finds the queue
 /// full is dropped and counted, never waited for.
 const FILE_QUEUE: usize = 4096;
