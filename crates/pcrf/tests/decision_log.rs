@@ -1,7 +1,9 @@
 //! The decision log at a real webhook: a CCR-I and a CCR-U each emit a
 //! `decision` event carrying the subscriber, the session, the deployed
-//! version and the very record the session keeps; a sample of 0 emits
-//! none; the subscriber filter leaves another subscriber out.
+//! version and the very record the session keeps, at the webhook and as
+//! lines of the file; a pushed re-decision (RAR) is logged with its rules;
+//! a sample of 0, or the log off, emits none; the subscriber filter leaves
+//! another subscriber out; a bad section stops `check-config`.
 
 mod notify_support;
 mod support;
@@ -198,4 +200,40 @@ async fn each_decision_is_a_line_of_the_file_too() {
     let filed: Vec<Value> = got.iter().map(|l| l["payload"].clone()).collect();
     assert_eq!(hooked, filed);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pushed_redecision_is_logged_and_nothing_is_when_off() {
+    let rx = WebhookReceiver::start(SECRET).await;
+    let p = Pcrf::start(&config(&rx.url(), "enabled = true"));
+    p.provision("001010000000001", r#"{"plan":"basic"}"#);
+    let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
+    let sid = "pgw.test.local;declog;6";
+    assert_eq!(result_of(&pcef.ccr_i(sid, "001010000000001").await), 2001);
+    // A plan change re-decides the open session and pushes it (a RAR).
+    p.provision("001010000000001", r#"{"plan":"unlimited"}"#);
+    assert!(
+        wait_until(Duration::from_secs(10), || decisions(&rx)
+            .iter()
+            .any(|e| e["payload"]["trigger"] == "push"))
+        .await,
+        "{:?}\n{}",
+        decisions(&rx),
+        p.log()
+    );
+    let push = decisions(&rx)
+        .into_iter()
+        .find(|e| e["payload"]["trigger"] == "push")
+        .unwrap_or_default();
+    assert_matches_schema(&push);
+    assert_eq!(push["payload"]["session"], sid);
+    assert_eq!(push["payload"]["plan"], "unlimited");
+    assert!(push["payload"]["rules_installed"].is_array(), "{push}");
+
+    let rx = WebhookReceiver::start(SECRET).await;
+    let p = Pcrf::start(&config(&rx.url(), "enabled = false"));
+    p.provision("001010000000001", r#"{"plan":"basic"}"#);
+    open_update_close(&p, &rx, "pgw.test.local;declog;7", "001010000000001").await;
+    assert_eq!(decisions(&rx), Vec::<Value>::new());
+    assert_eq!(p.metric_value("pcrf_decision_log_logged_total"), 0.0);
 }
