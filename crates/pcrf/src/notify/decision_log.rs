@@ -93,6 +93,18 @@ impl DecisionLogConfig {
         if !(1..=1000).contains(&self.keep) {
             out.push(("[decision_log].keep".into(), "must be 1 to 1000".into()));
         }
+        if let (true, Some(file)) = (self.enabled, &self.file) {
+            let dir = match file.parent() {
+                Some(d) if !d.as_os_str().is_empty() => d,
+                _ => std::path::Path::new("."),
+            };
+            if !dir.is_dir() {
+                out.push((
+                    "[decision_log].file".into(),
+                    format!("its directory {} does not exist", dir.display()),
+                ));
+            }
+        }
         out
     }
 
@@ -275,11 +287,16 @@ mod tests {
 
     #[test]
     fn problems_are_named() {
-        let p = cfg("sample_percent = 101\nsubscribers = [\"\"]\nplans = [\"\"]").problems();
+        let p = cfg(
+            "enabled = true\nsample_percent = 101\nsubscribers = [\"\"]\nplans = [\"\"]\n\
+             file = \"/nonexistent-pcrf-dir/decisions.jsonl\"",
+        )
+        .problems();
         let text = format!("{p:?}");
         assert!(text.contains("sample_percent"), "{text}");
         assert!(text.contains("subscribers"), "{text}");
         assert!(text.contains("plans"), "{text}");
+        assert!(text.contains("[decision_log].file"), "{text}");
     }
 
     #[test]
