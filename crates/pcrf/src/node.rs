@@ -138,6 +138,12 @@ pub struct Node {
     /// Notifications to external systems: events are staged here and
     /// written in the commit of the change that caused them.
     pub(crate) notify: Arc<crate::notify::Outbox>,
+    /// `[decision_log]` when enabled (read at start-up); `None` costs a
+    /// request nothing more than this test.
+    pub(crate) decision_log: Option<crate::notify::DecisionLogConfig>,
+    /// `[decision_log].file`'s writer, when the log is on and names one.
+    pub(crate) decision_file: Option<crate::notify::decision_log::DecisionFile>,
+    pub(crate) decision_counters: crate::notify::decision_log::DecisionLogCounters,
     /// The nodes sharing the store and their liveness (this node alone on
     /// the embedded store).
     pub(crate) membership: Arc<crate::cluster::membership::Membership>,
@@ -189,6 +195,8 @@ pub struct NodeParts {
     pub notify: Arc<crate::notify::Outbox>,
 }
 
+use crate::notify::decision_log::DecisionFile;
+
 pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -223,6 +231,15 @@ impl Node {
             cfg.store.kind == crate::store::config::StoreKind::Postgres,
             cfg.cluster.node_timeout_ms,
         ));
+        let decision_log = cfg.decision_log.enabled.then(|| cfg.decision_log.clone());
+        let decision_file = match decision_log.as_ref().map(DecisionFile::start) {
+            Some(Ok(file)) => file,
+            Some(Err(e)) => {
+                tracing::error!(error = %e, "decision log: the file cannot be opened; not written");
+                None
+            }
+            None => None,
+        };
         Arc::new(Node {
             me: Identity {
                 origin_host: cfg.node.origin_host.clone(),
@@ -253,6 +270,9 @@ impl Node {
             doic_peers: Default::default(),
             redecide: OnceLock::new(),
             notify: p.notify,
+            decision_log,
+            decision_file,
+            decision_counters: Default::default(),
             membership,
             cluster: Default::default(),
         })
@@ -826,6 +846,31 @@ impl Node {
     }
 }
 
+impl Node {
+    /// `[decision_log]`'s counters (0 while it is off).
+    fn write_decision_log_metrics(&self, out: &mut Exposition) {
+        use std::sync::atomic::Ordering::Relaxed;
+        let c = &self.decision_counters;
+        out.counter(
+            "pcrf_decision_log_logged_total",
+            "Policy decisions logged ([decision_log]): as decision events and/or file lines.",
+            c.logged.load(Relaxed),
+        );
+        out.counter(
+            "pcrf_decision_log_sampled_out_total",
+            "Policy decisions of subscribers outside [decision_log].sample_percent (not logged).",
+            c.sampled_out.load(Relaxed),
+        );
+        out.counter(
+            "pcrf_decision_log_dropped_total",
+            "Decision log lines dropped because the file writer was behind.",
+            self.decision_file
+                .as_ref()
+                .map_or(0, |f| f.dropped.load(Relaxed)),
+        );
+    }
+}
+
 impl MetricsSource for Node {
     fn write(&self, out: &mut Exposition) {
         self.session_stats().write(out);
@@ -842,6 +887,7 @@ impl MetricsSource for Node {
         }
         .write(out);
         self.write_store_metrics(out);
+        self.write_decision_log_metrics(out);
         let configured: Vec<String> = self
             .live
             .load()

@@ -464,6 +464,9 @@ pub struct Config {
     /// Events to webhooks and AMQP brokers (off without sinks).
     #[serde(default)]
     pub notifications: crate::notify::NotificationsConfig,
+    /// Policy decisions emitted as `decision` events (off by default).
+    #[serde(default)]
+    pub decision_log: crate::notify::DecisionLogConfig,
     /// Heartbeats of the nodes sharing a PostgreSQL store.
     #[serde(default)]
     pub cluster: crate::cluster::config::ClusterConfig,
@@ -724,6 +727,9 @@ impl Config {
             bad("[sessions].retention_secs", "must be at least 1".into());
         }
         for (key, message) in self.notifications.problems() {
+            bad(&key, message);
+        }
+        for (key, message) in self.decision_log.problems() {
             bad(&key, message);
         }
         if self.usage.spread_secs > 86_400 {

@@ -248,6 +248,8 @@ impl Gx {
         s.last_decision = Some(Arc::new(out.into_record(&input, now)));
         s.installed = decision.into();
         s.last_answer = Some(answer.bytes.clone());
+        let plan = sub.as_deref().and_then(|p| p.plan.as_deref());
+        events.push(self.node.decision_logged(&s, plan, "ccr-i", false, None));
         let s = Arc::new(s);
         let slot = match self.node.sessions.insert(s.clone()) {
             Ok(slot) => slot,
@@ -365,11 +367,14 @@ impl Gx {
                 Some(&diff),
             )
         };
-        if out.ran != Ran::Memo {
+        let reused = out.ran == Ran::Memo;
+        if !reused {
             s.last_decision = Some(Arc::new(out.into_record(&input, now)));
         }
         s.installed = decision.into();
         s.last_answer = Some(answer.bytes.clone());
+        let plan = sub.as_deref().and_then(|p| p.plan.as_deref());
+        events.push(self.node.decision_logged(&s, plan, "ccr-u", reused, None));
         let s = Arc::new(s);
         // A request that reported usage is always written, with its answer:
         // a retransmission after a restart must be replayed, not counted again.
@@ -716,6 +721,7 @@ impl Gx {
             s.monitoring = cur.monitoring.clone();
         }
         let script_version = out.script_version;
+        let out_reused = out.ran == Ran::Memo;
         if code == result_code::DIAMETER_SUCCESS {
             s.installed = decision.into();
             if out.ran != Ran::Memo {
@@ -732,7 +738,17 @@ impl Gx {
         } else {
             None
         };
-        let s = if !s.durably_equal(&cur) || step.is_some() {
+        if code == result_code::DIAMETER_SUCCESS {
+            let plan = sub.as_deref().and_then(|p| p.plan.as_deref());
+            events.push(self.node.decision_logged(
+                &s,
+                plan,
+                "push",
+                out_reused,
+                Some((&installed_names, &removed_names)),
+            ));
+        }
+        let s = if !s.durably_equal(&cur) || step.is_some() || !events.is_empty() {
             self.commit_push(&slot, s, step, events).await?
         } else {
             let s = Arc::new(s);

@@ -158,6 +158,8 @@ impl N7 {
         let answer = whole_at(&decision, &s.monitoring, s.revalidation_at_ms);
         s.last_decision = Some(Arc::new(out.into_record(&input, now)));
         s.installed = decision.into();
+        let plan = sub.as_deref().and_then(|p| p.plan.as_deref());
+        events.push(node.decision_logged(&s, plan, "create", false, None));
         let s = Arc::new(s);
         let slot = match node.sessions.insert(s.clone()) {
             Ok(slot) => slot,
@@ -317,10 +319,13 @@ impl N7 {
                 changes_for_smf(&held_by_smf(&cur), &after, &fresh)
             }
         };
-        if out.ran != Ran::Memo {
+        let reused = out.ran == Ran::Memo;
+        if !reused {
             s.last_decision = Some(Arc::new(out.into_record(&input, now)));
         }
         s.installed = decision.into();
+        let plan = sub.as_deref().and_then(|p| p.plan.as_deref());
+        events.push(node.decision_logged(&s, plan, "update", reused, None));
         // Remembered with the usage it counted (one write), so that the
         // SMF sending it again, here or at another node, even after a
         // crash, is answered the same and counted once.

@@ -107,6 +107,86 @@ impl Node {
         )
     }
 
+    /// `decision`, for the decision just made for `s` (its `last_decision`,
+    /// `installed` what was sent), when `[decision_log]` is on and takes
+    /// this subscriber. `trigger` names the request or push that decided;
+    /// `rules` the names installed and removed, when a push knows them.
+    pub(crate) fn decision_logged(
+        &self,
+        s: &GxSession,
+        plan: Option<&str>,
+        trigger: &str,
+        reused: bool,
+        rules: Option<(&[String], &[String])>,
+    ) -> Option<Staged> {
+        let log = self.decision_log.as_ref()?;
+        let record = s.last_decision.as_deref()?;
+        if !log.selects(&s.subscriber, plan) {
+            return None;
+        }
+        if !log.sampled_in(&s.subscriber) {
+            self.decision_counters
+                .sampled_out
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            return None;
+        }
+        let to_sinks = self.notify.wants(names::DECISION);
+        if !to_sinks && self.decision_file.is_none() {
+            return None;
+        }
+        self.decision_counters
+            .logged
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let mut m = serde_json::Map::new();
+        m.insert("session".into(), json!(s.id));
+        let interface = if s.n7.is_some() { "n7" } else { "gx" };
+        m.insert("interface".into(), json!(interface));
+        m.insert("trigger".into(), json!(trigger));
+        if let Some(p) = plan {
+            m.insert("plan".into(), json!(p));
+        }
+        m.insert("policy_version".into(), json!(record.policy_version));
+        m.insert("reused".into(), json!(reused));
+        m.insert(
+            "record".into(),
+            serde_json::to_value(record).unwrap_or(Value::Null),
+        );
+        m.insert(
+            "installed".into(),
+            serde_json::to_value(&s.installed).unwrap_or(Value::Null),
+        );
+        if let Some((installed, removed)) = rules {
+            m.insert("rules_installed".into(), json!(installed));
+            m.insert("rules_removed".into(), json!(removed));
+        }
+        let payload = Value::Object(m);
+        let now = super::now_ms();
+        if let Some(file) = &self.decision_file {
+            let line = json!({
+                "time": crate::notify::event::iso_ms(now),
+                "name": names::DECISION,
+                "subscriber": s.subscriber,
+                "payload": payload,
+            });
+            file.write(serde_json::to_vec(&line).unwrap_or_default());
+        }
+        if !to_sinks {
+            return None;
+        }
+        self.notify.stage(
+            names::DECISION,
+            Some(&s.subscriber),
+            format!(
+                "{}:{}:{}",
+                names::DECISION,
+                s.id,
+                self.notify.next_id_hint()
+            ),
+            payload,
+            now,
+        )
+    }
+
     /// `session.ended`, with its length and the octets reported per
     /// Monitoring-Key over its life (the final usage included).
     pub(crate) fn session_ended(&self, s: &GxSession, cause: &str) -> Option<Staged> {

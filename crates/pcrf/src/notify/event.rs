@@ -18,6 +18,8 @@ pub mod names {
     pub const USAGE_TOPUP: &str = "usage.topup";
     pub const PEER_UP: &str = "peer.up";
     pub const PEER_DOWN: &str = "peer.down";
+    /// One policy decision and what it was made of (`[decision_log]`).
+    pub const DECISION: &str = "decision";
     /// Prefix of the events a policy emits with `notify(name, payload)`.
     pub const POLICY_PREFIX: &str = "policy.";
 }

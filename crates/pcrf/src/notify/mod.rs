@@ -6,6 +6,7 @@
 
 pub mod amqp;
 pub mod config;
+pub mod decision_log;
 pub mod delivery;
 pub mod event;
 pub mod outbox;
@@ -13,6 +14,7 @@ pub mod sink;
 pub mod webhook;
 
 pub use config::{NotificationsConfig, SinkConfig, SinkKind};
+pub use decision_log::DecisionLogConfig;
 pub use event::{names, Event};
 pub use outbox::{Outbox, OutboxStatus, Staged};
 pub use sink::{Sink, SinkError};
