@@ -40,24 +40,10 @@ MIN_UP="${MIN_UP:-2}"
 MAX_UP="${MAX_UP:-6}"
 STORE="${STORE:-sqlite}"
 BSF_MODE="${BSF_MODE:-per-address}"
-[[ $STORE == sqlite || $STORE == postgres ]] || die "STORE must be sqlite or postgres"
-((CYCLES >= 1 && CYCLES <= 1000)) || die "CYCLES must be 1..1000"
-((MIN_UP >= 1 && MAX_UP >= MIN_UP && MAX_UP <= 60)) || die "need 1 <= MIN_UP <= MAX_UP <= 60"
+check_kill_cycles
 
 build_release pcrf pcrf-bench
-work="$(mktemp -d "${TMPDIR:-/tmp}/pcrf-chaos-bindings.XXXXXX")"
-GEN_PID=""
-PY_PID=""
-cleanup() {
-  set +e
-  [[ -n "$GEN_PID" ]] && kill -TERM "$GEN_PID" 2>/dev/null && wait "$GEN_PID" 2>/dev/null
-  [[ -n "$PY_PID" ]] && kill -TERM "$PY_PID" 2>/dev/null && wait "$PY_PID" 2>/dev/null
-  chaos_stop
-  stop_postgres
-  if [[ "${KEEP:-0}" == 1 ]]; then echo "work directory kept: $work" >&2; else rm -rf "$work"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+chaos_workdir bindings GEN_PID PY_PID
 
 started=$SECONDS
 [[ $STORE == postgres ]] && start_postgres

@@ -38,19 +38,9 @@ case "$STORE" in all | sqlite | postgres) ;; *) die "STORE must be all, sqlite o
 ((BEFORE + OUTAGE + AFTER <= 600)) || die "BEFORE + OUTAGE + AFTER must be at most 600 s"
 
 build_release pcrf pcrf-bench
-work="$(mktemp -d "${TMPDIR:-/tmp}/pcrf-chaos-db.XXXXXX")"
-GEN_PID=""
 MOUNTED=""
-cleanup() {
-  set +e
-  [[ -n "$GEN_PID" ]] && kill -TERM "$GEN_PID" 2>/dev/null && wait "$GEN_PID" 2>/dev/null
-  chaos_stop
-  stop_postgres
-  [[ -n "$MOUNTED" ]] && umount "$MOUNTED"
-  if [[ "${KEEP:-0}" == 1 ]]; then echo "work directory kept: $work" >&2; else rm -rf "$work"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+chaos_at_exit() { [[ -n "$MOUNTED" ]] && umount "$MOUNTED"; }
+chaos_workdir db GEN_PID
 
 failures=0
 

@@ -14,6 +14,44 @@ log() { printf '[%s] %s\n' "$(date +%H:%M:%S)" "$*" >&2; }
 
 now_ms() { date +%s%3N; }
 
+# chaos_workdir NAME [PID_VARIABLE...]: makes the script's work directory
+# ($work) and its clean-up at exit, written once for every chaos script.
+# Each PID_VARIABLE names a variable that holds the PID of a background
+# process while one runs (emptied here); at exit those still set are
+# stopped, then the server and the throwaway PostgreSQL, then the
+# function chaos_at_exit runs if the script defines one, and the work
+# directory is removed (KEEP=1 keeps it).
+chaos_workdir() {
+  work="$(mktemp -d "${TMPDIR:-/tmp}/pcrf-chaos-$1.XXXXXX")"
+  shift
+  CHAOS_PID_VARIABLES=("$@")
+  local v
+  for v in "$@"; do printf -v "$v" '%s' ''; done
+  trap chaos_cleanup EXIT
+  trap 'exit 130' INT TERM
+}
+
+chaos_cleanup() {
+  set +e
+  local v pid
+  for v in "${CHAOS_PID_VARIABLES[@]}"; do
+    pid="${!v}"
+    [[ -n "$pid" ]] && kill -TERM "$pid" 2>/dev/null && wait "$pid" 2>/dev/null
+  done
+  chaos_stop
+  stop_postgres
+  declare -F chaos_at_exit >/dev/null && chaos_at_exit
+  if [[ "${KEEP:-0}" == 1 ]]; then echo "work directory kept: $work" >&2; else rm -rf "$work"; fi
+}
+
+# check_kill_cycles: the settings every kill-cycle script takes (STORE,
+# CYCLES, MIN_UP, MAX_UP), refused with a clear message when out of range.
+check_kill_cycles() {
+  [[ $STORE == sqlite || $STORE == postgres ]] || die "STORE must be sqlite or postgres"
+  ((CYCLES >= 1 && CYCLES <= 1000)) || die "CYCLES must be 1..1000"
+  ((MIN_UP >= 1 && MAX_UP >= MIN_UP && MAX_UP <= 60)) || die "need 1 <= MIN_UP <= MAX_UP <= 60"
+}
+
 # chaos_config WORK STORE [EXTRA_PEERS]: writes WORK/pcrf.toml; STORE is
 # sqlite (data in WORK/data unless DATA_DIR is set) or postgres (the cluster
 # of start_postgres). Allowed peers: the generator's pgw-1..8.bench.test

@@ -29,18 +29,7 @@ CASES="${CASES:-baseline flap stall half flood}"
 ((DURATION >= 5 && DURATION <= 600)) || die "DURATION must be 5..600 s"
 
 build_release pcrf pcrf-bench
-work="$(mktemp -d "${TMPDIR:-/tmp}/pcrf-chaos-peers.XXXXXX")"
-BAD_PID=""
-GOOD_PID=""
-cleanup() {
-  set +e
-  [[ -n "$BAD_PID" ]] && kill -TERM "$BAD_PID" 2>/dev/null && wait "$BAD_PID" 2>/dev/null
-  [[ -n "$GOOD_PID" ]] && kill -TERM "$GOOD_PID" 2>/dev/null && wait "$GOOD_PID" 2>/dev/null
-  chaos_stop
-  if [[ "${KEEP:-0}" == 1 ]]; then echo "work directory kept: $work" >&2; else rm -rf "$work"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+chaos_workdir peers BAD_PID GOOD_PID
 
 chaos_config "$work" sqlite 8
 chaos_start "$work" || die "pcrf serve did not start"

@@ -33,16 +33,7 @@ mkdir -p "$CHAOS_ROOT/chaos/results"
 OUT="${OUT:-$CHAOS_ROOT/chaos/results/soak-$(date +%Y%m%d-%H%M%S).csv}"
 
 build_release pcrf pcrf-bench
-work="$(mktemp -d "${TMPDIR:-/tmp}/pcrf-chaos-soak.XXXXXX")"
-GEN_PID=""
-cleanup() {
-  set +e
-  [[ -n "$GEN_PID" ]] && kill -TERM "$GEN_PID" 2>/dev/null && wait "$GEN_PID" 2>/dev/null
-  chaos_stop
-  if [[ "${KEEP:-0}" == 1 ]]; then echo "work directory kept: $work" >&2; else rm -rf "$work"; fi
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
+chaos_workdir soak GEN_PID
 
 chaos_config "$work" sqlite
 chaos_start "$work" || die "pcrf serve did not start"
