@@ -23,6 +23,7 @@ use crate::store::Change;
 use crate::subscriber::Subscriber;
 use crate::sy::service::Sy;
 use crate::txn;
+use crate::txn::session_step::{self, Closing, Decided, Granted, Step};
 use crate::usage::step::UsageStep;
 use bytes::{Bytes, BytesMut};
 use diameter::codec::{missing_avp, DiameterError, Message, FLAG_T};
@@ -35,11 +36,6 @@ use std::time::Instant;
 
 use crate::node::events::StagedEvents;
 use crate::node::{now_ms, replay, usage_change, Answered, Node, COMMIT_WAIT, USER_UNKNOWN};
-
-/// The subscriber's profile, for the allowance a threshold is a share of.
-fn sub_of_usage(node: &Node, s: &GxSession) -> Option<Arc<crate::subscriber::Subscriber>> {
-    node.find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref())
-}
 
 /// The Gx service: answers the PCEFs' CCRs and re-decides their sessions.
 /// It holds the services of the applications bound to a Gx session, which
@@ -186,50 +182,27 @@ impl Gx {
         apply_reported(&mut s, c);
         s.last_request_number = c.request_number;
 
-        let mut usage = self
-            .node
-            .begin_usage(&s.subscriber, sub.as_deref(), now)
-            .await?;
-        let mut events = StagedEvents::default();
-        if let Some(step) = usage.as_mut() {
-            self.node.count_reports(step, &mut s, &c.usage_reports, now);
-        }
-        let mut input = self
-            .node
-            .policy_input(&s, sub.as_deref(), self.sy.spending_of(&s));
-        if let Some(step) = &usage {
-            input.usage = step.view(sub.as_deref());
-        }
-        let out = self.node.policy.decide(&input, None);
-        self.node.note_fallback(&s.id, &out);
-        let mut out = self.sy.settle_spending(&mut s, &mut input, out).await;
-        if let Some(rej) = &out.decision.reject {
-            return Ok(self.reject(req, c, rej));
-        }
-        // Staged in the order they happened: the session, what its
-        // first report crossed, what the policy asked for.
-        events.push(self.node.session_started(&s));
-        if let Some(step) = usage.as_mut() {
-            self.node
-                .quota_thresholds(step, sub.as_deref(), &mut events);
-        }
-        let notes = std::mem::take(&mut out.notifications);
-        self.node
-            .policy_notifications(&notes, &mut s, usage.as_mut(), &mut events);
-        let mut decision = self
-            .sd
-            .check_adc(&s.id, self.node.check_catalog(&s.id, out.decision()));
+        let Decided {
+            verdict,
+            mut pending,
+        } = session_step::decide(
+            &self.node,
+            &self.sy,
+            &mut s,
+            Step::Open,
+            &c.usage_reports,
+            now,
+            |id, d| self.sd.check_adc(id, d),
+        )
+        .await?;
+        let (decision, grants) = match verdict {
+            Ok(Granted {
+                decision, grants, ..
+            }) => (decision, grants),
+            Err(rej) => return Ok(self.reject(req, c, &rej)),
+        };
         let mut extras = self.extras(c);
-        if let Some(step) = &usage {
-            extras.usage = self.node.monitoring_answer(
-                &step.next,
-                sub.as_deref(),
-                &mut s,
-                &mut decision,
-                &step.reported,
-                now,
-            );
-        }
+        extras.usage = grants;
         let empty = Decision::default();
         let mut diff = RuleDiff::between(&empty, &decision);
         settle_revalidation(&mut diff, &mut s.revalidation_at_ms, now);
@@ -240,35 +213,17 @@ impl Gx {
             Some(&extras),
             Some(&diff),
         );
+        drop(diff);
         if answer.code != result_code::DIAMETER_SUCCESS {
             // The decision could not be sent (its CCA was too large): the
             // PCEF holds no session, so none is kept here either.
             return Ok(answer);
         }
-        s.last_decision = Some(Arc::new(out.into_record(&input, now)));
-        s.installed = decision.into();
         s.last_answer = Some(answer.bytes.clone());
-        let plan = sub.as_deref().and_then(|p| p.plan.as_deref());
-        events.push(self.node.decision_logged(&s, plan, "ccr-i", false, None));
+        pending.install(&self.node, &mut s, decision, "ccr-i", false);
         let s = Arc::new(s);
-        let slot = match self.node.sessions.insert(s.clone()) {
-            Ok(slot) => slot,
-            Err(_) => self.node.sessions.replace(s.clone()),
-        };
-        let _g = slot.lock().await;
-        let mut changes = vec![Change::PutSession(s.clone())];
-        changes.extend(usage_change(&usage));
-        changes.extend(events.changes());
-        if let Err(e) = self.node.commit(changes).await {
-            self.node.sessions.remove(&s.id);
-            return Err(e);
-        }
-        events.publish();
-        slot.publish(s.clone());
+        session_step::commit_open(&self.node, s.clone(), pending).await?;
         self.sd.sd_follow(&s);
-        if let Some(step) = usage {
-            Node::finish_usage(step);
-        }
         Ok(answer)
     }
 
@@ -307,55 +262,39 @@ impl Gx {
         s.last_request_number = c.request_number;
         s.updated_ms = now;
 
-        let sub = self
-            .node
-            .find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
-        let mut usage = self
-            .node
-            .begin_usage(&s.subscriber, sub.as_deref(), now)
-            .await?;
-        let mut events = StagedEvents::default();
-        if let Some(step) = usage.as_mut() {
-            self.node.count_reports(step, &mut s, &c.usage_reports, now);
-            self.node
-                .quota_thresholds(step, sub.as_deref(), &mut events);
-        }
-        let mut input = self
-            .node
-            .policy_input(&s, sub.as_deref(), self.sy.spending_of(&s));
-        if let Some(step) = &usage {
-            input.usage = step.view(sub.as_deref());
-        }
-        let out = self.node.policy.decide(&input, s.last_decision.as_deref());
-        self.node.note_fallback(&s.id, &out);
-        let mut out = self.sy.settle_spending(&mut s, &mut input, out).await;
-        if let Some(rej) = &out.decision.reject {
-            let answer = self.reject(req, c, rej);
-            if !c.usage_reports.is_empty() {
-                // Refused or not, the usage happened: count it, once.
-                s.last_answer = Some(answer.bytes.clone());
-                txn::commit_session(&self.node, &slot, Arc::new(s), usage, events, None).await?;
+        let Decided {
+            verdict,
+            mut pending,
+        } = session_step::decide(
+            &self.node,
+            &self.sy,
+            &mut s,
+            Step::Update,
+            &c.usage_reports,
+            now,
+            |id, d| self.sd.check_adc(id, d),
+        )
+        .await?;
+        let (decision, grants, reused) = match verdict {
+            Ok(Granted {
+                decision,
+                grants,
+                reused,
+            }) => (decision, grants, reused),
+            Err(rej) => {
+                let answer = self.reject(req, c, &rej);
+                if !c.usage_reports.is_empty() {
+                    // Refused or not, the usage happened: count it, once.
+                    s.last_answer = Some(answer.bytes.clone());
+                    pending.commit(&self.node, &slot, Arc::new(s), None).await?;
+                }
+                return Ok(answer);
             }
-            return Ok(answer);
-        }
-        let notes = std::mem::take(&mut out.notifications);
-        self.node
-            .policy_notifications(&notes, &mut s, usage.as_mut(), &mut events);
-        let mut decision = self
-            .sd
-            .check_adc(&s.id, self.node.check_catalog(&s.id, out.decision()));
-        crate::session::af::add_af_rules(&s.af, &mut decision);
-        let mut extras = CcaExtras::default();
-        if let Some(step) = &usage {
-            extras.usage = self.node.monitoring_answer(
-                &step.next,
-                sub.as_deref(),
-                &mut s,
-                &mut decision,
-                &step.reported,
-                now,
-            );
-        }
+        };
+        let extras = CcaExtras {
+            usage: grants,
+            ..CcaExtras::default()
+        };
         let answer = {
             let mut diff = RuleDiff::between(&s.installed, &decision);
             settle_revalidation(&mut diff, &mut s.revalidation_at_ms, now);
@@ -367,19 +306,15 @@ impl Gx {
                 Some(&diff),
             )
         };
-        let reused = out.ran == Ran::Memo;
-        if !reused {
-            s.last_decision = Some(Arc::new(out.into_record(&input, now)));
-        }
-        s.installed = decision.into();
         s.last_answer = Some(answer.bytes.clone());
-        let plan = sub.as_deref().and_then(|p| p.plan.as_deref());
-        events.push(self.node.decision_logged(&s, plan, "ccr-u", reused, None));
+        pending.install(&self.node, &mut s, decision, "ccr-u", reused);
         let s = Arc::new(s);
         // A request that reported usage is always written, with its answer:
         // a retransmission after a restart must be replayed, not counted again.
         let unchanged_from = c.usage_reports.is_empty().then_some(&*cur);
-        txn::commit_session(&self.node, &slot, s.clone(), usage, events, unchanged_from).await?;
+        pending
+            .commit(&self.node, &slot, s.clone(), unchanged_from)
+            .await?;
         self.sd.sd_follow(&s);
         self.rx.spawn_af_notices(af_notices);
         Ok(answer)
@@ -400,32 +335,9 @@ impl Gx {
             }
             return Ok(self.unknown_session(req, c));
         }
-        let now = now_ms();
         let mut s = (*cur).clone();
         apply_reported(&mut s, c);
         self.node.apply_rule_reports(&mut s, &c.rule_reports);
-        // The final usage (CCR-T) is counted like any report.
-        let mut usage = None;
-        if !c.usage_reports.is_empty() {
-            let sub = self
-                .node
-                .find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
-            usage = self
-                .node
-                .begin_usage(&s.subscriber, sub.as_deref(), now)
-                .await?;
-            if let Some(step) = usage.as_mut() {
-                self.node.count_reports(step, &mut s, &c.usage_reports, now);
-            }
-        }
-        let mut events = StagedEvents::default();
-        if let Some(step) = usage.as_mut() {
-            self.node
-                .quota_thresholds(step, sub_of_usage(&self.node, &s).as_deref(), &mut events);
-        }
-        s.state = SessionState::Closed;
-        s.closed_ms = Some(now);
-        s.updated_ms = now;
         s.last_request_number = c.request_number;
         let answer = self.cca(
             req,
@@ -434,25 +346,15 @@ impl Gx {
             None,
             None,
         );
-        s.last_answer = Some(answer.bytes.clone());
-        events.push(self.node.session_ended(&s, "ccr-t"));
-        let s = Arc::new(s);
-        let mut changes = vec![Change::PutSession(s.clone())];
-        changes.extend(usage_change(&usage));
-        changes.extend(events.changes());
-        self.node.commit(changes).await?;
-        events.publish();
+        let closing = Closing {
+            reports: &c.usage_reports,
+            answer: Some(answer.bytes.clone()),
+            cause: "ccr-t",
+            now: now_ms(),
+        };
+        let s =
+            session_step::close(&self.node, &self.rx, &self.sy, &slot, &cur, s, closing).await?;
         self.sd.sd_release(&s);
-        slot.publish(s.clone());
-        self.rx.abort_afs(&s);
-        // Closed records live in the store only (API look-ups and late
-        // retransmissions read them there): memory stays the size of the
-        // open sessions whatever the churn and the retention.
-        self.node.sessions.remove(c.session_id);
-        self.sy.sy_session_ended(&cur);
-        if let Some(step) = usage {
-            Node::finish_usage(step);
-        }
         Ok(answer)
     }
 

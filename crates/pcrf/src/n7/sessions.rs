@@ -22,17 +22,15 @@ use super::service::{Created, OpFuture, SmPolicyService};
 use super::session_input::apply_update;
 use crate::admission::Class;
 use crate::config::UnknownSubscriber;
-use crate::node::events::StagedEvents;
-use crate::node::{now_ms, usage_change, Node};
-use crate::pcc::{UsageInstructions, UsageReport};
+use crate::node::{now_ms, Node};
+use crate::pcc::UsageReport;
 use crate::policy::decision::Decision;
-use crate::policy::Ran;
 use crate::rx::service::Rx;
 use crate::sbi::problem::{cause, ProblemDetails};
 use crate::session::{GxSession, SessionSlot, SessionState};
-use crate::store::Change;
 use crate::sy::service::Sy;
 use crate::txn;
+use crate::txn::session_step::{self, Closing, Decided, Granted, Step};
 use crate::usage::ServiceUnits;
 use diameter::codec::DiameterError;
 use std::sync::atomic::Ordering::Relaxed;
@@ -125,59 +123,21 @@ impl N7 {
         s.n7 = Some(Box::new(ctx.clone()));
         mirror_context(&mut s);
 
-        let mut usage = node.begin_usage(&s.subscriber, sub.as_deref(), now).await?;
-        let mut events = StagedEvents::default();
-        let mut input = node.policy_input(&s, sub.as_deref(), self.sy.spending_of(&s));
-        if let Some(step) = &usage {
-            input.usage = step.view(sub.as_deref());
-        }
-        let out = node.policy.decide(&input, None);
-        node.note_fallback(&s.id, &out);
-        let mut out = self.sy.settle_spending(&mut s, &mut input, out).await;
-        if let Some(rej) = &out.decision.reject {
-            return Ok(Err(decision_map::refusal(rej)));
-        }
-        events.push(node.session_started(&s));
-        if let Some(step) = usage.as_mut() {
-            node.quota_thresholds(step, sub.as_deref(), &mut events);
-        }
-        let notes = std::mem::take(&mut out.notifications);
-        node.policy_notifications(&notes, &mut s, usage.as_mut(), &mut events);
-        let mut decision = node.check_catalog(&s.id, out.decision());
-        if let Some(step) = &usage {
-            node.monitoring_answer(
-                &step.next,
-                sub.as_deref(),
-                &mut s,
-                &mut decision,
-                &step.reported,
-                now,
-            );
-        }
+        let Decided {
+            verdict,
+            mut pending,
+        } = session_step::decide(node, &self.sy, &mut s, Step::Open, &[], now, |_, d| d).await?;
+        let (decision, reused) = match verdict {
+            Ok(Granted {
+                decision, reused, ..
+            }) => (decision, reused),
+            Err(rej) => return Ok(Err(decision_map::refusal(&rej))),
+        };
         s.revalidation_at_ms = revalidation_at(&decision, now);
         let answer = whole_at(&decision, &s.monitoring, s.revalidation_at_ms);
-        s.last_decision = Some(Arc::new(out.into_record(&input, now)));
-        s.installed = decision.into();
-        let plan = sub.as_deref().and_then(|p| p.plan.as_deref());
-        events.push(node.decision_logged(&s, plan, "create", false, None));
+        pending.install(node, &mut s, decision, "create", reused);
         let s = Arc::new(s);
-        let slot = match node.sessions.insert(s.clone()) {
-            Ok(slot) => slot,
-            Err(_) => node.sessions.replace(s.clone()),
-        };
-        let _g = slot.lock().await;
-        let mut changes = vec![Change::PutSession(s.clone())];
-        changes.extend(usage_change(&usage));
-        changes.extend(events.changes());
-        if let Err(e) = node.commit(changes).await {
-            node.sessions.remove(&s.id);
-            return Err(e);
-        }
-        events.publish();
-        slot.publish(s.clone());
-        if let Some(step) = usage {
-            Node::finish_usage(step);
-        }
+        session_step::commit_open(node, s.clone(), pending).await?;
         self.bindings.bind(&s);
         Ok(Ok(Created {
             id: s.id.clone(),
@@ -274,43 +234,34 @@ impl N7 {
         node.apply_rule_reports(&mut s, &rule_reports(&up.rule_reports));
         s.updated_ms = now;
 
-        let sub = node.find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
-        let mut usage = node.begin_usage(&s.subscriber, sub.as_deref(), now).await?;
-        let mut events = StagedEvents::default();
         let reports = usage_reports(&up.accu_usage_reports);
-        if let Some(step) = usage.as_mut() {
-            node.count_reports(step, &mut s, &reports, now);
-            node.quota_thresholds(step, sub.as_deref(), &mut events);
-        }
-        let mut input = node.policy_input(&s, sub.as_deref(), self.sy.spending_of(&s));
-        if let Some(step) = &usage {
-            input.usage = step.view(sub.as_deref());
-        }
-        let out = node.policy.decide(&input, s.last_decision.as_deref());
-        node.note_fallback(&s.id, &out);
-        let mut out = self.sy.settle_spending(&mut s, &mut input, out).await;
-        if let Some(rej) = &out.decision.reject {
-            // Refused or not, the usage happened: counted, once.
-            let refused: Op<SmPolicyDecision> = Err(decision_map::refusal(rej));
-            s.last_answer = remembered(digest, s.updated_ms, &refused);
-            txn::commit_session(node, &slot, Arc::new(s), usage, events, None).await?;
-            return Ok(refused);
-        }
-        let notes = std::mem::take(&mut out.notifications);
-        node.policy_notifications(&notes, &mut s, usage.as_mut(), &mut events);
-        let mut decision = node.check_catalog(&s.id, out.decision());
-        crate::session::af::add_af_rules(&s.af, &mut decision);
-        let mut fresh = UsageInstructions::default();
-        if let Some(step) = &usage {
-            fresh = node.monitoring_answer(
-                &step.next,
-                sub.as_deref(),
-                &mut s,
-                &mut decision,
-                &step.reported,
-                now,
-            );
-        }
+        let Decided {
+            verdict,
+            mut pending,
+        } = session_step::decide(
+            node,
+            &self.sy,
+            &mut s,
+            Step::Update,
+            &reports,
+            now,
+            |_, d| d,
+        )
+        .await?;
+        let (decision, fresh, reused) = match verdict {
+            Ok(Granted {
+                decision,
+                grants,
+                reused,
+            }) => (decision, grants, reused),
+            Err(rej) => {
+                // Refused or not, the usage happened: counted, once.
+                let refused: Op<SmPolicyDecision> = Err(decision_map::refusal(&rej));
+                s.last_answer = remembered(digest, s.updated_ms, &refused);
+                pending.commit(node, &slot, Arc::new(s), None).await?;
+                return Ok(refused);
+            }
+        };
         s.revalidation_at_ms = revalidation_at(&decision, now);
         let answer = match unchanged_but_usage(&cur, &s, &decision, &fresh) {
             Some(answer) => answer,
@@ -319,19 +270,13 @@ impl N7 {
                 changes_for_smf(&held_by_smf(&cur), &after, &fresh)
             }
         };
-        let reused = out.ran == Ran::Memo;
-        if !reused {
-            s.last_decision = Some(Arc::new(out.into_record(&input, now)));
-        }
-        s.installed = decision.into();
-        let plan = sub.as_deref().and_then(|p| p.plan.as_deref());
-        events.push(node.decision_logged(&s, plan, "update", reused, None));
+        pending.install(node, &mut s, decision, "update", reused);
         // Remembered with the usage it counted (one write), so that the
         // SMF sending it again, here or at another node, even after a
         // crash, is answered the same and counted once.
         let answer = Ok(answer);
         s.last_answer = remembered(digest, s.updated_ms, &answer);
-        txn::commit_session(node, &slot, Arc::new(s), usage, events, Some(&cur)).await?;
+        pending.commit(node, &slot, Arc::new(s), Some(&cur)).await?;
         Ok(answer)
     }
 
@@ -392,32 +337,19 @@ impl N7 {
                 ctx.serving_network = Some(p.clone());
             }
         }
-        // The final usage is counted like any report.
-        let mut usage = None;
-        let mut events = StagedEvents::default();
-        if !del.accu_usage_reports.is_empty() {
-            let sub = node.find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
-            usage = node.begin_usage(&s.subscriber, sub.as_deref(), now).await?;
-            if let Some(step) = usage.as_mut() {
-                node.count_reports(step, &mut s, &usage_reports(&del.accu_usage_reports), now);
-                node.quota_thresholds(step, sub.as_deref(), &mut events);
-            }
-        }
         // The binding goes before the record says closed (see
         // `n7::bsf_binding`).
         if node.unbind_at_bsf(&cur).await {
             s.bsf_binding = None;
         }
-        s.state = SessionState::Closed;
-        s.closed_ms = Some(now);
-        s.updated_ms = now;
-        events.push(node.session_ended(&s, "n7-delete"));
-        let s = Arc::new(s);
-        txn::commit_session(node, &slot, s.clone(), usage, events, None).await?;
-        self.rx.abort_afs(&s);
-        // Closed records live in the store only, as for Gx.
-        node.sessions.remove(id);
-        self.sy.sy_session_ended(&cur);
+        let reports = usage_reports(&del.accu_usage_reports);
+        let closing = Closing {
+            reports: &reports,
+            answer: None,
+            cause: "n7-delete",
+            now,
+        };
+        session_step::close(node, &self.rx, &self.sy, &slot, &cur, s, closing).await?;
         Ok(Ok(()))
     }
 }

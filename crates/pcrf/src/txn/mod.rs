@@ -14,6 +14,8 @@
 //! command) is opened one layer up, by the dispatcher, so that it also
 //! covers decoding.
 
+pub(crate) mod session_step;
+
 use crate::admission::Class;
 use crate::metrics::Command;
 use crate::node::events::StagedEvents;

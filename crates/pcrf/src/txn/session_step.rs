@@ -1,0 +1,256 @@
+//! The steps of a policy session that every interface shares, written
+//! once: opening a session, updating it with what its enforcement point
+//! reported, and closing it. A Gx CCR-I and an N7 Create open; a CCR-U
+//! and an N7 Update update; a CCR-T and an N7 Delete close.
+//!
+//! An adapter (`gx/service.rs`, `n7/sessions.rs`) decodes its request,
+//! finds and locks the session, applies what the request said to a copy
+//! of the record, and hands it here with the usage it reported. The step
+//! counts that usage into the subscriber's accumulators, decides with the
+//! policy (settling the spending limits it asks for), stages the events,
+//! validates the decision and turns its Monitoring-Keys into grants. The
+//! adapter then encodes the answer of its protocol from the verdict,
+//! and the transaction ends in one commit ([`commit_open`],
+//! [`super::commit_session`], [`close`]).
+//!
+//! What the step waits for is the subscriber's usage lock and its row
+//! (on a shared store), and the spending limits' peer when the decision
+//! names counters it does not hold yet; the rest runs to completion. Time
+//! is the adapter's `now`, read once per request.
+
+use super::commit_session;
+use crate::node::events::StagedEvents;
+use crate::node::{usage_change, Node, UsageStep};
+use crate::pcc::{UsageInstructions, UsageReport};
+use crate::policy::decision::{Decision, Reject};
+use crate::policy::Ran;
+use crate::rx::service::Rx;
+use crate::session::{GxSession, SessionSlot, SessionState};
+use crate::store::Change;
+use crate::subscriber::Subscriber;
+use crate::sy::service::Sy;
+use bytes::Bytes;
+use diameter::codec::DiameterError;
+use std::sync::Arc;
+
+/// Which step decides: a new session (no decision before it, and a
+/// `session-started` event), or an open one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    Open,
+    Update,
+}
+
+/// What the policy granted, checked: the decision to install, with the
+/// usage grants and stops that go with it, and whether the memo reused
+/// the last decision. A refusal is the policy's [`Reject`].
+pub(crate) struct Granted {
+    pub(crate) decision: Decision,
+    pub(crate) grants: UsageInstructions,
+    pub(crate) reused: bool,
+}
+
+/// A decided step: the verdict, and what the transaction writes with the
+/// session.
+pub(crate) struct Decided {
+    pub(crate) verdict: Result<Granted, Reject>,
+    pub(crate) pending: Pending,
+}
+
+/// What a session transaction writes beside the session record, in the
+/// same commit: the subscriber's usage (its lock held until then) and the
+/// events staged.
+pub(crate) struct Pending {
+    pub(crate) usage: Option<UsageStep>,
+    pub(crate) events: StagedEvents,
+    /// The subscriber's profile, when provisioned.
+    pub(crate) sub: Option<Arc<Subscriber>>,
+}
+
+impl Pending {
+    /// Records `decision` as what the enforcement point now holds, and
+    /// stages its entry in the decision log (`trigger`: the request that
+    /// decided, in the log's words).
+    pub(crate) fn install(
+        &mut self,
+        node: &Node,
+        s: &mut GxSession,
+        decision: Decision,
+        trigger: &str,
+        reused: bool,
+    ) {
+        s.installed = decision.into();
+        let plan = self.sub.as_deref().and_then(|p| p.plan.as_deref());
+        self.events
+            .push(node.decision_logged(s, plan, trigger, reused, None));
+    }
+
+    /// Writes session `s` with the usage and events in one commit, then
+    /// publishes them (see [`commit_session`]).
+    pub(crate) async fn commit(
+        self,
+        node: &Node,
+        slot: &SessionSlot,
+        s: Arc<GxSession>,
+        unchanged_from: Option<&GxSession>,
+    ) -> Result<(), DiameterError> {
+        commit_session(node, slot, s, self.usage, self.events, unchanged_from).await
+    }
+}
+
+/// Decides session `s` (a copy the adapter owns, holding what the request
+/// reported): counts `reports`, decides with the policy, settles the
+/// spending limits, stages the events the policy and the usage asked for,
+/// validates the decision (`refine`: the adapter's own checks, between the
+/// node's and the grants) and grants its Monitoring-Keys. A decision that
+/// is not a reuse of the last one becomes the session's `last_decision`.
+pub(crate) async fn decide(
+    node: &Node,
+    sy: &Sy,
+    s: &mut GxSession,
+    step: Step,
+    reports: &[UsageReport<'_>],
+    now: i64,
+    refine: impl FnOnce(&str, Decision) -> Decision,
+) -> Result<Decided, DiameterError> {
+    let sub = node.find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
+    let mut usage = node.begin_usage(&s.subscriber, sub.as_deref(), now).await?;
+    let mut events = StagedEvents::default();
+    if step == Step::Open {
+        events.push(node.session_started(s));
+    }
+    if let Some(u) = usage.as_mut() {
+        node.count_reports(u, s, reports, now);
+        node.quota_thresholds(u, sub.as_deref(), &mut events);
+    }
+    let mut input = node.policy_input(s, sub.as_deref(), sy.spending_of(s));
+    if let Some(u) = &usage {
+        input.usage = u.view(sub.as_deref());
+    }
+    let last = match step {
+        Step::Open => None,
+        Step::Update => s.last_decision.as_deref(),
+    };
+    let out = node.policy.decide(&input, last);
+    node.note_fallback(&s.id, &out);
+    let mut out = sy.settle_spending(s, &mut input, out).await;
+    if let Some(rej) = out.decision.reject.clone() {
+        return Ok(Decided {
+            verdict: Err(rej),
+            pending: Pending { usage, events, sub },
+        });
+    }
+    let notes = std::mem::take(&mut out.notifications);
+    node.policy_notifications(&notes, s, usage.as_mut(), &mut events);
+    let mut decision = refine(&s.id, node.check_catalog(&s.id, out.decision()));
+    if step == Step::Update {
+        crate::session::af::add_af_rules(&s.af, &mut decision);
+    }
+    let mut grants = UsageInstructions::default();
+    if let Some(u) = &usage {
+        grants =
+            node.monitoring_answer(&u.next, sub.as_deref(), s, &mut decision, &u.reported, now);
+    }
+    let reused = out.ran == Ran::Memo;
+    if !reused {
+        s.last_decision = Some(Arc::new(out.into_record(&input, now)));
+    }
+    Ok(Decided {
+        verdict: Ok(Granted {
+            decision,
+            grants,
+            reused,
+        }),
+        pending: Pending { usage, events, sub },
+    })
+}
+
+/// Ends the opening of session `s`: puts it in the session table (over
+/// a closed record of the same id), writes it with its usage and events
+/// in one commit, and only then makes them visible. A failed commit
+/// leaves nothing behind: the table forgets the session again.
+pub(crate) async fn commit_open(
+    node: &Node,
+    s: Arc<GxSession>,
+    pending: Pending,
+) -> Result<Arc<SessionSlot>, DiameterError> {
+    let Pending { usage, events, .. } = pending;
+    let slot = match node.sessions.insert(s.clone()) {
+        Ok(slot) => slot,
+        Err(_) => node.sessions.replace(s.clone()),
+    };
+    {
+        let _g = slot.lock().await;
+        let mut changes = vec![Change::PutSession(s.clone())];
+        changes.extend(usage_change(&usage));
+        changes.extend(events.changes());
+        if let Err(e) = node.commit(changes).await {
+            node.sessions.remove(&s.id);
+            return Err(e);
+        }
+        events.publish();
+        slot.publish(s);
+        if let Some(u) = usage {
+            Node::finish_usage(u);
+        }
+    }
+    Ok(slot)
+}
+
+/// What ends a session: the request's final usage, and the answer a
+/// retransmission of it gets again (`None` where the protocol replays
+/// otherwise).
+pub(crate) struct Closing<'a> {
+    pub(crate) reports: &'a [UsageReport<'a>],
+    pub(crate) answer: Option<Bytes>,
+    /// The cause the `session-ended` event names.
+    pub(crate) cause: &'a str,
+    pub(crate) now: i64,
+}
+
+/// Closes session `s` (a copy of `cur`, the record under `slot`'s lock):
+/// counts its final usage, marks it closed, writes it with its usage and
+/// events in one commit, then releases what was bound to it (its AF
+/// sessions, its share of the spending-limit subscription) and forgets it
+/// here: closed records live in the store only (API look-ups and late
+/// retransmissions read them there), so memory stays the size of the open
+/// sessions whatever the churn and the retention.
+pub(crate) async fn close(
+    node: &Node,
+    rx: &Rx,
+    sy: &Sy,
+    slot: &SessionSlot,
+    cur: &GxSession,
+    mut s: GxSession,
+    closing: Closing<'_>,
+) -> Result<Arc<GxSession>, DiameterError> {
+    let Closing {
+        reports,
+        answer,
+        cause,
+        now,
+    } = closing;
+    let mut usage = None;
+    let mut events = StagedEvents::default();
+    if !reports.is_empty() {
+        let sub = node.find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
+        usage = node.begin_usage(&s.subscriber, sub.as_deref(), now).await?;
+        if let Some(u) = usage.as_mut() {
+            node.count_reports(u, &mut s, reports, now);
+            node.quota_thresholds(u, sub.as_deref(), &mut events);
+        }
+    }
+    s.state = SessionState::Closed;
+    s.closed_ms = Some(now);
+    s.updated_ms = now;
+    if answer.is_some() {
+        s.last_answer = answer;
+    }
+    events.push(node.session_ended(&s, cause));
+    let s = Arc::new(s);
+    commit_session(node, slot, s.clone(), usage, events, None).await?;
+    rx.abort_afs(&s);
+    node.sessions.remove(&s.id);
+    sy.sy_session_ended(cur);
+    Ok(s)
+}
