@@ -190,6 +190,17 @@ async fn build_node(root: &Path, dir: &Path) -> Services {
     node
 }
 
+/// A node on a fresh embedded store, with the shipped policy and usage
+/// file and the subscribers above provisioned, for the unit tests of the
+/// layers it is built from. `rt` runs its set-up only.
+#[cfg(test)]
+pub(crate) fn node_for_unit_tests(rt: &tokio::runtime::Runtime) -> Services {
+    let root = scratch("unit");
+    std::fs::write(root.join("default.lua"), DEFAULT_POLICY).expect("write policy");
+    std::fs::write(root.join("usage.toml"), USAGE_FILE).expect("write usage file");
+    rt.block_on(build_node(&root, &root.join("node")))
+}
+
 /// Splits `data` into the Diameter messages it frames as, back to back (at
 /// most [`MAX_MESSAGES`]). When the first does not frame, the whole input
 /// is tried as one message, as a test or a datagram would send it.

@@ -13,42 +13,28 @@
 //! and the transaction ends in one commit ([`commit_open`],
 //! [`super::commit_session`], [`close`]).
 //!
-//! What the step waits for is the subscriber's usage lock and its row
-//! (on a shared store), and the spending limits' peer when the decision
-//! names counters it does not hold yet; the rest runs to completion. Time
-//! is the adapter's `now`, read once per request.
+//! The decision itself is `session_core`, which waits for nothing; this
+//! runner does what needs a wait around it: the subscriber's usage lock
+//! and row (on a shared store) before it, the spending limits' peer
+//! between its two halves when the decision names counters not subscribed
+//! yet, and the commit after it. Time is the adapter's `now`, read once
+//! per request.
 
 use super::commit_session;
 use crate::node::events::StagedEvents;
 use crate::node::{usage_change, Node, UsageStep};
-use crate::pcc::{UsageInstructions, UsageReport};
+use crate::pcc::UsageReport;
 use crate::policy::decision::{Decision, Reject};
-use crate::policy::Ran;
 use crate::rx::service::Rx;
 use crate::session::{GxSession, SessionSlot, SessionState};
+use crate::session_core::{self, Context};
+pub(crate) use crate::session_core::{Granted, Step};
 use crate::store::Change;
 use crate::subscriber::Subscriber;
 use crate::sy::service::Sy;
 use bytes::Bytes;
 use diameter::codec::DiameterError;
 use std::sync::Arc;
-
-/// Which step decides: a new session (no decision before it, and a
-/// `session-started` event), or an open one.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Step {
-    Open,
-    Update,
-}
-
-/// What the policy granted, checked: the decision to install, with the
-/// usage grants and stops that go with it, and whether the memo reused
-/// the last decision. A refusal is the policy's [`Reject`].
-pub(crate) struct Granted {
-    pub(crate) decision: Decision,
-    pub(crate) grants: UsageInstructions,
-    pub(crate) reused: bool,
-}
 
 /// A decided step: the verdict, and what the transaction writes with the
 /// session.
@@ -99,11 +85,10 @@ impl Pending {
 }
 
 /// Decides session `s` (a copy the adapter owns, holding what the request
-/// reported): counts `reports`, decides with the policy, settles the
-/// spending limits, stages the events the policy and the usage asked for,
-/// validates the decision (`refine`: the adapter's own checks, between the
-/// node's and the grants) and grants its Monitoring-Keys. A decision that
-/// is not a reuse of the last one becomes the session's `last_decision`.
+/// reported): takes the subscriber's usage, proposes a decision
+/// (`session_core::propose`), settles the spending limits it asks for,
+/// and checks and grants it (`session_core::grant`; `refine`: the
+/// adapter's own checks).
 pub(crate) async fn decide(
     node: &Node,
     sy: &Sy,
@@ -116,51 +101,18 @@ pub(crate) async fn decide(
     let sub = node.find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
     let mut usage = node.begin_usage(&s.subscriber, sub.as_deref(), now).await?;
     let mut events = StagedEvents::default();
-    if step == Step::Open {
-        events.push(node.session_started(s));
-    }
-    if let Some(u) = usage.as_mut() {
-        node.count_reports(u, s, reports, now);
-        node.quota_thresholds(u, sub.as_deref(), &mut events);
-    }
-    let mut input = node.policy_input(s, sub.as_deref(), sy.spending_of(s));
-    if let Some(u) = &usage {
-        input.usage = u.view(sub.as_deref());
-    }
-    let last = match step {
-        Step::Open => None,
-        Step::Update => s.last_decision.as_deref(),
+    let mut cx = Context {
+        sub: sub.as_deref(),
+        usage: usage.as_mut(),
+        events: &mut events,
+        now,
     };
-    let out = node.policy.decide(&input, last);
-    node.note_fallback(&s.id, &out);
-    let mut out = sy.settle_spending(s, &mut input, out).await;
-    if let Some(rej) = out.decision.reject.clone() {
-        return Ok(Decided {
-            verdict: Err(rej),
-            pending: Pending { usage, events, sub },
-        });
-    }
-    let notes = std::mem::take(&mut out.notifications);
-    node.policy_notifications(&notes, s, usage.as_mut(), &mut events);
-    let mut decision = refine(&s.id, node.check_catalog(&s.id, out.decision()));
-    if step == Step::Update {
-        crate::session::af::add_af_rules(&s.af, &mut decision);
-    }
-    let mut grants = UsageInstructions::default();
-    if let Some(u) = &usage {
-        grants =
-            node.monitoring_answer(&u.next, sub.as_deref(), s, &mut decision, &u.reported, now);
-    }
-    let reused = out.ran == Ran::Memo;
-    if !reused {
-        s.last_decision = Some(Arc::new(out.into_record(&input, now)));
-    }
+    let spending = sy.spending_of(s);
+    let (mut input, out) = session_core::propose(node, s, step, reports, spending, &mut cx);
+    let out = sy.settle_spending(s, &mut input, out).await;
+    let verdict = session_core::grant(node, s, step, &input, out, refine, &mut cx);
     Ok(Decided {
-        verdict: Ok(Granted {
-            decision,
-            grants,
-            reused,
-        }),
+        verdict,
         pending: Pending { usage, events, sub },
     })
 }

@@ -1,0 +1,259 @@
+//! The decision of a policy session, sans-IO: the part of opening or
+//! updating a session that every interface shares and that waits for
+//! nothing. It counts the usage a request reported into the subscriber's
+//! accumulators, asks the policy ([`propose`]), and, once the spending
+//! limits the policy asked for are settled, checks the decision, stages
+//! the events it asked for and grants its Monitoring-Keys ([`grant`]).
+//!
+//! It takes neutral inputs (the session record the adapter filled from its
+//! request, the usage reported per Monitoring-Key, the subscriber, `now`)
+//! and returns neutral outputs (the decision, the grants, the events
+//! staged, the changed accumulators), and opens no socket and awaits
+//! nothing: what needs a wait (the subscriber's usage lock and row, the
+//! spending-limit peer) is done between the two calls by the transaction
+//! runner (`txn::session_step`), as a sans-IO protocol core leaves its I/O
+//! to the shell around it. Its unit tests run without a runtime.
+
+use crate::node::events::StagedEvents;
+use crate::node::{Node, UsageStep};
+use crate::pcc::{UsageInstructions, UsageReport};
+use crate::policy::decision::{Decision, Reject};
+use crate::policy::{Outcome, PolicyInput, Ran};
+use crate::session::GxSession;
+use crate::subscriber::Subscriber;
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+/// Which step decides: a new session (no decision before it, and a
+/// `session-started` event), or an open one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Step {
+    Open,
+    Update,
+}
+
+/// What the policy granted, checked: the decision to install, with the
+/// usage grants and stops that go with it, and whether the memo reused
+/// the last decision. A refusal is the policy's [`Reject`].
+pub(crate) struct Granted {
+    pub(crate) decision: Decision,
+    pub(crate) grants: UsageInstructions,
+    pub(crate) reused: bool,
+}
+
+/// What a decision step works on besides the session: the subscriber's
+/// profile, its usage (`None` when monitoring is off) and the events the
+/// transaction will write.
+pub(crate) struct Context<'a> {
+    pub(crate) sub: Option<&'a Subscriber>,
+    pub(crate) usage: Option<&'a mut UsageStep>,
+    pub(crate) events: &'a mut StagedEvents,
+    pub(crate) now: i64,
+}
+
+/// Counts `reports` into the accumulators, stages what they crossed, and
+/// decides session `s` with the policy (`spending`: the statuses of the
+/// subscriber's spending-limit counters known now). The decision may ask
+/// for counters not subscribed yet: the runner settles them before
+/// [`grant`].
+pub(crate) fn propose(
+    node: &Node,
+    s: &mut GxSession,
+    step: Step,
+    reports: &[UsageReport<'_>],
+    spending: BTreeMap<String, String>,
+    cx: &mut Context<'_>,
+) -> (PolicyInput, Outcome) {
+    if step == Step::Open {
+        cx.events.push(node.session_started(s));
+    }
+    if let Some(u) = cx.usage.as_deref_mut() {
+        node.count_reports(u, s, reports, cx.now);
+        node.quota_thresholds(u, cx.sub, cx.events);
+    }
+    let mut input = node.policy_input(s, cx.sub, spending);
+    if let Some(u) = cx.usage.as_deref() {
+        input.usage = u.view(cx.sub);
+    }
+    let last = match step {
+        Step::Open => None,
+        Step::Update => s.last_decision.as_deref(),
+    };
+    let out = node.policy.decide(&input, last);
+    node.note_fallback(&s.id, &out);
+    (input, out)
+}
+
+/// Checks the decision `out` (the node's checks, then `refine`: the
+/// adapter's own, before the grants), stages the events the policy asked
+/// for, and turns its Monitoring-Keys into grants and stops. A decision
+/// that is not a reuse of the last one becomes the session's
+/// `last_decision`. A refusal stages nothing more.
+pub(crate) fn grant(
+    node: &Node,
+    s: &mut GxSession,
+    step: Step,
+    input: &PolicyInput,
+    mut out: Outcome,
+    refine: impl FnOnce(&str, Decision) -> Decision,
+    cx: &mut Context<'_>,
+) -> Result<Granted, Reject> {
+    if let Some(rej) = out.decision.reject.clone() {
+        return Err(rej);
+    }
+    let notes = std::mem::take(&mut out.notifications);
+    node.policy_notifications(&notes, s, cx.usage.as_deref_mut(), cx.events);
+    let mut decision = refine(&s.id, node.check_catalog(&s.id, out.decision()));
+    if step == Step::Update {
+        crate::session::af::add_af_rules(&s.af, &mut decision);
+    }
+    let mut grants = UsageInstructions::default();
+    if let Some(u) = cx.usage.as_deref() {
+        grants = node.monitoring_answer(&u.next, cx.sub, s, &mut decision, &u.reported, cx.now);
+    }
+    let reused = out.ran == Ran::Memo;
+    if !reused {
+        s.last_decision = Some(Arc::new(out.into_record(input, cx.now)));
+    }
+    Ok(Granted {
+        decision,
+        grants,
+        reused,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    //! The decision steps of the Gx process tests, run on a node built on
+    //! a fresh store, with no runtime entered while they decide: only the
+    //! set-up (the node, the usage lock) awaits.
+    use super::*;
+    use crate::fuzz::{node_for_unit_tests, IMSI_BASIC, IMSI_BLOCKED};
+    use crate::services::Services;
+    use crate::usage::ServiceUnits;
+
+    const NOW: i64 = 1_795_000_000_000;
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .expect("runtime")
+    }
+
+    fn session(imsi: &str) -> GxSession {
+        let mut s = GxSession::new(
+            format!("pgw.test;1;{imsi}"),
+            imsi.to_owned(),
+            "pgw.test",
+            "test",
+            NOW,
+        );
+        s.imsi = Some(imsi.to_owned());
+        s.apn = Some("internet".into());
+        s
+    }
+
+    /// One decision step, as the runner takes it, with the spending
+    /// limits settled as they were (no Sy peer here).
+    fn decide(
+        node: &Services,
+        usage: Option<&mut UsageStep>,
+        s: &mut GxSession,
+        step: Step,
+        reports: &[UsageReport<'_>],
+        now: i64,
+    ) -> (Result<Granted, Reject>, StagedEvents) {
+        let sub = node
+            .node
+            .find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
+        let mut events = StagedEvents::default();
+        let mut cx = Context {
+            sub: sub.as_deref(),
+            usage,
+            events: &mut events,
+            now,
+        };
+        let (input, out) = propose(&node.node, s, step, reports, BTreeMap::new(), &mut cx);
+        let verdict = grant(&node.node, s, step, &input, out, |_, d| d, &mut cx);
+        (verdict, events)
+    }
+
+    fn rules(d: &Decision) -> Vec<String> {
+        d.rules.clone()
+    }
+
+    #[test]
+    fn a_blocked_subscriber_is_refused_and_nothing_is_granted() {
+        let rt = runtime();
+        let node = node_for_unit_tests(&rt);
+        let mut s = session(IMSI_BLOCKED);
+        let mut usage = rt
+            .block_on(node.node.begin_usage(&s.subscriber, None, NOW))
+            .expect("usage");
+        let (verdict, _) = decide(&node, usage.as_mut(), &mut s, Step::Open, &[], NOW);
+        let Err(rej) = verdict else {
+            panic!("the blocked subscriber is granted")
+        };
+        assert_ne!(rej.code, 2001);
+        assert!(s.last_decision.is_none(), "a refusal is not recorded");
+    }
+
+    #[test]
+    fn open_grants_the_monthly_key_and_usage_beyond_the_allowance_throttles() {
+        let rt = runtime();
+        let node = node_for_unit_tests(&rt);
+        let mut s = session(IMSI_BASIC);
+        let mut usage = rt
+            .block_on(node.node.begin_usage(&s.subscriber, None, NOW))
+            .expect("usage");
+        let (verdict, _) = decide(&node, usage.as_mut(), &mut s, Step::Open, &[], NOW);
+        let opened = verdict.unwrap_or_else(|r| panic!("refused: {r:?}"));
+        assert!(!opened.reused, "nothing to reuse at open");
+        let opened_rules = rules(&opened.decision);
+        assert!(
+            opened_rules.iter().any(|r| r == "internet"),
+            "{opened_rules:?}"
+        );
+        let granted_key = opened.grants.grants.first().map(|g| g.key.clone());
+        assert!(granted_key.is_some(), "a monitored key is granted");
+        assert!(s.last_decision.is_some(), "the decision is recorded");
+        s.installed = opened.decision.into();
+        drop(usage);
+
+        // An update reporting nothing new: the same decision, from the memo.
+        let later = NOW + 60_000;
+        let mut usage = rt
+            .block_on(node.node.begin_usage(&s.subscriber, None, later))
+            .expect("usage");
+        let (verdict, _) = decide(&node, usage.as_mut(), &mut s, Step::Update, &[], later);
+        let same = verdict.unwrap_or_else(|r| panic!("refused: {r:?}"));
+        assert!(same.reused, "an unchanged input reuses the decision");
+        assert_eq!(rules(&same.decision), opened_rules);
+        drop(usage);
+
+        // An update reporting more than the monthly allowance: throttled.
+        let key = granted_key.unwrap_or_default();
+        let report = [UsageReport {
+            key: key.as_bytes(),
+            level: None,
+            used: ServiceUnits {
+                total: Some(11_000_000_000),
+                ..Default::default()
+            },
+        }];
+        let mut usage = rt
+            .block_on(node.node.begin_usage(&s.subscriber, None, later))
+            .expect("usage");
+        let (verdict, _) = decide(&node, usage.as_mut(), &mut s, Step::Update, &report, later);
+        let throttled = verdict.unwrap_or_else(|r| panic!("refused: {r:?}"));
+        let throttled_rules = rules(&throttled.decision);
+        assert!(
+            throttled_rules.iter().any(|r| r == "throttled"),
+            "{throttled_rules:?}"
+        );
+        assert!(!throttled.reused);
+        let counted = usage.as_ref().map(|u| u.reported.len()).unwrap_or(0);
+        assert_eq!(counted, 1, "the report is counted under its key");
+    }
+}
