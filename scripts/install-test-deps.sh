@@ -4,22 +4,22 @@
 #   freediameterd, -extensions   - independent Diameter peer (tests/freediameter.rs)
 #   erlang-base, -diameter, -dev - OTP's strict Diameter stack (tests/erlang_gx.rs)
 #   postgresql                   - the production store's database
-#   prometheus                   - for promtool (tests/deploy_files.rs checks the
+#   prometheus                   - for promtool (tests/suite/deploy_files.rs checks the
 #                                  alert rules); installed with service starts
 #                                  denied, so no Prometheus server is left running
-#   patroni                      - `patroni --validate-config` (tests/patroni_files.rs
+#   patroni                      - `patroni --validate-config` (tests/suite/patroni_files.rs
 #                                  checks deploy/cluster/patroni/); installed like
 #                                  prometheus, its service left stopped and disabled
-#   curl, python3                - the README tour's commands (tests/readme_tour.rs)
+#   curl, python3                - the README tour's commands (tests/suite/readme_tour.rs)
 #   systemd, iproute2, curl,     - the Debian package's test (deploy/debian/test-package.sh):
 #   dpkg-dev                       systemd-analyze and systemd-sysusers, a private network
 #                                  namespace's loopback, the API checks, dpkg-shlibdeps
 #                                  for the package's dependencies
 # and cargo-deb (cargo install), which builds the Debian package.
 #   rabbitmq-server              - the AMQP broker of the notification tests
-#   chromium, chromium-driver    - headless browser for the console test (tests/console_browser.rs)
+#   chromium, chromium-driver    - headless browser for the console test (tests/suite/console_browser.rs)
 #   nghttp2-client               - nghttp and h2load: a second HTTP/2 client beside the
-#                                  Python one for the SBI listener (tests/sbi_*.rs)
+#                                  Python one for the SBI listener (tests/suite/sbi_*.rs)
 # and, with pip for the python3 the tests run, the independent HTTP/2 peer of
 # the SBI tests: h2 (frames sent by hand: the hostile suite), httpx[http2]
 # (an SMF's client) and hypercorn (an HTTP/2 server: the NRF emulator).

@@ -2,7 +2,7 @@
 //! real handling path, counted rather than timed so the figure holds on a
 //! shared machine: a counting global allocator wraps the system one, a
 //! node is built in-process on the embedded store (as the fuzz harness and
-//! tests/usage_reset.rs do), N CCR-I open N sessions and N CCR-U update
+//! tests/suite/usage_reset.rs do), N CCR-I open N sessions and N CCR-U update
 //! them through `Gx::handle_gx`; the counts over each phase divided by N
 //! are the figures. Everything the request causes is counted, the store
 //! writer's thread included.

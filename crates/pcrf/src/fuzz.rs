@@ -1,6 +1,6 @@
 //! The PCRF's fuzzed entry points as plain functions over bytes, shared by
 //! the cargo-fuzz targets (`fuzz/fuzz_targets/*.rs`) and the corpus replay
-//! test (`tests/fuzz_corpus.rs`), so that every input the fuzzer ever kept
+//! test (`tests/suite/fuzz_corpus.rs`), so that every input the fuzzer ever kept
 //! is re-checked on the stable toolchain by `cargo test`.
 //!
 //! Each function panics (a fuzzer finding) only when an invariant the

@@ -1,6 +1,6 @@
 //! Fuzz target: arbitrary bytes as Diameter messages through the whole Gx
 //! handler (`Gx::handle_gx`) of an in-process node on the embedded store
-//! (`pcrf::fuzz::gx_handler`, also replayed by tests/fuzz_corpus.rs).
+//! (`pcrf::fuzz::gx_handler`, also replayed by tests/suite/fuzz_corpus.rs).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

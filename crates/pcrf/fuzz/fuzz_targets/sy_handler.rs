@@ -1,6 +1,6 @@
 //! Fuzz target: arbitrary bytes as Diameter messages through the Sy
 //! handler (`Sy::handle_sy`, an OCS's SNRs) of an in-process node
-//! (`pcrf::fuzz::sy_handler`, also replayed by tests/fuzz_corpus.rs).
+//! (`pcrf::fuzz::sy_handler`, also replayed by tests/suite/fuzz_corpus.rs).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

@@ -1,5 +1,5 @@
 //! Fuzz target: arbitrary text through the usage file loader
-//! (`pcrf::fuzz::usage_file`, also replayed by tests/fuzz_corpus.rs).
+//! (`pcrf::fuzz::usage_file`, also replayed by tests/suite/fuzz_corpus.rs).
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;

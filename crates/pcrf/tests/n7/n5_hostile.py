@@ -10,7 +10,7 @@ The node must hold a PDU session for the Create's UE address and limit
 bodies to 32 KiB. Prints one JSON object per line, {"case": NAME, ...};
 after each case an ordinary Create and its delete are made on a new
 connection ("others_served": both answered 201 and 204). The Rust test
-(tests/sbi_hostile.rs) judges the results.
+(tests/suite/sbi_hostile.rs) judges the results.
 """
 
 import json

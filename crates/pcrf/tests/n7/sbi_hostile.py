@@ -12,7 +12,7 @@ bytes, within the 65535-byte initial window).
 Runs every case in order and prints one JSON object per line:
 {"case": NAME, ...observations...}. After each case it makes an ordinary
 Create on a new connection and reports whether it was answered 201
-("others_served"). The Rust test (tests/sbi_hostile.rs) judges the results.
+("others_served"). The Rust test (tests/suite/sbi_hostile.rs) judges the results.
 """
 
 import json
