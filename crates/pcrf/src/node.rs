@@ -7,7 +7,7 @@
 //! and its flows in its `service.rs`; the REST operations are carried out
 //! in `control/operations.rs`.
 
-pub(crate) mod doic_peers;
+pub(crate) mod doic;
 pub(crate) mod events;
 mod monitoring;
 pub(crate) mod ownership;
@@ -48,7 +48,6 @@ use crate::usage::SubscriberUsage;
 use bytes::{Bytes, BytesMut};
 use diameter::codec::{DiameterError, Message};
 use diameter::dict::{self, avp, cmd};
-use diameter::doic::OverloadReporter;
 use diameter::result_code;
 use diameter::transport::{PeerHandle, PeerTable, RequestError};
 use parking_lot::RwLock;
@@ -126,24 +125,17 @@ pub struct Node {
     /// The usage file in force (replaced by a reload that passes its checks).
     pub(crate) usage_cfg: arc_swap::ArcSwap<UsageConfig>,
     pub(crate) usage_counters: UsageCounters,
-    /// DOIC overload reports to the PCEFs that asked for them.
-    pub(crate) overload: OverloadReporter,
-    /// A report is out (checked without the reporter's lock per request).
-    pub(crate) overload_reported: std::sync::atomic::AtomicBool,
-    /// The peers that advertised DOIC (shown with the peer metrics).
-    pub(crate) doic_peers: doic_peers::DoicPeers,
+    /// The peers that advertised DOIC (shown with the peer metrics), and
+    /// the overload report they get while requests are shed.
+    pub(crate) doic: doic::Doic,
     /// The Gx service, which re-decides sessions when Sd or Sy learn
     /// something that changes a decision (set once the services exist).
     pub(crate) redecide: OnceLock<Weak<dyn Redecide>>,
     /// Notifications to external systems: events are staged here and
     /// written in the commit of the change that caused them.
     pub(crate) notify: Arc<crate::notify::Outbox>,
-    /// `[decision_log]` when enabled (read at start-up); `None` costs a
-    /// request nothing more than this test.
-    pub(crate) decision_log: Option<crate::notify::DecisionLogConfig>,
-    /// `[decision_log].file`'s writer, when the log is on and names one.
-    pub(crate) decision_file: Option<crate::notify::decision_log::DecisionFile>,
-    pub(crate) decision_counters: crate::notify::decision_log::DecisionLogCounters,
+    /// `[decision_log]`: which decisions are logged, and its file.
+    pub(crate) decision_log: crate::notify::decision_log::DecisionLog,
     /// The nodes sharing the store and their liveness (this node alone on
     /// the embedded store).
     pub(crate) membership: Arc<crate::cluster::membership::Membership>,
@@ -195,8 +187,6 @@ pub struct NodeParts {
     pub notify: Arc<crate::notify::Outbox>,
 }
 
-use crate::notify::decision_log::DecisionFile;
-
 pub(crate) fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -231,15 +221,7 @@ impl Node {
             cfg.store.kind == crate::store::config::StoreKind::Postgres,
             cfg.cluster.node_timeout_ms,
         ));
-        let decision_log = cfg.decision_log.enabled.then(|| cfg.decision_log.clone());
-        let decision_file = match decision_log.as_ref().map(DecisionFile::start) {
-            Some(Ok(file)) => file,
-            Some(Err(e)) => {
-                tracing::error!(error = %e, "decision log: the file cannot be opened; not written");
-                None
-            }
-            None => None,
-        };
+        let decision_log = crate::notify::decision_log::DecisionLog::start(&cfg.decision_log);
         Arc::new(Node {
             me: Identity {
                 origin_host: cfg.node.origin_host.clone(),
@@ -265,14 +247,10 @@ impl Node {
             usage,
             usage_cfg: arc_swap::ArcSwap::from_pointee(p.usage_cfg),
             usage_counters: UsageCounters::default(),
-            overload: OverloadReporter::new(),
-            overload_reported: Default::default(),
-            doic_peers: Default::default(),
+            doic: Default::default(),
             redecide: OnceLock::new(),
             notify: p.notify,
             decision_log,
-            decision_file,
-            decision_counters: Default::default(),
             membership,
             cluster: Default::default(),
         })
@@ -846,31 +824,6 @@ impl Node {
     }
 }
 
-impl Node {
-    /// `[decision_log]`'s counters (0 while it is off).
-    fn write_decision_log_metrics(&self, out: &mut Exposition) {
-        use std::sync::atomic::Ordering::Relaxed;
-        let c = &self.decision_counters;
-        out.counter(
-            "pcrf_decision_log_logged_total",
-            "Policy decisions logged ([decision_log]): as decision events and/or file lines.",
-            c.logged.load(Relaxed),
-        );
-        out.counter(
-            "pcrf_decision_log_sampled_out_total",
-            "Policy decisions of subscribers outside [decision_log].sample_percent (not logged).",
-            c.sampled_out.load(Relaxed),
-        );
-        out.counter(
-            "pcrf_decision_log_dropped_total",
-            "Decision log lines dropped because the file writer was behind.",
-            self.decision_file
-                .as_ref()
-                .map_or(0, |f| f.dropped.load(Relaxed)),
-        );
-    }
-}
-
 impl MetricsSource for Node {
     fn write(&self, out: &mut Exposition) {
         self.session_stats().write(out);
@@ -887,7 +840,7 @@ impl MetricsSource for Node {
         }
         .write(out);
         self.write_store_metrics(out);
-        self.write_decision_log_metrics(out);
+        self.decision_log.write_metrics(out);
         let configured: Vec<String> = self
             .live
             .load()
@@ -898,9 +851,9 @@ impl MetricsSource for Node {
             .collect();
         let mut peers = peer_stats(&self.peers, &configured);
         for p in &mut peers {
-            p.doic_supported = self.doic_peers.contains(&p.host);
+            p.doic_supported = self.doic.speaks(&p.host);
         }
-        write_peers(out, &peers, self.overload.current());
+        write_peers(out, &peers, self.doic.reporter().current());
         out.counter(
             "pcrf_diameter_closed_awaiting_cer_total",
             "Diameter connections closed before CER because [diameter].max_connections_awaiting_cer were already waiting.",

@@ -430,7 +430,7 @@ impl Gx {
             outcome,
             extras.unwrap_or(&empty),
             diff,
-            Some(&self.node.overload),
+            Some(self.node.doic.reporter()),
         );
         // An answer larger than the configured maximum (which the PCEF
         // enforces too) or than the 24-bit length would desynchronise or

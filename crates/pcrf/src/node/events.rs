@@ -119,24 +119,14 @@ impl Node {
         reused: bool,
         rules: Option<(&[String], &[String])>,
     ) -> Option<Staged> {
-        let log = self.decision_log.as_ref()?;
+        if !self.decision_log.is_on() {
+            return None;
+        }
         let record = s.last_decision.as_deref()?;
-        if !log.selects(&s.subscriber, plan) {
-            return None;
-        }
-        if !log.sampled_in(&s.subscriber) {
-            self.decision_counters
-                .sampled_out
-                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-            return None;
-        }
         let to_sinks = self.notify.wants(names::DECISION);
-        if !to_sinks && self.decision_file.is_none() {
+        if !self.decision_log.takes(&s.subscriber, plan, to_sinks) {
             return None;
         }
-        self.decision_counters
-            .logged
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut m = serde_json::Map::new();
         m.insert("session".into(), json!(s.id));
         let interface = if s.n7.is_some() { "n7" } else { "gx" };
@@ -161,7 +151,7 @@ impl Node {
         }
         let payload = Value::Object(m);
         let now = super::now_ms();
-        if let Some(file) = &self.decision_file {
+        if let Some(file) = &self.decision_log.file {
             let line = json!({
                 "time": crate::notify::event::iso_ms(now),
                 "name": names::DECISION,

@@ -141,6 +141,84 @@ pub struct DecisionLogCounters {
     pub sampled_out: std::sync::atomic::AtomicU64,
 }
 
+/// The decision log as the node runs it: the section when it is on (read
+/// at start-up; `None` costs one check per decision), its file's writer
+/// when it names one, and what it did.
+pub struct DecisionLog {
+    config: Option<DecisionLogConfig>,
+    pub file: Option<DecisionFile>,
+    counters: DecisionLogCounters,
+}
+
+impl DecisionLog {
+    /// The log `cfg` describes. A file that cannot be opened is not
+    /// written (start-up checks it first; this covers it vanishing since).
+    pub fn start(cfg: &DecisionLogConfig) -> DecisionLog {
+        let config = cfg.enabled.then(|| cfg.clone());
+        let file = match config.as_ref().map(DecisionFile::start) {
+            Some(Ok(file)) => file,
+            Some(Err(e)) => {
+                tracing::error!(error = %e, "decision log: the file cannot be opened; not written");
+                None
+            }
+            None => None,
+        };
+        DecisionLog {
+            config,
+            file,
+            counters: DecisionLogCounters::default(),
+        }
+    }
+
+    /// Whether the log is on at all.
+    pub fn is_on(&self) -> bool {
+        self.config.is_some()
+    }
+
+    /// Whether a decision for `subscriber` (on `plan`) is logged: the log
+    /// is on, its filters take the subscriber, the sample holds it, and
+    /// something receives it (`to_sinks`: a sink takes `decision` events;
+    /// or the file). Counted either way.
+    pub fn takes(&self, subscriber: &str, plan: Option<&str>, to_sinks: bool) -> bool {
+        use std::sync::atomic::Ordering::Relaxed;
+        let Some(log) = &self.config else {
+            return false;
+        };
+        if !log.selects(subscriber, plan) {
+            return false;
+        }
+        if !log.sampled_in(subscriber) {
+            self.counters.sampled_out.fetch_add(1, Relaxed);
+            return false;
+        }
+        if !to_sinks && self.file.is_none() {
+            return false;
+        }
+        self.counters.logged.fetch_add(1, Relaxed);
+        true
+    }
+
+    /// `pcrf_decision_log_*` (0 while it is off).
+    pub fn write_metrics(&self, out: &mut crate::metrics::Exposition) {
+        use std::sync::atomic::Ordering::Relaxed;
+        out.counter(
+            "pcrf_decision_log_logged_total",
+            "Policy decisions logged ([decision_log]): as decision events and/or file lines.",
+            self.counters.logged.load(Relaxed),
+        );
+        out.counter(
+            "pcrf_decision_log_sampled_out_total",
+            "Policy decisions of subscribers outside [decision_log].sample_percent (not logged).",
+            self.counters.sampled_out.load(Relaxed),
+        );
+        out.counter(
+            "pcrf_decision_log_dropped_total",
+            "Decision log lines dropped because the file writer was behind.",
+            self.file.as_ref().map_or(0, |f| f.dropped.load(Relaxed)),
+        );
+    }
+}
+
 /// Lines waiting for the file writer; a decision that finds the queue
 /// full is dropped and counted, never waited for.
 const FILE_QUEUE: usize = 4096;

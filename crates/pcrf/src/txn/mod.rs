@@ -73,16 +73,12 @@ where
             req.started.elapsed(),
         );
         // Peers that speak DOIC are asked to send less for a while.
-        node.overload
-            .report(OVERLOAD_REDUCTION_PERCENT, OVERLOAD_REPORT_VALIDITY);
-        node.overload_reported.store(true, Relaxed);
-        return Ok(too_busy_answer(req.message, &node.me, &node.overload));
+        node.doic
+            .shedding(OVERLOAD_REDUCTION_PERCENT, OVERLOAD_REPORT_VALIDITY);
+        return Ok(too_busy_answer(req.message, &node.me, node.doic.reporter()));
     };
-    if node.overload_reported.load(Relaxed) && !node.admission.overloaded() {
-        // The queue emptied within an interval: the report is withdrawn.
-        node.overload_reported.store(false, Relaxed);
-        node.overload.end();
-    }
+    // The queue emptied within an interval: the report is withdrawn.
+    node.doic.settle(|| node.admission.overloaded());
     let result = retrying_conflicts(node, req.subject, attempt).await;
     let code = match &result {
         Ok(a) => a.code,
