@@ -67,6 +67,9 @@ pub(crate) const COMMIT_WAIT: Duration = Duration::from_secs(5);
 /// Counters of the node's own decisions, rendered into /metrics.
 #[derive(Default)]
 pub struct NodeCounters {
+    /// Sessions read from the store on a miss and served here from then
+    /// on (taken over from another node of a shared store).
+    pub taken_over: AtomicU64,
     pub policy_fallbacks: AtomicU64,
     pub unknown_rule_names: AtomicU64,
     pub rule_failures_reported: AtomicU64,
@@ -139,15 +142,6 @@ pub struct Node {
     /// The nodes sharing the store and their liveness (this node alone on
     /// the embedded store).
     pub(crate) membership: Arc<crate::cluster::membership::Membership>,
-    /// Sessions taken over from other nodes (a shared store).
-    pub(crate) cluster: ClusterCounters,
-}
-
-/// The counters of the cluster's take-overs and conflicts.
-#[derive(Default)]
-pub struct ClusterCounters {
-    /// Sessions read from the store on a miss and served here from then on.
-    pub taken_over: AtomicU64,
 }
 
 /// A boxed future: what a [`Redecide`] method returns, so that the trait
@@ -252,7 +246,6 @@ impl Node {
             notify: p.notify,
             decision_log,
             membership,
-            cluster: Default::default(),
         })
     }
 
@@ -933,7 +926,7 @@ impl MetricsSource for Node {
         out.counter(
             "pcrf_cluster_sessions_taken_over_total",
             "Sessions this node did not hold, read from the shared store on a request and served here from then on.",
-            self.cluster.taken_over.load(Relaxed),
+            self.counters.taken_over.load(Relaxed),
         );
         out.counter(
             "pcrf_cluster_conflicts_total",

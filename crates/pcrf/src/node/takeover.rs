@@ -43,7 +43,7 @@ impl Node {
         };
         match self.sessions.insert(Arc::new(s)) {
             Ok(slot) => {
-                self.cluster.taken_over.fetch_add(1, Relaxed);
+                self.counters.taken_over.fetch_add(1, Relaxed);
                 tracing::info!(session = id, "session taken over from the store");
                 Ok(Some(slot))
             }
@@ -128,7 +128,7 @@ impl Node {
             Ok(Ok(Some(stored))) if stored.version.get() == held => true,
             Ok(Ok(Some(stored))) if stored.state == SessionState::Open => {
                 slot.publish(Arc::new(stored));
-                self.cluster.taken_over.fetch_add(1, Relaxed);
+                self.counters.taken_over.fetch_add(1, Relaxed);
                 tracing::info!(session = id, "session read afresh from the store");
                 true
             }
