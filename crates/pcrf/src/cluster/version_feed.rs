@@ -23,14 +23,20 @@ pub const POLL: Duration = Duration::from_secs(10);
 
 /// Compares the newest stored version with the one serving (off the async
 /// workers: the check runs Lua).
-/// When a rollout started, changed or ended here, the sessions it moved
-/// are decided again.
+/// When a rollout started, changed or ended here, or a rollback withdrew
+/// a version, the sessions it moved are decided again.
 async fn adopt(node: &Arc<Node>) {
     let versions = node.policy_versions.clone();
     let rollout_before = versions.rollout();
     match tokio::task::spawn_blocking(move || versions.adopt_newest()).await {
         Ok(Ok(true)) => {
-            if rollout_before.is_some() || node.policy_versions.rollout().is_some() {
+            let rollout = rollout_before.is_some() || node.policy_versions.rollout().is_some();
+            let versions = node.policy_versions.clone();
+            let withdraws = matches!(
+                tokio::task::spawn_blocking(move || versions.serving_withdraws()).await,
+                Ok(Ok(true))
+            );
+            if rollout || withdraws {
                 crate::control::versions::redecide_reassigned(node);
             }
         }

@@ -108,14 +108,17 @@ async fn deploying<T: Send + 'static>(
 pub async fn deploy(node: &Arc<Node>, what: Deploy, by: String) -> Result<Deployed, DeployFailure> {
     let versions = node.policy_versions.clone();
     let ends_rollout = versions.rollout().is_some();
-    let done = deploying(move || match what {
-        Deploy::Source { source, comment } => versions.deploy(source, &by, &comment),
-        Deploy::Rollback(id) => versions.rollback(id, &by),
-        Deploy::Promote => versions.promote_rollout(&by),
-        Deploy::Abort => versions.abort_rollout(&by),
+    let (done, withdraws) = deploying(move || {
+        let done = match what {
+            Deploy::Source { source, comment } => versions.deploy(source, &by, &comment),
+            Deploy::Rollback(id) => versions.rollback(id, &by),
+            Deploy::Promote => versions.promote_rollout(&by),
+            Deploy::Abort => versions.abort_rollout(&by),
+        }?;
+        Ok((done, versions.serving_withdraws()?))
     })
     .await?;
-    if ends_rollout {
+    if ends_rollout || withdraws {
         redecide_reassigned(node);
     }
     let nodes = adoption(node, done.id).await;
@@ -178,8 +181,9 @@ pub async fn widen_rollout(
 
 /// Re-decides, in the background, the open sessions here whose last
 /// decision was not made by the version their subscriber is assigned now
-/// (a rollout started, widened, promoted or aborted), through the Gx
-/// service's push: a RAR only where the decision differs.
+/// (a rollout started, widened, promoted or aborted; a version withdrawn
+/// by a rollback), through the push: a RAR or an SMF notification only
+/// where the decision differs.
 pub(crate) fn redecide_reassigned(node: &Arc<Node>) {
     let engine = &node.policy;
     let mut keys: Vec<String> = node

@@ -396,6 +396,21 @@ impl PolicyVersions {
         i64::try_from(self.engine.id()).unwrap_or(0)
     }
 
+    /// Whether the version serving holds an older version's text again (a
+    /// rollback, a rollout aborted, an old script deployed anew): the
+    /// versions deployed between are withdrawn, and the open sessions they
+    /// decided must be decided again rather than wait for their next
+    /// request.
+    pub fn serving_withdraws(&self) -> Result<bool, StoreError> {
+        let serving = self.serving();
+        let hash = hash_of(&self.engine.source());
+        Ok(self
+            .store
+            .list(POLICY, Some(serving), usize::MAX)?
+            .iter()
+            .any(|older| older.hash == hash))
+    }
+
     /// The newest version this node refused, while it is the newest.
     pub fn refused(&self) -> Option<Refusal> {
         self.refused.read().clone()

@@ -40,6 +40,7 @@ mod overload_burst;
 mod patroni_files;
 mod peer_doic_api;
 mod peer_identity;
+mod policy_cluster;
 mod policy_output;
 mod policy_versions;
 mod postgres_failover;
