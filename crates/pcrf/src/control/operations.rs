@@ -28,6 +28,7 @@ use crate::usage::SubscriberUsage;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::node::events::StagedEvents;
 use crate::node::{now_ms, Node, COMMIT_WAIT};
 
 /// Runs a policy task off the async workers (Lua may run for a while);
@@ -56,6 +57,41 @@ pub struct Operations {
 }
 
 impl Operations {
+    /// Logs a dry run as a `decision` event when `[decision_log]` takes
+    /// its subscriber: written (alone) before the answer, as a request's
+    /// decision is in its commit.
+    async fn log_dry_run(&self, dry: &DryRun, plan: Option<&str>) -> Result<(), ControlError> {
+        let mut fields = serde_json::Map::new();
+        if let Some(s) = &dry.session {
+            fields.insert("session".into(), serde_json::json!(s));
+        }
+        fields.insert(
+            "policy_version".into(),
+            serde_json::json!(self.node.policy_versions.serving()),
+        );
+        fields.insert("inputs".into(), dry.inputs.clone());
+        fields.insert(
+            "running".into(),
+            serde_json::to_value(&dry.running).unwrap_or_default(),
+        );
+        fields.insert(
+            "draft".into(),
+            serde_json::to_value(&dry.draft).unwrap_or_default(),
+        );
+        let mut events = StagedEvents::default();
+        events.push(self.node.dry_run_logged(&dry.subscriber, plan, fields));
+        if events.is_empty() {
+            return Ok(());
+        }
+        let changes: Vec<Change> = events.changes().collect();
+        self.node
+            .commit(changes)
+            .await
+            .map_err(|e| ControlError::Unavailable(e.message.to_string()))?;
+        events.publish();
+        Ok(())
+    }
+
     pub fn new(node: Arc<Node>, gx: Arc<Gx>) -> Operations {
         Operations { node, gx }
     }
@@ -586,6 +622,7 @@ impl Control for Operations {
                 Some((rec.at_ms, s.id.clone(), input))
             })
             .max_by_key(|(at, _, _)| *at);
+        let plan = profile.as_ref().and_then(|p| p.plan.clone());
         let (session, input) = match (session, profile) {
             (Some((_, id, input)), _) => (Some(id), input),
             (None, Some(p)) => {
@@ -627,13 +664,15 @@ impl Control for Operations {
         })
         .await
         .map_err(|e| ControlError::Internal(format!("dry run failed: {e}")))?;
-        Ok(DryRun {
+        let dry = DryRun {
             subscriber: imsi,
             session,
             inputs,
             running,
             draft,
-        })
+        };
+        self.log_dry_run(&dry, plan.as_deref()).await?;
+        Ok(dry)
     }
 
     async fn deploy_policy(

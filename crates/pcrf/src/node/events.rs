@@ -149,13 +149,49 @@ impl Node {
             m.insert("rules_installed".into(), json!(installed));
             m.insert("rules_removed".into(), json!(removed));
         }
-        let payload = Value::Object(m);
+        self.emit_decision(&s.subscriber, &s.id, Value::Object(m), to_sinks)
+    }
+
+    /// `decision` for a dry run through the API (`POST /v1/policy/dry-run`),
+    /// when `[decision_log]` takes `subscriber`: nothing was installed or
+    /// sent; `dry` holds the inputs and what the running script and the
+    /// draft decided.
+    pub(crate) fn dry_run_logged(
+        &self,
+        subscriber: &str,
+        plan: Option<&str>,
+        mut dry: serde_json::Map<String, Value>,
+    ) -> Option<Staged> {
+        if !self.decision_log.is_on() {
+            return None;
+        }
+        let to_sinks = self.notify.wants(names::DECISION);
+        if !self.decision_log.takes(subscriber, plan, to_sinks) {
+            return None;
+        }
+        dry.insert("interface".into(), json!("api"));
+        dry.insert("trigger".into(), json!("dry-run"));
+        if let Some(p) = plan {
+            dry.insert("plan".into(), json!(p));
+        }
+        self.emit_decision(subscriber, "dry-run", Value::Object(dry), to_sinks)
+    }
+
+    /// Writes a `decision` payload to the decision log's file, and stages
+    /// it for the sinks when one takes it (`to_sinks`).
+    fn emit_decision(
+        &self,
+        subscriber: &str,
+        about: &str,
+        payload: Value,
+        to_sinks: bool,
+    ) -> Option<Staged> {
         let now = super::now_ms();
         if let Some(file) = &self.decision_log.file {
             let line = json!({
                 "time": crate::notify::event::iso_ms(now),
                 "name": names::DECISION,
-                "subscriber": s.subscriber,
+                "subscriber": subscriber,
                 "payload": payload,
             });
             file.write(serde_json::to_vec(&line).unwrap_or_default());
@@ -165,11 +201,11 @@ impl Node {
         }
         self.notify.stage(
             names::DECISION,
-            Some(&s.subscriber),
+            Some(subscriber),
             format!(
                 "{}:{}:{}",
                 names::DECISION,
-                s.id,
+                about,
                 self.notify.next_id_hint()
             ),
             payload,

@@ -3,7 +3,9 @@
 //! version and the very record the session keeps, at the webhook and as
 //! lines of the file; a pushed re-decision (RAR) is logged with its rules;
 //! a sample of 0, or the log off, emits none; the subscriber filter leaves
-//! another subscriber out; a bad section stops `check-config`.
+//! another subscriber out; a dry run through the API is logged with what
+//! the running script and the draft decided; a bad section stops
+//! `check-config`.
 
 use crate::notify_support;
 use crate::support;
@@ -236,4 +238,44 @@ async fn a_pushed_redecision_is_logged_and_nothing_is_when_off() {
     open_update_close(&p, &rx, "pgw.test.local;declog;7", "001010000000001").await;
     assert_eq!(decisions(&rx), Vec::<Value>::new());
     assert_eq!(p.metric_value("pcrf_decision_log_logged_total"), 0.0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dry_run_is_logged_with_both_decisions_and_a_filtered_one_is_not() {
+    let rx = WebhookReceiver::start(SECRET).await;
+    let p = Pcrf::start(&config(
+        &rx.url(),
+        "enabled = true\nsubscribers = [\"001010000000001\"]",
+    ));
+    p.provision("001010000000001", r#"{"plan":"basic"}"#);
+    p.provision("001010000000002", r#"{"plan":"basic"}"#);
+    let draft = std::fs::read_to_string(&p.policy).expect("policy");
+    let dry_run = |imsi: &str| {
+        let body = serde_json::json!({ "source": draft, "subscriber": imsi }).to_string();
+        let (st, answer) = p.http("POST", "/v1/policy/dry-run", Some(&body));
+        assert_eq!(st, 200, "{answer}");
+        answer
+    };
+    // Left out by the filter first; the subscriber's session.ended later
+    // marks that the lane carried everything before it.
+    dry_run("001010000000002");
+    let answer = dry_run("001010000000001");
+    open_update_close(&p, &rx, "pgw.test.local;declog;dry", "001010000000001").await;
+    let got = decisions(&rx);
+    let dry: Vec<&Value> = got
+        .iter()
+        .filter(|e| e["payload"]["trigger"] == "dry-run")
+        .collect();
+    assert_eq!(dry.len(), 1, "{got:?}");
+    let event = dry[0];
+    assert_matches_schema(event);
+    assert_eq!(event["subscriber"], "001010000000001");
+    let payload = &event["payload"];
+    assert_eq!(payload["interface"], "api");
+    assert_eq!(payload["plan"], "basic");
+    assert_eq!(payload["inputs"], answer["inputs"]);
+    assert_eq!(payload["running"], answer["running"]);
+    assert_eq!(payload["draft"], answer["draft"]);
+    assert!(payload["running"]["decision"].is_object(), "{payload}");
+    assert_eq!(p.metric_value("pcrf_decision_log_logged_total"), 3.0);
 }
