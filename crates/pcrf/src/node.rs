@@ -14,8 +14,8 @@ pub(crate) mod ownership;
 pub(crate) mod takeover;
 pub(crate) mod takeover_by;
 
-pub use crate::usage::step::UsageCounters;
 pub(crate) use crate::usage::step::{billing_day, UsageStep};
+pub use crate::usage::table::UsageCounters;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{OnceLock, Weak};
@@ -123,11 +123,9 @@ pub struct Node {
     pub(crate) counters: NodeCounters,
     /// The PostgreSQL store's profiler and connection state, when it is one.
     pub(crate) pg: Option<PostgresHandles>,
-    /// Every subscriber's accumulators (the read path; the store has them too).
+    /// Every subscriber's accumulators (the read path; the store has them
+    /// too), the usage file in force and the usage counters.
     pub(crate) usage: UsageTable,
-    /// The usage file in force (replaced by a reload that passes its checks).
-    pub(crate) usage_cfg: arc_swap::ArcSwap<UsageConfig>,
-    pub(crate) usage_counters: UsageCounters,
     /// The peers that advertised DOIC (shown with the peer metrics), and
     /// the overload report they get while requests are shed.
     pub(crate) doic: doic::Doic,
@@ -204,7 +202,7 @@ impl Node {
         for s in p.sessions {
             session_table.replace(Arc::new(s));
         }
-        let usage = UsageTable::new(p.store.is_shared());
+        let usage = UsageTable::new(p.store.is_shared(), p.usage_cfg);
         for u in p.usage {
             usage.recover(u);
         }
@@ -239,8 +237,6 @@ impl Node {
             counters: NodeCounters::default(),
             pg: p.pg,
             usage,
-            usage_cfg: arc_swap::ArcSwap::from_pointee(p.usage_cfg),
-            usage_counters: UsageCounters::default(),
             doic: Default::default(),
             redecide: OnceLock::new(),
             notify: p.notify,
@@ -710,15 +706,15 @@ impl Node {
 
     /// Refuses a usage file that would orphan running grants.
     pub fn check_usage_config(&self, new: &UsageConfig) -> Result<(), String> {
-        new.check_reload(&self.usage_cfg.load(), &self.granted_keys())
+        new.check_reload(&self.usage.config(), &self.granted_keys())
     }
 
     /// Puts a checked usage file in force.
     pub fn apply_usage_config(&self, new: UsageConfig) {
-        if new.checksum() != self.usage_cfg.load().checksum() {
+        if new.checksum() != self.usage.config().checksum() {
             tracing::info!(checksum = %new.checksum_hex(), "usage file reloaded");
         }
-        self.usage_cfg.store(Arc::new(new));
+        self.usage.set_config(new);
     }
 
     /// Removes closed sessions older than the retention, from memory and store.
@@ -896,7 +892,7 @@ impl MetricsSource for Node {
             "The smallest queueing delay (read to handler start) of the current [overload] interval so far.",
             self.admission.interval_min_delay().map_or(0.0, |d| d.as_secs_f64()),
         );
-        let u = &self.usage_counters;
+        let u = &self.usage.counters;
         let counters: [(&str, &str, &AtomicU64); 16] = [
             ("pcrf_policy_fallbacks_total", "Decisions that fell back to [policy].fallback because the script failed or returned a value out of range.", &c.policy_fallbacks),
             ("pcrf_answers_too_large_total", "Answers over [diameter].max_message_bytes, replaced by DIAMETER_UNABLE_TO_COMPLY (5012).", &c.answers_too_large),

@@ -104,7 +104,7 @@ impl Operations {
 
     /// `u` as the API shows it, rolled to `now`.
     fn view_of(&self, profile: &Subscriber, mut u: SubscriberUsage, now: i64) -> UsageView {
-        let cfg = self.node.usage_cfg.load();
+        let cfg = self.node.usage.config();
         let day = cfg.billing_day_for(profile.billing_day);
         u.roll(&cfg, Some(day), now);
         let rfc3339 = |ms: i64| {
@@ -167,7 +167,7 @@ impl Operations {
             .subscribers
             .get(imsi)
             .ok_or_else(|| ControlError::NotFound(format!("no subscriber {imsi}")))?;
-        let cfg = self.node.usage_cfg.load_full();
+        let cfg = self.node.usage.config_full();
         if cfg.is_empty() {
             return Err(ControlError::Conflict(
                 "usage monitoring is off (no usage file)".into(),
@@ -450,7 +450,7 @@ impl Control for Operations {
         accumulator: Option<&str>,
     ) -> Result<UsageChange, ControlError> {
         if let Some(a) = accumulator {
-            if !self.node.usage_cfg.load().accumulators().contains_key(a) {
+            if !self.node.usage.config().accumulators().contains_key(a) {
                 return Err(ControlError::Invalid(format!(
                     "no accumulator {a:?} in the usage file"
                 )));

@@ -134,7 +134,7 @@ impl Gx {
     /// sessions, spread. Returns how many subscribers were reset. Time is a
     /// parameter so that tests inject it.
     pub async fn reset_sweep(&self, now_ms: i64) -> usize {
-        let cfg = self.node.usage_cfg.load_full();
+        let cfg = self.node.usage.config_full();
         if cfg.is_empty() {
             return 0;
         }

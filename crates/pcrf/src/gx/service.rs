@@ -532,7 +532,7 @@ impl Gx {
         crate::session::af::add_af_rules(&cur.af, &mut decision);
         let mut pending = (*cur).clone();
         let mut usage = UsageInstructions::default();
-        if !self.node.usage_cfg.load().is_empty() {
+        if !self.node.usage.config().is_empty() {
             let accumulators = self.node.usage.load(&cur.subscriber);
             usage = self.node.monitoring_answer(
                 &accumulators,

@@ -38,7 +38,7 @@ impl Node {
         profile: Option<&Subscriber>,
         now: i64,
     ) -> Result<Option<UsageStep>, DiameterError> {
-        let cfg = self.usage_cfg.load_full();
+        let cfg = self.usage.config_full();
         if cfg.is_empty() {
             return Ok(None);
         }
@@ -148,10 +148,11 @@ impl Node {
             now,
             step.billing_day,
         );
-        self.usage_counters.reports.fetch_add(1, Relaxed);
-        self.usage_counters.octets.fetch_add(octets, Relaxed);
+        self.usage.counters.reports.fetch_add(1, Relaxed);
+        self.usage.counters.octets.fetch_add(octets, Relaxed);
         if !counted.known_key {
-            self.usage_counters
+            self.usage
+                .counters
                 .unknown_key_reports
                 .fetch_add(1, Relaxed);
             if step.unknown_reports < LOGGED_ITEMS_PER_REQUEST {
@@ -167,7 +168,8 @@ impl Node {
             if step.unknown.len() < MAX_UNKNOWN_KEY_REPORTS_PER_REQUEST {
                 step.unknown.push(key.clone());
             } else {
-                self.usage_counters
+                self.usage
+                    .counters
                     .unknown_key_reports_over_cap
                     .fetch_add(1, Relaxed);
             }
@@ -202,7 +204,7 @@ impl Node {
         profile: Option<&Subscriber>,
         now: i64,
     ) -> UsageInput {
-        let cfg = self.usage_cfg.load();
+        let cfg = self.usage.config();
         if cfg.is_empty() {
             return UsageInput::default();
         }
@@ -225,12 +227,13 @@ impl Node {
         reported: &BTreeSet<String>,
         now: i64,
     ) -> UsageInstructions {
-        let cfg = self.usage_cfg.load();
+        let cfg = self.usage.config();
         let mut out = UsageInstructions::default();
         let mut wanted: Vec<String> = Vec::new();
         for k in &decision.monitoring {
             if cfg.key(k).is_none() {
-                self.usage_counters
+                self.usage
+                    .counters
                     .unknown_keys_decided
                     .fetch_add(1, Relaxed);
                 tracing::warn!(session = %s.id, key = %k, "policy asked to monitor a key the usage file does not define; ignored");
@@ -261,7 +264,7 @@ impl Node {
                     reported_octets,
                 },
             );
-            self.usage_counters.grants.fetch_add(1, Relaxed);
+            self.usage.counters.grants.fetch_add(1, Relaxed);
             out.grants.push(UsageGrant {
                 key: k.clone(),
                 level,

@@ -216,7 +216,7 @@ impl Sd {
         only: Option<&BTreeSet<String>>,
         now: i64,
     ) -> UsageInstructions {
-        let cfg = self.node.usage_cfg.load();
+        let cfg = self.node.usage.config();
         let mut out = UsageInstructions::default();
         if cfg.is_empty() {
             return out;
@@ -234,7 +234,7 @@ impl Sd {
             if let Some((level, units)) =
                 grant_for(&cfg, usage, profile.as_deref(), Interface::Sd, k, now)
             {
-                self.node.usage_counters.grants.fetch_add(1, Relaxed);
+                self.node.usage.counters.grants.fetch_add(1, Relaxed);
                 out.grants.push(UsageGrant {
                     key: k.to_owned(),
                     level,

@@ -9,20 +9,7 @@ use crate::usage::grant::policy_view;
 use crate::usage::table::UsageSlot;
 use crate::usage::SubscriberUsage;
 use std::collections::BTreeSet;
-use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
-
-/// Counters of usage monitoring, rendered into /metrics.
-#[derive(Default)]
-pub struct UsageCounters {
-    pub reports: AtomicU64,
-    pub octets: AtomicU64,
-    pub unknown_key_reports: AtomicU64,
-    /// Of those, the ones past the cap one request shows to the policy.
-    pub unknown_key_reports_over_cap: AtomicU64,
-    pub unknown_keys_decided: AtomicU64,
-    pub grants: AtomicU64,
-}
 
 /// The usage side of one request: the subscriber's accumulators being
 /// changed, and the lock that keeps other writers out until the commit.

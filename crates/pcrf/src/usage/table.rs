@@ -1,4 +1,5 @@
-//! Every subscriber's usage in memory: the read path for policy inputs and
+//! Every subscriber's usage in memory, with the usage file in force and
+//! the counters of usage monitoring: the read path for policy inputs and
 //! grants. Like the session table, sharded, with a per-subscriber async lock
 //! that a writer holds from reading the accumulators until their new value
 //! is committed, so two sessions of one subscriber reporting at once add up
@@ -9,9 +10,11 @@
 //! dropped again when another node wrote it (a write conflict), so that
 //! the next request reads it afresh.
 
+use super::config::UsageConfig;
 use super::SubscriberUsage;
 use arc_swap::ArcSwap;
 use dashmap::DashMap;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 /// One subscriber's usage and the lock its writers hold.
@@ -58,22 +61,55 @@ impl UsageSlot {
     }
 }
 
-/// Subscriber key -> usage.
+/// Counters of usage monitoring, rendered into /metrics.
 #[derive(Default)]
+pub struct UsageCounters {
+    pub reports: AtomicU64,
+    pub octets: AtomicU64,
+    pub unknown_key_reports: AtomicU64,
+    /// Of those, the ones past the cap one request shows to the policy.
+    pub unknown_key_reports_over_cap: AtomicU64,
+    pub unknown_keys_decided: AtomicU64,
+    pub grants: AtomicU64,
+}
+
+/// The usage ledger: subscriber key -> usage, the usage file in force,
+/// and what usage monitoring counted.
 pub struct UsageTable {
     slots: DashMap<String, Arc<UsageSlot>>,
     /// Rows are read when first needed (a shared store), not at start-up.
     on_demand: bool,
+    /// The usage file in force (replaced by a reload that passes its
+    /// checks).
+    config: ArcSwap<UsageConfig>,
+    pub counters: UsageCounters,
 }
 
 impl UsageTable {
     /// A table whose rows are read when first needed (`on_demand`), or
-    /// all recovered at start-up.
-    pub fn new(on_demand: bool) -> UsageTable {
+    /// all recovered at start-up, counting by `config`.
+    pub fn new(on_demand: bool, config: UsageConfig) -> UsageTable {
         UsageTable {
             slots: DashMap::new(),
             on_demand,
+            config: ArcSwap::from_pointee(config),
+            counters: UsageCounters::default(),
         }
+    }
+
+    /// The usage file in force.
+    pub fn config(&self) -> arc_swap::Guard<Arc<UsageConfig>> {
+        self.config.load()
+    }
+
+    /// The usage file in force, held beyond this moment (a request's step).
+    pub fn config_full(&self) -> Arc<UsageConfig> {
+        self.config.load_full()
+    }
+
+    /// Puts `config` in force (checked by the caller).
+    pub fn set_config(&self, config: UsageConfig) {
+        self.config.store(Arc::new(config));
     }
 
     /// Forgets a subscriber's usage (another node wrote it): the next
@@ -143,7 +179,7 @@ mod tests {
 
     #[tokio::test]
     async fn slot_is_shared_and_publishes() {
-        let t = UsageTable::default();
+        let t = UsageTable::new(false, UsageConfig::empty());
         assert!(t.get("001").is_none());
         assert_eq!(t.load("001").subscriber, "001");
         let a = t.slot("001");
