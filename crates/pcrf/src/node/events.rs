@@ -80,6 +80,34 @@ fn session_fields(s: &GxSession) -> serde_json::Map<String, Value> {
     m
 }
 
+/// A `decision` event's payload for a session's decision, borrowed from
+/// the session (docs/notifications.md lists the fields).
+#[derive(serde::Serialize)]
+struct DecisionPayload<'a> {
+    session: &'a str,
+    interface: &'a str,
+    trigger: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    plan: Option<&'a str>,
+    policy_version: u64,
+    reused: bool,
+    record: &'a crate::policy::record::DecisionRecord,
+    installed: &'a crate::policy::SharedDecision,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rules_installed: Option<&'a [String]>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    rules_removed: Option<&'a [String]>,
+}
+
+/// One line of the decision log's file.
+#[derive(serde::Serialize)]
+struct DecisionLine<'a, P: serde::Serialize> {
+    time: String,
+    name: &'a str,
+    subscriber: &'a str,
+    payload: &'a P,
+}
+
 impl Node {
     /// Stages an event when a sink takes `name` (the payload is built only
     /// then).
@@ -127,29 +155,36 @@ impl Node {
         if !self.decision_log.takes(&s.subscriber, plan, to_sinks) {
             return None;
         }
-        let mut m = serde_json::Map::new();
-        m.insert("session".into(), json!(s.id));
-        let interface = if s.n7.is_some() { "n7" } else { "gx" };
-        m.insert("interface".into(), json!(interface));
-        m.insert("trigger".into(), json!(trigger));
-        if let Some(p) = plan {
-            m.insert("plan".into(), json!(p));
+        let payload = DecisionPayload {
+            session: &s.id,
+            interface: if s.n7.is_some() { "n7" } else { "gx" },
+            trigger,
+            plan,
+            policy_version: record.policy_version,
+            reused,
+            record,
+            installed: &s.installed,
+            rules_installed: rules.map(|(installed, _)| installed),
+            rules_removed: rules.map(|(_, removed)| removed),
+        };
+        let now = super::now_ms();
+        if let Some(file) = &self.decision_log.file {
+            // Written from the borrowed parts: the inputs (kept as JSON
+            // text) go out as they are, with no tree of values built and
+            // dropped for each line.
+            let line = DecisionLine {
+                time: crate::notify::event::iso_ms(now),
+                name: names::DECISION,
+                subscriber: &s.subscriber,
+                payload: &payload,
+            };
+            file.write(serde_json::to_vec(&line).unwrap_or_default());
         }
-        m.insert("policy_version".into(), json!(record.policy_version));
-        m.insert("reused".into(), json!(reused));
-        m.insert(
-            "record".into(),
-            serde_json::to_value(record).unwrap_or(Value::Null),
-        );
-        m.insert(
-            "installed".into(),
-            serde_json::to_value(&s.installed).unwrap_or(Value::Null),
-        );
-        if let Some((installed, removed)) = rules {
-            m.insert("rules_installed".into(), json!(installed));
-            m.insert("rules_removed".into(), json!(removed));
+        if !to_sinks {
+            return None;
         }
-        self.emit_decision(&s.subscriber, &s.id, Value::Object(m), to_sinks)
+        let payload = serde_json::to_value(&payload).unwrap_or(Value::Null);
+        self.stage_decision(&s.subscriber, &s.id, payload, now)
     }
 
     /// `decision` for a dry run through the API (`POST /v1/policy/dry-run`),
@@ -188,17 +223,28 @@ impl Node {
     ) -> Option<Staged> {
         let now = super::now_ms();
         if let Some(file) = &self.decision_log.file {
-            let line = json!({
-                "time": crate::notify::event::iso_ms(now),
-                "name": names::DECISION,
-                "subscriber": subscriber,
-                "payload": payload,
-            });
+            let line = DecisionLine {
+                time: crate::notify::event::iso_ms(now),
+                name: names::DECISION,
+                subscriber,
+                payload: &payload,
+            };
             file.write(serde_json::to_vec(&line).unwrap_or_default());
         }
         if !to_sinks {
             return None;
         }
+        self.stage_decision(subscriber, about, payload, now)
+    }
+
+    /// Stages a `decision` event for the sinks.
+    fn stage_decision(
+        &self,
+        subscriber: &str,
+        about: &str,
+        payload: Value,
+        now: i64,
+    ) -> Option<Staged> {
         self.notify.stage(
             names::DECISION,
             Some(subscriber),
