@@ -22,7 +22,6 @@ use pcrf::policy::{EngineConfig, Limits, PolicyEngine};
 use pcrf::services::Services;
 use pcrf::store::{ShardedWriter, SqliteStore, Store};
 use pcrf::subscriber::Subscriber;
-use pcrf::usage::config::UsageConfig;
 use pcrf_bench::gx::{self as bench_gx, Gateway, Request, Usage};
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::net::Ipv4Addr;
@@ -99,6 +98,11 @@ fn node(dir: &Path) -> Services {
     let usage = store.usage_records().expect("usage");
     let usage_path = dir.join("usage.toml");
     std::fs::write(&usage_path, USAGE).expect("usage file");
+    let (usage_versions, usage_cfg) = pcrf::usage::versions::UsageVersions::start_from_file(
+        Arc::new(pcrf::store::SqliteVersions::in_memory().expect("versions")),
+        usage_path,
+    )
+    .expect("usage file");
     Services::new(NodeParts {
         cfg: Arc::new(Config::zero_config()),
         policy,
@@ -106,7 +110,8 @@ fn node(dir: &Path) -> Services {
         subscribers,
         sessions,
         usage,
-        usage_cfg: UsageConfig::load(&usage_path).expect("usage config"),
+        usage_cfg,
+        usage_versions,
         peers: PeerTable::new(),
         metrics: Arc::new(Metrics::new()),
         tz: jiff::tz::TimeZone::UTC,

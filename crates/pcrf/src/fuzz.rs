@@ -143,6 +143,11 @@ async fn build_node(root: &Path, dir: &Path) -> Services {
     let subscribers = store.subscribers().expect("subscribers");
     let sessions = store.open_sessions().expect("sessions");
     let usage = store.usage_records().expect("usage");
+    let (usage_versions, usage_cfg) = crate::usage::versions::UsageVersions::start_from_file(
+        Arc::new(crate::store::SqliteVersions::in_memory().expect("versions")),
+        root.join("usage.toml"),
+    )
+    .expect("usage file");
     let node = Services::new(NodeParts {
         cfg: Arc::new(cfg),
         policy: crate::policy::PolicyVersions::start(
@@ -154,7 +159,8 @@ async fn build_node(root: &Path, dir: &Path) -> Services {
         subscribers,
         sessions,
         usage,
-        usage_cfg: UsageConfig::load(&root.join("usage.toml")).expect("usage file"),
+        usage_cfg,
+        usage_versions,
         peers: diameter::transport::PeerTable::new(),
         metrics: Arc::new(Metrics::new()),
         tz: jiff::tz::TimeZone::get("Europe/Berlin").expect("time zone"),

@@ -112,8 +112,9 @@ pub struct Node {
     pub(crate) subscribers: SubscriberTable,
     pub(crate) sessions: SessionTable,
     pub(crate) policy: Arc<PolicyEngine>,
-    /// The policy's stored versions; `policy` serves one of them.
-    pub(crate) policy_versions: Arc<crate::policy::PolicyVersions>,
+    /// The stored versions of the policy (`policy` serves one of them)
+    /// and of the usage file (`usage` counts by one of them).
+    pub(crate) versions: Versions,
     pub(crate) store: ShardedWriter,
     pub(crate) peers: PeerTable,
     /// Congestion level by cell (ECGI, 14 lowercase hex digits).
@@ -161,6 +162,12 @@ pub trait Redecide: Send + Sync {
     fn subscriber<'a>(&'a self, key: &'a str, reason: PushReason) -> BoxFuture<'a, PushSummary>;
 }
 
+/// The files an operator deploys to every node, as versions in the store.
+pub(crate) struct Versions {
+    pub(crate) policy: Arc<crate::policy::PolicyVersions>,
+    pub(crate) usage: Arc<crate::usage::versions::UsageVersions>,
+}
+
 /// What start-up hands to the node.
 pub struct NodeParts {
     pub cfg: Arc<Config>,
@@ -171,6 +178,9 @@ pub struct NodeParts {
     pub sessions: Vec<GxSession>,
     pub usage: Vec<SubscriberUsage>,
     pub usage_cfg: UsageConfig,
+    /// The usage file's versions; `usage_cfg` is the one in force
+    /// (`UsageVersions::start` returns both).
+    pub usage_versions: Arc<crate::usage::versions::UsageVersions>,
     pub peers: PeerTable,
     pub metrics: Arc<Metrics>,
     pub tz: jiff::tz::TimeZone,
@@ -228,7 +238,10 @@ impl Node {
             subscribers: sub_table,
             sessions: session_table,
             policy: p.policy.engine().clone(),
-            policy_versions: p.policy,
+            versions: Versions {
+                policy: p.policy,
+                usage: p.usage_versions,
+            },
             store: p.store,
             peers: p.peers,
             congestion: RwLock::new(HashMap::new()),
@@ -253,18 +266,21 @@ impl Node {
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.metrics
     }
-    /// What this node serves of the policy (its heartbeat, `GET /v1/cluster`).
-    pub(crate) fn policy_state(&self) -> crate::cluster::membership::PolicyState {
-        crate::cluster::membership::PolicyState {
-            version: self.policy_versions.serving(),
-            refused: self.policy_versions.refused(),
+    /// The versions this node serves of the policy and the usage file
+    /// (its heartbeat, `GET /v1/cluster`).
+    pub(crate) fn serving(&self) -> crate::cluster::membership::Serving {
+        crate::cluster::membership::Serving {
+            policy_version: self.versions.policy.serving(),
+            policy_refused: self.versions.policy.refused(),
+            usage_version: self.versions.usage.serving(),
+            usage_refused: self.versions.usage.refused(),
         }
     }
 
     /// The nodes sharing the store, this one as it is now.
     pub(crate) fn cluster_view(&self) -> crate::cluster::membership::ClusterView {
         self.membership
-            .view(self.sessions.len() as u64, self.policy_state())
+            .view(self.sessions.len() as u64, self.serving())
     }
 
     pub fn policy(&self) -> &Arc<PolicyEngine> {
@@ -680,6 +696,9 @@ impl Node {
         if old.store != new.store {
             restart.push("[store]");
         }
+        if old.usage.path != new.usage.path {
+            restart.push("[usage].path");
+        }
         if old.policy.path != new.policy.path
             || old.policy.time_zone != new.policy.time_zone
             || old.policy.instruction_limit != new.policy.instruction_limit
@@ -704,19 +723,6 @@ impl Node {
         restart
     }
 
-    /// Refuses a usage file that would orphan running grants.
-    pub fn check_usage_config(&self, new: &UsageConfig) -> Result<(), String> {
-        new.check_reload(&self.usage.config(), &self.granted_keys())
-    }
-
-    /// Puts a checked usage file in force.
-    pub fn apply_usage_config(&self, new: UsageConfig) {
-        if new.checksum() != self.usage.config().checksum() {
-            tracing::info!(checksum = %new.checksum_hex(), "usage file reloaded");
-        }
-        self.usage.set_config(new);
-    }
-
     /// Removes closed sessions older than the retention, from memory and store.
     pub async fn purge_closed(&self) -> Result<usize, StoreError> {
         let before = now_ms() - (self.live.load().cfg.sessions.retention_secs as i64) * 1000;
@@ -734,6 +740,25 @@ impl Node {
             closed_sessions: closed as u64,
             cached_subscribers: self.subscribers.len() as u64,
         }
+    }
+}
+
+/// A usage file version is checked against this node's open sessions'
+/// grants and put in force in its usage table.
+impl crate::usage::versions::UsageHost for Node {
+    fn in_force(&self) -> Arc<UsageConfig> {
+        self.usage.config_full()
+    }
+
+    fn granted_keys(&self) -> std::collections::BTreeMap<String, usize> {
+        Node::granted_keys(self)
+    }
+
+    fn put_in_force(&self, config: UsageConfig) {
+        if config.checksum() != self.usage.config().checksum() {
+            tracing::info!(checksum = %config.checksum_hex(), "usage file in force");
+        }
+        self.usage.set_config(config);
     }
 }
 

@@ -221,8 +221,10 @@ pub async fn run(
         )?),
         None => Arc::new(crate::store::SqliteVersions::open(&cfg.store.path)?),
     };
-    let policy = crate::policy::PolicyVersions::start(policy, version_store)
+    let policy = crate::policy::PolicyVersions::start(policy, version_store.clone())
         .map_err(|e| StartError::Config(format!("policy versions: {e}")))?;
+    let (usage_versions, usage_cfg) =
+        start_usage_versions(&cfg, version_store, usage_cfg, &sessions)?;
     let _watcher = if cfg.policy.watch {
         Some(policy.clone().watch()?)
     } else {
@@ -239,6 +241,7 @@ pub async fn run(
         sessions,
         usage: usage_records,
         usage_cfg,
+        usage_versions,
         peers: peers.clone(),
         metrics: metrics.clone(),
         tz,
@@ -247,8 +250,9 @@ pub async fn run(
     });
     metrics.register(outbox.clone());
     let node = services.node.clone();
-    metrics.register(node.policy_versions.clone());
-    let _usage_watcher = watch_usage_file(&node, &cfg);
+    metrics.register(node.versions.policy.clone());
+    metrics.register(node.versions.usage.clone());
+    let _usage_watcher = watch_usage_file(&node);
 
     let mut local = LocalNode::new(cfg.node.origin_host.clone(), cfg.node.origin_realm.clone())
         .with_application(Application::auth_vendor(
@@ -588,32 +592,63 @@ pub fn load_usage_config(cfg: &Config) -> Result<UsageConfig, StartError> {
     Ok(u)
 }
 
-/// Reloads the usage file when it changes, if it was loaded at start-up:
-/// a file that fails to load, or would orphan running grants, is refused
-/// with its reasons and the running one stays.
-fn watch_usage_file(node: &Arc<Node>, cfg: &Config) -> Option<crate::file_watch::WatcherGuard> {
-    let path = cfg.usage.path.clone();
+/// Puts the usage file loaded by the checks in step with its stored
+/// versions (`usage::versions`), checked against the grants the recovered
+/// sessions hold; returns the versions and the configuration to count by.
+fn start_usage_versions(
+    cfg: &Config,
+    store: Arc<dyn crate::store::VersionStore>,
+    loaded: UsageConfig,
+    sessions: &[crate::session::GxSession],
+) -> Result<(Arc<crate::usage::versions::UsageVersions>, UsageConfig), StartError> {
+    // The checks read the file a moment ago; an absent default file is
+    // usage monitoring off, not an error.
+    let text = if loaded.is_empty() && !cfg.usage.path.exists() {
+        None
+    } else {
+        let bytes = std::fs::read(&cfg.usage.path).map_err(|e| {
+            StartError::Config(format!("usage file {}: {e}", cfg.usage.path.display()))
+        })?;
+        Some(String::from_utf8(bytes).map_err(|e| {
+            StartError::Config(format!("usage file {}: {e}", cfg.usage.path.display()))
+        })?)
+    };
+    let mut granted = std::collections::BTreeMap::new();
+    for s in sessions
+        .iter()
+        .filter(|s| s.state == crate::session::SessionState::Open)
+    {
+        for k in s.monitoring.keys.keys() {
+            *granted.entry(k.clone()).or_insert(0) += 1;
+        }
+    }
+    crate::usage::versions::UsageVersions::start(
+        store,
+        cfg.usage.path.clone(),
+        loaded,
+        text,
+        granted,
+    )
+    .map_err(|e| StartError::Config(format!("usage file versions: {e}")))
+}
+
+/// Deploys the usage file as the next version when it changes (refused
+/// with its reasons when it fails to load or would orphan running
+/// grants: the version in force stays).
+fn watch_usage_file(node: &Arc<Node>) -> Option<crate::file_watch::WatcherGuard> {
+    let path = node.versions.usage.file().to_path_buf();
     if !path.exists() {
         return None;
     }
-    let node = node.clone();
-    let shown = path.display().to_string();
-    let watched = path.clone();
-    let reload = move || match UsageConfig::load(&watched) {
-        Ok(u) => match node.check_usage_config(&u) {
-            Ok(()) => node.apply_usage_config(u),
-            Err(e) => {
-                tracing::error!(file = %watched.display(), "usage file reload refused, the running one stays: {e}")
-            }
-        },
-        Err(e) => {
-            tracing::error!(file = %watched.display(), "usage file reload refused, the running one stays:\n{e}")
-        }
+    let watched = node.clone();
+    let reload = move || {
+        // reload_file() logs a refusal.
+        let _ = watched.versions.usage.reload_file(&*watched);
     };
     match crate::file_watch::watch_file(&path, "usage-watch", reload) {
         Ok(g) => Some(g),
         Err(e) => {
-            tracing::warn!(file = %shown, error = %e, "cannot watch the usage file; reload it with SIGHUP");
+            tracing::warn!(file = %path.display(), error = %e, "cannot watch the usage file; reload it with SIGHUP");
             None
         }
     }
@@ -659,19 +694,6 @@ fn spawn_reload_on_sighup(
                     continue;
                 }
             };
-            let usage = match load_usage_config(&new) {
-                Ok(u) => u,
-                Err(e) => {
-                    tracing::error!("configuration reload refused, the running one stays: {e}");
-                    continue;
-                }
-            };
-            if let Err(e) = node.check_usage_config(&usage) {
-                tracing::error!(
-                    "configuration reload refused, the running one stays: usage file: {e}"
-                );
-                continue;
-            }
             if let Some(log) = &log {
                 if let Err(e) = log.set_level(&new.log.level) {
                     tracing::error!(error = %e, "log level not changed");
@@ -680,9 +702,13 @@ fn spawn_reload_on_sighup(
             let checksum = new.checksum_hex();
             // An edited policy file becomes the next version (refusals are
             // logged by reload_file).
-            let versions = node.policy_versions.clone();
+            let versions = node.versions.policy.clone();
             let _ = tokio::task::spawn_blocking(move || versions.reload_file()).await;
-            node.apply_usage_config(usage);
+            // An edited usage file becomes the next version; refused, the
+            // version in force stays (reload_file logs why).
+            let host = node.clone();
+            let _ =
+                tokio::task::spawn_blocking(move || host.versions.usage.reload_file(&*host)).await;
             let restart = node.apply_config(new);
             tracing::info!(%checksum, "configuration reloaded");
             if !restart.is_empty() {

@@ -27,6 +27,7 @@ pub mod stats;
 pub mod status;
 pub mod subscribers;
 pub mod usage;
+pub mod usage_file;
 
 pub use crate::control::{
     BatchOutcome, Control, ControlError, ReauthOutcome, ReleaseCause, ReleaseOutcome, ReloadError,
@@ -139,6 +140,31 @@ fn routes<C: Control>() -> Vec<Route<C>> {
             Method::POST,
             "/v1/policy/rollback/{id}",
             post(policy::rollback::<C>),
+        ),
+        // A usage file may be larger than an ordinary body.
+        Route {
+            batch: true,
+            ..r(Method::PUT, "/v1/usage", put(usage_file::deploy::<C>))
+        },
+        r(
+            Method::GET,
+            "/v1/usage/versions",
+            get(usage_file::versions::<C>),
+        ),
+        r(
+            Method::GET,
+            "/v1/usage/versions/{id}",
+            get(usage_file::version::<C>),
+        ),
+        r(
+            Method::GET,
+            "/v1/usage/versions/{a}/diff/{b}",
+            get(usage_file::diff::<C>),
+        ),
+        r(
+            Method::POST,
+            "/v1/usage/rollback/{id}",
+            post(usage_file::rollback::<C>),
         ),
         // A canary's script may be larger than an ordinary body.
         Route {

@@ -11,7 +11,7 @@
 
 use super::{
     cluster, debug, memory, network, notifications, policy, profile, sessions, stats, status,
-    subscribers, usage,
+    subscribers, usage, usage_file,
 };
 use crate::control::ReauthOutcome;
 use crate::session::GxSession;
@@ -34,6 +34,7 @@ use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
         policy::check, policy::test, policy::dry_run, policy::versions, policy::version,
         policy::diff, policy::rollback, policy::start_rollout, policy::widen_rollout,
         policy::promote_rollout, policy::abort_rollout, subscribers::search, stats::get, usage::get, usage::topup, usage::reset,
+        usage_file::deploy, usage_file::versions, usage_file::version, usage_file::diff, usage_file::rollback,
         network::put_cell, status::health, status::ready, status::config,
         debug::switch, debug::queries, profile::profile, memory::memory, serve_document, status::metrics,
         notifications::status, cluster::get,

@@ -16,7 +16,7 @@ use super::auth::Caller;
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiJson, ApiPath, ApiQuery};
 use crate::control::version_views::{
-    Deployed, RolloutStart, RolloutView, VersionView, VersionsPage,
+    Artifact, Deployed, RolloutStart, RolloutView, VersionView, VersionsPage,
 };
 use crate::control::Control;
 use axum::extract::{Request, State};
@@ -251,7 +251,9 @@ pub async fn versions<C: Control>(
     State(ctl): State<Arc<C>>,
     ApiQuery(q): ApiQuery<VersionsQuery>,
 ) -> Result<Json<VersionsPage>, ApiError> {
-    Ok(Json(ctl.policy_versions(q.before, q.limit).await?))
+    Ok(Json(
+        ctl.versions(Artifact::Policy, q.before, q.limit).await?,
+    ))
 }
 
 /// One stored policy version with its script.
@@ -265,7 +267,7 @@ pub async fn version<C: Control>(
     State(ctl): State<Arc<C>>,
     ApiPath(id): ApiPath<i64>,
 ) -> Result<Json<VersionView>, ApiError> {
-    Ok(Json(ctl.policy_version(id).await?))
+    Ok(Json(ctl.version(Artifact::Policy, id).await?))
 }
 
 /// What changed from version `a` to version `b`, as a unified diff
@@ -284,15 +286,19 @@ pub async fn diff<C: Control>(
     State(ctl): State<Arc<C>>,
     ApiPath((a, b)): ApiPath<(i64, i64)>,
 ) -> Result<Response, ApiError> {
-    let text = ctl.policy_diff(a, b).await?;
-    Ok((
+    Ok(plain_text(ctl.version_diff(Artifact::Policy, a, b).await?))
+}
+
+/// A diff as `text/plain`.
+pub(super) fn plain_text(text: String) -> Response {
+    (
         [(
             axum::http::header::CONTENT_TYPE,
             "text/plain; charset=utf-8",
         )],
         text,
     )
-        .into_response())
+        .into_response()
 }
 
 /// Deploy version `id`'s script again: a new version whose parent is the

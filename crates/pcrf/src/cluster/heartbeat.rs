@@ -16,7 +16,7 @@ async fn beat(client: &Client, node: &Node, m: &Membership) -> Result<Vec<Row>, 
     // Memory holds open sessions only (a closed one is dropped at its
     // CCR-T and lives in the store), so this is the open sessions held.
     let sessions = i64::try_from(node.sessions.len()).unwrap_or(i64::MAX);
-    let policy = node.policy_state();
+    let serving = node.serving();
     client
         .execute(
             UPSERT,
@@ -25,8 +25,10 @@ async fn beat(client: &Client, node: &Node, m: &Membership) -> Result<Vec<Row>, 
                 &m.api(),
                 &m.started_ms,
                 &sessions,
-                &policy.version,
-                &refused_column(&policy.refused),
+                &serving.policy_version,
+                &refused_column(&serving.policy_refused),
+                &serving.usage_version,
+                &refused_column(&serving.usage_refused),
             ],
         )
         .await
@@ -42,6 +44,8 @@ async fn beat(client: &Client, node: &Node, m: &Membership) -> Result<Vec<Row>, 
                 age_ms: r.try_get(4).map_err(|e| e.to_string())?,
                 policy_version: r.try_get(5).map_err(|e| e.to_string())?,
                 policy_refused: refusal_of(r.try_get(6).map_err(|e| e.to_string())?),
+                usage_version: r.try_get(7).map_err(|e| e.to_string())?,
+                usage_refused: refusal_of(r.try_get(8).map_err(|e| e.to_string())?),
             })
         })
         .collect()

@@ -29,6 +29,8 @@ pub(super) struct Row {
     pub(super) age_ms: i64,
     pub(super) policy_version: Option<i64>,
     pub(super) policy_refused: Option<Refusal>,
+    pub(super) usage_version: Option<i64>,
+    pub(super) usage_refused: Option<Refusal>,
 }
 
 /// The table as read at `taken`.
@@ -79,13 +81,25 @@ pub struct NodeView {
     /// `policy_version`), and why.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub policy_refused: Option<Refusal>,
+    /// The stored usage file version it counts by
+    /// (`GET /v1/usage/versions`; 0: none); absent before its first
+    /// heartbeat with one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage_version: Option<i64>,
+    /// The newest usage file version, when it could not take it (its open
+    /// sessions hold grants the version would orphan, ...), and why.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub usage_refused: Option<Refusal>,
 }
 
-/// What this node serves of the policy, for its heartbeat and its own row.
+/// The versions this node serves of the policy and the usage file, for
+/// its heartbeat and its own row.
 #[derive(Clone, Debug, Default)]
-pub struct PolicyState {
-    pub version: i64,
-    pub refused: Option<Refusal>,
+pub struct Serving {
+    pub policy_version: i64,
+    pub policy_refused: Option<Refusal>,
+    pub usage_version: i64,
+    pub usage_refused: Option<Refusal>,
 }
 
 /// This node's view of the cluster.
@@ -128,9 +142,9 @@ impl Membership {
     }
 
     /// The nodes as last read (ages advanced to now), or this node alone
-    /// with `sessions` when the store is not shared; this node's policy
-    /// version is `policy`, as it is now.
-    pub fn view(&self, sessions: u64, policy: PolicyState) -> ClusterView {
+    /// with `sessions` when the store is not shared; this node's versions
+    /// are `serving`, as they are now.
+    pub fn view(&self, sessions: u64, serving: Serving) -> ClusterView {
         let timeout = self.node_timeout_ms.load(Relaxed);
         let me = |age: Option<u64>, sessions: u64| NodeView {
             name: self.name.clone(),
@@ -140,8 +154,10 @@ impl Membership {
             heartbeat_age_ms: age,
             sessions,
             this_node: true,
-            policy_version: Some(policy.version),
-            policy_refused: policy.refused.clone(),
+            policy_version: Some(serving.policy_version),
+            policy_refused: serving.policy_refused.clone(),
+            usage_version: Some(serving.usage_version),
+            usage_refused: serving.usage_refused.clone(),
         };
         let nodes = if !self.shared {
             vec![me(Some(0), sessions)]
@@ -157,11 +173,14 @@ impl Membership {
                                 .unwrap_or(0)
                                 .saturating_add(since);
                             let this_node = r.name == self.name;
-                            let (policy_version, policy_refused) = if this_node {
-                                (Some(policy.version), policy.refused.clone())
-                            } else {
-                                (r.policy_version, r.policy_refused.clone())
+                            let mine = Row {
+                                policy_version: Some(serving.policy_version),
+                                policy_refused: serving.policy_refused.clone(),
+                                usage_version: Some(serving.usage_version),
+                                usage_refused: serving.usage_refused.clone(),
+                                ..r.clone()
                             };
+                            let v = if this_node { &mine } else { r };
                             NodeView {
                                 name: r.name.clone(),
                                 api: r.api.clone(),
@@ -170,8 +189,10 @@ impl Membership {
                                 heartbeat_age_ms: Some(age),
                                 sessions: u64::try_from(r.sessions).unwrap_or(0),
                                 this_node,
-                                policy_version,
-                                policy_refused,
+                                policy_version: v.policy_version,
+                                policy_refused: v.policy_refused.clone(),
+                                usage_version: v.usage_version,
+                                usage_refused: v.usage_refused.clone(),
                             }
                         })
                         .collect()
@@ -193,22 +214,24 @@ impl MetricsSource for Membership {
         out.gauge(
             "pcrf_cluster_nodes_alive",
             "Nodes whose heartbeat in the shared store is younger than [cluster].node_timeout_ms, as this node last read them (1 on the embedded store).",
-            self.view(0, PolicyState::default()).alive as u64,
+            self.view(0, Serving::default()).alive as u64,
         );
     }
 }
 
 pub(super) const UPSERT: &str = "INSERT INTO cluster_nodes \
-     (name, api, started_ms, sessions, heartbeat_at, policy_version, policy_refused) \
-     VALUES ($1, $2, $3, $4, now(), $5, $6) ON CONFLICT (name) DO UPDATE SET api = excluded.api, \
-     started_ms = excluded.started_ms, sessions = excluded.sessions, \
+     (name, api, started_ms, sessions, heartbeat_at, policy_version, policy_refused, \
+     usage_version, usage_refused) \
+     VALUES ($1, $2, $3, $4, now(), $5, $6, $7, $8) ON CONFLICT (name) DO UPDATE SET \
+     api = excluded.api, started_ms = excluded.started_ms, sessions = excluded.sessions, \
      heartbeat_at = excluded.heartbeat_at, policy_version = excluded.policy_version, \
-     policy_refused = excluded.policy_refused";
+     policy_refused = excluded.policy_refused, usage_version = excluded.usage_version, \
+     usage_refused = excluded.usage_refused";
 pub(super) const READ: &str = "SELECT name, api, started_ms, sessions, \
-     (EXTRACT(EPOCH FROM (now() - heartbeat_at)) * 1000)::BIGINT, policy_version, policy_refused \
-     FROM cluster_nodes ORDER BY name";
+     (EXTRACT(EPOCH FROM (now() - heartbeat_at)) * 1000)::BIGINT, policy_version, policy_refused, \
+     usage_version, usage_refused FROM cluster_nodes ORDER BY name";
 
-/// `policy_refused` as stored: "VERSION REASON".
+/// `policy_refused` and `usage_refused` as stored: "VERSION REASON".
 pub(super) fn refused_column(r: &Option<Refusal>) -> Option<String> {
     r.as_ref().map(|r| format!("{} {}", r.version, r.reason))
 }
@@ -259,7 +282,7 @@ mod tests {
     fn alone_on_the_embedded_store_the_node_is_alive() {
         let m = Membership::new("pcrf-a".into(), 7, false, 5000);
         m.set_api("127.0.0.1:8080".into());
-        let v = m.view(3, PolicyState::default());
+        let v = m.view(3, Serving::default());
         assert_eq!((v.store, v.alive, v.nodes.len()), ("sqlite", 1, 1));
         assert_eq!(v.nodes[0].sessions, 3);
         assert!(v.nodes[0].this_node);
@@ -268,11 +291,7 @@ mod tests {
     #[test]
     fn a_stale_heartbeat_is_not_alive() {
         let m = Membership::new("pcrf-a".into(), 7, true, 5000);
-        assert_eq!(
-            m.view(0, PolicyState::default()).alive,
-            0,
-            "nothing read yet"
-        );
+        assert_eq!(m.view(0, Serving::default()).alive, 0, "nothing read yet");
         let row = |name: &str, age_ms| Row {
             name: name.into(),
             api: String::new(),
@@ -281,13 +300,16 @@ mod tests {
             age_ms,
             policy_version: Some(3),
             policy_refused: refusal_of(Some("4 a test case fails".into())),
+            usage_version: Some(2),
+            usage_refused: refusal_of(Some("3 key \"web\" is removed".into())),
         };
         m.record(vec![row("pcrf-a", 10), row("pcrf-b", 6000)]);
         let v = m.view(
             0,
-            PolicyState {
-                version: 4,
-                refused: None,
+            Serving {
+                policy_version: 4,
+                usage_version: 3,
+                ..Serving::default()
             },
         );
         assert_eq!(v.alive, 1);
@@ -301,6 +323,15 @@ mod tests {
                 version: 4,
                 reason: "a test case fails".into()
             })
+        );
+        assert_eq!(
+            (v.nodes[0].usage_version, v.nodes[1].usage_version),
+            (Some(3), Some(2))
+        );
+        assert_eq!(v.nodes[0].usage_refused, None);
+        assert_eq!(
+            v.nodes[1].usage_refused.as_ref().map(|r| r.version),
+            Some(3)
         );
         assert!(v.nodes[0].alive && v.nodes[0].this_node);
         assert!(!v.nodes[1].alive && !v.nodes[1].this_node);

@@ -1,12 +1,14 @@
-//! A policy version deployed through any node, served by every node. The
-//! insert of a version NOTIFYs `pcrf_versions` in its transaction (schema
-//! 12), so it is heard when it commits; each node then checks the newest
-//! stored version (compile, sample inputs, test cases) and installs it,
-//! or keeps its own and says why (`GET /v1/cluster`, its heartbeat row,
-//! `pcrf_policy_version_refused`). As with the provisioning feed, a
+//! A policy or usage file version deployed through any node, served by
+//! every node. The insert of a version NOTIFYs `pcrf_versions` in its
+//! transaction (schema 12), so it is heard when it commits; each node then
+//! checks the newest stored version (the policy: compile, sample inputs,
+//! test cases; the usage file: validation, and the grants its own open
+//! sessions hold) and installs it, or keeps its own and says why
+//! (`GET /v1/cluster`, its heartbeat row, `pcrf_policy_version_refused`,
+//! `pcrf_usage_version_refused`). As with the provisioning feed, a
 //! notification sent while the connection was down is lost: after every
 //! (re)connection, and every `POLL` while listening (a database without
-//! NOTIFY), the newest version is compared with the one serving. A canary
+//! NOTIFY), the newest versions are compared with those serving. A canary
 //! rollout is a record beside the versions (`policy::rollout`), notified
 //! and adopted alike.
 
@@ -21,17 +23,24 @@ pub const CHANNEL: &str = "pcrf_versions";
 /// How often the newest version is compared while nothing is notified.
 pub const POLL: Duration = Duration::from_secs(10);
 
-/// Compares the newest stored version with the one serving (off the async
-/// workers: the check runs Lua).
+/// Compares the newest stored versions of the policy and of the usage
+/// file with those serving (off the async workers: the checks run Lua and
+/// read the sessions).
 /// When a rollout started, changed or ended here, or a rollback withdrew
 /// a version, the sessions it moved are decided again.
 async fn adopt(node: &Arc<Node>) {
-    let versions = node.policy_versions.clone();
+    let host = node.clone();
+    match tokio::task::spawn_blocking(move || host.versions.usage.adopt_newest(&*host)).await {
+        Ok(Ok(_)) => {}
+        Ok(Err(e)) => tracing::warn!(error = %e, "reading the newest usage file version failed"),
+        Err(e) => tracing::error!(error = %e, "usage file adoption task failed"),
+    }
+    let versions = node.versions.policy.clone();
     let rollout_before = versions.rollout();
     match tokio::task::spawn_blocking(move || versions.adopt_newest()).await {
         Ok(Ok(true)) => {
-            let rollout = rollout_before.is_some() || node.policy_versions.rollout().is_some();
-            let versions = node.policy_versions.clone();
+            let rollout = rollout_before.is_some() || node.versions.policy.rollout().is_some();
+            let versions = node.versions.policy.clone();
             let withdraws = matches!(
                 tokio::task::spawn_blocking(move || versions.serving_withdraws()).await,
                 Ok(Ok(true))

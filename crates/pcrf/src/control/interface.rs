@@ -5,12 +5,13 @@
 use crate::control::console::{DryRun, PolicyView, SubscriberPage, SubscriberQuery, TestView};
 use crate::control::usage::{UsageChange, UsageView};
 use crate::control::version_views::{
-    Deployed, RolloutStart, RolloutView, VersionView, VersionsPage,
+    Artifact, Deployed, RolloutStart, RolloutView, VersionView, VersionsPage,
 };
 pub use crate::pcc::operation::{ControlError, ReauthOutcome};
 use crate::policy::versions::DeployError;
 use crate::session::GxSession;
 use crate::subscriber::Subscriber;
+use crate::usage::versions::UsageDeployError;
 use serde::{Deserialize, Serialize};
 use std::future::Future;
 use std::sync::Arc;
@@ -196,30 +197,54 @@ pub trait Control: Send + Sync + 'static {
         async { Err(DeployFailure::Refused(not_here())) }
     }
 
-    /// The stored policy versions before `before`, newest first.
-    fn policy_versions(
+    /// Checks a usage file (validation, and the grants open sessions
+    /// hold), records it as the next stored version, writes it to the
+    /// usage file and puts it in force; `by` is who, `comment` why.
+    fn deploy_usage(
         &self,
+        _text: String,
+        _by: String,
+        _comment: String,
+    ) -> impl Future<Output = Result<Deployed, DeployFailure>> + Send {
+        async { Err(DeployFailure::Refused(not_here())) }
+    }
+
+    /// Deploys stored usage file version `id` again, as the next version.
+    fn rollback_usage(
+        &self,
+        _id: i64,
+        _by: String,
+    ) -> impl Future<Output = Result<Deployed, DeployFailure>> + Send {
+        async { Err(DeployFailure::Refused(not_here())) }
+    }
+
+    /// The stored versions of `artifact` before `before`, newest first.
+    fn versions(
+        &self,
+        _artifact: Artifact,
         _before: Option<i64>,
         _limit: usize,
     ) -> impl Future<Output = Result<VersionsPage, ControlError>> + Send {
-        async { Err(ControlError::Unavailable("no policy versions".into())) }
+        async { Err(ControlError::Unavailable("no stored versions".into())) }
     }
 
-    /// One stored policy version with its script.
-    fn policy_version(
+    /// One stored version of `artifact` with its text.
+    fn version(
         &self,
+        _artifact: Artifact,
         _id: i64,
     ) -> impl Future<Output = Result<VersionView, ControlError>> + Send {
-        async { Err(ControlError::Unavailable("no policy versions".into())) }
+        async { Err(ControlError::Unavailable("no stored versions".into())) }
     }
 
-    /// The unified diff from stored version `a` to `b`.
-    fn policy_diff(
+    /// The unified diff from stored version `a` of `artifact` to `b`.
+    fn version_diff(
         &self,
+        _artifact: Artifact,
         _a: i64,
         _b: i64,
     ) -> impl Future<Output = Result<String, ControlError>> + Send {
-        async { Err(ControlError::Unavailable("no policy versions".into())) }
+        async { Err(ControlError::Unavailable("no stored versions".into())) }
     }
 
     /// The store's query profiler; only the PostgreSQL store has one.
@@ -382,6 +407,25 @@ impl From<DeployError> for DeployFailure {
                 DeployFailure::Failed(ControlError::Conflict(e.to_string()))
             }
             DeployError::Store(e) => {
+                DeployFailure::Failed(ControlError::Unavailable(e.to_string()))
+            }
+        }
+    }
+}
+
+impl From<UsageDeployError> for DeployFailure {
+    fn from(e: UsageDeployError) -> DeployFailure {
+        match e {
+            UsageDeployError::Refused(error) => {
+                DeployFailure::Refused(ReloadError { line: None, error })
+            }
+            e @ UsageDeployError::Conflict(_) => {
+                DeployFailure::Failed(ControlError::Conflict(e.to_string()))
+            }
+            e @ UsageDeployError::NotFound(_) => {
+                DeployFailure::Failed(ControlError::NotFound(e.to_string()))
+            }
+            UsageDeployError::Store(e) => {
                 DeployFailure::Failed(ControlError::Unavailable(e.to_string()))
             }
         }

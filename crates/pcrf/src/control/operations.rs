@@ -9,9 +9,9 @@ use crate::control::console::{
 use crate::control::usage::{AccumulatorView, ReportView};
 use crate::control::usage::{UsageChange, UsageView};
 use crate::control::version_views::{
-    Deployed, RolloutStart, RolloutView, VersionView, VersionsPage,
+    Artifact, Deployed, RolloutStart, RolloutView, VersionView, VersionsPage,
 };
-use crate::control::versions::{self, Deploy};
+use crate::control::versions::{self, Deploy, UsageDeploy};
 use crate::control::DeployFailure;
 use crate::control::{
     Control, ControlError, ReauthOutcome, ReleaseCause, ReleaseOutcome, ReloadError, SessionFilter,
@@ -67,7 +67,7 @@ impl Operations {
         }
         fields.insert(
             "policy_version".into(),
-            serde_json::json!(self.node.policy_versions.serving()),
+            serde_json::json!(self.node.versions.policy.serving()),
         );
         fields.insert("inputs".into(), dry.inputs.clone());
         fields.insert(
@@ -375,7 +375,7 @@ impl Control for Operations {
     }
 
     async fn reload_policy(&self) -> Result<u64, ReloadError> {
-        let versions = self.node.policy_versions.clone();
+        let versions = self.node.versions.policy.clone();
         let res = tokio::task::spawn_blocking(move || versions.reload_file())
             .await
             .map_err(|e| ReloadError {
@@ -577,11 +577,12 @@ impl Control for Operations {
             path: engine.path().display().to_string(),
             source: engine.source().to_string(),
             cases: cases.is_file().then(|| cases.display().to_string()),
-            id: self.node.policy_versions.serving(),
-            refused: self.node.policy_versions.refused(),
+            id: self.node.versions.policy.serving(),
+            refused: self.node.versions.policy.refused(),
             rollout: self
                 .node
-                .policy_versions
+                .versions
+                .policy
                 .rollout()
                 .as_ref()
                 .map(RolloutView::of),
@@ -713,20 +714,39 @@ impl Control for Operations {
         versions::deploy(&self.node, Deploy::Abort, by).await
     }
 
-    async fn policy_versions(
+    async fn deploy_usage(
         &self,
+        text: String,
+        by: String,
+        comment: String,
+    ) -> Result<Deployed, DeployFailure> {
+        versions::deploy_usage(&self.node, UsageDeploy::Text { text, comment }, by).await
+    }
+
+    async fn rollback_usage(&self, id: i64, by: String) -> Result<Deployed, DeployFailure> {
+        versions::deploy_usage(&self.node, UsageDeploy::Rollback(id), by).await
+    }
+
+    async fn versions(
+        &self,
+        artifact: Artifact,
         before: Option<i64>,
         limit: usize,
     ) -> Result<VersionsPage, ControlError> {
-        versions::list(&self.node, before, limit).await
+        versions::list(&self.node, artifact, before, limit).await
     }
 
-    async fn policy_version(&self, id: i64) -> Result<VersionView, ControlError> {
-        versions::get(&self.node, id).await
+    async fn version(&self, artifact: Artifact, id: i64) -> Result<VersionView, ControlError> {
+        versions::get(&self.node, artifact, id).await
     }
 
-    async fn policy_diff(&self, a: i64, b: i64) -> Result<String, ControlError> {
-        versions::diff(&self.node, a, b).await
+    async fn version_diff(
+        &self,
+        artifact: Artifact,
+        a: i64,
+        b: i64,
+    ) -> Result<String, ControlError> {
+        versions::diff(&self.node, artifact, a, b).await
     }
 
     fn query_profiler(&self) -> Option<QueryProfiler> {

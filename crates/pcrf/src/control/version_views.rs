@@ -1,6 +1,6 @@
-//! What the API and the console see of the policy's stored versions: a
-//! version, a page of them, a deployment's answer with each node's word
-//! on it (filled by `versions.rs`).
+//! What the API and the console see of the stored versions of the policy
+//! and of the usage file: a version, a page of them, a deployment's answer
+//! with each node's word on it (filled by `versions.rs`).
 
 use crate::store::versions::StoredVersion;
 use serde::Serialize;
@@ -9,6 +9,23 @@ use serde::Serialize;
 pub const DEFAULT_VERSIONS_PAGE: usize = 50;
 /// The largest page.
 pub const MAX_VERSIONS_PAGE: usize = 500;
+
+/// Which deployed file: the Lua policy or the usage file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Artifact {
+    Policy,
+    Usage,
+}
+
+impl Artifact {
+    /// As messages name it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Artifact::Policy => "policy",
+            Artifact::Usage => "usage file",
+        }
+    }
+}
 
 /// One stored version.
 #[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
@@ -19,10 +36,11 @@ pub struct VersionView {
     /// The newest version when this one was deployed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub parent: Option<i64>,
-    /// The script's hash, 16 hex digits (`script_version` in logs and
-    /// decisions).
+    /// The text's hash, 16 hex digits: for the policy `script_version` in
+    /// logs and decisions, for the usage file its checksum
+    /// (`usage_config` in a subscriber's usage).
     pub hash: String,
-    /// "file" (the policy file: at first start-up, edited, reloaded),
+    /// "file" (the file: at first start-up, edited, reloaded),
     /// "token" (the API with a token) or "local" (without one).
     pub by: String,
     /// Unix milliseconds.
@@ -30,7 +48,8 @@ pub struct VersionView {
     pub comment: String,
     /// This node serves it.
     pub serving: bool,
-    /// The script (one version only, not in lists).
+    /// The text: the Lua script or the usage file's TOML (one version
+    /// only, not in lists).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub source: Option<String>,
 }
@@ -50,7 +69,7 @@ impl VersionView {
     }
 }
 
-/// `GET /v1/policy/versions`.
+/// `GET /v1/policy/versions`, `GET /v1/usage/versions`.
 #[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
 pub struct VersionsPage {
     /// Newest first.

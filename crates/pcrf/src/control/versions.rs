@@ -1,10 +1,12 @@
-//! The operations on the policy's stored versions (over
-//! `policy::versions`): the list, one version with its text, a diff
-//! between two, a deployment or rollback and which nodes serve it after a
-//! short wait. Their shapes are in `version_views.rs`.
+//! The operations on the stored versions of the policy (over
+//! `policy::versions`) and of the usage file (over `usage::versions`): the
+//! list, one version with its text, a diff between two, a deployment or
+//! rollback and which nodes serve it after a short wait. Their shapes are
+//! in `version_views.rs`.
 
 use crate::control::version_views::{
-    Adoption, Deployed, RolloutStart, RolloutView, VersionView, VersionsPage, MAX_VERSIONS_PAGE,
+    Adoption, Artifact, Deployed, RolloutStart, RolloutView, VersionView, VersionsPage,
+    MAX_VERSIONS_PAGE,
 };
 use crate::control::{ControlError, DeployFailure};
 use crate::node::Node;
@@ -12,6 +14,8 @@ use crate::pcc::PushReason;
 use crate::policy::versions::{unified_diff, DeployError, PolicyVersions};
 use crate::session::SessionState;
 use crate::store::versions::StoredVersion;
+use crate::store::StoreError;
+use crate::usage::versions::UsageVersions;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -33,15 +37,54 @@ where
     }
 }
 
+/// What the listing, reading and diffing read of one artifact's versions.
+trait StoredVersions: Send + Sync + 'static {
+    fn serving(&self) -> i64;
+    fn list(&self, before: Option<i64>, limit: usize) -> Result<Vec<StoredVersion>, StoreError>;
+    fn get(&self, id: i64) -> Result<Option<StoredVersion>, StoreError>;
+}
+
+impl StoredVersions for PolicyVersions {
+    fn serving(&self) -> i64 {
+        PolicyVersions::serving(self)
+    }
+    fn list(&self, before: Option<i64>, limit: usize) -> Result<Vec<StoredVersion>, StoreError> {
+        PolicyVersions::list(self, before, limit)
+    }
+    fn get(&self, id: i64) -> Result<Option<StoredVersion>, StoreError> {
+        PolicyVersions::get(self, id)
+    }
+}
+
+impl StoredVersions for UsageVersions {
+    fn serving(&self) -> i64 {
+        UsageVersions::serving(self)
+    }
+    fn list(&self, before: Option<i64>, limit: usize) -> Result<Vec<StoredVersion>, StoreError> {
+        UsageVersions::list(self, before, limit)
+    }
+    fn get(&self, id: i64) -> Result<Option<StoredVersion>, StoreError> {
+        UsageVersions::get(self, id)
+    }
+}
+
+fn stored_versions(node: &Node, artifact: Artifact) -> Arc<dyn StoredVersions> {
+    match artifact {
+        Artifact::Policy => node.versions.policy.clone(),
+        Artifact::Usage => node.versions.usage.clone(),
+    }
+}
+
 pub async fn list(
     node: &Node,
+    artifact: Artifact,
     before: Option<i64>,
     limit: usize,
 ) -> Result<VersionsPage, ControlError> {
-    let versions = node.policy_versions.clone();
+    let versions = stored_versions(node, artifact);
+    let serving = versions.serving();
     let limit = limit.clamp(1, MAX_VERSIONS_PAGE);
     let page = blocking(move || versions.list(before, limit)).await?;
-    let serving = node.policy_versions.serving();
     let next = (page.len() == limit)
         .then(|| page.last().map(|v| v.id))
         .flatten();
@@ -55,28 +98,68 @@ pub async fn list(
     })
 }
 
-async fn stored(versions: &Arc<PolicyVersions>, id: i64) -> Result<StoredVersion, ControlError> {
-    let v = versions.clone();
+async fn stored(node: &Node, artifact: Artifact, id: i64) -> Result<StoredVersion, ControlError> {
+    let v = stored_versions(node, artifact);
     blocking(move || v.get(id))
         .await?
-        .ok_or_else(|| ControlError::NotFound(format!("no policy version {id}")))
+        .ok_or_else(|| ControlError::NotFound(format!("no {} version {id}", artifact.name())))
 }
 
-pub async fn get(node: &Node, id: i64) -> Result<VersionView, ControlError> {
-    let v = stored(&node.policy_versions, id).await?;
-    Ok(VersionView::of(v, node.policy_versions.serving(), true))
+pub async fn get(node: &Node, artifact: Artifact, id: i64) -> Result<VersionView, ControlError> {
+    let v = stored(node, artifact, id).await?;
+    Ok(VersionView::of(
+        v,
+        stored_versions(node, artifact).serving(),
+        true,
+    ))
 }
 
 /// The unified diff from version `a` to version `b`.
-pub async fn diff(node: &Node, a: i64, b: i64) -> Result<String, ControlError> {
-    let old = stored(&node.policy_versions, a).await?;
-    let new = stored(&node.policy_versions, b).await?;
+pub async fn diff(node: &Node, artifact: Artifact, a: i64, b: i64) -> Result<String, ControlError> {
+    let old = stored(node, artifact, a).await?;
+    let new = stored(node, artifact, b).await?;
     Ok(unified_diff(
         &String::from_utf8_lossy(&old.content),
         &String::from_utf8_lossy(&new.content),
         &format!("version {a}"),
         &format!("version {b}"),
     ))
+}
+
+/// A usage file to deploy, or an older version's file again.
+pub enum UsageDeploy {
+    Text { text: String, comment: String },
+    Rollback(i64),
+}
+
+/// Deploys a usage file version here (checked against this node's open
+/// sessions' grants) and waits for the other nodes' word on it. Sessions
+/// are not pushed: the file's checksum is part of each decision's memo
+/// key, so every session's next request is decided under it.
+pub async fn deploy_usage(
+    node: &Arc<Node>,
+    what: UsageDeploy,
+    by: String,
+) -> Result<Deployed, DeployFailure> {
+    let host = node.clone();
+    let done = tokio::task::spawn_blocking(move || {
+        let usage = &host.versions.usage;
+        match what {
+            UsageDeploy::Text { text, comment } => usage.deploy(&*host, text, &by, &comment),
+            UsageDeploy::Rollback(id) => usage.rollback(&*host, id, &by),
+        }
+    })
+    .await
+    .map_err(|e| {
+        DeployFailure::Failed(ControlError::Internal(format!("deploy task failed: {e}")))
+    })??;
+    let nodes = adoption(node, Artifact::Usage, done.id).await;
+    let serving = node.versions.usage.serving();
+    Ok(Deployed {
+        version: done.hash.clone(),
+        deployed: VersionView::of(done, serving, false),
+        nodes,
+    })
 }
 
 /// What to deploy: a script, or an older version's script again, or
@@ -106,7 +189,7 @@ async fn deploying<T: Send + 'static>(
 }
 
 pub async fn deploy(node: &Arc<Node>, what: Deploy, by: String) -> Result<Deployed, DeployFailure> {
-    let versions = node.policy_versions.clone();
+    let versions = node.versions.policy.clone();
     let ends_rollout = versions.rollout().is_some();
     let (done, withdraws) = deploying(move || {
         let done = match what {
@@ -121,8 +204,8 @@ pub async fn deploy(node: &Arc<Node>, what: Deploy, by: String) -> Result<Deploy
     if ends_rollout || withdraws {
         redecide_reassigned(node);
     }
-    let nodes = adoption(node, done.id).await;
-    let serving = node.policy_versions.serving();
+    let nodes = adoption(node, Artifact::Policy, done.id).await;
+    let serving = node.versions.policy.serving();
     Ok(Deployed {
         version: done.hash.clone(),
         deployed: VersionView::of(done, serving, false),
@@ -137,7 +220,7 @@ pub async fn start_rollout(
     start: RolloutStart,
     by: String,
 ) -> Result<RolloutView, DeployFailure> {
-    let versions = node.policy_versions.clone();
+    let versions = node.versions.policy.clone();
     let (_, rollout) = deploying(move || {
         let source = match (start.source, start.version) {
             (Some(source), None) => source,
@@ -172,7 +255,7 @@ pub async fn widen_rollout(
     subscribers: Vec<String>,
     by: String,
 ) -> Result<RolloutView, DeployFailure> {
-    let versions = node.policy_versions.clone();
+    let versions = node.versions.policy.clone();
     let rollout =
         deploying(move || versions.widen_rollout(share_basis_points, subscribers, &by)).await?;
     redecide_reassigned(node);
@@ -220,8 +303,8 @@ pub(crate) fn redecide_reassigned(node: &Arc<Node>) {
 }
 
 /// Waits (at most `ADOPTION_WAIT`) until every other live node's
-/// heartbeat says it serves version `id` or refused it.
-async fn adoption(node: &Node, id: i64) -> Vec<Adoption> {
+/// heartbeat says it serves version `id` of `artifact` or refused it.
+async fn adoption(node: &Node, artifact: Artifact, id: i64) -> Vec<Adoption> {
     let started = Instant::now();
     loop {
         let view = node.cluster_view();
@@ -229,7 +312,14 @@ async fn adoption(node: &Node, id: i64) -> Vec<Adoption> {
             .nodes
             .iter()
             .filter(|n| n.alive && !n.this_node)
-            .map(|n| match (&n.policy_refused, n.policy_version) {
+            .map(|n| {
+                let (refused, version) = match artifact {
+                    Artifact::Policy => (&n.policy_refused, n.policy_version),
+                    Artifact::Usage => (&n.usage_refused, n.usage_version),
+                };
+                (n, refused, version)
+            })
+            .map(|(n, refused, version)| match (refused, version) {
                 (Some(r), _) if r.version == id => Adoption {
                     node: n.name.clone(),
                     state: "refused",

@@ -15,6 +15,7 @@ use super::error::PolicyError;
 use super::rollout::{Rollout, ROLLOUT};
 use crate::file_watch::{watch_file, WatcherGuard};
 use crate::metrics::{Exposition, Kind, MetricsSource};
+pub use crate::store::versions::Refusal;
 use crate::store::versions::{NewVersion, StoredVersion, VersionStore, POLICY};
 use crate::store::StoreError;
 use parking_lot::{Mutex, RwLock};
@@ -43,14 +44,6 @@ pub enum DeployError {
     NoRollout,
     #[error("{0}")]
     Store(#[from] StoreError),
-}
-
-/// The newest stored version this node could not load, and why; it keeps
-/// serving the version it had.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
-pub struct Refusal {
-    pub version: i64,
-    pub reason: String,
 }
 
 /// The policy's versions and the engine that serves one of them.

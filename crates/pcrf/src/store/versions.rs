@@ -1,5 +1,6 @@
 //! Versions of the files an operator deploys to every node (the Lua
-//! policy, and the records of its rollouts, `policy::rollout`), kept in
+//! policy, the records of its rollouts, `policy::rollout`, and the usage
+//! file, `usage::versions`), kept in
 //! the store: every node of a shared store serves the newest one, a
 //! restart keeps the history, and an old version can be deployed again. The store keeps the bytes and the facts handed to it
 //! (who, when, why, the hash the caller computed, the version it
@@ -9,6 +10,17 @@ use crate::store::StoreError;
 
 /// The artifact name of the Lua policy script.
 pub const POLICY: &str = "policy";
+
+/// The artifact name of the usage file (keys, accumulators, plans).
+pub const USAGE: &str = "usage";
+
+/// The newest stored version of an artifact this node could not load,
+/// and why; it keeps serving the version it had.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, utoipa::ToSchema)]
+pub struct Refusal {
+    pub version: i64,
+    pub reason: String,
+}
 
 /// One stored version. Listings leave `content` empty.
 #[derive(Clone, Debug, PartialEq, Eq)]

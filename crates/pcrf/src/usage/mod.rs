@@ -25,6 +25,9 @@
 //! - `units.rs`: amounts of service as the PCEF reports them, and the
 //!   monitoring level.
 //! - `monitoring.rs`: a session's monitored keys and what each was granted.
+//! - `versions.rs`: the usage file's stored versions: deploy, rollback,
+//!   adoption of another node's version, each checked against the grants
+//!   open sessions hold.
 //!
 //! The operator's view (file format, counting, periods, grants, reloads) is
 //! `docs/usage.md`; `config/usage.toml` is the example for the default policy.
@@ -38,6 +41,7 @@ pub mod spread;
 pub mod step;
 pub mod table;
 mod units;
+pub mod versions;
 
 pub use account::{Accumulator, Counted, LastReport, SubscriberUsage};
 pub use config::{Interface, UsageConfig, UsageConfigError};

@@ -65,6 +65,7 @@ mod tshark_gx_usage;
 mod tshark_rx;
 mod tshark_sd;
 mod tshark_sy;
+mod usage_cluster;
 mod usage_process;
 mod usage_reset;
 mod usage_restarts;

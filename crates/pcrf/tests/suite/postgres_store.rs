@@ -1795,7 +1795,8 @@ fn open_sessions_written_before_schema_10_are_found_after_the_upgrade() {
          DROP INDEX sessions_open_by_ipv6; DROP INDEX sessions_open_by_sub_session;
          ALTER TABLE sessions DROP COLUMN ue_ipv6, DROP COLUMN sub_sessions;
          DROP TABLE deployed_versions; DROP FUNCTION pcrf_version_deployed();
-         ALTER TABLE cluster_nodes DROP COLUMN policy_version, DROP COLUMN policy_refused;
+         ALTER TABLE cluster_nodes DROP COLUMN policy_version, DROP COLUMN policy_refused,
+             DROP COLUMN usage_version, DROP COLUMN usage_refused;
          DELETE FROM schema_migrations WHERE version >= 10;
          SET search_path TO DEFAULT;",
         n = db.name

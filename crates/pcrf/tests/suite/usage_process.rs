@@ -36,7 +36,7 @@ fn usage_report(b: &mut MessageBuilder<'_>, key: &str, octets: u64) {
 }
 
 /// Granted CC-Total-Octets by Monitoring-Key, and the keys stopped.
-fn grants(m: &Message) -> (BTreeMap<String, u64>, Vec<String>) {
+pub(crate) fn grants(m: &Message) -> (BTreeMap<String, u64>, Vec<String>) {
     let mut granted = BTreeMap::new();
     let mut stopped = Vec::new();
     for a in m.avps() {
@@ -444,4 +444,113 @@ async fn a_usage_file_change_that_orphans_grants_is_refused_a_harmless_one_appli
     let (_, v) = p.http("GET", &format!("/v1/subscribers/{IMSI}/usage"), None);
     assert_eq!(v["accumulators"]["monthly"]["quota"], 20_000_000_000_u64);
     pcef.close().await;
+}
+
+/// `USAGE_FILE` without the key "vip" (and what it fed).
+pub(crate) fn without_vip() -> String {
+    let text = USAGE_FILE
+        .replace("[keys.vip]\nlevel = \"rule\"\nchunk = \"50 MB\"\n", "")
+        .replace("sources = [\"total\", \"vip\"]", "sources = [\"total\"]")
+        .replace(
+            "[accumulators.vip-video]\nreset = \"monthly\"\nsources = [\"vip\"]\n",
+            "",
+        );
+    assert!(!text.contains("vip"), "{text}");
+    text
+}
+
+fn put_usage(p: &Pcrf, text: &str, comment: &str) -> (u16, serde_json::Value) {
+    let body = serde_json::json!({ "source": text, "comment": comment }).to_string();
+    p.http("PUT", "/v1/usage", Some(&body))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn usage_file_versions_are_deployed_checked_against_grants_listed_and_rolled_back() {
+    let (mut p, path) = Pcrf::start_with_usage_file(USAGE_FILE, "");
+    let (st, page) = p.http("GET", "/v1/usage/versions", None);
+    assert_eq!(st, 200, "{page}");
+    assert_eq!(page["serving"], 1, "the file is version 1: {page}");
+    assert_eq!(page["versions"][0]["by"], "file");
+
+    // A bigger plan: version 2, in force at once, written to the file.
+    let bigger = USAGE_FILE.replace("monthly = \"10 GB\"", "monthly = \"20 GB\"");
+    let (st, d) = put_usage(&p, &bigger, "basic gets 20 GB");
+    assert_eq!(st, 200, "{d}");
+    assert_eq!(
+        (
+            d["deployed"]["id"].as_i64(),
+            d["deployed"]["parent"].as_i64()
+        ),
+        (Some(2), Some(1))
+    );
+    assert_eq!(d["deployed"]["comment"], "basic gets 20 GB");
+    assert_eq!(std::fs::read_to_string(&path).expect("file"), bigger);
+    p.provision(IMSI, r#"{"plan":"basic","services":["vip"]}"#);
+    let (_, usage) = p.http("GET", &format!("/v1/subscribers/{IMSI}/usage"), None);
+    assert_eq!(
+        usage["accumulators"]["monthly"]["quota"],
+        20_000_000_000_u64
+    );
+    assert_eq!(
+        usage["usage_config"], d["version"],
+        "the checksum is the version's hash"
+    );
+
+    // A session holds a grant for "vip": dropping it is refused, recorded
+    // nowhere, and the file on disk is left alone.
+    let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
+    let cca = pcef.ccr_i("pgw.test.local;versions;1", IMSI).await;
+    assert!(grants(&cca).0.contains_key("vip"));
+    let (st, e) = put_usage(&p, &without_vip(), "drop vip");
+    assert_eq!(st, 422, "{e}");
+    assert!(
+        e["error"]
+            .as_str()
+            .is_some_and(|m| m.contains("\"vip\"") && m.contains("1 session holds a grant")),
+        "{e}"
+    );
+    let (st, e) = put_usage(&p, "[keys.total\n", "broken");
+    assert_eq!(st, 422, "{e}");
+    assert_eq!(std::fs::read_to_string(&path).expect("file"), bigger);
+    let (_, page) = p.http("GET", "/v1/usage/versions", None);
+    assert_eq!(page["versions"].as_array().map(Vec::len), Some(2), "{page}");
+
+    // Once the session is gone, the same file is taken.
+    let cca = pcef.ccr_t("pgw.test.local;versions;1", 2).await;
+    assert_eq!(result_of(&cca), 2001);
+    let (st, d) = put_usage(&p, &without_vip(), "drop vip");
+    assert_eq!(st, 200, "{d}");
+    assert_eq!(d["deployed"]["id"], 3);
+    let (st, diff) = p
+        .try_http("GET", "/v1/usage/versions/2/diff/3", None)
+        .expect("diff");
+    assert_eq!(st, 200);
+    assert!(
+        diff.contains("-[keys.vip]") && diff.contains("+sources = [\"total\"]"),
+        "{diff}"
+    );
+    let (st, v) = p.http("GET", "/v1/usage/versions/2", None);
+    assert_eq!(st, 200);
+    assert_eq!(v["source"], bigger.as_str());
+    assert_eq!(p.http("GET", "/v1/usage/versions/9", None).0, 404);
+
+    // Rolled back to version 2 as version 4; the history survives a restart.
+    let (st, d) = p.http("POST", "/v1/usage/rollback/2", None);
+    assert_eq!(st, 200, "{d}");
+    assert_eq!(
+        (
+            d["deployed"]["id"].as_i64(),
+            d["deployed"]["comment"].as_str()
+        ),
+        (Some(4), Some("rollback to version 2"))
+    );
+    assert_eq!(std::fs::read_to_string(&path).expect("file"), bigger);
+    pcef.close().await;
+    p.restart();
+    let (_, page) = p.http("GET", "/v1/usage/versions", None);
+    assert_eq!(page["serving"], 4, "{page}");
+    assert_eq!(page["versions"].as_array().map(Vec::len), Some(4), "{page}");
+    let (_, cluster) = p.http("GET", "/v1/cluster", None);
+    assert_eq!(cluster["nodes"][0]["usage_version"], 4, "{cluster}");
+    assert!(p.metrics().contains("pcrf_usage_version 4"));
 }

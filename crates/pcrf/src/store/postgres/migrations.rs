@@ -231,6 +231,15 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
     CREATE TRIGGER deployed_versions_inserted AFTER INSERT ON deployed_versions
         FOR EACH ROW EXECUTE FUNCTION pcrf_version_deployed();",
     ),
+    (
+        13,
+        "the usage file version each node counts by",
+        // The usage file's versions are rows of deployed_versions
+        // (artifact 'usage'); a node whose check refused the newest says
+        // why here, as for the policy.
+        "ALTER TABLE cluster_nodes ADD COLUMN usage_version BIGINT;
+    ALTER TABLE cluster_nodes ADD COLUMN usage_refused TEXT;",
+    ),
 ];
 
 /// The version that adds `ue_ipv6` and `sub_sessions` (filled in for the

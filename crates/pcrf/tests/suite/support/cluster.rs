@@ -26,10 +26,16 @@ impl Cluster {
     /// `count` nodes (NODES[..count]), `extra` appended to each one's
     /// configuration, behind the agent once it has opened every node.
     pub async fn start(count: usize, extra: &str) -> Cluster {
+        Self::start_each(count, |_| extra.to_string()).await
+    }
+
+    /// As `start`, with `extra(i)` appended to node `i`'s configuration.
+    pub async fn start_each(count: usize, extra: impl Fn(usize) -> String) -> Cluster {
         let db = test_database("cluster").await;
         let nodes: Vec<Pcrf> = NODES[..count]
             .iter()
-            .map(|n| Pcrf::start_cluster_node_with(n, REALM, AGENT, Some(&db.url), extra))
+            .enumerate()
+            .map(|(i, n)| Pcrf::start_cluster_node_with(n, REALM, AGENT, Some(&db.url), &extra(i)))
             .collect();
         let agent = Agent::start(&nodes.iter().collect::<Vec<_>>());
         let c = Cluster { agent, nodes, db };

@@ -323,7 +323,7 @@ level = "info"
         self.spawn();
     }
 
-    fn try_http(
+    pub fn try_http(
         &self,
         method: &str,
         path: &str,
