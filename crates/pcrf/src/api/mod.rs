@@ -228,6 +228,11 @@ fn routes<C: Control>() -> Vec<Route<C>> {
             get(sessions::of_subscriber::<C>),
         ),
         r(
+            Method::GET,
+            "/v1/subscribers/{imsi}/decisions",
+            get(sessions::decisions::<C>),
+        ),
+        r(
             Method::POST,
             "/v1/subscribers/{imsi}/topup",
             post(usage::topup::<C>),

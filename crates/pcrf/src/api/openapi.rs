@@ -30,7 +30,7 @@ use utoipa::{Modify, OpenApi, PartialSchema, ToSchema};
     paths(
         subscribers::put_batch, subscribers::put, subscribers::get, subscribers::delete,
         sessions::list, sessions::get, sessions::release, sessions::reauth,
-        sessions::of_subscriber, policy::reload, policy::running, policy::deploy,
+        sessions::of_subscriber, sessions::decisions, policy::reload, policy::running, policy::deploy,
         policy::check, policy::test, policy::dry_run, policy::versions, policy::version,
         policy::diff, policy::rollback, policy::start_rollout, policy::widen_rollout,
         policy::promote_rollout, policy::abort_rollout, subscribers::search, stats::get, usage::get, usage::topup, usage::reset,

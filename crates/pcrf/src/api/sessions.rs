@@ -4,6 +4,8 @@
 
 use super::error::{ApiError, ErrorBody};
 use super::extract::{ApiPath, ApiQuery};
+use super::subscribers::check_imsi;
+use crate::control::console::RecentDecisions;
 use crate::control::{
     Control, ReauthOutcome, ReleaseCause, ReleaseOutcome, SessionFilter, MAX_SESSION_LIMIT,
 };
@@ -179,4 +181,46 @@ pub async fn reauth<C: Control>(
         "session re-authorized by API"
     );
     Ok(Json(outcome).into_response())
+}
+
+/// `GET /v1/subscribers/{imsi}/decisions` paging.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct DecisionsQuery {
+    /// At most this many, newest first (1 to 200; 20 by default).
+    #[serde(default = "default_decisions")]
+    pub limit: usize,
+}
+
+fn default_decisions() -> usize {
+    20
+}
+
+/// The most decisions one request returns.
+pub const MAX_DECISIONS: usize = 200;
+
+/// A subscriber's last policy decisions on this node, newest first, read
+/// back from the decision log's file (`[decision_log]` with `file`): what
+/// was decided, when, by which policy version, on which inputs, and what
+/// was sent, after the session's own record has moved on.
+#[utoipa::path(get, path = "/v1/subscribers/{imsi}/decisions", operation_id = "getSubscriberDecisions",
+    params(("imsi" = String, Path, description = "IMSI, 5 to 15 digits"), DecisionsQuery),
+    responses(
+        (status = 200, description = "Decisions, newest first", body = RecentDecisions),
+        (status = 400, description = "Invalid IMSI or limit", body = ErrorBody),
+        (status = 409, description = "The decision log writes no file on this node", body = ErrorBody),
+        (status = 503, description = "The file cannot be read", body = ErrorBody),
+    ))]
+pub async fn decisions<C: Control>(
+    State(ctl): State<Arc<C>>,
+    ApiPath(imsi): ApiPath<String>,
+    ApiQuery(q): ApiQuery<DecisionsQuery>,
+) -> Result<Json<RecentDecisions>, ApiError> {
+    check_imsi(&imsi)?;
+    if q.limit == 0 || q.limit > MAX_DECISIONS {
+        return Err(ApiError::bad_request(format!(
+            "limit must be 1 to {MAX_DECISIONS}"
+        )));
+    }
+    Ok(Json(ctl.recent_decisions(imsi, q.limit).await?))
 }

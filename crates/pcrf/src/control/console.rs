@@ -156,3 +156,19 @@ pub struct DryRun {
     pub running: DryDecision,
     pub draft: DryDecision,
 }
+
+/// `GET /v1/subscribers/{imsi}/decisions`: the subscriber's last
+/// decisions from this node's decision log file, newest first.
+#[derive(Clone, Debug, Serialize, utoipa::ToSchema)]
+pub struct RecentDecisions {
+    pub subscriber: String,
+    /// The decision log file read (and its rotated copies).
+    pub file: String,
+    /// Each as the file holds it: `time`, `name`, `subscriber` and
+    /// `payload` (the `decision` event's document: session, interface,
+    /// trigger, policy_version, record, installed; docs/notifications.md).
+    #[schema(value_type = Vec<Object>)]
+    pub decisions: Vec<serde_json::Value>,
+    /// Every file was read to its start: there are no older ones.
+    pub complete: bool,
+}

@@ -2,7 +2,9 @@
 //! each one returns. The HTTP layer only validates, translates and answers;
 //! `operations.rs` carries them out over the node and the Gx service.
 
-use crate::control::console::{DryRun, PolicyView, SubscriberPage, SubscriberQuery, TestView};
+use crate::control::console::{
+    DryRun, PolicyView, RecentDecisions, SubscriberPage, SubscriberQuery, TestView,
+};
 use crate::control::usage::{UsageChange, UsageView};
 use crate::control::version_views::{
     Artifact, Deployed, RolloutStart, RolloutView, VersionView, VersionsPage,
@@ -74,6 +76,16 @@ pub trait Control: Send + Sync + 'static {
     /// shared store), so that it includes what they counted.
     fn usage_stored(&self, imsi: &str) -> impl Future<Output = Option<UsageView>> + Send {
         std::future::ready(self.usage(imsi))
+    }
+
+    /// The subscriber's last `limit` decisions from this node's decision
+    /// log file (`[decision_log].file`), newest first.
+    fn recent_decisions(
+        &self,
+        _imsi: String,
+        _limit: usize,
+    ) -> impl Future<Output = Result<RecentDecisions, ControlError>> + Send {
+        async { Err(ControlError::Unavailable("no decision log here".into())) }
     }
 
     /// Adds octets to this period's allowance of one accumulator, durably,

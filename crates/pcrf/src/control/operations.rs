@@ -3,8 +3,8 @@
 //! top-ups and usage resets, readiness and metrics.
 
 use crate::control::console::{
-    DryDecision, DryRun, PolicyView, SubscriberHit, SubscriberPage, SubscriberQuery, TestView,
-    MAX_PAGE,
+    DryDecision, DryRun, PolicyView, RecentDecisions, SubscriberHit, SubscriberPage,
+    SubscriberQuery, TestView, MAX_PAGE,
 };
 use crate::control::usage::{AccumulatorView, ReportView};
 use crate::control::usage::{UsageChange, UsageView};
@@ -712,6 +712,39 @@ impl Control for Operations {
 
     async fn abort_rollout(&self, by: String) -> Result<Deployed, DeployFailure> {
         versions::deploy(&self.node, Deploy::Abort, by).await
+    }
+
+    async fn recent_decisions(
+        &self,
+        imsi: String,
+        limit: usize,
+    ) -> Result<RecentDecisions, ControlError> {
+        let Some((file, keep)) = self.node.decision_log.file_set() else {
+            return Err(ControlError::Conflict(
+                "the decision log writes no file here: set [decision_log] enabled = true and file"
+                    .into(),
+            ));
+        };
+        let shown = file.display().to_string();
+        let who = imsi.clone();
+        let found = tokio::task::spawn_blocking(move || {
+            crate::notify::decision_history::recent(
+                &file,
+                keep,
+                &who,
+                limit,
+                crate::notify::decision_history::SCAN_BUDGET_BYTES,
+            )
+        })
+        .await
+        .map_err(|e| ControlError::Internal(format!("decision log read failed: {e}")))?
+        .map_err(ControlError::Unavailable)?;
+        Ok(RecentDecisions {
+            subscriber: imsi,
+            file: shown,
+            decisions: found.decisions,
+            complete: found.complete,
+        })
     }
 
     async fn deploy_usage(

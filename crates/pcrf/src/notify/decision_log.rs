@@ -170,6 +170,14 @@ impl DecisionLog {
         }
     }
 
+    /// The file the log writes and how many rotated copies it keeps,
+    /// when it writes one.
+    pub fn file_set(&self) -> Option<(std::path::PathBuf, u32)> {
+        let cfg = self.config.as_ref()?;
+        self.file.as_ref()?;
+        Some((cfg.file.clone()?, cfg.keep))
+    }
+
     /// Whether the log is on at all.
     pub fn is_on(&self) -> bool {
         self.config.is_some()

@@ -6,6 +6,7 @@
 
 pub mod amqp;
 pub mod config;
+pub mod decision_history;
 pub mod decision_log;
 pub mod delivery;
 pub mod event;

@@ -218,12 +218,15 @@ async fn monthly_fraction(c: &Client) -> f64 {
 async fn console_in_headless_chromium() {
     let dir = screenshots_dir();
     let sbi = support::free_port();
+    let decisions = scratch_dir("console-decisions").join("decisions.jsonl");
     let p = Pcrf::start_with_api(
         &format!("token = \"{TOKEN}\""),
         &format!(
             "{}\n[[peers]]\norigin_host = \"pgw2.test.local\"\naddresses = [\"127.0.0.1\"]\n\
-             [sbi]\nlisten = \"127.0.0.1:{sbi}\"\n",
-            usage_section(USAGE_FILE).0
+             [sbi]\nlisten = \"127.0.0.1:{sbi}\"\n\
+             [decision_log]\nenabled = true\nfile = \"{}\"\n",
+            usage_section(USAGE_FILE).0,
+            decisions.display()
         ),
     );
     std::fs::copy(
@@ -472,6 +475,20 @@ async fn console_in_headless_chromium() {
     }
     let decision = text_of(&c, "article.session[data-interface=n7] .decision").await;
     assert!(decision.contains("vip-video"), "{decision}");
+    // The last decisions, read back from the decision log's file: the
+    // PDU session's Create and the Gx CCR-I, each by version 1.
+    let rows = wait_for(
+        &c,
+        "(() => { const r = Array.from(document.querySelectorAll('#decisions tbody tr')).map(r => [r.cells[1].textContent, r.cells[3].textContent]); return r.length ? r : null; })()",
+        "the last decisions",
+    )
+    .await;
+    let rows: Vec<(String, String)> = serde_json::from_value(rows).unwrap_or_default();
+    assert!(
+        rows.contains(&("create".to_string(), "1".to_string()))
+            && rows.iter().any(|(t, v)| t.starts_with("ccr-") && v == "1"),
+        "{rows:?}"
+    );
     screenshot(&c, &dir, "subscriber-n7.png").await;
     // Re-authorize: confirmed, then the RAR's outcome is shown.
     click(&c, "article.session[data-interface=gx] .actions button").await;

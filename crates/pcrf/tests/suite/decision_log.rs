@@ -201,6 +201,29 @@ async fn each_decision_is_a_line_of_the_file_too() {
         .collect();
     let filed: Vec<Value> = got.iter().map(|l| l["payload"].clone()).collect();
     assert_eq!(hooked, filed);
+    // The API reads them back, newest first; another subscriber has none.
+    let (st, back) = p.http("GET", "/v1/subscribers/001010000000001/decisions", None);
+    assert_eq!(st, 200, "{back}");
+    let mut newest_first = got.clone();
+    newest_first.reverse();
+    assert_eq!(back["decisions"], Value::from(newest_first));
+    assert_eq!(back["complete"], true);
+    let (st, one) = p.http(
+        "GET",
+        "/v1/subscribers/001010000000001/decisions?limit=1",
+        None,
+    );
+    assert_eq!(st, 200);
+    assert_eq!(one["decisions"][0]["payload"]["trigger"], "ccr-u");
+    assert_eq!(one["complete"], false);
+    let (_, none) = p.http("GET", "/v1/subscribers/001010000000002/decisions", None);
+    assert_eq!(none["decisions"], Value::from(Vec::<Value>::new()));
+    let (st, e) = p.http(
+        "GET",
+        "/v1/subscribers/001010000000001/decisions?limit=0",
+        None,
+    );
+    assert_eq!(st, 400, "{e}");
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -238,6 +261,15 @@ async fn a_pushed_redecision_is_logged_and_nothing_is_when_off() {
     open_update_close(&p, &rx, "pgw.test.local;declog;7", "001010000000001").await;
     assert_eq!(decisions(&rx), Vec::<Value>::new());
     assert_eq!(p.metric_value("pcrf_decision_log_logged_total"), 0.0);
+    // Nothing to read back either, and the answer says why.
+    let (st, e) = p.http("GET", "/v1/subscribers/001010000000001/decisions", None);
+    assert_eq!(st, 409, "{e}");
+    assert!(
+        e["error"]
+            .as_str()
+            .is_some_and(|m| m.contains("[decision_log]")),
+        "{e}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -2,9 +2,12 @@
 // a page at a time), then one subscriber: the profile with an edit form,
 // usage against quotas with top-up, the open sessions (Gx, and N7 PDU
 // sessions with the SMF's context) with their bound Rx and Sd sessions
-// and the last decision explained, and the actions (re-authorize,
-// terminate, top up), each confirmed first.
+// and the last decision explained, the last decisions read back from the
+// decision log with the policy version of each, and the actions
+// (re-authorize, terminate, top up), each confirmed first.
 'use strict';
+
+const DECISIONS_SHOWN = 20;
 
 let current = null; // IMSI shown
 let pageCursors = [null]; // `after` of each page seen
@@ -217,14 +220,34 @@ function sessionCard(s, imsi) {
       action('Terminate', 'danger', end, () => api('DELETE', `/v1/sessions/${id}`))));
 }
 
+// The decision log's file read back: one row per decision, newest first,
+// each with the version that made it and what it decided, expandable to
+// the inputs and the whole record.
+function decisionsCard(r) {
+  if (r.error) return el('p', { class: 'muted', text: r.error.message });
+  if (!r.decisions.length) return el('p', { class: 'muted', text: `none in ${r.file}` });
+  const rows = r.decisions.map((d) => {
+    const p = d.payload || {};
+    const rec = p.record || {};
+    const dec = rec.decision || p.running?.decision || {};
+    const ambr = dec.apn_ambr ? `DL ${fmtNum(dec.apn_ambr.dl)} bit/s` : '—';
+    return [d.time, p.trigger || '—', p.session || '—', String(p.policy_version ?? '—'),
+      p.reused ? 'memo' : 'script', (dec.rules || []).join(', ') || '—', ambr,
+      el('details', {}, el('summary', { text: 'record' }), pre(p))];
+  });
+  return [table(['time', 'trigger', 'session', 'version', 'by', 'rules', 'APN-AMBR', ''], rows, { id: 'decisions' }),
+    r.complete ? null : el('p', { class: 'muted', text: `older decisions may be in ${r.file}` })];
+}
+
 async function show(imsi) {
   if (current !== imsi) lastAction = '';
   current = imsi;
   if (location.hash !== '#' + encodeURIComponent(imsi)) history.replaceState(null, '', '#' + encodeURIComponent(imsi));
   const q = encodeURIComponent(imsi);
-  const [profile, sessions] = await Promise.all([
+  const [profile, sessions, decisions] = await Promise.all([
     api('GET', '/v1/subscribers/' + q).catch((e) => ({ error: e })),
     api('GET', `/v1/subscribers/${q}/sessions`).catch((e) => ({ error: e })),
+    api('GET', `/v1/subscribers/${q}/decisions?limit=${DECISIONS_SHOWN}`).catch((e) => ({ error: e })),
   ]);
   if (current !== imsi) return;
   const open = sessions.error ? [] : sessions.sessions.filter((s) => s.state === 'open');
@@ -235,7 +258,8 @@ async function show(imsi) {
       section('Usage', el('div', { id: 'usage-card' }))),
     section(`Open sessions, Gx and N7 (${open.length})`,
       el('p', { id: 'session-state', class: 'muted', role: 'status', text: lastAction }),
-      open.length ? open.map((s) => sessionCard(s, imsi)) : el('p', { class: 'muted', text: 'no open session' })));
+      open.length ? open.map((s) => sessionCard(s, imsi)) : el('p', { class: 'muted', text: 'no open session' })),
+    section('Last decisions (decision log, newest first)', decisionsCard(decisions)));
   if (!profile.error) await refreshUsage(imsi);
 }
 
