@@ -199,6 +199,9 @@ pub(crate) fn now_ms() -> i64 {
 pub(crate) struct Answered {
     pub(crate) bytes: Bytes,
     pub(crate) code: u32,
+    /// The stored policy version that decided it, when the policy did
+    /// (its latency and errors are counted by version too).
+    pub(crate) decided_by: Option<u64>,
 }
 
 impl Node {
@@ -787,6 +790,7 @@ pub(crate) fn replay(stored: &[u8], req: &Message) -> Answered {
         })
         .unwrap_or(result_code::DIAMETER_SUCCESS);
     Answered {
+        decided_by: None,
         bytes: b.freeze(),
         code,
     }

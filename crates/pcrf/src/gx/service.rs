@@ -199,7 +199,7 @@ impl Gx {
             Ok(Granted {
                 decision, grants, ..
             }) => (decision, grants),
-            Err(rej) => return Ok(self.reject(req, c, &rej)),
+            Err(rej) => return Ok(self.rejected_by_policy(req, c, &s, &rej)),
         };
         let mut extras = self.extras(c);
         extras.usage = grants;
@@ -224,7 +224,7 @@ impl Gx {
         let s = Arc::new(s);
         session_step::commit_open(&self.node, s.clone(), pending).await?;
         self.sd.sd_follow(&s);
-        Ok(answer)
+        Ok(decided(answer, &s))
     }
 
     pub(crate) async fn ccr_update(
@@ -282,7 +282,7 @@ impl Gx {
                 reused,
             }) => (decision, grants, reused),
             Err(rej) => {
-                let answer = self.reject(req, c, &rej);
+                let answer = self.rejected_by_policy(req, c, &s, &rej);
                 if !c.usage_reports.is_empty() {
                     // Refused or not, the usage happened: count it, once.
                     s.last_answer = Some(answer.bytes.clone());
@@ -317,7 +317,7 @@ impl Gx {
             .await?;
         self.sd.sd_follow(&s);
         self.rx.spawn_af_notices(af_notices);
-        Ok(answer)
+        Ok(decided(answer, &s))
     }
 
     async fn ccr_termination(&self, req: &Message, c: &Ccr<'_>) -> Result<Answered, DiameterError> {
@@ -439,6 +439,7 @@ impl Gx {
         let len = match encoded {
             Ok(len) if len <= max => {
                 return Answered {
+                    decided_by: None,
                     bytes: answer_of_its_size(buf),
                     code: match outcome {
                         Outcome::Result(rc) | Outcome::Experimental(rc) => rc,
@@ -458,9 +459,28 @@ impl Gx {
         buf.clear();
         gx::encode_cca_too_large(&mut buf, req, &self.node.me, c, len, max);
         Answered {
+            decided_by: None,
             bytes: buf.freeze(),
             code: result_code::DIAMETER_UNABLE_TO_COMPLY,
         }
+    }
+
+    /// `reject`, counted against the policy version that decided the
+    /// refusal (the one the subscriber is assigned).
+    fn rejected_by_policy(
+        &self,
+        req: &Message,
+        c: &Ccr<'_>,
+        s: &GxSession,
+        rej: &Reject,
+    ) -> Answered {
+        let mut answer = self.reject(req, c, rej);
+        answer.decided_by = Some(
+            self.node
+                .policy
+                .assigned_id(s.imsi.as_deref(), s.msisdn.as_deref()),
+        );
+        answer
     }
 
     pub(crate) fn reject(&self, req: &Message, c: &Ccr<'_>, rej: &Reject) -> Answered {
@@ -815,6 +835,12 @@ fn answer_of_its_size(buf: BytesMut) -> Bytes {
     } else {
         buf.freeze()
     }
+}
+
+/// `answer`, counted against the policy version that made `s`'s decision.
+fn decided(mut answer: Answered, s: &GxSession) -> Answered {
+    answer.decided_by = s.last_decision.as_ref().map(|d| d.policy_version);
+    answer
 }
 
 #[cfg(test)]

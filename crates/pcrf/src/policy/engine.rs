@@ -120,15 +120,38 @@ struct Script {
     counters: Arc<VersionCounters>,
 }
 
-/// Decisions and fallbacks of one deployed version.
-#[derive(Debug, Default)]
+/// Decisions and fallbacks of one deployed version, and the latency and
+/// error answers of the requests it decided.
 pub struct VersionCounters {
     decisions: AtomicU64,
     fallbacks: AtomicU64,
+    errors: AtomicU64,
+    latency: crate::metrics::Histogram,
+}
+
+impl Default for VersionCounters {
+    fn default() -> Self {
+        VersionCounters {
+            decisions: AtomicU64::new(0),
+            fallbacks: AtomicU64::new(0),
+            errors: AtomicU64::new(0),
+            latency: crate::metrics::Histogram::latency(),
+        }
+    }
+}
+
+impl std::fmt::Debug for VersionCounters {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("VersionCounters")
+            .field("decisions", &self.decisions)
+            .field("fallbacks", &self.fallbacks)
+            .field("errors", &self.errors)
+            .finish_non_exhaustive()
+    }
 }
 
 /// What one deployed version decided since start-up.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct VersionSnapshot {
     /// The stored version (`policy::versions`).
     pub id: u64,
@@ -136,6 +159,11 @@ pub struct VersionSnapshot {
     pub decisions: u64,
     /// Of them, script errors answered with the fallback decision.
     pub fallbacks: u64,
+    /// Requests it decided that were answered with an error (a rejection,
+    /// an answer too large to send).
+    pub errors: u64,
+    /// The latency of the requests it decided, read to answer.
+    pub latency: crate::metrics::HistogramSnapshot,
 }
 
 /// The versions whose counters are kept (the newest deployed).
@@ -374,8 +402,32 @@ impl PolicyEngine {
                 id: *id,
                 decisions: c.decisions.load(Ordering::Relaxed),
                 fallbacks: c.fallbacks.load(Ordering::Relaxed),
+                errors: c.errors.load(Ordering::Relaxed),
+                latency: c.latency.snapshot(),
             })
             .collect()
+    }
+
+    /// Counts one answered request that version `id` decided: its latency
+    /// and, when `success` is false, an error.
+    pub fn count_answer(&self, id: u64, success: bool, elapsed: std::time::Duration) {
+        let count = |c: &VersionCounters| {
+            c.latency.observe_duration(elapsed);
+            if !success {
+                c.errors.fetch_add(1, Ordering::Relaxed);
+            }
+        };
+        // The serving and canary scripts hold their counters: neither a
+        // lock nor a shared reference count on the request path, unless a
+        // version was replaced meanwhile.
+        let serving = self.script.load();
+        if serving.id == id {
+            return count(&serving.counters);
+        }
+        if let Some(c) = self.canary.load().as_deref().filter(|c| c.script.id == id) {
+            return count(&c.script.counters);
+        }
+        count(&self.counters_of(id));
     }
 
     /// The policy file's text now.

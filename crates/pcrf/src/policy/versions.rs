@@ -690,6 +690,24 @@ impl MetricsSource for PolicyVersions {
         for (v, label) in by_version.iter().zip(&labels) {
             fallbacks.sample(&[("version", label)], v.fallbacks);
         }
+        let mut errors = out.family(
+            "pcrf_policy_version_errors_total",
+            "Gx requests decided by a stored version and answered with an error (a rejection, an answer too large), by version.",
+            Kind::Counter,
+        );
+        for (v, label) in by_version.iter().zip(&labels) {
+            errors.sample(&[("version", label)], v.errors);
+        }
+        let mut latency = out.family(
+            "pcrf_policy_version_request_duration_seconds",
+            "Time from reading a Gx CCR-I or CCR-U to writing its answer, by the stored policy version that decided it; compares a rollout's canary with its stable version (Apdex on the console's dashboard).",
+            Kind::Histogram,
+        );
+        for (v, label) in by_version.iter().zip(&labels) {
+            if v.latency.count() > 0 {
+                latency.histogram(&[("version", label)], &v.latency);
+            }
+        }
     }
 }
 
@@ -963,6 +981,25 @@ mod tests {
             count(1),
             10_000 - on_canary as u64,
             "decisions by the stable one"
+        );
+        // Answers are counted against the version that decided them: the
+        // canary's, the stable one's, and one of a version no longer
+        // serving (a request decided before a deployment).
+        let served = v.engine();
+        served.count_answer(2, true, std::time::Duration::from_millis(1));
+        served.count_answer(2, false, std::time::Duration::from_millis(30));
+        served.count_answer(1, true, std::time::Duration::from_millis(2));
+        served.count_answer(7, true, std::time::Duration::from_millis(2));
+        let answers = |id| {
+            served
+                .version_stats()
+                .iter()
+                .find(|s| s.id == id)
+                .map(|s| (s.latency.count(), s.errors))
+        };
+        assert_eq!(
+            (answers(2), answers(1), answers(7)),
+            (Some((2, 1)), Some((1, 0)), Some((1, 0)))
         );
         for i in (0..10_000).step_by(97) {
             assert_eq!(

@@ -159,6 +159,7 @@ impl Rx {
         };
         rx::encode_aaa(&mut buf, req, &self.node.me, outcome, &extras, why);
         Answered {
+            decided_by: None,
             bytes: buf.freeze(),
             code: match outcome {
                 Outcome::Result(c) | Outcome::Experimental(c) => c,
@@ -550,6 +551,7 @@ impl Rx {
         let mut buf = BytesMut::with_capacity(128);
         rx::encode_sta(&mut buf, req, &self.node.me, code);
         Ok(Answered {
+            decided_by: None,
             bytes: buf.freeze(),
             code,
         })

@@ -126,6 +126,7 @@ impl Sd {
         let mut buf = BytesMut::with_capacity(256);
         sd::encode_cca(&mut buf, req, &self.node.me, c, outcome, adc, usage);
         Answered {
+            decided_by: None,
             bytes: buf.freeze(),
             code: match outcome {
                 Outcome::Result(rc) | Outcome::Experimental(rc) => rc,

@@ -477,7 +477,11 @@ impl Sy {
         };
         txn::serve(&self.node, envelope, move |_| async move {
             let (bytes, code) = self.snr(req).await?;
-            Ok(Answered { bytes, code })
+            Ok(Answered {
+                bytes,
+                code,
+                decided_by: None,
+            })
         })
         .await
     }

@@ -86,6 +86,14 @@ where
     };
     let us = req.started.elapsed();
     node.metrics.request(req.command, code, us);
+    if let Ok(Answered {
+        decided_by: Some(version),
+        ..
+    }) = &result
+    {
+        node.policy
+            .count_answer(*version, code == result_code::DIAMETER_SUCCESS, us);
+    }
     match &result {
         Err(e) => tracing::info!(command = req.command.label(), error = %e, "request refused"),
         Ok(_) => tracing::debug!(

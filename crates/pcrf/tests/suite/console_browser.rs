@@ -392,6 +392,14 @@ async fn console_in_headless_chromium() {
         .await
         .expect("charts");
     assert!(paths.as_u64().unwrap_or(0) >= 3, "chart lines: {paths}");
+    // The policy version serving, with the Gx requests it decided.
+    let version = wait_for(
+        &c,
+        "(() => { const r = document.querySelector('#versions tr[data-version=\"1\"]'); return r && Number(r.cells[2].textContent.replace(/[^0-9]/g, '')) > 0 && r.cells[7].textContent !== '—' ? Array.from(r.cells).map(c => c.textContent) : null; })()",
+        "version 1's row with decisions and an Apdex",
+    )
+    .await;
+    assert_eq!(version[1], "serving", "{version}");
     screenshot(&c, &dir, "dashboard.png").await;
 
     // A 5G PDU session of the same subscriber, from an SMF over N7 (its

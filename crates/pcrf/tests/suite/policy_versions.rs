@@ -344,6 +344,23 @@ async fn a_rollout_decides_its_subscribers_by_the_canary_through_kill_9_until_ab
         "{}",
         p.metrics()
     );
+    // The latency of the requests each decided is split the same way:
+    // the canary's CCR-I beside the stable version's (a push decides
+    // without a request).
+    let answered_by = |p: &Pcrf, v: &str| {
+        p.metric_value(&format!(
+            "pcrf_policy_version_request_duration_seconds_count{{version=\"{v}\"}}"
+        ))
+    };
+    assert!(
+        answered_by(&p, "2") >= 1.0 && answered_by(&p, "1") >= 2.0,
+        "{}",
+        p.metrics()
+    );
+    assert_eq!(
+        p.metric_value("pcrf_policy_version_errors_total{version=\"2\"}"),
+        0.0
+    );
     pcef.close().await;
 
     // kill -9: the rollout is stored, and serves again.

@@ -1,6 +1,7 @@
 // The live dashboard: polls GET /v1/stats every 2 s, keeps the last two
 // minutes of snapshots, and draws rates, latency percentiles, Apdex,
-// sessions, peers, store and policy figures from their differences.
+// sessions, peers, store and policy figures from their differences, and
+// the policy versions (a rollout's canary and stable) side by side.
 'use strict';
 
 const POLL_MS = 2000;
@@ -64,17 +65,18 @@ function rateSeries(name, key, groups) {
   return groups.map((g) => ({ name: g, points: series[g] }));
 }
 
-// Cumulative bucket counts of one command: [[le, count], ...] ascending.
-function buckets(snap, command) {
-  return samples(snap, 'pcrf_request_duration_seconds_bucket')
-    .filter((s) => s.labels.command === command)
+// Cumulative bucket counts of one command (or of the series of `family`
+// whose `label` is `value`): [[le, count], ...] ascending.
+function buckets(snap, command, family = 'pcrf_request_duration_seconds_bucket', label = 'command') {
+  return samples(snap, family)
+    .filter((s) => s.labels[label] === command)
     .map((s) => [s.labels.le === '+Inf' ? Infinity : Number(s.labels.le), s.value || 0])
     .sort((x, y) => x[0] - y[0]);
 }
 
-function bucketDelta(newer, older, command) {
-  const b = buckets(newer, command);
-  const a = older ? buckets(older, command) : [];
+function bucketDelta(newer, older, command, family, label) {
+  const b = buckets(newer, command, family, label);
+  const a = older ? buckets(older, command, family, label) : [];
   return b.map(([le, n], i) => [le, n - (a[i] ? a[i][1] : 0)]);
 }
 
@@ -200,6 +202,40 @@ function commandTable(now, commands) {
   return table(['command', 'application', 'req/s', 'total', 'p50 ms', 'p99 ms', `Apdex [${APDEX_T * 1000} ms]`, 'window'], rows, { id: 'commands' });
 }
 
+// The stored policy versions side by side (a rollout's canary beside its
+// stable version): decisions, fallbacks, error answers and the latency of
+// the Gx requests each decided, over the last 10 s or since start.
+function versionTable(now) {
+  const older = history[Math.max(0, history.length - 1 - WINDOW)];
+  const decisions = grouped(now, 'pcrf_policy_version_decisions_total', (l) => l.version);
+  const fallbacks = grouped(now, 'pcrf_policy_version_fallbacks_total', (l) => l.version);
+  const errors = grouped(now, 'pcrf_policy_version_errors_total', (l) => l.version);
+  const family = 'pcrf_policy_version_request_duration_seconds_bucket';
+  const canary = gauge(now, 'pcrf_policy_canary_version');
+  const serving = gauge(now, 'pcrf_policy_version');
+  const rows = Object.keys(decisions).sort((a, b) => Number(b) - Number(a)).map((v) => {
+    let cum = older !== now ? bucketDelta(now, older, v, family, 'version') : [];
+    let scope = 'last 10 s';
+    if (!cum.length || !cum[cum.length - 1][1]) {
+      cum = bucketDelta(now, null, v, family, 'version');
+      scope = 'since start';
+    }
+    const p50 = quantile(cum, 0.5);
+    const p99 = quantile(cum, 0.99);
+    const a = apdex(cum);
+    const role = Number(v) === canary ? 'canary' : Number(v) === serving ? 'serving' : 'earlier';
+    return {
+      attrs: { 'data-version': v },
+      cells: [v, role, fmtNum(decisions[v] || 0), fmtNum(fallbacks[v] || 0), fmtNum(errors[v] || 0),
+        p50 === null ? '—' : fmtNum(p50 * 1000, 2), p99 === null ? '—' : fmtNum(p99 * 1000, 2),
+        a === null ? '—' : a.toFixed(2), el('span', { class: 'muted', text: scope })],
+    };
+  });
+  return rows.length
+    ? table(['version', '', 'decisions', 'fallbacks', 'error answers', 'p50 ms', 'p99 ms', `Apdex [${APDEX_T * 1000} ms]`, 'window'], rows, { id: 'versions' })
+    : el('p', { class: 'muted', text: 'no decision yet' });
+}
+
 function peersTable(now) {
   const state = samples(now, 'pcrf_peer_state');
   const msgs = samples(now, 'pcrf_peer_messages_total');
@@ -249,6 +285,7 @@ function render() {
     el('span', { id: 'updated' }, 'updated ', el('b', { text: new Date(now.at_ms).toLocaleTimeString() })));
   fill('rps', lineChart(rateSeries('pcrf_requests_total', (l) => APP_OF[l.command] || null, APPS), { unit: '/s', title: 'requests per second by application' }));
   fill('commands-card', commandTable(now, commands));
+  fill('versions-card', versionTable(now));
   fill('latency', lineChart(latencySeries(commands.filter((c) => APP_OF[c] !== 'base')), { unit: 'ms', title: 'p99 latency by command' }));
   fill('sessions', lineChart(sessionsSeries(), { title: 'open sessions by application' }));
   fill('peers-card', peersTable(now));
@@ -265,6 +302,7 @@ function layout() {
       section('Requests per second by application', el('div', { id: 'rps' })),
       section('Latency p99 by command (ms)', el('div', { id: 'latency' })),
       el('section', { class: 'card wide' }, el('h2', { text: 'Per command' }), el('div', { id: 'commands-card', class: 'scroll' })),
+      el('section', { class: 'card wide' }, el('h2', { text: 'Per policy version (Gx requests each decided)' }), el('div', { id: 'versions-card', class: 'scroll' })),
       section('Open sessions by application', el('div', { id: 'sessions' })),
       section('Diameter peers', el('div', { id: 'peers-card', class: 'scroll' })),
       section('Store commits per 100 transactions', el('div', { id: 'commits' })),
