@@ -515,12 +515,25 @@ async fn usage_file_versions_are_deployed_checked_against_grants_listed_and_roll
     let (_, page) = p.http("GET", "/v1/usage/versions", None);
     assert_eq!(page["versions"].as_array().map(Vec::len), Some(2), "{page}");
 
-    // Once the session is gone, the same file is taken.
+    // The session reports 5 MB of "vip" (counted in vip-video), then ends;
+    // once it is gone, the same file is taken.
+    let cca = pcef
+        .ccr_u("pgw.test.local;versions;1", 1, |b| {
+            usage_report(b, "vip", 5 * MB)
+        })
+        .await;
+    assert_eq!(result_of(&cca), 2001);
     let cca = pcef.ccr_t("pgw.test.local;versions;1", 2).await;
     assert_eq!(result_of(&cca), 2001);
+    let vip_video = |p: &Pcrf| {
+        let (_, v) = p.http("GET", &format!("/v1/subscribers/{IMSI}/usage"), None);
+        v["accumulators"]["vip-video"]["used"].as_u64()
+    };
+    assert_eq!(vip_video(&p), Some(5 * MB));
     let (st, d) = put_usage(&p, &without_vip(), "drop vip");
     assert_eq!(st, 200, "{d}");
     assert_eq!(d["deployed"]["id"], 3);
+    assert_eq!(vip_video(&p), None, "no version-3 accumulator vip-video");
     let (st, diff) = p
         .try_http("GET", "/v1/usage/versions/2/diff/3", None)
         .expect("diff");
@@ -545,6 +558,9 @@ async fn usage_file_versions_are_deployed_checked_against_grants_listed_and_roll
         (Some(4), Some("rollback to version 2"))
     );
     assert_eq!(std::fs::read_to_string(&path).expect("file"), bigger);
+    // What vip-video had counted was kept in the stored usage while no
+    // version counted it, and counts again.
+    assert_eq!(vip_video(&p), Some(5 * MB));
     pcef.close().await;
     p.restart();
     let (_, page) = p.http("GET", "/v1/usage/versions", None);
@@ -553,4 +569,5 @@ async fn usage_file_versions_are_deployed_checked_against_grants_listed_and_roll
     let (_, cluster) = p.http("GET", "/v1/cluster", None);
     assert_eq!(cluster["nodes"][0]["usage_version"], 4, "{cluster}");
     assert!(p.metrics().contains("pcrf_usage_version 4"));
+    assert_eq!(vip_video(&p), Some(5 * MB), "and after a restart");
 }
