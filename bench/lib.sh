@@ -330,6 +330,9 @@ start_cluster() {
     aport="$(free_port)"
     NODE_DPORTS+=("$dport")
     NODE_APIS+=("http://127.0.0.1:$aport")
+    # Copies: a deployment rewrites a node's policy and usage files.
+    cp "$BENCH_ROOT/policies/default.lua" "$work/pcrf$i.lua"
+    cp "$BENCH_ROOT/config/usage.toml" "$work/pcrf$i-usage.toml"
     cat >"$work/pcrf$i.toml" <<TOML
 [node]
 origin_host = "pcrf$i.pcrf.example.net"
@@ -346,10 +349,10 @@ kind = "postgres"
 url = "$PG_URL"
 ${COMMIT_WINDOW_US:+commit_window_us = $COMMIT_WINDOW_US}
 [policy]
-path = "$BENCH_ROOT/policies/default.lua"
+path = "$work/pcrf$i.lua"
 watch = false
 [usage]
-path = "$BENCH_ROOT/config/usage.toml"
+path = "$work/pcrf$i-usage.toml"
 [api]
 listen = "127.0.0.1:$aport"
 [log]
