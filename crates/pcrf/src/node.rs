@@ -370,11 +370,13 @@ impl Node {
         d
     }
 
+    /// What the policy decides `s` on at `now` (Unix ms).
     pub(crate) fn policy_input(
         &self,
         s: &GxSession,
         sub: Option<&Subscriber>,
         spending: BTreeMap<String, String>,
+        now: i64,
     ) -> PolicyInput {
         let subscriber = match sub {
             Some(p) => SubscriberInput::from_profile(p),
@@ -421,7 +423,7 @@ impl Node {
         PolicyInput {
             subscriber,
             session,
-            time: TimeInput::now(&self.tz),
+            time: TimeInput::at_ms(now, &self.tz),
             network: NetworkInput { congestion },
             usage: Default::default(),
             applications: s.tdf.as_ref().map(|t| t.applications()).unwrap_or_default(),

@@ -8,7 +8,8 @@
 //! It takes neutral inputs (the session record the adapter filled from its
 //! request, the usage reported per Monitoring-Key, the subscriber, `now`)
 //! and returns neutral outputs (the decision, the grants, the events
-//! staged, the changed accumulators), and opens no socket and awaits
+//! staged, the changed accumulators), and opens no socket, reads no clock
+//! (the policy's time of day and every event are dated `now`) and awaits
 //! nothing: what needs a wait (the subscriber's usage lock and row, the
 //! spending-limit peer) is done between the two calls by the transaction
 //! runner (`txn::session_step`), as a sans-IO protocol core leaves its I/O
@@ -69,9 +70,9 @@ pub(crate) fn propose(
     }
     if let Some(u) = cx.usage.as_deref_mut() {
         node.count_reports(u, s, reports, cx.now);
-        node.quota_thresholds(u, cx.sub, cx.events);
+        node.quota_thresholds(u, cx.sub, cx.events, cx.now);
     }
-    let mut input = node.policy_input(s, cx.sub, spending);
+    let mut input = node.policy_input(s, cx.sub, spending, cx.now);
     if let Some(u) = cx.usage.as_deref() {
         input.usage = u.view(cx.sub);
     }
@@ -102,7 +103,7 @@ pub(crate) fn grant(
         return Err(rej);
     }
     let notes = std::mem::take(&mut out.notifications);
-    node.policy_notifications(&notes, s, cx.usage.as_deref_mut(), cx.events);
+    node.policy_notifications(&notes, s, cx.usage.as_deref_mut(), cx.events, cx.now);
     let mut decision = refine(&s.id, node.check_catalog(&s.id, out.decision()));
     if step == Step::Update {
         crate::session::af::add_af_rules(&s.af, &mut decision);
@@ -181,6 +182,38 @@ mod tests {
 
     fn rules(d: &Decision) -> Vec<String> {
         d.rules.clone()
+    }
+
+    #[test]
+    fn the_decision_is_made_at_the_time_it_is_given() {
+        let rt = runtime();
+        let node = node_for_unit_tests(&rt);
+        let at = |now: i64| {
+            let mut s = session(IMSI_BASIC);
+            let mut usage = rt
+                .block_on(node.node.begin_usage(&s.subscriber, None, now))
+                .expect("usage");
+            let (verdict, _) = decide(&node, usage.as_mut(), &mut s, Step::Open, &[], now);
+            assert!(verdict.is_ok());
+            let record = s.last_decision.expect("recorded");
+            let inputs: serde_json::Value = serde_json::to_value(&record.inputs).expect("inputs");
+            (record.at_ms, inputs["time"].clone())
+        };
+        // 1_795_000_000_000 is 2026-11-18 11:06:40 UTC, 12:06 in Berlin
+        // (the node's zone); three hours on, whatever the clock says.
+        let later = NOW + 3 * 3_600_000;
+        let (made, time) = at(NOW);
+        assert_eq!(
+            (made, &time["hour"], &time["minute"], &time["date"]),
+            (
+                NOW,
+                &serde_json::json!(12),
+                &serde_json::json!(6),
+                &serde_json::json!("2026-11-18")
+            )
+        );
+        let (made, time) = at(later);
+        assert_eq!((made, &time["hour"]), (later, &serde_json::json!(15)));
     }
 
     #[test]

@@ -536,9 +536,9 @@ impl Gx {
             .node
             .find_subscriber(cur.imsi.as_deref(), cur.msisdn.as_deref());
         let now = now_ms();
-        let mut input = self
-            .node
-            .policy_input(&cur, sub.as_deref(), self.sy.spending_of(&cur));
+        let mut input =
+            self.node
+                .policy_input(&cur, sub.as_deref(), self.sy.spending_of(&cur), now_ms());
         input.usage = self.node.usage_view(&cur.subscriber, sub.as_deref(), now);
         let mut out = self
             .node
@@ -704,16 +704,17 @@ impl Gx {
         if notes.is_empty() {
             return Ok(None);
         }
+        let now = now_ms();
         let mut step = if notes.iter().any(|n| n.payload.get("accumulator").is_some()) {
             self.node
-                .begin_usage(&s.subscriber, sub, now_ms())
+                .begin_usage(&s.subscriber, sub, now)
                 .await
                 .map_err(|e| ControlError::Unavailable(e.message.to_string()))?
         } else {
             None
         };
         self.node
-            .policy_notifications(notes, s, step.as_mut(), events);
+            .policy_notifications(notes, s, step.as_mut(), events, now);
         if events.is_empty() {
             // All emitted before: nothing to write, the usage is left as is.
             return Ok(None);

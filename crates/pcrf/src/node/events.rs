@@ -110,19 +110,20 @@ struct DecisionLine<'a, P: serde::Serialize> {
 
 impl Node {
     /// Stages an event when a sink takes `name` (the payload is built only
-    /// then).
+    /// then), dated `now` (Unix ms): the caller's clock, so that what
+    /// decides a session reads none.
     pub(crate) fn stage_event(
         &self,
         name: &str,
         subscriber: Option<&str>,
         key: String,
+        now: i64,
         payload: impl FnOnce() -> Value,
     ) -> Option<Staged> {
         if !self.notify.wants(name) {
             return None;
         }
-        self.notify
-            .stage(name, subscriber, key, payload(), super::now_ms())
+        self.notify.stage(name, subscriber, key, payload(), now)
     }
 
     /// `session.started`, for a session opened by a CCR-I.
@@ -131,6 +132,7 @@ impl Node {
             names::SESSION_STARTED,
             Some(&s.subscriber),
             format!("{}:{}", names::SESSION_STARTED, s.id),
+            s.created_ms,
             || Value::Object(session_fields(s)),
         )
     }
@@ -266,6 +268,7 @@ impl Node {
             names::SESSION_ENDED,
             Some(&s.subscriber),
             format!("{}:{}", names::SESSION_ENDED, s.id),
+            s.closed_ms.unwrap_or(s.updated_ms),
             || {
                 let mut m = session_fields(s);
                 let end = s.closed_ms.unwrap_or(s.updated_ms);
@@ -294,6 +297,7 @@ impl Node {
         step: &mut UsageStep,
         profile: Option<&Subscriber>,
         out: &mut StagedEvents,
+        at: i64,
     ) {
         // Nothing to do (and nothing allocated) without a sink for it.
         if !self.notify.wants(names::QUOTA_THRESHOLD) {
@@ -328,6 +332,7 @@ impl Node {
                     names::QUOTA_THRESHOLD,
                     Some(&step.next.subscriber),
                     format!("{mark}:{}:{period}", step.next.subscriber),
+                    at,
                     || {
                         json!({
                             "accumulator": acc,
@@ -358,6 +363,7 @@ impl Node {
         s: &mut GxSession,
         mut step: Option<&mut UsageStep>,
         out: &mut StagedEvents,
+        now: i64,
     ) {
         for n in notes {
             let name = format!("{}{}", names::POLICY_PREFIX, n.name);
@@ -380,6 +386,7 @@ impl Node {
                         &name,
                         Some(&s.subscriber),
                         format!("{name}:{}:{acc}:{period}", s.subscriber),
+                        now,
                         || n.payload.clone(),
                     );
                     if staged.is_some() {
@@ -395,6 +402,7 @@ impl Node {
                         &name,
                         Some(&s.subscriber),
                         format!("{name}:{}:session:{}", s.subscriber, s.id),
+                        now,
                         || n.payload.clone(),
                     );
                     if staged.is_some() {
@@ -414,6 +422,7 @@ impl Node {
             name,
             None,
             format!("{name}:{host}:{}", self.notify.next_id_hint()),
+            super::now_ms(),
             || match &reason {
                 Some(r) => json!({ "peer": host, "reason": r }),
                 None => json!({ "peer": host }),
@@ -454,6 +463,7 @@ impl Node {
                 usage.subscriber,
                 self.notify.next_id_hint()
             ),
+            super::now_ms(),
             || {
                 json!({
                     "accumulator": accumulator,
@@ -487,6 +497,7 @@ impl Node {
                 names::SUBSCRIBER_CHANGED,
                 self.notify.next_id_hint()
             ),
+            super::now_ms(),
             || {
                 json!({
                     "change": change,

@@ -41,6 +41,15 @@ impl TimeInput {
     pub fn now(tz: &TimeZone) -> TimeInput {
         TimeInput::at(Timestamp::now(), tz)
     }
+
+    /// The policy's view of `ms` (Unix milliseconds, a request's time) in
+    /// `tz`; the epoch for a value outside jiff's range.
+    pub fn at_ms(ms: i64, tz: &TimeZone) -> TimeInput {
+        TimeInput::at(
+            Timestamp::from_millisecond(ms).unwrap_or(Timestamp::UNIX_EPOCH),
+            tz,
+        )
+    }
 }
 
 #[cfg(test)]

@@ -403,9 +403,9 @@ impl Rx {
         let sub = self
             .node
             .find_subscriber(cur.imsi.as_deref(), cur.msisdn.as_deref());
-        let gx_input = self
-            .node
-            .policy_input(&cur, sub.as_deref(), self.sy.spending_of(&cur));
+        let gx_input =
+            self.node
+                .policy_input(&cur, sub.as_deref(), self.sy.spending_of(&cur), now_ms());
         let input = MediaInput {
             af: AfInput {
                 session: af.id.clone(),

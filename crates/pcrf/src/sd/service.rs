@@ -462,9 +462,9 @@ impl Sd {
             }
         }
         // The applications are policy input: decide again.
-        let mut input = self
-            .node
-            .policy_input(&s, sub.as_deref(), self.sy.spending_of(&s));
+        let mut input =
+            self.node
+                .policy_input(&s, sub.as_deref(), self.sy.spending_of(&s), now_ms());
         input.usage = match &usage {
             Some(step) => step.view(sub.as_deref()),
             None => self.node.usage_view(&s.subscriber, sub.as_deref(), now),

@@ -189,7 +189,7 @@ pub(crate) async fn close(
         usage = node.begin_usage(&s.subscriber, sub.as_deref(), now).await?;
         if let Some(u) = usage.as_mut() {
             node.count_reports(u, &mut s, reports, now);
-            node.quota_thresholds(u, sub.as_deref(), &mut events);
+            node.quota_thresholds(u, sub.as_deref(), &mut events, now);
         }
     }
     s.state = SessionState::Closed;
