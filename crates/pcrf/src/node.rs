@@ -111,9 +111,8 @@ pub struct Node {
     pub(crate) me: Identity,
     pub(crate) subscribers: SubscriberTable,
     pub(crate) sessions: SessionTable,
-    pub(crate) policy: Arc<PolicyEngine>,
-    /// The stored versions of the policy (`policy` serves one of them)
-    /// and of the usage file (`usage` counts by one of them).
+    /// The stored versions of the policy (its engine serves one of them:
+    /// `policy()`) and of the usage file (`usage` counts by one of them).
     pub(crate) versions: Versions,
     pub(crate) store: ShardedWriter,
     pub(crate) peers: PeerTable,
@@ -240,7 +239,6 @@ impl Node {
             live: arc_swap::ArcSwap::from_pointee(Live::of(cfg)),
             subscribers: sub_table,
             sessions: session_table,
-            policy: p.policy.engine().clone(),
             versions: Versions {
                 policy: p.policy,
                 usage: p.usage_versions,
@@ -286,8 +284,9 @@ impl Node {
             .view(self.sessions.len() as u64, self.serving())
     }
 
+    /// The policy engine: the script serving, its rollout, its counters.
     pub fn policy(&self) -> &Arc<PolicyEngine> {
-        &self.policy
+        self.versions.policy.engine()
     }
     pub fn store(&self) -> &ShardedWriter {
         &self.store
@@ -847,7 +846,7 @@ impl Node {
 impl MetricsSource for Node {
     fn write(&self, out: &mut Exposition) {
         self.session_stats().write(out);
-        let p = self.policy.stats();
+        let p = self.policy().stats();
         MetricsPolicyStats {
             runs: p.runs,
             skips: p.skips,

@@ -80,7 +80,7 @@ pub(crate) fn propose(
         Step::Open => None,
         Step::Update => s.last_decision.as_deref(),
     };
-    let out = node.policy.decide(&input, last);
+    let out = node.policy().decide(&input, last);
     node.note_fallback(&s.id, &out);
     (input, out)
 }

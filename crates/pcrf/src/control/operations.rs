@@ -383,7 +383,7 @@ impl Control for Operations {
                 line: None,
             })?;
         match res {
-            Ok(_) => Ok(self.node.policy.version()),
+            Ok(_) => Ok(self.node.policy().version()),
             Err(e) => Err(match DeployFailure::from(e) {
                 DeployFailure::Refused(r) => r,
                 DeployFailure::Failed(c) => ReloadError {
@@ -570,7 +570,7 @@ impl Control for Operations {
     }
 
     fn policy(&self) -> Option<PolicyView> {
-        let engine = &self.node.policy;
+        let engine = &self.node.policy();
         let cases = crate::policy::cases::file_of(engine.path());
         Some(PolicyView {
             version: format!("{:016x}", engine.version()),
@@ -590,12 +590,12 @@ impl Control for Operations {
     }
 
     async fn check_policy(&self, source: String) -> Result<u64, ReloadError> {
-        let policy = self.node.policy.clone();
+        let policy = self.node.policy().clone();
         blocking(move || policy.draft(source).map(|d| d.version())).await
     }
 
     async fn test_policy(&self, source: Option<String>) -> Result<TestView, ReloadError> {
-        let policy = self.node.policy.clone();
+        let policy = self.node.policy().clone();
         blocking(move || {
             let cases = crate::policy::cases::file_of(policy.path());
             let report = match source {
@@ -637,7 +637,7 @@ impl Control for Operations {
             }
             (None, None) => return Err(ControlError::NotFound(format!("no subscriber {imsi}"))),
         };
-        let policy = self.node.policy.clone();
+        let policy = self.node.policy().clone();
         let inputs = serde_json::to_value(&input).unwrap_or_default();
         let (running, draft) = tokio::task::spawn_blocking(move || {
             let decide = |e: &crate::policy::PolicyEngine| match e.evaluate(&input) {

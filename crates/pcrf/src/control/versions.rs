@@ -268,7 +268,7 @@ pub async fn widen_rollout(
 /// by a rollback), through the push: a RAR or an SMF notification only
 /// where the decision differs.
 pub(crate) fn redecide_reassigned(node: &Arc<Node>) {
-    let engine = &node.policy;
+    let engine = &node.policy();
     let mut keys: Vec<String> = node
         .sessions
         .list(

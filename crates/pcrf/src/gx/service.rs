@@ -477,7 +477,7 @@ impl Gx {
         let mut answer = self.reject(req, c, rej);
         answer.decided_by = Some(
             self.node
-                .policy
+                .policy()
                 .assigned_id(s.imsi.as_deref(), s.msisdn.as_deref()),
         );
         answer
@@ -542,7 +542,7 @@ impl Gx {
         input.usage = self.node.usage_view(&cur.subscriber, sub.as_deref(), now);
         let mut out = self
             .node
-            .policy
+            .policy()
             .decide(&input, cur.last_decision.as_deref());
         self.node.note_fallback(id, &out);
         let notes = std::mem::take(&mut out.notifications);

@@ -424,7 +424,7 @@ impl Rx {
         };
         let decided = self
             .node
-            .policy
+            .policy()
             .authorize_media(&input)
             .map_err(|e| e.to_string())
             .and_then(|d| check_rule_names(&cur, &af.id, d));

@@ -469,7 +469,10 @@ impl Sd {
             Some(step) => step.view(sub.as_deref()),
             None => self.node.usage_view(&s.subscriber, sub.as_deref(), now),
         };
-        let out = self.node.policy.decide(&input, s.last_decision.as_deref());
+        let out = self
+            .node
+            .policy()
+            .decide(&input, s.last_decision.as_deref());
         self.node.note_fallback(&s.id, &out);
         let installed = s.tdf.as_ref().map_or(Vec::new(), |t| t.installed.clone());
         // A refusal concerns the PCEF's session; the TDF keeps its rules.

@@ -328,7 +328,7 @@ impl Sy {
     }
 
     fn decide_again(&self, s: &GxSession, input: &PolicyInput) -> Outcome {
-        let out = self.node.policy.decide(input, s.last_decision.as_deref());
+        let out = self.node.policy().decide(input, s.last_decision.as_deref());
         self.node.note_fallback(&s.id, &out);
         out
     }

@@ -91,7 +91,7 @@ where
         ..
     }) = &result
     {
-        node.policy
+        node.policy()
             .count_answer(*version, code == result_code::DIAMETER_SUCCESS, us);
     }
     match &result {
