@@ -138,13 +138,12 @@ fn main() {
             // An Arc<str> holds its two counts beside the text.
             let shared = |a: &std::sync::Arc<str>| a.len() + 16;
             let opt_shared = |o: &Option<std::sync::Arc<str>>| o.as_ref().map_or(0, shared);
+            // The PCEF's host and realm and the APN are one allocation
+            // for every session (session::shared_text): nothing per session.
             s.id.capacity()
                 + s.subscriber.capacity()
-                + shared(&s.pcef_host)
-                + shared(&s.pcef_realm)
                 + opt(&s.imsi)
                 + opt(&s.msisdn)
-                + opt_shared(&s.apn)
                 + opt_shared(&s.ue_ipv6_prefix)
                 + opt_shared(&s.location)
                 + opt_shared(&s.ms_timezone)
@@ -208,7 +207,7 @@ fn main() {
     );
     println!("by part, bytes per session:");
     println!("  struct (GxSession in its Arc): {part_struct}");
-    println!("  strings (Session-Id, subscriber, hosts, APN, location...): {part_strings:.0}");
+    println!("  strings (Session-Id, subscriber, IMSI, MSISDN, location...; hosts and APN shared): {part_strings:.0}");
     println!("  decision (last decision record, its inputs, shared decisions): {part_decision:.0}");
     println!("  monitoring: {part_monitoring}");
     println!("  kept answer: {answer}");

@@ -71,7 +71,7 @@ pub fn ccr_u_session(id: String, imsi: String, updated_ms: i64) -> GxSession {
     );
     s.imsi = Some(imsi);
     s.msisdn = Some("4915112345678".into());
-    s.apn = Some("internet".into());
+    s.apn = Some(pcrf::session::shared_text::shared("internet"));
     s.ue_ipv4 = Some(std::net::Ipv4Addr::new(10, 45, 3, 17));
     s.ue_ipv6_prefix = Some("0040200107f8000100000000".into());
     s.rat_type = Some(1004);

@@ -252,8 +252,8 @@ impl Gx {
         if *s.pcef_host != *c.origin_host {
             // A fail-over partner of the session's PCEF carries it on
             // (the only other peer served): RARs go there now.
-            s.pcef_host = c.origin_host.into();
-            s.pcef_realm = c.origin_realm.into();
+            s.pcef_host = crate::session::shared_text::shared(c.origin_host);
+            s.pcef_realm = crate::session::shared_text::shared(c.origin_realm);
         }
         let af_notices = self
             .rx
@@ -769,7 +769,7 @@ fn settle_revalidation(diff: &mut RuleDiff<'_>, at_ms: &mut Option<i64>, now: i6
 fn apply_reported(s: &mut GxSession, c: &Ccr<'_>) {
     if let Some(v) = c.apn {
         if s.apn.as_deref() != Some(v) {
-            s.apn = Some(v.into());
+            s.apn = Some(crate::session::shared_text::shared(v));
         }
     }
     if let Some(v) = c.ue_ipv4 {

@@ -453,7 +453,7 @@ fn mirror_context(s: &mut GxSession) {
     let Some(ctx) = s.n7.as_deref() else {
         return;
     };
-    s.apn = ctx.dnn.as_deref().map(Into::into);
+    s.apn = ctx.dnn.as_deref().map(crate::session::shared_text::shared);
     s.ue_ipv4 = ctx.ipv4_address.as_deref().and_then(|a| a.parse().ok());
     s.ue_ipv6_prefix = ctx
         .ipv6_address_prefix

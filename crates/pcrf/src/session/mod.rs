@@ -8,6 +8,7 @@ pub mod diff;
 pub mod id_set;
 pub mod record;
 pub mod rule_failures;
+pub mod shared_text;
 pub mod spending;
 pub mod table;
 pub mod tdf;

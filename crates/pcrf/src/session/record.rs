@@ -22,7 +22,8 @@ pub enum SessionState {
 /// What the PCEF reports once or rarely (its host and realm, the APN, the
 /// IPv6 prefix, location, time zone, device) is held as `Arc<str>`: every
 /// request copies its session before changing it, and that copy then
-/// shares these strings instead of allocating each anew. Serialised as
+/// shares these strings instead of allocating each anew. The host, realm
+/// and APN are shared by every session that names them (`shared_text`). Serialised as
 /// plain strings, so the stored record and the API output are unchanged.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GxSession {
@@ -34,8 +35,11 @@ pub struct GxSession {
     pub imsi: Option<String>,
     pub msisdn: Option<String>,
     /// The PCEF's Origin-Host and Origin-Realm (where RARs go).
+    #[serde(deserialize_with = "super::shared_text::deserialize")]
     pub pcef_host: Arc<str>,
+    #[serde(deserialize_with = "super::shared_text::deserialize")]
     pub pcef_realm: Arc<str>,
+    #[serde(default, deserialize_with = "super::shared_text::deserialize_opt")]
     pub apn: Option<Arc<str>>,
     pub ue_ipv4: Option<std::net::Ipv4Addr>,
     /// Framed-IPv6-Prefix as hex of the AVP data.
@@ -126,8 +130,8 @@ impl GxSession {
             subscriber,
             imsi: None,
             msisdn: None,
-            pcef_host: pcef_host.into(),
-            pcef_realm: pcef_realm.into(),
+            pcef_host: super::shared_text::shared(pcef_host),
+            pcef_realm: super::shared_text::shared(pcef_realm),
             apn: None,
             ue_ipv4: None,
             ue_ipv6_prefix: None,
