@@ -97,6 +97,11 @@ impl Drop for Server {
 }
 
 fn config(dir: &Path, api: SocketAddr, tls: &str) -> PathBuf {
+    // Looked up apart from the API's, so the kernel may hand the same free
+    // port back: the server then refuses two listeners on one socket.
+    let diameter = std::iter::repeat_with(free_port)
+        .find(|p| *p != api.port())
+        .unwrap_or_default();
     let policy = dir.join("policy.lua");
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
     std::fs::copy(root.join("policies/default.lua"), &policy).expect("copy policy");
@@ -128,7 +133,6 @@ idle_timeout_secs = 30
 [api.tls]
 {tls}
 "#,
-        diameter = free_port(),
         data = dir.join("data").display(),
         policy = policy.display(),
     );
