@@ -134,16 +134,22 @@ fn main() {
     let part_strings: usize = records
         .iter()
         .map(|s| {
-            let opt = |o: &Option<String>| o.as_ref().map_or(0, String::capacity);
             // An Arc<str> holds its two counts beside the text.
             let shared = |a: &std::sync::Arc<str>| a.len() + 16;
             let opt_shared = |o: &Option<std::sync::Arc<str>>| o.as_ref().map_or(0, shared);
             // The PCEF's host and realm and the APN are one allocation
             // for every session (session::shared_text): nothing per session.
-            s.id.capacity()
-                + s.subscriber.capacity()
-                + opt(&s.imsi)
-                + opt(&s.msisdn)
+            // The Session-Id and the subscriber key are the allocations the
+            // table's indexes hold too; an IMSI that is the subscriber key
+            // is that same allocation.
+            let imsi = match &s.imsi {
+                Some(i) if std::sync::Arc::ptr_eq(i, &s.subscriber) => 0,
+                other => opt_shared(other),
+            };
+            shared(&s.id)
+                + shared(&s.subscriber)
+                + imsi
+                + opt_shared(&s.msisdn)
                 + opt_shared(&s.ue_ipv6_prefix)
                 + opt_shared(&s.location)
                 + opt_shared(&s.ms_timezone)

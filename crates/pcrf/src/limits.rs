@@ -270,8 +270,8 @@ mod tests {
             &text(max("Origin-Realm")),
             0,
         );
-        s.imsi = Some(text(MAX_IMSI));
-        s.msisdn = Some(text(MAX_MSISDN));
+        s.imsi = Some(text(MAX_IMSI).into());
+        s.msisdn = Some(text(MAX_MSISDN).into());
         s.apn = Some(text(max("Called-Station-Id")).into());
         s.ue_ipv6_prefix = Some(hex(max("Framed-IPv6-Prefix")).into());
         s.location = Some(hex(max("3GPP-User-Location-Info")).into());

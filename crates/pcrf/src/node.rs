@@ -381,8 +381,8 @@ impl Node {
             Some(p) => SubscriberInput::from_profile(p),
             None => SubscriberInput {
                 known: false,
-                imsi: s.imsi.clone(),
-                msisdn: s.msisdn.clone(),
+                imsi: s.imsi.as_deref().map(str::to_owned),
+                msisdn: s.msisdn.as_deref().map(str::to_owned),
                 ..Default::default()
             },
         };

@@ -150,7 +150,7 @@ mod tests {
             "test",
             NOW,
         );
-        s.imsi = Some(imsi.to_owned());
+        s.imsi = Some(imsi.into());
         s.apn = Some("internet".into());
         s
     }

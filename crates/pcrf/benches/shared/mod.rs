@@ -64,13 +64,12 @@ pub fn ccr_u_session(id: String, imsi: String, updated_ms: i64) -> GxSession {
     let decision = ccr_u_decision();
     let mut s = GxSession::new(
         id,
-        imsi.clone(),
+        imsi.as_str(),
         "pgw1.epc.mnc001.mcc001.3gppnetwork.org",
         "epc.mnc001.mcc001.3gppnetwork.org",
         1_763_000_000_000,
     );
-    s.imsi = Some(imsi);
-    s.msisdn = Some("4915112345678".into());
+    s.set_identity(Some(&imsi), Some("4915112345678"));
     s.apn = Some(pcrf::session::shared_text::shared("internet"));
     s.ue_ipv4 = Some(std::net::Ipv4Addr::new(10, 45, 3, 17));
     s.ue_ipv6_prefix = Some("0040200107f8000100000000".into());
@@ -110,7 +109,8 @@ pub fn ccr_u_session(id: String, imsi: String, updated_ms: i64) -> GxSession {
 /// only after the previous write committed.
 #[derive(Default)]
 pub struct LastWritten {
-    sessions: std::sync::Mutex<std::collections::HashMap<String, std::sync::Arc<GxSession>>>,
+    sessions:
+        std::sync::Mutex<std::collections::HashMap<std::sync::Arc<str>, std::sync::Arc<GxSession>>>,
     usage: std::sync::Mutex<
         std::collections::HashMap<String, std::sync::Arc<pcrf::usage::SubscriberUsage>>,
     >,

@@ -334,7 +334,7 @@ impl SessionFilter {
     /// use it or an index of their own.
     pub fn matches(&self, s: &GxSession) -> bool {
         let subscriber_ok = self.subscriber.as_deref().is_none_or(|want| {
-            s.subscriber == want
+            *s.subscriber == *want
                 || s.imsi.as_deref() == Some(want)
                 || s.msisdn.as_deref() == Some(want)
         });

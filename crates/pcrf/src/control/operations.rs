@@ -522,7 +522,7 @@ impl Control for Operations {
                 .sessions
                 .bound_to(addr)
                 .iter()
-                .map(|slot| slot.load().subscriber.clone())
+                .map(|slot| slot.load().subscriber.to_string())
                 .collect();
             keys.sort();
             keys.dedup();
@@ -620,7 +620,7 @@ impl Control for Operations {
             .filter_map(|s| {
                 let rec = s.last_decision.clone()?;
                 let input: PolicyInput = serde_json::from_str(rec.inputs.get()).ok()?;
-                Some((rec.at_ms, s.id.clone(), input))
+                Some((rec.at_ms, s.id.to_string(), input))
             })
             .max_by_key(|(at, _, _)| *at);
         let plan = profile.as_ref().and_then(|p| p.plan.clone());

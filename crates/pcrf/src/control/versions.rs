@@ -283,7 +283,7 @@ pub(crate) fn redecide_reassigned(node: &Arc<Node>) {
             usize::MAX,
         )
         .into_iter()
-        .map(|s| s.subscriber.clone())
+        .map(|s| s.subscriber.to_string())
         .collect();
     keys.sort();
     keys.dedup();

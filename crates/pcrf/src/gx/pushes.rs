@@ -115,7 +115,7 @@ impl Gx {
                 usize::MAX,
             )
             .into_iter()
-            .map(|s| s.id.clone())
+            .map(|s| s.id.to_string())
             .collect()
     }
 
@@ -125,7 +125,7 @@ impl Gx {
             .sessions
             .list(None, |s| s.state == SessionState::Open, usize::MAX)
             .into_iter()
-            .map(|s| s.id.clone())
+            .map(|s| s.id.to_string())
             .collect()
     }
 

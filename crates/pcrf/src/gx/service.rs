@@ -176,8 +176,7 @@ impl Gx {
             now,
         );
         s.version.set(stored_version);
-        s.imsi = c.imsi.map(str::to_owned);
-        s.msisdn = c.msisdn.map(str::to_owned);
+        s.set_identity(c.imsi, c.msisdn);
         s.supported_features = c.supported_features.clone();
         apply_reported(&mut s, c);
         s.last_request_number = c.request_number;
@@ -624,7 +623,7 @@ impl Gx {
             ended.closed_ms = Some(now_ms());
             let mut events = StagedEvents::default();
             events.push(self.node.session_ended(&ended, "unknown-session"));
-            let mut changes = vec![Change::delete_session(id, cur.subscriber.clone())];
+            let mut changes = vec![Change::delete_session(id, &*cur.subscriber)];
             changes.extend(events.changes());
             self.node
                 .commit(changes)

@@ -43,7 +43,7 @@ pub const SWEEP_EVERY: Duration = Duration::from_secs(30);
 pub struct BindingKeeper {
     node: Arc<Node>,
     /// The ids of the sessions whose binding is being registered now.
-    registering: Mutex<HashSet<String>>,
+    registering: Mutex<HashSet<Arc<str>>>,
 }
 
 impl BindingKeeper {

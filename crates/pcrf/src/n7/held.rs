@@ -196,7 +196,7 @@ mod tests {
             monitoring: vec!["total".into(), "vip".into()],
             ..Decision::default()
         };
-        let mut cur = GxSession::new("p".into(), "s".into(), "smf", "5gc", 0);
+        let mut cur = GxSession::new("p", "s", "smf", "5gc", 0);
         cur.installed = decision.clone().into();
         cur.monitoring.keys.insert("total".into(), grant(100));
         cur.monitoring.keys.insert("vip".into(), grant(50));

@@ -118,8 +118,7 @@ impl N7 {
         }
         let smf = notification_authority(ctx.notification_uri.as_deref().unwrap_or(""));
         let mut s = GxSession::new(new_policy_id(), key, &smf, N7_REALM, now);
-        s.imsi = imsi.map(str::to_owned);
-        s.msisdn = msisdn.map(str::to_owned);
+        s.set_identity(imsi, msisdn);
         s.n7 = Some(Box::new(ctx.clone()));
         mirror_context(&mut s);
 
@@ -140,7 +139,7 @@ impl N7 {
         session_step::commit_open(node, s.clone(), pending).await?;
         self.bindings.bind(&s);
         Ok(Ok(Created {
-            id: s.id.clone(),
+            id: s.id.to_string(),
             decision: answer,
         }))
     }
@@ -164,7 +163,7 @@ impl N7 {
                 usize::MAX,
             )
             .into_iter()
-            .map(|s| s.id.clone())
+            .map(|s| s.id.to_string())
             .collect()
     }
 

@@ -317,7 +317,7 @@ impl Sd {
         let by = OpenSessionsBy::SubSession(sd_id.to_owned());
         let found = self.node.take_over_by(by).await?.into_iter().find(holds);
         if let Some(slot) = &found {
-            let gx = slot.load().id.clone();
+            let gx = slot.load().id.to_string();
             self.state.index.write().insert(sd_id.to_owned(), gx);
         }
         Ok(found)
@@ -405,7 +405,7 @@ impl Sd {
             if let Some(old) = replaced {
                 index.remove(&old);
             }
-            index.insert(c.session_id.to_owned(), s.id.clone());
+            index.insert(c.session_id.to_owned(), s.id.to_string());
         }
         self.state.counters.opened.fetch_add(1, Relaxed);
         tracing::info!(sd = c.session_id, gx = %s.id, tdf = c.origin_host, "TDF session bound (unsolicited)");
@@ -718,7 +718,10 @@ impl Sd {
         }
         if let Some(t) = &s.tdf {
             if cur.tdf.is_none() {
-                self.state.index.write().insert(t.id.clone(), s.id.clone());
+                self.state
+                    .index
+                    .write()
+                    .insert(t.id.clone(), s.id.to_string());
                 self.state.counters.opened.fetch_add(1, Relaxed);
                 tracing::info!(sd = %t.id, gx = gx_id, tdf = %t.host, "TDF session opened (solicited)");
             }

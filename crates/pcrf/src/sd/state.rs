@@ -37,7 +37,7 @@ impl SdState {
         let index = sessions
             .iter()
             .filter(|s| s.state == SessionState::Open)
-            .filter_map(|s| s.tdf.as_ref().map(|t| (t.id.clone(), s.id.clone())))
+            .filter_map(|s| s.tdf.as_ref().map(|t| (t.id.clone(), s.id.to_string())))
             .collect();
         SdState {
             index: RwLock::new(index),

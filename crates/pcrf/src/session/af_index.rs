@@ -22,14 +22,14 @@ impl AfIndex {
     /// Indexes the AF sessions of a record.
     pub fn bind(&self, s: &GxSession) {
         for rx in rx_ids(s) {
-            self.gx_of.insert(rx.to_owned(), s.id.clone());
+            self.gx_of.insert(rx.to_owned(), s.id.to_string());
         }
     }
 
     /// Forgets the AF sessions of a record (only entries pointing to it).
     pub fn unbind(&self, s: &GxSession) {
         for rx in rx_ids(s) {
-            self.gx_of.remove_if(rx, |_, gx| *gx == s.id);
+            self.gx_of.remove_if(rx, |_, gx| **gx == *s.id);
         }
     }
 
@@ -82,7 +82,7 @@ mod tests {
     #[test]
     fn follows_records_as_they_change_and_close() {
         let idx = AfIndex::default();
-        let mut a = GxSession::new("gx1".into(), "001".into(), "pgw", "r", 1);
+        let mut a = GxSession::new("gx1", "001", "pgw", "r", 1);
         a.af.push(af("rx1"));
         idx.bind(&a);
         assert_eq!(idx.gx_of("rx1").as_deref(), Some("gx1"));

@@ -79,7 +79,7 @@ fn keys_of(s: &GxSession) -> Vec<Key> {
 }
 
 impl Bindings {
-    fn add(&self, k: Key, id: &str) {
+    fn add(&self, k: Key, id: &std::sync::Arc<str>) {
         if let Key::V6(_, len) = k {
             let len = usize::from(len);
             self.v6_lengths[len / 64].fetch_or(1 << (len % 64), Relaxed);
@@ -215,7 +215,7 @@ mod tests {
     use super::*;
 
     fn session(id: &str, v4: Option<[u8; 4]>, v6_hex: Option<&str>) -> GxSession {
-        let mut s = GxSession::new(id.into(), "001".into(), "pgw", "realm", 1);
+        let mut s = GxSession::new(id, "001", "pgw", "realm", 1);
         s.ue_ipv4 = v4.map(Ipv4Addr::from);
         s.ue_ipv6_prefix = v6_hex.map(Into::into);
         s
@@ -243,7 +243,7 @@ mod tests {
             .iter()
             .skip(1)
             .step_by(2)
-            .map(|s| s.id.clone())
+            .map(|s| s.id.to_string())
             .collect();
         expect.sort();
         assert_eq!(found, expect);

@@ -8,31 +8,33 @@
 //! one address for every session must not make start-up quadratic).
 
 use indexmap::IndexSet;
+use std::sync::Arc;
 
 /// Session-Ids under one key of an index.
 #[derive(Debug, Default)]
 pub enum IdSet {
     #[default]
     Empty,
-    One(Box<str>),
-    Many(Box<IndexSet<Box<str>>>),
+    One(Arc<str>),
+    Many(Box<IndexSet<Arc<str>>>),
 }
 
 impl IdSet {
-    /// Adds `id` if it is not there yet.
-    pub fn insert(&mut self, id: &str) {
+    /// Adds `id` if it is not there yet, sharing the caller's allocation
+    /// (the session record's own Session-Id).
+    pub fn insert(&mut self, id: &Arc<str>) {
         match self {
-            IdSet::Empty => *self = IdSet::One(id.into()),
-            IdSet::One(one) if **one == *id => {}
+            IdSet::Empty => *self = IdSet::One(id.clone()),
+            IdSet::One(one) if **one == **id => {}
             IdSet::One(one) => {
                 let mut set = IndexSet::with_capacity(2);
-                set.insert(std::mem::take(one));
-                set.insert(id.into());
+                set.insert(one.clone());
+                set.insert(id.clone());
                 *self = IdSet::Many(Box::new(set));
             }
             IdSet::Many(set) => {
-                if !set.contains(id) {
-                    set.insert(id.into());
+                if !set.contains(&**id) {
+                    set.insert(id.clone());
                 }
             }
         }
@@ -95,13 +97,14 @@ mod tests {
     fn grows_from_one_and_shrinks_back() {
         let mut s = IdSet::default();
         assert!(s.is_empty());
-        s.insert("a");
-        s.insert("a");
+        let id = |s: &str| -> Arc<str> { s.into() };
+        s.insert(&id("a"));
+        s.insert(&id("a"));
         assert!(matches!(s, IdSet::One(_)));
         assert_eq!(ids(&s), ["a"]);
-        s.insert("b");
-        s.insert("c");
-        s.insert("b");
+        s.insert(&id("b"));
+        s.insert(&id("c"));
+        s.insert(&id("b"));
         assert_eq!(ids(&s), ["a", "b", "c"]);
         assert_eq!(s.len(), 3);
         s.remove("a");

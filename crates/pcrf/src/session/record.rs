@@ -27,13 +27,13 @@ pub enum SessionState {
 /// plain strings, so the stored record and the API output are unchanged.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct GxSession {
-    /// Session-Id.
-    pub id: String,
+    /// Session-Id; the session table's indexes hold this same allocation.
+    pub id: Arc<str>,
     pub state: SessionState,
     /// The subscriber key: IMSI, or MSISDN when no IMSI was sent.
-    pub subscriber: String,
-    pub imsi: Option<String>,
-    pub msisdn: Option<String>,
+    pub subscriber: Arc<str>,
+    pub imsi: Option<Arc<str>>,
+    pub msisdn: Option<Arc<str>>,
     /// The PCEF's Origin-Host and Origin-Realm (where RARs go).
     #[serde(deserialize_with = "super::shared_text::deserialize")]
     pub pcef_host: Arc<str>,
@@ -118,16 +118,16 @@ pub struct GxSession {
 impl GxSession {
     /// A new open session with nothing reported or installed yet.
     pub fn new(
-        id: String,
-        subscriber: String,
+        id: impl Into<Arc<str>>,
+        subscriber: impl Into<Arc<str>>,
         pcef_host: &str,
         pcef_realm: &str,
         now_ms: i64,
     ) -> GxSession {
         GxSession {
-            id,
+            id: id.into(),
             state: SessionState::Open,
-            subscriber,
+            subscriber: subscriber.into(),
             imsi: None,
             msisdn: None,
             pcef_host: super::shared_text::shared(pcef_host),
@@ -159,6 +159,32 @@ impl GxSession {
             closed_ms: None,
             version: Default::default(),
         }
+    }
+}
+
+impl GxSession {
+    /// Sets the IMSI and MSISDN the peer sent. One equal to the subscriber
+    /// key (the IMSI nearly always is) shares the key's allocation.
+    pub fn set_identity(&mut self, imsi: Option<&str>, msisdn: Option<&str>) {
+        let key = &self.subscriber;
+        let share = |v: &str| -> Arc<str> {
+            if **key == *v {
+                key.clone()
+            } else {
+                v.into()
+            }
+        };
+        let (imsi, msisdn) = (imsi.map(share), msisdn.map(share));
+        self.imsi = imsi;
+        self.msisdn = msisdn;
+    }
+
+    /// Shares the subscriber key's allocation with an equal IMSI or MSISDN
+    /// (a record read back from the store holds the same text twice
+    /// otherwise).
+    pub fn share_identity(&mut self) {
+        let (imsi, msisdn) = (self.imsi.take(), self.msisdn.take());
+        self.set_identity(imsi.as_deref(), msisdn.as_deref());
     }
 }
 
@@ -320,8 +346,40 @@ mod tests {
     use super::*;
 
     #[test]
+    fn an_imsi_equal_to_the_subscriber_key_is_one_allocation() {
+        let mut s = GxSession::new("s", "001010000000001", "pgw", "r", 1);
+        s.set_identity(Some("001010000000001"), Some("4915112345678"));
+        let imsi = s.imsi.clone().expect("imsi");
+        assert!(Arc::ptr_eq(&imsi, &s.subscriber));
+        let msisdn = s.msisdn.clone().expect("msisdn");
+        assert_eq!(&*msisdn, "4915112345678");
+        assert!(!Arc::ptr_eq(&msisdn, &s.subscriber));
+        // As a record read back from the store has it: separate texts.
+        let mut read: GxSession =
+            serde_json::from_value(serde_json::to_value(&s).expect("json")).expect("read");
+        assert!(!Arc::ptr_eq(
+            read.imsi.as_ref().expect("imsi"),
+            &read.subscriber
+        ));
+        read.share_identity();
+        assert!(Arc::ptr_eq(
+            read.imsi.as_ref().expect("imsi"),
+            &read.subscriber
+        ));
+        assert_eq!(read.msisdn.as_deref(), Some("4915112345678"));
+        // A session keyed by its MSISDN (no IMSI sent) shares that one.
+        let mut by_msisdn = GxSession::new("t", "4915112345678", "pgw", "r", 1);
+        by_msisdn.set_identity(None, Some("4915112345678"));
+        assert!(by_msisdn.imsi.is_none());
+        assert!(Arc::ptr_eq(
+            by_msisdn.msisdn.as_ref().expect("msisdn"),
+            &by_msisdn.subscriber
+        ));
+    }
+
+    #[test]
     fn bookkeeping_is_not_a_durable_change() {
-        let a = GxSession::new("s".into(), "001".into(), "pgw", "r", 1);
+        let a = GxSession::new("s", "001", "pgw", "r", 1);
         let mut b = a.clone();
         b.last_request_number = 7;
         b.last_answer = Some(vec![1, 2, 3].into());
@@ -370,7 +428,7 @@ mod tests {
     fn stored_answer_is_base64_and_old_hex_still_reads() {
         for len in 0..=7u8 {
             let bytes: Vec<u8> = (0..len).map(|i| i.wrapping_mul(97) ^ 0xf0).collect();
-            let mut s = GxSession::new("s".into(), "001".into(), "pgw", "r", 1);
+            let mut s = GxSession::new("s", "001", "pgw", "r", 1);
             s.last_answer = Some(bytes.clone().into());
             let json = serde_json::to_string(&s).expect("serialises");
             let back: GxSession = serde_json::from_str(&json).expect("deserialises");
@@ -380,7 +438,7 @@ mod tests {
         assert_eq!(answer_text::encode(b"Ma"), "b64:TWE=");
         assert_eq!(answer_text::encode(b"M"), "b64:TQ==");
         let read = |text: &str| {
-            let s = GxSession::new("s".into(), "001".into(), "pgw", "r", 1);
+            let s = GxSession::new("s", "001", "pgw", "r", 1);
             let mut json = serde_json::to_value(&s).expect("serialises");
             json["last_answer"] = text.into();
             serde_json::from_value::<GxSession>(json).map(|s| s.last_answer)
@@ -407,7 +465,7 @@ mod tests {
 
     #[test]
     fn hex_fields_round_trip_through_json() {
-        let mut s = GxSession::new("s".into(), "001".into(), "pgw", "r", 1);
+        let mut s = GxSession::new("s", "001", "pgw", "r", 1);
         s.last_answer = Some(vec![0, 0xab, 0xff].into());
         s.last_decision = Some(std::sync::Arc::new(DecisionRecord {
             input_hash: u64::MAX,

@@ -69,13 +69,7 @@ mod tests {
     }
 
     fn session() -> GxSession {
-        let mut s = GxSession::new(
-            "pgw;1;1".into(),
-            "001010000000001".into(),
-            "pgw",
-            "example",
-            0,
-        );
+        let mut s = GxSession::new("pgw;1;1", "001010000000001", "pgw", "example", 0);
         s.installed.rules = vec!["a".into(), "b".into(), "c".into()];
         s
     }

@@ -71,8 +71,8 @@ mod tests {
     #[test]
     fn a_record_read_back_shares_its_host_realm_and_apn() {
         let mut s = crate::session::GxSession::new(
-            "gx;shared".into(),
-            "001".into(),
+            "gx;shared",
+            "001",
             "pgw.shared-text.test",
             "realm.shared-text.test",
             1,

@@ -62,9 +62,10 @@ impl SessionSlot {
 /// and Sd sessions.
 #[derive(Default)]
 pub struct SessionTable {
-    slots: DashMap<Box<str>, Arc<SessionSlot>>,
+    /// Keyed by the record's own Session-Id allocation, as the indexes are.
+    slots: DashMap<Arc<str>, Arc<SessionSlot>>,
     /// A subscriber's sessions: nearly always one (id_set.rs).
-    by_subscriber: DashMap<Box<str>, IdSet>,
+    by_subscriber: DashMap<Arc<str>, IdSet>,
     bindings: Arc<Bindings>,
     af: Arc<AfIndex>,
 }
@@ -83,7 +84,7 @@ impl SessionTable {
             self.bindings.clone(),
             self.af.clone(),
         ));
-        match self.slots.entry(s.id.as_str().into()) {
+        match self.slots.entry(s.id.clone()) {
             Entry::Occupied(existing) => return Err(existing.get().clone()),
             Entry::Vacant(e) => {
                 e.insert(slot.clone());
@@ -103,7 +104,7 @@ impl SessionTable {
             self.bindings.clone(),
             self.af.clone(),
         ));
-        let old = self.slots.insert(s.id.as_str().into(), slot.clone());
+        let old = self.slots.insert(s.id.clone(), slot.clone());
         if let Some(old) = &old {
             self.bindings.unbind(&old.load());
             self.af.unbind(&old.load());
@@ -130,10 +131,14 @@ impl SessionTable {
         Some(slot)
     }
 
-    fn index(&self, sub: &str, id: &str) {
-        match self.by_subscriber.get_mut(sub) {
+    fn index(&self, sub: &Arc<str>, id: &Arc<str>) {
+        match self.by_subscriber.get_mut(&**sub) {
             Some(mut ids) => ids.insert(id),
-            None => self.by_subscriber.entry(sub.into()).or_default().insert(id),
+            None => self
+                .by_subscriber
+                .entry(sub.clone())
+                .or_default()
+                .insert(id),
         }
     }
 
@@ -241,7 +246,7 @@ impl SessionTable {
             .filter(|v| {
                 v.state == SessionState::Closed && v.closed_ms.is_some_and(|c| c < before_ms)
             })
-            .map(|v| v.id.clone())
+            .map(|v| v.id.to_string())
             .collect()
     }
 }
@@ -251,7 +256,7 @@ mod tests {
     use super::*;
 
     fn session(id: &str, sub: &str, apn: &str) -> Arc<GxSession> {
-        let mut s = GxSession::new(id.into(), sub.into(), "pgw1", "realm", 1);
+        let mut s = GxSession::new(id, sub, "pgw1", "realm", 1);
         s.apn = Some(apn.into());
         Arc::new(s)
     }
@@ -265,10 +270,7 @@ mod tests {
         assert_eq!(t.ids_of_subscriber("001").len(), 2);
         let ims = |s: &GxSession| s.apn.as_deref() == Some("ims");
         let found = t.list(Some("001"), ims, 10);
-        assert_eq!(
-            found.iter().map(|s| s.id.as_str()).collect::<Vec<_>>(),
-            vec!["b"]
-        );
+        assert_eq!(found.iter().map(|s| &*s.id).collect::<Vec<_>>(), vec!["b"]);
         assert_eq!(t.list(None, |_| true, 1).len(), 1, "limit applies");
         assert_eq!(t.counts(), (2, 0));
         t.remove("a");

@@ -83,7 +83,10 @@ pub(crate) fn encode_usage(u: &SubscriberUsage) -> Result<Vec<u8>, StoreError> {
 /// Decodes a session blob; `None` (logged, counted) when it is corrupt.
 pub(crate) fn decode_session(skipped: &mut u64, id: &str, data: &[u8]) -> Option<GxSession> {
     match decode::<GxSession>(data) {
-        Ok(s) if s.id == id => Some(s),
+        Ok(mut s) if *s.id == *id => {
+            s.share_identity();
+            Some(s)
+        }
         Ok(s) => {
             *skipped += 1;
             tracing::error!(session_id = %id, blob_id = %s.id,

@@ -184,7 +184,7 @@ fn crash_and_check(durability: Durability, mode: &str, pairs: bool, shards: usiz
     // Every session has its usage row at the same counter, and no usage
     // row exists without its session: the batch was all or nothing, also
     // for the batch the kill interrupted.
-    let sessions: HashMap<&str, i64> = open.iter().map(|s| (s.id.as_str(), s.updated_ms)).collect();
+    let sessions: HashMap<&str, i64> = open.iter().map(|s| (&*s.id, s.updated_ms)).collect();
     let used: HashMap<&str, i64> = usage_rows
         .iter()
         .map(|u| {

@@ -36,13 +36,7 @@ impl Drop for TestDir {
 /// A realistic open session (built on `GxSession::new`, so fields added
 /// later take their defaults).
 pub fn session(id: &str, subscriber: &str, updated_ms: i64) -> GxSession {
-    let mut s = GxSession::new(
-        id.into(),
-        subscriber.into(),
-        "pgw1.example",
-        "example",
-        1_700_000_000_000,
-    );
+    let mut s = GxSession::new(id, subscriber, "pgw1.example", "example", 1_700_000_000_000);
     s.imsi = Some(subscriber.into());
     s.apn = Some("internet".into());
     s.ue_ipv4 = Some(std::net::Ipv4Addr::new(10, 1, 2, 3));

@@ -313,7 +313,7 @@ mod tests {
         for (shard, key) in keys.iter().enumerate() {
             let id = format!("gx;open{shard}");
             let s = w.read_session(&id).await.expect("read").expect("found");
-            assert_eq!(&s.subscriber, key);
+            assert_eq!(*s.subscriber, **key);
         }
         assert_eq!(w.read_session("gx;nowhere").await.expect("read"), None);
         // The purge covers every shard.

@@ -1220,7 +1220,7 @@ mod tests {
         let mut st = SqliteStore::open(dir.path(), Durability::Full).expect("reopen");
         let open = st.open_sessions().expect("load despite a bad record");
         assert_eq!(open.len(), 1);
-        assert_eq!(open[0].id, "good");
+        assert_eq!(&*open[0].id, "good");
         assert_eq!(st.skipped_corrupt(), 2);
         for id in ["bad", "cut"] {
             match st.session(id) {
@@ -1249,7 +1249,7 @@ mod tests {
         let open = st.open_sessions().expect("load");
         assert_eq!(st.skipped_corrupt(), 3);
         assert_eq!(open.len(), n - 3);
-        let mut ids: Vec<&str> = open.iter().map(|s| s.id.as_str()).collect();
+        let mut ids: Vec<&str> = open.iter().map(|s| &*s.id).collect();
         ids.sort_unstable();
         ids.dedup();
         assert_eq!(ids.len(), n - 3);

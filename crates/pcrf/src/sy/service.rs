@@ -130,7 +130,7 @@ impl Sy {
         if self.state.table.adopt(&s.subscriber, sy) {
             tracing::info!(subscriber = %s.subscriber, sy_session = %sy.session_id, "Sy session read with a session record");
             if let Some(at) = sy.next_change_ms() {
-                self.schedule_pending(s.subscriber.clone(), at);
+                self.schedule_pending(s.subscriber.to_string(), at);
             }
         }
     }
@@ -174,7 +174,7 @@ impl Sy {
         };
         // A record another node wrote may hold a newer Sy session.
         self.adopt(s);
-        let key = s.subscriber.clone();
+        let key = s.subscriber.to_string();
         let wanted = &out.decision.spending_counters;
         if wanted.is_empty() || out.decision.reject.is_some() {
             s.sy = self.state.table.get(&key);
@@ -343,7 +343,7 @@ impl Sy {
     /// elsewhere).
     pub(crate) fn sy_session_ended(&self, ended: &GxSession) {
         self.adopt(ended);
-        let key = ended.subscriber.as_str();
+        let key = &*ended.subscriber;
         let Some(sy) = self.state.table.get(key) else {
             return;
         };

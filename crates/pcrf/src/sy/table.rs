@@ -241,11 +241,11 @@ mod tests {
         let mut new = old.clone();
         new.updated_ms = 9;
         new.open = true;
-        let mut a = GxSession::new("gx;a".into(), "imsi1".into(), "p", "r", 0);
+        let mut a = GxSession::new("gx;a", "imsi1", "p", "r", 0);
         a.sy = Some(old);
-        let mut b = GxSession::new("gx;b".into(), "imsi1".into(), "p", "r", 0);
+        let mut b = GxSession::new("gx;b", "imsi1", "p", "r", 0);
         b.sy = Some(new.clone());
-        let mut closed = GxSession::new("gx;c".into(), "imsi2".into(), "p", "r", 0);
+        let mut closed = GxSession::new("gx;c", "imsi2", "p", "r", 0);
         closed.state = SessionState::Closed;
         closed.sy = Some(SySession::new("sy;2".into(), 0));
         let t = SyTable::recover(&[a, b, closed]);
@@ -293,7 +293,7 @@ mod tests {
 
     #[test]
     fn old_records_without_sy_still_load() {
-        let s = GxSession::new("gx;a".into(), "imsi1".into(), "p", "r", 0);
+        let s = GxSession::new("gx;a", "imsi1", "p", "r", 0);
         let mut v = serde_json::to_value(&s).expect("json");
         assert!(v.get("sy").is_none(), "absent when none");
         v.as_object_mut().expect("object").remove("sy");

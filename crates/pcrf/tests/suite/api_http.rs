@@ -249,7 +249,7 @@ impl Control for MapNode {
 }
 
 fn session(id: &str, imsi: &str, apn: &str, pcef: &str, state: SessionState) -> GxSession {
-    let mut s = GxSession::new(id.into(), imsi.into(), pcef, "lab", 1);
+    let mut s = GxSession::new(id, imsi, pcef, "lab", 1);
     s.state = state;
     s.imsi = Some(imsi.into());
     s.apn = Some(apn.into());

@@ -132,13 +132,7 @@ impl Drop for TestSchema {
 }
 
 fn session(id: &str, subscriber: &str, updated_ms: i64) -> GxSession {
-    let mut s = GxSession::new(
-        id.into(),
-        subscriber.into(),
-        "pgw1.example",
-        "example",
-        1_700_000_000_000,
-    );
+    let mut s = GxSession::new(id, subscriber, "pgw1.example", "example", 1_700_000_000_000);
     s.imsi = Some(subscriber.into());
     s.apn = Some("internet".into());
     s.ue_ipv4 = Some(std::net::Ipv4Addr::new(10, 1, 2, 3));
@@ -204,11 +198,11 @@ fn put_usage(u: SubscriberUsage) -> Change {
 fn put(s: GxSession) -> Change {
     LAST_SESSION.with(|m| {
         let mut m = m.borrow_mut();
-        if let Some(prev) = m.get(&s.id) {
+        if let Some(prev) = m.get(&*s.id) {
             s.version.set(prev.version.get());
         }
         let s = Arc::new(s);
-        m.insert(s.id.clone(), s.clone());
+        m.insert(s.id.to_string(), s.clone());
         Change::PutSession(s)
     })
 }
@@ -273,8 +267,8 @@ fn recovery_pages_through_more_than_one_page() {
     }
     let open = st.open_sessions().expect("load");
     assert_eq!(open.len(), 2500);
-    assert_eq!(open[0].id, "gx;00000");
-    assert_eq!(open[2499].id, "gx;02499");
+    assert_eq!(&*open[0].id, "gx;00000");
+    assert_eq!(&*open[2499].id, "gx;02499");
 }
 
 #[test]
@@ -718,7 +712,7 @@ fn database_outage_fails_fast_then_recovers_without_loss() {
         .open_sessions()
         .expect("load")
         .into_iter()
-        .map(|s| s.id)
+        .map(|s| s.id.to_string())
         .collect();
     ids.sort();
     assert_eq!(ids, vec!["gx;acked".to_string(), "gx;after".to_string()]);
@@ -910,7 +904,7 @@ fn behind_group_commit_nothing_acknowledged_is_lost_across_an_outage() {
             .open_sessions()
             .expect("load")
             .into_iter()
-            .map(|s| s.id)
+            .map(|s| s.id.to_string())
             .collect();
         let acked = acked.lock().expect("acked").clone();
         assert!(acked.len() >= 71, "{}", acked.len());
@@ -966,11 +960,11 @@ fn shard_writers_on_one_database_never_deadlock() {
                         s.state = SessionState::Closed;
                         s.closed_ms = Some(1);
                     }
-                    if let Some(prev) = sessions.get(&s.id) {
+                    if let Some(prev) = sessions.get(&*s.id) {
                         s.version.set(prev.version.get());
                     }
                     let s = Arc::new(s);
-                    sessions.insert(s.id.clone(), s.clone());
+                    sessions.insert(s.id.to_string(), s.clone());
                     let u = usage(&key, i as u64);
                     if let Some(prev) = &last_usage {
                         u.version.set(prev.version.get());
@@ -1234,7 +1228,7 @@ fn a_mixed_batch_is_one_statement_per_table_and_operation() {
         .open_sessions()
         .expect("load")
         .into_iter()
-        .map(|s| s.id)
+        .map(|s| s.id.to_string())
         .collect();
     open.sort();
     assert_eq!(open, ["gx;keep", "gx;new"]);
