@@ -432,7 +432,7 @@ pub fn n7_decoder(data: &[u8]) {
             assert!(ctx.supi.is_some() && ctx.dnn.is_some() && ctx.slice_info.is_some());
             assert!(ctx.notification_uri.is_some() && ctx.pdu_session_type.is_some());
             let session = crate::n7::session_input::session_input(&ctx);
-            assert_eq!(session.apn, ctx.dnn);
+            assert_eq!(session.apn.as_deref(), ctx.dnn.as_deref());
             if let Ok(up) = decode_update(data, &limits) {
                 let mut ctx = ctx;
                 crate::n7::session_input::apply_update(&mut ctx, &up);

@@ -16,6 +16,7 @@ pub(crate) mod takeover_by;
 
 pub(crate) use crate::usage::step::{billing_day, UsageStep};
 pub use crate::usage::table::UsageCounters;
+use std::fmt::Write as _;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{OnceLock, Weak};
@@ -386,9 +387,12 @@ impl Node {
                 ..Default::default()
             },
         };
-        let mut installed: Vec<String> = s.installed.rules.clone();
-        installed.extend(s.installed.base_names.iter().cloned());
-        installed.extend(s.installed.definitions.iter().map(|d| d.name.clone()));
+        let d = &s.installed;
+        let mut installed =
+            Vec::with_capacity(d.rules.len() + d.base_names.len() + d.definitions.len());
+        installed.extend(d.rules.iter().cloned());
+        installed.extend(d.base_names.iter().cloned());
+        installed.extend(d.definitions.iter().map(|d| d.name.clone()));
         installed.sort();
         let congestion = s
             .location
@@ -405,15 +409,20 @@ impl Node {
                 session
             }
             None => SessionInput {
-                apn: s.apn.as_deref().map(str::to_owned),
+                apn: s.apn.clone(),
                 rat: s.rat_type.map(|v| enum_name(avp::RAT_TYPE, v)),
                 ip_can_type: s.ip_can_type.map(|v| enum_name(avp::IP_CAN_TYPE, v)),
-                ue_ipv4: s.ue_ipv4.map(|ip| ip.to_string()),
-                ue_ipv6_prefix: s.ue_ipv6_prefix.as_deref().map(str::to_owned),
-                location: s.location.as_deref().map(str::to_owned),
-                ms_timezone: s.ms_timezone.as_deref().map(str::to_owned),
-                device: s.device.as_deref().map(str::to_owned),
-                pcef: s.pcef_host.to_string(),
+                ue_ipv4: s.ue_ipv4.map(|ip| {
+                    // At most 15 characters: one allocation, not a growing one.
+                    let mut text = String::with_capacity(15);
+                    let _ = write!(text, "{ip}");
+                    text
+                }),
+                ue_ipv6_prefix: s.ue_ipv6_prefix.clone(),
+                location: s.location.clone(),
+                ms_timezone: s.ms_timezone.clone(),
+                device: s.device.clone(),
+                pcef: s.pcef_host.clone(),
                 installed,
                 rule_failures: s.rule_failures.clone(),
                 n7: None,
@@ -798,10 +807,10 @@ pub(crate) fn replay(stored: &[u8], req: &Message) -> Answered {
 }
 
 /// An enumerated value's dictionary name, or the number.
-fn enum_name(code: diameter::AvpCode, v: i32) -> String {
+fn enum_name(code: diameter::AvpCode, v: i32) -> std::borrow::Cow<'static, str> {
     dict::avp(code.code, code.vendor)
         .and_then(|d| d.enum_name(i64::from(v)))
-        .map_or_else(|| v.to_string(), str::to_owned)
+        .map_or_else(|| v.to_string().into(), std::borrow::Cow::Borrowed)
 }
 
 /// The ECGI (cell) of a 3GPP-User-Location-Info given as hex: type 130

@@ -9,9 +9,9 @@ use crate::policy::input::{N7SessionInput, SessionInput};
 /// The session as the policy sees it. `ctx` must have passed
 /// [`super::decode::decode_create`] (mandatory fields present).
 pub fn session_input(ctx: &SmPolicyContextData) -> SessionInput {
-    let rat = ctx.rat_type.as_ref().map(|r| r.as_str().to_owned());
+    let rat = ctx.rat_type.as_ref().map(|r| r.as_str().to_owned().into());
     SessionInput {
-        apn: ctx.dnn.clone(),
+        apn: ctx.dnn.as_deref().map(Into::into),
         rat,
         // The Gx IP-CAN-Type a 5G PDU session stands for (TS 29.212
         // §5.3.27: 3GPP-5GS over 3GPP access, Non-3GPP-5GS otherwise).
@@ -20,14 +20,17 @@ pub fn session_input(ctx: &SmPolicyContextData) -> SessionInput {
                 super::model::AccessType::ThreeGpp => "3GPP-5GS",
                 super::model::AccessType::Non3Gpp => "Non-3GPP-5GS",
             }
-            .to_owned()
+            .into()
         }),
         ue_ipv4: ctx.ipv4_address.clone(),
-        ue_ipv6_prefix: ctx.ipv6_address_prefix.clone(),
-        location: ctx.user_location_info.as_ref().map(|l| l.to_string()),
-        ms_timezone: ctx.ue_time_zone.clone(),
-        device: ctx.pei.clone(),
-        pcef: notification_host(ctx.notification_uri.as_deref().unwrap_or("")),
+        ue_ipv6_prefix: ctx.ipv6_address_prefix.as_deref().map(Into::into),
+        location: ctx
+            .user_location_info
+            .as_ref()
+            .map(|l| l.to_string().into()),
+        ms_timezone: ctx.ue_time_zone.as_deref().map(Into::into),
+        device: ctx.pei.as_deref().map(Into::into),
+        pcef: notification_host(ctx.notification_uri.as_deref().unwrap_or("")).into(),
         installed: Vec::new(),
         rule_failures: Vec::new(),
         n7: Some(N7SessionInput {
@@ -134,7 +137,7 @@ mod tests {
         assert_eq!(s.ue_ipv4.as_deref(), Some("10.60.0.1"));
         assert_eq!(s.ms_timezone.as_deref(), Some("+08:00+1"));
         assert_eq!(s.device.as_deref(), Some("imeisv-1110000000000000"));
-        assert_eq!(s.pcef, "127.0.0.2:8000");
+        assert_eq!(&*s.pcef, "127.0.0.2:8000");
         assert!(s
             .location
             .as_deref()

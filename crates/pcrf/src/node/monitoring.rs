@@ -229,23 +229,31 @@ impl Node {
     ) -> UsageInstructions {
         let cfg = self.usage.config();
         let mut out = UsageInstructions::default();
-        let mut wanted: Vec<String> = Vec::new();
-        for k in &decision.monitoring {
-            if cfg.key(k).is_none() {
+        // The keys the usage file defines, each once, filtered in place
+        // (a request copies no key names here).
+        let mut i = 0;
+        while let Some(k) = decision.monitoring.get(i) {
+            let keep = if cfg.key(k).is_none() {
                 self.usage
                     .counters
                     .unknown_keys_decided
                     .fetch_add(1, Relaxed);
                 tracing::warn!(session = %s.id, key = %k, "policy asked to monitor a key the usage file does not define; ignored");
-            } else if !wanted.contains(k) {
-                wanted.push(k.clone());
+                false
+            } else {
+                !decision.monitoring[..i].contains(k)
+            };
+            if keep {
+                i += 1;
+            } else {
+                decision.monitoring.remove(i);
             }
         }
-        decision.monitoring.clone_from(&wanted);
-        if !wanted.is_empty() && !decision.event_triggers.contains(&USAGE_REPORT) {
+        if !decision.monitoring.is_empty() && !decision.event_triggers.contains(&USAGE_REPORT) {
             decision.event_triggers.push(USAGE_REPORT);
         }
-        for k in &wanted {
+        let wanted = &decision.monitoring;
+        for k in wanted {
             let fresh = !s.monitoring.keys.contains_key(k);
             if !fresh && !reported.contains(k) {
                 continue;
@@ -255,15 +263,18 @@ impl Node {
                 continue;
             };
             let reported_octets = s.monitoring.keys.get(k).map_or(0, |g| g.reported_octets);
-            s.monitoring.keys.insert(
-                k.clone(),
-                KeyGrant {
-                    granted: units,
-                    level,
-                    granted_ms: now,
-                    reported_octets,
-                },
-            );
+            let grant = KeyGrant {
+                granted: units,
+                level,
+                granted_ms: now,
+                reported_octets,
+            };
+            match s.monitoring.keys.get_mut(k) {
+                Some(held) => *held = grant,
+                None => {
+                    s.monitoring.keys.insert(k.clone(), grant);
+                }
+            }
             self.usage.counters.grants.fetch_add(1, Relaxed);
             out.grants.push(UsageGrant {
                 key: k.clone(),

@@ -6,7 +6,9 @@
 
 use crate::subscriber::Subscriber;
 use serde::{Deserialize, Serialize};
+use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 
 /// The subscriber as the policy sees it. `known` is false when the PCEF's
 /// subscriber is not provisioned and config says to apply the default policy.
@@ -48,20 +50,23 @@ pub struct RuleFailure {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct SessionInput {
-    pub apn: Option<String>,
+    // The texts are the session record's own (`Arc<str>`) and the
+    // dictionary's names: building the input for each request (the memo
+    // hashes it even when the policy does not run) copies none of them.
+    pub apn: Option<Arc<str>>,
     /// RAT-Type name from the dictionary (e.g. "EUTRAN"), or the number.
-    pub rat: Option<String>,
-    pub ip_can_type: Option<String>,
+    pub rat: Option<Cow<'static, str>>,
+    pub ip_can_type: Option<Cow<'static, str>>,
     pub ue_ipv4: Option<String>,
-    pub ue_ipv6_prefix: Option<String>,
+    pub ue_ipv6_prefix: Option<Arc<str>>,
     /// 3GPP-User-Location-Info as hex.
-    pub location: Option<String>,
+    pub location: Option<Arc<str>>,
     /// 3GPP-MS-TimeZone as hex.
-    pub ms_timezone: Option<String>,
+    pub ms_timezone: Option<Arc<str>>,
     /// IMEISV from User-Equipment-Info.
-    pub device: Option<String>,
+    pub device: Option<Arc<str>>,
     /// The PCEF's Origin-Host.
-    pub pcef: String,
+    pub pcef: Arc<str>,
     /// Names of rules installed now (predefined, base and dynamic).
     pub installed: Vec<String>,
     pub rule_failures: Vec<RuleFailure>,

@@ -220,7 +220,14 @@ impl SubscriberUsage {
                 .filter(|k| cfg.key(k).is_none())
                 .count()
                 < UNKNOWN_KEYS_KEPT;
-        if keep {
+        if let Some(last) = self.last_reports.get_mut(key) {
+            // The key's last report replaced in place: its name and the
+            // Session-Id's room are reused, not allocated again.
+            last.at_ms = now_ms;
+            last.session.clear();
+            last.session.push_str(session);
+            last.used = *used;
+        } else if keep {
             self.last_reports.insert(
                 key.to_string(),
                 LastReport {
