@@ -2,7 +2,8 @@
 # ports, pinning the server and the generator to separate cores,
 # starting/stopping the server under test (`pcrf serve` on the embedded
 # store or a throwaway PostgreSQL, `pcrf-bench echo-server`, or a cluster of
-# nodes behind freeDiameter), and the zero-loss search against any of them.
+# nodes behind freeDiameter), and the zero-loss search against any of them
+# or against another Gx PCRF already running.
 # Source it; do not run it.
 #
 # Binaries: $CARGO_TARGET_DIR/release (built unless BUILD=0), or PCRF_BIN
@@ -466,7 +467,10 @@ cluster_counter() {
 #   cluster  NODES (2) nodes on a throwaway PostgreSQL behind the routing
 #            agent (start_cluster), the scenario's realms those of the
 #            agent (through_agent), provisioned through every node; CPU is
-#            that of the nodes (PostgreSQL's as --db-pid), not the agent's.
+#            that of the nodes (PostgreSQL's as --db-pid), not the agent's;
+#   other    another Gx PCRF already running and provisioned (bench/versus.sh):
+#            OTHER_TARGET (host:port), OTHER_PID (its comma-separated PIDs),
+#            OTHER_REALM (its Destination-Realm, when not the scenario's).
 # The report goes to DIR/report.json, the summary to DIR/summary.txt and
 # the trials' lines to DIR/trials.txt. Sets FOUND to the zero-loss TPS
 # ("none" when no trial passed) and FOUND_P99 to the p99 of the trial at
@@ -478,7 +482,7 @@ cluster_counter() {
 # (10ms), ZL_MAX_TRIALS (10), ZL_RESOLUTION (0.05), ZL_PAUSE (2s),
 # ZL_RECOVERY (15s), PEERS (4), ZL_SUBSCRIBERS (100000).
 zero_loss_search() {
-  local kind="$1" dir="$2" start="$3" p api target scenario
+  local kind="$1" dir="$2" start="$3" p api target target_addr="" scenario
   scenario="${ZL_SCENARIO:-$BENCH_ROOT/bench/scenarios/seed-fast.toml}"
   mkdir -p "$dir"
   local args=(zero-loss --peers "${PEERS:-4}" --subscribers "${ZL_SUBSCRIBERS:-100000}"
@@ -510,9 +514,16 @@ zero_loss_search() {
           || die "provisioning through $api failed"
       done
       for p in "${NODE_PIDS[@]}"; do args+=(--server-pid "$p"); done ;;
+    other)
+      # Another Gx PCRF, started and provisioned by the operator
+      # (bench/versus.sh): its address and processes, nothing started.
+      target_addr="$OTHER_TARGET"
+      other_scenario "$scenario" >"$dir/scenario.toml"
+      scenario="$dir/scenario.toml"
+      for p in ${OTHER_PID//,/ }; do args+=(--server-pid "$p"); done ;;
     *) die "zero_loss_search: unknown kind $kind" ;;
   esac
-  args+=(--scenario "$scenario" --target "127.0.0.1:$target")
+  args+=(--scenario "$scenario" --target "${target_addr:-127.0.0.1:$target}")
   if [[ -n "$PG_TMP" ]]; then
     for p in $(postgres_pids); do args+=(--db-pid "$p"); done
   fi
@@ -536,6 +547,16 @@ zero_loss_search() {
   FOUND_P99="$(sed -n "s/^trial [0-9]*: $FOUND TPS offered -> zero loss (achieved [0-9]* TPS, p99 \([^)]*\))\$/\1/p" \
     "$dir/trials.txt" | tail -n 1)"
   FOUND_P99="${FOUND_P99:-n/a}"
+}
+
+# other_scenario FILE: FILE with the Destination-Realm another PCRF
+# expects (OTHER_REALM, when set), on stdout.
+other_scenario() {
+  if [[ -n "${OTHER_REALM:-}" ]]; then
+    sed "s/^destination_realm = .*/destination_realm = \"$OTHER_REALM\"/" "$1"
+  else
+    cat "$1"
+  fi
 }
 
 # rss_kib PID: the process's resident memory now, KiB (VmRSS).

@@ -34,6 +34,7 @@ use crate::pcc::operation::{ControlError, ReauthOutcome};
 use crate::pcc::{PushReason, PushSummary, UsageInstructions};
 use crate::policy::decision::Decision;
 use crate::policy::input::{NetworkInput, PolicyInput, SessionInput, SubscriberInput, TimeInput};
+use crate::policy::shared_decision::CheckedUnder;
 use crate::policy::PolicyEngine;
 use crate::session::{GxSession, RuleDiff, SessionTable};
 use crate::session_message::Identity;
@@ -368,6 +369,17 @@ impl Node {
             });
         }
         d
+    }
+
+    /// The configuration the node's decision checks read: the rule
+    /// catalog, and the usage file when the Monitoring-Keys are checked.
+    pub(crate) fn checked_under(&self, with_usage: bool) -> CheckedUnder {
+        let catalog: Arc<dyn std::any::Any + Send + Sync> = self.live.load_full();
+        let usage = with_usage.then(|| {
+            let usage: Arc<dyn std::any::Any + Send + Sync> = self.usage.config_full();
+            usage
+        });
+        CheckedUnder([Some(catalog), usage])
     }
 
     /// What the policy decides `s` on at `now` (Unix ms).

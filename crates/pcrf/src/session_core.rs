@@ -19,6 +19,7 @@ use crate::node::events::StagedEvents;
 use crate::node::{Node, UsageStep};
 use crate::pcc::{UsageInstructions, UsageReport};
 use crate::policy::decision::{Decision, Reject};
+use crate::policy::shared_decision::SharedDecision;
 use crate::policy::{Outcome, PolicyInput, Ran};
 use crate::session::GxSession;
 use crate::subscriber::Subscriber;
@@ -37,9 +38,13 @@ pub(crate) enum Step {
 /// usage grants and stops that go with it, and whether the memo reused
 /// the last decision. A refusal is the policy's [`Reject`].
 pub(crate) struct Granted {
-    pub(crate) decision: Decision,
+    pub(crate) decision: SharedDecision,
     pub(crate) grants: UsageInstructions,
     pub(crate) reused: bool,
+    /// Seconds since a reused decision was made: its revalidation time
+    /// counts from then, so the adapter takes them off the decision's
+    /// `revalidation_secs` (kept as made, so the decision stays shared).
+    pub(crate) revalidation_spent_secs: u64,
 }
 
 /// What a decision step works on besides the session: the subscriber's
@@ -104,15 +109,14 @@ pub(crate) fn grant(
     }
     let notes = std::mem::take(&mut out.notifications);
     node.policy_notifications(&notes, s, cx.usage.as_deref_mut(), cx.events, cx.now);
-    let mut decision = refine(&s.id, node.check_catalog(&s.id, out.decision()));
-    if step == Step::Update {
-        crate::session::af::add_af_rules(&s.af, &mut decision);
-    }
+    let decision = checked(node, s, step, &out, refine, cx.usage.is_some());
     let mut grants = UsageInstructions::default();
     if let Some(u) = cx.usage.as_deref() {
-        grants = node.monitoring_answer(&u.next, cx.sub, s, &mut decision, &u.reported, cx.now);
+        let wanted = &decision.monitoring;
+        grants = node.monitoring_grants(&u.next, cx.sub, s, wanted, &u.reported, cx.now);
     }
     let reused = out.ran == Ran::Memo;
+    let revalidation_spent_secs = out.revalidation_spent_secs;
     if !reused {
         s.last_decision = Some(Arc::new(out.into_record(input, cx.now)));
     }
@@ -120,7 +124,51 @@ pub(crate) fn grant(
         decision,
         grants,
         reused,
+        revalidation_spent_secs,
     })
+}
+
+/// The decision of `out` after the node's checks (the rule catalog, the
+/// Monitoring-Keys against the usage file when `with_usage`), `refine`
+/// (the adapter's own) and the AF sessions' rules on an update.
+///
+/// A decision reused from the memo is the same shared decision request
+/// after request, and so is what the checks make of it: when they read
+/// nothing but the decision and the configuration (no ADC rules for
+/// `refine`, no AF session) and dropped nothing, what they made is
+/// remembered beside the decision and taken again while the
+/// configuration is the same, instead of copying the decision to check it
+/// once more. Its `revalidation_secs` is as made: the time spent since is
+/// the adapter's to take off (`Granted::revalidation_spent_secs`).
+fn checked(
+    node: &Node,
+    s: &GxSession,
+    step: Step,
+    out: &Outcome,
+    refine: impl FnOnce(&str, Decision) -> Decision,
+    with_usage: bool,
+) -> SharedDecision {
+    let raw = &out.decision;
+    let pure = raw.adc.is_empty() && (step == Step::Open || s.af.is_empty());
+    let under = pure.then(|| node.checked_under(with_usage));
+    if let Some(checked) = under.as_ref().and_then(|u| raw.checked_form(u)) {
+        return checked;
+    }
+    let mut decision = refine(&s.id, node.check_catalog(&s.id, Decision::clone(raw)));
+    if step == Step::Update {
+        crate::session::af::add_af_rules(&s.af, &mut decision);
+    }
+    if with_usage {
+        node.check_monitoring(&s.id, &mut decision);
+    }
+    let decision = SharedDecision::from(decision);
+    let dropped_nothing = decision.rules.len() == raw.rules.len()
+        && decision.base_names.len() == raw.base_names.len()
+        && decision.monitoring.len() == raw.monitoring.len();
+    if let Some(under) = under.filter(|_| dropped_nothing) {
+        raw.remember_checked(under, &decision);
+    }
+    decision
 }
 
 #[cfg(test)]

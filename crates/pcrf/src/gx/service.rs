@@ -204,7 +204,7 @@ impl Gx {
         extras.usage = grants;
         let empty = Decision::default();
         let mut diff = RuleDiff::between(&empty, &decision);
-        settle_revalidation(&mut diff, &mut s.revalidation_at_ms, now);
+        settle_revalidation(&mut diff, &mut s.revalidation_at_ms, now, 0);
         let answer = self.cca(
             req,
             c,
@@ -274,12 +274,13 @@ impl Gx {
             |id, d| self.sd.check_adc(id, d),
         )
         .await?;
-        let (decision, grants, reused) = match verdict {
+        let (decision, grants, reused, spent) = match verdict {
             Ok(Granted {
                 decision,
                 grants,
                 reused,
-            }) => (decision, grants, reused),
+                revalidation_spent_secs,
+            }) => (decision, grants, reused, revalidation_spent_secs),
             Err(rej) => {
                 let answer = self.rejected_by_policy(req, c, &s, &rej);
                 if !c.usage_reports.is_empty() {
@@ -296,7 +297,7 @@ impl Gx {
         };
         let answer = {
             let mut diff = RuleDiff::between(&s.installed, &decision);
-            settle_revalidation(&mut diff, &mut s.revalidation_at_ms, now);
+            settle_revalidation(&mut diff, &mut s.revalidation_at_ms, now, spent);
             self.cca(
                 req,
                 c,
@@ -563,7 +564,7 @@ impl Gx {
             );
         }
         let mut diff = RuleDiff::between(&cur.installed, &decision);
-        settle_revalidation(&mut diff, &mut pending.revalidation_at_ms, now);
+        settle_revalidation(&mut diff, &mut pending.revalidation_at_ms, now, 0);
         let installed_names: Vec<String> = diff
             .install_names
             .iter()
@@ -748,9 +749,17 @@ impl Gx {
 }
 
 /// Revalidation-Time is an instant: send it only when the decision asks
-/// for an instant more than a minute away from the one the PCEF has.
-fn settle_revalidation(diff: &mut RuleDiff<'_>, at_ms: &mut Option<i64>, now: i64) {
-    if let Some(secs) = diff.revalidation_secs {
+/// for an instant more than a minute away from the one the PCEF has. A
+/// decision made `spent_secs` ago (reused) counts its time from then.
+fn settle_revalidation(
+    diff: &mut RuleDiff<'_>,
+    at_ms: &mut Option<i64>,
+    now: i64,
+    spent_secs: u64,
+) {
+    if let Some(secs) = diff.revalidation_secs.as_mut() {
+        *secs = secs.saturating_sub(spent_secs);
+        let secs = *secs;
         // Saturating: `Decision::check` bounds `secs`, and an instant far
         // out must still never overflow here.
         let at = now.saturating_add(i64::try_from(secs).unwrap_or(i64::MAX).saturating_mul(1000));

@@ -247,12 +247,13 @@ impl N7 {
             |_, d| d,
         )
         .await?;
-        let (decision, fresh, reused) = match verdict {
+        let (decision, fresh, reused, spent) = match verdict {
             Ok(Granted {
                 decision,
                 grants,
                 reused,
-            }) => (decision, grants, reused),
+                revalidation_spent_secs,
+            }) => (decision, grants, reused, revalidation_spent_secs),
             Err(rej) => {
                 // Refused or not, the usage happened: counted, once.
                 let refused: Op<SmPolicyDecision> = Err(decision_map::refusal(&rej));
@@ -261,7 +262,13 @@ impl N7 {
                 return Ok(refused);
             }
         };
-        s.revalidation_at_ms = revalidation_at(&decision, now);
+        // Counted from when the decision was made (a reused one earlier).
+        let made = now.saturating_sub(
+            i64::try_from(spent)
+                .unwrap_or(i64::MAX)
+                .saturating_mul(1000),
+        );
+        s.revalidation_at_ms = revalidation_at(&decision, made);
         let answer = match unchanged_but_usage(&cur, &s, &decision, &fresh) {
             Some(answer) => answer,
             None => {

@@ -214,10 +214,8 @@ impl Node {
     }
 
     /// Turns the decision's Monitoring-Keys into what the answer (or RAR)
-    /// carries: a grant for each key newly monitored or just reported, a
-    /// stop for each key no longer wanted. Updates the session's grants and
-    /// adds the USAGE_REPORT trigger to the decision while anything is
-    /// monitored. `usage` is the subscriber's accumulators after counting.
+    /// carries: checks them ([`Self::check_monitoring`]), then grants
+    /// ([`Self::monitoring_grants`]).
     pub(crate) fn monitoring_answer(
         &self,
         usage: &SubscriberUsage,
@@ -227,10 +225,16 @@ impl Node {
         reported: &BTreeSet<String>,
         now: i64,
     ) -> UsageInstructions {
+        self.check_monitoring(&s.id, decision);
+        self.monitoring_grants(usage, profile, s, &decision.monitoring, reported, now)
+    }
+
+    /// Keeps the decision's Monitoring-Keys that the usage file defines,
+    /// each once (filtered in place: nothing is copied), and adds the
+    /// USAGE_REPORT trigger while any is monitored. Depends on the decision
+    /// and the usage file only.
+    pub(crate) fn check_monitoring(&self, session: &str, decision: &mut Decision) {
         let cfg = self.usage.config();
-        let mut out = UsageInstructions::default();
-        // The keys the usage file defines, each once, filtered in place
-        // (a request copies no key names here).
         let mut i = 0;
         while let Some(k) = decision.monitoring.get(i) {
             let keep = if cfg.key(k).is_none() {
@@ -238,7 +242,7 @@ impl Node {
                     .counters
                     .unknown_keys_decided
                     .fetch_add(1, Relaxed);
-                tracing::warn!(session = %s.id, key = %k, "policy asked to monitor a key the usage file does not define; ignored");
+                tracing::warn!(session, key = %k, "policy asked to monitor a key the usage file does not define; ignored");
                 false
             } else {
                 !decision.monitoring[..i].contains(k)
@@ -252,7 +256,23 @@ impl Node {
         if !decision.monitoring.is_empty() && !decision.event_triggers.contains(&USAGE_REPORT) {
             decision.event_triggers.push(USAGE_REPORT);
         }
-        let wanted = &decision.monitoring;
+    }
+
+    /// What the answer (or RAR) carries for the checked keys `wanted`: a
+    /// grant for each key newly monitored or just reported, a stop for
+    /// each key no longer wanted; the session's grants follow. `usage` is
+    /// the subscriber's accumulators after counting.
+    pub(crate) fn monitoring_grants(
+        &self,
+        usage: &SubscriberUsage,
+        profile: Option<&Subscriber>,
+        s: &mut GxSession,
+        wanted: &[String],
+        reported: &BTreeSet<String>,
+        now: i64,
+    ) -> UsageInstructions {
+        let cfg = self.usage.config();
+        let mut out = UsageInstructions::default();
         for k in wanted {
             let fresh = !s.monitoring.keys.contains_key(k);
             if !fresh && !reported.contains(k) {

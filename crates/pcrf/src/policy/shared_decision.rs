@@ -145,6 +145,97 @@ pub fn table_bytes() -> usize {
         .sum()
 }
 
+/// The configuration a decision was checked under: the objects the checks
+/// read (the rule catalog, the usage file, ...), compared by identity and
+/// held by the entry, so an address is never reused while it names them.
+/// Two at most, in a fixed array: taking it costs no allocation.
+#[derive(Clone)]
+pub struct CheckedUnder(pub [Option<Arc<dyn std::any::Any + Send + Sync>>; 2]);
+
+impl CheckedUnder {
+    fn same(&self, other: &CheckedUnder) -> bool {
+        self.0.iter().zip(&other.0).all(|(a, b)| match (a, b) {
+            (Some(a), Some(b)) => std::ptr::addr_eq(Arc::as_ptr(a), Arc::as_ptr(b)),
+            (None, None) => true,
+            _ => false,
+        })
+    }
+}
+
+/// What one decision became after checks that read only it and the
+/// configuration `under`. Neither decision is kept alive by the entry:
+/// the sessions that hold them do (a checked form equal to its decision is
+/// that same allocation, and a strong reference would keep it forever).
+struct Checked {
+    raw: Weak<Decision>,
+    under: CheckedUnder,
+    checked: Weak<Decision>,
+}
+
+/// One shard of the checked forms, by the address of the decision checked.
+#[derive(Default)]
+struct CheckedShard {
+    by_raw: HashMap<usize, Checked>,
+    live_after_sweep: usize,
+}
+
+static CHECKED: LazyLock<[Mutex<CheckedShard>; SHARDS]> =
+    LazyLock::new(|| std::array::from_fn(|_| Mutex::new(CheckedShard::default())));
+
+fn checked_shard(d: &Arc<Decision>) -> (usize, &'static Mutex<CheckedShard>) {
+    let addr = Arc::as_ptr(d) as usize;
+    // Allocations are 16-byte aligned: the low bits tell shards nothing.
+    (addr, &CHECKED[(addr >> 4) % SHARDS])
+}
+
+impl SharedDecision {
+    /// What this decision became when it was last checked under `under`
+    /// (see [`Self::remember_checked`]), if it was.
+    ///
+    /// Every request that reuses a decision (the memo) checked it again:
+    /// the rule catalog, the Monitoring-Keys against the usage file, the
+    /// USAGE_REPORT trigger. Checking means changing, so each such request
+    /// copied the whole decision (10 allocations of a CCR-U's 73), and the
+    /// copy was then found equal to the installed one and dropped.
+    pub fn checked_form(&self, under: &CheckedUnder) -> Option<SharedDecision> {
+        let (addr, shard) = checked_shard(&self.0);
+        let shard = shard.lock().unwrap_or_else(|e| e.into_inner());
+        let entry = shard.by_raw.get(&addr)?;
+        // The address is this decision's only while the entry's decision
+        // is alive; a dead entry's address may be reused by another.
+        let alive = entry.raw.upgrade()?;
+        if !Arc::ptr_eq(&alive, &self.0) || !entry.under.same(under) {
+            return None;
+        }
+        entry.checked.upgrade().map(SharedDecision)
+    }
+
+    /// Remembers `checked` as what this decision becomes under `under`.
+    /// Only for checks that dropped nothing: a check that drops something
+    /// counts and logs it, which must happen for every request.
+    pub fn remember_checked(&self, under: CheckedUnder, checked: &SharedDecision) {
+        let (addr, shard) = checked_shard(&self.0);
+        let mut shard = shard.lock().unwrap_or_else(|e| e.into_inner());
+        shard.by_raw.insert(
+            addr,
+            Checked {
+                raw: Arc::downgrade(&self.0),
+                under,
+                checked: Arc::downgrade(&checked.0),
+            },
+        );
+        let limit = SWEEP_FLOOR.max(2 * shard.live_after_sweep);
+        if shard.by_raw.len() > limit {
+            shard
+                .by_raw
+                .retain(|_, c| c.raw.strong_count() > 0 && c.checked.strong_count() > 0);
+            let live = shard.by_raw.len();
+            shard.by_raw.shrink_to(2 * live);
+            shard.live_after_sweep = live;
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

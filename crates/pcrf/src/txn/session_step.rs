@@ -25,6 +25,7 @@ use crate::node::events::StagedEvents;
 use crate::node::{usage_change, Node, UsageStep};
 use crate::pcc::UsageReport;
 use crate::policy::decision::{Decision, Reject};
+use crate::policy::shared_decision::SharedDecision;
 use crate::rx::service::Rx;
 use crate::session::{GxSession, SessionSlot, SessionState};
 use crate::session_core::{self, Context};
@@ -61,7 +62,7 @@ impl Pending {
         &mut self,
         node: &Node,
         s: &mut GxSession,
-        decision: Decision,
+        decision: impl Into<SharedDecision>,
         trigger: &str,
         reused: bool,
     ) {
