@@ -311,6 +311,37 @@ mod tests {
         let same = verdict.unwrap_or_else(|r| panic!("refused: {r:?}"));
         assert!(same.reused, "an unchanged input reuses the decision");
         assert_eq!(rules(&same.decision), opened_rules);
+        assert!(
+            same.decision.same_as(&s.installed),
+            "the reused decision's checked form is the installed one, not a copy"
+        );
+        drop(usage);
+
+        // The rule catalog changes: the same reused decision is checked
+        // again under it, not taken as it was checked before.
+        let live = node.node.live.load_full();
+        let mut cfg = (*live.cfg).clone();
+        cfg.rules.predefined = opened_rules
+            .iter()
+            .filter(|r| *r != "internet")
+            .cloned()
+            .chain(["throttled".to_owned()])
+            .collect();
+        node.node
+            .live
+            .store(Arc::new(crate::node::Live::of(Arc::new(cfg))));
+        let mut usage = rt
+            .block_on(node.node.begin_usage(&s.subscriber, None, later))
+            .expect("usage");
+        let (verdict, _) = decide(&node, usage.as_mut(), &mut s, Step::Update, &[], later);
+        let narrowed = verdict.unwrap_or_else(|r| panic!("refused: {r:?}"));
+        assert!(narrowed.reused);
+        assert!(
+            !rules(&narrowed.decision).iter().any(|r| r == "internet"),
+            "checked under the new catalog: {:?}",
+            rules(&narrowed.decision)
+        );
+        node.node.live.store(live);
         drop(usage);
 
         // An update reporting more than the monthly allowance: throttled.

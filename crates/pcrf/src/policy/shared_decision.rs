@@ -282,6 +282,35 @@ mod tests {
     }
 
     #[test]
+    fn a_checked_form_is_taken_under_the_same_configuration_only() {
+        let catalog: Arc<dyn std::any::Any + Send + Sync> = Arc::new(1u8);
+        let usage: Arc<dyn std::any::Any + Send + Sync> = Arc::new(2u8);
+        let other: Arc<dyn std::any::Any + Send + Sync> = Arc::new(1u8);
+        let under = CheckedUnder([Some(catalog.clone()), Some(usage.clone())]);
+        let raw = SharedDecision::from(decision("shared-decision-checked-raw"));
+        assert!(raw.checked_form(&under).is_none());
+        let mut made = Decision::clone(&raw);
+        made.event_triggers.push(26);
+        let checked = SharedDecision::from(made);
+        raw.remember_checked(under.clone(), &checked);
+        let again = raw.checked_form(&under).expect("remembered");
+        assert!(again.same_as(&checked));
+        // An equal decision is the same allocation, so it finds it too.
+        let equal = SharedDecision::from(decision("shared-decision-checked-raw"));
+        assert!(equal.checked_form(&under).is_some());
+        // Another catalog object (even an equal one), or no usage file.
+        assert!(raw
+            .checked_form(&CheckedUnder([Some(other), Some(usage.clone())]))
+            .is_none());
+        assert!(raw
+            .checked_form(&CheckedUnder([Some(catalog), None]))
+            .is_none());
+        // Held by nobody, the checked form is not kept alive by the entry.
+        drop((again, checked));
+        assert!(raw.checked_form(&under).is_none());
+    }
+
+    #[test]
     fn dropped_decisions_leave_the_table() {
         for i in 0..10 * SWEEP_FLOOR * SHARDS {
             drop(SharedDecision::from(decision(&format!(
