@@ -111,13 +111,6 @@ pin_cores() {
   else set_pinning "$(cpu_range 0 $((k - 1)))" "$(cpu_range "$k" $((n - 1)))"; fi
 }
 
-# calc EXPR: awk arithmetic on decimal numbers ("n/a" if any is missing).
-calc() {
-  [[ "$1" == *n/a* || "$1" == *none* ]] && { echo n/a; return; }
-  awk "BEGIN { printf \"%.${2:-2}f\", $1 }" 2>/dev/null || echo n/a
-}
-# runs LIST: "a / b / c" of the values of the runs.
-runs() { local IFS=/; echo "$*" | sed 's#/# / #g'; }
 # met VALUE OP LIMIT: yes / no (n/a when VALUE is not a number).
 met() {
   [[ "$1" =~ ^[0-9]+(\.[0-9]+)?$ ]] || { echo n/a; return; }
@@ -152,13 +145,6 @@ seed_run() {
   return 0
 }
 
-# field DIR JQ SCALE: a figure of a seed run's report, rounded to 1/SCALE
-# ("n/a" when missing).
-field() {
-  [[ -f "$1/report.json" ]] || { echo n/a; return; }
-  jq -r "($2) // \"n/a\" | if type == \"number\" then (. * $3 | round / $3) else . end" "$1/report.json" 2>/dev/null \
-    || echo n/a
-}
 cpu_of() { field "$1" '.server_cpu.cpu_us_per_txn' 10; }
 db_of() { field "$1" '.db_cpu.cpu_us_per_txn' 10; }
 p50_of() { field "$1" '.total.latency.p50_ms' 100; }

@@ -580,3 +580,21 @@ median() {
   ((${#v[@]} > 0)) || { echo n/a; return; }
   printf '%s\n' "${v[@]}" | sort -g | sed -n "$(((${#v[@]} + 1) / 2))p"
 }
+
+# field DIR JQ SCALE: a figure of a run's report (DIR/report.json), rounded
+# to 1/SCALE ("n/a" when missing). Needs jq.
+field() {
+  [[ -f "$1/report.json" ]] || { echo n/a; return; }
+  jq -r "($2) // \"n/a\" | if type == \"number\" then (. * $3 | round / $3) else . end" "$1/report.json" 2>/dev/null \
+    || echo n/a
+}
+
+# calc EXPR [DECIMALS]: awk arithmetic on decimal numbers ("n/a" if any is
+# missing).
+calc() {
+  [[ "$1" == *n/a* || "$1" == *none* ]] && { echo n/a; return; }
+  awk "BEGIN { printf \"%.${2:-2}f\", $1 }" 2>/dev/null || echo n/a
+}
+
+# runs VALUE...: "a / b / c", the values of the runs.
+runs() { local IFS=/; echo "$*" | sed 's#/# / #g'; }

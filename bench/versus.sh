@@ -111,17 +111,6 @@ seed_run() {
   return 0
 }
 
-field() {
-  [[ -f "$1/report.json" ]] || { echo n/a; return; }
-  jq -r "($2) // \"n/a\" | if type == \"number\" then (. * $3 | round / $3) else . end" "$1/report.json" 2>/dev/null \
-    || echo n/a
-}
-calc() {
-  [[ "$1" == *n/a* || "$1" == *none* ]] && { echo n/a; return; }
-  awk "BEGIN { printf \"%.${2:-2}f\", $1 }" 2>/dev/null || echo n/a
-}
-runs() { local IFS=/; echo "$*" | sed 's#/# / #g'; }
-
 declare -A V
 add() { V[$1]+="$2 "; }
 for r in $(seq "$RUNS"); do

@@ -299,7 +299,7 @@ mod tests {
         let granted_key = opened.grants.grants.first().map(|g| g.key.clone());
         assert!(granted_key.is_some(), "a monitored key is granted");
         assert!(s.last_decision.is_some(), "the decision is recorded");
-        s.installed = opened.decision.into();
+        s.installed = opened.decision;
         drop(usage);
 
         // An update reporting nothing new: the same decision, from the memo.
