@@ -63,9 +63,10 @@ pub fn now() -> Memory {
     holders.push(Holder {
         name: "shared_decisions_table",
         bytes: crate::policy::shared_decision::table_bytes() as u64,
-        what: "the table through which equal decisions are shared, with the \
-               blocks of dropped decisions it keeps until swept (the decisions \
-               alive are in the sessions' share of the heap)",
+        what: "the table through which equal decisions are shared and the \
+               table of their checked forms, with the blocks of dropped \
+               decisions they keep until swept (the decisions alive are in the \
+               sessions' share of the heap)",
     });
     Memory {
         resident_bytes: kib_field(&status, "VmRSS:"),

@@ -130,19 +130,36 @@ fn intern(d: Decision) -> Arc<Decision> {
     d
 }
 
-/// The heap the table takes: its entries, and the blocks of dropped
-/// decisions its entries still keep until swept (not the decisions alive,
-/// which the sessions hold): for the memory report.
+/// The heap the table takes, with the checked forms' table: their
+/// entries, and the blocks of dropped decisions their entries still keep
+/// until swept (not the decisions alive, which the sessions hold): for the
+/// memory report.
 pub fn table_bytes() -> usize {
     let block = std::mem::size_of::<Decision>() + 2 * std::mem::size_of::<usize>();
-    TABLE
+    let interned: usize = TABLE
         .iter()
         .map(|s| {
             let s = s.lock().unwrap_or_else(|e| e.into_inner());
             let dead = s.by_hash.values().filter(|w| w.strong_count() == 0).count();
             s.by_hash.capacity() * (std::mem::size_of::<(u64, Weak<Decision>)>() + 1) + dead * block
         })
-        .sum()
+        .sum();
+    let checked: usize = CHECKED
+        .iter()
+        .map(|s| {
+            let s = s.lock().unwrap_or_else(|e| e.into_inner());
+            let dead = s
+                .by_raw
+                .values()
+                .map(|c| {
+                    usize::from(c.raw.strong_count() == 0)
+                        + usize::from(c.checked.strong_count() == 0)
+                })
+                .sum::<usize>();
+            s.by_raw.capacity() * (std::mem::size_of::<(usize, Checked)>() + 1) + dead * block
+        })
+        .sum();
+    interned + checked
 }
 
 /// The configuration a decision was checked under: the objects the checks
