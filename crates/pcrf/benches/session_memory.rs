@@ -59,9 +59,10 @@ fn session(i: u32) -> GxSession {
     // The answer as the server keeps it: in an allocation of its own size
     // (gx/service.rs copies it out of the larger buffer it was encoded in).
     s.last_answer = Some(bytes::Bytes::copy_from_slice(&[0x5a; 420]));
-    // The session-level key a CCR-I is granted (config/usage.toml).
+    // The session-level key a CCR-I is granted (config/usage.toml), its
+    // name shared by every session as the server shares it.
     s.monitoring.keys.insert(
-        "total".into(),
+        pcrf::session::shared_text::shared("total"),
         KeyGrant {
             granted: ServiceUnits {
                 total: Some(1_000_000_000),

@@ -619,7 +619,7 @@ fn start_usage_versions(
         .filter(|s| s.state == crate::session::SessionState::Open)
     {
         for k in s.monitoring.keys.keys() {
-            *granted.entry(k.clone()).or_insert(0) += 1;
+            *granted.entry(k.to_string()).or_insert(0) += 1;
         }
     }
     crate::usage::versions::UsageVersions::start(

@@ -71,7 +71,7 @@ pub(crate) fn grants_held(m: &SessionMonitoring) -> UsageInstructions {
             .keys
             .iter()
             .map(|(k, g)| UsageGrant {
-                key: k.clone(),
+                key: k.to_string(),
                 level: g.level,
                 units: g.granted,
             })
@@ -139,7 +139,7 @@ pub(crate) fn unchanged_but_usage(
             .all(|((a, ga), (b, gb))| {
                 a == b
                     && ga.level == gb.level
-                    && (ga.granted == gb.granted || fresh.grants.iter().any(|g| g.key == *a))
+                    && (ga.granted == gb.granted || fresh.grants.iter().any(|g| *g.key == **a))
             });
     if *cur.installed != *decision || !same_keys || !fresh.disable.is_empty() {
         return None;

@@ -72,15 +72,15 @@ pub(crate) async fn push(
         Push::Decision { after, usage } => {
             let mut monitoring = s.monitoring.clone();
             for k in &usage.disable {
-                monitoring.keys.remove(k);
+                monitoring.keys.remove(k.as_str());
             }
             for g in &usage.grants {
-                if let Some(held) = monitoring.keys.get_mut(&g.key) {
+                if let Some(held) = monitoring.keys.get_mut(g.key.as_str()) {
                     held.granted = g.units;
                     held.level = g.level;
                 } else {
                     monitoring.keys.insert(
-                        g.key.clone(),
+                        crate::session::shared_text::shared(&g.key),
                         crate::usage::KeyGrant {
                             granted: g.units,
                             level: g.level,

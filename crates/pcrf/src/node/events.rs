@@ -281,7 +281,7 @@ impl Node {
                     .monitoring
                     .keys
                     .iter()
-                    .map(|(k, g)| (k.clone(), json!(g.reported_octets)))
+                    .map(|(k, g)| (k.to_string(), json!(g.reported_octets)))
                     .collect();
                 m.insert("usage_octets".into(), Value::Object(usage));
                 Value::Object(m)

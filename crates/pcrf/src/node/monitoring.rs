@@ -117,7 +117,7 @@ impl Node {
     ) {
         for r in reports {
             let (key, octets) = self.count_report(step, Interface::Gx, &s.id, r, now);
-            if let Some(g) = s.monitoring.keys.get_mut(&key) {
+            if let Some(g) = s.monitoring.keys.get_mut(key.as_str()) {
                 g.reported_octets = g.reported_octets.saturating_add(octets);
             }
             step.reported.insert(key);
@@ -274,7 +274,7 @@ impl Node {
         let cfg = self.usage.config();
         let mut out = UsageInstructions::default();
         for k in wanted {
-            let fresh = !s.monitoring.keys.contains_key(k);
+            let fresh = !s.monitoring.keys.contains_key(k.as_str());
             if !fresh && !reported.contains(k) {
                 continue;
             }
@@ -282,17 +282,23 @@ impl Node {
             else {
                 continue;
             };
-            let reported_octets = s.monitoring.keys.get(k).map_or(0, |g| g.reported_octets);
+            let reported_octets = s
+                .monitoring
+                .keys
+                .get(k.as_str())
+                .map_or(0, |g| g.reported_octets);
             let grant = KeyGrant {
                 granted: units,
                 level,
                 granted_ms: now,
                 reported_octets,
             };
-            match s.monitoring.keys.get_mut(k) {
+            match s.monitoring.keys.get_mut(k.as_str()) {
                 Some(held) => *held = grant,
                 None => {
-                    s.monitoring.keys.insert(k.clone(), grant);
+                    s.monitoring
+                        .keys
+                        .insert(crate::session::shared_text::shared(k), grant);
                 }
             }
             self.usage.counters.grants.fetch_add(1, Relaxed);
@@ -302,16 +308,16 @@ impl Node {
                 units,
             });
         }
-        let stopped: Vec<String> = s
+        let stopped: Vec<Arc<str>> = s
             .monitoring
             .keys
             .keys()
-            .filter(|k| !wanted.contains(k))
+            .filter(|k| !wanted.iter().any(|w| *w.as_str() == ***k))
             .cloned()
             .collect();
         for k in stopped {
-            s.monitoring.keys.remove(&k);
-            out.disable.push(k);
+            s.monitoring.keys.remove(&*k);
+            out.disable.push(k.to_string());
         }
         out
     }
@@ -337,7 +343,7 @@ impl Node {
             usize::MAX,
         ) {
             for k in s.monitoring.keys.keys() {
-                *out.entry(k.clone()).or_insert(0) += 1;
+                *out.entry(k.to_string()).or_insert(0) += 1;
             }
         }
         out

@@ -105,7 +105,7 @@ pub fn granted_keys<'a>(
     let mut counts: BTreeMap<String, usize> = BTreeMap::new();
     for session in sessions {
         for key in session.keys.keys() {
-            let n = counts.entry(key.clone()).or_default();
+            let n = counts.entry(key.to_string()).or_default();
             *n = n.saturating_add(1);
         }
     }
@@ -460,14 +460,14 @@ video = "5 MB"
         let grant = KeyGrant::default();
         let a = SessionMonitoring {
             keys: [
-                ("total".to_string(), grant.clone()),
-                ("vip".to_string(), grant.clone()),
+                ("total".into(), grant.clone()),
+                ("vip".into(), grant.clone()),
             ]
             .into_iter()
             .collect(),
         };
         let b = SessionMonitoring {
-            keys: [("total".to_string(), grant)].into_iter().collect(),
+            keys: [("total".into(), grant)].into_iter().collect(),
         };
         let idle = SessionMonitoring::default();
         let counts = granted_keys([&a, &b, &idle]);

@@ -3,7 +3,8 @@
 
 use crate::usage::units::{MonitoringLevel, ServiceUnits};
 use litemap::LiteMap;
-use serde::{Deserialize, Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use std::sync::Arc;
 
 /// One key's grant as installed at the PCEF (part of the session's blob).
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -26,14 +27,27 @@ pub struct SessionMonitoring {
     /// By key, in key order. A sorted vector, not a `BTreeMap`: a session
     /// has one key or a few, and a `BTreeMap` allocates a whole node for
     /// eleven (1,156 bytes for one key, where this takes 104).
-    #[serde(serialize_with = "as_map")]
-    pub keys: LiteMap<String, KeyGrant>,
+    ///
+    /// The key names are shared (`session::shared_text`): every session
+    /// monitoring `total` holds the one `total`, and the copy a request
+    /// makes of its session copies no name.
+    #[serde(serialize_with = "as_map", deserialize_with = "shared_keys")]
+    pub keys: LiteMap<Arc<str>, KeyGrant>,
 }
 
 /// The keys as a map in every format (LiteMap writes an empty map as a
 /// sequence in JSON).
-fn as_map<S: Serializer>(keys: &LiteMap<String, KeyGrant>, s: S) -> Result<S::Ok, S::Error> {
+fn as_map<S: Serializer>(keys: &LiteMap<Arc<str>, KeyGrant>, s: S) -> Result<S::Ok, S::Error> {
     s.collect_map(keys.iter())
+}
+
+/// The keys of a stored record, their names shared as a new grant's are.
+fn shared_keys<'de, D: Deserializer<'de>>(d: D) -> Result<LiteMap<Arc<str>, KeyGrant>, D::Error> {
+    let read = LiteMap::<String, KeyGrant>::deserialize(d)?;
+    Ok(read
+        .into_iter()
+        .map(|(k, v)| (crate::session::shared_text::shared(&k), v))
+        .collect())
 }
 
 impl SessionMonitoring {
