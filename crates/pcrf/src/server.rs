@@ -347,6 +347,15 @@ pub async fn run(
         peers,
     );
     services.sy.start_sy(&dnode);
+    // SIGHUP's handler is in place before any listener opens: a reload
+    // asked for as soon as the node answers reloads it instead of ending
+    // it (SIGHUP's default action); one that arrives before the reload
+    // task runs waits for it.
+    #[cfg(unix)]
+    let hup = cfg
+        .source
+        .is_some()
+        .then(|| tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()));
     let server = dnode
         .listen(cfg.diameter.listen)
         .await
@@ -426,8 +435,9 @@ pub async fn run(
     };
 
     #[cfg(unix)]
-    if let Some(source) = cfg.source.clone() {
+    if let (Some(source), Some(hup)) = (cfg.source.clone(), hup) {
         spawn_reload_on_sighup(
+            hup,
             node.clone(),
             source,
             cfg.policy_from_command_line.clone(),
@@ -656,13 +666,14 @@ fn watch_usage_file(node: &Arc<Node>) -> Option<crate::file_watch::WatcherGuard>
 
 #[cfg(unix)]
 fn spawn_reload_on_sighup(
+    hup: std::io::Result<tokio::signal::unix::Signal>,
     node: Arc<Node>,
     source: std::path::PathBuf,
     policy_path: Option<std::path::PathBuf>,
     log: Option<LogHandle>,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    let mut hup = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup()) {
+    let mut hup = match hup {
         Ok(s) => s,
         Err(e) => {
             tracing::warn!(error = %e, "cannot listen for SIGHUP; configuration reload disabled");
