@@ -38,7 +38,7 @@ use crate::policy::shared_decision::CheckedUnder;
 use crate::policy::PolicyEngine;
 use crate::session::{GxSession, RuleDiff, SessionTable};
 use crate::session_message::Identity;
-use crate::store::group_commit::BATCH_SIZE_BOUNDS;
+use crate::store::group_commit::{APPLY_MICROS_BOUNDS, BATCH_SIZE_BOUNDS};
 use crate::store::postgres::PostgresHandles;
 use crate::store::ShardedWriter;
 use crate::store::{Change, StoreError};
@@ -848,6 +848,15 @@ impl Node {
         ) else {
             return;
         };
+        let Some(apply_times) = HistogramSnapshot::from_cumulative(
+            &APPLY_MICROS_BOUNDS,
+            6,
+            &g.apply_micros_le,
+            g.applies,
+            g.apply_micros,
+        ) else {
+            return;
+        };
         CommitStats {
             batches: g.batches,
             commits: g.commits,
@@ -859,6 +868,7 @@ impl Node {
             queued: g.queued,
             apply_micros: g.apply_micros,
             batch_sizes,
+            apply_times,
         }
         .write(out);
     }

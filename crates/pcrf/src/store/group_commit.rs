@@ -82,6 +82,9 @@ pub struct GroupCommitStats {
     pub purged: u64,
     /// Time spent in the store applying batches, microseconds.
     pub apply_micros: u64,
+    /// Applications of a batch to the store: `batches` plus the second
+    /// tries of batches that met a conflict (the apply-time histogram's count).
+    pub applies: u64,
     /// Cumulative histogram of apply time per batch: `apply_micros_le[i]`
     /// batches took at most `APPLY_MICROS_BOUNDS[i]` µs.
     pub apply_micros_le: [u64; APPLY_MICROS_BOUNDS.len()],
@@ -106,6 +109,7 @@ impl GroupCommitStats {
         self.conflicts += o.conflicts;
         self.purged += o.purged;
         self.apply_micros += o.apply_micros;
+        self.applies += o.applies;
         for (a, b) in self.apply_micros_le.iter_mut().zip(o.apply_micros_le) {
             *a += b;
         }
@@ -426,6 +430,7 @@ impl GroupCommit {
             conflicts: get(&m.conflicts),
             purged: get(&m.purged),
             apply_micros: get(&m.apply_micros),
+            applies: m.apply_time.iter().map(get).sum(),
             apply_micros_le: Metrics::cumulative(&m.apply_time),
             batch_size_le: Metrics::cumulative(&m.batch_size),
             queued: (self.tx.max_capacity() - self.tx.capacity()) as u64,

@@ -329,6 +329,11 @@ fn full_scrape_is_valid_and_complete() {
     for n in [1, 3, 40, 5000] {
         batches.observe(n);
     }
+    // Apply times in microseconds, rendered in seconds.
+    let apply_times = Histogram::new(&[100, 1_000], 6);
+    for micros in [50, 2_500] {
+        apply_times.observe(micros);
+    }
     let commits = CommitStats {
         batches: 6,
         commits: 4,
@@ -340,6 +345,7 @@ fn full_scrape_is_valid_and_complete() {
         queued: 1,
         apply_micros: 1_500_250,
         batch_sizes: batches.snapshot(),
+        apply_times: apply_times.snapshot(),
     };
     m.register(Arc::new(move |out: &mut Exposition| commits.write(out)));
     m.register(Arc::new(|out: &mut Exposition| {
@@ -518,6 +524,15 @@ fn full_scrape_is_valid_and_complete() {
         Some(4.0)
     );
     assert_eq!(value(&f, b, "pcrf_store_batch_size_sum", &[]), Some(5044.0));
+    let a = "pcrf_store_apply_duration_seconds";
+    let bucket = "pcrf_store_apply_duration_seconds_bucket";
+    assert_eq!(value(&f, a, bucket, &[("le", "0.0001")]), Some(1.0));
+    assert_eq!(value(&f, a, bucket, &[("le", "0.001")]), Some(1.0));
+    assert_eq!(value(&f, a, bucket, &[("le", "+Inf")]), Some(2.0));
+    assert_eq!(
+        value(&f, a, "pcrf_store_apply_duration_seconds_sum", &[]),
+        Some(0.00255)
+    );
     assert_eq!(
         value(&f, "pcrf_custom", "pcrf_custom", &[("x", "back\\slash")]),
         Some(-1.5)
