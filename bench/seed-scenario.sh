@@ -22,6 +22,10 @@
 # same pinning, and "ratio pcrf/echo" is printed for the achieved TPS and
 # the server's CPU per transaction (ECHO=0 skips it).
 #
+# SERIES=DIR also writes latency over time, one CSV per server (DIR/seed-<kind>.csv, a row every
+# SERIES_EVERY, 100ms by default: requests, p50/p99/max, the server's RSS), where a whole run's
+# percentiles would hide how often and how long the latency spikes are.
+#
 # Environment: BUILD (1; 0 uses existing release binaries), PCRF_BIN and BENCH_BIN (prebuilt binaries), RATE (3000),
 # DURATION (60s), WARMUP (the scenario's longest hold: 6s), PEERS (4), SUBSCRIBERS (20000), SCENARIO
 # (bench/scenarios/seed.toml), ECHO (1), SERVER_CPUS and GEN_CPUS (taskset lists; default on more than 2 CPUs: the
@@ -34,7 +38,7 @@ kind=pcrf
 for a in "$@"; do
   case "$a" in
     --echo) kind=echo ;;
-    -h|--help) sed -n '2,28p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,32p' "$0"; exit 0 ;;
     *) die "unknown argument $a (use --echo)" ;;
   esac
 done
@@ -66,6 +70,10 @@ run_one() {
         --peers "$PEERS" --subscribers "$SUBSCRIBERS"
         --rate "$RATE" --duration "$DURATION" --server-pid "$SERVER_PID" --out "$out")
   [[ -n "${WARMUP:-}" ]] && args+=(--warmup "$WARMUP")
+  if [[ -n "${SERIES:-}" ]]; then
+    mkdir -p "$SERIES"
+    args+=(--series "$SERIES/seed-$suffix.csv" --series-every "${SERIES_EVERY:-100ms}")
+  fi
   [[ -n "$API_URL" ]] && args+=(--server-metrics "$API_URL/metrics")
   if [[ "${PROFILE:-0}" == 1 && $kind == pcrf ]]; then
     [[ -n "$PG_TMP" ]] || die "PROFILE=1 needs STORE=postgres"
@@ -81,6 +89,11 @@ run_one() {
   echo "== $kind ==" >&2
   gen "${args[@]}" | tee "$work/$kind.txt"
   echo "report: $out"
+  if [[ -n "${SERIES:-}" ]]; then
+    # p99_ms is the 9th column; the first rows (warm-up) have no requests.
+    awk -F, 'NR > 1 && $2 > 0 { n++; if ($9 > 5) s++ } END { printf "series: %d of %d windows with p99 > 5 ms\n", s, n }' \
+      "$SERIES/seed-$suffix.csv" | tee -a "$work/$kind.txt"
+  fi
   if [[ "${PROFILE:-0}" == 1 && $kind == pcrf ]]; then
     "$PCRF_BIN" debug --api "${API_URL#http://}" queries --top 15 \
       | tee "$BENCH_ROOT/bench/results/seed-scenario-pcrf-postgres-queries.txt"
