@@ -505,6 +505,7 @@ impl Writer {
                     let mut batch = vec![(changes, ack)];
                     held = self.drain_into(&mut batch, queued);
                     self.commit(batch);
+                    self.store.after_batch();
                     if self.purge.is_some() {
                         self.purge_chunk();
                     }

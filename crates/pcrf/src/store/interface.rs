@@ -62,6 +62,11 @@ pub trait Store: Send + 'static {
     fn open_session_ids(&mut self, _by: &OpenSessionsBy) -> Result<Vec<String>, StoreError> {
         Ok(Vec::new())
     }
+    /// Upkeep on the writer thread between batches, after a batch's
+    /// answers left: the embedded store lets its WAL start over (see
+    /// `checkpointer`). Errors are the store's to log; the next batch
+    /// reports a store that fails.
+    fn after_batch(&mut self) {}
     /// Gives back what the store holds in memory only for speed (the
     /// embedded store's page cache), when the writer has been idle a while;
     /// it is read back from disk as needed.

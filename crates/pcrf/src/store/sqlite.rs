@@ -332,7 +332,8 @@ impl SqliteStore {
         &self.path
     }
 
-    /// WAL checkpoints the background thread ran (none on the writer).
+    /// WAL checkpoints the background thread ran (the writer only catches
+    /// up after them).
     pub fn checkpoints(&self) -> u64 {
         self.checkpointer.checkpoints()
     }
@@ -752,6 +753,20 @@ impl Store for SqliteStore {
         self.skipped_corrupt
     }
 
+    fn after_batch(&mut self) {
+        if !self.checkpointer.take_catch_up() {
+            return;
+        }
+        // Copies only the frames committed while the background checkpoint
+        // ran; PASSIVE returns at once if that checkpoint is running again.
+        if let Err(e) = self
+            .conn
+            .query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+        {
+            tracing::debug!(error = %e, path = %self.path.display(), "catching up the WAL checkpoint failed");
+        }
+    }
+
     fn release_memory(&mut self) {
         if let Err(e) = self.conn.release_memory() {
             tracing::debug!(error = %e, path = %self.path.display(), "releasing the page cache failed");
@@ -1136,6 +1151,57 @@ mod tests {
         st.apply(&[Change::PutSession(Arc::new(session("after", "1", 1)))])
             .expect("apply");
         assert_eq!(st.open_sessions().expect("load").len(), 2401);
+    }
+
+    /// Frames in the WAL now, read with a PASSIVE checkpoint from a
+    /// connection of the test's own (it copies what it can, as the
+    /// background thread would).
+    fn wal_log_frames(path: &Path) -> i64 {
+        let conn = Connection::open(path).expect("open");
+        conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| r.get(1))
+            .expect("checkpoint")
+    }
+
+    fn wait_for_checkpoint_after(st: &SqliteStore, seen: u64) {
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while st.checkpoints() <= seen && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        assert!(st.checkpoints() > seen, "no background checkpoint");
+    }
+
+    #[test]
+    fn the_writer_catches_up_a_checkpoint_raced_by_commits_so_the_wal_starts_over() {
+        let dir = TestDir::new("catch-up");
+        let mut st = SqliteStore::open(dir.path(), Durability::Full).expect("open");
+        let batch = |tag: &str, n: i64| -> Vec<Change> {
+            (0..n)
+                .map(|i| Change::PutSession(Arc::new(session(&format!("{tag}-{i}"), "1", i))))
+                .collect()
+        };
+        st.apply(&batch("a", 50)).expect("apply");
+        // A reader holding the first snapshot stands for the commits that
+        // race a background checkpoint: that checkpoint copies only up to
+        // it, so the WAL is not wholly copied when the writer next commits.
+        let reader = Connection::open(st.path()).expect("reader");
+        reader.execute_batch("BEGIN").expect("begin");
+        let _: i64 = reader
+            .query_row("SELECT count(*) FROM sessions", [], |r| r.get(0))
+            .expect("read");
+        let seen = st.checkpoints();
+        st.apply(&batch("b", 200)).expect("apply");
+        wait_for_checkpoint_after(&st, seen);
+        reader.execute_batch("COMMIT").expect("end the read");
+        drop(reader);
+
+        st.after_batch();
+        st.apply(&batch("c", 1)).expect("apply");
+        let frames = wal_log_frames(st.path());
+        assert!(
+            frames < 10,
+            "the commit after the catch-up starts the WAL over: {frames} frames in it"
+        );
+        assert_eq!(st.open_sessions().expect("load").len(), 251);
     }
 
     #[test]
