@@ -23,7 +23,6 @@ use std::sync::{OnceLock, Weak};
 
 use crate::admission::Admission;
 use crate::config::Config;
-use crate::gx;
 use crate::limits::{LOGGED_ITEMS_PER_REQUEST, MAX_RULE_REPORTS_PER_REQUEST};
 use crate::metrics::Command;
 use crate::metrics::{
@@ -49,9 +48,9 @@ use crate::usage::table::UsageTable;
 use crate::usage::SubscriberUsage;
 use bytes::{Bytes, BytesMut};
 use diameter::codec::{DiameterError, Message};
-use diameter::dict::{self, avp, cmd};
+use diameter::dict::{self, avp};
 use diameter::result_code;
-use diameter::transport::{PeerHandle, PeerTable, RequestError};
+use diameter::transport::{PeerHandle, PeerTable};
 use parking_lot::RwLock;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
@@ -133,7 +132,7 @@ pub struct Node {
     pub(crate) doic: doic::Doic,
     /// The Gx service, which re-decides sessions when Sd or Sy learn
     /// something that changes a decision (set once the services exist).
-    pub(crate) redecide: OnceLock<Weak<dyn Redecide>>,
+    pub(crate) gx: OnceLock<Weak<dyn GxSignalling>>,
     /// Notifications to external systems: events are staged here and
     /// written in the commit of the change that caused them.
     pub(crate) notify: Arc<crate::notify::Outbox>,
@@ -144,16 +143,17 @@ pub struct Node {
     pub(crate) membership: Arc<crate::cluster::membership::Membership>,
 }
 
-/// A boxed future: what a [`Redecide`] method returns, so that the trait
+/// A boxed future: what a [`GxSignalling`] method returns, so that the trait
 /// can be held as a trait object.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
-/// What the applications bound to a Gx session ask of the Gx service: to
-/// decide a session, or all of a subscriber's sessions, again and push the
-/// difference to the PCEF. Sd (an application detected) and Sy (a spending
-/// status changed) learn things that change a Gx decision; the Gx service,
-/// which holds them, implements this, so they need not know it.
-pub trait Redecide: Send + Sync {
+/// What the node and the applications bound to a Gx session ask of the Gx
+/// service: to decide a session, or all of a subscriber's sessions, again
+/// and push the difference to the PCEF, or to send a RAR the node composed.
+/// Sd (an application detected) and Sy (a spending status changed) learn
+/// things that change a Gx decision; the Gx service, which holds them,
+/// implements this, so neither they nor the node know Gx's wire format.
+pub trait GxSignalling: Send + Sync {
     fn session<'a>(
         &'a self,
         id: &'a str,
@@ -161,6 +161,16 @@ pub trait Redecide: Send + Sync {
     ) -> BoxFuture<'a, Result<ReauthOutcome, ControlError>>;
 
     fn subscriber<'a>(&'a self, key: &'a str, reason: PushReason) -> BoxFuture<'a, PushSummary>;
+
+    /// A RAR to `s`'s PCEF with `diff`, or releasing the session with
+    /// `release`; its RAA.
+    fn rar<'a>(
+        &'a self,
+        s: &'a GxSession,
+        diff: Option<&'a RuleDiff<'a>>,
+        release: Option<i32>,
+        usage: &'a UsageInstructions,
+    ) -> BoxFuture<'a, Result<Message, ControlError>>;
 }
 
 /// The files an operator deploys to every node, as versions in the store.
@@ -254,16 +264,17 @@ impl Node {
             pg: p.pg,
             usage,
             doic: Default::default(),
-            redecide: OnceLock::new(),
+            gx: OnceLock::new(),
             notify: p.notify,
             decision_log,
             membership,
         })
     }
 
-    /// Names the service that re-decides sessions for Sd and Sy.
-    pub fn set_redecide(&self, gx: Weak<dyn Redecide>) {
-        let _ = self.redecide.set(gx);
+    /// Names the Gx service: it re-decides sessions for Sd and Sy and
+    /// sends the RARs the node composes.
+    pub fn set_gx(&self, gx: Weak<dyn GxSignalling>) {
+        let _ = self.gx.set(gx);
     }
 
     pub fn metrics(&self) -> &Arc<Metrics> {
@@ -523,7 +534,12 @@ impl Node {
                 .request(Command::N7Notify, code, started.elapsed());
             return answer;
         }
-        let answer = self.send_rar(s, diff, release, usage).await?;
+        let Some(gx) = self.gx.get().and_then(Weak::upgrade) else {
+            return Err(ControlError::Unavailable(
+                "the Gx service is not running".into(),
+            ));
+        };
+        let answer = gx.rar(s, diff, release, usage).await?;
         crate::pcc::reauth_answer::decode_raa(&answer)
             .map_err(|e| ControlError::Peer(format!("bad RAA: {e}")))
     }
@@ -585,56 +601,6 @@ impl Node {
         }
     }
 
-    async fn send_rar(
-        &self,
-        s: &GxSession,
-        diff: Option<&RuleDiff<'_>>,
-        release: Option<i32>,
-        usage: &UsageInstructions,
-    ) -> Result<Message, ControlError> {
-        let peer: PeerHandle = self.route_to(&s.pcef_host).ok_or_else(|| {
-            ControlError::Peer(format!(
-                "PCEF {} is not connected, directly or through a relay",
-                s.pcef_host
-            ))
-        })?;
-        let started = Instant::now();
-        let res = peer
-            .request(dict::app::GX, cmd::RE_AUTH, |b| {
-                gx::encode_rar(
-                    b,
-                    &s.id,
-                    &self.me,
-                    &s.pcef_host,
-                    &s.pcef_realm,
-                    diff,
-                    release,
-                    usage,
-                )
-            })
-            .await;
-        match res {
-            Ok(ans) => {
-                let code = crate::pcc::reauth_answer::decode_raa(&ans)
-                    .ok()
-                    .and_then(|r| r.result_code.or(r.experimental_result))
-                    .unwrap_or(0);
-                self.metrics.request(Command::Rar, code, started.elapsed());
-                Ok(ans)
-            }
-            Err(e) => {
-                self.metrics
-                    .request(Command::Rar, crate::metrics::NO_ANSWER, started.elapsed());
-                Err(match e {
-                    RequestError::Timeout => {
-                        ControlError::Timeout(format!("no RAA from {} in time", s.pcef_host))
-                    }
-                    other => ControlError::Peer(format!("RAR to {} failed: {other}", s.pcef_host)),
-                })
-            }
-        }
-    }
-
     /// The connection a request to the Diameter node `host` goes over: its
     /// own when it is connected to this node, else that of a connected peer
     /// that advertised the Relay Application-Id (0xffffffff) in its
@@ -655,13 +621,13 @@ impl Node {
     }
 
     /// Re-decides one session through the Gx service and pushes the
-    /// difference to its PCEF (see [`Redecide`]).
+    /// difference to its PCEF (see [`GxSignalling`]).
     pub(crate) async fn push(
         &self,
         id: &str,
         ask_report: bool,
     ) -> Result<ReauthOutcome, ControlError> {
-        match self.redecide.get().and_then(Weak::upgrade) {
+        match self.gx.get().and_then(Weak::upgrade) {
             Some(gx) => gx.session(id, ask_report).await,
             None => Err(ControlError::Unavailable(
                 "the Gx service is not running".into(),
@@ -671,7 +637,7 @@ impl Node {
 
     /// Re-decides every open session of a subscriber through the Gx service.
     pub(crate) async fn push_subscriber(&self, key: &str, reason: PushReason) -> PushSummary {
-        match self.redecide.get().and_then(Weak::upgrade) {
+        match self.gx.get().and_then(Weak::upgrade) {
             Some(gx) => gx.subscriber(key, reason).await,
             None => PushSummary::default(),
         }

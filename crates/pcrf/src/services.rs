@@ -2,14 +2,14 @@
 //! loaded: the shared node first, then Sy (which the others read spending
 //! statuses from), Rx and Sd, and Gx last (it tells the other three when a
 //! Gx session changes). Gx is then handed to the node as the one that
-//! re-decides sessions on Sd's and Sy's behalf, and every service's metrics
+//! re-decides sessions on Sd's and Sy's behalf and sends its RARs, and every service's metrics
 //! are registered.
 
 use crate::control::Operations;
 use crate::gx::service::Gx;
 use crate::n5::app_sessions::AppSessions;
 use crate::n7::sessions::N7;
-use crate::node::{Node, NodeParts, Redecide};
+use crate::node::{GxSignalling, Node, NodeParts};
 use crate::rx::service::Rx;
 use crate::sd::service::Sd;
 use crate::sd::state::SdState;
@@ -42,8 +42,8 @@ impl Services {
         let gx = Gx::new(node.clone(), rx.clone(), sd.clone(), sy.clone());
         let n7 = N7::new(node.clone(), rx.clone(), sy.clone());
         let n5 = AppSessions::new(node.clone(), rx.clone());
-        let redecide: Arc<dyn Redecide> = gx.clone();
-        node.set_redecide(Arc::downgrade(&redecide));
+        let signalling: Arc<dyn GxSignalling> = gx.clone();
+        node.set_gx(Arc::downgrade(&signalling));
         let metrics = node.metrics().clone();
         metrics.register(node.clone());
         metrics.register(rx.clone());

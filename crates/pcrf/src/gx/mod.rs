@@ -2,9 +2,10 @@
 //! and encodes CCA and RAR; `service.rs` answers each CCR (apply to the
 //! session, decide, persist, answer) and pushes re-decisions in RARs;
 //! `pushes.rs` re-decides many sessions over time (congestion, top-ups,
-//! period resets); `state.rs` holds its counters.
+//! period resets); `rar.rs` sends the RARs the node composes; `state.rs` holds its counters.
 
 pub mod pushes;
+mod rar;
 pub mod service;
 pub mod state;
 mod wire;

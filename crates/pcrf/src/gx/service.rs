@@ -11,7 +11,7 @@ use crate::control::{ControlError, ReauthOutcome};
 use crate::gx::state::PushCounters;
 use crate::gx::{self, CcaExtras, Ccr};
 use crate::metrics::Command;
-use crate::node::{BoxFuture, Redecide};
+use crate::node::{BoxFuture, GxSignalling};
 use crate::pcc::{PushReason, PushSummary, RequestType, UsageInstructions};
 use crate::policy::decision::{Decision, Reject};
 use crate::policy::{Notification, Ran};
@@ -819,7 +819,7 @@ fn set_hex(held: &mut Option<Arc<str>>, bytes: &[u8]) {
     }
 }
 
-impl Redecide for Gx {
+impl GxSignalling for Gx {
     fn session<'a>(
         &'a self,
         id: &'a str,
@@ -830,6 +830,16 @@ impl Redecide for Gx {
 
     fn subscriber<'a>(&'a self, key: &'a str, reason: PushReason) -> BoxFuture<'a, PushSummary> {
         Box::pin(self.push_subscriber(key, reason))
+    }
+
+    fn rar<'a>(
+        &'a self,
+        s: &'a GxSession,
+        diff: Option<&'a RuleDiff<'a>>,
+        release: Option<i32>,
+        usage: &'a UsageInstructions,
+    ) -> BoxFuture<'a, Result<Message, ControlError>> {
+        Box::pin(self.send_rar(s, diff, release, usage))
     }
 }
 
