@@ -94,11 +94,12 @@ pub struct StoreConfig {
     /// the requests waiting on the write are answered 5012.
     #[serde(default = "default_timeout_ms")]
     pub timeout_ms: u64,
-    /// Group-commit window, µs: once a change arrives, the writer waits up to
-    /// this long for more before committing (PostgreSQL's commit_delay, on
-    /// our side). 0: commit what is queued at once. Fewer commits per
-    /// transaction, for up to this much more latency per answer. Unset:
-    /// the kind's default (`commit_window`).
+    /// Group-commit window, µs: once a change arrives within this long of
+    /// the previous commit (under load), the writer waits up to this long
+    /// for more before committing (PostgreSQL's commit_delay, on our side);
+    /// a change that comes alone is committed at once. 0: commit what is
+    /// queued at once. Fewer commits per transaction, for up to this much
+    /// more latency per answer. Unset: the kind's default (`commit_window`).
     #[serde(default)]
     pub commit_window_us: Option<u64>,
     /// Shards of the store, each with its own writer (and, for SQLite, its

@@ -35,7 +35,9 @@ pub struct GroupCommitOptions {
     /// run between chunks, so a large purge never stalls the answers.
     pub purge_chunk: usize,
     /// Once a batch has its first change, wait up to this long for more
-    /// before committing (zero: commit what is queued at once).
+    /// before committing (zero: commit what is queued at once), when that
+    /// change came within this long of the previous batch's end (under
+    /// load; see `Writer::drain_into`).
     pub commit_window: std::time::Duration,
     /// When no job came for this long, the store gives back the memory it
     /// holds only for speed (SQLite's page cache) and the writer thread its
@@ -331,6 +333,7 @@ impl GroupCommit {
             purge: None,
             clock,
             released: false,
+            last_batch_end: Instant::now(),
             wake: wake.clone(),
             requesters: tokio::runtime::Handle::try_current().ok(),
             compare_and_set,
@@ -485,6 +488,9 @@ struct Writer {
     clock: tokio::runtime::Runtime,
     /// Idle memory was given back since the last job.
     released: bool,
+    /// When the last batch was committed (the writer's start before the
+    /// first): whether the next one is under load (see `drain_into`).
+    last_batch_end: Instant,
     wake: Arc<Wake>,
     /// The runtime of the requesters, when started inside one: a batch's
     /// answers are delivered from a task there (see `answer`).
@@ -534,6 +540,7 @@ impl Writer {
                     let mut batch = vec![(changes, ack)];
                     held = self.drain_into(&mut batch, queued);
                     self.commit(batch);
+                    self.last_batch_end = Instant::now();
                     self.store.after_batch();
                     if self.purge.is_some() {
                         self.purge_chunk();
@@ -618,13 +625,21 @@ impl Writer {
     /// met on the way (handled after this batch). Timing the window from the
     /// queueing, not from now, bounds what it adds to any answer by the
     /// window itself, however long the previous batch took.
+    ///
+    /// The window opens only under load: when the first change came
+    /// within a window of the previous batch's end. Changes that come
+    /// further apart have no later ones to gather, and waiting for them
+    /// only delays the answer: at 1000 TPS a fixed 500 µs window doubled
+    /// the median answer and saved no CPU, where at 3000 TPS it saved 17%.
     fn drain_into(
         &mut self,
         batch: &mut Vec<(Vec<Change>, Ack<()>)>,
         oldest: Instant,
     ) -> Option<Job> {
         let mut n: usize = batch.iter().map(|(c, _)| c.len()).sum();
-        let deadline = oldest + self.opts.commit_window;
+        let window = self.opts.commit_window;
+        let under_load = oldest <= self.last_batch_end + window;
+        let deadline = if under_load { oldest + window } else { oldest };
         while n < self.opts.max_batch_changes {
             let next = match self.rx.try_recv() {
                 Ok(job) => Some(job),
@@ -1038,6 +1053,30 @@ mod tests {
             first >= window - Duration::from_millis(50),
             "first waited {first:?}"
         );
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_window_opens_only_when_changes_come_close_together() {
+        let dir = TestDir::new("gc-window-under-load");
+        let window = Duration::from_secs(1);
+        let gc = start_windowed(&dir, window, None);
+        // Long after the writer's last batch (its start): nothing to
+        // gather, so it is committed at once.
+        tokio::time::sleep(window + Duration::from_millis(300)).await;
+        let t = std::time::Instant::now();
+        put(&gc, "alone", 1).await.await.expect("alone");
+        let alone = t.elapsed();
+        assert!(alone < window / 2, "a lone change waited {alone:?}");
+        // Right after that batch: changes come close together, the window
+        // opens.
+        let t = std::time::Instant::now();
+        put(&gc, "close", 1).await.await.expect("close");
+        let close = t.elapsed();
+        assert!(
+            close >= window - Duration::from_millis(50),
+            "a change under load waited only {close:?}"
+        );
+        assert_eq!(gc.stats().commits, 2);
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
