@@ -131,8 +131,9 @@ pub struct Node {
     /// the overload report they get while requests are shed.
     pub(crate) doic: doic::Doic,
     /// The Gx service, which re-decides sessions when Sd or Sy learn
-    /// something that changes a decision (set once the services exist).
-    pub(crate) gx: OnceLock<Weak<dyn GxSignalling>>,
+    /// something that changes a decision, and sends the RARs the node
+    /// composes (set once the services exist).
+    gx: OnceLock<Weak<dyn GxSignalling>>,
     /// Notifications to external systems: events are staged here and
     /// written in the commit of the change that caused them.
     pub(crate) notify: Arc<crate::notify::Outbox>,
@@ -275,6 +276,11 @@ impl Node {
     /// sends the RARs the node composes.
     pub fn set_gx(&self, gx: Weak<dyn GxSignalling>) {
         let _ = self.gx.set(gx);
+    }
+
+    /// The Gx service, while it runs.
+    pub(crate) fn gx_service(&self) -> Option<Arc<dyn GxSignalling>> {
+        self.gx.get().and_then(Weak::upgrade)
     }
 
     pub fn metrics(&self) -> &Arc<Metrics> {
@@ -534,7 +540,7 @@ impl Node {
                 .request(Command::N7Notify, code, started.elapsed());
             return answer;
         }
-        let Some(gx) = self.gx.get().and_then(Weak::upgrade) else {
+        let Some(gx) = self.gx_service() else {
             return Err(ControlError::Unavailable(
                 "the Gx service is not running".into(),
             ));
@@ -627,7 +633,7 @@ impl Node {
         id: &str,
         ask_report: bool,
     ) -> Result<ReauthOutcome, ControlError> {
-        match self.gx.get().and_then(Weak::upgrade) {
+        match self.gx_service() {
             Some(gx) => gx.session(id, ask_report).await,
             None => Err(ControlError::Unavailable(
                 "the Gx service is not running".into(),
@@ -637,7 +643,7 @@ impl Node {
 
     /// Re-decides every open session of a subscriber through the Gx service.
     pub(crate) async fn push_subscriber(&self, key: &str, reason: PushReason) -> PushSummary {
-        match self.gx.get().and_then(Weak::upgrade) {
+        match self.gx_service() {
             Some(gx) => gx.subscriber(key, reason).await,
             None => PushSummary::default(),
         }

@@ -319,7 +319,7 @@ fn apply(node: &Node, imsi: &str, stored: Option<Subscriber>) -> bool {
     if keys.is_empty() {
         return true;
     }
-    if let Some(gx) = node.gx.get().and_then(std::sync::Weak::upgrade) {
+    if let Some(gx) = node.gx_service() {
         tokio::spawn(async move {
             for k in keys {
                 gx.subscriber(&k, PushReason::Provisioning).await;

@@ -41,6 +41,7 @@ pub const CHECKPOINT_EVERY: Duration = Duration::from_millis(500);
 /// also bounds the file.
 #[cfg(not(test))]
 const CATCH_UP_FRAMES: i64 = 4096;
+/// In unit tests any WAL: they build the race with a few frames.
 #[cfg(test)]
 const CATCH_UP_FRAMES: i64 = 1;
 
@@ -48,7 +49,8 @@ const CATCH_UP_FRAMES: i64 = 1;
 pub(crate) struct Checkpointer {
     stop: Arc<(Mutex<bool>, Condvar)>,
     done: Arc<AtomicU64>,
-    /// Set after a checkpoint copied frames: the writer should catch up.
+    /// Set after a checkpoint found the WAL past `CATCH_UP_FRAMES`: the
+    /// writer should catch up.
     catch_up: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
@@ -90,9 +92,9 @@ impl Checkpointer {
         self.done.load(Ordering::Relaxed)
     }
 
-    /// Whether a checkpoint ran since the last call: the writer should then
-    /// copy what was committed during it, so that its next commit starts
-    /// the WAL over.
+    /// Whether a checkpoint found the WAL past `CATCH_UP_FRAMES` since the
+    /// last call: the writer should then copy what was committed during it,
+    /// so that its next commit starts the WAL over.
     pub(crate) fn take_catch_up(&self) -> bool {
         self.catch_up.swap(false, Ordering::AcqRel)
     }
