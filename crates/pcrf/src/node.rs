@@ -11,15 +11,19 @@ pub(crate) mod doic;
 pub(crate) mod events;
 mod monitoring;
 pub(crate) mod ownership;
+mod persistence;
+mod policy_runner;
+mod signalling;
 pub(crate) mod takeover;
 pub(crate) mod takeover_by;
 
 pub(crate) use crate::usage::step::{billing_day, UsageStep};
 pub use crate::usage::table::UsageCounters;
+pub use persistence::Persistence;
+pub use policy_runner::PolicyRunner;
+pub use signalling::{BoxFuture, GxSignalling, Signalling};
 use std::fmt::Write as _;
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::{OnceLock, Weak};
+use std::sync::Weak;
 
 use crate::admission::Admission;
 use crate::config::Config;
@@ -50,9 +54,8 @@ use bytes::{Bytes, BytesMut};
 use diameter::codec::{DiameterError, Message};
 use diameter::dict::{self, avp};
 use diameter::result_code;
-use diameter::transport::{PeerHandle, PeerTable};
-use parking_lot::RwLock;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use diameter::transport::PeerTable;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -105,79 +108,27 @@ impl Live {
     }
 }
 
-/// The PCRF node.
+/// The PCRF node: the configuration in force, the three tables the
+/// requests work on, and the capabilities they are carried out with.
+/// Every field is private: the applications and the REST operations reach
+/// each part through its accessor and act on it through its own methods.
 pub struct Node {
-    pub(crate) live: arc_swap::ArcSwap<Live>,
-    pub(crate) admission: Admission,
-    pub(crate) me: Identity,
-    pub(crate) subscribers: SubscriberTable,
-    pub(crate) sessions: SessionTable,
-    /// The stored versions of the policy (its engine serves one of them:
-    /// `policy()`) and of the usage file (`usage` counts by one of them).
-    pub(crate) versions: Versions,
-    pub(crate) store: ShardedWriter,
-    pub(crate) peers: PeerTable,
-    /// Congestion level by cell (ECGI, 14 lowercase hex digits).
-    pub(crate) congestion: RwLock<HashMap<String, u32>>,
-    pub(crate) tz: jiff::tz::TimeZone,
-    pub(crate) metrics: Arc<Metrics>,
-    pub(crate) counters: NodeCounters,
-    /// The PostgreSQL store's profiler and connection state, when it is one.
-    pub(crate) pg: Option<PostgresHandles>,
+    live: arc_swap::ArcSwap<Live>,
+    sessions: SessionTable,
+    subscribers: SubscriberTable,
     /// Every subscriber's accumulators (the read path; the store has them
     /// too), the usage file in force and the usage counters.
-    pub(crate) usage: UsageTable,
-    /// The peers that advertised DOIC (shown with the peer metrics), and
-    /// the overload report they get while requests are shed.
-    pub(crate) doic: doic::Doic,
-    /// The Gx service, which re-decides sessions when Sd or Sy learn
-    /// something that changes a decision, and sends the RARs the node
-    /// composes (set once the services exist).
-    gx: OnceLock<Weak<dyn GxSignalling>>,
-    /// Notifications to external systems: events are staged here and
-    /// written in the commit of the change that caused them.
-    pub(crate) notify: Arc<crate::notify::Outbox>,
-    /// `[decision_log]`: which decisions are logged, and its file.
-    pub(crate) decision_log: crate::notify::decision_log::DecisionLog,
-    /// The nodes sharing the store and their liveness (this node alone on
-    /// the embedded store).
-    pub(crate) membership: Arc<crate::cluster::membership::Membership>,
+    usage: UsageTable,
+    policy: PolicyRunner,
+    signalling: Signalling,
+    persistence: Persistence,
+    telemetry: Telemetry,
 }
 
-/// A boxed future: what a [`GxSignalling`] method returns, so that the trait
-/// can be held as a trait object.
-pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
-
-/// What the node and the applications bound to a Gx session ask of the Gx
-/// service: to decide a session, or all of a subscriber's sessions, again
-/// and push the difference to the PCEF, or to send a RAR the node composed.
-/// Sd (an application detected) and Sy (a spending status changed) learn
-/// things that change a Gx decision; the Gx service, which holds them,
-/// implements this, so neither they nor the node know Gx's wire format.
-pub trait GxSignalling: Send + Sync {
-    fn session<'a>(
-        &'a self,
-        id: &'a str,
-        ask_report: bool,
-    ) -> BoxFuture<'a, Result<ReauthOutcome, ControlError>>;
-
-    fn subscriber<'a>(&'a self, key: &'a str, reason: PushReason) -> BoxFuture<'a, PushSummary>;
-
-    /// A RAR to `s`'s PCEF with `diff`, or releasing the session with
-    /// `release`; its RAA.
-    fn rar<'a>(
-        &'a self,
-        s: &'a GxSession,
-        diff: Option<&'a RuleDiff<'a>>,
-        release: Option<i32>,
-        usage: &'a UsageInstructions,
-    ) -> BoxFuture<'a, Result<Message, ControlError>>;
-}
-
-/// The files an operator deploys to every node, as versions in the store.
-pub(crate) struct Versions {
-    pub(crate) policy: Arc<crate::policy::PolicyVersions>,
-    pub(crate) usage: Arc<crate::usage::versions::UsageVersions>,
+/// The metrics registry and the node's own counters.
+pub struct Telemetry {
+    metrics: Arc<Metrics>,
+    counters: NodeCounters,
 }
 
 /// What start-up hands to the node.
@@ -240,87 +191,115 @@ impl Node {
         ));
         let decision_log = crate::notify::decision_log::DecisionLog::start(&cfg.decision_log);
         Arc::new(Node {
-            me: Identity {
-                origin_host: cfg.node.origin_host.clone(),
-                origin_realm: cfg.node.origin_realm.clone(),
-            },
-            admission: Admission::new(
-                cfg.diameter.max_pending_requests,
-                cfg.overload.target(),
-                cfg.overload.interval(),
+            signalling: Signalling::new(
+                Identity {
+                    origin_host: cfg.node.origin_host.clone(),
+                    origin_realm: cfg.node.origin_realm.clone(),
+                },
+                p.peers,
+                Admission::new(
+                    cfg.diameter.max_pending_requests,
+                    cfg.overload.target(),
+                    cfg.overload.interval(),
+                ),
             ),
             live: arc_swap::ArcSwap::from_pointee(Live::of(cfg)),
             subscribers: sub_table,
             sessions: session_table,
-            versions: Versions {
-                policy: p.policy,
-                usage: p.usage_versions,
-            },
-            store: p.store,
-            peers: p.peers,
-            congestion: RwLock::new(HashMap::new()),
-            tz: p.tz,
-            metrics: p.metrics,
-            counters: NodeCounters::default(),
-            pg: p.pg,
+            policy: PolicyRunner::new(p.policy, p.usage_versions, p.tz, decision_log),
+            persistence: Persistence::new(p.store, p.pg, p.notify, membership),
             usage,
-            doic: Default::default(),
-            gx: OnceLock::new(),
-            notify: p.notify,
-            decision_log,
-            membership,
+            telemetry: Telemetry {
+                metrics: p.metrics,
+                counters: NodeCounters::default(),
+            },
         })
     }
 
     /// Names the Gx service: it re-decides sessions for Sd and Sy and
     /// sends the RARs the node composes.
     pub fn set_gx(&self, gx: Weak<dyn GxSignalling>) {
-        let _ = self.gx.set(gx);
+        self.signalling.set_gx(gx);
     }
 
     /// The Gx service, while it runs.
     pub(crate) fn gx_service(&self) -> Option<Arc<dyn GxSignalling>> {
-        self.gx.get().and_then(Weak::upgrade)
+        self.signalling.gx()
+    }
+
+    /// The configuration in force, with its rule catalog.
+    pub(crate) fn live(&self) -> arc_swap::Guard<Arc<Live>> {
+        self.live.load()
+    }
+
+    pub fn sessions(&self) -> &SessionTable {
+        &self.sessions
+    }
+
+    pub(crate) fn subscribers(&self) -> &SubscriberTable {
+        &self.subscribers
+    }
+
+    pub(crate) fn usage(&self) -> &UsageTable {
+        &self.usage
+    }
+
+    /// The policy's and the usage file's versions, the time zone, the
+    /// congestion by cell, the decision log.
+    pub fn policy_runner(&self) -> &PolicyRunner {
+        &self.policy
+    }
+
+    /// The identity, the peers, admission, DOIC and the Gx service.
+    pub(crate) fn signalling(&self) -> &Signalling {
+        &self.signalling
+    }
+
+    /// This node's Origin-Host and Origin-Realm.
+    pub(crate) fn me(&self) -> &Identity {
+        self.signalling.me()
+    }
+
+    /// The store writer, the PostgreSQL handles, the outbox, the membership.
+    pub fn persistence(&self) -> &Persistence {
+        &self.persistence
     }
 
     pub fn metrics(&self) -> &Arc<Metrics> {
-        &self.metrics
+        &self.telemetry.metrics
     }
+
+    pub fn counters(&self) -> &NodeCounters {
+        &self.telemetry.counters
+    }
+
     /// The versions this node serves of the policy and the usage file
     /// (its heartbeat, `GET /v1/cluster`).
     pub(crate) fn serving(&self) -> crate::cluster::membership::Serving {
+        let (policy, usage) = (self.policy.policy_versions(), self.policy.usage_versions());
         crate::cluster::membership::Serving {
-            policy_version: self.versions.policy.serving(),
-            policy_refused: self.versions.policy.refused(),
-            usage_version: self.versions.usage.serving(),
-            usage_refused: self.versions.usage.refused(),
+            policy_version: policy.serving(),
+            policy_refused: policy.refused(),
+            usage_version: usage.serving(),
+            usage_refused: usage.refused(),
         }
     }
 
     /// The nodes sharing the store, this one as it is now.
     pub(crate) fn cluster_view(&self) -> crate::cluster::membership::ClusterView {
-        self.membership
+        self.persistence
+            .membership()
             .view(self.sessions.len() as u64, self.serving())
     }
 
     /// The policy engine: the script serving, its rollout, its counters.
     pub fn policy(&self) -> &Arc<PolicyEngine> {
-        self.versions.policy.engine()
+        self.policy.engine()
     }
+
+    /// The store writer.
     pub fn store(&self) -> &ShardedWriter {
-        &self.store
-    }
-    pub fn session_table(&self) -> &SessionTable {
-        &self.sessions
-    }
-    pub fn counters(&self) -> &NodeCounters {
-        &self.counters
-    }
-    pub fn notifications(&self) -> &Arc<crate::notify::Outbox> {
-        &self.notify
-    }
-    pub fn membership(&self) -> &Arc<crate::cluster::membership::Membership> {
-        &self.membership
+        self.persistence.writer()
     }
 
     pub(crate) fn find_subscriber(
@@ -334,7 +313,7 @@ impl Node {
 
     /// Persists changes; the caller answers only after this returns Ok.
     pub(crate) async fn commit(&self, changes: Vec<Change>) -> Result<(), DiameterError> {
-        let res = tokio::time::timeout(COMMIT_WAIT, self.store.submit(changes)).await;
+        let res = tokio::time::timeout(COMMIT_WAIT, self.store().submit(changes)).await;
         let err = match res {
             Ok(Ok(())) => return Ok(()),
             Ok(Err(e @ StoreError::Conflict(_))) => {
@@ -347,7 +326,7 @@ impl Node {
             Ok(Err(e)) => e.to_string(),
             Err(_) => "store did not commit in time".to_string(),
         };
-        self.counters.store_failures.fetch_add(1, Relaxed);
+        self.telemetry.counters.store_failures.fetch_add(1, Relaxed);
         tracing::error!(error = %err, "state change not committed; answering DIAMETER_UNABLE_TO_COMPLY");
         Err(DiameterError::new(
             result_code::DIAMETER_UNABLE_TO_COMPLY,
@@ -357,7 +336,10 @@ impl Node {
 
     pub(crate) fn note_fallback(&self, session: &str, out: &crate::policy::Outcome) {
         if let Some(err) = &out.error {
-            self.counters.policy_fallbacks.fetch_add(1, Relaxed);
+            self.telemetry
+                .counters
+                .policy_fallbacks
+                .fetch_add(1, Relaxed);
             tracing::error!(session, error = %err, "policy failed; fallback decision applied");
         }
     }
@@ -369,7 +351,7 @@ impl Node {
             d.rules.retain(|r| {
                 let ok = live.catalog_rules.contains(r);
                 if !ok {
-                    self.counters.unknown_rule_names.fetch_add(1, Relaxed);
+                    self.telemetry.counters.unknown_rule_names.fetch_add(1, Relaxed);
                     tracing::warn!(session, rule = %r, "policy named a predefined rule not in [rules].predefined; dropped");
                 }
                 ok
@@ -379,7 +361,7 @@ impl Node {
             d.base_names.retain(|r| {
                 let ok = live.catalog_bases.contains(r);
                 if !ok {
-                    self.counters.unknown_rule_names.fetch_add(1, Relaxed);
+                    self.telemetry.counters.unknown_rule_names.fetch_add(1, Relaxed);
                     tracing::warn!(session, base = %r, "policy named a rule base not in [rules].base_names; dropped");
                 }
                 ok
@@ -427,8 +409,7 @@ impl Node {
             .location
             .as_deref()
             .and_then(ecgi_of_location)
-            .and_then(|cell| self.congestion.read().get(&cell).copied())
-            .unwrap_or(0);
+            .map_or(0, |cell| self.policy.congestion_at(&cell));
         let session = match &s.n7 {
             // A 5G PDU session: what the SMF said, as N7 names it.
             Some(ctx) => {
@@ -460,7 +441,7 @@ impl Node {
         PolicyInput {
             subscriber,
             session,
-            time: TimeInput::at_ms(now, &self.tz),
+            time: TimeInput::at_ms(now, self.policy.tz()),
             network: NetworkInput { congestion },
             usage: Default::default(),
             applications: s.tdf.as_ref().map(|t| t.applications()).unwrap_or_default(),
@@ -479,7 +460,7 @@ impl Node {
         reports: &crate::pcc::reauth_answer::RuleReports,
     ) {
         let applied = crate::session::rule_failures::apply(s, reports);
-        let c = &self.counters;
+        let c = &self.telemetry.counters;
         c.rule_failures_reported
             .fetch_add(applied.failures as u64, Relaxed);
         c.rule_reports_over_cap.fetch_add(reports.over_cap, Relaxed);
@@ -536,7 +517,8 @@ impl Node {
                 Ok(raa) => raa.result_code.unwrap_or(0),
                 Err(_) => crate::metrics::NO_ANSWER,
             };
-            self.metrics
+            self.telemetry
+                .metrics
                 .request(Command::N7Notify, code, started.elapsed());
             return answer;
         }
@@ -605,25 +587,6 @@ impl Node {
             },
             None => String::new(),
         }
-    }
-
-    /// The connection a request to the Diameter node `host` goes over: its
-    /// own when it is connected to this node, else that of a connected peer
-    /// that advertised the Relay Application-Id (0xffffffff) in its
-    /// capabilities exchange (a routing agent, which forwards the request
-    /// by its Destination-Host). A PCEF that attached through another node
-    /// of the cluster is reached so.
-    pub(crate) fn route_to(&self, host: &str) -> Option<PeerHandle> {
-        let direct = self.peers.get(host);
-        if direct.as_ref().is_some_and(PeerHandle::is_open) {
-            return direct;
-        }
-        let relay = self.peers.peers().into_iter().find(|p| {
-            p.is_open()
-                && p.capabilities()
-                    .is_some_and(|c| c.applications.iter().any(|a| a.is_relay()))
-        });
-        relay.or(direct)
     }
 
     /// Re-decides one session through the Gx service and pushes the
@@ -727,7 +690,7 @@ impl Node {
         for id in &ids {
             self.sessions.remove(id);
         }
-        self.store.purge_closed(before).await
+        self.store().purge_closed(before).await
     }
 
     fn session_stats(&self) -> SessionStats {
@@ -810,7 +773,7 @@ pub(crate) fn ecgi_of_location(hex: &str) -> Option<String> {
 
 impl Node {
     fn write_store_metrics(&self, out: &mut Exposition) {
-        let g = self.store.stats();
+        let g = self.store().stats();
         let Some(batch_sizes) = HistogramSnapshot::from_cumulative(
             &BATCH_SIZE_BOUNDS,
             0,
@@ -862,7 +825,7 @@ impl MetricsSource for Node {
         }
         .write(out);
         self.write_store_metrics(out);
-        self.decision_log.write_metrics(out);
+        self.policy.decision_log().write_metrics(out);
         let configured: Vec<String> = self
             .live
             .load()
@@ -871,36 +834,36 @@ impl MetricsSource for Node {
             .iter()
             .map(|p| p.origin_host.clone())
             .collect();
-        let mut peers = peer_stats(&self.peers, &configured);
+        let mut peers = peer_stats(self.signalling.peers(), &configured);
         for p in &mut peers {
-            p.doic_supported = self.doic.speaks(&p.host);
+            p.doic_supported = self.signalling.doic().speaks(&p.host);
         }
-        write_peers(out, &peers, self.doic.reporter().current());
+        write_peers(out, &peers, self.signalling.doic().reporter().current());
         out.counter(
             "pcrf_diameter_closed_awaiting_cer_total",
             "Diameter connections closed before CER because [diameter].max_connections_awaiting_cer were already waiting.",
-            self.peers.closed_awaiting_cer(),
+            self.signalling.peers().closed_awaiting_cer(),
         );
         out.gauge(
             "pcrf_diameter_connections_awaiting_cer",
             "Diameter connections accepted and not yet past CER.",
-            self.peers.awaiting_cer(),
+            self.signalling.peers().awaiting_cer(),
         );
         out.gauge(
             "pcrf_diameter_buffered_bytes_awaiting_cer",
             "Bytes that Diameter connections awaiting CER hold in partly received messages, together (at most [diameter].max_buffered_bytes_awaiting_cer).",
-            self.peers.buffered_awaiting_cer(),
+            self.signalling.peers().buffered_awaiting_cer(),
         );
         let mut errors = out.family(
             "pcrf_diameter_errors_awaiting_cer_total",
             "Diameter connections closed for a protocol error before their capabilities exchange, by kind: framing (bad version or length), too_long (over [diameter].max_message_bytes_awaiting_cer), buffer_budget (over [diameter].max_buffered_bytes_awaiting_cer), undecodable, tls_handshake.",
             Kind::Counter,
         );
-        for (kind, n) in self.peers.errors_awaiting_cer() {
+        for (kind, n) in self.signalling.peers().errors_awaiting_cer() {
             errors.sample(&[("kind", kind.name())], n);
         }
-        let c = &self.counters;
-        let shed = self.admission.shed();
+        let c = &self.telemetry.counters;
+        let shed = self.signalling.admission().shed();
         out.family(
             "pcrf_overload_shed_total",
             "Gx and Sd requests answered DIAMETER_TOO_BUSY: cause queue_delay in sustained overload ([overload]), in_flight_cap at [diameter].max_pending_requests (new = CCR-I, shed first).",
@@ -913,17 +876,17 @@ impl MetricsSource for Node {
         out.gauge(
             "pcrf_gx_in_flight",
             "Gx and Sd requests being worked on now.",
-            self.admission.in_flight(),
+            self.signalling.admission().in_flight(),
         );
         out.gauge(
             "pcrf_overload_active",
             "1 while the node is in sustained overload (queueing delay above [overload].target_delay_ms for a whole interval) or has half of [diameter].max_pending_requests in flight, else 0.",
-            self.admission.overloaded(),
+            self.signalling.admission().overloaded(),
         );
         out.gauge(
             "pcrf_queue_delay_min_seconds",
             "The smallest queueing delay (read to handler start) of the current [overload] interval so far.",
-            self.admission.interval_min_delay().map_or(0.0, |d| d.as_secs_f64()),
+            self.signalling.admission().interval_min_delay().map_or(0.0, |d| d.as_secs_f64()),
         );
         let u = &self.usage.counters;
         let counters: [(&str, &str, &AtomicU64); 16] = [
@@ -955,12 +918,12 @@ impl MetricsSource for Node {
         out.counter(
             "pcrf_cluster_sessions_taken_over_total",
             "Sessions this node did not hold, read from the shared store on a request and served here from then on.",
-            self.counters.taken_over.load(Relaxed),
+            self.telemetry.counters.taken_over.load(Relaxed),
         );
         out.counter(
             "pcrf_cluster_conflicts_total",
             "Session or usage rows another node had written since this node read them: the request was handled again on a fresh copy.",
-            self.store.stats().conflicts,
+            self.store().stats().conflicts,
         );
     }
 }

@@ -250,8 +250,8 @@ pub async fn run(
     });
     metrics.register(outbox.clone());
     let node = services.node.clone();
-    metrics.register(node.versions.policy.clone());
-    metrics.register(node.versions.usage.clone());
+    metrics.register(node.policy_runner().policy_versions().clone());
+    metrics.register(node.policy_runner().usage_versions().clone());
     let _usage_watcher = watch_usage_file(&node);
 
     let mut local = LocalNode::new(cfg.node.origin_host.clone(), cfg.node.origin_realm.clone())
@@ -388,12 +388,12 @@ pub async fn run(
             err,
         })?;
     let router = api::router(Arc::new(services.operations()), &cfg.api);
-    node.membership.set_api(
+    node.persistence().membership().set_api(
         api_listener
             .local_addr()
             .map_or_else(|_| cfg.api.listen.to_string(), |a| a.to_string()),
     );
-    metrics.register(node.membership.clone());
+    metrics.register(node.persistence().membership().clone());
 
     // One shutdown signal fans out to the Diameter server and the API.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -558,8 +558,7 @@ async fn start_sbi(
         // The N28 callback only where a CHF is the spending-limit peer.
         spending: services
             .node
-            .live
-            .load()
+            .live()
             .cfg
             .sy
             .chf
@@ -646,14 +645,17 @@ fn start_usage_versions(
 /// with its reasons when it fails to load or would orphan running
 /// grants: the version in force stays).
 fn watch_usage_file(node: &Arc<Node>) -> Option<crate::file_watch::WatcherGuard> {
-    let path = node.versions.usage.file().to_path_buf();
+    let path = node.policy_runner().usage_versions().file().to_path_buf();
     if !path.exists() {
         return None;
     }
     let watched = node.clone();
     let reload = move || {
         // reload_file() logs a refusal.
-        let _ = watched.versions.usage.reload_file(&*watched);
+        let _ = watched
+            .policy_runner()
+            .usage_versions()
+            .reload_file(&*watched);
     };
     match crate::file_watch::watch_file(&path, "usage-watch", reload) {
         Ok(g) => Some(g),
@@ -713,13 +715,15 @@ fn spawn_reload_on_sighup(
             let checksum = new.checksum_hex();
             // An edited policy file becomes the next version (refusals are
             // logged by reload_file).
-            let versions = node.versions.policy.clone();
+            let versions = node.policy_runner().policy_versions().clone();
             let _ = tokio::task::spawn_blocking(move || versions.reload_file()).await;
             // An edited usage file becomes the next version; refused, the
             // version in force stays (reload_file logs why).
             let host = node.clone();
-            let _ =
-                tokio::task::spawn_blocking(move || host.versions.usage.reload_file(&*host)).await;
+            let _ = tokio::task::spawn_blocking(move || {
+                host.policy_runner().usage_versions().reload_file(&*host)
+            })
+            .await;
             let restart = node.apply_config(new);
             tracing::info!(%checksum, "configuration reloaded");
             if !restart.is_empty() {

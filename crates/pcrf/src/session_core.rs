@@ -319,17 +319,15 @@ mod tests {
 
         // The rule catalog changes: the same reused decision is checked
         // again under it, not taken as it was checked before.
-        let live = node.node.live.load_full();
-        let mut cfg = (*live.cfg).clone();
+        let before = (*node.node.live().cfg).clone();
+        let mut cfg = before.clone();
         cfg.rules.predefined = opened_rules
             .iter()
             .filter(|r| *r != "internet")
             .cloned()
             .chain(["throttled".to_owned()])
             .collect();
-        node.node
-            .live
-            .store(Arc::new(crate::node::Live::of(Arc::new(cfg))));
+        node.node.apply_config(cfg);
         let mut usage = rt
             .block_on(node.node.begin_usage(&s.subscriber, None, later))
             .expect("usage");
@@ -341,7 +339,7 @@ mod tests {
             "checked under the new catalog: {:?}",
             rules(&narrowed.decision)
         );
-        node.node.live.store(live);
+        node.node.apply_config(before);
         drop(usage);
 
         // An update reporting more than the monthly allowance: throttled.

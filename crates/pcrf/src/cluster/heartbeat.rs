@@ -15,7 +15,7 @@ use tokio_postgres::Client;
 async fn beat(client: &Client, node: &Node, m: &Membership) -> Result<Vec<Row>, String> {
     // Memory holds open sessions only (a closed one is dropped at its
     // CCR-T and lives in the store), so this is the open sessions held.
-    let sessions = i64::try_from(node.sessions.len()).unwrap_or(i64::MAX);
+    let sessions = i64::try_from(node.sessions().len()).unwrap_or(i64::MAX);
     let serving = node.serving();
     client
         .execute(
@@ -59,11 +59,11 @@ pub async fn run_heartbeats(
     timeout: Duration,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    let m = node.membership.clone();
+    let m = node.persistence().membership().clone();
     let mut client: Option<Client> = None;
     let mut failing = false;
     loop {
-        let cfg = node.live.load().cfg.cluster.clone();
+        let cfg = node.live().cfg.cluster.clone();
         m.node_timeout_ms.store(cfg.node_timeout_ms, Relaxed);
         if client.is_none() {
             match connect(&url, timeout, "pcrf-membership", &m.name).await {

@@ -108,7 +108,7 @@ pub async fn run(
     loop {
         let res = match first.take() {
             Some(l) => serve(&node, l, timeout, &mut stop).await,
-            None => match Listener::open(&url, timeout, &node.me.origin_host).await {
+            None => match Listener::open(&url, timeout, &node.me().origin_host).await {
                 // What changed while no connection listened was not
                 // notified: compare the whole table with the store.
                 Ok(l) => match resync(&node, &l.client, timeout).await {
@@ -270,7 +270,7 @@ async fn resync(node: &Node, client: &Client, timeout: Duration) -> Result<usize
     // Gone from the store, unless written since its page was read (its
     // own notification follows then).
     let missing: Vec<String> = node
-        .subscribers
+        .subscribers()
         .imsis()
         .into_iter()
         .filter(|i| !seen.contains(i))
@@ -290,13 +290,13 @@ fn apply(node: &Node, imsi: &str, stored: Option<Subscriber>) -> bool {
     let (before, after) = match stored {
         Some(s) => {
             let s = Arc::new(s);
-            let before = node.subscribers.put(s.clone());
+            let before = node.subscribers().put(s.clone());
             if before.as_deref() == Some(&*s) {
                 return false;
             }
             (before, Some(s))
         }
-        None => match node.subscribers.remove(imsi) {
+        None => match node.subscribers().remove(imsi) {
             Some(before) => (Some(before), None),
             None => return false,
         },
@@ -315,7 +315,7 @@ fn apply(node: &Node, imsi: &str, stored: Option<Subscriber>) -> bool {
             }
         }
     }
-    keys.retain(|k| !node.sessions.ids_of_subscriber(k).is_empty());
+    keys.retain(|k| !node.sessions().ids_of_subscriber(k).is_empty());
     if keys.is_empty() {
         return true;
     }

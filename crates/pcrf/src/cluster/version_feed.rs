@@ -30,17 +30,22 @@ pub const POLL: Duration = Duration::from_secs(10);
 /// a version, the sessions it moved are decided again.
 async fn adopt(node: &Arc<Node>) {
     let host = node.clone();
-    match tokio::task::spawn_blocking(move || host.versions.usage.adopt_newest(&*host)).await {
+    match tokio::task::spawn_blocking(move || {
+        host.policy_runner().usage_versions().adopt_newest(&*host)
+    })
+    .await
+    {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => tracing::warn!(error = %e, "reading the newest usage file version failed"),
         Err(e) => tracing::error!(error = %e, "usage file adoption task failed"),
     }
-    let versions = node.versions.policy.clone();
+    let versions = node.policy_runner().policy_versions().clone();
     let rollout_before = versions.rollout();
     match tokio::task::spawn_blocking(move || versions.adopt_newest()).await {
         Ok(Ok(true)) => {
-            let rollout = rollout_before.is_some() || node.versions.policy.rollout().is_some();
-            let versions = node.versions.policy.clone();
+            let rollout = rollout_before.is_some()
+                || node.policy_runner().policy_versions().rollout().is_some();
+            let versions = node.policy_runner().policy_versions().clone();
             let withdraws = matches!(
                 tokio::task::spawn_blocking(move || versions.serving_withdraws()).await,
                 Ok(Ok(true))
@@ -65,7 +70,7 @@ pub async fn run(
 ) {
     let mut backoff = Duration::from_millis(100);
     loop {
-        match Listener::open_on(&url, timeout, &node.me.origin_host, CHANNEL).await {
+        match Listener::open_on(&url, timeout, &node.me().origin_host, CHANNEL).await {
             Ok(mut l) => {
                 backoff = Duration::from_millis(100);
                 adopt(&node).await;

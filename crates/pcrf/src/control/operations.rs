@@ -67,7 +67,7 @@ impl Operations {
         }
         fields.insert(
             "policy_version".into(),
-            serde_json::json!(self.node.versions.policy.serving()),
+            serde_json::json!(self.node.policy_runner().policy_versions().serving()),
         );
         fields.insert("inputs".into(), dry.inputs.clone());
         fields.insert(
@@ -98,13 +98,13 @@ impl Operations {
 
     /// A subscriber's usage as the API shows it, rolled to `now`.
     pub(crate) fn usage_of(&self, profile: &Subscriber, now: i64) -> UsageView {
-        let u = (*self.node.usage.load(&profile.imsi)).clone();
+        let u = (*self.node.usage().load(&profile.imsi)).clone();
         self.view_of(profile, u, now)
     }
 
     /// `u` as the API shows it, rolled to `now`.
     fn view_of(&self, profile: &Subscriber, mut u: SubscriberUsage, now: i64) -> UsageView {
-        let cfg = self.node.usage.config();
+        let cfg = self.node.usage().config();
         let day = cfg.billing_day_for(profile.billing_day);
         u.roll(&cfg, Some(day), now);
         let rfc3339 = |ms: i64| {
@@ -164,10 +164,10 @@ impl Operations {
     ) -> Result<UsageChange, ControlError> {
         let profile = self
             .node
-            .subscribers
+            .subscribers()
             .get(imsi)
             .ok_or_else(|| ControlError::NotFound(format!("no subscriber {imsi}")))?;
-        let cfg = self.node.usage.config_full();
+        let cfg = self.node.usage().config_full();
         if cfg.is_empty() {
             return Err(ControlError::Conflict(
                 "usage monitoring is off (no usage file)".into(),
@@ -181,7 +181,7 @@ impl Operations {
         // store's (a conflict is tried again), the inner one the change's.
         let (change, event, cfg) = (&change, &event, &cfg);
         let changed = crate::txn::retrying_conflicts(&self.node, imsi, move |_| async move {
-                let slot = self.node.usage.slot(imsi);
+                let slot = self.node.usage().slot(imsi);
                 let Ok(_g) = tokio::time::timeout(COMMIT_WAIT, slot.lock()).await else {
                     return Ok(Err(ControlError::Unavailable(
                         "subscriber usage busy".into(),
@@ -199,7 +199,7 @@ impl Operations {
                 let staged = event(&self.node, &next);
                 let mut changes = vec![Change::PutUsage(next.clone())];
                 changes.extend(staged.as_ref().and_then(|s| s.change()));
-                match self.node.store.submit(changes).await {
+                match self.node.store().submit(changes).await {
                     Ok(()) => {}
                     Err(e @ crate::store::StoreError::Conflict(_)) => {
                         tracing::info!(subscriber = imsi, error = %e, "usage written by another node; changing it again");
@@ -242,7 +242,7 @@ impl Control for Operations {
             .validate()
             .map_err(|e| ControlError::Invalid(e.to_string()))?;
         let s = Arc::new(subscriber);
-        let before = self.node.subscribers.get(&s.imsi);
+        let before = self.node.subscribers().get(&s.imsi);
         let staged = if before.as_deref() == Some(&*s) {
             None
         } else {
@@ -252,13 +252,13 @@ impl Control for Operations {
         let mut changes = vec![Change::PutSubscriber(s.clone())];
         changes.extend(staged.as_ref().and_then(|e| e.change()));
         self.node
-            .store
+            .store()
             .submit(changes)
             .await
             .map_err(|e| ControlError::Unavailable(e.to_string()))?;
         // On a shared store the provisioning feed may have put it already
         // (and re-decided the sessions): push only if this put changed it.
-        let old = self.node.subscribers.put(s.clone());
+        let old = self.node.subscribers().put(s.clone());
         if let Some(e) = staged {
             e.publish();
         }
@@ -272,18 +272,18 @@ impl Control for Operations {
     }
 
     fn subscriber(&self, imsi: &str) -> Option<Arc<Subscriber>> {
-        self.node.subscribers.get(imsi)
+        self.node.subscribers().get(imsi)
     }
 
     async fn delete_subscriber(&self, imsi: &str) -> Result<bool, ControlError> {
-        let Some(before) = self.node.subscribers.get(imsi) else {
+        let Some(before) = self.node.subscribers().get(imsi) else {
             return Ok(false);
         };
         let staged = self.node.subscriber_changed(imsi, Some(&before), None);
         let mut changes = vec![Change::DeleteSubscriber(imsi.to_owned())];
         changes.extend(staged.as_ref().and_then(|e| e.change()));
         self.node
-            .store
+            .store()
             .submit(changes)
             .await
             .map_err(|e| ControlError::Unavailable(e.to_string()))?;
@@ -291,7 +291,7 @@ impl Control for Operations {
             e.publish();
         }
         // The provisioning feed may have removed it already.
-        self.node.subscribers.remove(imsi);
+        self.node.subscribers().remove(imsi);
         Ok(true)
     }
 
@@ -299,7 +299,7 @@ impl Control for Operations {
         // Sessions are indexed by IMSI (or MSISDN when no IMSI was sent).
         let key = filter.subscriber.as_deref().map(|k| {
             self.node
-                .subscribers
+                .subscribers()
                 .by_msisdn(k)
                 .map_or_else(|| k.to_owned(), |s| s.imsi.clone())
         });
@@ -308,20 +308,20 @@ impl Control for Operations {
             ..filter.clone()
         };
         self.node
-            .sessions
+            .sessions()
             .list(key.as_deref(), |s| f.matches(s), filter.limit)
     }
 
     async fn session(&self, id: &str) -> Option<Arc<GxSession>> {
-        let held = self.node.sessions.get(id).map(|s| s.load());
+        let held = self.node.sessions().get(id).map(|s| s.load());
         // On a store shared with other nodes the copy here may be stale
         // (another node served the session since): the store is read, and
         // the copy here shown only when it cannot be. Not the hot path.
-        if held.is_some() && !self.node.store.is_shared() {
+        if held.is_some() && !self.node.store().is_shared() {
             return held;
         }
         // Closed sessions live in the store only (until the retention ends).
-        let read = tokio::time::timeout(COMMIT_WAIT, self.node.store.read_session(id)).await;
+        let read = tokio::time::timeout(COMMIT_WAIT, self.node.store().read_session(id)).await;
         match read {
             Ok(Ok(Some(found))) => Some(Arc::new(found)),
             Ok(Ok(None)) => None,
@@ -375,7 +375,7 @@ impl Control for Operations {
     }
 
     async fn reload_policy(&self) -> Result<u64, ReloadError> {
-        let versions = self.node.versions.policy.clone();
+        let versions = self.node.policy_runner().policy_versions().clone();
         let res = tokio::task::spawn_blocking(move || versions.reload_file())
             .await
             .map_err(|e| ReloadError {
@@ -395,32 +395,23 @@ impl Control for Operations {
     }
 
     fn set_congestion(&self, cell: &str, level: u32) -> usize {
-        {
-            let mut map = self.node.congestion.write();
-            let before = map.get(cell).copied().unwrap_or(0);
-            if level == 0 {
-                map.remove(cell);
-            } else {
-                map.insert(cell.to_ascii_lowercase(), level);
-            }
-            if before == level {
-                return 0;
-            }
+        if self.node.policy_runner().set_congestion(cell, level) == level {
+            return 0;
         }
         let ids = self.gx.sessions_in_cell(cell);
         self.gx.push_spread(ids, crate::pcc::PushReason::Congestion)
     }
 
     fn usage(&self, imsi: &str) -> Option<UsageView> {
-        let profile = self.node.subscribers.get(imsi)?;
+        let profile = self.node.subscribers().get(imsi)?;
         Some(self.usage_of(&profile, now_ms()))
     }
 
     async fn usage_stored(&self, imsi: &str) -> Option<UsageView> {
-        let profile = self.node.subscribers.get(imsi)?;
-        if self.node.store.is_shared() {
+        let profile = self.node.subscribers().get(imsi)?;
+        if self.node.store().is_shared() {
             // Other nodes may have counted since this one last did.
-            let read = tokio::time::timeout(COMMIT_WAIT, self.node.store.read_usage(imsi)).await;
+            let read = tokio::time::timeout(COMMIT_WAIT, self.node.store().read_usage(imsi)).await;
             if let Ok(Ok(stored)) = read {
                 let u = stored.unwrap_or_else(|| SubscriberUsage::new(imsi));
                 return Some(self.view_of(&profile, u, now_ms()));
@@ -450,7 +441,7 @@ impl Control for Operations {
         accumulator: Option<&str>,
     ) -> Result<UsageChange, ControlError> {
         if let Some(a) = accumulator {
-            if !self.node.usage.config().accumulators().contains_key(a) {
+            if !self.node.usage().config().accumulators().contains_key(a) {
                 return Err(ControlError::Invalid(format!(
                     "no accumulator {a:?} in the usage file"
                 )));
@@ -469,12 +460,12 @@ impl Control for Operations {
         // A write, not a flush: a flush passes while every write fails.
         // First, so that its error (a read-only database, a replaced file)
         // is the reason given.
-        match tokio::time::timeout(Duration::from_secs(2), self.node.store.probe()).await {
+        match tokio::time::timeout(Duration::from_secs(2), self.node.store().probe()).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(format!("store not writable: {e}")),
             Err(_) => return Err("store: writer did not answer within 2 s".into()),
         }
-        if let Some(pg) = &self.node.pg {
+        if let Some(pg) = self.node.persistence().pg() {
             if !pg.connection.is_up() {
                 return Err(
                     "store: PostgreSQL is unreachable (requests needing a write are answered 5012)"
@@ -486,11 +477,11 @@ impl Control for Operations {
     }
 
     fn config_checksum(&self) -> String {
-        self.node.live.load().cfg.checksum_hex()
+        self.node.live().cfg.checksum_hex()
     }
 
     fn render_metrics(&self) -> String {
-        self.node.metrics.render()
+        self.node.metrics().render()
     }
 
     fn cluster(&self) -> Option<crate::cluster::membership::ClusterView> {
@@ -498,7 +489,7 @@ impl Control for Operations {
     }
 
     fn notifications(&self) -> crate::notify::OutboxStatus {
-        self.node.notify.status()
+        self.node.persistence().outbox().status()
     }
 
     fn search_subscribers(&self, query: &SubscriberQuery) -> SubscriberPage {
@@ -508,7 +499,7 @@ impl Control for Operations {
             imsi: imsi.to_string(),
             msisdn: profile.and_then(|p| p.msisdn.clone()),
             plan: profile.and_then(|p| p.plan.clone()),
-            sessions: self.node.sessions.ids_of_subscriber(imsi).len(),
+            sessions: self.node.sessions().ids_of_subscriber(imsi).len(),
             provisioned: profile.is_some(),
         };
         let one = |p: Arc<Subscriber>, matched_by| SubscriberPage {
@@ -519,7 +510,7 @@ impl Control for Operations {
         if let Ok(addr) = q.parse::<std::net::IpAddr>() {
             let mut keys: Vec<String> = self
                 .node
-                .sessions
+                .sessions()
                 .bound_to(addr)
                 .iter()
                 .map(|slot| slot.load().subscriber.to_string())
@@ -529,22 +520,22 @@ impl Control for Operations {
             return SubscriberPage {
                 subscribers: keys
                     .iter()
-                    .map(|k| hit(k, self.node.subscribers.get(k).as_deref()))
+                    .map(|k| hit(k, self.node.subscribers().get(k).as_deref()))
                     .collect(),
                 next: None,
                 matched_by: "ue_address",
             };
         }
-        if let Some(p) = self.node.subscribers.get(q) {
+        if let Some(p) = self.node.subscribers().get(q) {
             return one(p, "imsi");
         }
-        if let Some(p) = self.node.subscribers.by_msisdn(q) {
+        if let Some(p) = self.node.subscribers().by_msisdn(q) {
             return one(p, "msisdn");
         }
         // Leading IMSI digits: a range of the ordered index. When none
         // match, leading MSISDN digits: a scan of the table.
         let after = query.after.as_deref();
-        let table = &self.node.subscribers;
+        let table = &self.node.subscribers();
         let imsi_digits = table
             .imsi_page(q, None, 1)
             .is_some_and(|(first, _)| !first.is_empty());
@@ -577,12 +568,12 @@ impl Control for Operations {
             path: engine.path().display().to_string(),
             source: engine.source().to_string(),
             cases: cases.is_file().then(|| cases.display().to_string()),
-            id: self.node.versions.policy.serving(),
-            refused: self.node.versions.policy.refused(),
+            id: self.node.policy_runner().policy_versions().serving(),
+            refused: self.node.policy_runner().policy_versions().refused(),
             rollout: self
                 .node
-                .versions
-                .policy
+                .policy_runner()
+                .policy_versions()
                 .rollout()
                 .as_ref()
                 .map(RolloutView::of),
@@ -608,14 +599,14 @@ impl Control for Operations {
     }
 
     async fn dry_run_policy(&self, source: String, imsi: String) -> Result<DryRun, ControlError> {
-        let profile = self.node.subscribers.get(&imsi);
+        let profile = self.node.subscribers().get(&imsi);
         // The inputs of the subscriber's most recent decision, if any.
         let session = self
             .node
-            .sessions
+            .sessions()
             .ids_of_subscriber(&imsi)
             .into_iter()
-            .filter_map(|id| self.node.sessions.get(&id).map(|s| s.load()))
+            .filter_map(|id| self.node.sessions().get(&id).map(|s| s.load()))
             .filter(|s| s.state == SessionState::Open)
             .filter_map(|s| {
                 let rec = s.last_decision.clone()?;
@@ -719,7 +710,7 @@ impl Control for Operations {
         imsi: String,
         limit: usize,
     ) -> Result<RecentDecisions, ControlError> {
-        let Some((file, keep)) = self.node.decision_log.file_set() else {
+        let Some((file, keep)) = self.node.policy_runner().decision_log().file_set() else {
             return Err(ControlError::Conflict(
                 "the decision log writes no file here: set [decision_log] enabled = true and file"
                     .into(),
@@ -783,7 +774,7 @@ impl Control for Operations {
     }
 
     fn query_profiler(&self) -> Option<QueryProfiler> {
-        self.node.pg.as_ref().map(|h| h.profiler.clone())
+        self.node.persistence().pg().map(|h| h.profiler.clone())
     }
 
     // Bulk provisioning: one submit, so the whole batch is one transaction
@@ -802,7 +793,7 @@ impl Control for Operations {
         // profiles into the table between the commit and the loop below.
         let existed: Vec<bool> = subscribers
             .iter()
-            .map(|s| self.node.subscribers.get(&s.imsi).is_some())
+            .map(|s| self.node.subscribers().get(&s.imsi).is_some())
             .collect();
         if !subscribers.is_empty() {
             let changes = subscribers
@@ -810,14 +801,14 @@ impl Control for Operations {
                 .map(|s| Change::PutSubscriber(s.clone()))
                 .collect();
             self.node
-                .store
+                .store()
                 .submit(changes)
                 .await
                 .map_err(|e| ControlError::Unavailable(e.to_string()))?;
         }
         let mut outcome = crate::control::BatchOutcome::default();
         for (s, existed) in subscribers.into_iter().zip(existed) {
-            self.node.subscribers.put(s);
+            self.node.subscribers().put(s);
             if existed {
                 outcome.updated += 1;
             } else {

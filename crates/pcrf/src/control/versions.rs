@@ -70,8 +70,8 @@ impl StoredVersions for UsageVersions {
 
 fn stored_versions(node: &Node, artifact: Artifact) -> Arc<dyn StoredVersions> {
     match artifact {
-        Artifact::Policy => node.versions.policy.clone(),
-        Artifact::Usage => node.versions.usage.clone(),
+        Artifact::Policy => node.policy_runner().policy_versions().clone(),
+        Artifact::Usage => node.policy_runner().usage_versions().clone(),
     }
 }
 
@@ -143,7 +143,7 @@ pub async fn deploy_usage(
 ) -> Result<Deployed, DeployFailure> {
     let host = node.clone();
     let done = tokio::task::spawn_blocking(move || {
-        let usage = &host.versions.usage;
+        let usage = &host.policy_runner().usage_versions();
         match what {
             UsageDeploy::Text { text, comment } => usage.deploy(&*host, text, &by, &comment),
             UsageDeploy::Rollback(id) => usage.rollback(&*host, id, &by),
@@ -154,7 +154,7 @@ pub async fn deploy_usage(
         DeployFailure::Failed(ControlError::Internal(format!("deploy task failed: {e}")))
     })??;
     let nodes = adoption(node, Artifact::Usage, done.id).await;
-    let serving = node.versions.usage.serving();
+    let serving = node.policy_runner().usage_versions().serving();
     Ok(Deployed {
         version: done.hash.clone(),
         deployed: VersionView::of(done, serving, false),
@@ -189,7 +189,7 @@ async fn deploying<T: Send + 'static>(
 }
 
 pub async fn deploy(node: &Arc<Node>, what: Deploy, by: String) -> Result<Deployed, DeployFailure> {
-    let versions = node.versions.policy.clone();
+    let versions = node.policy_runner().policy_versions().clone();
     let ends_rollout = versions.rollout().is_some();
     let (done, withdraws) = deploying(move || {
         let done = match what {
@@ -205,7 +205,7 @@ pub async fn deploy(node: &Arc<Node>, what: Deploy, by: String) -> Result<Deploy
         redecide_reassigned(node);
     }
     let nodes = adoption(node, Artifact::Policy, done.id).await;
-    let serving = node.versions.policy.serving();
+    let serving = node.policy_runner().policy_versions().serving();
     Ok(Deployed {
         version: done.hash.clone(),
         deployed: VersionView::of(done, serving, false),
@@ -220,7 +220,7 @@ pub async fn start_rollout(
     start: RolloutStart,
     by: String,
 ) -> Result<RolloutView, DeployFailure> {
-    let versions = node.versions.policy.clone();
+    let versions = node.policy_runner().policy_versions().clone();
     let (_, rollout) = deploying(move || {
         let source = match (start.source, start.version) {
             (Some(source), None) => source,
@@ -255,7 +255,7 @@ pub async fn widen_rollout(
     subscribers: Vec<String>,
     by: String,
 ) -> Result<RolloutView, DeployFailure> {
-    let versions = node.versions.policy.clone();
+    let versions = node.policy_runner().policy_versions().clone();
     let rollout =
         deploying(move || versions.widen_rollout(share_basis_points, subscribers, &by)).await?;
     redecide_reassigned(node);
@@ -270,7 +270,7 @@ pub async fn widen_rollout(
 pub(crate) fn redecide_reassigned(node: &Arc<Node>) {
     let engine = &node.policy();
     let mut keys: Vec<String> = node
-        .sessions
+        .sessions()
         .list(
             None,
             |s| {

@@ -26,7 +26,7 @@ impl Gx {
         usage: &UsageInstructions,
     ) -> Result<Message, ControlError> {
         let node = &self.node;
-        let peer: PeerHandle = node.route_to(&s.pcef_host).ok_or_else(|| {
+        let peer: PeerHandle = node.signalling().route_to(&s.pcef_host).ok_or_else(|| {
             ControlError::Peer(format!(
                 "PCEF {} is not connected, directly or through a relay",
                 s.pcef_host
@@ -38,7 +38,7 @@ impl Gx {
                 crate::gx::encode_rar(
                     b,
                     &s.id,
-                    &node.me,
+                    node.me(),
                     &s.pcef_host,
                     &s.pcef_realm,
                     diff,
@@ -53,11 +53,12 @@ impl Gx {
                     .ok()
                     .and_then(|r| r.result_code.or(r.experimental_result))
                     .unwrap_or(0);
-                node.metrics.request(Command::Rar, code, started.elapsed());
+                node.metrics()
+                    .request(Command::Rar, code, started.elapsed());
                 Ok(ans)
             }
             Err(e) => {
-                node.metrics
+                node.metrics()
                     .request(Command::Rar, crate::metrics::NO_ANSWER, started.elapsed());
                 Err(match e {
                     RequestError::Timeout => {

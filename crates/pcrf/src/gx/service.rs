@@ -129,9 +129,10 @@ impl Gx {
         }
         // The row a new record replaces: written over at its version.
         let mut stored_version = 0;
-        if again && self.node.sessions.get(c.session_id).is_none() {
+        if again && self.node.sessions().get(c.session_id).is_none() {
             if let Ok(Ok(Some(st))) =
-                tokio::time::timeout(COMMIT_WAIT, self.node.store.read_session(c.session_id)).await
+                tokio::time::timeout(COMMIT_WAIT, self.node.store().read_session(c.session_id))
+                    .await
             {
                 stored_version = st.version.get();
                 if st.state == SessionState::Open {
@@ -141,7 +142,7 @@ impl Gx {
         }
         // A retransmitted CCR-I is answered again, not applied twice; an
         // open session of another peer is neither replayed nor replaced.
-        if let Some(slot) = self.node.sessions.get(c.session_id) {
+        if let Some(slot) = self.node.sessions().get(c.session_id) {
             let _g = slot.lock().await;
             let cur = slot.load();
             stored_version = cur.version.get();
@@ -156,7 +157,7 @@ impl Gx {
         }
         let sub = self.node.find_subscriber(c.imsi, c.msisdn);
         if sub.is_none()
-            && self.node.live.load().cfg.policy.unknown_subscriber == UnknownSubscriber::Reject
+            && self.node.live().cfg.policy.unknown_subscriber == UnknownSubscriber::Reject
         {
             tracing::info!(session = c.session_id, imsi = ?c.imsi, msisdn = ?c.msisdn, "unknown subscriber rejected");
             return Ok(self.cca(req, c, Outcome::Result(USER_UNKNOWN), None, None));
@@ -372,7 +373,7 @@ impl Gx {
     async fn cold_retransmission(&self, req: &Message, c: &Ccr<'_>) -> Answered {
         if req.flags() & FLAG_T != 0 {
             let read =
-                tokio::time::timeout(COMMIT_WAIT, self.node.store.read_session(c.session_id));
+                tokio::time::timeout(COMMIT_WAIT, self.node.store().read_session(c.session_id));
             if let Ok(Ok(Some(stored))) = read.await {
                 if let Some(refused) = self.refuse_stranger(&stored, req, c) {
                     return refused;
@@ -408,7 +409,7 @@ impl Gx {
             return None;
         }
         let ans = cur.last_answer.as_deref()?;
-        self.node.counters.retransmissions.fetch_add(1, Relaxed);
+        self.node.counters().retransmissions.fetch_add(1, Relaxed);
         Some(replay(ans, req))
     }
 
@@ -425,17 +426,17 @@ impl Gx {
         let encoded = gx::encode_cca(
             &mut buf,
             req,
-            &self.node.me,
+            self.node.me(),
             c,
             outcome,
             extras.unwrap_or(&empty),
             diff,
-            Some(self.node.doic.reporter()),
+            Some(self.node.signalling().doic().reporter()),
         );
         // An answer larger than the configured maximum (which the PCEF
         // enforces too) or than the 24-bit length would desynchronise or
         // drop the connection: answer 5012 instead, on the same connection.
-        let max = self.node.live.load().cfg.diameter.max_message_bytes as usize;
+        let max = self.node.live().cfg.diameter.max_message_bytes as usize;
         let len = match encoded {
             Ok(len) if len <= max => {
                 return Answered {
@@ -449,7 +450,7 @@ impl Gx {
             Ok(len) => len,
             Err(e) => e.len,
         };
-        self.node.counters.answers_too_large.fetch_add(1, Relaxed);
+        self.node.counters().answers_too_large.fetch_add(1, Relaxed);
         tracing::error!(
             session = c.session_id,
             bytes = len,
@@ -457,7 +458,7 @@ impl Gx {
             "CCA larger than [diameter].max_message_bytes; answering DIAMETER_UNABLE_TO_COMPLY"
         );
         buf.clear();
-        gx::encode_cca_too_large(&mut buf, req, &self.node.me, c, len, max);
+        gx::encode_cca_too_large(&mut buf, req, self.node.me(), c, len, max);
         Answered {
             decided_by: None,
             bytes: buf.freeze(),
@@ -552,8 +553,8 @@ impl Gx {
         crate::session::af::add_af_rules(&cur.af, &mut decision);
         let mut pending = (*cur).clone();
         let mut usage = UsageInstructions::default();
-        if !self.node.usage.config().is_empty() {
-            let accumulators = self.node.usage.load(&cur.subscriber);
+        if !self.node.usage().config().is_empty() {
+            let accumulators = self.node.usage().load(&cur.subscriber);
             usage = self.node.monitoring_answer(
                 &accumulators,
                 sub.as_deref(),
@@ -631,7 +632,7 @@ impl Gx {
                 .await
                 .map_err(|e| ControlError::Unavailable(e.message.to_string()))?;
             events.publish();
-            self.node.sessions.remove(id);
+            self.node.sessions().remove(id);
             self.rx.abort_afs(&cur);
             self.sy.sy_session_ended(&cur);
             return Err(ControlError::Peer(format!(

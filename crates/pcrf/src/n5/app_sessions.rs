@@ -48,7 +48,8 @@ impl AppSessions {
 
     fn admit(&self, class: Class) -> Result<crate::admission::Permit<'_>, ProblemDetails> {
         self.node
-            .admission
+            .signalling()
+            .admission()
             .admit(class, None)
             .map_err(|_| ProblemDetails::congestion())
     }

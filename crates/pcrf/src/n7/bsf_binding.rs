@@ -60,7 +60,7 @@ impl BindingKeeper {
     /// it until now) is removed once the new one is stored. Nothing when
     /// a registration for the session runs already.
     pub fn bind(self: &Arc<Self>, s: &GxSession) {
-        let live = self.node.live.load();
+        let live = self.node.live();
         let (Some(sbi), Some(ctx)) = (live.cfg.sbi.as_ref(), s.n7.as_deref()) else {
             return;
         };
@@ -108,8 +108,7 @@ impl BindingKeeper {
     fn sessions_without_binding(&self) -> Vec<Arc<GxSession>> {
         let bsf_on = self
             .node
-            .live
-            .load()
+            .live()
             .cfg
             .sbi
             .as_ref()
@@ -117,7 +116,7 @@ impl BindingKeeper {
         if !bsf_on {
             return Vec::new();
         }
-        self.node.sessions.list(
+        self.node.sessions().list(
             None,
             |s| {
                 s.state == SessionState::Open
@@ -146,7 +145,7 @@ async fn register(
             return;
         }
     };
-    let Some(slot) = node.sessions.get(id) else {
+    let Some(slot) = node.sessions().get(id) else {
         // Deleted meanwhile: the binding goes too.
         let _ = bsf.deregister(&binding).await;
         return;

@@ -72,7 +72,7 @@ impl N7 {
         F: FnMut(usize) -> Fut,
         Fut: std::future::Future<Output = Result<Op<T>, DiameterError>>,
     {
-        let Ok(_permit) = self.node.admission.admit(class, None) else {
+        let Ok(_permit) = self.node.signalling().admission().admit(class, None) else {
             return Err(ProblemDetails::congestion());
         };
         match txn::retrying_conflicts(&self.node, subject, attempt).await {
@@ -87,9 +87,7 @@ impl N7 {
         let imsi = supi.strip_prefix("imsi-");
         let msisdn = ctx.gpsi.as_deref().and_then(|g| g.strip_prefix("msisdn-"));
         let sub = node.find_subscriber(imsi, msisdn);
-        if sub.is_none()
-            && node.live.load().cfg.policy.unknown_subscriber == UnknownSubscriber::Reject
-        {
+        if sub.is_none() && node.live().cfg.policy.unknown_subscriber == UnknownSubscriber::Reject {
             tracing::info!(supi, "unknown subscriber rejected (N7)");
             return Ok(Err(ProblemDetails::new(
                 400,
@@ -151,7 +149,7 @@ impl N7 {
             return Vec::new();
         }
         self.node
-            .sessions
+            .sessions()
             .list(
                 Some(key),
                 |s| {
@@ -171,7 +169,7 @@ impl N7 {
     /// A session taken over gets a PCF binding naming this node, so that
     /// the BSF sends the AFs of the UE where the session is served now.
     async fn open_session(&self, id: &str) -> Result<Op<Arc<SessionSlot>>, DiameterError> {
-        let held_here = self.node.sessions.get(id).is_some();
+        let held_here = self.node.sessions().get(id).is_some();
         let Some(slot) = self.node.find_or_take_over(id).await? else {
             return Ok(Err(not_found(id)));
         };
@@ -299,15 +297,14 @@ impl N7 {
     ) -> Option<Op<SmPolicyDecision>> {
         let window = self
             .node
-            .live
-            .load()
+            .live()
             .cfg
             .sbi
             .as_ref()
             .map_or(0, |sbi| sbi.repeat_window_ms);
         let kept = cur.last_answer.as_deref()?;
         let again = repeat::recall(kept, digest, now, window)?;
-        self.node.counters.retransmissions.fetch_add(1, Relaxed);
+        self.node.counters().retransmissions.fetch_add(1, Relaxed);
         tracing::info!(session = %cur.id, applied_ms = again.applied_ms, "N7 Update repeated by the SMF; answered again, not applied twice");
         let same = (cur.updated_ms == again.applied_ms)
             .then(|| serde_json::from_slice(again.answer_json).ok())

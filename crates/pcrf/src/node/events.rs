@@ -120,10 +120,12 @@ impl Node {
         now: i64,
         payload: impl FnOnce() -> Value,
     ) -> Option<Staged> {
-        if !self.notify.wants(name) {
+        if !self.persistence.outbox().wants(name) {
             return None;
         }
-        self.notify.stage(name, subscriber, key, payload(), now)
+        self.persistence
+            .outbox()
+            .stage(name, subscriber, key, payload(), now)
     }
 
     /// `session.started`, for a session opened by a CCR-I.
@@ -149,12 +151,16 @@ impl Node {
         reused: bool,
         rules: Option<(&[String], &[String])>,
     ) -> Option<Staged> {
-        if !self.decision_log.is_on() {
+        if !self.policy.decision_log().is_on() {
             return None;
         }
         let record = s.last_decision.as_deref()?;
-        let to_sinks = self.notify.wants(names::DECISION);
-        if !self.decision_log.takes(&s.subscriber, plan, to_sinks) {
+        let to_sinks = self.persistence.outbox().wants(names::DECISION);
+        if !self
+            .policy
+            .decision_log()
+            .takes(&s.subscriber, plan, to_sinks)
+        {
             return None;
         }
         let payload = DecisionPayload {
@@ -170,7 +176,7 @@ impl Node {
             rules_removed: rules.map(|(_, removed)| removed),
         };
         let now = super::now_ms();
-        if let Some(file) = &self.decision_log.file {
+        if let Some(file) = &self.policy.decision_log().file {
             // Written from the borrowed parts: the inputs (kept as JSON
             // text) go out as they are, with no tree of values built and
             // dropped for each line.
@@ -199,11 +205,11 @@ impl Node {
         plan: Option<&str>,
         mut dry: serde_json::Map<String, Value>,
     ) -> Option<Staged> {
-        if !self.decision_log.is_on() {
+        if !self.policy.decision_log().is_on() {
             return None;
         }
-        let to_sinks = self.notify.wants(names::DECISION);
-        if !self.decision_log.takes(subscriber, plan, to_sinks) {
+        let to_sinks = self.persistence.outbox().wants(names::DECISION);
+        if !self.policy.decision_log().takes(subscriber, plan, to_sinks) {
             return None;
         }
         dry.insert("interface".into(), json!("api"));
@@ -224,7 +230,7 @@ impl Node {
         to_sinks: bool,
     ) -> Option<Staged> {
         let now = super::now_ms();
-        if let Some(file) = &self.decision_log.file {
+        if let Some(file) = &self.policy.decision_log().file {
             let line = DecisionLine {
                 time: crate::notify::event::iso_ms(now),
                 name: names::DECISION,
@@ -247,14 +253,14 @@ impl Node {
         payload: Value,
         now: i64,
     ) -> Option<Staged> {
-        self.notify.stage(
+        self.persistence.outbox().stage(
             names::DECISION,
             Some(subscriber),
             format!(
                 "{}:{}:{}",
                 names::DECISION,
                 about,
-                self.notify.next_id_hint()
+                self.persistence.outbox().next_id_hint()
             ),
             payload,
             now,
@@ -300,7 +306,7 @@ impl Node {
         at: i64,
     ) {
         // Nothing to do (and nothing allocated) without a sink for it.
-        if !self.notify.wants(names::QUOTA_THRESHOLD) {
+        if !self.persistence.outbox().wants(names::QUOTA_THRESHOLD) {
             return;
         }
         let thresholds = self.live.load().cfg.notifications.quota_thresholds.clone();
@@ -421,7 +427,7 @@ impl Node {
         let Some(staged) = self.stage_event(
             name,
             None,
-            format!("{name}:{host}:{}", self.notify.next_id_hint()),
+            format!("{name}:{host}:{}", self.persistence.outbox().next_id_hint()),
             super::now_ms(),
             || match &reason {
                 Some(r) => json!({ "peer": host, "reason": r }),
@@ -433,7 +439,7 @@ impl Node {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let store = self.store.clone();
+        let store = self.store().clone();
         rt.spawn(async move {
             let Some(change) = staged.change() else {
                 return;
@@ -461,7 +467,7 @@ impl Node {
                 "{}:{}:{}",
                 names::USAGE_TOPUP,
                 usage.subscriber,
-                self.notify.next_id_hint()
+                self.persistence.outbox().next_id_hint()
             ),
             super::now_ms(),
             || {
@@ -495,7 +501,7 @@ impl Node {
             format!(
                 "{}:{imsi}:{}",
                 names::SUBSCRIBER_CHANGED,
-                self.notify.next_id_hint()
+                self.persistence.outbox().next_id_hint()
             ),
             super::now_ms(),
             || {

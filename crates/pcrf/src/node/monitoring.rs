@@ -83,7 +83,7 @@ impl Node {
         if slot.loaded() {
             return Ok(());
         }
-        let read = tokio::time::timeout(COMMIT_WAIT, self.store.read_usage(subscriber)).await;
+        let read = tokio::time::timeout(COMMIT_WAIT, self.store().read_usage(subscriber)).await;
         match read {
             Ok(Ok(stored)) => {
                 slot.load_stored(stored);

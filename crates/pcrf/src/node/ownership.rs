@@ -66,7 +66,10 @@ impl Node {
     pub(crate) fn requester(&self, session: &str, holder: &str, origin: &str) -> Requester {
         let who = requester(&self.live.load().cfg.peers, holder, origin);
         if who == Requester::Stranger {
-            self.counters.foreign_session_requests.fetch_add(1, Relaxed);
+            self.telemetry
+                .counters
+                .foreign_session_requests
+                .fetch_add(1, Relaxed);
             tracing::debug!(
                 session,
                 holder,

@@ -34,16 +34,16 @@ impl Node {
         if let Some(slot) = self.sessions.get(id) {
             return Ok(Some(slot));
         }
-        if !self.store.is_shared() {
+        if !self.store().is_shared() {
             return Ok(None);
         }
-        let stored = read_in_time(id, self.store.read_session(id)).await?;
+        let stored = read_in_time(id, self.store().read_session(id)).await?;
         let Some(s) = stored.filter(|s| s.state == SessionState::Open) else {
             return Ok(None);
         };
         match self.sessions.insert(Arc::new(s)) {
             Ok(slot) => {
-                self.counters.taken_over.fetch_add(1, Relaxed);
+                self.telemetry.counters.taken_over.fetch_add(1, Relaxed);
                 tracing::info!(session = id, "session taken over from the store");
                 Ok(Some(slot))
             }
@@ -60,7 +60,7 @@ impl Node {
     /// read keeps the copy (a stale one would conflict at its next write).
     /// For pushes outside a CCR, not the hot path: one read per session.
     pub(crate) async fn moved_away(&self, id: &str) -> bool {
-        if !self.store.is_shared() {
+        if !self.store().is_shared() {
             return false;
         }
         let Some(slot) = self.sessions.get(id) else {
@@ -69,7 +69,7 @@ impl Node {
         // No write of this node's own in flight while it compares.
         let _g = slot.lock().await;
         let held = slot.load().version.get();
-        let read = tokio::time::timeout(COMMIT_WAIT, self.store.read_session(id)).await;
+        let read = tokio::time::timeout(COMMIT_WAIT, self.store().read_session(id)).await;
         let moved = match read {
             Ok(Ok(Some(stored))) => stored.version.get() != held,
             // Deleted by another node.
@@ -90,10 +90,10 @@ impl Node {
     /// open sessions of the subscriber the store listed (0 on the embedded
     /// store).
     pub(crate) async fn take_over_subscriber(&self, key: &str) -> Result<usize, DiameterError> {
-        if !self.store.is_shared() {
+        if !self.store().is_shared() {
             return Ok(0);
         }
-        let ids = read_in_time(key, self.store.sessions_of(key)).await?;
+        let ids = read_in_time(key, self.store().sessions_of(key)).await?;
         for id in &ids {
             if !self.refresh(id).await {
                 self.find_or_take_over(id).await?;
@@ -124,11 +124,11 @@ impl Node {
             return false;
         }
         let held = slot.load().version.get();
-        match tokio::time::timeout(COMMIT_WAIT, self.store.read_session(id)).await {
+        match tokio::time::timeout(COMMIT_WAIT, self.store().read_session(id)).await {
             Ok(Ok(Some(stored))) if stored.version.get() == held => true,
             Ok(Ok(Some(stored))) if stored.state == SessionState::Open => {
                 slot.publish(Arc::new(stored));
-                self.counters.taken_over.fetch_add(1, Relaxed);
+                self.telemetry.counters.taken_over.fetch_add(1, Relaxed);
                 tracing::info!(session = id, "session read afresh from the store");
                 true
             }

@@ -23,10 +23,10 @@ impl Node {
         &self,
         by: OpenSessionsBy,
     ) -> Result<Vec<Arc<SessionSlot>>, DiameterError> {
-        if !self.store.is_shared() {
+        if !self.store().is_shared() {
             return Ok(Vec::new());
         }
-        let ids = read_in_time(&by, self.store.open_session_ids(by.clone())).await?;
+        let ids = read_in_time(&by, self.store().open_session_ids(by.clone())).await?;
         let mut slots = Vec::with_capacity(ids.len());
         for id in ids {
             // A copy held here that does not hold what the store says it

@@ -157,7 +157,7 @@ impl Rx {
             ip_can_type: s.and_then(|s| s.ip_can_type),
             rat_type: s.and_then(|s| s.rat_type),
         };
-        rx::encode_aaa(&mut buf, req, &self.node.me, outcome, &extras, why);
+        rx::encode_aaa(&mut buf, req, self.node.me(), outcome, &extras, why);
         Answered {
             decided_by: None,
             bytes: buf.freeze(),
@@ -172,17 +172,17 @@ impl Rx {
     fn bind_aar(&self, a: &Aar<'_>) -> Binding {
         let mut slots = Vec::new();
         if let Some(v4) = a.ue_ipv4 {
-            slots = self.node.sessions.bound_to(IpAddr::V4(v4));
+            slots = self.node.sessions().bound_to(IpAddr::V4(v4));
         }
         if slots.is_empty() {
             if let Some(p) = a.ue_ipv6_prefix {
                 slots = self
                     .node
-                    .sessions
+                    .sessions()
                     .bindings()
                     .find_prefix(p)
                     .iter()
-                    .filter_map(|id| self.node.sessions.get(id))
+                    .filter_map(|id| self.node.sessions().get(id))
                     .collect();
             }
         }
@@ -261,12 +261,12 @@ impl Rx {
         &self,
         rx_session: &str,
     ) -> Result<Option<Arc<SessionSlot>>, DiameterError> {
-        if let Some(slot) = self.node.sessions.bound_af(rx_session) {
+        if let Some(slot) = self.node.sessions().bound_af(rx_session) {
             return Ok(Some(slot));
         }
         let by = OpenSessionsBy::SubSession(rx_session.to_owned());
         self.node.take_over_by(by).await?;
-        Ok(self.node.sessions.bound_af(rx_session))
+        Ok(self.node.sessions().bound_af(rx_session))
     }
 
     async fn aar(&self, req: &Message) -> Result<Answered, DiameterError> {
@@ -296,7 +296,7 @@ impl Rx {
         // an id that cannot be bound yet).
         let existing = match a.request_type {
             Some(RxRequestType::Update) => self.bound_af_or_take_over(a.session_id).await?,
-            _ => self.node.sessions.bound_af(a.session_id),
+            _ => self.node.sessions().bound_af(a.session_id),
         };
         let slot = match existing {
             Some(slot) => slot,
@@ -456,7 +456,7 @@ impl Rx {
         add_af_triggers(others.chain(std::iter::once(&af)), &mut installed);
         let diff = RuleDiff::between(&cur.installed, &installed);
         let mut next = (*cur).clone();
-        if !diff.is_empty() && !self.node.live.load().cfg.rx.answer_after_raa {
+        if !diff.is_empty() && !self.node.live().cfg.rx.answer_after_raa {
             // Answer first: store the rules as installed, answer, and push
             // in the background; a refusal is undone and notified.
             drop(diff);
@@ -549,7 +549,7 @@ impl Rx {
         let s = req.validate().and_then(|_| rx::decode_str(req))?;
         let code = self.end_af(s.session_id, Some(s.origin_host)).await?;
         let mut buf = BytesMut::with_capacity(128);
-        rx::encode_sta(&mut buf, req, &self.node.me, code);
+        rx::encode_sta(&mut buf, req, self.node.me(), code);
         Ok(Answered {
             decided_by: None,
             bytes: buf.freeze(),
@@ -571,7 +571,7 @@ impl Rx {
         let served = |holder: &str| {
             origin_host.is_none_or(|o| self.node.requester(af_id, holder, o).is_served())
         };
-        let slot = match self.node.sessions.bound_af(af_id) {
+        let slot = match self.node.sessions().bound_af(af_id) {
             Some(slot) => slot,
             // The Gx session ended first (ASR sent): the AF's STR closes it.
             None if self.state.take_aborted(af_id, |af_host| served(af_host)) => {
@@ -641,7 +641,7 @@ impl Rx {
         old_rules: Vec<crate::policy::decision::RuleDefinition>,
         new_rules: Vec<crate::policy::decision::RuleDefinition>,
     ) {
-        let Some(slot) = self.node.sessions.get(gx_id) else {
+        let Some(slot) = self.node.sessions().get(gx_id) else {
             return;
         };
         let _g = slot.lock().await;
@@ -825,12 +825,12 @@ impl Rx {
             let res = crate::n5::notify::event(uri, &resource, action).await;
             self.state.af_notifications.fetch_add(1, Relaxed);
             self.node
-                .metrics
+                .metrics()
                 .request(Command::N5Notify, http_code(&res), started.elapsed());
             tracing::info!(af = %uri, session = %af.id, action, answer = ?res, "AF notified (N5)");
             return;
         }
-        let Some(peer) = self.node.route_to(&af.af_host) else {
+        let Some(peer) = self.node.signalling().route_to(&af.af_host) else {
             tracing::warn!(af = %af.af_host, session = %af.id, "AF not connected; notification dropped");
             return;
         };
@@ -844,7 +844,14 @@ impl Rx {
         let started = Instant::now();
         let res = peer
             .request(rx::RX, cmd::RE_AUTH, |b| {
-                rx::encode_af_rar(b, &af.id, &self.node.me, &af.af_host, &af.af_realm, &notice)
+                rx::encode_af_rar(
+                    b,
+                    &af.id,
+                    self.node.me(),
+                    &af.af_host,
+                    &af.af_realm,
+                    &notice,
+                )
             })
             .await;
         let code = match &res {
@@ -853,7 +860,7 @@ impl Rx {
         };
         self.state.af_notifications.fetch_add(1, Relaxed);
         self.node
-            .metrics
+            .metrics()
             .request(Command::Rar, code, started.elapsed());
         tracing::info!(af = %af.af_host, session = %af.id, action, code, "AF notified");
     }
@@ -884,12 +891,12 @@ impl Rx {
             let resource = self.node.app_session_uri(&af.id);
             let res = crate::n5::notify::terminate(uri, &resource).await;
             self.node
-                .metrics
+                .metrics()
                 .request(Command::N5Notify, http_code(&res), started.elapsed());
             tracing::info!(af = %uri, session = %af.id, answer = ?res, "AF session terminated (N5)");
             return;
         }
-        let Some(peer) = self.node.route_to(&af.af_host) else {
+        let Some(peer) = self.node.signalling().route_to(&af.af_host) else {
             tracing::warn!(af = %af.af_host, session = %af.id, "AF not connected; ASR not sent");
             return;
         };
@@ -899,7 +906,7 @@ impl Rx {
                 rx::encode_asr(
                     b,
                     &af.id,
-                    &self.node.me,
+                    self.node.me(),
                     &af.af_host,
                     &af.af_realm,
                     enums::ABORT_CAUSE::BEARER_RELEASED,
@@ -911,7 +918,7 @@ impl Rx {
             Err(_) => NO_ANSWER,
         };
         self.node
-            .metrics
+            .metrics()
             .request(Command::Asr, code, started.elapsed());
         tracing::info!(af = %af.af_host, session = %af.id, code, "AF session aborted");
     }
@@ -936,7 +943,7 @@ impl Rx {
         out.gauge(
             "pcrf_rx_sessions",
             "Rx (AF) sessions bound to open Gx sessions",
-            self.node.sessions.af_index().len() as u64,
+            self.node.sessions().af_index().len() as u64,
         );
     }
 }

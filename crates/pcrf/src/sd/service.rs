@@ -124,7 +124,7 @@ impl Sd {
         usage: &UsageInstructions,
     ) -> Answered {
         let mut buf = BytesMut::with_capacity(256);
-        sd::encode_cca(&mut buf, req, &self.node.me, c, outcome, adc, usage);
+        sd::encode_cca(&mut buf, req, self.node.me(), c, outcome, adc, usage);
         Answered {
             decided_by: None,
             bytes: buf.freeze(),
@@ -170,7 +170,7 @@ impl Sd {
             return None;
         }
         let ans = t.last_answer.as_ref()?;
-        self.node.counters.retransmissions.fetch_add(1, Relaxed);
+        self.node.counters().retransmissions.fetch_add(1, Relaxed);
         Some(replay(ans, req))
     }
 
@@ -217,7 +217,7 @@ impl Sd {
         only: Option<&BTreeSet<String>>,
         now: i64,
     ) -> UsageInstructions {
-        let cfg = self.node.usage.config();
+        let cfg = self.node.usage().config();
         let mut out = UsageInstructions::default();
         if cfg.is_empty() {
             return out;
@@ -235,7 +235,7 @@ impl Sd {
             if let Some((level, units)) =
                 grant_for(&cfg, usage, profile.as_deref(), Interface::Sd, k, now)
             {
-                self.node.usage.counters.grants.fetch_add(1, Relaxed);
+                self.node.usage().counters.grants.fetch_add(1, Relaxed);
                 out.grants.push(UsageGrant {
                     key: k.to_owned(),
                     level,
@@ -250,14 +250,14 @@ impl Sd {
     /// IPv6 prefix; among several, the one of the same subscriber.
     fn bind_tdf(&self, c: &TdfCcr<'_>) -> Option<Arc<SessionSlot>> {
         let mut slots = match (c.ue_ipv4, c.ue_ipv6_prefix) {
-            (Some(v4), _) => self.node.sessions.bound_to(IpAddr::V4(v4)),
+            (Some(v4), _) => self.node.sessions().bound_to(IpAddr::V4(v4)),
             (None, Some(p)) => self
                 .node
-                .sessions
+                .sessions()
                 .bindings()
                 .find_prefix(p)
                 .iter()
-                .filter_map(|id| self.node.sessions.get(id))
+                .filter_map(|id| self.node.sessions().get(id))
                 .collect(),
             (None, None) => Vec::new(),
         };
@@ -310,7 +310,7 @@ impl Sd {
         let here = self
             .state
             .gx_of(sd_id)
-            .and_then(|g| self.node.sessions.get(&g));
+            .and_then(|g| self.node.sessions().get(&g));
         if let Some(slot) = here.filter(holds) {
             return Ok(Some(slot));
         }
@@ -379,7 +379,7 @@ impl Sd {
             c.origin_realm.to_owned(),
         );
         tdf.last_request_number = c.request_number;
-        let usage = self.node.usage.load(&s.subscriber);
+        let usage = self.node.usage().load(&s.subscriber);
         let grants = self.sd_grants(&s, &usage, &wanted, None, now);
         let answer = self.sd_cca(
             req,
@@ -494,7 +494,7 @@ impl Sd {
         let grants = match &usage {
             Some(step) => self.sd_grants(&s, &step.next, &wanted, Some(&regrant), now),
             None if !regrant.is_empty() => {
-                let current = self.node.usage.load(&s.subscriber);
+                let current = self.node.usage().load(&s.subscriber);
                 self.sd_grants(&s, &current, &wanted, Some(&regrant), now)
             }
             None => UsageInstructions::default(),
@@ -633,7 +633,7 @@ impl Sd {
             return;
         }
         let needed = match &s.tdf {
-            None => !s.installed.adc.is_empty() && self.node.live.load().cfg.sd.tdf.is_some(),
+            None => !s.installed.adc.is_empty() && self.node.live().cfg.sd.tdf.is_some(),
             Some(t) => t.installed != s.installed.adc,
         };
         if !needed {
@@ -649,7 +649,7 @@ impl Sd {
     /// Brings the TDF in line with the Gx session's decision, under the
     /// session's lock: TSR when there is no TDF session, Sd RAR otherwise.
     async fn sd_reconcile(&self, gx_id: &str) {
-        let Some(slot) = self.node.sessions.get(gx_id) else {
+        let Some(slot) = self.node.sessions().get(gx_id) else {
             return;
         };
         let _g = slot.lock().await;
@@ -676,7 +676,7 @@ impl Sd {
                     return;
                 }
                 let changes = AdcChanges { install, remove };
-                let usage = self.node.usage.load(&cur.subscriber);
+                let usage = self.node.usage().load(&cur.subscriber);
                 let only: BTreeSet<String> = changes
                     .install
                     .iter()
@@ -736,19 +736,19 @@ impl Sd {
         s: &GxSession,
         wanted: &[AdcRule],
     ) -> Result<(TdfSession, Vec<String>), String> {
-        let cfg = self.node.live.load().cfg.clone();
+        let cfg = self.node.live().cfg.clone();
         let host = cfg.sd.tdf.clone().ok_or("no [sd].tdf configured")?;
         let realm = cfg
             .sd
             .realm
             .clone()
             .unwrap_or_else(|| cfg.node.origin_realm.clone());
-        let peer = self
-            .node
-            .route_to(&host)
-            .ok_or_else(|| format!("TDF {host} is not connected, directly or through a relay"))?;
+        let peer =
+            self.node.signalling().route_to(&host).ok_or_else(|| {
+                format!("TDF {host} is not connected, directly or through a relay")
+            })?;
         let n = self.state.next_id.fetch_add(1, Relaxed);
-        let id = format!("{};sd;{};{n}", self.node.me.origin_host, now_ms());
+        let id = format!("{};sd;{};{n}", self.node.me().origin_host, now_ms());
         let prefix = s
             .ue_ipv6_prefix
             .as_deref()
@@ -764,7 +764,7 @@ impl Sd {
             install: wanted.iter().collect(),
             remove: Vec::new(),
         };
-        let usage = self.node.usage.load(&s.subscriber);
+        let usage = self.node.usage().load(&s.subscriber);
         let grants = self.sd_grants(s, &usage, wanted, None, now_ms());
         let started = Instant::now();
         let res = peer
@@ -772,7 +772,7 @@ impl Sd {
                 sd::encode_tsr(
                     b,
                     &id,
-                    &self.node.me,
+                    self.node.me(),
                     &host,
                     &realm,
                     &subject,
@@ -784,7 +784,7 @@ impl Sd {
         let ans = match res {
             Ok(m) => m,
             Err(e) => {
-                self.node.metrics.request(
+                self.node.metrics().request(
                     Command::Tsr,
                     crate::metrics::NO_ANSWER,
                     started.elapsed(),
@@ -794,7 +794,7 @@ impl Sd {
         };
         let tsa = sd::decode_answer(&ans).map_err(|e| format!("bad TSA: {e}"))?;
         self.node
-            .metrics
+            .metrics()
             .request(Command::Tsr, tsa.code(), started.elapsed());
         if tsa.code() != result_code::DIAMETER_SUCCESS {
             return Err(format!("TDF {host} refused the TSR: {}", tsa.code()));
@@ -818,7 +818,7 @@ impl Sd {
         changes: &AdcChanges<'_>,
         usage: &UsageInstructions,
     ) -> Result<sd::SdAnswer, String> {
-        let peer = self.node.route_to(&t.host).ok_or_else(|| {
+        let peer = self.node.signalling().route_to(&t.host).ok_or_else(|| {
             format!(
                 "TDF {} is not connected, directly or through a relay",
                 t.host
@@ -830,7 +830,7 @@ impl Sd {
                 sd::encode_rar(
                     b,
                     &t.id,
-                    &self.node.me,
+                    self.node.me(),
                     &t.host,
                     &t.realm,
                     release,
@@ -843,12 +843,12 @@ impl Sd {
             Ok(m) => {
                 let raa = sd::decode_answer(&m).map_err(|e| format!("bad Sd RAA: {e}"))?;
                 self.node
-                    .metrics
+                    .metrics()
                     .request(Command::SdRar, raa.code(), started.elapsed());
                 Ok(raa)
             }
             Err(e) => {
-                self.node.metrics.request(
+                self.node.metrics().request(
                     Command::SdRar,
                     crate::metrics::NO_ANSWER,
                     started.elapsed(),

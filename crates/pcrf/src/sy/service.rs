@@ -65,11 +65,11 @@ impl Sy {
     /// pending status changes of recovered Sy sessions. Does nothing
     /// without `[sy].ocs` or `[sy].chf`.
     pub fn start_sy<H: Handler>(&self, dnode: &transport::Node<H>) {
-        let cfg = self.node.live.load().cfg.sy.clone();
+        let cfg = self.node.live().cfg.sy.clone();
         let peer = match &cfg.chf {
             Some(uri) if !cfg.uses_ocs() => SpendingPeer::Chf(Chf::new(uri, cfg.timeout_ms)),
             _ if cfg.uses_ocs() => {
-                SpendingPeer::Ocs(OcsPool::start(dnode, &cfg, &self.node.me.origin_realm))
+                SpendingPeer::Ocs(OcsPool::start(dnode, &cfg, &self.node.me().origin_realm))
             }
             _ => return,
         };
@@ -145,12 +145,12 @@ impl Sy {
     /// conflict may drop a copy taken over here before the SNR stores its
     /// statuses in it: the SNR must then be handled again, not answered.
     async fn gather(&self, key: &str) -> Result<bool, DiameterError> {
-        if !self.node.store.is_shared() {
+        if !self.node.store().is_shared() {
             return Ok(false);
         }
         let mut held = self.node.take_over_subscriber(key).await? > 0;
-        for id in self.node.sessions.ids_of_subscriber(key) {
-            if let Some(slot) = self.node.sessions.get(&id) {
+        for id in self.node.sessions().ids_of_subscriber(key) {
+            if let Some(slot) = self.node.sessions().get(&id) {
                 let s = slot.load();
                 held |= s.state == SessionState::Open;
                 self.adopt(&s);
@@ -193,7 +193,8 @@ impl Sy {
                 // SNR for it finds the subscriber's sessions in the store.
                 format!(
                     "{};sy;{};{n};{key}",
-                    self.node.me.origin_host, self.state.boot_secs
+                    self.node.me().origin_host,
+                    self.state.boot_secs
                 ),
                 now,
             )
@@ -231,7 +232,7 @@ impl Sy {
         let started = Instant::now();
         let res = peer
             .subscribe(
-                &self.node.me,
+                self.node.me(),
                 &SubscribeRequest {
                     session: &sy,
                     imsi: s.imsi.as_deref(),
@@ -246,7 +247,7 @@ impl Sy {
         match res {
             Ok(ans) => {
                 self.node
-                    .metrics
+                    .metrics()
                     .request(Command::Slr, ans.code, started.elapsed());
                 let kind = peer.kind();
                 match ans.outcome {
@@ -301,7 +302,7 @@ impl Sy {
             }
             Err(e) => {
                 self.node
-                    .metrics
+                    .metrics()
                     .request(Command::Slr, NO_ANSWER, started.elapsed());
                 self.state.fallbacks.fetch_add(1, Relaxed);
                 log_unanswered(&key, peer.kind(), &e);
@@ -309,7 +310,7 @@ impl Sy {
         }
         let statuses = with_unknown(sy.statuses(now), wanted);
         if !changed {
-            let retry = self.node.live.load().cfg.sy.retry_secs.saturating_mul(1000);
+            let retry = self.node.live().cfg.sy.retry_secs.saturating_mul(1000);
             entry
                 .retry_at_ms
                 .store(now.saturating_add(retry as i64), Relaxed);
@@ -351,7 +352,7 @@ impl Sy {
             return;
         };
         let key = key.to_owned();
-        if self.node.store.is_shared() {
+        if self.node.store().is_shared() {
             tokio::spawn(async move {
                 if this.in_use(&key, &sy.session_id).await {
                     let _ = this.persist_sy(&key, sy).await;
@@ -361,12 +362,17 @@ impl Sy {
             });
             return;
         }
-        let others_open = self.node.sessions.ids_of_subscriber(&key).iter().any(|id| {
-            self.node
-                .sessions
-                .get(id)
-                .is_some_and(|slot| slot.load().state == SessionState::Open)
-        });
+        let others_open = self
+            .node
+            .sessions()
+            .ids_of_subscriber(&key)
+            .iter()
+            .any(|id| {
+                self.node
+                    .sessions()
+                    .get(id)
+                    .is_some_and(|slot| slot.load().state == SessionState::Open)
+            });
         if others_open {
             // The closed record may have held the newest copy: keep one
             // in a record that stays open.
@@ -409,7 +415,8 @@ impl Sy {
     /// in use is worse than leaving one to the OCS's clean-up. Off the hot
     /// path: read when a session of a subscriber with a Sy session ends.
     async fn in_use(&self, key: &str, sy_id: &str) -> bool {
-        let ids = match tokio::time::timeout(COMMIT_WAIT, self.node.store.sessions_of(key)).await {
+        let ids = match tokio::time::timeout(COMMIT_WAIT, self.node.store().sessions_of(key)).await
+        {
             Ok(Ok(ids)) => ids,
             Ok(Err(e)) => {
                 tracing::warn!(subscriber = key, error = %e, "open sessions not read; the Sy session is kept");
@@ -424,7 +431,7 @@ impl Sy {
             }
         };
         for id in ids {
-            match tokio::time::timeout(COMMIT_WAIT, self.node.store.read_session(&id)).await {
+            match tokio::time::timeout(COMMIT_WAIT, self.node.store().read_session(&id)).await {
                 Ok(Ok(Some(s))) => {
                     // A record without one was written before the Sy
                     // session opened: the subscriber's is its own too.
@@ -447,16 +454,16 @@ impl Sy {
             return;
         };
         let started = Instant::now();
-        match peer.unsubscribe(&self.node.me, sy).await {
+        match peer.unsubscribe(self.node.me(), sy).await {
             Ok(ans) => {
                 self.node
-                    .metrics
+                    .metrics()
                     .request(Command::Str, ans.code, started.elapsed());
                 tracing::info!(subscriber = key, sy_session = %sy.session_id, peer = %ans.peer, code = ans.code, "{} session ended", peer.kind());
             }
             Err(e) => {
                 self.node
-                    .metrics
+                    .metrics()
                     .request(Command::Str, NO_ANSWER, started.elapsed());
                 tracing::warn!(subscriber = key, sy_session = %sy.session_id, error = %e, "unsubscribe from the {} unanswered; it keeps the subscription until it cleans up", peer.kind());
             }
@@ -497,7 +504,7 @@ impl Sy {
         let snr = sy::decode_snr(req)?;
         let answer = |code: u32| {
             let mut out = BytesMut::with_capacity(256);
-            sy::encode_sna(&mut out, req, &self.node.me, code);
+            sy::encode_sna(&mut out, req, self.node.me(), code);
             (out.freeze(), code)
         };
         // A CHF's subscriptions are not notified over Sy.
@@ -527,7 +534,7 @@ impl Sy {
     ) -> Result<bool, DiameterError> {
         let key = self.state.table.subscriber_of(session_id).or_else(|| {
             self.node
-                .store
+                .store()
                 .is_shared()
                 .then(|| subscriber_in(session_id).map(str::to_owned))
                 .flatten()
@@ -549,8 +556,7 @@ impl Sy {
                             sy.terminated(now_ms());
                             // Not subscribed again at once: the peer ended
                             // it; the statuses are "unknown" meanwhile.
-                            let retry =
-                                self.node.live.load().cfg.sy.retry_secs.saturating_mul(1000);
+                            let retry = self.node.live().cfg.sy.retry_secs.saturating_mul(1000);
                             entry
                                 .retry_at_ms
                                 .store(now_ms().saturating_add(retry as i64), Relaxed);
@@ -599,7 +605,12 @@ impl Sy {
         if !matches!(self.state.peer.get(), Some(SpendingPeer::Chf(_))) {
             return NotifyOutcome::Unknown;
         }
-        let Ok(_permit) = self.node.admission.admit(Class::Existing, None) else {
+        let Ok(_permit) = self
+            .node
+            .signalling()
+            .admission()
+            .admit(Class::Existing, None)
+        else {
             return NotifyOutcome::Busy;
         };
         let started = Instant::now();
@@ -616,7 +627,7 @@ impl Sy {
             Err(e) => (e.result_code, NotifyOutcome::Failed(e.message.to_string())),
         };
         self.node
-            .metrics
+            .metrics()
             .request(Command::Snr, code, started.elapsed());
         outcome
     }
@@ -625,8 +636,8 @@ impl Sy {
     /// records (the newest copy wins at start-up, so one is enough).
     /// Whether one holds it now: false when this node holds none.
     async fn persist_sy(&self, key: &str, sy: SySession) -> Result<bool, DiameterError> {
-        for id in self.node.sessions.ids_of_subscriber(key) {
-            let Some(slot) = self.node.sessions.get(&id) else {
+        for id in self.node.sessions().ids_of_subscriber(key) {
+            let Some(slot) = self.node.sessions().get(&id) else {
                 continue;
             };
             let _g = slot.lock().await;

@@ -66,26 +66,37 @@ where
     F: FnMut(usize) -> Fut,
     Fut: Future<Output = Result<Answered, DiameterError>>,
 {
-    let Ok(_permit) = node.admission.admit(req.class, request_received_at()) else {
-        node.metrics.request(
+    let Ok(_permit) = node
+        .signalling()
+        .admission()
+        .admit(req.class, request_received_at())
+    else {
+        node.metrics().request(
             req.command,
             result_code::DIAMETER_TOO_BUSY,
             req.started.elapsed(),
         );
         // Peers that speak DOIC are asked to send less for a while.
-        node.doic
+        node.signalling()
+            .doic()
             .shedding(OVERLOAD_REDUCTION_PERCENT, OVERLOAD_REPORT_VALIDITY);
-        return Ok(too_busy_answer(req.message, &node.me, node.doic.reporter()));
+        return Ok(too_busy_answer(
+            req.message,
+            node.me(),
+            node.signalling().doic().reporter(),
+        ));
     };
     // The queue emptied within an interval: the report is withdrawn.
-    node.doic.settle(|| node.admission.overloaded());
+    node.signalling()
+        .doic()
+        .settle(|| node.signalling().admission().overloaded());
     let result = retrying_conflicts(node, req.subject, attempt).await;
     let code = match &result {
         Ok(a) => a.code,
         Err(e) => e.result_code,
     };
     let us = req.started.elapsed();
-    node.metrics.request(req.command, code, us);
+    node.metrics().request(req.command, code, us);
     if let Ok(Answered {
         decided_by: Some(version),
         ..
@@ -125,7 +136,7 @@ pub(crate) async fn commit_session(
     let usage_write = usage_change(&usage);
     let unchanged = unchanged_from.is_some_and(|cur| s.durably_equal(cur));
     if unchanged && usage_write.is_none() && events.is_empty() {
-        node.counters.writes_skipped.fetch_add(1, Relaxed);
+        node.counters().writes_skipped.fetch_add(1, Relaxed);
     } else {
         let mut changes = vec![Change::PutSession(s.clone())];
         changes.extend(usage_write);
@@ -143,7 +154,7 @@ pub(crate) async fn commit_session(
 /// Counts a request refused before it reached [`serve`] (it did not
 /// decode): its metrics and its log line, as `serve` writes them.
 pub(crate) fn refused(node: &Node, command: Command, started: Instant, e: &DiameterError) {
-    node.metrics
+    node.metrics()
         .request(command, e.result_code, started.elapsed());
     tracing::info!(command = command.label(), error = %e, "request refused");
 }
@@ -180,7 +191,7 @@ where
                 conflict_backoff(tries).await;
             }
             Err(e) if is_conflict(&e) => {
-                node.counters.store_failures.fetch_add(1, Relaxed);
+                node.counters().store_failures.fetch_add(1, Relaxed);
                 tracing::error!(
                     subject,
                     tries,

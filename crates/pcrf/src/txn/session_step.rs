@@ -128,9 +128,9 @@ pub(crate) async fn commit_open(
     pending: Pending,
 ) -> Result<Arc<SessionSlot>, DiameterError> {
     let Pending { usage, events, .. } = pending;
-    let slot = match node.sessions.insert(s.clone()) {
+    let slot = match node.sessions().insert(s.clone()) {
         Ok(slot) => slot,
-        Err(_) => node.sessions.replace(s.clone()),
+        Err(_) => node.sessions().replace(s.clone()),
     };
     {
         let _g = slot.lock().await;
@@ -138,7 +138,7 @@ pub(crate) async fn commit_open(
         changes.extend(usage_change(&usage));
         changes.extend(events.changes());
         if let Err(e) = node.commit(changes).await {
-            node.sessions.remove(&s.id);
+            node.sessions().remove(&s.id);
             return Err(e);
         }
         events.publish();
@@ -203,7 +203,7 @@ pub(crate) async fn close(
     let s = Arc::new(s);
     commit_session(node, slot, s.clone(), usage, events, None).await?;
     rx.abort_afs(&s);
-    node.sessions.remove(&s.id);
+    node.sessions().remove(&s.id);
     sy.sy_session_ended(cur);
     Ok(s)
 }
