@@ -21,14 +21,13 @@ pub(crate) use crate::usage::step::{billing_day, UsageStep};
 pub use crate::usage::table::UsageCounters;
 pub use persistence::Persistence;
 pub use policy_runner::PolicyRunner;
-pub use signalling::{BoxFuture, GxSignalling, Signalling};
+pub use signalling::{BoxFuture, GxSignalling, Signalling, SmfSignalling};
 use std::fmt::Write as _;
 use std::sync::Weak;
 
 use crate::admission::Admission;
 use crate::config::Config;
 use crate::limits::{LOGGED_ITEMS_PER_REQUEST, MAX_RULE_REPORTS_PER_REQUEST};
-use crate::metrics::Command;
 use crate::metrics::{
     peer_stats, write_peers, CommitStats, Exposition, HistogramSnapshot, Kind, Metrics,
     MetricsSource, PolicyStats as MetricsPolicyStats, SessionStats,
@@ -58,7 +57,7 @@ use diameter::transport::PeerTable;
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
 use std::sync::Arc;
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 /// DIAMETER_USER_UNKNOWN: a Result-Code of RFC 4006 (§9.1) that TS 29.212
 /// (§5.5) uses in a CCA-I for a subscriber the PCRF does not know.
@@ -225,6 +224,11 @@ impl Node {
     /// The Gx service, while it runs.
     pub(crate) fn gx_service(&self) -> Option<Arc<dyn GxSignalling>> {
         self.signalling.gx()
+    }
+
+    /// Names the N7 service: it pushes to the SMFs of N7 sessions.
+    pub fn set_smf(&self, smf: Weak<dyn SmfSignalling>) {
+        self.signalling.set_smf(smf);
     }
 
     /// The configuration in force, with its rule catalog.
@@ -490,7 +494,7 @@ impl Node {
 
     /// Pushes to the session's enforcement point and returns its answer
     /// as an RAA says it: a Gx RAR to the PCEF, or, for an N7 session, a
-    /// notification to the SMF (`n7::notify`). `diff` is what changed
+    /// notification to the SMF (through [`SmfSignalling`]). `diff` is what changed
     /// (what a RAR carries), `after` the whole decision it leads to (what
     /// an SMF's difference is computed against), `release` ends the
     /// session with that Session-Release-Cause.
@@ -503,24 +507,14 @@ impl Node {
         usage: &UsageInstructions,
     ) -> Result<crate::pcc::reauth_answer::Raa, ControlError> {
         if s.n7.is_some() {
-            let resource = self.sm_policy_uri(&s.id);
-            let push = match release {
-                Some(cause) => crate::n7::notify::Push::Terminate(cause),
-                None => crate::n7::notify::Push::Decision {
-                    after: after.unwrap_or(&s.installed),
-                    usage,
-                },
+            let Some(smf) = self.signalling.smf() else {
+                return Err(ControlError::Unavailable(
+                    "the N7 service is not running".into(),
+                ));
             };
-            let started = Instant::now();
-            let answer = crate::n7::notify::push(s, &resource, push).await;
-            let code = match &answer {
-                Ok(raa) => raa.result_code.unwrap_or(0),
-                Err(_) => crate::metrics::NO_ANSWER,
-            };
-            self.telemetry
-                .metrics
-                .request(Command::N7Notify, code, started.elapsed());
-            return answer;
+            return smf
+                .push(s, after.unwrap_or(&s.installed), release, usage)
+                .await;
         }
         let Some(gx) = self.gx_service() else {
             return Err(ControlError::Unavailable(
@@ -552,25 +546,6 @@ impl Node {
                 false
             }
         }
-    }
-
-    /// The resource URI of the SM policy `id` (what its notifications
-    /// name).
-    pub(crate) fn sm_policy_uri(&self, id: &str) -> String {
-        format!(
-            "{}{}/sm-policies/{id}",
-            self.sbi_root(),
-            crate::n7::service::SERVICE_ROOT
-        )
-    }
-
-    /// The resource URI of the N5 application session `id`.
-    pub(crate) fn app_session_uri(&self, id: &str) -> String {
-        format!(
-            "{}{}/app-sessions/{id}",
-            self.sbi_root(),
-            crate::n5::model::N5_SERVICE_ROOT
-        )
     }
 
     /// Where the SBI's resources are reached: under the API prefix

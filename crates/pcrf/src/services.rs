@@ -2,14 +2,15 @@
 //! loaded: the shared node first, then Sy (which the others read spending
 //! statuses from), Rx and Sd, and Gx last (it tells the other three when a
 //! Gx session changes). Gx is then handed to the node as the one that
-//! re-decides sessions on Sd's and Sy's behalf and sends its RARs, and every service's metrics
-//! are registered.
+//! re-decides sessions on Sd's and Sy's behalf and sends its RARs, N7 as
+//! the one that notifies the SMFs, and every service's metrics are
+//! registered.
 
 use crate::control::Operations;
 use crate::gx::service::Gx;
 use crate::n5::app_sessions::AppSessions;
 use crate::n7::sessions::N7;
-use crate::node::{GxSignalling, Node, NodeParts};
+use crate::node::{GxSignalling, Node, NodeParts, SmfSignalling};
 use crate::rx::service::Rx;
 use crate::sd::service::Sd;
 use crate::sd::state::SdState;
@@ -44,6 +45,8 @@ impl Services {
         let n5 = AppSessions::new(node.clone(), rx.clone());
         let signalling: Arc<dyn GxSignalling> = gx.clone();
         node.set_gx(Arc::downgrade(&signalling));
+        let smf: Arc<dyn SmfSignalling> = n7.clone();
+        node.set_smf(Arc::downgrade(&smf));
         let metrics = node.metrics().clone();
         metrics.register(node.clone());
         metrics.register(rx.clone());

@@ -6,7 +6,18 @@
 //! Over the same HTTP/2 client as the pushes to SMFs.
 
 use super::decode::af_event;
+use crate::node::Node;
 use serde_json::json;
+
+/// The resource URI of the N5 application session `id` (what its
+/// notifications name).
+pub(crate) fn app_session_uri(node: &Node, id: &str) -> String {
+    format!(
+        "{}{}/app-sessions/{id}",
+        node.sbi_root(),
+        super::model::N5_SERVICE_ROOT
+    )
+}
 
 /// The status the AF answered with, or why there was none.
 async fn post(uri: &str, suffix: &str, body: serde_json::Value) -> Result<u16, String> {

@@ -7,13 +7,16 @@
 //! the SMF deletes the SM policy.
 //!
 //! The node pushes to every session's enforcement point through one call
-//! (`Node::send_push`); for an N7 session it lands here, and the SMF's
+//! (`Node::send_push`); for an N7 session it lands here, through the N7
+//! service's `SmfSignalling` (the node knows no N7 type), and the SMF's
 //! answer comes back as what a PCEF's RAA says: success (with any rule
 //! reports of a partial success), 5002 for 404 (the SMF has no such
 //! session: the node forgets it), or a failure.
 
 use super::held::{changes_for_smf, held_by_smf, rule_reports, whole_at};
 use super::model::{RuleReport, SmPolicyNotification};
+use crate::metrics::Command;
+use crate::node::{BoxFuture, Node, SmfSignalling};
 use crate::pcc::operation::ControlError;
 use crate::pcc::reauth_answer::Raa;
 use crate::pcc::UsageInstructions;
@@ -22,7 +25,7 @@ use crate::session::GxSession;
 use diameter::peer::{Backoff, Jitter};
 use diameter::result_code;
 use serde::Deserialize;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// Tries of one push when the SMF cannot be reached or answers 5xx. The
 /// push holds the session's lock (as a RAR awaiting its RAA does), so the
@@ -31,6 +34,43 @@ use std::time::Duration;
 const PUSH_ATTEMPTS: u32 = 3;
 const RETRY_INITIAL: Duration = Duration::from_millis(100);
 const RETRY_MAX: Duration = Duration::from_millis(400);
+
+/// The resource URI of the SM policy `id` (what its notifications name).
+pub(crate) fn sm_policy_uri(node: &Node, id: &str) -> String {
+    format!(
+        "{}{}/sm-policies/{id}",
+        node.sbi_root(),
+        super::service::SERVICE_ROOT
+    )
+}
+
+impl SmfSignalling for super::sessions::N7 {
+    fn push<'a>(
+        &'a self,
+        s: &'a GxSession,
+        after: &'a Decision,
+        release: Option<i32>,
+        usage: &'a UsageInstructions,
+    ) -> BoxFuture<'a, Result<Raa, ControlError>> {
+        Box::pin(async move {
+            let node = self.node();
+            let resource = sm_policy_uri(node, &s.id);
+            let what = match release {
+                Some(cause) => Push::Terminate(cause),
+                None => Push::Decision { after, usage },
+            };
+            let started = Instant::now();
+            let answer = push(s, &resource, what).await;
+            let code = match &answer {
+                Ok(raa) => raa.result_code.unwrap_or(0),
+                Err(_) => crate::metrics::NO_ANSWER,
+            };
+            node.metrics()
+                .request(Command::N7Notify, code, started.elapsed());
+            answer
+        })
+    }
+}
 
 /// What a push asks of the SMF.
 pub(crate) enum Push<'a> {

@@ -59,6 +59,11 @@ impl N7 {
         })
     }
 
+    /// The node the sessions live on.
+    pub(crate) fn node(&self) -> &Node {
+        &self.node
+    }
+
     /// What keeps the sessions' PCF bindings (its sweep runs beside the
     /// SBI listener).
     pub fn bindings(&self) -> Arc<BindingKeeper> {

@@ -1,7 +1,8 @@
 //! The node's face toward its Diameter peers: who it is (Origin-Host and
 //! -Realm), the connections, admission of incoming requests and the DOIC
-//! overload report that goes with it, and the way to the Gx service that
-//! sends what the node composes toward a PCEF (RARs, re-decisions). The
+//! overload report that goes with it, and the ways to the Gx service that
+//! sends what the node composes toward a PCEF (RARs, re-decisions) and to
+//! the N7 service that notifies an SMF. The
 //! applications answer with this identity, route their requests through
 //! it and are admitted by it; none of them holds a peer table of its own.
 
@@ -11,7 +12,9 @@ use std::sync::{Arc, OnceLock, Weak};
 
 use crate::admission::Admission;
 use crate::pcc::operation::{ControlError, ReauthOutcome};
+use crate::pcc::reauth_answer::Raa;
 use crate::pcc::{PushReason, PushSummary, UsageInstructions};
+use crate::policy::decision::Decision;
 use crate::session::{GxSession, RuleDiff};
 use crate::session_message::Identity;
 use diameter::codec::Message;
@@ -49,7 +52,23 @@ pub trait GxSignalling: Send + Sync {
     ) -> BoxFuture<'a, Result<Message, ControlError>>;
 }
 
-/// The identity, the peers, admission, DOIC and the Gx service.
+/// What the node asks of the N7 service: to push to an N7 session's SMF
+/// the decision `after` (the notification carries its difference from
+/// what the SMF holds, with `usage`'s thresholds), or the session's end
+/// with the Session-Release-Cause `release`; the SMF's answer read as an
+/// RAA says it. The node pushes to every enforcement point through
+/// `Node::send_push` and knows neither N7's resources nor its JSON.
+pub trait SmfSignalling: Send + Sync {
+    fn push<'a>(
+        &'a self,
+        s: &'a GxSession,
+        after: &'a Decision,
+        release: Option<i32>,
+        usage: &'a UsageInstructions,
+    ) -> BoxFuture<'a, Result<Raa, ControlError>>;
+}
+
+/// The identity, the peers, admission, DOIC and the Gx and N7 services.
 pub struct Signalling {
     me: Identity,
     peers: PeerTable,
@@ -61,6 +80,9 @@ pub struct Signalling {
     /// something that changes a decision, and sends the RARs the node
     /// composes (set once the services exist).
     gx: OnceLock<Weak<dyn GxSignalling>>,
+    /// The N7 service, which pushes to the SMFs (set once the services
+    /// exist).
+    smf: OnceLock<Weak<dyn SmfSignalling>>,
 }
 
 impl Signalling {
@@ -71,6 +93,7 @@ impl Signalling {
             admission,
             doic: Doic::default(),
             gx: OnceLock::new(),
+            smf: OnceLock::new(),
         }
     }
 
@@ -99,6 +122,16 @@ impl Signalling {
     /// The Gx service, while it runs.
     pub(crate) fn gx(&self) -> Option<Arc<dyn GxSignalling>> {
         self.gx.get().and_then(Weak::upgrade)
+    }
+
+    /// Names the N7 service (once).
+    pub(crate) fn set_smf(&self, smf: Weak<dyn SmfSignalling>) {
+        let _ = self.smf.set(smf);
+    }
+
+    /// The N7 service, while it runs.
+    pub(crate) fn smf(&self) -> Option<Arc<dyn SmfSignalling>> {
+        self.smf.get().and_then(Weak::upgrade)
     }
 
     /// The connection a request to the Diameter node `host` goes over: its

@@ -821,7 +821,7 @@ impl Rx {
         let (af, action) = (&note.af, note.action);
         if let Some(uri) = &af.notification_uri {
             let started = Instant::now();
-            let resource = self.node.app_session_uri(&af.id);
+            let resource = crate::n5::notify::app_session_uri(&self.node, &af.id);
             let res = crate::n5::notify::event(uri, &resource, action).await;
             self.state.af_notifications.fetch_add(1, Relaxed);
             self.node
@@ -888,7 +888,7 @@ impl Rx {
     async fn send_asr(&self, af: &AfSession) {
         if let Some(uri) = &af.notification_uri {
             let started = Instant::now();
-            let resource = self.node.app_session_uri(&af.id);
+            let resource = crate::n5::notify::app_session_uri(&self.node, &af.id);
             let res = crate::n5::notify::terminate(uri, &resource).await;
             self.node
                 .metrics()
