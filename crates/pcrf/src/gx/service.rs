@@ -35,7 +35,7 @@ use std::sync::Weak;
 use std::time::Instant;
 
 use crate::node::events::StagedEvents;
-use crate::node::{now_ms, replay, usage_change, Answered, Node, COMMIT_WAIT, USER_UNKNOWN};
+use crate::node::{now_ms, replay, Answered, Node, COMMIT_WAIT, USER_UNKNOWN};
 
 /// The Gx service: answers the PCEFs' CCRs and re-decides their sessions.
 /// It holds the services of the applications bound to a Gx session, which
@@ -733,18 +733,9 @@ impl Gx {
         events: StagedEvents,
     ) -> Result<Arc<GxSession>, ControlError> {
         let s = Arc::new(s);
-        let mut changes = vec![Change::PutSession(s.clone())];
-        changes.extend(usage_change(&step));
-        changes.extend(events.changes());
-        self.node
-            .commit(changes)
+        txn::commit_session(&self.node, slot, s.clone(), step, events, None)
             .await
             .map_err(|e| ControlError::Unavailable(e.message.to_string()))?;
-        events.publish();
-        slot.publish(s.clone());
-        if let Some(step) = step {
-            Node::finish_usage(step);
-        }
         Ok(s)
     }
 }

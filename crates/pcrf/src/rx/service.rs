@@ -20,7 +20,7 @@ use crate::session::af::{add_af_triggers, merge_media, replace_af_rules, AfSessi
 use crate::session::binding::stored_prefixes_containing;
 use crate::session::{GxSession, RuleDiff, SessionSlot, SessionState};
 use crate::session_message::Outcome;
-use crate::store::{Change, OpenSessionsBy};
+use crate::store::OpenSessionsBy;
 use crate::sy::service::Sy;
 use crate::txn;
 use bytes::{Bytes, BytesMut};
@@ -467,10 +467,7 @@ impl Rx {
             next.af.push(af.clone());
             next.updated_ms = now;
             let next = Arc::new(next);
-            self.node
-                .commit(vec![Change::PutSession(next.clone())])
-                .await?;
-            slot.publish(next.clone());
+            txn::commit_record(&self.node, &slot, next.clone()).await?;
             if let Some(this) = self.me_ref.upgrade() {
                 let (gx_id, before) = (cur.id.clone(), (*cur.installed).clone());
                 tokio::spawn(async move {
@@ -538,10 +535,7 @@ impl Rx {
         }
         next.updated_ms = now;
         let next = Arc::new(next);
-        self.node
-            .commit(vec![Change::PutSession(next.clone())])
-            .await?;
-        slot.publish(next.clone());
+        txn::commit_record(&self.node, &slot, next.clone()).await?;
         Ok(AfOutcome::Installed(next))
     }
 
@@ -622,10 +616,7 @@ impl Rx {
         }
         next.updated_ms = now_ms();
         let next = Arc::new(next);
-        self.node
-            .commit(vec![Change::PutSession(next.clone())])
-            .await?;
-        slot.publish(next);
+        txn::commit_record(&self.node, &slot, next).await?;
         Ok(result_code::DIAMETER_SUCCESS)
     }
 
@@ -699,15 +690,9 @@ impl Rx {
         if !next.durably_equal(&cur) {
             next.updated_ms = now_ms();
             let next = Arc::new(next);
-            if self
-                .node
-                .commit(vec![Change::PutSession(next.clone())])
-                .await
-                .is_err()
-            {
+            if txn::commit_record(&self.node, &slot, next).await.is_err() {
                 return;
             }
-            slot.publish(next);
         }
         self.spawn_af_notices(notes);
     }

@@ -12,8 +12,9 @@
 
 use crate::admission::Class;
 use crate::metrics::Command;
+use crate::node::events::StagedEvents;
 use crate::node::ownership::Requester;
-use crate::node::{now_ms, replay, usage_change, Answered, Node};
+use crate::node::{now_ms, replay, Answered, Node};
 use crate::pcc::{RequestType, UsageGrant, UsageInstructions, UsageReport};
 use crate::policy::decision::AdcRule;
 use crate::policy::decision::Decision;
@@ -23,7 +24,7 @@ use crate::session::binding::stored_prefixes_containing;
 use crate::session::tdf::{adc_diff, TdfMode, TdfSession};
 use crate::session::{GxSession, SessionSlot, SessionState};
 use crate::session_message::Outcome;
-use crate::store::{Change, OpenSessionsBy};
+use crate::store::OpenSessionsBy;
 use crate::sy::service::Sy;
 use crate::txn;
 use crate::usage::config::Interface;
@@ -396,10 +397,7 @@ impl Sd {
         let replaced = s.tdf.replace(Box::new(tdf)).map(|old| old.id);
         s.updated_ms = now;
         let s = Arc::new(s);
-        self.node
-            .commit(vec![Change::PutSession(s.clone())])
-            .await?;
-        slot.publish(s.clone());
+        txn::commit_record(&self.node, &slot, s.clone()).await?;
         {
             let mut index = self.state.index.write();
             if let Some(old) = replaced {
@@ -516,13 +514,15 @@ impl Sd {
         }
         s.installed.adc = wanted;
         let s = Arc::new(s);
-        let mut changes = vec![Change::PutSession(s.clone())];
-        changes.extend(usage_change(&usage));
-        self.node.commit(changes).await?;
-        slot.publish(s.clone());
-        if let Some(step) = usage {
-            Node::finish_usage(step);
-        }
+        txn::commit_session(
+            &self.node,
+            &slot,
+            s.clone(),
+            usage,
+            StagedEvents::default(),
+            None,
+        )
+        .await?;
         if apps_changed {
             if let Some(this) = self.me_ref.upgrade() {
                 let id = s.id.clone();
@@ -614,15 +614,16 @@ impl Sd {
         s.tdf = None;
         s.updated_ms = now;
         let answer = ok(self);
-        let s = Arc::new(s);
-        let mut changes = vec![Change::PutSession(s.clone())];
-        changes.extend(usage_change(&usage));
-        self.node.commit(changes).await?;
-        slot.publish(s);
+        txn::commit_session(
+            &self.node,
+            &slot,
+            Arc::new(s),
+            usage,
+            StagedEvents::default(),
+            None,
+        )
+        .await?;
         self.state.index.write().remove(c.session_id);
-        if let Some(step) = usage {
-            Node::finish_usage(step);
-        }
         Ok(answer)
     }
 
@@ -712,7 +713,7 @@ impl Sd {
         }
         s.updated_ms = now_ms();
         let s = Arc::new(s);
-        if let Err(e) = self.node.commit(vec![Change::PutSession(s.clone())]).await {
+        if let Err(e) = txn::commit_record(&self.node, &slot, s.clone()).await {
             tracing::error!(session = gx_id, error = %e, "TDF session state not stored");
             return;
         }
@@ -726,7 +727,6 @@ impl Sd {
                 tracing::info!(sd = %t.id, gx = gx_id, tdf = %t.host, "TDF session opened (solicited)");
             }
         }
-        slot.publish(s);
     }
 
     /// Sends a TSR to the configured TDF; on success, the new TDF session
@@ -873,11 +873,9 @@ impl Sd {
         s.installed.adc = adc.to_vec();
         s.updated_ms = now_ms();
         let s = Arc::new(s);
-        self.node
-            .commit(vec![Change::PutSession(s.clone())])
+        txn::commit_record(&self.node, slot, s.clone())
             .await
             .map_err(|e| crate::pcc::operation::ControlError::Unavailable(e.message.to_string()))?;
-        slot.publish(s.clone());
         self.sd_follow(&s);
         Ok(())
     }

@@ -20,7 +20,6 @@ use crate::policy::input::PolicyInput;
 use crate::policy::Outcome;
 use crate::session::spending::{CounterReport, SySession, UNKNOWN};
 use crate::session::{GxSession, SessionState};
-use crate::store::Change;
 use crate::sy;
 use crate::sy::chf::Chf;
 use crate::sy::exchange::{NoAnswer, SubscribeRequest, Subscribed};
@@ -652,10 +651,7 @@ impl Sy {
             s.sy = Some(sy);
             s.updated_ms = now_ms();
             let s = Arc::new(s);
-            self.node
-                .commit(vec![Change::PutSession(s.clone())])
-                .await?;
-            slot.publish(s);
+            txn::commit_record(&self.node, &slot, s).await?;
             return Ok(true);
         }
         Ok(false)

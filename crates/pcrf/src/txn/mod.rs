@@ -151,6 +151,18 @@ pub(crate) async fn commit_session(
     Ok(())
 }
 
+/// Writes session `s` alone (no usage, no event) and publishes it: the
+/// end of a transaction that changed only the record (an AF session, a
+/// TDF session, a spending-limit subscription). Call with the session's
+/// lock held.
+pub(crate) async fn commit_record(
+    node: &Node,
+    slot: &SessionSlot,
+    s: Arc<GxSession>,
+) -> Result<(), DiameterError> {
+    commit_session(node, slot, s, None, StagedEvents::default(), None).await
+}
+
 /// Counts a request refused before it reached [`serve`] (it did not
 /// decode): its metrics and its log line, as `serve` writes them.
 pub(crate) fn refused(node: &Node, command: Command, started: Instant, e: &DiameterError) {
