@@ -220,6 +220,15 @@ fn main() {
         }
         let after_u = counts();
         let stats_u = ran(policy.stats());
+        // The answers' sizes: the last one is what a session keeps to
+        // answer a retransmission (benches/session_memory.rs counts it).
+        let size = |a: &[Bytes]| a.iter().map(Bytes::len).sum::<usize>() / a.len().max(1);
+        let (cca_i, cca_u) = answers.split_at(n as usize);
+        println!(
+            "CCA-I {} bytes, CCA-U {} bytes on the wire",
+            size(cca_i),
+            size(cca_u)
+        );
         for a in answers {
             let m = Message::parse(a).expect("answer");
             let code = m

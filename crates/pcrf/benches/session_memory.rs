@@ -47,6 +47,10 @@ fn live() -> isize {
     LIVE.load(Relaxed)
 }
 
+/// The size of the answer a session keeps after a CCR-U of the seed
+/// scenario (what `cargo bench --bench gx_allocations` prints).
+const CCA_U_BYTES: usize = 216;
+
 /// The i-th session: its own subscriber, Session-Id and UE address.
 fn session(i: u32) -> GxSession {
     let imsi = format!("00101{:010}", i);
@@ -57,8 +61,11 @@ fn session(i: u32) -> GxSession {
     );
     s.ue_ipv4 = Some(std::net::Ipv4Addr::from(0x0a00_0000 + i));
     // The answer as the server keeps it: in an allocation of its own size
-    // (gx/service.rs copies it out of the larger buffer it was encoded in).
-    s.last_answer = Some(bytes::Bytes::copy_from_slice(&[0x5a; 420]));
+    // (gx/service.rs copies it out of the larger buffer it was encoded in),
+    // of the size of the CCA-U that answers the seed scenario's CCR-U
+    // (216 bytes: `gx_allocations` prints it; a session that has had only
+    // its CCR-I keeps the 584-byte CCA-I).
+    s.last_answer = Some(bytes::Bytes::copy_from_slice(&[0x5a; CCA_U_BYTES]));
     // The session-level key a CCR-I is granted (config/usage.toml), its
     // name shared by every session as the server shares it.
     s.monitoring.keys.insert(
