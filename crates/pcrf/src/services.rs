@@ -3,15 +3,15 @@
 //! statuses from), Rx and Sd, and Gx last (it tells the other three when a
 //! Gx session changes). Gx is then handed to the node as the one that
 //! re-decides sessions on Sd's and Sy's behalf and sends its RARs, N7 as
-//! the one that notifies the SMFs, and every service's metrics are
-//! registered.
+//! the one that notifies the SMFs, N5 to Rx as the one that notifies the
+//! N5 AFs, and every service's metrics are registered.
 
 use crate::control::Operations;
 use crate::gx::service::Gx;
 use crate::n5::app_sessions::AppSessions;
 use crate::n7::sessions::N7;
 use crate::node::{GxSignalling, Node, NodeParts, SmfSignalling};
-use crate::rx::service::Rx;
+use crate::rx::service::{AfSignalling, Rx};
 use crate::sd::service::Sd;
 use crate::sd::state::SdState;
 use crate::sy::service::Sy;
@@ -47,6 +47,8 @@ impl Services {
         node.set_gx(Arc::downgrade(&signalling));
         let smf: Arc<dyn SmfSignalling> = n7.clone();
         node.set_smf(Arc::downgrade(&smf));
+        let afs: Arc<dyn AfSignalling> = n5.clone();
+        rx.set_n5(Arc::downgrade(&afs));
         let metrics = node.metrics().clone();
         metrics.register(node.clone());
         metrics.register(rx.clone());

@@ -42,6 +42,11 @@ pub struct AppSessions {
 pub type Op<T> = Result<T, ProblemDetails>;
 
 impl AppSessions {
+    /// The node the sessions live on.
+    pub(crate) fn node(&self) -> &Node {
+        &self.node
+    }
+
     pub fn new(node: Arc<Node>, rx: Arc<Rx>) -> Arc<AppSessions> {
         Arc::new(AppSessions { node, rx })
     }

@@ -1,17 +1,37 @@
 //! What the PCF tells an N5 AF (TS 29.514 §4.2.5): an event it subscribed
 //! to (`{notifUri}/notify`, EventsNotification) and the end of its
 //! application session when the PDU session it was bound to ends
-//! (`{notifUri}/terminate`, TerminationInfo). The Rx flows call these for
-//! an AF session that came over N5, where an Rx AF gets an RAR or an ASR.
+//! (`{notifUri}/terminate`, TerminationInfo). The Rx flows ask for these
+//! through `AfSignalling`, which the N5 service implements, for an AF
+//! session that came over N5, where an Rx AF gets an RAR or an ASR.
 //! Over the same HTTP/2 client as the pushes to SMFs.
 
+use super::app_sessions::AppSessions;
 use super::decode::af_event;
-use crate::node::Node;
+use crate::node::{BoxFuture, Node};
+use crate::rx::service::AfSignalling;
+use crate::session::af::AfSession;
 use serde_json::json;
+
+impl AfSignalling for AppSessions {
+    fn event<'a>(&'a self, af: &'a AfSession, action: i32) -> BoxFuture<'a, Result<u16, String>> {
+        Box::pin(async move {
+            let uri = af.notification_uri.as_deref().unwrap_or_default();
+            event(uri, &app_session_uri(self.node(), &af.id), action).await
+        })
+    }
+
+    fn terminate<'a>(&'a self, af: &'a AfSession) -> BoxFuture<'a, Result<u16, String>> {
+        Box::pin(async move {
+            let uri = af.notification_uri.as_deref().unwrap_or_default();
+            terminate(uri, &app_session_uri(self.node(), &af.id)).await
+        })
+    }
+}
 
 /// The resource URI of the N5 application session `id` (what its
 /// notifications name).
-pub(crate) fn app_session_uri(node: &Node, id: &str) -> String {
+fn app_session_uri(node: &Node, id: &str) -> String {
     format!(
         "{}{}/app-sessions/{id}",
         node.sbi_root(),
@@ -36,7 +56,7 @@ async fn post(uri: &str, suffix: &str, body: serde_json::Value) -> Result<u16, S
 
 /// An event of the AF session at `resource_uri` (an Rx Specific-Action,
 /// told as its AfEvent).
-pub(crate) async fn event(uri: &str, resource_uri: &str, action: i32) -> Result<u16, String> {
+async fn event(uri: &str, resource_uri: &str, action: i32) -> Result<u16, String> {
     let body = json!({
         "evSubsUri": format!("{resource_uri}/events-subscription"),
         "evNotifs": [{ "event": af_event(action) }],
@@ -45,7 +65,7 @@ pub(crate) async fn event(uri: &str, resource_uri: &str, action: i32) -> Result<
 }
 
 /// The AF session at `resource_uri` ends with its PDU session.
-pub(crate) async fn terminate(uri: &str, resource_uri: &str) -> Result<u16, String> {
+async fn terminate(uri: &str, resource_uri: &str) -> Result<u16, String> {
     let body = json!({
         "termCause": "PDU_SESSION_TERMINATION",
         "resUri": resource_uri,

@@ -8,7 +8,7 @@
 
 use crate::admission::Class;
 use crate::metrics::{Command, Exposition, NO_ANSWER};
-use crate::node::{now_ms, Answered, Node};
+use crate::node::{now_ms, Answered, BoxFuture, Node};
 use crate::pcc::charging_id::ChargingId;
 use crate::pcc::operation::ControlError;
 use crate::pcc::UsageInstructions;
@@ -30,7 +30,7 @@ use diameter::result_code;
 use std::net::IpAddr;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
-use std::sync::Weak;
+use std::sync::{OnceLock, Weak};
 use std::time::Instant;
 
 /// 3GPP Experimental-Result-Codes of Rx (TS 29.214 §5.5).
@@ -97,6 +97,21 @@ pub struct Rx {
     pub(crate) sy: Arc<Sy>,
     /// This service, for the background exchanges it starts.
     pub(crate) me_ref: Weak<Rx>,
+    /// The N5 service, which tells the AFs of N5 application sessions
+    /// (set once the services exist).
+    n5: OnceLock<Weak<dyn AfSignalling>>,
+}
+
+/// What Rx asks of the N5 service for an AF session that came over N5
+/// (it has a notification URI, where a Diameter AF gets an RAR or an
+/// ASR): to tell its AF of an event (an Rx Specific-Action), or that the
+/// session ended with its PDU session. The AF's HTTP status, or why there
+/// was none. Rx owns the AF flows for both and knows neither N5's
+/// resources nor its JSON.
+pub trait AfSignalling: Send + Sync {
+    fn event<'a>(&'a self, af: &'a AfSession, action: i32) -> BoxFuture<'a, Result<u16, String>>;
+
+    fn terminate<'a>(&'a self, af: &'a AfSession) -> BoxFuture<'a, Result<u16, String>>;
 }
 
 impl Rx {
@@ -106,7 +121,21 @@ impl Rx {
             state: RxState::default(),
             sy,
             me_ref: me.clone(),
+            n5: OnceLock::new(),
         })
+    }
+
+    /// Names the N5 service: it tells the AFs of N5 application sessions.
+    pub fn set_n5(&self, n5: Weak<dyn AfSignalling>) {
+        let _ = self.n5.set(n5);
+    }
+
+    /// The N5 service, or why an N5 AF cannot be told.
+    fn n5(&self) -> Result<Arc<dyn AfSignalling>, String> {
+        self.n5
+            .get()
+            .and_then(Weak::upgrade)
+            .ok_or_else(|| "the N5 service is not running".to_owned())
     }
     /// Answers one Rx request from an AF (AAR or STR).
     pub async fn handle_rx(&self, req: Message) -> Result<Bytes, DiameterError> {
@@ -806,8 +835,10 @@ impl Rx {
         let (af, action) = (&note.af, note.action);
         if let Some(uri) = &af.notification_uri {
             let started = Instant::now();
-            let resource = crate::n5::notify::app_session_uri(&self.node, &af.id);
-            let res = crate::n5::notify::event(uri, &resource, action).await;
+            let res = match self.n5() {
+                Ok(n5) => n5.event(af, action).await,
+                Err(e) => Err(e),
+            };
             self.state.af_notifications.fetch_add(1, Relaxed);
             self.node
                 .metrics()
@@ -873,8 +904,10 @@ impl Rx {
     async fn send_asr(&self, af: &AfSession) {
         if let Some(uri) = &af.notification_uri {
             let started = Instant::now();
-            let resource = crate::n5::notify::app_session_uri(&self.node, &af.id);
-            let res = crate::n5::notify::terminate(uri, &resource).await;
+            let res = match self.n5() {
+                Ok(n5) => n5.terminate(af).await,
+                Err(e) => Err(e),
+            };
             self.node
                 .metrics()
                 .request(Command::N5Notify, http_code(&res), started.elapsed());
