@@ -231,7 +231,8 @@ start_pcrf() {
 # pcrf_config DIAMETER_PORT API_PORT STORE_SECTION HOST...: the benches'
 # configuration of `pcrf serve` on stdout: loopback listeners, each HOST a
 # peer allowed from 127.0.0.1, the given [store] body (COMMIT_WINDOW_US
-# added), the example policy and usage file, warnings only in the log.
+# and WRITERS added: the store's window, its shards and writers), the
+# example policy and usage file, warnings only in the log.
 # MAX_PENDING sets [diameter].max_pending_requests and OVERLOAD_INTERVAL_MS
 # [overload].interval_ms (unset: the server's defaults); with
 # MAX_PENDING=2000 OVERLOAD_INTERVAL_MS=60000 the server sheds as it did
@@ -257,6 +258,7 @@ pcrf_config() {
   echo '[store]'
   echo "$store"
   if [[ -n "${COMMIT_WINDOW_US:-}" ]]; then echo "commit_window_us = $COMMIT_WINDOW_US"; fi
+  if [[ -n "${WRITERS:-}" ]]; then echo "writers = $WRITERS"; fi
   echo '[policy]'
   echo "path = \"$BENCH_ROOT/policies/default.lua\""
   echo 'watch = false'
@@ -271,9 +273,10 @@ pcrf_config() {
 }
 
 # sqlite_store_section DIR / postgres_store_section URL: [store] bodies for
-# pcrf_config (the embedded store with durability full, or PostgreSQL).
+# pcrf_config (the embedded store with durability DURABILITY, full unless
+# set, or PostgreSQL).
 sqlite_store_section() {
-  printf 'kind = "sqlite"\npath = "%s"\ndurability = "full"\n' "$1"
+  printf 'kind = "sqlite"\npath = "%s"\ndurability = "%s"\n' "$1" "${DURABILITY:-full}"
 }
 postgres_store_section() {
   printf 'kind = "postgres"\nurl = "%s"\n' "$1"

@@ -12,7 +12,8 @@
 # With STORE=postgres the cluster runs on this machine (Debian's settings, or
 # PG_CONF=deploy/postgresql.conf.sample) and the report adds its CPU (the
 # postmaster and its children) beside the server's; COMMIT_WINDOW_US sets the
-# group-commit window. The store's commits over the measured window are read
+# group-commit window, WRITERS the store's shards and writers, DURABILITY
+# the embedded store's durability (full unless set). The store's commits over the measured window are read
 # from the server's /metrics either way. PROFILE=1 (postgres) provisions first,
 # then switches the query profiler on for the run (warm-up included) and
 # writes its top 15 statements to bench/results/seed-scenario-pcrf-postgres-queries.txt
