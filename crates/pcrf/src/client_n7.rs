@@ -431,7 +431,7 @@ mod tests {
 
     #[test]
     fn the_bodies_decode_as_the_pcf_decodes_them() {
-        let limits = crate::n7::decode::DecodeLimits::default();
+        let limits = crate::sbi::body::DecodeLimits::default();
         let body = create_body(&opts(), "http://127.0.0.1:1/nsmf-callback/sm-policies/1");
         let ctx = crate::n7::decode::decode_create(body.to_string().as_bytes(), &limits)
             .expect("a valid Create");

@@ -425,7 +425,8 @@ fn refused(p: crate::sbi::problem::ProblemDetails) {
 
 /// An SMF's request body through the N7 decoders.
 pub fn n7_decoder(data: &[u8]) {
-    use crate::n7::decode::{decode_create, decode_delete, decode_update, DecodeLimits};
+    use crate::n7::decode::{decode_create, decode_delete, decode_update};
+    use crate::sbi::body::DecodeLimits;
     let limits = DecodeLimits::default();
     match decode_create(data, &limits) {
         Ok(ctx) => {
@@ -454,7 +455,7 @@ pub fn n5_decoder(data: &[u8]) {
     use crate::n5::decode::{
         decode_create, decode_delete, decode_patch, rx_media, specific_actions,
     };
-    use crate::n7::decode::DecodeLimits;
+    use crate::sbi::body::DecodeLimits;
     let limits = DecodeLimits::default();
     match decode_create(data, &limits) {
         Ok(req) => {

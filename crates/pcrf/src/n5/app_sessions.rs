@@ -14,11 +14,11 @@ use super::model::{
     MediaSubComponent,
 };
 use crate::admission::Class;
-use crate::n7::decision_map::bit_rate;
 use crate::node::Node;
 use crate::policy::media;
 use crate::rx::service::{AfOutcome, Rx, IP_CAN_SESSION_NOT_AVAILABLE};
 use crate::rx::{Aar, RxRequestType};
+use crate::sbi::body::bit_rate_text;
 use crate::sbi::problem::{cause, ProblemDetails};
 use crate::session::af::AfSession;
 use crate::session::GxSession;
@@ -64,7 +64,7 @@ impl AppSessions {
         let _permit = self.admit(Class::New)?;
         let id = format!("{:032x}", rand::random::<u128>());
         let notif = req.notif_uri.as_deref().unwrap_or("");
-        let host = crate::n7::sessions::notification_authority(notif);
+        let host = crate::sbi::body::notification_authority(notif);
         let ue_ipv4 = req
             .ue_ipv4
             .as_deref()
@@ -265,7 +265,7 @@ fn status_text(s: Option<u32>) -> Option<String> {
 }
 
 fn rate_text(r: Option<u32>) -> Option<String> {
-    r.map(|b| bit_rate(u64::from(b)))
+    r.map(|b| bit_rate_text(u64::from(b)))
 }
 
 /// A media component of the Rx model as N5 writes it.

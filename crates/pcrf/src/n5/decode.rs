@@ -7,9 +7,9 @@ use super::model::{
     AppSessionContext, AppSessionContextReqData, AppSessionContextUpdateData,
     AppSessionContextUpdateDataPatch, EventsSubscReqData, MediaComponent,
 };
-use crate::n7::decode::{bit_rate, check_identity, check_uri, parse_bounded, typed, DecodeLimits};
 use crate::policy::media;
 use crate::rx::valid_flow_description;
+use crate::sbi::body::{bit_rate, check_identity, check_uri, parse_bounded, typed, DecodeLimits};
 use crate::sbi::problem::ProblemDetails;
 use std::net::{Ipv4Addr, Ipv6Addr};
 

@@ -17,6 +17,7 @@ use super::model::{
 };
 use crate::pcc::UsageInstructions;
 use crate::policy::decision::{self, Decision, RuleDefinition};
+use crate::sbi::body::bit_rate_text;
 use crate::sbi::problem::{cause, ProblemDetails};
 use crate::usage::MonitoringLevel;
 
@@ -40,8 +41,8 @@ pub fn whole(d: &Decision, usage: &UsageInstructions, now_unix_secs: i64) -> SmP
             Entry::Set(SessionRule {
                 sess_rule_id: SESSION_RULE_ID.to_owned(),
                 auth_sess_ambr: d.apn_ambr.map(|a| Ambr {
-                    uplink: bit_rate(u64::from(a.ul)),
-                    downlink: bit_rate(u64::from(a.dl)),
+                    uplink: bit_rate_text(u64::from(a.ul)),
+                    downlink: bit_rate_text(u64::from(a.dl)),
                 }),
                 auth_def_qos: d.default_bearer_qos.as_ref().map(|q| AuthorizedDefaultQos {
                     five_qi: five_qi(q.qci),
@@ -131,10 +132,10 @@ fn pcc_rule(
                 qos_id: def.name.clone(),
                 five_qi: five_qi(q.qci),
                 arp: q.arp.as_ref().map(arp),
-                maxbr_ul: q.mbr_ul.map(|v| bit_rate(u64::from(v))),
-                maxbr_dl: q.mbr_dl.map(|v| bit_rate(u64::from(v))),
-                gbr_ul: q.gbr_ul.map(|v| bit_rate(u64::from(v))),
-                gbr_dl: q.gbr_dl.map(|v| bit_rate(u64::from(v))),
+                maxbr_ul: q.mbr_ul.map(|v| bit_rate_text(u64::from(v))),
+                maxbr_dl: q.mbr_dl.map(|v| bit_rate_text(u64::from(v))),
+                gbr_ul: q.gbr_ul.map(|v| bit_rate_text(u64::from(v))),
+                gbr_dl: q.gbr_dl.map(|v| bit_rate_text(u64::from(v))),
             }),
         );
         rule.ref_qos_data.push(def.name.clone());
@@ -302,11 +303,6 @@ pub fn refusal(reject: &decision::Reject) -> ProblemDetails {
         cause::POLICY_CONTEXT_DENIED,
         format!("{reason} (code {})", reject.code),
     )
-}
-
-/// A bit rate as TS 29.571 BitRate text, exact.
-pub fn bit_rate(bps: u64) -> String {
-    format!("{bps} bps")
 }
 
 fn five_qi(qci: u32) -> u16 {

@@ -2,9 +2,9 @@
 //! common fields a Gx policy already reads (`apn`, `rat`, `ue_ipv4`, ...)
 //! and the N7-only ones under `session.n7`. Pure: no clock, no store.
 
-use super::decode::bit_rate;
 use super::model::{SmPolicyContextData, SmPolicyUpdateContextData};
 use crate::policy::input::{N7SessionInput, SessionInput};
+use crate::sbi::body::bit_rate;
 
 /// The session as the policy sees it. `ctx` must have passed
 /// [`super::decode::decode_create`] (mandatory fields present).
@@ -121,7 +121,8 @@ fn notification_host(uri: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::n7::decode::{decode_create, decode_update, DecodeLimits};
+    use crate::n7::decode::{decode_create, decode_update};
+    use crate::sbi::body::DecodeLimits;
 
     #[test]
     fn the_policy_sees_the_pdu_session() {

@@ -119,7 +119,8 @@ impl N7 {
                 .await?
                 .ok();
         }
-        let smf = notification_authority(ctx.notification_uri.as_deref().unwrap_or(""));
+        let smf =
+            crate::sbi::body::notification_authority(ctx.notification_uri.as_deref().unwrap_or(""));
         let mut s = GxSession::new(new_policy_id(), key, &smf, N7_REALM, now);
         s.set_identity(imsi, msisdn);
         s.n7 = Some(Box::new(ctx.clone()));
@@ -445,16 +446,6 @@ fn new_policy_id() -> String {
     format!("{:032x}", rand::random::<u128>())
 }
 
-/// The host and port of a notification URI (the SMF, as the session's
-/// peer; the record keeps it where a Gx session keeps its PCEF).
-pub(crate) fn notification_authority(uri: &str) -> String {
-    let rest = uri
-        .strip_prefix("http://")
-        .or_else(|| uri.strip_prefix("https://"))
-        .unwrap_or(uri);
-    rest.split('/').next().unwrap_or("").to_owned()
-}
-
 /// Copies the context's DNN and UE addresses into the record's common
 /// fields, where the Rx binding, the API and the console look for them.
 fn mirror_context(s: &mut GxSession) {
@@ -557,10 +548,15 @@ mod tests {
     #[test]
     fn the_notification_authority_is_the_smf() {
         assert_eq!(
-            notification_authority("http://127.0.0.4:7777/nsmf-callback/v1/sm-policy-notify/1"),
+            crate::sbi::body::notification_authority(
+                "http://127.0.0.4:7777/nsmf-callback/v1/sm-policy-notify/1"
+            ),
             "127.0.0.4:7777"
         );
-        assert_eq!(notification_authority("https://smf.5gc/cb"), "smf.5gc");
+        assert_eq!(
+            crate::sbi::body::notification_authority("https://smf.5gc/cb"),
+            "smf.5gc"
+        );
     }
 
     #[test]

@@ -334,7 +334,7 @@ mod tests {
     fn a_binding_names_the_ue_the_session_and_this_pcf() {
         let ctx = crate::n7::decode::decode_create(
             include_bytes!("../../tests/n7/open5gs-create.json"),
-            &crate::n7::decode::DecodeLimits::default(),
+            &crate::sbi::body::DecodeLimits::default(),
         )
         .expect("decodes");
         let b = binding(

@@ -4,7 +4,7 @@
 
 use super::nrf::NrfConfig;
 use crate::http_listener::ServerTls;
-use crate::n7::decode::DecodeLimits;
+use crate::sbi::body::DecodeLimits;
 use serde::{Deserialize, Serialize};
 use std::net::SocketAddr;
 use std::sync::Arc;

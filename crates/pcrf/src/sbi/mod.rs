@@ -5,6 +5,7 @@
 //! registration ([`nrf`]). The N7 data model and decoder are in
 //! `crate::n7`.
 
+pub mod body;
 pub mod bsf;
 pub mod client;
 pub mod config;

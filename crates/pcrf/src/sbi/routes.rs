@@ -11,9 +11,10 @@
 use super::problem::{cause, ProblemDetails, PROBLEM_JSON};
 use super::stats::{Operation, SbiStats};
 use crate::n5::app_sessions::AppSessions;
-use crate::n7::decode::{decode_create, decode_delete, decode_update, DecodeLimits};
+use crate::n7::decode::{decode_create, decode_delete, decode_update};
 use crate::n7::repeat;
 use crate::n7::service::{SmPolicyService, MAX_POLICY_ID_BYTES};
+use crate::sbi::body::DecodeLimits;
 use crate::sy::n28::{
     self, NotifyOutcome, SpendingLimitStatus, SpendingNotifications, SubscriptionTerminationInfo,
 };

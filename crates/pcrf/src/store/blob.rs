@@ -312,7 +312,7 @@ pub(in crate::store) mod tests {
         s.n7 = Some(Box::new(
             crate::n7::decode::decode_create(
                 include_bytes!("../../tests/n7/open5gs-create.json"),
-                &crate::n7::decode::DecodeLimits::default(),
+                &crate::sbi::body::DecodeLimits::default(),
             )
             .expect("decodes"),
         ));

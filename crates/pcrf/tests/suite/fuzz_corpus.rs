@@ -696,7 +696,7 @@ fn n5_decoder_corpus() {
 #[test]
 fn n5_seeds_decode() {
     use pcrf::n5::decode::{decode_create, decode_patch};
-    use pcrf::n7::decode::DecodeLimits;
+    use pcrf::sbi::body::DecodeLimits;
     let limits = DecodeLimits::default();
     let read = |name: &str| {
         std::fs::read(repo().join("crates/pcrf/tests/n5").join(name)).expect("n5 fixture")
