@@ -350,18 +350,6 @@ async fn query_at(port: u16, sql: &str) -> Vec<String> {
         .collect()
 }
 
-/// Waits up to `within` for `check`.
-async fn eventually(within: Duration, mut check: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + within;
-    while Instant::now() < deadline {
-        if check() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    check()
-}
-
 /// Whether `GET /v1/cluster` shows the node alive.
 fn alive_in_cluster(p: &Pcrf) -> bool {
     let (st, c) = p.http("GET", "/v1/cluster", None);
@@ -383,7 +371,7 @@ async fn feed_follows(p: &Pcrf, imsi: &str, delete_on: u16) -> bool {
         &format!("WITH d AS (DELETE FROM subscribers WHERE imsi = '{imsi}' RETURNING imsi) SELECT imsi FROM d"),
     )
     .await;
-    eventually(Duration::from_secs(10), || {
+    poll_until_async(Duration::from_secs(10), || {
         p.http("GET", &format!("/v1/subscribers/{imsi}"), None).0 == 404
     })
     .await
@@ -488,7 +476,7 @@ async fn promoting_the_standby_under_load_loses_nothing_acknowledged() {
     // The node's heartbeat and provisioning feed, on connections of their
     // own, find the primary although the string names the standby first.
     assert!(
-        eventually(Duration::from_secs(10), || alive_in_cluster(&p)).await,
+        poll_until_async(Duration::from_secs(10), || alive_in_cluster(&p)).await,
         "the node's heartbeat is not written on the primary:\n{}",
         p.log()
     );
@@ -648,7 +636,7 @@ async fn promoting_the_standby_under_load_loses_nothing_acknowledged() {
         p.log()
     );
     assert!(
-        eventually(Duration::from_secs(10), || alive_in_cluster(&p)).await,
+        poll_until_async(Duration::from_secs(10), || alive_in_cluster(&p)).await,
         "the node is not alive again after the promotion:\n{}",
         p.log()
     );

@@ -63,6 +63,20 @@ pub fn poll_until(within: Duration, mut check: impl FnMut() -> bool) -> bool {
     poll_for(within, || (check(), ())).0
 }
 
+/// `poll_until` for async tests: yields to the runtime between polls.
+pub async fn poll_until_async(within: Duration, mut check: impl FnMut() -> bool) -> bool {
+    let deadline = Instant::now() + within;
+    loop {
+        if check() {
+            return true;
+        }
+        if Instant::now() > deadline {
+            return false;
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
 /// A process's resident set size in KiB, from /proc (0 once it is gone).
 pub fn rss_kib(pid: u32) -> u64 {
     std::fs::read_to_string(format!("/proc/{pid}/status"))
