@@ -35,7 +35,9 @@ use crate::metrics::{
 use crate::pcc::operation::{ControlError, ReauthOutcome};
 use crate::pcc::{PushReason, PushSummary, UsageInstructions};
 use crate::policy::decision::Decision;
-use crate::policy::input::{NetworkInput, PolicyInput, SessionInput, SubscriberInput, TimeInput};
+use crate::policy::input::{
+    NetworkInput, PolicyInput, SessionContext, SessionInput, SubscriberInput, TimeInput,
+};
 use crate::policy::shared_decision::CheckedUnder;
 use crate::policy::PolicyEngine;
 use crate::session::{GxSession, RuleDiff, SessionTable};
@@ -417,7 +419,7 @@ impl Node {
         let session = match &s.n7 {
             // A 5G PDU session: what the SMF said, as N7 names it.
             Some(ctx) => {
-                let mut session = crate::n7::session_input::session_input(ctx);
+                let mut session = ctx.session_input();
                 session.installed = installed;
                 session.rule_failures = s.rule_failures.clone();
                 session

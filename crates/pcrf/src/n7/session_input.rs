@@ -3,8 +3,14 @@
 //! and the N7-only ones under `session.n7`. Pure: no clock, no store.
 
 use super::model::{SmPolicyContextData, SmPolicyUpdateContextData};
-use crate::policy::input::{N7SessionInput, SessionInput};
+use crate::policy::input::{N7SessionInput, SessionContext, SessionInput};
 use crate::sbi::body::bit_rate;
+
+impl SessionContext for SmPolicyContextData {
+    fn session_input(&self) -> SessionInput {
+        session_input(self)
+    }
+}
 
 /// The session as the policy sees it. `ctx` must have passed
 /// [`super::decode::decode_create`] (mandatory fields present).

@@ -46,6 +46,16 @@ pub struct RuleFailure {
     pub code: Option<u32>,
 }
 
+/// What a protocol adapter keeps in a session record in its own terms (an
+/// N7 SM policy context) and how the policy sees that session. The
+/// adapter implements it, so the node builds a policy input for any
+/// session without knowing the protocol that opened it.
+pub trait SessionContext {
+    /// The session as the policy sees it, before the node adds what
+    /// every session has (the installed rules, the rule failures).
+    fn session_input(&self) -> SessionInput;
+}
+
 /// The IP-CAN session as the policy sees it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
