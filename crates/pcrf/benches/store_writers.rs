@@ -18,7 +18,6 @@ mod shared;
 use pcrf::store::group_commit::GroupCommitOptions;
 use pcrf::store::{open_shards, Change, Durability, ShardedWriter, StoreConfig, StoreKind};
 use pcrf::usage::{Accumulator, SubscriberUsage};
-use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -45,7 +44,7 @@ fn changes(i: usize, tick: u64) -> Vec<Change> {
     );
     let u = SubscriberUsage {
         subscriber: imsi(i),
-        accumulators: BTreeMap::from([(
+        accumulators: litemap::LiteMap::from_iter([(
             "monthly".to_string(),
             Accumulator {
                 used: tick * 1000,

@@ -12,8 +12,8 @@ use super::period::{period_at, Reset};
 use super::ServiceUnits;
 use crate::subscriber::Subscriber;
 use jiff::Timestamp;
+use litemap::LiteMap;
 use serde::{Deserialize, Serialize};
-use std::collections::BTreeMap;
 
 /// One accumulator of one subscriber in its current period.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -51,9 +51,9 @@ pub struct SubscriberUsage {
     /// `GxSession::subscriber`.
     pub subscriber: String,
     #[serde(default)]
-    pub accumulators: BTreeMap<String, Accumulator>,
+    pub accumulators: LiteMap<String, Accumulator>,
     #[serde(default)]
-    pub last_reports: BTreeMap<String, LastReport>,
+    pub last_reports: LiteMap<String, LastReport>,
     /// Reports for Monitoring-Keys the configuration does not know
     /// (counted, not added to any accumulator).
     #[serde(default)]
@@ -62,8 +62,8 @@ pub struct SubscriberUsage {
     /// `<name>:<accumulator>` to that period's start (Unix ms). Written in
     /// the same commit as the event, so a notification fires once a period
     /// however many requests find its condition true, and after a restart.
-    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub notified: BTreeMap<String, i64>,
+    #[serde(default, skip_serializing_if = "LiteMap::is_empty")]
+    pub notified: LiteMap<String, i64>,
     /// The version of its row in a shared store (compare-and-set writes;
     /// not part of the record, never serialised).
     #[serde(skip)]
@@ -410,16 +410,22 @@ monthly = "10 GB"
         let now = ms("2026-01-20T12:00:00Z");
         assert!(u.roll(&c, None, now).is_empty());
         assert_eq!(u.accumulators.len(), 4);
-        let m = &u.accumulators["monthly"];
+        let m = &u.accumulators.get("monthly").expect("monthly");
         // Billing day 15 from the file, Berlin midnight is 23:00 UTC in winter.
         assert_eq!(m.period_start_ms, ms("2026-01-14T23:00:00Z"));
         assert_eq!(m.period_end_ms, Some(ms("2026-02-14T23:00:00Z")));
         assert_eq!(
-            u.accumulators["daily"].period_end_ms,
+            u.accumulators.get("daily").expect("daily").period_end_ms,
             Some(ms("2026-01-20T23:00:00Z"))
         );
-        assert_eq!(u.accumulators["video"].period_start_ms, now);
-        assert_eq!(u.accumulators["video"].period_end_ms, None);
+        assert_eq!(
+            u.accumulators.get("video").expect("video").period_start_ms,
+            now
+        );
+        assert_eq!(
+            u.accumulators.get("video").expect("video").period_end_ms,
+            None
+        );
         // Rolling again in the same period changes nothing.
         let before = u.clone();
         assert!(u.roll(&c, None, now + 3_600_000).is_empty());
@@ -447,9 +453,12 @@ monthly = "10 GB"
         assert_eq!(u.used("monthly"), 500);
         assert_eq!(u.used("daily"), 300);
         assert_eq!(u.used("night"), 0);
-        assert_eq!(u.last_reports["vip"].used, octets(200));
-        assert_eq!(u.last_reports["total"].session, "sess-1");
-        assert_eq!(u.last_reports["total"].at_ms, now);
+        assert_eq!(u.last_reports.get("vip").expect("vip").used, octets(200));
+        assert_eq!(
+            u.last_reports.get("total").expect("total").session,
+            "sess-1"
+        );
+        assert_eq!(u.last_reports.get("total").expect("total").at_ms, now);
     }
 
     #[test]
@@ -551,7 +560,10 @@ monthly = "10 GB"
         assert!(r.reset.contains(&"monthly".to_string()));
         assert_eq!(u.used("monthly"), 7);
         assert_eq!(
-            u.accumulators["monthly"].period_end_ms,
+            u.accumulators
+                .get("monthly")
+                .expect("monthly")
+                .period_end_ms,
             Some(ms("2026-03-14T23:00:00Z"))
         );
     }
@@ -562,7 +574,10 @@ monthly = "10 GB"
         let mut u = SubscriberUsage::new("s");
         u.roll(&c, Some(3), ms("2026-01-20T12:00:00Z"));
         assert_eq!(
-            u.accumulators["monthly"].period_start_ms,
+            u.accumulators
+                .get("monthly")
+                .expect("monthly")
+                .period_start_ms,
             ms("2026-01-02T23:00:00Z")
         );
         // A changed billing day takes effect at once, usage is kept.
@@ -579,11 +594,17 @@ monthly = "10 GB"
         assert!(!r.contains(&"monthly".to_string()));
         assert_eq!(u.used("monthly"), 9);
         assert_eq!(
-            u.accumulators["monthly"].period_start_ms,
+            u.accumulators
+                .get("monthly")
+                .expect("monthly")
+                .period_start_ms,
             ms("2025-12-24T23:00:00Z")
         );
         assert_eq!(
-            u.accumulators["monthly"].period_end_ms,
+            u.accumulators
+                .get("monthly")
+                .expect("monthly")
+                .period_end_ms,
             Some(ms("2026-01-24T23:00:00Z"))
         );
     }
@@ -600,7 +621,7 @@ monthly = "10 GB"
         assert!(u.roll(&daily, None, now + 1).is_empty());
         assert_eq!(u.used("video"), 5);
         assert_eq!(
-            u.accumulators["video"].period_end_ms,
+            u.accumulators.get("video").expect("video").period_end_ms,
             Some(ms("2026-01-20T23:00:00Z"))
         );
         // Another node a few seconds behind, before today's start: nothing moves.
@@ -640,7 +661,10 @@ monthly = "10 GB"
         assert!(!r.known_key);
         assert!(r.counted_in.is_empty());
         assert_eq!(u.unknown_key_reports, 1);
-        assert_eq!(u.last_reports["mystery"].session, "sess-9");
+        assert_eq!(
+            u.last_reports.get("mystery").expect("mystery").session,
+            "sess-9"
+        );
         assert!(u.accumulators.values().all(|a| a.used == 0));
         // Many distinct unknown keys: all counted, a bounded number kept.
         for i in 0..20 {
@@ -666,7 +690,10 @@ monthly = "10 GB"
             now,
             None,
         );
-        assert_eq!(u.last_reports["mystery"].session, "sess-10");
+        assert_eq!(
+            u.last_reports.get("mystery").expect("mystery").session,
+            "sess-10"
+        );
         u.count(&c, Interface::Gx, "total", "s", &octets(1), now, None);
         assert!(u.last_reports.contains_key("total"));
     }
@@ -694,7 +721,7 @@ monthly = "10 GB"
         // The next billing period starts without the top-up.
         let r = u.roll(&c, None, ms("2026-02-15T00:00:00Z"));
         assert!(r.contains(&"monthly".to_string()));
-        assert_eq!(u.accumulators["monthly"].topup, 0);
+        assert_eq!(u.accumulators.get("monthly").expect("monthly").topup, 0);
         assert_eq!(u.allowance(&c, "monthly", Some(&p)), Some(10_000_000_000));
         assert_eq!(u.remaining(&c, "monthly", Some(&p)), Some(10_000_000_000));
         let e = u.topup(&c, "yearly", 1, now, None).expect_err("unknown");
@@ -718,10 +745,16 @@ monthly = "10 GB"
         assert!(u.accumulators.values().all(|a| a.used == 0 && a.topup == 0));
         // The period is the current one; never-resetting ones start counting now.
         assert_eq!(
-            u.accumulators["monthly"].period_start_ms,
+            u.accumulators
+                .get("monthly")
+                .expect("monthly")
+                .period_start_ms,
             ms("2026-01-14T23:00:00Z")
         );
-        assert_eq!(u.accumulators["video"].period_start_ms, now + 5);
+        assert_eq!(
+            u.accumulators.get("video").expect("video").period_start_ms,
+            now + 5
+        );
         assert!(u.reset(&c, Some("nope"), now, None).is_err());
     }
 

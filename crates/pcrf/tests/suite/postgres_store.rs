@@ -615,7 +615,10 @@ fn a_retry_after_a_lost_commit_recognises_its_own_write() {
     assert_eq!((s2.version.get(), u2.version.get()), (2, 2));
     let stored = a.usage("001010000000009").expect("read").expect("stored");
     assert_eq!(stored.version.get(), 2, "written once, not twice");
-    assert_eq!(stored.accumulators["monthly"].used, 30);
+    assert_eq!(
+        stored.accumulators.get("monthly").expect("monthly").used,
+        30
+    );
     // The records go on from there: the next write is at version 2.
     let (s3, u3) = {
         let mut s3 = (*s2).clone();
@@ -662,7 +665,8 @@ fn a_retry_after_a_lost_commit_recognises_its_own_write() {
     }
     let stored = a.usage("001010000000009").expect("read").expect("stored");
     assert_eq!(
-        stored.accumulators["monthly"].used, 45,
+        stored.accumulators.get("monthly").expect("monthly").used,
+        45,
         "the other write stands"
     );
 }
@@ -1003,7 +1007,7 @@ fn shard_writers_on_one_database_never_deadlock() {
         assert_eq!(usage_rows.len(), SUBSCRIBERS);
         assert!(usage_rows
             .iter()
-            .all(|u| u.accumulators["monthly"].used == ROUNDS as u64));
+            .all(|u| u.accumulators.get("monthly").expect("monthly").used == ROUNDS as u64));
     });
 }
 
@@ -1504,7 +1508,9 @@ fn a_write_from_a_stale_copy_is_a_conflict_and_writes_nothing() {
         b.usage("001010000000001")
             .expect("read")
             .expect("stored")
-            .accumulators["monthly"]
+            .accumulators
+            .get("monthly")
+            .expect("monthly")
             .used,
         30
     );
@@ -1648,7 +1654,9 @@ fn two_writes_of_one_row_in_a_batch_keep_the_fresher_and_fail_the_other() {
         seed.usage("001010000000001")
             .expect("read")
             .expect("row")
-            .accumulators["monthly"]
+            .accumulators
+            .get("monthly")
+            .expect("monthly")
             .used,
         3
     );

@@ -186,7 +186,7 @@ async fn monthly_reset_happens_at_the_billing_day_boundary_and_not_before() {
     );
 
     let view = n.operations().usage(IMSI).expect("usage");
-    let monthly = &view.accumulators["monthly"];
+    let monthly = &view.accumulators.get("monthly").expect("monthly");
     assert_eq!(monthly.used, 60_000_000);
     assert!(monthly.exhausted);
     let end: jiff::Timestamp = monthly
@@ -206,7 +206,13 @@ async fn monthly_reset_happens_at_the_billing_day_boundary_and_not_before() {
         "a second early: no reset"
     );
     assert_eq!(
-        n.operations().usage(IMSI).expect("usage").accumulators["monthly"].used,
+        n.operations()
+            .usage(IMSI)
+            .expect("usage")
+            .accumulators
+            .get("monthly")
+            .expect("monthly")
+            .used,
         60_000_000
     );
     assert_eq!(n.gx.reset_sweep(end_ms).await, 1, "at the boundary: reset");
@@ -218,7 +224,13 @@ async fn monthly_reset_happens_at_the_billing_day_boundary_and_not_before() {
     let recovered = stores.pop().expect("its one shard");
     let n2 = node(&dir, recovered);
     let after = n2.operations().usage(IMSI).expect("usage");
-    assert_eq!(after.accumulators["monthly"].used, 0);
-    assert!(!after.accumulators["monthly"].exhausted);
+    assert_eq!(after.accumulators.get("monthly").expect("monthly").used, 0);
+    assert!(
+        !after
+            .accumulators
+            .get("monthly")
+            .expect("monthly")
+            .exhausted
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
