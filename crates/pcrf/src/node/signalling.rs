@@ -2,9 +2,9 @@
 //! -Realm), the connections, admission of incoming requests and the DOIC
 //! overload report that goes with it, and the ways to the Gx service that
 //! sends what the node composes toward a PCEF (RARs, re-decisions) and to
-//! the N7 service that notifies an SMF. The
-//! applications answer with this identity, route their requests through
-//! it and are admitted by it; none of them holds a peer table of its own.
+//! the N7 service that notifies an SMF. The applications answer with
+//! this identity, route their requests through it and are admitted by
+//! it; none of them holds a peer table of its own.
 
 use std::future::Future;
 use std::pin::Pin;
