@@ -56,6 +56,16 @@ async fn trickle(api: SocketAddr, every: Duration, stop: Arc<AtomicBool>) {
 /// request head a byte every 2 s: a normal health check is still answered
 /// within seconds, again and again while the attack goes on. Runs with the
 /// default `[api]` limits.
+///
+/// The attackers cycle through their address's 64 places about a hundred
+/// times a second (each one closed for a newer one reconnects), so a new
+/// connection is the oldest without a request in progress half a second
+/// after it opened. On a machine busy with other tests the server may not
+/// have read the health check's head by then, and closes that connection
+/// unanswered, as it closes an attacker's. A client reconnects then, as a
+/// monitoring probe does: a check passes if its first or second connection
+/// is answered, and fails if both are closed (the API locked out) or if
+/// either gets an answer other than 200.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn trickling_clients_do_not_lock_out_the_api() {
     let p = Pcrf::start("");
@@ -67,9 +77,15 @@ async fn trickling_clients_do_not_lock_out_the_api() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     let mut slowest = Duration::ZERO;
     let mut failures = Vec::new();
+    let mut reconnected = 0;
     for _ in 0..5 {
         let t = Instant::now();
-        match health(p.api, Duration::from_secs(3)).await {
+        let mut answer = health(p.api, Duration::from_secs(3)).await;
+        if matches!(&answer, Err(e) if e == "no status line in \"\"") {
+            reconnected += 1;
+            answer = health(p.api, Duration::from_secs(3)).await;
+        }
+        match answer {
             Ok(200) => slowest = slowest.max(t.elapsed()),
             other => failures.push(format!("{other:?}")),
         }
@@ -84,7 +100,9 @@ async fn trickling_clients_do_not_lock_out_the_api() {
         "health checks failed during the attack: {failures:?}\n{}",
         p.log()
     );
-    println!("slowest of 5 health checks during the attack: {slowest:?}");
+    println!(
+        "slowest of 5 health checks during the attack: {slowest:?}; {reconnected} closed unanswered and asked again"
+    );
 }
 
 /// A request head trickled a byte every 200 ms (each byte would restart
