@@ -13,15 +13,18 @@
 //! nothing: what needs a wait (the subscriber's usage lock and row, the
 //! spending-limit peer) is done between the two calls by the transaction
 //! runner (`txn::session_step`), as a sans-IO protocol core leaves its I/O
-//! to the shell around it. Its unit tests run without a runtime.
+//! to the shell around it. A push re-decides an open session outside any
+//! request the same way ([`redecide`], then [`Redecided::settle`] with
+//! what the enforcement point answered; `txn::push` runs it). Its unit
+//! tests run without a runtime.
 
 use crate::node::events::StagedEvents;
 use crate::node::{Node, UsageStep};
 use crate::pcc::{UsageInstructions, UsageReport};
 use crate::policy::decision::{Decision, Reject};
 use crate::policy::shared_decision::SharedDecision;
-use crate::policy::{Outcome, PolicyInput, Ran};
-use crate::session::GxSession;
+use crate::policy::{Notification, Outcome, PolicyInput, Ran};
+use crate::session::{GxSession, RuleDiff};
 use crate::subscriber::Subscriber;
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -169,6 +172,134 @@ fn checked(
         raw.remember_checked(under, &decision);
     }
     decision
+}
+
+/// A push's re-decision of an open session, made outside any request (a
+/// profile change, a top-up, a time-of-day boundary, a cell's
+/// congestion): what its enforcement point is to hold now, and the session
+/// as it will be once it holds it. Decided on the committed usage (no
+/// request holds the subscriber's lock, and none is reported).
+pub(crate) struct Redecided {
+    pub(crate) decision: SharedDecision,
+    /// Grants for keys newly monitored, stops for keys no longer wanted.
+    pub(crate) grants: UsageInstructions,
+    /// What the policy asked to notify: staged once the decision is in
+    /// force (a push that changes nothing at the enforcement point stages
+    /// them at once).
+    pub(crate) notes: Vec<Notification>,
+    /// The session with the grants held, as it is once the push succeeds.
+    pub(crate) next: GxSession,
+    input: PolicyInput,
+    out: Outcome,
+}
+
+impl Redecided {
+    /// Whether the memo reused the last decision.
+    pub(crate) fn reused(&self) -> bool {
+        self.out.ran == Ran::Memo
+    }
+
+    /// The script version that decided.
+    pub(crate) fn script_version(&self) -> u64 {
+        self.out.script_version
+    }
+
+    /// Seconds since a reused decision was made (see [`Granted`]).
+    pub(crate) fn revalidation_spent_secs(&self) -> u64 {
+        self.out.revalidation_spent_secs
+    }
+
+    /// The session once the enforcement point answered the push:
+    /// `installed` when it took the decision (which becomes what it holds,
+    /// and, unless reused, the session's `last_decision`); otherwise it
+    /// still holds what it held, and the grants and stops did not happen.
+    pub(crate) fn settle(self, cur: &GxSession, installed: bool, now: i64) -> GxSession {
+        let Redecided {
+            decision,
+            mut next,
+            input,
+            out,
+            ..
+        } = self;
+        if installed {
+            next.installed = decision;
+            if out.ran != Ran::Memo {
+                next.last_decision = Some(Arc::new(out.into_record(&input, now)));
+            }
+        } else {
+            next.monitoring = cur.monitoring.clone();
+        }
+        next.updated_ms = now;
+        next
+    }
+}
+
+/// Re-decides the open session `cur` for a push: the policy on the
+/// session, the subscriber and the committed usage rolled to `now`
+/// (`spending`: the spending-limit statuses known), checked as an update
+/// is (`refine`: the adapter's own checks), with the Monitoring-Keys it
+/// newly asks for granted on a copy of the session.
+pub(crate) fn redecide(
+    node: &Node,
+    cur: &GxSession,
+    sub: Option<&Subscriber>,
+    spending: BTreeMap<String, String>,
+    now: i64,
+    refine: impl FnOnce(&str, Decision) -> Decision,
+) -> Redecided {
+    let mut input = node.policy_input(cur, sub, spending, now);
+    input.usage = node.usage_view(&cur.subscriber, sub, now);
+    let mut out = node.policy().decide(&input, cur.last_decision.as_deref());
+    node.note_fallback(&cur.id, &out);
+    let notes = std::mem::take(&mut out.notifications);
+    let with_usage = !node.usage().config().is_empty();
+    let decision = checked(node, cur, Step::Update, &out, refine, with_usage);
+    let mut next = cur.clone();
+    let mut grants = UsageInstructions::default();
+    if with_usage {
+        let accumulators = node.usage().load(&cur.subscriber);
+        let wanted = &decision.monitoring;
+        grants = node.monitoring_grants(
+            &accumulators,
+            sub,
+            &mut next,
+            wanted,
+            &Default::default(),
+            now,
+        );
+    }
+    Redecided {
+        decision,
+        grants,
+        notes,
+        next,
+        input,
+        out,
+    }
+}
+
+/// Revalidation-Time is an instant: send it only when the decision asks
+/// for an instant more than a minute away from the one the enforcement
+/// point has (`at_ms`, updated). A decision made `spent_secs` ago (reused)
+/// counts its time from then.
+pub(crate) fn settle_revalidation(
+    diff: &mut RuleDiff<'_>,
+    at_ms: &mut Option<i64>,
+    now: i64,
+    spent_secs: u64,
+) {
+    if let Some(secs) = diff.revalidation_secs.as_mut() {
+        *secs = secs.saturating_sub(spent_secs);
+        let secs = *secs;
+        // Saturating: `Decision::check` bounds `secs`, and an instant far
+        // out must still never overflow here.
+        let at = now.saturating_add(i64::try_from(secs).unwrap_or(i64::MAX).saturating_mul(1000));
+        if at_ms.is_some_and(|old| old.abs_diff(at) < 60_000) {
+            diff.revalidation_secs = None;
+        } else {
+            *at_ms = Some(at);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -365,5 +496,92 @@ mod tests {
         assert!(!throttled.reused);
         let counted = usage.as_ref().map(|u| u.reported.len()).unwrap_or(0);
         assert_eq!(counted, 1, "the report is counted under its key");
+    }
+
+    /// An open session decided as a CCR-I would, with its decision
+    /// installed: what a push starts from.
+    fn opened(node: &Services, rt: &tokio::runtime::Runtime, imsi: &str) -> GxSession {
+        let mut s = session(imsi);
+        s.location = Some((String::from("8200f1100001") + "00f11000000101").into());
+        let mut usage = rt
+            .block_on(node.node.begin_usage(&s.subscriber, None, NOW))
+            .expect("usage");
+        let (verdict, _) = decide(node, usage.as_mut(), &mut s, Step::Open, &[], NOW);
+        s.installed = verdict
+            .unwrap_or_else(|r| panic!("refused: {r:?}"))
+            .decision;
+        s
+    }
+
+    #[test]
+    fn a_push_with_no_input_changed_has_nothing_to_send() {
+        let rt = runtime();
+        let node = node_for_unit_tests(&rt);
+        let cur = opened(&node, &rt, IMSI_BASIC);
+        let later = NOW + 60_000;
+        let sub = node.node.find_subscriber(cur.imsi.as_deref(), None);
+        let red = redecide(
+            &node.node,
+            &cur,
+            sub.as_deref(),
+            BTreeMap::new(),
+            later,
+            |_, d| d,
+        );
+        assert!(red.reused(), "the same inputs reuse the decision");
+        assert!(RuleDiff::between(&cur.installed, &red.decision).is_empty());
+        assert!(red.grants.is_empty(), "the key held is not granted again");
+        let next = red.settle(&cur, true, later);
+        assert_eq!(next.installed.rules, cur.installed.rules);
+        assert!(
+            Arc::ptr_eq(
+                next.last_decision.as_ref().expect("kept"),
+                cur.last_decision.as_ref().expect("made at open")
+            ),
+            "a reused decision is not recorded again"
+        );
+    }
+
+    #[test]
+    fn a_push_for_a_congested_cell_installs_on_success_and_keeps_what_was_held_on_failure() {
+        let rt = runtime();
+        let node = node_for_unit_tests(&rt);
+        let cur = opened(&node, &rt, IMSI_BASIC);
+        let held = cur.installed.apn_ambr.expect("an APN-AMBR");
+        node.node
+            .policy_runner()
+            .set_congestion("00f11000000101", 3);
+        let later = NOW + 60_000;
+        let sub = node.node.find_subscriber(cur.imsi.as_deref(), None);
+        let push = || {
+            redecide(
+                &node.node,
+                &cur,
+                sub.as_deref(),
+                BTreeMap::new(),
+                later,
+                |_, d| d,
+            )
+        };
+
+        let red = push();
+        assert!(!red.reused(), "the congestion is a new input");
+        let diff = RuleDiff::between(&cur.installed, &red.decision);
+        let sent = diff.apn_ambr.expect("the AMBR changes").dl;
+        assert!(sent < held.dl, "the downlink is cut: {sent} from {held:?}");
+        drop(diff);
+        let took = red.settle(&cur, true, later);
+        assert_eq!(took.installed.apn_ambr.as_ref().map(|a| a.dl), Some(sent));
+        let record = took.last_decision.as_deref().expect("recorded");
+        assert_eq!(record.at_ms, later);
+
+        // The enforcement point refused it: it holds what it held.
+        let refused = push().settle(&cur, false, later);
+        assert_eq!(refused.installed.apn_ambr, Some(held));
+        assert_eq!(refused.monitoring, cur.monitoring);
+        assert!(Arc::ptr_eq(
+            refused.last_decision.as_ref().expect("kept"),
+            cur.last_decision.as_ref().expect("made at open")
+        ));
     }
 }

@@ -14,17 +14,14 @@ use crate::metrics::Command;
 use crate::node::{BoxFuture, GxSignalling};
 use crate::pcc::{PushReason, PushSummary, RequestType, UsageInstructions};
 use crate::policy::decision::{Decision, Reject};
-use crate::policy::{Notification, Ran};
 use crate::rx::service::Rx;
 use crate::sd::service::Sd;
-use crate::session::{GxSession, RuleDiff, SessionSlot, SessionState};
+use crate::session::{GxSession, RuleDiff, SessionState};
+use crate::session_core::settle_revalidation;
 use crate::session_message::Outcome;
-use crate::store::Change;
-use crate::subscriber::Subscriber;
 use crate::sy::service::Sy;
 use crate::txn;
 use crate::txn::session_step::{self, Closing, Decided, Granted, Step};
-use crate::usage::step::UsageStep;
 use bytes::{Bytes, BytesMut};
 use diameter::codec::{missing_avp, DiameterError, Message, FLAG_T};
 use diameter::dict::{avp, cmd};
@@ -34,7 +31,6 @@ use std::sync::Arc;
 use std::sync::Weak;
 use std::time::Instant;
 
-use crate::node::events::StagedEvents;
 use crate::node::{now_ms, replay, Answered, Node, COMMIT_WAIT, USER_UNKNOWN};
 
 /// The Gx service: answers the PCEFs' CCRs and re-decides their sessions.
@@ -514,251 +510,21 @@ impl Gx {
     }
 
     /// Re-decides a session and, if the decision changed, pushes the
-    /// difference to its PCEF in a RAR (holding the session's lock, so a
-    /// CCR for it waits for the RAA).
+    /// difference to its PCEF in a RAR (see `txn::push`).
     pub(crate) async fn push(
         &self,
         id: &str,
         ask_report: bool,
     ) -> Result<ReauthOutcome, ControlError> {
-        // Any node's API reaches any session: one held elsewhere is taken over.
-        let slot = self
-            .node
-            .find_or_take_over(id)
-            .await
-            .map_err(|e| ControlError::Unavailable(e.message.to_string()))?
-            .ok_or_else(|| ControlError::NotFound(format!("no session {id}")))?;
-        let _g = slot.lock().await;
-        let cur = slot.load();
-        if cur.state == SessionState::Closed {
-            return Err(ControlError::Conflict(format!("session {id} is closed")));
-        }
-        let sub = self
-            .node
-            .find_subscriber(cur.imsi.as_deref(), cur.msisdn.as_deref());
-        let now = now_ms();
-        let mut input =
-            self.node
-                .policy_input(&cur, sub.as_deref(), self.sy.spending_of(&cur), now_ms());
-        input.usage = self.node.usage_view(&cur.subscriber, sub.as_deref(), now);
-        let mut out = self
-            .node
-            .policy()
-            .decide(&input, cur.last_decision.as_deref());
-        self.node.note_fallback(id, &out);
-        let notes = std::mem::take(&mut out.notifications);
-        let mut decision = self
-            .sd
-            .check_adc(id, self.node.check_catalog(id, out.decision()));
-        crate::session::af::add_af_rules(&cur.af, &mut decision);
-        let mut pending = (*cur).clone();
-        let mut usage = UsageInstructions::default();
-        if !self.node.usage().config().is_empty() {
-            let accumulators = self.node.usage().load(&cur.subscriber);
-            usage = self.node.monitoring_answer(
-                &accumulators,
-                sub.as_deref(),
-                &mut pending,
-                &mut decision,
-                &Default::default(),
-                now,
-            );
-        }
-        let mut diff = RuleDiff::between(&cur.installed, &decision);
-        settle_revalidation(&mut diff, &mut pending.revalidation_at_ms, now, 0);
-        let installed_names: Vec<String> = diff
-            .install_names
-            .iter()
-            .map(|s| s.to_string())
-            .chain(diff.install_base_names.iter().map(|s| s.to_string()))
-            .chain(diff.install_definitions.iter().map(|d| d.name.clone()))
-            .collect();
-        let removed_names: Vec<String> = diff
-            .remove_names
-            .iter()
-            .chain(diff.remove_base_names.iter())
-            .map(|s| s.to_string())
-            .collect();
-        if diff.is_empty() && usage.is_empty() {
-            // Only the TDF's part (ADC rules) may have changed: Sd follows.
-            self.sd.adopt_adc(&slot, &cur, &decision.adc).await?;
-            if !notes.is_empty() {
-                let mut s = (*slot.load()).clone();
-                let mut events = StagedEvents::default();
-                let step = self
-                    .stage_push_notifications(&notes, &mut s, sub.as_deref(), &mut events)
-                    .await?;
-                if !events.is_empty() {
-                    self.commit_push(&slot, s, step, events).await?;
-                }
-            }
-            return Ok(ReauthOutcome {
-                rar_sent: false,
-                result_code: None,
-                installed: Vec::new(),
-                removed: Vec::new(),
-                script_version: out.script_version,
-            });
-        }
-        if ask_report && !pending.monitoring.keys.is_empty() {
-            // Every key: the PCEF reports what it counted since its last report.
-            usage.report = Some(Vec::new());
-        }
-        let raa = self
-            .node
-            .send_push(&cur, Some(&diff), Some(&decision), None, &usage)
-            .await?;
-        drop(diff);
-        let code = raa.result_code.or(raa.experimental_result).unwrap_or(0);
-        let mut s = pending;
-        let af_notices =
-            self.rx
-                .af_notes_from_pcef(&cur, &mut s, &raa.rule_reports, &raa.charging_ids);
-        self.node.apply_rule_reports(&mut s, &raa.rule_reports);
-        if code == result_code::DIAMETER_UNKNOWN_SESSION_ID {
-            // The PCEF no longer has it: forget it here too, and say it
-            // ended (no CCR-T will ever come) in the same commit.
-            // An N7 session's binding goes before its record does.
-            self.node.unbind_at_bsf(&cur).await;
-            let mut ended = (*cur).clone();
-            ended.state = SessionState::Closed;
-            ended.closed_ms = Some(now_ms());
-            let mut events = StagedEvents::default();
-            events.push(self.node.session_ended(&ended, "unknown-session"));
-            let mut changes = vec![Change::delete_session(id, &*cur.subscriber)];
-            changes.extend(events.changes());
-            self.node
-                .commit(changes)
-                .await
-                .map_err(|e| ControlError::Unavailable(e.message.to_string()))?;
-            events.publish();
-            self.node.sessions().remove(id);
-            self.rx.abort_afs(&cur);
-            self.sy.sy_session_ended(&cur);
-            return Err(ControlError::Peer(format!(
-                "PCEF does not know session {id} (5002); removed"
-            )));
-        }
-        if code != result_code::DIAMETER_SUCCESS {
-            // Not installed: the grants and stops did not happen either.
-            s.monitoring = cur.monitoring.clone();
-        }
-        let script_version = out.script_version;
-        let out_reused = out.ran == Ran::Memo;
-        if code == result_code::DIAMETER_SUCCESS {
-            s.installed = decision.into();
-            if out.ran != Ran::Memo {
-                s.last_decision = Some(Arc::new(out.into_record(&input, now_ms())));
-            }
-        }
-        s.updated_ms = now_ms();
-        // What the policy asked to notify holds once its decision is in
-        // force at the PCEF.
-        let mut events = StagedEvents::default();
-        let step = if code == result_code::DIAMETER_SUCCESS {
-            self.stage_push_notifications(&notes, &mut s, sub.as_deref(), &mut events)
-                .await?
-        } else {
-            None
-        };
-        if code == result_code::DIAMETER_SUCCESS {
-            let plan = sub.as_deref().and_then(|p| p.plan.as_deref());
-            events.push(self.node.decision_logged(
-                &s,
-                plan,
-                "push",
-                out_reused,
-                Some((&installed_names, &removed_names)),
-            ));
-        }
-        let s = if !s.durably_equal(&cur) || step.is_some() || !events.is_empty() {
-            self.commit_push(&slot, s, step, events).await?
-        } else {
-            let s = Arc::new(s);
-            slot.publish(s.clone());
-            s
-        };
-        self.sd.sd_follow(&s);
-        self.rx.spawn_af_notices(af_notices);
-        Ok(ReauthOutcome {
-            rar_sent: true,
-            result_code: Some(code),
-            installed: installed_names,
-            removed: removed_names,
-            script_version,
-        })
-    }
-}
-
-impl Gx {
-    /// The policy's `notify()` calls from a re-decision outside a CCR,
-    /// staged and deduplicated as on a CCR. The subscriber's usage is taken
-    /// only when one names an accumulator: its mark is written there.
-    /// `events` comes empty; the step is returned only when some were staged.
-    async fn stage_push_notifications(
-        &self,
-        notes: &[Notification],
-        s: &mut GxSession,
-        sub: Option<&Subscriber>,
-        events: &mut StagedEvents,
-    ) -> Result<Option<UsageStep>, ControlError> {
-        if notes.is_empty() {
-            return Ok(None);
-        }
-        let now = now_ms();
-        let mut step = if notes.iter().any(|n| n.payload.get("accumulator").is_some()) {
-            self.node
-                .begin_usage(&s.subscriber, sub, now)
-                .await
-                .map_err(|e| ControlError::Unavailable(e.message.to_string()))?
-        } else {
-            None
-        };
-        self.node
-            .policy_notifications(notes, s, step.as_mut(), events, now);
-        if events.is_empty() {
-            // All emitted before: nothing to write, the usage is left as is.
-            return Ok(None);
-        }
-        Ok(step)
+        txn::push::push(&self.node, self.bound(), id, ask_report).await
     }
 
-    /// Writes a pushed session with its events and usage marks in one
-    /// commit, then makes them visible.
-    async fn commit_push(
-        &self,
-        slot: &SessionSlot,
-        s: GxSession,
-        step: Option<UsageStep>,
-        events: StagedEvents,
-    ) -> Result<Arc<GxSession>, ControlError> {
-        let s = Arc::new(s);
-        txn::commit_session(&self.node, slot, s.clone(), step, events, None)
-            .await
-            .map_err(|e| ControlError::Unavailable(e.message.to_string()))?;
-        Ok(s)
-    }
-}
-
-/// Revalidation-Time is an instant: send it only when the decision asks
-/// for an instant more than a minute away from the one the PCEF has. A
-/// decision made `spent_secs` ago (reused) counts its time from then.
-fn settle_revalidation(
-    diff: &mut RuleDiff<'_>,
-    at_ms: &mut Option<i64>,
-    now: i64,
-    spent_secs: u64,
-) {
-    if let Some(secs) = diff.revalidation_secs.as_mut() {
-        *secs = secs.saturating_sub(spent_secs);
-        let secs = *secs;
-        // Saturating: `Decision::check` bounds `secs`, and an instant far
-        // out must still never overflow here.
-        let at = now.saturating_add(i64::try_from(secs).unwrap_or(i64::MAX).saturating_mul(1000));
-        if at_ms.is_some_and(|old| old.abs_diff(at) < 60_000) {
-            diff.revalidation_secs = None;
-        } else {
-            *at_ms = Some(at);
+    /// The services bound to a Gx session.
+    fn bound(&self) -> txn::push::Bound<'_> {
+        txn::push::Bound {
+            rx: &self.rx,
+            sd: &self.sd,
+            sy: &self.sy,
         }
     }
 }

@@ -213,22 +213,6 @@ impl Node {
         policy_view(&cfg, &u, profile)
     }
 
-    /// Turns the decision's Monitoring-Keys into what the answer (or RAR)
-    /// carries: checks them ([`Self::check_monitoring`]), then grants
-    /// ([`Self::monitoring_grants`]).
-    pub(crate) fn monitoring_answer(
-        &self,
-        usage: &SubscriberUsage,
-        profile: Option<&Subscriber>,
-        s: &mut GxSession,
-        decision: &mut Decision,
-        reported: &BTreeSet<String>,
-        now: i64,
-    ) -> UsageInstructions {
-        self.check_monitoring(&s.id, decision);
-        self.monitoring_grants(usage, profile, s, &decision.monitoring, reported, now)
-    }
-
     /// Keeps the decision's Monitoring-Keys that the usage file defines,
     /// each once (filtered in place: nothing is copied), and adds the
     /// USAGE_REPORT trigger while any is monitored. Depends on the decision

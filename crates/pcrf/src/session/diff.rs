@@ -90,6 +90,19 @@ impl<'a> RuleDiff<'a> {
         d
     }
 
+    /// The names of the rules it installs: predefined, base, dynamic.
+    pub fn installed_names(&self) -> Vec<String> {
+        let names = self.install_names.iter().chain(&self.install_base_names);
+        let dynamic = self.install_definitions.iter().map(|d| d.name.as_str());
+        names.copied().chain(dynamic).map(str::to_owned).collect()
+    }
+
+    /// The names of the rules it removes: predefined and dynamic, base.
+    pub fn removed_names(&self) -> Vec<String> {
+        let names = self.remove_names.iter().chain(&self.remove_base_names);
+        names.map(|n| n.to_string()).collect()
+    }
+
     /// Whether nothing needs to be sent (a RAR would be pointless).
     pub fn is_empty(&self) -> bool {
         self.install_names.is_empty()

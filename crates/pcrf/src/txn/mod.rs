@@ -14,6 +14,7 @@
 //! command) is opened one layer up, by the dispatcher, so that it also
 //! covers decoding.
 
+pub(crate) mod push;
 pub(crate) mod session_step;
 
 use crate::admission::Class;
