@@ -47,6 +47,9 @@ pub struct ReportSent {
 pub struct OverloadReporter {
     current: Mutex<Option<Report>>,
     last_sequence: AtomicU64,
+    /// The monotonic clock validity is measured on (a stepped one in the
+    /// unit tests, so that they wait for no report to expire).
+    clock: fn() -> Instant,
 }
 
 impl Default for OverloadReporter {
@@ -61,6 +64,7 @@ impl OverloadReporter {
         OverloadReporter {
             current: Mutex::new(None),
             last_sequence: AtomicU64::new(0),
+            clock: Instant::now,
         }
     }
 
@@ -98,14 +102,14 @@ impl OverloadReporter {
         let validity = validity.min(MAX_VALIDITY);
         let mut cur = self.state();
         if let Some(r) = *cur {
-            if !r.ended && r.reduction == reduction && r.until > Instant::now() {
+            if !r.ended && r.reduction == reduction && r.until > (self.clock)() {
                 return;
             }
         }
         *cur = Some(Report {
             sequence: self.next_sequence(),
             reduction,
-            until: Instant::now() + validity,
+            until: (self.clock)() + validity,
             ended: false,
         });
     }
@@ -116,7 +120,7 @@ impl OverloadReporter {
     pub fn end(&self) {
         let mut cur = self.state();
         if let Some(r) = *cur {
-            if !r.ended && r.until > Instant::now() {
+            if !r.ended && r.until > (self.clock)() {
                 *cur = Some(Report {
                     sequence: self.next_sequence(),
                     reduction: 0,
@@ -132,7 +136,7 @@ impl OverloadReporter {
     /// The reduction currently reported (0 when none).
     pub fn reduction_percentage(&self) -> u32 {
         match *self.state() {
-            Some(r) if !r.ended && r.until > Instant::now() => r.reduction,
+            Some(r) if !r.ended && r.until > (self.clock)() => r.reduction,
             _ => 0,
         }
     }
@@ -140,7 +144,7 @@ impl OverloadReporter {
     /// The report answers carry now, if any: what an operator is shown
     /// of the overload state sent to DOIC peers.
     pub fn current(&self) -> Option<ReportSent> {
-        let now = Instant::now();
+        let now = (self.clock)();
         match *self.state() {
             Some(r) if r.until > now => Some(ReportSent {
                 sequence: r.sequence,
@@ -168,7 +172,7 @@ impl OverloadReporter {
         b.group(avp::OC_SUPPORTED_FEATURES, |g| {
             g.u64(avp::OC_FEATURE_VECTOR, OLR_DEFAULT_ALGO);
         });
-        let now = Instant::now();
+        let now = (self.clock)();
         let report = {
             let mut cur = self.state();
             match *cur {
@@ -215,6 +219,31 @@ pub fn requests_doic(req: &Message) -> bool {
 mod tests {
     use super::*;
     use bytes::BytesMut;
+    use std::cell::Cell;
+
+    thread_local! {
+        /// The stepped clock of this test's thread: its start, and how far
+        /// it has been moved on.
+        static START: Instant = Instant::now();
+        static STEPPED: Cell<Duration> = const { Cell::new(Duration::ZERO) };
+    }
+
+    fn stepped_now() -> Instant {
+        START.with(|s| *s) + STEPPED.with(Cell::get)
+    }
+
+    /// Moves this thread's clock on by `d`.
+    fn step(d: Duration) {
+        STEPPED.with(|c| c.set(c.get() + d));
+    }
+
+    /// A reporter on this thread's stepped clock.
+    fn reporter() -> OverloadReporter {
+        OverloadReporter {
+            clock: stepped_now,
+            ..OverloadReporter::new()
+        }
+    }
 
     fn request(with_osf: Option<Option<u64>>) -> Message {
         let mut buf = BytesMut::new();
@@ -254,7 +283,7 @@ mod tests {
 
     #[test]
     fn only_peers_that_advertised_doic_get_reports() {
-        let r = OverloadReporter::new();
+        let r = reporter();
         r.report(40, Duration::from_secs(30));
         assert_eq!(answer(&r, &request(None)), (false, None));
         // Another algorithm only: not for us.
@@ -265,20 +294,20 @@ mod tests {
             let (_, kind, pct, validity) = olr.expect("OC-OLR");
             assert_eq!(kind, enums::OC_REPORT_TYPE::HOST_REPORT);
             assert_eq!(pct, 40);
-            assert!((29..=30).contains(&validity), "{validity}");
+            assert_eq!(validity, 30);
         }
     }
 
     #[test]
     fn no_overload_advertises_support_without_a_report() {
-        let r = OverloadReporter::new();
+        let r = reporter();
         assert_eq!(answer(&r, &request(Some(None))), (true, None));
         assert_eq!(r.reduction_percentage(), 0);
     }
 
     #[test]
     fn a_changed_report_gets_a_higher_sequence_and_the_same_one_does_not() {
-        let r = OverloadReporter::new();
+        let r = reporter();
         let req = request(Some(None));
         r.report(20, Duration::from_secs(60));
         let (_, a) = answer(&r, &req);
@@ -296,7 +325,7 @@ mod tests {
 
     #[test]
     fn the_current_report_is_what_answers_carry() {
-        let r = OverloadReporter::new();
+        let r = reporter();
         let req = request(Some(None));
         assert_eq!(r.current(), None);
         r.report(30, Duration::from_secs(10));
@@ -304,7 +333,12 @@ mod tests {
         let (_, sent) = answer(&r, &req);
         let sent = sent.expect("olr");
         assert_eq!((now.sequence, now.reduction_percentage), (sent.0, sent.2));
-        assert!(now.validity > Duration::from_secs(9) && now.validity <= Duration::from_secs(10));
+        assert_eq!(now.validity, Duration::from_secs(10));
+        step(Duration::from_secs(4));
+        let later = r.current().expect("still reported");
+        assert_eq!(later.validity, Duration::from_secs(6), "what remains");
+        assert_eq!(answer(&r, &req).1.expect("olr").3, 6);
+        assert_eq!(later.sequence, now.sequence);
         r.end();
         let ended = r.current().expect("ended, not yet expired");
         assert!(ended.sequence > now.sequence);
@@ -316,7 +350,7 @@ mod tests {
 
     #[test]
     fn ending_sends_validity_zero_then_nothing() {
-        let r = OverloadReporter::new();
+        let r = reporter();
         let req = request(Some(None));
         r.report(50, Duration::from_millis(300));
         let (_, before) = answer(&r, &req);
@@ -326,16 +360,16 @@ mod tests {
         assert!(ended.0 > before.expect("olr").0);
         assert_eq!((ended.2, ended.3), (0, 0));
         assert_eq!(r.reduction_percentage(), 0);
-        std::thread::sleep(Duration::from_millis(350));
+        step(Duration::from_millis(350));
         assert_eq!(answer(&r, &req), (true, None));
     }
 
     #[test]
     fn an_expired_report_is_no_longer_sent() {
-        let r = OverloadReporter::new();
+        let r = reporter();
         let req = request(Some(None));
         r.report(10, Duration::from_millis(50));
-        std::thread::sleep(Duration::from_millis(80));
+        step(Duration::from_millis(80));
         assert_eq!(answer(&r, &req), (true, None));
         assert_eq!(r.reduction_percentage(), 0);
     }
