@@ -1,6 +1,6 @@
 //! The decode path as one function over arbitrary bytes, shared by the
 //! cargo-fuzz target (`crates/diameter/fuzz/fuzz_targets/decode.rs`) and
-//! the corpus replay test (`crates/diameter/tests/fuzz_corpus.rs`), so that
+//! the corpus replay test (`crates/diameter/tests/suite/fuzz_corpus.rs`), so that
 //! what the fuzzer explores is what CI re-checks on every input the fuzzer
 //! ever kept.
 //!

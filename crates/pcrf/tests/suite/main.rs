@@ -7,7 +7,7 @@
 
 mod notify_support;
 mod support;
-#[path = "../../../diameter/tests/tls_certs/mod.rs"]
+#[path = "../../../diameter/tests/suite/tls_certs.rs"]
 mod tls_certs;
 
 mod api_http;

@@ -6,8 +6,7 @@
 //! TCP client, garbage before the handshake, and a TLS-only peer on the
 //! plain listener. Also the start-up errors of `TlsConfig`.
 
-mod tls_certs;
-
+use crate::tls_certs::{Ca, Leaf};
 use bytes::{Bytes, BytesMut};
 use diameter::codec::{DiameterError, FLAG_E, FLAG_R};
 use diameter::dict::{avp, cmd};
@@ -19,7 +18,6 @@ use rustls::pki_types::{CertificateDer, PrivateKeyDer, ServerName};
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tls_certs::{Ca, Leaf};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::oneshot;

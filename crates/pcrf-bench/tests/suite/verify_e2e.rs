@@ -5,8 +5,7 @@
 //! was lost; then `verify` must pass, and must fail once the answer log
 //! claims an acknowledgement the server never gave.
 
-mod support;
-
+use crate::support::{free_port, pcrf_binary, repo_root};
 use pcrf_bench::delivery::{AnswerLog, AnswerRecord, Delivery, Retransmit};
 use pcrf_bench::http_client::BaseUrl;
 use pcrf_bench::open_loop::OpenLoop;
@@ -20,7 +19,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{free_port, pcrf_binary, repo_root};
 
 struct Server {
     child: Option<Child>,

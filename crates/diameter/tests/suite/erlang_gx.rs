@@ -12,9 +12,7 @@
 //! Our side is the real transport server (`diameter::transport`), so OTP's
 //! strict peer state machine also checks our CEA and DPA.
 
-#[path = "interop/support.rs"]
-mod support;
-
+use crate::support::{interop_dir, read_lossy, require_tool, ChildGuard, TempDir};
 use bytes::{Bytes, BytesMut};
 use diameter::codec::{Avp, AvpCode, FLAG_P, FLAG_R};
 use diameter::dict::{avp, cmd};
@@ -24,7 +22,6 @@ use diameter::{DiameterError, Message, MessageBuilder};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::Duration;
-use support::{interop_dir, read_lossy, require_tool, ChildGuard, TempDir};
 
 const GX: u32 = 16_777_238;
 const TGPP: u32 = 10_415;

@@ -5,9 +5,7 @@
 //! wrote, and name every AVP as we meant it, in the same order, with the
 //! same values.
 
-#[path = "interop/support.rs"]
-mod support;
-
+use crate::support::{require_tool, TempDir};
 use bytes::BytesMut;
 use diameter::codec::{AvpIter, FLAG_R};
 use diameter::dict::{self, app, avp, cmd};
@@ -16,7 +14,6 @@ use diameter_tools::pcap::{read_pcap, Direction, PcapWriter};
 use std::net::{IpAddr, Ipv4Addr};
 use std::path::Path;
 use std::process::Command;
-use support::{require_tool, TempDir};
 
 const GX: u32 = 16_777_238;
 const TGPP: u32 = 10_415;

@@ -9,9 +9,7 @@
 //! framing as an independent decoder sees it. Capturing needs root or
 //! capture rights for dumpcap, as the test command has.
 
-#[path = "interop/support.rs"]
-mod support;
-
+use crate::support::{read_lossy, require_tool, wait_until, ChildGuard, TempDir};
 use bytes::{Bytes, BytesMut};
 use diameter::dict::{avp, cmd};
 use diameter::peer::{Application, DisconnectCause, LocalNode, PeerSettings};
@@ -21,7 +19,6 @@ use diameter_tools::pcap::read_pcap;
 use std::collections::HashMap;
 use std::process::{Command, Stdio};
 use std::time::Duration;
-use support::{read_lossy, require_tool, wait_until, ChildGuard, TempDir};
 
 const GX: u32 = 16_777_238;
 const TGPP: u32 = 10_415;

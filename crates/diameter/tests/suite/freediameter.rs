@@ -17,9 +17,7 @@
 //! (it has no Gx application extension, only the Gx dictionary), which
 //! shares every application with our Gx node.
 
-#[path = "interop/support.rs"]
-mod support;
-
+use crate::support::{free_port, interop_dir, read_lossy, require_tool, ChildGuard, TempDir};
 use bytes::{Bytes, BytesMut};
 use diameter::dict::{avp, cmd};
 use diameter::peer::{
@@ -31,7 +29,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use support::{free_port, interop_dir, read_lossy, require_tool, ChildGuard, TempDir};
 
 const GX: u32 = 16_777_238;
 const TGPP: u32 = 10_415;

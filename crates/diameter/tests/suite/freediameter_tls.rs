@@ -5,12 +5,10 @@
 //! DWR/DWA cross the TLS session; then the other way round, our initiator
 //! connecting to freeDiameter's TLS port. (A certificate that does not name the
 //! peer's Identity cannot be tried with freeDiameter: it refuses to start
-//! with one; tests/transport_tls.rs covers our 3010 for it.)
+//! with one; tests/suite/transport_tls.rs covers our 3010 for it.)
 
-#[path = "interop/support.rs"]
-mod support;
-mod tls_certs;
-
+use crate::support::{free_port, interop_dir, read_lossy, require_tool, ChildGuard, TempDir};
+use crate::tls_certs::{Ca, Leaf};
 use bytes::Bytes;
 use diameter::peer::{Application, LocalNode, PeerSettings, PeerState};
 use diameter::transport::{Handler, Node, PeerHandle, ServesNothing, TlsConfig};
@@ -19,8 +17,6 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
-use support::{free_port, interop_dir, read_lossy, require_tool, ChildGuard, TempDir};
-use tls_certs::{Ca, Leaf};
 
 const GX: u32 = 16_777_238;
 const TGPP: u32 = 10_415;

@@ -5,8 +5,7 @@
 //! AAA, and end with STR (the rule removed) and CCR-T. A second run whose
 //! subscribers are not provisioned shows the failures counted, not hidden.
 
-mod support;
-
+use crate::support::{free_port, pcrf_binary, repo_root};
 use pcrf_bench::http_client::BaseUrl;
 use pcrf_bench::pcef::PcefOptions;
 use pcrf_bench::provision::provision;
@@ -17,7 +16,6 @@ use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use support::{free_port, pcrf_binary, repo_root};
 
 struct Server {
     child: Child,

@@ -1,9 +1,8 @@
 //! What the interop tests share: temporary directories, free ports, external
 //! tools that must be installed, and child processes that are always killed.
 //!
-//! Each test file includes this with `#[path = "interop/support.rs"] mod support;`
-//! and uses only part of it.
-#![allow(dead_code)]
+//! The suite's files use it as `crate::support`; the configurations and
+//! scripts of the independent peers are in `tests/interop`.
 
 use std::net::{Ipv4Addr, TcpListener};
 use std::path::{Path, PathBuf};
