@@ -1,5 +1,6 @@
 //! Test fixtures for the store: a unique temporary directory removed on
-//! drop, and realistic session, subscriber and usage records.
+//! drop, realistic session, subscriber and usage records, and a wait on a
+//! writer's state.
 
 use crate::policy::decision::Decision;
 use crate::session::GxSession;
@@ -7,6 +8,22 @@ use crate::subscriber::Subscriber;
 use crate::usage::{Accumulator, LastReport, ServiceUnits, SubscriberUsage};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Polls `reached` every few milliseconds until it holds; panics naming
+/// `what` after 5 s. For the tests that must know a writer has reached a
+/// state (its batch started, so it now waits on a lock) before they go
+/// on: a fixed sleep would pass when the writer was merely slow to get
+/// there, and wait for nothing when it was quick.
+pub async fn until(what: &str, mut reached: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    while !reached() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "not reached in 5 s: {what}"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+}
 
 /// A fresh directory under the system temp dir, removed on drop.
 pub struct TestDir(PathBuf);

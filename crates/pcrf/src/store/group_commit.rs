@@ -901,7 +901,7 @@ mod tests {
     use super::*;
     use crate::session::SessionState;
     use crate::store::config::Durability;
-    use crate::store::fixtures::{session, TestDir};
+    use crate::store::fixtures::{session, until, TestDir};
     use crate::store::sqlite::{SqliteStore, DB_FILE};
     use rusqlite::{Connection, OptionalExtension};
     use std::time::Duration;
@@ -1152,7 +1152,7 @@ mod tests {
         let blocker = Connection::open(dir.path().join(DB_FILE)).expect("blocker");
         blocker.execute_batch("BEGIN IMMEDIATE").expect("lock");
         let first = put(&gc, "a", 1).await;
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        until("the first batch started", || gc.stats().batches == 1).await;
         let mut pending = Vec::new();
         for i in 1..=3 {
             let slot = gc.reserve().await.expect("slot");

@@ -218,7 +218,7 @@ impl ShardedWriter {
 mod tests {
     use super::*;
     use crate::store::config::Durability;
-    use crate::store::fixtures::{session, subscriber, usage, TestDir};
+    use crate::store::fixtures::{session, subscriber, until, usage, TestDir};
     use crate::store::sqlite_layout::{open_shards, shard_file};
     use rusqlite::Connection;
     use std::sync::Arc;
@@ -262,7 +262,8 @@ mod tests {
             let a = a.clone();
             tokio::spawn(async move { w.submit(put("gx;a", &a, 1)).await })
         };
-        tokio::time::sleep(Duration::from_millis(200)).await;
+        let shard0 = w.shard(0).expect("shard 0");
+        until("shard 0's batch started", || shard0.stats().batches == 1).await;
         // Shard 1 commits meanwhile, several times.
         for at in 1..=5 {
             tokio::time::timeout(Duration::from_secs(3), w.submit(put("gx;b", &b, at)))
