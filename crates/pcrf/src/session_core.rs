@@ -22,6 +22,7 @@ use crate::node::events::StagedEvents;
 use crate::node::{Node, UsageStep};
 use crate::pcc::{UsageInstructions, UsageReport};
 use crate::policy::decision::{Decision, Reject};
+use crate::policy::input::UsageInput;
 use crate::policy::shared_decision::SharedDecision;
 use crate::policy::{Notification, Outcome, PolicyInput, Ran};
 use crate::session::{GxSession, RuleDiff};
@@ -174,21 +175,18 @@ fn checked(
     decision
 }
 
-/// A push's re-decision of an open session, made outside any request (a
-/// profile change, a top-up, a time-of-day boundary, a cell's
-/// congestion): what its enforcement point is to hold now, and the session
-/// as it will be once it holds it. Decided on the committed usage (no
-/// request holds the subscriber's lock, and none is reported).
+/// An open session decided again outside the request that opened or
+/// updated it: by a push (a profile change, a top-up, a time-of-day
+/// boundary, a cell's congestion), or by the TDF's request whose detected
+/// applications are policy input. What the policy decides now, checked
+/// as an update is; no grant is made and nothing is recorded until the
+/// caller says what the enforcement point took.
 pub(crate) struct Redecided {
     pub(crate) decision: SharedDecision,
-    /// Grants for keys newly monitored, stops for keys no longer wanted.
-    pub(crate) grants: UsageInstructions,
     /// What the policy asked to notify: staged once the decision is in
     /// force (a push that changes nothing at the enforcement point stages
     /// them at once).
     pub(crate) notes: Vec<Notification>,
-    /// The session with the grants held, as it is once the push succeeds.
-    pub(crate) next: GxSession,
     input: PolicyInput,
     out: Outcome,
 }
@@ -197,6 +195,11 @@ impl Redecided {
     /// Whether the memo reused the last decision.
     pub(crate) fn reused(&self) -> bool {
         self.out.ran == Ran::Memo
+    }
+
+    /// Whether the policy refused the session.
+    pub(crate) fn refused(&self) -> bool {
+        self.out.decision.reject.is_some()
     }
 
     /// The script version that decided.
@@ -209,14 +212,42 @@ impl Redecided {
         self.out.revalidation_spent_secs
     }
 
-    /// The session once the enforcement point answered the push:
-    /// `installed` when it took the decision (which becomes what it holds,
-    /// and, unless reused, the session's `last_decision`); otherwise it
-    /// still holds what it held, and the grants and stops did not happen.
-    pub(crate) fn settle(self, cur: &GxSession, installed: bool, now: i64) -> GxSession {
+    /// The grants and stops that go with the decision on the committed
+    /// usage (keys newly monitored are granted; none was just reported),
+    /// and `cur` as it is once its enforcement point holds them.
+    pub(crate) fn grants(
+        &self,
+        node: &Node,
+        cur: &GxSession,
+        sub: Option<&Subscriber>,
+        now: i64,
+    ) -> (GxSession, UsageInstructions) {
+        let mut next = cur.clone();
+        if node.usage().config().is_empty() {
+            return (next, UsageInstructions::default());
+        }
+        let accumulators = node.usage().load(&cur.subscriber);
+        let wanted = &self.decision.monitoring;
+        let none_reported = Default::default();
+        let grants =
+            node.monitoring_grants(&accumulators, sub, &mut next, wanted, &none_reported, now);
+        (next, grants)
+    }
+
+    /// `next` (the session with the grants, from [`Self::grants`]) once
+    /// the enforcement point answered: `installed` when it took the
+    /// decision (which becomes what it holds, and, unless reused, the
+    /// session's `last_decision`); otherwise it still holds what `cur`
+    /// says, and the grants and stops did not happen.
+    pub(crate) fn settle(
+        self,
+        cur: &GxSession,
+        mut next: GxSession,
+        installed: bool,
+        now: i64,
+    ) -> GxSession {
         let Redecided {
             decision,
-            mut next,
             input,
             out,
             ..
@@ -234,45 +265,30 @@ impl Redecided {
     }
 }
 
-/// Re-decides the open session `cur` for a push: the policy on the
-/// session, the subscriber and the committed usage rolled to `now`
-/// (`spending`: the spending-limit statuses known), checked as an update
-/// is (`refine`: the adapter's own checks), with the Monitoring-Keys it
-/// newly asks for granted on a copy of the session.
+/// Decides the open session `s` again: the policy on the session, the
+/// subscriber and `usage` (the committed accumulators rolled to `now`,
+/// or those a request is counting), `spending` the spending-limit
+/// statuses known, checked as an update is (`refine`: the adapter's own
+/// checks).
 pub(crate) fn redecide(
     node: &Node,
-    cur: &GxSession,
+    s: &GxSession,
     sub: Option<&Subscriber>,
     spending: BTreeMap<String, String>,
+    usage: UsageInput,
     now: i64,
     refine: impl FnOnce(&str, Decision) -> Decision,
 ) -> Redecided {
-    let mut input = node.policy_input(cur, sub, spending, now);
-    input.usage = node.usage_view(&cur.subscriber, sub, now);
-    let mut out = node.policy().decide(&input, cur.last_decision.as_deref());
-    node.note_fallback(&cur.id, &out);
+    let mut input = node.policy_input(s, sub, spending, now);
+    input.usage = usage;
+    let mut out = node.policy().decide(&input, s.last_decision.as_deref());
+    node.note_fallback(&s.id, &out);
     let notes = std::mem::take(&mut out.notifications);
     let with_usage = !node.usage().config().is_empty();
-    let decision = checked(node, cur, Step::Update, &out, refine, with_usage);
-    let mut next = cur.clone();
-    let mut grants = UsageInstructions::default();
-    if with_usage {
-        let accumulators = node.usage().load(&cur.subscriber);
-        let wanted = &decision.monitoring;
-        grants = node.monitoring_grants(
-            &accumulators,
-            sub,
-            &mut next,
-            wanted,
-            &Default::default(),
-            now,
-        );
-    }
+    let decision = checked(node, s, Step::Update, &out, refine, with_usage);
     Redecided {
         decision,
-        grants,
         notes,
-        next,
         input,
         out,
     }
@@ -520,18 +536,21 @@ mod tests {
         let cur = opened(&node, &rt, IMSI_BASIC);
         let later = NOW + 60_000;
         let sub = node.node.find_subscriber(cur.imsi.as_deref(), None);
+        let usage = node.node.usage_view(&cur.subscriber, sub.as_deref(), later);
         let red = redecide(
             &node.node,
             &cur,
             sub.as_deref(),
             BTreeMap::new(),
+            usage,
             later,
             |_, d| d,
         );
         assert!(red.reused(), "the same inputs reuse the decision");
         assert!(RuleDiff::between(&cur.installed, &red.decision).is_empty());
-        assert!(red.grants.is_empty(), "the key held is not granted again");
-        let next = red.settle(&cur, true, later);
+        let (next, grants) = red.grants(&node.node, &cur, sub.as_deref(), later);
+        assert!(grants.is_empty(), "the key held is not granted again");
+        let next = red.settle(&cur, next, true, later);
         assert_eq!(next.installed.rules, cur.installed.rules);
         assert!(
             Arc::ptr_eq(
@@ -554,29 +573,34 @@ mod tests {
         let later = NOW + 60_000;
         let sub = node.node.find_subscriber(cur.imsi.as_deref(), None);
         let push = || {
-            redecide(
+            let usage = node.node.usage_view(&cur.subscriber, sub.as_deref(), later);
+            let red = redecide(
                 &node.node,
                 &cur,
                 sub.as_deref(),
                 BTreeMap::new(),
+                usage,
                 later,
                 |_, d| d,
-            )
+            );
+            let (next, _) = red.grants(&node.node, &cur, sub.as_deref(), later);
+            (red, next)
         };
 
-        let red = push();
+        let (red, next) = push();
         assert!(!red.reused(), "the congestion is a new input");
         let diff = RuleDiff::between(&cur.installed, &red.decision);
         let sent = diff.apn_ambr.expect("the AMBR changes").dl;
         assert!(sent < held.dl, "the downlink is cut: {sent} from {held:?}");
         drop(diff);
-        let took = red.settle(&cur, true, later);
+        let took = red.settle(&cur, next, true, later);
         assert_eq!(took.installed.apn_ambr.as_ref().map(|a| a.dl), Some(sent));
         let record = took.last_decision.as_deref().expect("recorded");
         assert_eq!(record.at_ms, later);
 
         // The enforcement point refused it: it holds what it held.
-        let refused = push().settle(&cur, false, later);
+        let (red, next) = push();
+        let refused = red.settle(&cur, next, false, later);
         assert_eq!(refused.installed.apn_ambr, Some(held));
         assert_eq!(refused.monitoring, cur.monitoring);
         assert!(Arc::ptr_eq(

@@ -23,6 +23,7 @@ use crate::sd::{self, AdcChanges, TdfCcr, TsrSubject};
 use crate::session::binding::stored_prefixes_containing;
 use crate::session::tdf::{adc_diff, TdfMode, TdfSession};
 use crate::session::{GxSession, SessionSlot, SessionState};
+use crate::session_core;
 use crate::session_message::Outcome;
 use crate::store::OpenSessionsBy;
 use crate::sy::service::Sy;
@@ -460,26 +461,20 @@ impl Sd {
             }
         }
         // The applications are policy input: decide again.
-        let mut input =
-            self.node
-                .policy_input(&s, sub.as_deref(), self.sy.spending_of(&s), now_ms());
-        input.usage = match &usage {
+        let view = match &usage {
             Some(step) => step.view(sub.as_deref()),
             None => self.node.usage_view(&s.subscriber, sub.as_deref(), now),
         };
-        let out = self
-            .node
-            .policy()
-            .decide(&input, s.last_decision.as_deref());
-        self.node.note_fallback(&s.id, &out);
+        let spending = self.sy.spending_of(&s);
+        let refine = |id: &str, d| self.check_adc(id, d);
+        let red =
+            session_core::redecide(&self.node, &s, sub.as_deref(), spending, view, now, refine);
         let installed = s.tdf.as_ref().map_or(Vec::new(), |t| t.installed.clone());
         // A refusal concerns the PCEF's session; the TDF keeps its rules.
-        let wanted = match &out.decision.reject {
-            Some(_) => installed.clone(),
-            None => {
-                self.check_adc(&s.id, self.node.check_catalog(&s.id, out.decision()))
-                    .adc
-            }
+        let wanted = if red.refused() {
+            installed.clone()
+        } else {
+            red.decision.adc.clone()
         };
         let (install, remove) = adc_diff(&installed, &wanted);
         // Grants for the keys just reported and for newly installed rules.

@@ -61,16 +61,17 @@ pub(crate) async fn push(
     let sub = node.find_subscriber(cur.imsi.as_deref(), cur.msisdn.as_deref());
     let now = now_ms();
     let spending = bound.sy.spending_of(&cur);
-    let mut red = session_core::redecide(node, &cur, sub.as_deref(), spending, now, |id, d| {
-        bound.sd.check_adc(id, d)
-    });
+    let usage = node.usage_view(&cur.subscriber, sub.as_deref(), now);
+    let refine = |id: &str, d| bound.sd.check_adc(id, d);
+    let mut red = session_core::redecide(node, &cur, sub.as_deref(), spending, usage, now, refine);
+    let (mut next, mut grants) = red.grants(node, &cur, sub.as_deref(), now);
     let mut diff = RuleDiff::between(&cur.installed, &red.decision);
     let spent = red.revalidation_spent_secs();
-    settle_revalidation(&mut diff, &mut red.next.revalidation_at_ms, now, spent);
+    settle_revalidation(&mut diff, &mut next.revalidation_at_ms, now, spent);
     let installed = diff.installed_names();
     let removed = diff.removed_names();
     let script_version = red.script_version();
-    if diff.is_empty() && red.grants.is_empty() {
+    if diff.is_empty() && grants.is_empty() {
         // Only the TDF's part (ADC rules) may have changed: Sd follows.
         bound.sd.adopt_adc(&slot, &cur, &red.decision.adc).await?;
         if !red.notes.is_empty() {
@@ -89,13 +90,13 @@ pub(crate) async fn push(
             script_version,
         });
     }
-    if ask_report && !red.next.monitoring.keys.is_empty() {
+    if ask_report && !next.monitoring.keys.is_empty() {
         // Every key: the enforcement point reports what it counted since
         // its last report.
-        red.grants.report = Some(Vec::new());
+        grants.report = Some(Vec::new());
     }
     let answer = node
-        .send_push(&cur, Some(&diff), Some(&red.decision), None, &red.grants)
+        .send_push(&cur, Some(&diff), Some(&red.decision), None, &grants)
         .await?;
     drop(diff);
     let code = answer
@@ -110,7 +111,7 @@ pub(crate) async fn push(
     }
     let took_it = code == result_code::DIAMETER_SUCCESS;
     let (reused, notes) = (red.reused(), std::mem::take(&mut red.notes));
-    let mut s = red.settle(&cur, took_it, now_ms());
+    let mut s = red.settle(&cur, next, took_it, now_ms());
     let af_notices =
         bound
             .rx
