@@ -197,22 +197,14 @@ impl Operations {
                 }
                 let next = Arc::new(next);
                 let staged = event(&self.node, &next);
-                let mut changes = vec![Change::PutUsage(next.clone())];
-                changes.extend(staged.as_ref().and_then(|s| s.change()));
-                match self.node.store().submit(changes).await {
-                    Ok(()) => {}
+                match crate::txn::commit_usage(&self.node, &slot, next, staged).await {
+                    Ok(()) => Ok(Ok(())),
                     Err(e @ crate::store::StoreError::Conflict(_)) => {
                         tracing::info!(subscriber = imsi, error = %e, "usage written by another node; changing it again");
-                        self.node.forget_conflicted(&e);
-                        return Err(Node::conflict_error());
+                        Err(Node::conflict_error())
                     }
-                    Err(e) => return Ok(Err(ControlError::Unavailable(e.to_string()))),
+                    Err(e) => Ok(Err(ControlError::Unavailable(e.to_string()))),
                 }
-                slot.publish(next);
-                if let Some(s) = staged {
-                    s.publish();
-                }
-                Ok(Ok(()))
             })
             .await;
         match changed {

@@ -11,7 +11,6 @@ use crate::gx::service::Gx;
 use crate::node::{ecgi_of_location, now_ms};
 use crate::pcc::{PushReason, PushSummary};
 use crate::session::SessionState;
-use crate::store::Change;
 use crate::usage::spread::{next_boundary, Spread};
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
@@ -174,15 +173,8 @@ impl Gx {
             if rolled.is_empty() {
                 continue;
             }
-            let next = Arc::new(next);
-            match self
-                .node
-                .store()
-                .submit(vec![Change::PutUsage(next.clone())])
-                .await
-            {
+            match crate::txn::commit_usage(&self.node, &slot, Arc::new(next), None).await {
                 Ok(()) => {
-                    slot.publish(next);
                     reset += 1;
                     self.push_counters.resets.fetch_add(1, Relaxed);
                     tracing::info!(subscriber = %key, accumulators = ?rolled, "usage period reset");
@@ -190,7 +182,6 @@ impl Gx {
                 }
                 Err(e) => {
                     // Written by another node meanwhile: read again next time.
-                    self.node.forget_conflicted(&e);
                     tracing::error!(subscriber = %key, error = %e, "usage reset not stored; retried at the next sweep");
                 }
             }

@@ -21,9 +21,12 @@ use crate::admission::Class;
 use crate::metrics::Command;
 use crate::node::events::StagedEvents;
 use crate::node::{takeover, usage_change, Answered, Node, UsageStep};
+use crate::notify::Staged;
 use crate::session::{GxSession, SessionSlot};
 use crate::session_message::Identity;
-use crate::store::Change;
+use crate::store::{Change, StoreError};
+use crate::usage::table::UsageSlot;
+use crate::usage::SubscriberUsage;
 use bytes::{Bytes, BytesMut};
 use diameter::codec::{DiameterError, Message, MessageBuilder, FLAG_E};
 use diameter::dict::avp;
@@ -162,6 +165,30 @@ pub(crate) async fn commit_record(
     s: Arc<GxSession>,
 ) -> Result<(), DiameterError> {
     commit_session(node, slot, s, None, StagedEvents::default(), None).await
+}
+
+/// The end of a transaction on a subscriber's usage alone (an operator's
+/// top-up or reset, a period's end): `next` with the event it staged, in
+/// one commit, then both published. A write conflict (another node wrote
+/// the row meanwhile) drops the copy held here, so that the next try
+/// reads the row again. Call with the usage slot's lock held.
+pub(crate) async fn commit_usage(
+    node: &Node,
+    slot: &UsageSlot,
+    next: Arc<SubscriberUsage>,
+    staged: Option<Staged>,
+) -> Result<(), StoreError> {
+    let mut changes = vec![Change::PutUsage(next.clone())];
+    changes.extend(staged.as_ref().and_then(|s| s.change()));
+    if let Err(e) = node.store().submit(changes).await {
+        node.forget_conflicted(&e);
+        return Err(e);
+    }
+    slot.publish(next);
+    if let Some(s) = staged {
+        s.publish();
+    }
+    Ok(())
 }
 
 /// Counts a request refused before it reached [`serve`] (it did not
