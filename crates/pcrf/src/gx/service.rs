@@ -16,7 +16,7 @@ use crate::pcc::{PushReason, PushSummary, RequestType, UsageInstructions};
 use crate::policy::decision::{Decision, Reject};
 use crate::rx::service::Rx;
 use crate::sd::service::Sd;
-use crate::session::{GxSession, RuleDiff, SessionState};
+use crate::session::{GxSession, RuleDiff, SessionSlot, SessionState};
 use crate::session_core::settle_revalidation;
 use crate::session_message::Outcome;
 use crate::sy::service::Sy;
@@ -223,16 +223,24 @@ impl Gx {
         Ok(decided(answer, &s))
     }
 
-    pub(crate) async fn ccr_update(
+    async fn ccr_update(&self, req: &Message, c: &Ccr<'_>) -> Result<Answered, DiameterError> {
+        let held = txn::with_session(&self.node, c.session_id, async |slot, cur| {
+            self.update(req, c, slot, cur).await
+        });
+        match held.await? {
+            Some(answer) => Ok(answer),
+            None => Ok(self.cold_retransmission(req, c).await),
+        }
+    }
+
+    /// CCR-U on the session `cur`, held.
+    async fn update(
         &self,
         req: &Message,
         c: &Ccr<'_>,
+        slot: &SessionSlot,
+        cur: Arc<GxSession>,
     ) -> Result<Answered, DiameterError> {
-        let Some(slot) = self.node.find_or_take_over(c.session_id).await? else {
-            return Ok(self.cold_retransmission(req, c).await);
-        };
-        let _g = slot.lock().await;
-        let cur = slot.load();
         if cur.state == SessionState::Closed {
             return Ok(self.unknown_session(req, c));
         }
@@ -283,7 +291,7 @@ impl Gx {
                 if !c.usage_reports.is_empty() {
                     // Refused or not, the usage happened: count it, once.
                     s.last_answer = Some(answer.bytes.clone());
-                    pending.commit(&self.node, &slot, Arc::new(s), None).await?;
+                    pending.commit(&self.node, slot, Arc::new(s), None).await?;
                 }
                 return Ok(answer);
             }
@@ -310,7 +318,7 @@ impl Gx {
         // a retransmission after a restart must be replayed, not counted again.
         let unchanged_from = c.usage_reports.is_empty().then_some(&*cur);
         pending
-            .commit(&self.node, &slot, s.clone(), unchanged_from)
+            .commit(&self.node, slot, s.clone(), unchanged_from)
             .await?;
         self.sd.sd_follow(&s);
         self.rx.spawn_af_notices(af_notices);
@@ -318,11 +326,23 @@ impl Gx {
     }
 
     async fn ccr_termination(&self, req: &Message, c: &Ccr<'_>) -> Result<Answered, DiameterError> {
-        let Some(slot) = self.node.find_or_take_over(c.session_id).await? else {
-            return Ok(self.cold_retransmission(req, c).await);
-        };
-        let _g = slot.lock().await;
-        let cur = slot.load();
+        let held = txn::with_session(&self.node, c.session_id, async |slot, cur| {
+            self.terminate(req, c, slot, cur).await
+        });
+        match held.await? {
+            Some(answer) => Ok(answer),
+            None => Ok(self.cold_retransmission(req, c).await),
+        }
+    }
+
+    /// CCR-T on the session `cur`, held.
+    async fn terminate(
+        &self,
+        req: &Message,
+        c: &Ccr<'_>,
+        slot: &SessionSlot,
+        cur: Arc<GxSession>,
+    ) -> Result<Answered, DiameterError> {
         if let Some(refused) = self.refuse_stranger(&cur, req, c) {
             return Ok(refused);
         }
@@ -349,8 +369,7 @@ impl Gx {
             cause: "ccr-t",
             now: now_ms(),
         };
-        let s =
-            session_step::close(&self.node, &self.rx, &self.sy, &slot, &cur, s, closing).await?;
+        let s = session_step::close(&self.node, &self.rx, &self.sy, slot, &cur, s, closing).await?;
         self.sd.sd_release(&s);
         Ok(answer)
     }

@@ -189,6 +189,28 @@ impl N7 {
         Ok(Ok(slot))
     }
 
+    /// Runs `step` on the open SM policy `id`, held for one transaction
+    /// (see `txn::with_session`); a problem when there is none. A session
+    /// taken over from another node gets a PCF binding naming this node,
+    /// as in [`Self::open_session`].
+    async fn on_open_session<R>(
+        &self,
+        id: &str,
+        step: impl AsyncFnOnce(&SessionSlot, Arc<GxSession>) -> Result<Op<R>, DiameterError>,
+    ) -> Result<Op<R>, DiameterError> {
+        let held_here = self.node.sessions().get(id).is_some();
+        let held = txn::with_session(&self.node, id, async move |slot, cur| {
+            if !is_open_sm_policy(&cur) {
+                return Ok(Err(not_found(id)));
+            }
+            if !held_here {
+                self.bindings.bind(&cur);
+            }
+            step(slot, cur).await
+        });
+        Ok(held.await?.unwrap_or_else(|| Err(not_found(id))))
+    }
+
     async fn get_once(&self, id: &str) -> Result<Op<SmPolicyControl>, DiameterError> {
         // On a shared store another node may have served the SMF since: a
         // copy held here that is no longer current is dropped, and the
@@ -215,16 +237,21 @@ impl N7 {
         up: &SmPolicyUpdateContextData,
         digest: RequestDigest,
     ) -> Result<Op<SmPolicyDecision>, DiameterError> {
+        let held = self.on_open_session(id, async |slot, cur| {
+            self.update(slot, cur, up, digest).await
+        });
+        held.await
+    }
+
+    /// An Update on the SM policy `cur`, held.
+    async fn update(
+        &self,
+        slot: &SessionSlot,
+        cur: Arc<GxSession>,
+        up: &SmPolicyUpdateContextData,
+        digest: RequestDigest,
+    ) -> Result<Op<SmPolicyDecision>, DiameterError> {
         let node = &self.node;
-        let slot = match self.open_session(id).await? {
-            Ok(slot) => slot,
-            Err(p) => return Ok(Err(p)),
-        };
-        let _g = slot.lock().await;
-        let cur = slot.load();
-        if !is_open_sm_policy(&cur) {
-            return Ok(Err(not_found(id)));
-        }
         let now = now_ms();
         if let Some(answer) = self.repeated(&cur, digest, now) {
             return Ok(answer);
@@ -262,7 +289,7 @@ impl N7 {
                 // Refused or not, the usage happened: counted, once.
                 let refused: Op<SmPolicyDecision> = Err(decision_map::refusal(&rej));
                 s.last_answer = remembered(digest, s.updated_ms, &refused);
-                pending.commit(node, &slot, Arc::new(s), None).await?;
+                pending.commit(node, slot, Arc::new(s), None).await?;
                 return Ok(refused);
             }
         };
@@ -286,7 +313,7 @@ impl N7 {
         // crash, is answered the same and counted once.
         let answer = Ok(answer);
         s.last_answer = remembered(digest, s.updated_ms, &answer);
-        pending.commit(node, &slot, Arc::new(s), Some(&cur)).await?;
+        pending.commit(node, slot, Arc::new(s), Some(&cur)).await?;
         Ok(answer)
     }
 
@@ -323,16 +350,18 @@ impl N7 {
         id: &str,
         del: &SmPolicyDeleteData,
     ) -> Result<Op<()>, DiameterError> {
+        let held = self.on_open_session(id, async |slot, cur| self.delete(slot, cur, del).await);
+        held.await
+    }
+
+    /// A Delete of the SM policy `cur`, held.
+    async fn delete(
+        &self,
+        slot: &SessionSlot,
+        cur: Arc<GxSession>,
+        del: &SmPolicyDeleteData,
+    ) -> Result<Op<()>, DiameterError> {
         let node = &self.node;
-        let slot = match self.open_session(id).await? {
-            Ok(slot) => slot,
-            Err(p) => return Ok(Err(p)),
-        };
-        let _g = slot.lock().await;
-        let cur = slot.load();
-        if !is_open_sm_policy(&cur) {
-            return Ok(Err(not_found(id)));
-        }
         let now = now_ms();
         let mut s = (*cur).clone();
         if let Some(ctx) = s.n7.as_deref_mut() {
@@ -358,7 +387,7 @@ impl N7 {
             cause: "n7-delete",
             now,
         };
-        session_step::close(node, &self.rx, &self.sy, &slot, &cur, s, closing).await?;
+        session_step::close(node, &self.rx, &self.sy, slot, &cur, s, closing).await?;
         Ok(Ok(()))
     }
 }

@@ -155,6 +155,24 @@ pub(crate) async fn commit_session(
     Ok(())
 }
 
+/// Runs `step` on session `id` held for one transaction: the session in
+/// memory, or on a shared store the open one read from it and held here
+/// from now on; its update lock taken for the whole step (a request for
+/// the same session waits for it); its record as it is now. `Ok(None)`:
+/// no such open session, for the adapter to answer in its protocol.
+pub(crate) async fn with_session<R>(
+    node: &Node,
+    id: &str,
+    step: impl AsyncFnOnce(&SessionSlot, Arc<GxSession>) -> Result<R, DiameterError>,
+) -> Result<Option<R>, DiameterError> {
+    let Some(slot) = node.find_or_take_over(id).await? else {
+        return Ok(None);
+    };
+    let _g = slot.lock().await;
+    let cur = slot.load();
+    step(&slot, cur).await.map(Some)
+}
+
 /// Writes session `s` alone (no usage, no event) and publishes it: the
 /// end of a transaction that changed only the record (an AF session, a
 /// TDF session, a spending-limit subscription). Call with the session's
