@@ -529,26 +529,38 @@ mod tests {
         s
     }
 
+    /// A push's re-decision of `cur` at `now`, as `txn::push` makes it:
+    /// on the committed usage, with the grants on a copy of the session.
+    fn pushed(
+        node: &Services,
+        cur: &GxSession,
+        now: i64,
+    ) -> (Redecided, GxSession, UsageInstructions) {
+        let sub = node.node.find_subscriber(cur.imsi.as_deref(), None);
+        let usage = node.node.usage_view(&cur.subscriber, sub.as_deref(), now);
+        let spending = BTreeMap::new();
+        let red = redecide(
+            &node.node,
+            cur,
+            sub.as_deref(),
+            spending,
+            usage,
+            now,
+            |_, d| d,
+        );
+        let (next, grants) = red.grants(&node.node, cur, sub.as_deref(), now);
+        (red, next, grants)
+    }
+
     #[test]
     fn a_push_with_no_input_changed_has_nothing_to_send() {
         let rt = runtime();
         let node = node_for_unit_tests(&rt);
         let cur = opened(&node, &rt, IMSI_BASIC);
         let later = NOW + 60_000;
-        let sub = node.node.find_subscriber(cur.imsi.as_deref(), None);
-        let usage = node.node.usage_view(&cur.subscriber, sub.as_deref(), later);
-        let red = redecide(
-            &node.node,
-            &cur,
-            sub.as_deref(),
-            BTreeMap::new(),
-            usage,
-            later,
-            |_, d| d,
-        );
+        let (red, next, grants) = pushed(&node, &cur, later);
         assert!(red.reused(), "the same inputs reuse the decision");
         assert!(RuleDiff::between(&cur.installed, &red.decision).is_empty());
-        let (next, grants) = red.grants(&node.node, &cur, sub.as_deref(), later);
         assert!(grants.is_empty(), "the key held is not granted again");
         let next = red.settle(&cur, next, true, later);
         assert_eq!(next.installed.rules, cur.installed.rules);
@@ -571,23 +583,7 @@ mod tests {
             .policy_runner()
             .set_congestion("00f11000000101", 3);
         let later = NOW + 60_000;
-        let sub = node.node.find_subscriber(cur.imsi.as_deref(), None);
-        let push = || {
-            let usage = node.node.usage_view(&cur.subscriber, sub.as_deref(), later);
-            let red = redecide(
-                &node.node,
-                &cur,
-                sub.as_deref(),
-                BTreeMap::new(),
-                usage,
-                later,
-                |_, d| d,
-            );
-            let (next, _) = red.grants(&node.node, &cur, sub.as_deref(), later);
-            (red, next)
-        };
-
-        let (red, next) = push();
+        let (red, next, _) = pushed(&node, &cur, later);
         assert!(!red.reused(), "the congestion is a new input");
         let diff = RuleDiff::between(&cur.installed, &red.decision);
         let sent = diff.apn_ambr.expect("the AMBR changes").dl;
@@ -599,7 +595,7 @@ mod tests {
         assert_eq!(record.at_ms, later);
 
         // The enforcement point refused it: it holds what it held.
-        let (red, next) = push();
+        let (red, next, _) = pushed(&node, &cur, later);
         let refused = red.settle(&cur, next, false, later);
         assert_eq!(refused.installed.apn_ambr, Some(held));
         assert_eq!(refused.monitoring, cur.monitoring);

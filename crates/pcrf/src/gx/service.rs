@@ -104,8 +104,9 @@ impl Gx {
         txn::serve(&self.node, envelope, move |tries| async move {
             match ccr.request_type {
                 Some(RequestType::Initial) => self.ccr_initial(req, ccr, tries > 0).await,
-                Some(RequestType::Update) => self.ccr_update(req, ccr).await,
-                Some(RequestType::Termination) => self.ccr_termination(req, ccr).await,
+                Some(RequestType::Update | RequestType::Termination) => {
+                    self.on_session(req, ccr).await
+                }
                 None => Err(missing_avp(avp::CC_REQUEST_TYPE, "CC-Request-Type")),
             }
         })
@@ -223,9 +224,14 @@ impl Gx {
         Ok(decided(answer, &s))
     }
 
-    async fn ccr_update(&self, req: &Message, c: &Ccr<'_>) -> Result<Answered, DiameterError> {
+    /// A CCR-U or CCR-T, on its session held; a session not open here is
+    /// answered as a cold retransmission or an unknown one.
+    async fn on_session(&self, req: &Message, c: &Ccr<'_>) -> Result<Answered, DiameterError> {
         let held = txn::with_session(&self.node, c.session_id, async |slot, cur| {
-            self.update(req, c, slot, cur).await
+            match c.request_type {
+                Some(RequestType::Update) => self.update(req, c, slot, cur).await,
+                _ => self.terminate(req, c, slot, cur).await,
+            }
         });
         match held.await? {
             Some(answer) => Ok(answer),
@@ -323,16 +329,6 @@ impl Gx {
         self.sd.sd_follow(&s);
         self.rx.spawn_af_notices(af_notices);
         Ok(decided(answer, &s))
-    }
-
-    async fn ccr_termination(&self, req: &Message, c: &Ccr<'_>) -> Result<Answered, DiameterError> {
-        let held = txn::with_session(&self.node, c.session_id, async |slot, cur| {
-            self.terminate(req, c, slot, cur).await
-        });
-        match held.await? {
-            Some(answer) => Ok(answer),
-            None => Ok(self.cold_retransmission(req, c).await),
-        }
     }
 
     /// CCR-T on the session `cur`, held.
