@@ -81,7 +81,7 @@ level = "info"
             api,
             serve_args: Vec::new(),
         };
-        p.spawn();
+        p.first_spawn();
         p
     }
 

@@ -170,11 +170,54 @@ level = "info"
             api,
             serve_args: serve_args.iter().map(|a| a.to_string()).collect(),
         };
-        p.spawn();
+        p.first_spawn();
         p
     }
 
+    /// The first start. A port `free_ports` chose can be taken by another
+    /// process between that choice and the server's bind (the tests run
+    /// in parallel, and the kernel hands ports to any of them); the server
+    /// then exits saying which address was in use. When that is this
+    /// node's own Diameter or API port, which nothing has been told yet,
+    /// it is chosen again and the node started again, a few times at most.
+    /// Restarts keep their ports: peers know them by then.
+    fn first_spawn(&mut self) {
+        for _ in 0..3 {
+            let Err(log) = self.try_spawn() else {
+                return;
+            };
+            let ours = [self.diameter, self.api]
+                .into_iter()
+                .find(|a| log.contains(&format!("on {a}: Address already in use")));
+            let Some(taken) = ours else {
+                panic!("pcrf exited at start-up:\n{log}");
+            };
+            let [port] = free_ports();
+            let again: SocketAddr = format!("127.0.0.1:{port}").parse().expect("addr");
+            let text = std::fs::read_to_string(&self.config).expect("read config");
+            let text = text.replace(&format!("\"{taken}\""), &format!("\"{again}\""));
+            std::fs::write(&self.config, text).expect("write config");
+            if self.diameter == taken {
+                self.diameter = again;
+            } else {
+                self.api = again;
+            }
+            eprintln!("{taken} was taken before pcrf bound it; starting again on {again}");
+            // The next start's log is the node's log.
+            let _ = std::fs::remove_file(self.dir.join("pcrf.log"));
+        }
+        self.spawn();
+    }
+
     fn spawn(&mut self) {
+        if let Err(log) = self.try_spawn() {
+            panic!("pcrf exited at start-up:\n{log}");
+        }
+    }
+
+    /// Starts the server and waits until it is healthy; `Err(log)` when it
+    /// exited at start-up.
+    fn try_spawn(&mut self) -> Result<(), String> {
         let log = std::fs::OpenOptions::new()
             .create(true)
             .append(true)
@@ -195,10 +238,11 @@ level = "info"
         while Instant::now() < deadline {
             if let Ok((200, _)) = self.try_http("GET", "/v1/health", None) {
                 self.wait_for_sbi(deadline);
-                return;
+                return Ok(());
             }
             if let Some(Ok(Some(status))) = self.child.as_mut().map(|c| c.try_wait()) {
-                panic!("pcrf exited at start-up ({status}):\n{}", self.log());
+                self.child = None;
+                return Err(format!("({status}):\n{}", self.log()));
             }
             std::thread::sleep(Duration::from_millis(50));
         }
