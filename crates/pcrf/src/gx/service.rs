@@ -140,16 +140,17 @@ impl Gx {
         // A retransmitted CCR-I is answered again, not applied twice; an
         // open session of another peer is neither replayed nor replaced.
         if let Some(slot) = self.node.sessions().get(c.session_id) {
-            let _g = slot.lock().await;
-            let cur = slot.load();
-            stored_version = cur.version.get();
-            if cur.state == SessionState::Open {
-                if let Some(refused) = self.refuse_stranger(&cur, req, c) {
-                    return Ok(refused);
+            let answered = txn::holding(&slot, async |cur| {
+                stored_version = cur.version.get();
+                if cur.state != SessionState::Open {
+                    return None;
                 }
-                if let Some(again) = self.replay_retransmission(&cur, req, c) {
-                    return Ok(again);
-                }
+                self.refuse_stranger(&cur, req, c)
+                    .or_else(|| self.replay_retransmission(&cur, req, c))
+            })
+            .await;
+            if let Some(answer) = answered {
+                return Ok(answer);
             }
         }
         let sub = self.node.find_subscriber(c.imsi, c.msisdn);

@@ -355,8 +355,7 @@ impl Rx {
                 }
             },
         };
-        let _g = slot.lock().await;
-        let cur = slot.load();
+        txn::holding(&slot, async |cur| -> Result<AfOutcome, DiameterError> {
         let old = cur.af.iter().find(|x| x.id == a.session_id);
         if old.is_some_and(|o| {
             !self
@@ -566,6 +565,8 @@ impl Rx {
         let next = Arc::new(next);
         txn::commit_record(&self.node, &slot, next.clone()).await?;
         Ok(AfOutcome::Installed(next))
+        })
+        .await
     }
 
     async fn rx_str(&self, req: &Message) -> Result<Answered, DiameterError> {
@@ -606,47 +607,48 @@ impl Rx {
                 None => return Ok(result_code::DIAMETER_UNKNOWN_SESSION_ID),
             },
         };
-        let _g = slot.lock().await;
-        let cur = slot.load();
-        let Some(af) = cur.af.iter().find(|x| x.id == af_id) else {
-            return Ok(result_code::DIAMETER_UNKNOWN_SESSION_ID);
-        };
-        if !served(&af.af_host) {
-            // Another AF's session: as if there were none (node/ownership.rs).
-            return Ok(result_code::DIAMETER_UNKNOWN_SESSION_ID);
-        }
-        let installed = replace_af_rules(&cur.installed, &af.rules, &[]);
-        let mut next = (*cur).clone();
-        next.af.retain(|x| x.id != af_id);
-        let diff = RuleDiff::between(&cur.installed, &installed);
-        if !diff.is_empty() && cur.state == SessionState::Open {
-            let pushed = self
-                .node
-                .send_push(
-                    &cur,
-                    Some(&diff),
-                    Some(&installed),
-                    None,
-                    &UsageInstructions::default(),
-                )
-                .await;
-            let ok = matches!(
-                pushed.as_ref().map(|r| r.result_code),
-                Ok(Some(result_code::DIAMETER_SUCCESS))
-            );
-            drop(diff);
-            if ok {
-                next.installed = installed.into();
-            } else {
-                // The AF session is over either way; the rules no AF owns
-                // now drop out of the next Gx decision's difference.
-                tracing::warn!(session = af_id, "removing the Rx rules at the PCEF failed");
+        txn::holding(&slot, async |cur| -> Result<u32, DiameterError> {
+            let Some(af) = cur.af.iter().find(|x| x.id == af_id) else {
+                return Ok(result_code::DIAMETER_UNKNOWN_SESSION_ID);
+            };
+            if !served(&af.af_host) {
+                // Another AF's session: as if there were none (node/ownership.rs).
+                return Ok(result_code::DIAMETER_UNKNOWN_SESSION_ID);
             }
-        }
-        next.updated_ms = now_ms();
-        let next = Arc::new(next);
-        txn::commit_record(&self.node, &slot, next).await?;
-        Ok(result_code::DIAMETER_SUCCESS)
+            let installed = replace_af_rules(&cur.installed, &af.rules, &[]);
+            let mut next = (*cur).clone();
+            next.af.retain(|x| x.id != af_id);
+            let diff = RuleDiff::between(&cur.installed, &installed);
+            if !diff.is_empty() && cur.state == SessionState::Open {
+                let pushed = self
+                    .node
+                    .send_push(
+                        &cur,
+                        Some(&diff),
+                        Some(&installed),
+                        None,
+                        &UsageInstructions::default(),
+                    )
+                    .await;
+                let ok = matches!(
+                    pushed.as_ref().map(|r| r.result_code),
+                    Ok(Some(result_code::DIAMETER_SUCCESS))
+                );
+                drop(diff);
+                if ok {
+                    next.installed = installed.into();
+                } else {
+                    // The AF session is over either way; the rules no AF owns
+                    // now drop out of the next Gx decision's difference.
+                    tracing::warn!(session = af_id, "removing the Rx rules at the PCEF failed");
+                }
+            }
+            next.updated_ms = now_ms();
+            let next = Arc::new(next);
+            txn::commit_record(&self.node, &slot, next).await?;
+            Ok(result_code::DIAMETER_SUCCESS)
+        })
+        .await
     }
 
     /// The background push of `answer_after_raa = false`: the RAR moving
@@ -664,8 +666,7 @@ impl Rx {
         let Some(slot) = self.node.sessions().get(gx_id) else {
             return;
         };
-        let _g = slot.lock().await;
-        let cur = slot.load();
+        txn::holding(&slot, async |cur| {
         if cur.state != SessionState::Open {
             return;
         }
@@ -724,6 +725,8 @@ impl Rx {
             }
         }
         self.spawn_af_notices(notes);
+        })
+        .await
     }
 
     /// What the PCEF just reported (in a CCR-U or an RAA) that AFs asked

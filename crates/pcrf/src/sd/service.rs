@@ -333,12 +333,15 @@ impl Sd {
         // A retransmitted CCR-I is answered again, not applied twice; a
         // TDF session of another TDF is neither replayed nor replaced.
         if let Some(slot) = self.tdf_holder(c.session_id).await? {
-            let _g = slot.lock().await;
-            let cur = slot.load();
-            if let Some(t) = cur.tdf.as_ref().filter(|t| t.id == c.session_id) {
-                if let Some(answer) = self.answer_again(t, req, c) {
-                    return Ok(answer);
-                }
+            let again = txn::holding(&slot, async |cur| {
+                cur.tdf
+                    .as_ref()
+                    .filter(|t| t.id == c.session_id)
+                    .and_then(|t| self.answer_again(t, req, c))
+            })
+            .await;
+            if let Some(answer) = again {
+                return Ok(answer);
             }
         }
         let Some(slot) = self.bind_tdf_or_take_over(c).await? else {
@@ -352,8 +355,7 @@ impl Sd {
                 &Default::default(),
             ));
         };
-        let _g = slot.lock().await;
-        let cur = slot.load();
+        txn::holding(&slot, async |cur| -> Result<Answered, DiameterError> {
         // A CCR-I retransmitted to another node than the one that applied
         // it finds its session through the store: answered again.
         if let Some(t) = cur.tdf.as_ref().filter(|t| t.id == c.session_id) {
@@ -409,6 +411,8 @@ impl Sd {
         self.state.counters.opened.fetch_add(1, Relaxed);
         tracing::info!(sd = c.session_id, gx = %s.id, tdf = c.origin_host, "TDF session bound (unsolicited)");
         Ok(answer)
+        })
+        .await
     }
 
     /// Application starts and stops, and usage, from the TDF.
@@ -416,8 +420,7 @@ impl Sd {
         let Some(slot) = self.tdf_slot(c.session_id).await? else {
             return Ok(self.sd_unknown(req, c));
         };
-        let _g = slot.lock().await;
-        let cur = slot.load();
+        txn::holding(&slot, async |cur| -> Result<Answered, DiameterError> {
         let Some(old_tdf) = cur
             .tdf
             .as_ref()
@@ -529,6 +532,8 @@ impl Sd {
             }
         }
         Ok(answer)
+        })
+        .await
     }
 
     /// Counts the TDF's usage reports into the accumulators its `sd:`
@@ -579,47 +584,48 @@ impl Sd {
         let Some(slot) = self.tdf_slot(c.session_id).await? else {
             return Ok(self.sd_unknown(req, c));
         };
-        let _g = slot.lock().await;
-        let cur = slot.load();
-        let Some(tdf) = cur.tdf.as_ref().filter(|t| t.id == c.session_id) else {
-            return Ok(self.sd_unknown(req, c));
-        };
-        if !self
-            .node
-            .requester(&tdf.id, &tdf.host, c.origin_host)
-            .is_served()
-        {
-            return Ok(self.sd_refused(req, c));
-        }
-        let now = now_ms();
-        let mut s = (*cur).clone();
-        let mut usage = None;
-        if !c.usage_reports.is_empty() {
-            let sub = self
+        txn::holding(&slot, async |cur| -> Result<Answered, DiameterError> {
+            let Some(tdf) = cur.tdf.as_ref().filter(|t| t.id == c.session_id) else {
+                return Ok(self.sd_unknown(req, c));
+            };
+            if !self
                 .node
-                .find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
-            usage = self
-                .node
-                .begin_usage(&s.subscriber, sub.as_deref(), now)
-                .await?;
-            if let Some(step) = usage.as_mut() {
-                self.count_sd_reports(step, &s.id, &c.usage_reports, now);
+                .requester(&tdf.id, &tdf.host, c.origin_host)
+                .is_served()
+            {
+                return Ok(self.sd_refused(req, c));
             }
-        }
-        s.tdf = None;
-        s.updated_ms = now;
-        let answer = ok(self);
-        txn::commit_session(
-            &self.node,
-            &slot,
-            Arc::new(s),
-            usage,
-            StagedEvents::default(),
-            None,
-        )
-        .await?;
-        self.state.index.write().remove(c.session_id);
-        Ok(answer)
+            let now = now_ms();
+            let mut s = (*cur).clone();
+            let mut usage = None;
+            if !c.usage_reports.is_empty() {
+                let sub = self
+                    .node
+                    .find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
+                usage = self
+                    .node
+                    .begin_usage(&s.subscriber, sub.as_deref(), now)
+                    .await?;
+                if let Some(step) = usage.as_mut() {
+                    self.count_sd_reports(step, &s.id, &c.usage_reports, now);
+                }
+            }
+            s.tdf = None;
+            s.updated_ms = now;
+            let answer = ok(self);
+            txn::commit_session(
+                &self.node,
+                &slot,
+                Arc::new(s),
+                usage,
+                StagedEvents::default(),
+                None,
+            )
+            .await?;
+            self.state.index.write().remove(c.session_id);
+            Ok(answer)
+        })
+        .await
     }
 
     /// After a Gx answer or push: opens the TDF session (solicited) or
@@ -648,8 +654,7 @@ impl Sd {
         let Some(slot) = self.node.sessions().get(gx_id) else {
             return;
         };
-        let _g = slot.lock().await;
-        let cur = slot.load();
+        txn::holding(&slot, async |cur| {
         if cur.state != SessionState::Open {
             return;
         }
@@ -722,6 +727,8 @@ impl Sd {
                 tracing::info!(sd = %t.id, gx = gx_id, tdf = %t.host, "TDF session opened (solicited)");
             }
         }
+        })
+        .await
     }
 
     /// Sends a TSR to the configured TDF; on success, the new TDF session

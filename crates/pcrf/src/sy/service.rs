@@ -639,20 +639,22 @@ impl Sy {
             let Some(slot) = self.node.sessions().get(&id) else {
                 continue;
             };
-            let _g = slot.lock().await;
-            let cur = slot.load();
-            if cur.state != SessionState::Open {
-                continue;
-            }
-            if cur.sy.as_ref() == Some(&sy) {
+            let held = txn::holding(&slot, async |cur| {
+                if cur.state != SessionState::Open {
+                    return Ok(false);
+                }
+                if cur.sy.as_ref() != Some(&sy) {
+                    let mut s = (*cur).clone();
+                    s.sy = Some(sy.clone());
+                    s.updated_ms = now_ms();
+                    txn::commit_record(&self.node, &slot, Arc::new(s)).await?;
+                }
+                Ok(true)
+            })
+            .await?;
+            if held {
                 return Ok(true);
             }
-            let mut s = (*cur).clone();
-            s.sy = Some(sy);
-            s.updated_ms = now_ms();
-            let s = Arc::new(s);
-            txn::commit_record(&self.node, &slot, s).await?;
-            return Ok(true);
         }
         Ok(false)
     }

@@ -168,9 +168,23 @@ pub(crate) async fn with_session<R>(
     let Some(slot) = node.find_or_take_over(id).await? else {
         return Ok(None);
     };
+    holding(&slot, async |cur| step(&slot, cur).await)
+        .await
+        .map(Some)
+}
+
+/// Runs `step` on the session of `slot`, found by the adapter (through a
+/// binding: an AF's or a TDF's session, a subscriber's Sy state), held
+/// for one transaction: its update lock taken for the whole step (a
+/// request for the same session waits for it), its record as it is now.
+/// The step ends with [`commit_session`] or [`commit_record`] when it
+/// changes the record.
+pub(crate) async fn holding<R>(
+    slot: &SessionSlot,
+    step: impl AsyncFnOnce(Arc<GxSession>) -> R,
+) -> R {
     let _g = slot.lock().await;
-    let cur = slot.load();
-    step(&slot, cur).await.map(Some)
+    step(slot.load()).await
 }
 
 /// Writes session `s` alone (no usage, no event) and publishes it: the
