@@ -244,6 +244,16 @@ async fn pushes_after(pcef: &Pcef, seen: usize, n: usize) -> Vec<(String, Option
     after
 }
 
+/// The node's log lines naming the subscribers a rollout change moved,
+/// written before it answers the change (none when it moved nobody).
+fn redecisions(p: &Pcrf) -> Vec<String> {
+    p.log()
+        .lines()
+        .filter(|l| l.contains("re-deciding the sessions a policy rollout moved"))
+        .map(str::to_owned)
+        .collect()
+}
+
 fn policy_version_of(p: &Pcrf, session: &str) -> serde_json::Value {
     let (st, s) = p.http("GET", &format!("/v1/sessions/{session}"), None);
     assert_eq!(st, 200, "{s}");
@@ -318,7 +328,13 @@ async fn a_rollout_decides_its_subscribers_by_the_canary_through_kill_9_until_ab
     });
     assert!(ok, "the moved session is decided by the canary: {v}");
     assert_eq!(policy_version_of(&p, "pgw.test.local;r;2"), 1);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Only the moved subscriber was re-decided (the node logs whom before
+    // it answers the rollout), so its one RAR is the only push.
+    let moved = redecisions(&p);
+    assert!(
+        moved.len() == 1 && moved[0].ends_with("subscribers=1"),
+        "{moved:?}"
+    );
     assert_eq!(pcef.rars().len(), 1, "no push where nothing changed");
 
     assert_eq!(
@@ -434,9 +450,14 @@ async fn a_rollout_decides_its_subscribers_by_the_canary_through_kill_9_until_ab
         decided_by(&p, &pcef, "pgw.test.local;r;8", ON_STABLE).await,
         (CANARY_DL, serde_json::json!(4))
     );
+    let before = redecisions(&p).len();
     let (st, d) = p.http("POST", "/v1/policy/rollout/promote", None);
     assert_eq!((st, d["deployed"]["id"].as_i64()), (200, Some(4)), "{d}");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        redecisions(&p).len(),
+        before,
+        "promoting moved nobody: nobody re-decided"
+    );
     assert_eq!(pcef.rars().len(), 10, "promoting moved nobody: no push");
     assert_eq!(std::fs::read_to_string(&p.policy).expect("file"), canary);
     p.restart();
