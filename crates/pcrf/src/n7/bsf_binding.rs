@@ -26,7 +26,6 @@
 //! that keeps one binding per UE address and DNN replaces it). The window
 //! is one answer's way back plus one store commit.
 
-use crate::node::events::StagedEvents;
 use crate::node::Node;
 use crate::session::{GxSession, SessionState};
 use crate::txn;
@@ -150,25 +149,25 @@ async fn register(
         let _ = bsf.deregister(&binding).await;
         return;
     };
-    let _g = slot.lock().await;
-    let cur = slot.load();
-    if cur.state != SessionState::Open {
+    let stored = txn::holding(&slot, async |cur| {
+        if cur.state != SessionState::Open {
+            return None;
+        }
+        let mut next = (*cur).clone();
+        let replaced = next.bsf_binding.replace(binding.clone());
+        Some(
+            txn::commit_record(node, &slot, Arc::new(next))
+                .await
+                .map(|()| replaced),
+        )
+    })
+    .await;
+    let Some(done) = stored else {
         let _ = bsf.deregister(&binding).await;
         return;
-    }
-    let mut next = (*cur).clone();
-    let replaced = next.bsf_binding.replace(binding.clone());
-    let done = txn::commit_session(
-        node,
-        &slot,
-        Arc::new(next),
-        None,
-        StagedEvents::default(),
-        None,
-    )
-    .await;
+    };
     match done {
-        Ok(()) => {
+        Ok(replaced) => {
             if let Some(old) = replaced {
                 if let Err(e) = bsf.deregister(&old).await {
                     tracing::warn!(binding = %old, error = %e, "replaced PCF binding not removed at the BSF");
