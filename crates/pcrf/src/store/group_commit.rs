@@ -211,6 +211,10 @@ enum Job {
 /// clock counts whole milliseconds, so a 500 µs window waited 1-2 ms
 /// (p50 1.9 ms instead of 0.7 at 3000 TPS); the condition variable's
 /// timeout is the kernel's, to within tens of microseconds.
+///
+/// The window's time (when a change was queued, when a batch ended, when
+/// the window closes) is read through `now`, which the window tests step
+/// by hand (`tests::SteppedTime`), so that no test waits on real time.
 #[derive(Default)]
 struct Wake {
     /// Changes sent and not yet committed (the batch being drained included).
@@ -219,9 +223,20 @@ struct Wake {
     /// that comes before the writer waits is not lost.
     woken: Mutex<bool>,
     signal: Condvar,
+    #[cfg(test)]
+    stepped: Option<tests::SteppedTime>,
 }
 
 impl Wake {
+    /// The window's clock: the kernel's monotonic one.
+    fn now(&self) -> Instant {
+        #[cfg(test)]
+        if let Some(t) = &self.stepped {
+            return t.now();
+        }
+        Instant::now()
+    }
+
     /// Ends the writer's wait for its window now (or its next one).
     fn wake(&self) {
         *self.woken.lock().unwrap_or_else(|e| e.into_inner()) = true;
@@ -231,6 +246,11 @@ impl Wake {
     /// Waits until `deadline`, or until `wake` is called.
     fn wait_until(&self, deadline: Instant) {
         let woken = self.woken.lock().unwrap_or_else(|e| e.into_inner());
+        #[cfg(test)]
+        if let Some(t) = &self.stepped {
+            t.wait_until(&self.signal, woken, deadline);
+            return;
+        }
         let Some(left) = deadline.checked_duration_since(Instant::now()) else {
             return;
         };
@@ -283,7 +303,8 @@ impl Slot {
         let (ack, rx) = oneshot::channel();
         let n = changes.len();
         let before = self.wake.changes.fetch_add(n, Ordering::Relaxed);
-        self.permit.send(Job::Changes(changes, ack, Instant::now()));
+        self.permit
+            .send(Job::Changes(changes, ack, self.wake.now()));
         if before < self.max_batch_changes && before + n >= self.max_batch_changes {
             self.wake.wake();
         }
@@ -315,10 +336,18 @@ impl GroupCommit {
 
     /// Starts the writer thread.
     pub fn start_with(store: Box<dyn Store>, opts: GroupCommitOptions) -> Result<Self, StoreError> {
+        Self::start_waking(store, opts, Wake::default())
+    }
+
+    fn start_waking(
+        store: Box<dyn Store>,
+        opts: GroupCommitOptions,
+        wake: Wake,
+    ) -> Result<Self, StoreError> {
         let (tx, rx) = mpsc::channel(opts.queue_depth.max(1));
         let compare_and_set = store.compare_and_set();
         let metrics = Arc::new(Metrics::default());
-        let wake = Arc::new(Wake::default());
+        let wake = Arc::new(wake);
         let clock = tokio::runtime::Builder::new_current_thread()
             .enable_time()
             .build()
@@ -333,7 +362,7 @@ impl GroupCommit {
             purge: None,
             clock,
             released: false,
-            last_batch_end: Instant::now(),
+            last_batch_end: wake.now(),
             wake: wake.clone(),
             requesters: tokio::runtime::Handle::try_current().ok(),
             compare_and_set,
@@ -540,7 +569,7 @@ impl Writer {
                     let mut batch = vec![(changes, ack)];
                     held = self.drain_into(&mut batch, queued);
                     self.commit(batch);
-                    self.last_batch_end = Instant::now();
+                    self.last_batch_end = self.wake.now();
                     self.store.after_batch();
                     if self.purge.is_some() {
                         self.purge_chunk();
@@ -647,7 +676,7 @@ impl Writer {
                 // Nothing queued: sleep until the window closes (never,
                 // without a window: its deadline is the first queueing) or
                 // a full batch (or another job) is queued, then drain.
-                Err(mpsc::error::TryRecvError::Empty) if Instant::now() < deadline => {
+                Err(mpsc::error::TryRecvError::Empty) if self.wake.now() < deadline => {
                     self.wake.wait_until(deadline);
                     continue;
                 }
@@ -918,7 +947,39 @@ mod tests {
         slot.send(vec![Change::PutSession(Arc::new(s))])
     }
 
-    /// A writer with a commit window (and a batch limit, when given).
+    /// The commit window's time in these tests: it moves only when a test
+    /// steps it (`advance`), and wakes the writer when it does.
+    pub(super) struct SteppedTime {
+        start: Instant,
+        elapsed: Mutex<Duration>,
+        /// The deadline the writer is waiting for, while it waits.
+        waiting: Mutex<Option<Instant>>,
+    }
+
+    impl SteppedTime {
+        pub(super) fn now(&self) -> Instant {
+            self.start + *self.elapsed.lock().expect("elapsed")
+        }
+
+        /// The writer's wait for its window: until `deadline` on this
+        /// clock, or a wake.
+        pub(super) fn wait_until(
+            &self,
+            signal: &Condvar,
+            woken: std::sync::MutexGuard<'_, bool>,
+            deadline: Instant,
+        ) {
+            *self.waiting.lock().expect("waiting") = Some(deadline);
+            let mut woken = signal
+                .wait_while(woken, |w| !*w && self.now() < deadline)
+                .expect("woken");
+            *woken = false;
+            *self.waiting.lock().expect("waiting") = None;
+        }
+    }
+
+    /// A writer with a commit window (and a batch limit, when given), on
+    /// stepped time.
     fn start_windowed(dir: &TestDir, window: Duration, max_batch: Option<usize>) -> GroupCommit {
         let store = SqliteStore::open(dir.path(), Durability::Relaxed).expect("open");
         let defaults = GroupCommitOptions::default();
@@ -927,7 +988,43 @@ mod tests {
             max_batch_changes: max_batch.unwrap_or(defaults.max_batch_changes),
             ..defaults
         };
-        GroupCommit::start_with(Box::new(store), opts).expect("start")
+        let stepped = SteppedTime {
+            start: Instant::now(),
+            elapsed: Mutex::new(Duration::ZERO),
+            waiting: Mutex::new(None),
+        };
+        let wake = Wake {
+            stepped: Some(stepped),
+            ..Wake::default()
+        };
+        GroupCommit::start_waking(Box::new(store), opts, wake).expect("start")
+    }
+
+    fn stepped(gc: &GroupCommit) -> &SteppedTime {
+        gc.wake.stepped.as_ref().expect("a writer on stepped time")
+    }
+
+    /// Moves the window's time on by `by`, and wakes the writer to look.
+    fn advance(gc: &GroupCommit, by: Duration) {
+        *stepped(gc).elapsed.lock().expect("elapsed") += by;
+        let _woken = gc.wake.woken.lock().expect("woken");
+        gc.wake.signal.notify_all();
+    }
+
+    /// Waits until the writer waits for its commit window to close.
+    async fn until_waiting(gc: &GroupCommit) {
+        until("the writer waits for its window", || {
+            stepped(gc).waiting.lock().expect("waiting").is_some()
+        })
+        .await;
+    }
+
+    /// Resolves `p`, which must not need the window's time to move.
+    async fn at_once(p: Pending, what: &str) {
+        tokio::time::timeout(Duration::from_secs(5), p)
+            .await
+            .unwrap_or_else(|_| panic!("{what} waited for the window"))
+            .expect("committed");
     }
 
     fn stored_updated_ms(conn: &Connection, id: &str) -> Option<i64> {
@@ -979,36 +1076,6 @@ mod tests {
         assert_eq!(st.queued, 0);
     }
 
-    /// One request, then nine more 30 ms later: the writer's figures and
-    /// how long the first request waited for its commit.
-    async fn staggered_commits(window: Duration, tag: &str) -> (GroupCommitStats, Duration) {
-        let dir = TestDir::new(tag);
-        let gc = start_windowed(&dir, window, None);
-        let mut tasks = Vec::new();
-        for i in 0..10 {
-            let gc = gc.clone();
-            tasks.push(tokio::spawn(async move {
-                if i > 0 {
-                    tokio::time::sleep(Duration::from_millis(30)).await;
-                }
-                let s = session(&format!("gx;{i}"), "001010000000001", 1);
-                let started = std::time::Instant::now();
-                gc.submit(vec![Change::PutSession(Arc::new(s))])
-                    .await
-                    .expect("submit");
-                started.elapsed()
-            }));
-        }
-        let mut first = Duration::ZERO;
-        for (i, t) in tasks.into_iter().enumerate() {
-            let waited = t.await.expect("task");
-            if i == 0 {
-                first = waited;
-            }
-        }
-        (gc.stats(), first)
-    }
-
     #[test]
     fn a_batch_is_answered_even_after_the_starting_runtime_is_gone() {
         let dir = TestDir::new("gc-runtime-gone");
@@ -1026,6 +1093,7 @@ mod tests {
         requesters.block_on(async {
             let a = put(&gc, "gx;gone-a", 1).await;
             let b = put(&gc, "gx;gone-b", 1).await;
+            advance(&gc, Duration::from_millis(300));
             assert!(matches!(a.await, Ok(())));
             assert!(matches!(b.await, Ok(())));
         });
@@ -1036,23 +1104,31 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_commit_window_gathers_later_requests_into_one_commit() {
-        // Without a window nobody waits for later requests (bounds generous
-        // for a shared, stalling test machine).
-        let (without, first) = staggered_commits(Duration::ZERO, "gc-window-0").await;
-        assert_eq!(without.requests, 10, "{without:?}");
-        assert!(
-            first < Duration::from_millis(1500),
-            "first waited {first:?}"
-        );
-        // With one, the first request waits for the window and the nine
-        // that came meanwhile share its commit.
-        let window = Duration::from_secs(3);
-        let (with, first) = staggered_commits(window, "gc-window-3s").await;
-        assert_eq!((with.commits, with.requests), (1, 10), "{with:?}");
-        assert!(
-            first >= window - Duration::from_millis(50),
-            "first waited {first:?}"
-        );
+        // Without a window nobody waits for later requests.
+        let dir = TestDir::new("gc-window-0");
+        let gc = start_windowed(&dir, Duration::ZERO, None);
+        at_once(put(&gc, "gx;0", 1).await, "a change without a window").await;
+
+        // With one, the first request waits for the window, and the nine
+        // that came 30 ms later share its commit.
+        let dir = TestDir::new("gc-window-3s");
+        let gc = start_windowed(&dir, Duration::from_secs(3), None);
+        let first = put(&gc, "gx;0", 1).await;
+        until_waiting(&gc).await;
+        advance(&gc, Duration::from_millis(30));
+        let mut later = Vec::new();
+        for i in 1..10 {
+            later.push(put(&gc, &format!("gx;{i}"), 1).await);
+        }
+        advance(&gc, Duration::from_millis(2969));
+        assert_eq!(gc.stats().commits, 0, "committed before the window closed");
+        advance(&gc, Duration::from_millis(1));
+        first.await.expect("first");
+        for p in later {
+            p.await.expect("later");
+        }
+        let st = gc.stats();
+        assert_eq!((st.commits, st.requests), (1, 10), "{st:?}");
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -1062,20 +1138,14 @@ mod tests {
         let gc = start_windowed(&dir, window, None);
         // Long after the writer's last batch (its start): nothing to
         // gather, so it is committed at once.
-        tokio::time::sleep(window + Duration::from_millis(300)).await;
-        let t = std::time::Instant::now();
-        put(&gc, "alone", 1).await.await.expect("alone");
-        let alone = t.elapsed();
-        assert!(alone < window / 2, "a lone change waited {alone:?}");
+        advance(&gc, window + Duration::from_millis(300));
+        at_once(put(&gc, "alone", 1).await, "a lone change").await;
         // Right after that batch: changes come close together, the window
         // opens.
-        let t = std::time::Instant::now();
-        put(&gc, "close", 1).await.await.expect("close");
-        let close = t.elapsed();
-        assert!(
-            close >= window - Duration::from_millis(50),
-            "a change under load waited only {close:?}"
-        );
+        let close = put(&gc, "close", 1).await;
+        until_waiting(&gc).await;
+        advance(&gc, window);
+        close.await.expect("close");
         assert_eq!(gc.stats().commits, 2);
     }
 
@@ -1089,57 +1159,42 @@ mod tests {
         let blocker = Connection::open(dir.path().join(DB_FILE)).expect("blocker");
         blocker.execute_batch("BEGIN IMMEDIATE").expect("lock");
         let a = put(&gc, "a", 1).await;
-        let a = tokio::spawn(async move {
-            a.await.expect("a");
-            std::time::Instant::now()
-        });
-        tokio::time::sleep(Duration::from_millis(2300)).await;
+        until_waiting(&gc).await;
+        advance(&gc, Duration::from_secs(2));
+        until("A's batch started", || gc.stats().batches == 1).await;
+        advance(&gc, Duration::from_millis(300));
         let b = put(&gc, "b", 1).await;
-        let b = tokio::spawn(async move {
-            b.await.expect("b");
-            std::time::Instant::now()
-        });
-        tokio::time::sleep(Duration::from_millis(2300)).await;
+        advance(&gc, Duration::from_millis(2300));
         blocker.execute_batch("COMMIT").expect("unlock");
-        let (a_done, b_done) = (a.await.expect("a task"), b.await.expect("b task"));
+        a.await.expect("a");
+        at_once(b, "B, queued during A's commit,").await;
         let st = gc.stats();
         assert_eq!((st.batches, st.commits), (2, 2), "{st:?}");
-        let gap = b_done.saturating_duration_since(a_done);
-        assert!(
-            gap < Duration::from_secs(1),
-            "B waited {gap:?} after A's commit: the window restarted"
-        );
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_full_batch_or_a_flush_ends_the_window_early() {
         // The writer no longer wakes for each change within the window;
-        // these are the two things that must still wake it.
+        // these are the two things that must still wake it. The window's
+        // time never moves here.
         let dir = TestDir::new("gc-window-ends-early");
         let gc = start_windowed(&dir, Duration::from_secs(30), Some(3));
-        let t0 = std::time::Instant::now();
-        let mut pending = Vec::new();
-        for id in ["a", "b", "c"] {
+        let a = put(&gc, "a", 1).await;
+        until_waiting(&gc).await;
+        let mut pending = vec![a];
+        for id in ["b", "c"] {
             pending.push(put(&gc, id, 1).await);
-            tokio::time::sleep(Duration::from_millis(50)).await;
         }
         for p in pending {
-            tokio::time::timeout(Duration::from_secs(5), p)
-                .await
-                .expect("a full batch was held for the window")
-                .expect("committed");
+            at_once(p, "a full batch").await;
         }
         let d = put(&gc, "d", 1).await;
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        until_waiting(&gc).await;
         tokio::time::timeout(Duration::from_secs(5), gc.flush())
             .await
             .expect("a flush waited for the window")
             .expect("flush");
-        tokio::time::timeout(Duration::from_secs(5), d)
-            .await
-            .expect("the change before the flush was held for the window")
-            .expect("committed");
-        assert!(t0.elapsed() < Duration::from_secs(10));
+        at_once(d, "the change before the flush").await;
         assert_eq!(gc.stats().batches, 2, "{:?}", gc.stats());
     }
 
