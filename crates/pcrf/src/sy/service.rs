@@ -354,6 +354,7 @@ impl Sy {
         if self.node.store().is_shared() {
             tokio::spawn(async move {
                 if this.in_use(&key, &sy.session_id).await {
+                    this.state.kept.fetch_add(1, Relaxed);
                     let _ = this.persist_sy(&key, sy).await;
                 } else {
                     this.end_sy_session(&key, &sy.session_id).await;
@@ -373,6 +374,7 @@ impl Sy {
                     .is_some_and(|slot| slot.load().state == SessionState::Open)
             });
         if others_open {
+            self.state.kept.fetch_add(1, Relaxed);
             // The closed record may have held the newest copy: keep one
             // in a record that stays open.
             tokio::spawn(async move {
@@ -726,6 +728,12 @@ impl Sy {
             Kind::Counter,
         )
         .sample(&[], self.state.unknown_counters.load(Relaxed));
+        out.family(
+            "pcrf_sy_sessions_kept_total",
+            "Sessions that ended while another of the subscriber's sessions still used its Sy session (kept, no STR).",
+            Kind::Counter,
+        )
+        .sample(&[], self.state.kept.load(Relaxed));
     }
 }
 

@@ -21,6 +21,9 @@ pub struct SyPart {
     /// Counters the peer said it does not know (5570,
     /// UNKNOWN_POLICY_COUNTERS).
     pub(crate) unknown_counters: AtomicU64,
+    /// Sessions that ended while another of the subscriber's sessions
+    /// still used its Sy session, which was kept.
+    pub(crate) kept: AtomicU64,
 }
 
 impl SyPart {
@@ -35,6 +38,7 @@ impl SyPart {
             next_id: AtomicU64::new(1),
             fallbacks: AtomicU64::new(0),
             unknown_counters: AtomicU64::new(0),
+            kept: AtomicU64::new(0),
         }
     }
 }

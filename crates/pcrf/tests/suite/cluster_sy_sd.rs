@@ -291,7 +291,13 @@ async fn the_sy_session_ends_with_the_subscribers_last_open_session_of_the_clust
         2001
     );
     assert_eq!(result_of(&pcef.ccr_t(A, "pgw;cstr;1", 2).await), 2001);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // A reads from the store that the subscriber's other session is open,
+    // and keeps the Sy session.
+    let a = &c.nodes[0];
+    eventually_async("the Sy session kept on A", Duration::from_secs(10), || {
+        (a.metric_value("pcrf_sy_sessions_kept_total") == 1.0).then_some(())
+    })
+    .await;
     assert!(
         ocs.requests(cmd::SESSION_TERMINATION).is_empty(),
         "STR while B serves the subscriber"

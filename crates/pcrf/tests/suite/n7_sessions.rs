@@ -824,7 +824,10 @@ fn spending_limits_come_from_a_chf_over_n28_shared_with_gx() {
     // subscription. Its CCR-T is the last: DELETE at the CHF.
     let (st, _, _) = smf.call(true, &format!("/{id}/delete"), None);
     assert_eq!(st, 204);
-    std::thread::sleep(Duration::from_millis(500));
+    let kept = poll_until(Duration::from_secs(10), || {
+        metric(&p, "pcrf_sy_sessions_kept_total ") == 1.0
+    });
+    assert!(kept, "the subscription is kept: {}", p.metrics());
     assert!(
         chf_requests(&chf, "DELETE").is_empty(),
         "{:?}",
@@ -962,7 +965,12 @@ fn counters_the_chf_does_not_know_stay_unknown_and_are_not_asked_again() {
     );
     let (st, _, _) = smf.call(true, &format!("/{id}/delete"), None);
     assert_eq!(st, 204);
-    std::thread::sleep(Duration::from_millis(500));
+    // The Sy session is forgotten once the last session ended (whether to
+    // end it at the CHF is decided then).
+    let forgotten = poll_until(Duration::from_secs(10), || {
+        metric(&p, "pcrf_sy_sessions ") == 0.0
+    });
+    assert!(forgotten, "{}", p.metrics());
     assert!(
         chf_requests(&chf, "DELETE").is_empty(),
         "nothing subscribed, nothing to delete: {:?}",
