@@ -55,7 +55,7 @@ async fn open_update_close(p: &Pcrf, rx: &WebhookReceiver, sid: &str, imsi: &str
     assert_eq!(st, 200, "{session}");
     assert_eq!(result_of(&pcef.ccr_t(sid, 2).await), 2001);
     assert!(
-        wait_until(Duration::from_secs(10), || rx
+        poll_until_async(Duration::from_secs(10), || rx
             .received()
             .iter()
             .any(
@@ -173,7 +173,7 @@ async fn each_decision_is_a_line_of_the_file_too() {
             .collect()
     };
     assert!(
-        wait_until(Duration::from_secs(10), || lines().len() >= 2).await,
+        poll_until_async(Duration::from_secs(10), || lines().len() >= 2).await,
         "{:?}\n{}",
         lines(),
         p.log()
@@ -238,7 +238,7 @@ async fn a_pushed_redecision_is_logged_and_nothing_is_when_off() {
     // A plan change re-decides the open session and pushes it (a RAR).
     p.provision("001010000000001", r#"{"plan":"unlimited"}"#);
     assert!(
-        wait_until(Duration::from_secs(10), || decisions(&rx)
+        poll_until_async(Duration::from_secs(10), || decisions(&rx)
             .iter()
             .any(|e| e["payload"]["trigger"] == "push"))
         .await,

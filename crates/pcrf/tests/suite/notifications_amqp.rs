@@ -189,7 +189,7 @@ async fn events_are_published_persistent_and_confirmed() {
         assert_matches_schema(&g.body);
         assert_eq!(g.body["payload"]["session"], sid);
     }
-    assert!(wait_until(Duration::from_secs(5), || status(&p)["backlog"] == 0).await);
+    assert!(poll_until_async(Duration::from_secs(5), || status(&p)["backlog"] == 0).await);
     assert_eq!(status(&p)["sinks"][0]["delivered"], 2);
     c.remove().await;
 }
@@ -283,6 +283,6 @@ async fn kill_9_loses_nothing(store: Option<String>) {
             "{key} after its end"
         );
     }
-    assert!(wait_until(Duration::from_secs(10), || status(&p)["backlog"] == 0).await);
+    assert!(poll_until_async(Duration::from_secs(10), || status(&p)["backlog"] == 0).await);
     c.remove().await;
 }

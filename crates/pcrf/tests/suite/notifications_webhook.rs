@@ -85,7 +85,7 @@ async fn session_events_reach_the_webhook_signed_in_order_and_as_documented() {
 
     // The subscriber's events, and the PCEF's connection (no subscriber).
     assert!(
-        wait_until(Duration::from_secs(10), || rx.received().len() >= 4).await,
+        poll_until_async(Duration::from_secs(10), || rx.received().len() >= 4).await,
         "got {:?}\n{}",
         names(&rx.received()),
         p.log()
@@ -127,7 +127,7 @@ async fn session_events_reach_the_webhook_signed_in_order_and_as_documented() {
 
     // Delivered and acknowledged: nothing waits.
     assert!(
-        wait_until(Duration::from_secs(5), || status(&p)["backlog"] == 0).await,
+        poll_until_async(Duration::from_secs(5), || status(&p)["backlog"] == 0).await,
         "{}",
         status(&p)
     );
@@ -165,7 +165,7 @@ async fn a_receiver_outage_backs_up_then_drains_without_loss() {
     }
     // The receiver is unreachable: the events wait, failures are counted.
     assert!(
-        wait_until(Duration::from_secs(5), || status(&p)["sinks"][0]["failed"]
+        poll_until_async(Duration::from_secs(5), || status(&p)["sinks"][0]["failed"]
             .as_u64()
             .unwrap_or(0)
             > 0)
@@ -186,7 +186,7 @@ async fn a_receiver_outage_backs_up_then_drains_without_loss() {
 
     proxy.restore();
     assert!(
-        wait_until(Duration::from_secs(20), || status(&p)["backlog"] == 0).await,
+        poll_until_async(Duration::from_secs(20), || status(&p)["backlog"] == 0).await,
         "the backlog drains once the receiver is back: {}",
         status(&p)
     );
@@ -252,7 +252,7 @@ async fn a_full_backlog_drops_new_events_and_gx_is_still_answered() {
         .contains("pcrf_notifications_dropped_total{sink=\"crm\"} 3"));
     assert!(p.log().contains("notification backlog full"));
     proxy.restore();
-    assert!(wait_until(Duration::from_secs(10), || rx.received().len() == 3).await);
+    assert!(poll_until_async(Duration::from_secs(10), || rx.received().len() == 3).await);
     assert!(names(&rx.received()).iter().all(|n| n == "session.started"));
 }
 
@@ -320,7 +320,7 @@ async fn policy_notify_fires_once_per_period_even_across_kill_9() {
             .collect::<Vec<_>>()
     };
     assert!(
-        wait_until(Duration::from_secs(10), || named("policy.quota-80").len()
+        poll_until_async(Duration::from_secs(10), || named("policy.quota-80").len()
             == 1)
         .await
     );
@@ -350,7 +350,7 @@ async fn policy_notify_fires_once_per_period_even_across_kill_9() {
     let sid2 = "pgw.test.local;policy;2";
     assert_eq!(result_of(&pcef.ccr_i(sid2, "001010000000001").await), 2001);
     assert!(
-        wait_until(Duration::from_secs(10), || named("policy.welcome").len()
+        poll_until_async(Duration::from_secs(10), || named("policy.welcome").len()
             == 2)
         .await
     );
@@ -395,7 +395,7 @@ async fn policy_notify_fires_on_a_push_redecision_once() {
         r#"{"plan":"basic","attributes":{"roaming":true}}"#,
     );
     assert!(
-        wait_until(Duration::from_secs(10), || !rx.received().is_empty()).await,
+        poll_until_async(Duration::from_secs(10), || !rx.received().is_empty()).await,
         "{}",
         p.log()
     );
@@ -447,7 +447,7 @@ async fn a_session_the_pcef_no_longer_knows_ends_with_its_cause() {
     let (st, _) = p.http("POST", &format!("/v1/sessions/{sid}/reauth"), None);
     assert_eq!(st, 404);
     assert!(
-        wait_until(Duration::from_secs(10), || rx.received().len() >= 2).await,
+        poll_until_async(Duration::from_secs(10), || rx.received().len() >= 2).await,
         "{:?}\n{}",
         names(&rx.received()),
         p.log()
@@ -498,7 +498,7 @@ retry_max_ms = 300
     let sid = "pgw.test.local;https;1";
     assert_eq!(result_of(&pcef.ccr_i(sid, "001010000000001").await), 2001);
     assert!(
-        wait_until(Duration::from_secs(10), || good.received().len() == 1).await,
+        poll_until_async(Duration::from_secs(10), || good.received().len() == 1).await,
         "{}",
         p.log()
     );
@@ -514,7 +514,7 @@ retry_max_ms = 300
             .unwrap_or_default()
     };
     assert!(
-        wait_until(Duration::from_secs(10), || rogue_status()["last_error"]
+        poll_until_async(Duration::from_secs(10), || rogue_status()["last_error"]
             .is_string())
         .await,
         "{}",
@@ -552,7 +552,7 @@ async fn a_push_notification_naming_an_accumulator_is_once_per_period() {
         r#"{"plan":"basic","quotas":{"monthly":50000000}}"#,
     );
     assert!(
-        wait_until(Duration::from_secs(10), || !rx.received().is_empty()).await,
+        poll_until_async(Duration::from_secs(10), || !rx.received().is_empty()).await,
         "{}",
         p.log()
     );
@@ -638,7 +638,7 @@ async fn a_redirect_is_a_failed_attempt_and_never_followed() {
     ));
     p.provision("001010000000077", r#"{"plan":"basic"}"#);
     assert!(
-        wait_until(Duration::from_secs(10), || status(&p)["sinks"][0]
+        poll_until_async(Duration::from_secs(10), || status(&p)["sinks"][0]
             ["delivered"]
             == 1)
         .await,
@@ -683,7 +683,7 @@ async fn peer_events_cannot_crowd_subscriber_events_out_of_the_backlog() {
         flapping.close().await;
     }
     assert!(
-        wait_until(Duration::from_secs(10), || status(&p)["sinks"][0]
+        poll_until_async(Duration::from_secs(10), || status(&p)["sinks"][0]
             ["dropped"]
             .as_u64()
             .unwrap_or(0)
@@ -708,7 +708,7 @@ async fn peer_events_cannot_crowd_subscriber_events_out_of_the_backlog() {
     assert_eq!(s["backlog"].as_u64().unwrap_or(0), peers + 5, "{s}");
     proxy.restore();
     assert!(
-        wait_until(Duration::from_secs(10), || names(&rx.received())
+        poll_until_async(Duration::from_secs(10), || names(&rx.received())
             .iter()
             .filter(|n| *n == "session.started")
             .count()

@@ -11,7 +11,6 @@ use serde_json::Value;
 use sha2::Sha256;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
 use tokio::net::{TcpListener, TcpSocket, TcpStream};
 use tokio::task::JoinHandle;
 
@@ -293,16 +292,4 @@ pub fn assert_matches_schema(event: &Value) {
         errors.is_empty(),
         "event {event} breaks the schema: {errors:?}"
     );
-}
-
-/// Polls `f` every 50 ms until it returns true or `limit` passes.
-pub async fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) -> bool {
-    let deadline = Instant::now() + limit;
-    while Instant::now() < deadline {
-        if f() {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    f()
 }
