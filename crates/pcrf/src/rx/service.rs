@@ -356,215 +356,215 @@ impl Rx {
             },
         };
         txn::holding(&slot, async |cur| -> Result<AfOutcome, DiameterError> {
-        let old = cur.af.iter().find(|x| x.id == a.session_id);
-        if old.is_some_and(|o| {
-            !self
-                .node
-                .requester(&o.id, &o.af_host, a.origin_host)
-                .is_served()
-        }) {
-            // Another AF's session: as if there were none (node/ownership.rs).
-            return Ok(AfOutcome::Refused(
-                Outcome::Result(result_code::DIAMETER_UNKNOWN_SESSION_ID),
-                "unknown Rx session".into(),
-            ));
-        }
-        if cur.state != SessionState::Open {
-            self.state.binding_failures.fetch_add(1, Relaxed);
-            return Ok(AfOutcome::Refused(
-                Outcome::Experimental(IP_CAN_SESSION_NOT_AVAILABLE),
-                "the IP-CAN session ended".into(),
-            ));
-        }
-        if old.is_none() && cur.af.len() >= MAX_AF_SESSIONS {
-            // Each AF session is stored, pushed and decided with the
-            // session's record: without a bound, one AF could grow it
-            // (and every write and push of it) without end.
-            return Ok(AfOutcome::Refused(
-                Outcome::Experimental(REQUESTED_SERVICE_NOT_AUTHORIZED),
-                format!("the IP-CAN session already holds {MAX_AF_SESSIONS} AF sessions"),
-            ));
-        }
-        let now = now_ms();
-        let mut af = match old {
-            Some(o) => {
-                let mut n = o.clone();
-                n.media = merge_media(&o.media, &a.media);
-                n.updated_ms = now;
-                n
-            }
-            None => AfSession {
-                id: a.session_id.to_owned(),
-                af_host: a.origin_host.to_owned(),
-                af_realm: a.origin_realm.to_owned(),
-                application: None,
-                charging_id: None,
-                service_urn: None,
-                specific_actions: Vec::new(),
-                media: a.media.clone(),
-                rules: Vec::new(),
-                notification_uri: None,
-                created_ms: now,
-                updated_ms: now,
-            },
-        };
-        if a.application.is_some() {
-            af.application = a.application.clone();
-        }
-        if let Some(c) = a.charging_id {
-            af.charging_id = Some(hex::encode(c));
-        }
-        if a.service_urn.is_some() {
-            af.service_urn = a.service_urn.clone();
-        }
-        if !a.specific_actions.is_empty() {
-            af.specific_actions = a.specific_actions.clone();
-        }
-        if let Some(uri) = a.notification_uri {
-            af.notification_uri = Some(uri.to_owned());
-        }
-        // A fail-over partner of the AF carries the session on (the only
-        // other peer served): notifications go there now.
-        af.af_host = a.origin_host.to_owned();
-        af.af_realm = a.origin_realm.to_owned();
-
-        let sub = self
-            .node
-            .find_subscriber(cur.imsi.as_deref(), cur.msisdn.as_deref());
-        let gx_input =
-            self.node
-                .policy_input(&cur, sub.as_deref(), self.sy.spending_of(&cur), now_ms());
-        let input = MediaInput {
-            af: AfInput {
-                session: af.id.clone(),
-                tag: af_tag(&af.id),
-                host: af.af_host.clone(),
-                application: af.application.clone(),
-                service_urn: af.service_urn.clone(),
-                specific_actions: af.specific_actions.clone(),
-            },
-            media: af.media.clone(),
-            session: gx_input.session,
-            subscriber: match sub.as_deref() {
-                Some(p) => SubscriberInput::from_profile(p),
-                None => gx_input.subscriber,
-            },
-        };
-        let decided = self
-            .node
-            .policy()
-            .authorize_media(&input)
-            .map_err(|e| e.to_string())
-            .and_then(|d| check_rule_names(&cur, &af.id, d));
-        let decided = match decided {
-            Ok(d) => d,
-            Err(e) => {
-                self.state.policy_errors.fetch_add(1, Relaxed);
-                tracing::error!(session = a.session_id, error = %e, "authorize_media failed; AAR refused");
+            let old = cur.af.iter().find(|x| x.id == a.session_id);
+            if old.is_some_and(|o| {
+                !self
+                    .node
+                    .requester(&o.id, &o.af_host, a.origin_host)
+                    .is_served()
+            }) {
+                // Another AF's session: as if there were none (node/ownership.rs).
                 return Ok(AfOutcome::Refused(
-                    Outcome::Result(result_code::DIAMETER_UNABLE_TO_COMPLY),
-                    "policy error".into(),
+                    Outcome::Result(result_code::DIAMETER_UNKNOWN_SESSION_ID),
+                    "unknown Rx session".into(),
                 ));
             }
-        };
-        if let Some(reason) = &decided.reject {
-            tracing::info!(
-                session = a.session_id,
-                reason,
-                "policy refused the AF service"
-            );
-            return Ok(AfOutcome::Refused(
-                Outcome::Experimental(REQUESTED_SERVICE_NOT_AUTHORIZED),
-                reason.into(),
-            ));
-        }
-        let old_rules = old.map(|o| o.rules.clone()).unwrap_or_default();
-        let mut installed = replace_af_rules(&cur.installed, &old_rules, &decided.rules);
-        let others = cur.af.iter().filter(|x| x.id != af.id);
-        add_af_triggers(others.chain(std::iter::once(&af)), &mut installed);
-        let diff = RuleDiff::between(&cur.installed, &installed);
-        let mut next = (*cur).clone();
-        if !diff.is_empty() && !self.node.live().cfg.rx.answer_after_raa {
-            // Answer first: store the rules as installed, answer, and push
-            // in the background; a refusal is undone and notified.
-            drop(diff);
-            let new_rules = decided.rules.clone();
-            next.installed = installed.into();
-            af.rules = decided.rules;
-            next.af.retain(|x| x.id != af.id);
-            next.af.push(af.clone());
-            next.updated_ms = now;
-            let next = Arc::new(next);
-            txn::commit_record(&self.node, &slot, next.clone()).await?;
-            if let Some(this) = self.me_ref.upgrade() {
-                let (gx_id, before) = (cur.id.clone(), (*cur.installed).clone());
-                tokio::spawn(async move {
-                    this.push_af_rules(&gx_id, before, af, old_rules, new_rules)
-                        .await;
-                });
+            if cur.state != SessionState::Open {
+                self.state.binding_failures.fetch_add(1, Relaxed);
+                return Ok(AfOutcome::Refused(
+                    Outcome::Experimental(IP_CAN_SESSION_NOT_AVAILABLE),
+                    "the IP-CAN session ended".into(),
+                ));
             }
-            return Ok(AfOutcome::Installed(next));
-        }
-        if !diff.is_empty() {
-            let pushed = self
-                .node
-                .send_push(
-                    &cur,
-                    Some(&diff),
-                    Some(&installed),
-                    None,
-                    &UsageInstructions::default(),
-                )
-                .await;
-            let raa = match pushed {
-                Ok(raa) => raa,
-                Err(ControlError::Peer(e)) if e.starts_with("bad RAA") => {
-                    tracing::warn!(session = a.session_id, error = %e, "bad RAA for Rx rules");
-                    return Ok(AfOutcome::Refused(
-                        Outcome::Result(result_code::DIAMETER_UNABLE_TO_COMPLY),
-                        "PCEF answered badly".into(),
-                    ));
+            if old.is_none() && cur.af.len() >= MAX_AF_SESSIONS {
+                // Each AF session is stored, pushed and decided with the
+                // session's record: without a bound, one AF could grow it
+                // (and every write and push of it) without end.
+                return Ok(AfOutcome::Refused(
+                    Outcome::Experimental(REQUESTED_SERVICE_NOT_AUTHORIZED),
+                    format!("the IP-CAN session already holds {MAX_AF_SESSIONS} AF sessions"),
+                ));
+            }
+            let now = now_ms();
+            let mut af = match old {
+                Some(o) => {
+                    let mut n = o.clone();
+                    n.media = merge_media(&o.media, &a.media);
+                    n.updated_ms = now;
+                    n
                 }
+                None => AfSession {
+                    id: a.session_id.to_owned(),
+                    af_host: a.origin_host.to_owned(),
+                    af_realm: a.origin_realm.to_owned(),
+                    application: None,
+                    charging_id: None,
+                    service_urn: None,
+                    specific_actions: Vec::new(),
+                    media: a.media.clone(),
+                    rules: Vec::new(),
+                    notification_uri: None,
+                    created_ms: now,
+                    updated_ms: now,
+                },
+            };
+            if a.application.is_some() {
+                af.application = a.application.clone();
+            }
+            if let Some(c) = a.charging_id {
+                af.charging_id = Some(hex::encode(c));
+            }
+            if a.service_urn.is_some() {
+                af.service_urn = a.service_urn.clone();
+            }
+            if !a.specific_actions.is_empty() {
+                af.specific_actions = a.specific_actions.clone();
+            }
+            if let Some(uri) = a.notification_uri {
+                af.notification_uri = Some(uri.to_owned());
+            }
+            // A fail-over partner of the AF carries the session on (the only
+            // other peer served): notifications go there now.
+            af.af_host = a.origin_host.to_owned();
+            af.af_realm = a.origin_realm.to_owned();
+
+            let sub = self
+                .node
+                .find_subscriber(cur.imsi.as_deref(), cur.msisdn.as_deref());
+            let gx_input =
+                self.node
+                    .policy_input(&cur, sub.as_deref(), self.sy.spending_of(&cur), now_ms());
+            let input = MediaInput {
+                af: AfInput {
+                    session: af.id.clone(),
+                    tag: af_tag(&af.id),
+                    host: af.af_host.clone(),
+                    application: af.application.clone(),
+                    service_urn: af.service_urn.clone(),
+                    specific_actions: af.specific_actions.clone(),
+                },
+                media: af.media.clone(),
+                session: gx_input.session,
+                subscriber: match sub.as_deref() {
+                    Some(p) => SubscriberInput::from_profile(p),
+                    None => gx_input.subscriber,
+                },
+            };
+            let decided = self
+                .node
+                .policy()
+                .authorize_media(&input)
+                .map_err(|e| e.to_string())
+                .and_then(|d| check_rule_names(&cur, &af.id, d));
+            let decided = match decided {
+                Ok(d) => d,
                 Err(e) => {
-                    tracing::warn!(session = a.session_id, error = %e, "Rx rules not pushed");
+                    self.state.policy_errors.fetch_add(1, Relaxed);
+                    tracing::error!(session = a.session_id, error = %e, "authorize_media failed; AAR refused");
                     return Ok(AfOutcome::Refused(
                         Outcome::Result(result_code::DIAMETER_UNABLE_TO_COMPLY),
-                        "PCEF did not answer".into(),
+                        "policy error".into(),
                     ));
                 }
             };
-            let code = raa.result_code.or(raa.experimental_result).unwrap_or(0);
-            if code != result_code::DIAMETER_SUCCESS {
+            if let Some(reason) = &decided.reject {
                 tracing::info!(
                     session = a.session_id,
-                    code,
-                    "PCEF refused the Rx rules; nothing stored"
+                    reason,
+                    "policy refused the AF service"
                 );
                 return Ok(AfOutcome::Refused(
-                    Outcome::Result(result_code::DIAMETER_UNABLE_TO_COMPLY),
-                    "the PCEF refused the rules".into(),
+                    Outcome::Experimental(REQUESTED_SERVICE_NOT_AUTHORIZED),
+                    reason.into(),
                 ));
             }
-            drop(diff);
-            next.installed = installed.into();
-            af.rules = decided.rules;
-            next.af.retain(|x| x.id != af.id);
-            next.af.push(af);
-            // A rule accepted in the RAA but reported failed with it.
-            let failed =
-                self.af_notes_from_pcef(&cur, &mut next, &raa.rule_reports, &raa.charging_ids);
-            self.node.apply_rule_reports(&mut next, &raa.rule_reports);
-            self.spawn_af_notices(failed);
-        } else {
-            drop(diff);
-            af.rules = decided.rules;
-            next.af.retain(|x| x.id != af.id);
-            next.af.push(af);
-        }
-        next.updated_ms = now;
-        let next = Arc::new(next);
-        txn::commit_record(&self.node, &slot, next.clone()).await?;
-        Ok(AfOutcome::Installed(next))
+            let old_rules = old.map(|o| o.rules.clone()).unwrap_or_default();
+            let mut installed = replace_af_rules(&cur.installed, &old_rules, &decided.rules);
+            let others = cur.af.iter().filter(|x| x.id != af.id);
+            add_af_triggers(others.chain(std::iter::once(&af)), &mut installed);
+            let diff = RuleDiff::between(&cur.installed, &installed);
+            let mut next = (*cur).clone();
+            if !diff.is_empty() && !self.node.live().cfg.rx.answer_after_raa {
+                // Answer first: store the rules as installed, answer, and push
+                // in the background; a refusal is undone and notified.
+                drop(diff);
+                let new_rules = decided.rules.clone();
+                next.installed = installed.into();
+                af.rules = decided.rules;
+                next.af.retain(|x| x.id != af.id);
+                next.af.push(af.clone());
+                next.updated_ms = now;
+                let next = Arc::new(next);
+                txn::commit_record(&self.node, &slot, next.clone()).await?;
+                if let Some(this) = self.me_ref.upgrade() {
+                    let (gx_id, before) = (cur.id.clone(), (*cur.installed).clone());
+                    tokio::spawn(async move {
+                        this.push_af_rules(&gx_id, before, af, old_rules, new_rules)
+                            .await;
+                    });
+                }
+                return Ok(AfOutcome::Installed(next));
+            }
+            if !diff.is_empty() {
+                let pushed = self
+                    .node
+                    .send_push(
+                        &cur,
+                        Some(&diff),
+                        Some(&installed),
+                        None,
+                        &UsageInstructions::default(),
+                    )
+                    .await;
+                let raa = match pushed {
+                    Ok(raa) => raa,
+                    Err(ControlError::Peer(e)) if e.starts_with("bad RAA") => {
+                        tracing::warn!(session = a.session_id, error = %e, "bad RAA for Rx rules");
+                        return Ok(AfOutcome::Refused(
+                            Outcome::Result(result_code::DIAMETER_UNABLE_TO_COMPLY),
+                            "PCEF answered badly".into(),
+                        ));
+                    }
+                    Err(e) => {
+                        tracing::warn!(session = a.session_id, error = %e, "Rx rules not pushed");
+                        return Ok(AfOutcome::Refused(
+                            Outcome::Result(result_code::DIAMETER_UNABLE_TO_COMPLY),
+                            "PCEF did not answer".into(),
+                        ));
+                    }
+                };
+                let code = raa.result_code.or(raa.experimental_result).unwrap_or(0);
+                if code != result_code::DIAMETER_SUCCESS {
+                    tracing::info!(
+                        session = a.session_id,
+                        code,
+                        "PCEF refused the Rx rules; nothing stored"
+                    );
+                    return Ok(AfOutcome::Refused(
+                        Outcome::Result(result_code::DIAMETER_UNABLE_TO_COMPLY),
+                        "the PCEF refused the rules".into(),
+                    ));
+                }
+                drop(diff);
+                next.installed = installed.into();
+                af.rules = decided.rules;
+                next.af.retain(|x| x.id != af.id);
+                next.af.push(af);
+                // A rule accepted in the RAA but reported failed with it.
+                let failed =
+                    self.af_notes_from_pcef(&cur, &mut next, &raa.rule_reports, &raa.charging_ids);
+                self.node.apply_rule_reports(&mut next, &raa.rule_reports);
+                self.spawn_af_notices(failed);
+            } else {
+                drop(diff);
+                af.rules = decided.rules;
+                next.af.retain(|x| x.id != af.id);
+                next.af.push(af);
+            }
+            next.updated_ms = now;
+            let next = Arc::new(next);
+            txn::commit_record(&self.node, &slot, next.clone()).await?;
+            Ok(AfOutcome::Installed(next))
         })
         .await
     }
@@ -667,64 +667,64 @@ impl Rx {
             return;
         };
         txn::holding(&slot, async |cur| {
-        if cur.state != SessionState::Open {
-            return;
-        }
-        let after = replace_af_rules(&before, &old_rules, &new_rules);
-        let diff = RuleDiff::between(&before, &after);
-        // An SMF is told the difference from what it holds, `before`: the
-        // record has the AF's rules as installed already (the AAA went
-        // first). A RAR carries `diff` itself and needs no such copy.
-        let held = cur.n7.is_some().then(|| {
-            let mut held = (*cur).clone();
-            held.installed = before.clone().into();
-            held
-        });
-        let res = self
-            .node
-            .send_push(
-                held.as_ref().unwrap_or(&cur),
-                Some(&diff),
-                Some(&after),
-                None,
-                &UsageInstructions::default(),
-            )
-            .await;
-        drop(held);
-        drop(diff);
-        let raa = res.ok();
-        let code = raa
-            .as_ref()
-            .and_then(|r| r.result_code.or(r.experimental_result));
-        let mut next = (*cur).clone();
-        let mut notes = Vec::new();
-        if code == Some(result_code::DIAMETER_SUCCESS) {
-            if let Some(raa) = raa {
-                notes =
-                    self.af_notes_from_pcef(&cur, &mut next, &raa.rule_reports, &raa.charging_ids);
-                self.node.apply_rule_reports(&mut next, &raa.rule_reports);
-            }
-        } else {
-            tracing::warn!(session = %af.id, code = ?code, "PCEF refused the Rx rules after the AAA; undone");
-            next.installed = replace_af_rules(&cur.installed, &new_rules, &old_rules).into();
-            if let Some(x) = next.af.iter_mut().find(|x| x.id == af.id) {
-                x.rules = old_rules;
-                if x.subscribed(enums::SPECIFIC_ACTION::INDICATION_OF_FAILED_RESOURCES_ALLOCATION) {
-                    notes.push(AfNote::new(
-                        x,
-                        enums::SPECIFIC_ACTION::INDICATION_OF_FAILED_RESOURCES_ALLOCATION,
-                    ));
-                }
-            }
-        }
-        if !next.durably_equal(&cur) {
-            next.updated_ms = now_ms();
-            let next = Arc::new(next);
-            if txn::commit_record(&self.node, &slot, next).await.is_err() {
+            if cur.state != SessionState::Open {
                 return;
             }
-        }
-        self.spawn_af_notices(notes);
+            let after = replace_af_rules(&before, &old_rules, &new_rules);
+            let diff = RuleDiff::between(&before, &after);
+            // An SMF is told the difference from what it holds, `before`: the
+            // record has the AF's rules as installed already (the AAA went
+            // first). A RAR carries `diff` itself and needs no such copy.
+            let held = cur.n7.is_some().then(|| {
+                let mut held = (*cur).clone();
+                held.installed = before.clone().into();
+                held
+            });
+            let res = self
+                .node
+                .send_push(
+                    held.as_ref().unwrap_or(&cur),
+                    Some(&diff),
+                    Some(&after),
+                    None,
+                    &UsageInstructions::default(),
+                )
+                .await;
+            drop(held);
+            drop(diff);
+            let raa = res.ok();
+            let code = raa
+                .as_ref()
+                .and_then(|r| r.result_code.or(r.experimental_result));
+            let mut next = (*cur).clone();
+            let mut notes = Vec::new();
+            if code == Some(result_code::DIAMETER_SUCCESS) {
+                if let Some(raa) = raa {
+                    notes =
+                        self.af_notes_from_pcef(&cur, &mut next, &raa.rule_reports, &raa.charging_ids);
+                    self.node.apply_rule_reports(&mut next, &raa.rule_reports);
+                }
+            } else {
+                tracing::warn!(session = %af.id, code = ?code, "PCEF refused the Rx rules after the AAA; undone");
+                next.installed = replace_af_rules(&cur.installed, &new_rules, &old_rules).into();
+                if let Some(x) = next.af.iter_mut().find(|x| x.id == af.id) {
+                    x.rules = old_rules;
+                    if x.subscribed(enums::SPECIFIC_ACTION::INDICATION_OF_FAILED_RESOURCES_ALLOCATION) {
+                        notes.push(AfNote::new(
+                            x,
+                            enums::SPECIFIC_ACTION::INDICATION_OF_FAILED_RESOURCES_ALLOCATION,
+                        ));
+                    }
+                }
+            }
+            if !next.durably_equal(&cur) {
+                next.updated_ms = now_ms();
+                let next = Arc::new(next);
+                if txn::commit_record(&self.node, &slot, next).await.is_err() {
+                    return;
+                }
+            }
+            self.spawn_af_notices(notes);
         })
         .await
     }

@@ -356,61 +356,61 @@ impl Sd {
             ));
         };
         txn::holding(&slot, async |cur| -> Result<Answered, DiameterError> {
-        // A CCR-I retransmitted to another node than the one that applied
-        // it finds its session through the store: answered again.
-        if let Some(t) = cur.tdf.as_ref().filter(|t| t.id == c.session_id) {
-            if let Some(answer) = self.answer_again(t, req, c) {
-                return Ok(answer);
+            // A CCR-I retransmitted to another node than the one that applied
+            // it finds its session through the store: answered again.
+            if let Some(t) = cur.tdf.as_ref().filter(|t| t.id == c.session_id) {
+                if let Some(answer) = self.answer_again(t, req, c) {
+                    return Ok(answer);
+                }
             }
-        }
-        if cur.state == SessionState::Closed {
-            self.state.counters.unbound.fetch_add(1, Relaxed);
-            return Ok(self.sd_cca(
+            if cur.state == SessionState::Closed {
+                self.state.counters.unbound.fetch_add(1, Relaxed);
+                return Ok(self.sd_cca(
+                    req,
+                    c,
+                    Outcome::Experimental(sd::NO_IP_CAN_SESSION),
+                    &AdcChanges::default(),
+                    &Default::default(),
+                ));
+            }
+            let now = now_ms();
+            let mut s = (*cur).clone();
+            let wanted = self.valid_adc(&s.id, &s.installed.adc);
+            let mut tdf = TdfSession::new(
+                c.session_id.to_owned(),
+                TdfMode::Unsolicited,
+                c.origin_host.to_owned(),
+                c.origin_realm.to_owned(),
+            );
+            tdf.last_request_number = c.request_number;
+            let usage = self.node.usage().load(&s.subscriber);
+            let grants = self.sd_grants(&s, &usage, &wanted, None, now);
+            let answer = self.sd_cca(
                 req,
                 c,
-                Outcome::Experimental(sd::NO_IP_CAN_SESSION),
-                &AdcChanges::default(),
-                &Default::default(),
-            ));
-        }
-        let now = now_ms();
-        let mut s = (*cur).clone();
-        let wanted = self.valid_adc(&s.id, &s.installed.adc);
-        let mut tdf = TdfSession::new(
-            c.session_id.to_owned(),
-            TdfMode::Unsolicited,
-            c.origin_host.to_owned(),
-            c.origin_realm.to_owned(),
-        );
-        tdf.last_request_number = c.request_number;
-        let usage = self.node.usage().load(&s.subscriber);
-        let grants = self.sd_grants(&s, &usage, &wanted, None, now);
-        let answer = self.sd_cca(
-            req,
-            c,
-            Outcome::Result(result_code::DIAMETER_SUCCESS),
-            &AdcChanges {
-                install: wanted.iter().collect(),
-                remove: Vec::new(),
-            },
-            &grants,
-        );
-        tdf.installed = wanted;
-        tdf.last_answer = Some(answer.bytes.to_vec());
-        let replaced = s.tdf.replace(Box::new(tdf)).map(|old| old.id);
-        s.updated_ms = now;
-        let s = Arc::new(s);
-        txn::commit_record(&self.node, &slot, s.clone()).await?;
-        {
-            let mut index = self.state.index.write();
-            if let Some(old) = replaced {
-                index.remove(&old);
+                Outcome::Result(result_code::DIAMETER_SUCCESS),
+                &AdcChanges {
+                    install: wanted.iter().collect(),
+                    remove: Vec::new(),
+                },
+                &grants,
+            );
+            tdf.installed = wanted;
+            tdf.last_answer = Some(answer.bytes.to_vec());
+            let replaced = s.tdf.replace(Box::new(tdf)).map(|old| old.id);
+            s.updated_ms = now;
+            let s = Arc::new(s);
+            txn::commit_record(&self.node, &slot, s.clone()).await?;
+            {
+                let mut index = self.state.index.write();
+                if let Some(old) = replaced {
+                    index.remove(&old);
+                }
+                index.insert(c.session_id.to_owned(), s.id.to_string());
             }
-            index.insert(c.session_id.to_owned(), s.id.to_string());
-        }
-        self.state.counters.opened.fetch_add(1, Relaxed);
-        tracing::info!(sd = c.session_id, gx = %s.id, tdf = c.origin_host, "TDF session bound (unsolicited)");
-        Ok(answer)
+            self.state.counters.opened.fetch_add(1, Relaxed);
+            tracing::info!(sd = c.session_id, gx = %s.id, tdf = c.origin_host, "TDF session bound (unsolicited)");
+            Ok(answer)
         })
         .await
     }
@@ -421,117 +421,117 @@ impl Sd {
             return Ok(self.sd_unknown(req, c));
         };
         txn::holding(&slot, async |cur| -> Result<Answered, DiameterError> {
-        let Some(old_tdf) = cur
-            .tdf
-            .as_ref()
-            .filter(|t| t.id == c.session_id && cur.state == SessionState::Open)
-        else {
-            return Ok(self.sd_unknown(req, c));
-        };
-        if let Some(answer) = self.answer_again(old_tdf, req, c) {
-            return Ok(answer);
-        }
-        let now = now_ms();
-        let mut s = (*cur).clone();
-        let mut tdf = old_tdf.clone();
-        // A fail-over partner of the TDF carries the session on (the only
-        // other peer served): Sd RARs go there now.
-        tdf.host = c.origin_host.to_owned();
-        tdf.realm = c.origin_realm.to_owned();
-        for d in &c.detections {
-            self.state.counters.app_reports.fetch_add(1, Relaxed);
-            if d.started {
-                tdf.running.insert(d.application.to_owned());
-            } else {
-                tdf.running.remove(d.application);
+            let Some(old_tdf) = cur
+                .tdf
+                .as_ref()
+                .filter(|t| t.id == c.session_id && cur.state == SessionState::Open)
+            else {
+                return Ok(self.sd_unknown(req, c));
+            };
+            if let Some(answer) = self.answer_again(old_tdf, req, c) {
+                return Ok(answer);
             }
-        }
-        tdf.last_request_number = c.request_number;
-        s.tdf = Some(tdf);
-        s.updated_ms = now;
+            let now = now_ms();
+            let mut s = (*cur).clone();
+            let mut tdf = old_tdf.clone();
+            // A fail-over partner of the TDF carries the session on (the only
+            // other peer served): Sd RARs go there now.
+            tdf.host = c.origin_host.to_owned();
+            tdf.realm = c.origin_realm.to_owned();
+            for d in &c.detections {
+                self.state.counters.app_reports.fetch_add(1, Relaxed);
+                if d.started {
+                    tdf.running.insert(d.application.to_owned());
+                } else {
+                    tdf.running.remove(d.application);
+                }
+            }
+            tdf.last_request_number = c.request_number;
+            s.tdf = Some(tdf);
+            s.updated_ms = now;
 
-        let sub = self
-            .node
-            .find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
-        let mut usage = None;
-        if !c.usage_reports.is_empty() {
-            usage = self
+            let sub = self
                 .node
-                .begin_usage(&s.subscriber, sub.as_deref(), now)
-                .await?;
-            if let Some(step) = usage.as_mut() {
-                self.count_sd_reports(step, &s.id, &c.usage_reports, now);
+                .find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
+            let mut usage = None;
+            if !c.usage_reports.is_empty() {
+                usage = self
+                    .node
+                    .begin_usage(&s.subscriber, sub.as_deref(), now)
+                    .await?;
+                if let Some(step) = usage.as_mut() {
+                    self.count_sd_reports(step, &s.id, &c.usage_reports, now);
+                }
             }
-        }
-        // The applications are policy input: decide again.
-        let view = match &usage {
-            Some(step) => step.view(sub.as_deref()),
-            None => self.node.usage_view(&s.subscriber, sub.as_deref(), now),
-        };
-        let spending = self.sy.spending_of(&s);
-        let refine = |id: &str, d| self.check_adc(id, d);
-        let red =
-            session_core::redecide(&self.node, &s, sub.as_deref(), spending, view, now, refine);
-        let installed = s.tdf.as_ref().map_or(Vec::new(), |t| t.installed.clone());
-        // A refusal concerns the PCEF's session; the TDF keeps its rules.
-        let wanted = if red.refused() {
-            installed.clone()
-        } else {
-            red.decision.adc.clone()
-        };
-        let (install, remove) = adc_diff(&installed, &wanted);
-        // Grants for the keys just reported and for newly installed rules.
-        let mut regrant: BTreeSet<String> = c
-            .usage_reports
-            .iter()
-            .map(|r| crate::pcc::key_text(r.key).into_owned())
-            .collect();
-        regrant.extend(install.iter().filter_map(|r| r.monitoring_key.clone()));
-        let grants = match &usage {
-            Some(step) => self.sd_grants(&s, &step.next, &wanted, Some(&regrant), now),
-            None if !regrant.is_empty() => {
-                let current = self.node.usage().load(&s.subscriber);
-                self.sd_grants(&s, &current, &wanted, Some(&regrant), now)
+            // The applications are policy input: decide again.
+            let view = match &usage {
+                Some(step) => step.view(sub.as_deref()),
+                None => self.node.usage_view(&s.subscriber, sub.as_deref(), now),
+            };
+            let spending = self.sy.spending_of(&s);
+            let refine = |id: &str, d| self.check_adc(id, d);
+            let red =
+                session_core::redecide(&self.node, &s, sub.as_deref(), spending, view, now, refine);
+            let installed = s.tdf.as_ref().map_or(Vec::new(), |t| t.installed.clone());
+            // A refusal concerns the PCEF's session; the TDF keeps its rules.
+            let wanted = if red.refused() {
+                installed.clone()
+            } else {
+                red.decision.adc.clone()
+            };
+            let (install, remove) = adc_diff(&installed, &wanted);
+            // Grants for the keys just reported and for newly installed rules.
+            let mut regrant: BTreeSet<String> = c
+                .usage_reports
+                .iter()
+                .map(|r| crate::pcc::key_text(r.key).into_owned())
+                .collect();
+            regrant.extend(install.iter().filter_map(|r| r.monitoring_key.clone()));
+            let grants = match &usage {
+                Some(step) => self.sd_grants(&s, &step.next, &wanted, Some(&regrant), now),
+                None if !regrant.is_empty() => {
+                    let current = self.node.usage().load(&s.subscriber);
+                    self.sd_grants(&s, &current, &wanted, Some(&regrant), now)
+                }
+                None => UsageInstructions::default(),
+            };
+            // The PCEF's part follows after this answer: Node::push decides
+            // again with the new applications and sends a Gx RAR if it changed.
+            let apps_changed =
+                cur.tdf.as_ref().map(|t| &t.running) != s.tdf.as_ref().map(|t| &t.running);
+            let answer = self.sd_cca(
+                req,
+                c,
+                Outcome::Result(result_code::DIAMETER_SUCCESS),
+                &AdcChanges { install, remove },
+                &grants,
+            );
+            if let Some(t) = s.tdf.as_mut() {
+                t.installed.clone_from(&wanted);
+                t.last_answer = Some(answer.bytes.to_vec());
             }
-            None => UsageInstructions::default(),
-        };
-        // The PCEF's part follows after this answer: Node::push decides
-        // again with the new applications and sends a Gx RAR if it changed.
-        let apps_changed =
-            cur.tdf.as_ref().map(|t| &t.running) != s.tdf.as_ref().map(|t| &t.running);
-        let answer = self.sd_cca(
-            req,
-            c,
-            Outcome::Result(result_code::DIAMETER_SUCCESS),
-            &AdcChanges { install, remove },
-            &grants,
-        );
-        if let Some(t) = s.tdf.as_mut() {
-            t.installed.clone_from(&wanted);
-            t.last_answer = Some(answer.bytes.to_vec());
-        }
-        s.installed.adc = wanted;
-        let s = Arc::new(s);
-        txn::commit_session(
-            &self.node,
-            &slot,
-            s.clone(),
-            usage,
-            StagedEvents::default(),
-            None,
-        )
-        .await?;
-        if apps_changed {
-            if let Some(this) = self.me_ref.upgrade() {
-                let id = s.id.clone();
-                tokio::spawn(async move {
-                    if let Err(e) = this.node.push(&id, false).await {
-                        tracing::warn!(session = %id, error = %e, "push after an application report failed");
-                    }
-                });
+            s.installed.adc = wanted;
+            let s = Arc::new(s);
+            txn::commit_session(
+                &self.node,
+                &slot,
+                s.clone(),
+                usage,
+                StagedEvents::default(),
+                None,
+            )
+            .await?;
+            if apps_changed {
+                if let Some(this) = self.me_ref.upgrade() {
+                    let id = s.id.clone();
+                    tokio::spawn(async move {
+                        if let Err(e) = this.node.push(&id, false).await {
+                            tracing::warn!(session = %id, error = %e, "push after an application report failed");
+                        }
+                    });
+                }
             }
-        }
-        Ok(answer)
+            Ok(answer)
         })
         .await
     }
@@ -655,78 +655,78 @@ impl Sd {
             return;
         };
         txn::holding(&slot, async |cur| {
-        if cur.state != SessionState::Open {
-            return;
-        }
-        let wanted = self.valid_adc(&cur.id, &cur.installed.adc);
-        let mut s = (*cur).clone();
-        let outcome = match &cur.tdf {
-            None if wanted.is_empty() => return,
-            None => self.send_tsr(&cur, &wanted).await.map(|(t, failed)| {
-                let mut t = t;
-                t.installed = wanted
-                    .iter()
-                    .filter(|r| !failed.contains(&r.key().to_owned()))
-                    .cloned()
-                    .collect();
-                s.tdf = Some(Box::new(t));
-            }),
-            Some(t) => {
-                let (install, remove) = adc_diff(&t.installed, &wanted);
-                if install.is_empty() && remove.is_empty() {
-                    return;
-                }
-                let changes = AdcChanges { install, remove };
-                let usage = self.node.usage().load(&cur.subscriber);
-                let only: BTreeSet<String> = changes
-                    .install
-                    .iter()
-                    .filter_map(|r| r.monitoring_key.clone())
-                    .collect();
-                let grants = self.sd_grants(&cur, &usage, &wanted, Some(&only), now_ms());
-                match self.send_sd_rar(t, None, &changes, &grants).await {
-                    Ok(ans) if ans.code() == result_code::DIAMETER_SUCCESS => {
-                        if let Some(t) = s.tdf.as_mut() {
-                            t.installed = wanted
-                                .iter()
-                                .filter(|r| !ans.failed_rules.contains(&r.key().to_owned()))
-                                .cloned()
-                                .collect();
+            if cur.state != SessionState::Open {
+                return;
+            }
+            let wanted = self.valid_adc(&cur.id, &cur.installed.adc);
+            let mut s = (*cur).clone();
+            let outcome = match &cur.tdf {
+                None if wanted.is_empty() => return,
+                None => self.send_tsr(&cur, &wanted).await.map(|(t, failed)| {
+                    let mut t = t;
+                    t.installed = wanted
+                        .iter()
+                        .filter(|r| !failed.contains(&r.key().to_owned()))
+                        .cloned()
+                        .collect();
+                    s.tdf = Some(Box::new(t));
+                }),
+                Some(t) => {
+                    let (install, remove) = adc_diff(&t.installed, &wanted);
+                    if install.is_empty() && remove.is_empty() {
+                        return;
+                    }
+                    let changes = AdcChanges { install, remove };
+                    let usage = self.node.usage().load(&cur.subscriber);
+                    let only: BTreeSet<String> = changes
+                        .install
+                        .iter()
+                        .filter_map(|r| r.monitoring_key.clone())
+                        .collect();
+                    let grants = self.sd_grants(&cur, &usage, &wanted, Some(&only), now_ms());
+                    match self.send_sd_rar(t, None, &changes, &grants).await {
+                        Ok(ans) if ans.code() == result_code::DIAMETER_SUCCESS => {
+                            if let Some(t) = s.tdf.as_mut() {
+                                t.installed = wanted
+                                    .iter()
+                                    .filter(|r| !ans.failed_rules.contains(&r.key().to_owned()))
+                                    .cloned()
+                                    .collect();
+                            }
+                            Ok(())
                         }
-                        Ok(())
+                        Ok(ans) if ans.code() == result_code::DIAMETER_UNKNOWN_SESSION_ID => {
+                            // The TDF no longer has it: forget it here too.
+                            self.state.index.write().remove(&t.id);
+                            s.tdf = None;
+                            Ok(())
+                        }
+                        Ok(ans) => Err(format!("Sd RAA {}", ans.code())),
+                        Err(e) => Err(e),
                     }
-                    Ok(ans) if ans.code() == result_code::DIAMETER_UNKNOWN_SESSION_ID => {
-                        // The TDF no longer has it: forget it here too.
-                        self.state.index.write().remove(&t.id);
-                        s.tdf = None;
-                        Ok(())
-                    }
-                    Ok(ans) => Err(format!("Sd RAA {}", ans.code())),
-                    Err(e) => Err(e),
+                }
+            };
+            if let Err(e) = outcome {
+                self.state.counters.open_failed.fetch_add(1, Relaxed);
+                tracing::warn!(session = gx_id, error = %e, "TDF not brought in line with the decision");
+                return;
+            }
+            s.updated_ms = now_ms();
+            let s = Arc::new(s);
+            if let Err(e) = txn::commit_record(&self.node, &slot, s.clone()).await {
+                tracing::error!(session = gx_id, error = %e, "TDF session state not stored");
+                return;
+            }
+            if let Some(t) = &s.tdf {
+                if cur.tdf.is_none() {
+                    self.state
+                        .index
+                        .write()
+                        .insert(t.id.clone(), s.id.to_string());
+                    self.state.counters.opened.fetch_add(1, Relaxed);
+                    tracing::info!(sd = %t.id, gx = gx_id, tdf = %t.host, "TDF session opened (solicited)");
                 }
             }
-        };
-        if let Err(e) = outcome {
-            self.state.counters.open_failed.fetch_add(1, Relaxed);
-            tracing::warn!(session = gx_id, error = %e, "TDF not brought in line with the decision");
-            return;
-        }
-        s.updated_ms = now_ms();
-        let s = Arc::new(s);
-        if let Err(e) = txn::commit_record(&self.node, &slot, s.clone()).await {
-            tracing::error!(session = gx_id, error = %e, "TDF session state not stored");
-            return;
-        }
-        if let Some(t) = &s.tdf {
-            if cur.tdf.is_none() {
-                self.state
-                    .index
-                    .write()
-                    .insert(t.id.clone(), s.id.to_string());
-                self.state.counters.opened.fetch_add(1, Relaxed);
-                tracing::info!(sd = %t.id, gx = gx_id, tdf = %t.host, "TDF session opened (solicited)");
-            }
-        }
         })
         .await
     }
