@@ -12,6 +12,7 @@ use crate::node::{now_ms, Answered, BoxFuture, Node};
 use crate::pcc::charging_id::ChargingId;
 use crate::pcc::operation::ControlError;
 use crate::pcc::UsageInstructions;
+use crate::policy::decision::Decision;
 use crate::policy::input::{RuleFailure, SubscriberInput};
 use crate::policy::media::{af_tag, AfInput, MediaInput};
 use crate::rx::state::RxState;
@@ -506,16 +507,7 @@ impl Rx {
                 return Ok(AfOutcome::Installed(next));
             }
             if !diff.is_empty() {
-                let pushed = self
-                    .node
-                    .send_push(
-                        &cur,
-                        Some(&diff),
-                        Some(&installed),
-                        None,
-                        &UsageInstructions::default(),
-                    )
-                    .await;
+                let pushed = self.push_rules(&cur, &diff, &installed).await;
                 let raa = match pushed {
                     Ok(raa) => raa,
                     Err(ControlError::Peer(e)) if e.starts_with("bad RAA") => {
@@ -620,16 +612,7 @@ impl Rx {
             next.af.retain(|x| x.id != af_id);
             let diff = RuleDiff::between(&cur.installed, &installed);
             if !diff.is_empty() && cur.state == SessionState::Open {
-                let pushed = self
-                    .node
-                    .send_push(
-                        &cur,
-                        Some(&diff),
-                        Some(&installed),
-                        None,
-                        &UsageInstructions::default(),
-                    )
-                    .await;
+                let pushed = self.push_rules(&cur, &diff, &installed).await;
                 let ok = matches!(
                     pushed.as_ref().map(|r| r.result_code),
                     Ok(Some(result_code::DIAMETER_SUCCESS))
@@ -649,6 +632,26 @@ impl Rx {
             Ok(result_code::DIAMETER_SUCCESS)
         })
         .await
+    }
+
+    /// Pushes the rule difference an AF's media change made (to
+    /// `installed`) to the enforcement point holding session `s`: a Gx
+    /// RAR or an N7 notification, with no usage instruction.
+    async fn push_rules(
+        &self,
+        s: &GxSession,
+        diff: &RuleDiff<'_>,
+        installed: &Decision,
+    ) -> Result<crate::pcc::reauth_answer::Raa, ControlError> {
+        self.node
+            .send_push(
+                s,
+                Some(diff),
+                Some(installed),
+                None,
+                &UsageInstructions::default(),
+            )
+            .await
     }
 
     /// The background push of `answer_after_raa = false`: the RAR moving
@@ -681,14 +684,7 @@ impl Rx {
                 held
             });
             let res = self
-                .node
-                .send_push(
-                    held.as_ref().unwrap_or(&cur),
-                    Some(&diff),
-                    Some(&after),
-                    None,
-                    &UsageInstructions::default(),
-                )
+                .push_rules(held.as_ref().unwrap_or(&cur), &diff, &after)
                 .await;
             drop(held);
             drop(diff);

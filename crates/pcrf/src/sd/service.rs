@@ -26,6 +26,7 @@ use crate::session::{GxSession, SessionSlot, SessionState};
 use crate::session_core;
 use crate::session_message::Outcome;
 use crate::store::OpenSessionsBy;
+use crate::subscriber::Subscriber;
 use crate::sy::service::Sy;
 use crate::txn;
 use crate::usage::config::Interface;
@@ -453,16 +454,9 @@ impl Sd {
             let sub = self
                 .node
                 .find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
-            let mut usage = None;
-            if !c.usage_reports.is_empty() {
-                usage = self
-                    .node
-                    .begin_usage(&s.subscriber, sub.as_deref(), now)
-                    .await?;
-                if let Some(step) = usage.as_mut() {
-                    self.count_sd_reports(step, &s.id, &c.usage_reports, now);
-                }
-            }
+            let usage = self
+                .counted_sd_usage(&s, sub.as_deref(), &c.usage_reports, now)
+                .await?;
             // The applications are policy input: decide again.
             let view = match &usage {
                 Some(step) => step.view(sub.as_deref()),
@@ -536,20 +530,29 @@ impl Sd {
         .await
     }
 
-    /// Counts the TDF's usage reports into the accumulators its `sd:`
-    /// sources feed (each once: committed with the record and its answer).
-    fn count_sd_reports(
+    /// The subscriber's usage, taken for this request, with the TDF's
+    /// reports counted into the accumulators its `sd:` sources feed (each
+    /// once: committed with the record and its answer); none when the TDF
+    /// reported no usage.
+    async fn counted_sd_usage(
         &self,
-        step: &mut crate::node::UsageStep,
-        gx_id: &str,
+        s: &GxSession,
+        profile: Option<&Subscriber>,
         reports: &[UsageReport<'_>],
         now: i64,
-    ) {
-        for r in reports {
-            let (key, _) = self.node.count_report(step, Interface::Sd, gx_id, r, now);
-            step.reported.insert(key);
+    ) -> Result<Option<crate::node::UsageStep>, DiameterError> {
+        if reports.is_empty() {
+            return Ok(None);
         }
-        self.node.sum_up_unknown_keys(step, Interface::Sd, gx_id);
+        let mut usage = self.node.begin_usage(&s.subscriber, profile, now).await?;
+        if let Some(step) = usage.as_mut() {
+            for r in reports {
+                let (key, _) = self.node.count_report(step, Interface::Sd, &s.id, r, now);
+                step.reported.insert(key);
+            }
+            self.node.sum_up_unknown_keys(step, Interface::Sd, &s.id);
+        }
+        Ok(usage)
     }
 
     /// The TDF ends its session (on its own, or after our release).
@@ -603,12 +606,8 @@ impl Sd {
                     .node
                     .find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
                 usage = self
-                    .node
-                    .begin_usage(&s.subscriber, sub.as_deref(), now)
+                    .counted_sd_usage(&s, sub.as_deref(), &c.usage_reports, now)
                     .await?;
-                if let Some(step) = usage.as_mut() {
-                    self.count_sd_reports(step, &s.id, &c.usage_reports, now);
-                }
             }
             s.tdf = None;
             s.updated_ms = now;
