@@ -115,8 +115,10 @@ async fn one_profile_at_a_time_and_seconds_bounded() {
                 .as_u16()
         })
     };
-    // The first is sampling for 3 s: a second one meanwhile is refused.
-    tokio::time::sleep(Duration::from_millis(1000)).await;
+    // The first is sampling for 3 s (the node logs its start once it
+    // holds the profiler): a second one meanwhile is refused.
+    p.wait_log("CPU profile started by API", 0, Duration::from_secs(10))
+        .await;
     let (status, _, body) = get(&p, "?seconds=1", None).await;
     assert_eq!(status, 409, "{}", String::from_utf8_lossy(&body));
     assert_eq!(first.await.expect("first"), 200);

@@ -505,7 +505,13 @@ async fn an_ocs_answering_with_another_origin_host_is_not_used() {
     );
     let p = start(&config);
     let pcef = Pcef::connect(p.diameter, "pgw.test.local").await;
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // The node reached the address and refused who answered there.
+    p.wait_log(
+        "its CEA names another Origin-Host than the one we connected to",
+        0,
+        Duration::from_secs(10),
+    )
+    .await;
     let cca = pcef.ccr_i("pgw;sy;1", IMSI).await;
     assert_eq!(
         installed(&cca),
