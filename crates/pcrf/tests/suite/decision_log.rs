@@ -7,12 +7,11 @@
 //! the running script and the draft decided; a bad section stops
 //! `check-config`.
 
-use crate::notify_support;
 use crate::support;
 
-use notify_support::*;
 use serde_json::Value;
 use std::time::Duration;
+use support::notify::*;
 use support::*;
 
 const SECRET: &str = "a-shared-webhook-secret";

@@ -5,7 +5,6 @@
 //! a process of its own, so tests share no state (`cargo nextest run -p
 //! pcrf --test suite gx_process::` runs one file's tests).
 
-mod notify_support;
 mod support;
 #[path = "../../../diameter/tests/suite/tls_certs.rs"]
 mod tls_certs;

@@ -7,7 +7,6 @@
 //! idempotency key, on the embedded store and on PostgreSQL. Each test
 //! uses its own exchange and queue.
 
-use crate::notify_support;
 use crate::support;
 
 use lapin::options::{
@@ -16,11 +15,11 @@ use lapin::options::{
 };
 use lapin::types::FieldTable;
 use lapin::{Channel, Connection, ConnectionProperties, ExchangeKind};
-use notify_support::*;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
+use support::notify::*;
 use support::*;
 
 const BROKER: &str = "127.0.0.1:5672";

@@ -5,15 +5,14 @@
 //! backlog drops new events and counts them while Gx is answered; and the
 //! policy's notify() firing once per usage period, across kill -9.
 
-use crate::notify_support;
 use crate::support;
 
 use diameter::codec::MessageBuilder;
 use diameter::dict::avp;
-use notify_support::*;
 use serde_json::Value;
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
+use support::notify::*;
 use support::*;
 
 const SECRET: &str = "a-shared-webhook-secret";

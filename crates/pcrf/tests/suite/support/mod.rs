@@ -21,6 +21,8 @@ mod cluster;
 mod cluster_node;
 mod n7_seam;
 mod n7_smf;
+/// The notification tests' receivers, proxy and schema check.
+pub mod notify;
 mod ocs;
 mod postgres;
 mod wait;
