@@ -189,7 +189,7 @@ fn recovery(c: &mut Criterion) {
 fn blob_format(c: &mut Criterion) {
     let mut s = session("pgw1;1;bench", 1_763_000_000_123);
     if let Some(d) = s.last_decision.as_mut() {
-        Arc::make_mut(d).inputs = pcrf::session::record::InputsJson::null();
+        Arc::make_mut(d).inputs = pcrf::session::record::DecisionInputs::none();
     }
     let json = serde_json::to_vec(&s).expect("json");
     let stored = pcrf::store::encode_session(&s).expect("binary");

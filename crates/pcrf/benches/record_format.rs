@@ -12,7 +12,7 @@ const SESSION: &str = r#"{"id":"pgw-2.bench.test;82540084;199","state":"closed",
 fn session() -> GxSession {
     let mut s: GxSession = serde_json::from_str(SESSION).expect("sample");
     if let Some(d) = s.last_decision.as_mut() {
-        std::sync::Arc::make_mut(d).inputs = pcrf::session::record::InputsJson::null();
+        std::sync::Arc::make_mut(d).inputs = pcrf::session::record::DecisionInputs::none();
     }
     s.state = pcrf::session::SessionState::Open;
     s.closed_ms = None;

@@ -171,10 +171,7 @@ fn main() {
         - part_strings
         - answer as f64
         - part_monitoring as f64;
-    let inputs = one
-        .last_decision
-        .as_ref()
-        .map_or(0, |d| d.inputs.get().len());
+    let inputs = one.last_decision.as_ref().map_or(0, |d| d.inputs.bytes_held());
     println!("sessions: {n}");
     println!(
         "size_of::<GxSession>(): {} bytes (in its Arc: +16)",
@@ -190,7 +187,7 @@ fn main() {
         per(records_bytes)
     );
     println!("  the last answer: {answer} bytes");
-    println!("  the last decision's inputs (JSON): {inputs} bytes");
+    println!("  the last decision's inputs (MessagePack): {inputs} bytes");
     let record = one.last_decision.as_deref().cloned();
     println!(
         "  the last decision (DecisionRecord in its Arc): {} bytes",

@@ -1,7 +1,7 @@
 //! Records shared by the store benches, so they measure the same shape.
 
 use pcrf::policy::decision::{Ambr, Arp, BearerQos, Decision, RuleDefinition, RuleQos};
-use pcrf::session::record::InputsJson;
+use pcrf::session::record::DecisionInputs;
 use pcrf::session::{DecisionRecord, GxSession};
 
 /// The decision a CCR-U typically leaves installed: a few rules, one
@@ -88,7 +88,7 @@ pub fn ccr_u_session(id: String, imsi: String, updated_ms: i64) -> GxSession {
         script_version: 3,
         policy_version: 0,
         decision: decision.into(),
-        inputs: InputsJson::of(&serde_json::json!({
+        inputs: DecisionInputs::of(&serde_json::json!({
             "subscriber": {"imsi": "001010123456789", "plan": "basic",
                            "services": ["video-boost"], "attributes": {"blocked": false}},
             "session": {"apn": "internet", "rat_type": 1004, "location": "8200f110000100f1100001a2b3c4",

@@ -602,7 +602,7 @@ impl Control for Operations {
             .filter(|s| s.state == SessionState::Open)
             .filter_map(|s| {
                 let rec = s.last_decision.clone()?;
-                let input: PolicyInput = serde_json::from_str(rec.inputs.get()).ok()?;
+                let input: PolicyInput = rec.inputs.to_input()?;
                 Some((rec.at_ms, s.id.to_string(), input))
             })
             .max_by_key(|(at, _, _)| *at);

@@ -13,7 +13,7 @@ use super::rollout::Rollout;
 use super::sandbox::{Limits, Notification, Vm};
 use super::shared_decision::SharedDecision;
 use super::stats::{PolicyStats, StatsSnapshot};
-use crate::policy::record::{self, DecisionRecord, InputsJson};
+use crate::policy::record::{self, DecisionInputs, DecisionRecord};
 use arc_swap::{ArcSwap, ArcSwapOption};
 use parking_lot::Mutex;
 use std::cell::RefCell;
@@ -67,8 +67,8 @@ pub struct Outcome {
     /// With `Ran::Fallback`: the Lua error and traceback (log it with the
     /// Session-Id).
     pub error: Option<String>,
-    /// The inputs as JSON, for the record; `None` with `Ran::Memo`.
-    pub inputs: Option<InputsJson>,
+    /// The inputs, for the record; `None` with `Ran::Memo`.
+    pub inputs: Option<DecisionInputs>,
     /// Where the decision holds beyond identical inputs (the script's
     /// `valid`); kept in the record. `None` with `Ran::Memo`.
     pub bounds: Option<Box<memo::Bounds>>,
@@ -99,8 +99,8 @@ impl Outcome {
             policy_version: self.policy_version,
             decision: self.decision,
             inputs: match self.inputs {
-                Some(json) => json,
-                None => InputsJson::of(input),
+                Some(inputs) => inputs,
+                None => DecisionInputs::of(input),
             },
             at_ms,
             bounds: self.bounds,
@@ -480,8 +480,12 @@ impl PolicyEngine {
                 };
             }
         }
-        let input_hash = memo::input_hash(input);
-        if let Some(prev) = prev.filter(|p| record::unchanged(p, input_hash, script.version)) {
+        // The serialization hashed is kept as the inputs when Lua runs.
+        let (input_hash, inputs) = memo::hash_input(input, |hash, packed| {
+            let reused = prev.is_some_and(|p| record::unchanged(p, hash, script.version));
+            (hash, (!reused).then(|| DecisionInputs::packed(packed)))
+        });
+        if let (Some(prev), None) = (prev, &inputs) {
             PolicyStats::bump(&self.stats.skips);
             return Outcome {
                 decision: prev.decision.clone(),
@@ -512,7 +516,7 @@ impl PolicyEngine {
                     script_version: script.version,
                     policy_version: script.id,
                     error: None,
-                    inputs: Some(InputsJson::of(input)),
+                    inputs,
                     bounds,
                     notifications,
                 }
@@ -528,7 +532,7 @@ impl PolicyEngine {
                     script_version: 0,
                     policy_version: script.id,
                     error: Some(format!("script {:016x}: {e}", script.version)),
-                    inputs: Some(InputsJson::of(input)),
+                    inputs,
                     bounds: None,
                     notifications: Vec::new(),
                 }

@@ -197,3 +197,92 @@ pub struct PolicyInput {
     #[serde(skip_serializing_if = "BTreeMap::is_empty")]
     pub spending: BTreeMap<String, String>,
 }
+
+#[cfg(test)]
+pub(crate) mod tests {
+    use super::*;
+
+    /// An input with every field set (an N7 session, attributes of each
+    /// JSON kind, accumulators with and without a quota).
+    pub(crate) fn every_field_filled() -> PolicyInput {
+        let mut p = PolicyInput::default();
+        p.subscriber.known = true;
+        p.subscriber.imsi = Some("001010000000001".into());
+        p.subscriber.msisdn = Some("79000000001".into());
+        p.subscriber.plan = Some("plus".into());
+        p.subscriber.services = vec!["internet".into(), "vip".into()];
+        p.subscriber.attributes.insert(
+            "profile".into(),
+            serde_json::json!({"blocked": false, "tier": 3, "tags": ["a", "b"], "none": null}),
+        );
+        p.session = SessionInput {
+            apn: Some("internet".into()),
+            rat: Some("EUTRAN".into()),
+            ip_can_type: Some("3GPP-EPS".into()),
+            ue_ipv4: Some("10.0.0.1".into()),
+            ue_ipv6_prefix: Some("0040200100000000".into()),
+            location: Some("8200f110000100f1100001a2b3c4".into()),
+            ms_timezone: Some("4000".into()),
+            device: Some("3534210112345601".into()),
+            pcef: "pgw-1.bench.test".into(),
+            installed: vec!["internet".into(), "vip-video".into()],
+            rule_failures: vec![
+                RuleFailure {
+                    rule: "vip-video".into(),
+                    status: 1,
+                    code: Some(4),
+                },
+                RuleFailure {
+                    rule: "other".into(),
+                    status: 2,
+                    code: None,
+                },
+            ],
+            n7: None,
+        };
+        p.session.n7 = Some(crate::policy::input::N7SessionInput {
+            access_type: Some("3GPP_ACCESS".into()),
+            supi: "imsi-001010000000001".into(),
+            gpsi: Some("msisdn-79000000001".into()),
+            pdu_session_id: 5,
+            pdu_session_type: "IPV4".into(),
+            dnn: "internet".into(),
+            sst: 1,
+            sd: Some("000001".into()),
+            serving_network: Some("001-01".into()),
+            subscribed_ambr_ul: Some(1_000_000_000),
+            subscribed_ambr_dl: Some(u64::MAX),
+            subscribed_5qi: Some(9),
+        });
+        p.time = TimeInput {
+            hour: 23,
+            minute: 59,
+            weekday: 7,
+            date: "2026-11-22".into(),
+            ..TimeInput::default()
+        };
+        p.network = NetworkInput { congestion: 2 };
+        p.usage.accumulators.insert(
+            "monthly".into(),
+            AccumulatorInput {
+                used_mb: 1234,
+                quota_mb: Some(10_000),
+                percent: Some(12),
+                exhausted: false,
+            },
+        );
+        p.usage.accumulators.insert(
+            "daily".into(),
+            AccumulatorInput {
+                used_mb: 7,
+                quota_mb: None,
+                percent: None,
+                exhausted: true,
+            },
+        );
+        p.usage.unknown_keys = vec!["mystery".into()];
+        p.applications = vec!["video-streaming".into()];
+        p.spending.insert("monthly-data".into(), "exhausted".into());
+        p
+    }
+}

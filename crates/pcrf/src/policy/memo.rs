@@ -27,18 +27,30 @@ thread_local! {
 /// `percent`). MessagePack, not JSON: no escaping or number formatting
 /// on the request path (callgrind, BENCHMARKS.md).
 fn hash_of<T: Serialize + ?Sized>(value: &T) -> u64 {
+    hashed(value, |hash, _| hash)
+}
+
+/// `then` with the hash of `value` and the serialization it hashed.
+fn hashed<T: Serialize + ?Sized, R>(value: &T, then: impl FnOnce(u64, &[u8]) -> R) -> R {
     BUF.with(|buf| {
         let mut buf = buf.borrow_mut();
         buf.clear();
         // Cannot fail: Vec writes never fail and every value serializes.
         let _ = value.serialize(&mut rmp_serde::Serializer::new(&mut *buf).with_struct_map());
-        xxh3_64(&buf)
+        then(xxh3_64(&buf), &buf)
     })
 }
 
 /// Hash of the whole input (the exact memo's key).
 pub fn input_hash(input: &PolicyInput) -> u64 {
     hash_of(input)
+}
+
+/// `then` with the hash of the whole input and the serialization it
+/// hashed, which a decision made by Lua keeps as its inputs
+/// (`DecisionInputs`) without writing them out a second time.
+pub fn hash_input<R>(input: &PolicyInput, then: impl FnOnce(u64, &[u8]) -> R) -> R {
+    hashed(input, then)
 }
 
 /// The script version of `source`: a content hash, never 0 (0 marks a

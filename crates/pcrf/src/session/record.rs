@@ -4,7 +4,7 @@
 //! restart.
 
 use crate::policy::input::RuleFailure;
-pub use crate::policy::record::{DecisionRecord, InputsJson};
+pub use crate::policy::record::{DecisionInputs, DecisionRecord};
 use crate::policy::shared_decision::SharedDecision;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -400,7 +400,7 @@ mod tests {
                 ..Default::default()
             }
             .into(),
-            inputs: InputsJson::null(),
+            inputs: DecisionInputs::none(),
             at_ms: hash as i64,
             bounds: None,
         };
@@ -472,7 +472,7 @@ mod tests {
             script_version: 0x0123_4567_89ab_cdef,
             policy_version: 0,
             decision: SharedDecision::default(),
-            inputs: InputsJson::null(),
+            inputs: DecisionInputs::none(),
             at_ms: 5,
             bounds: None,
         }));

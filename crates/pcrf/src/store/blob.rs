@@ -64,7 +64,7 @@ fn decode<T: DeserializeOwned>(data: &[u8]) -> Result<T, DecodeError> {
 }
 
 /// The blob of a session, as both stores write it: everything but the
-/// last decision's inputs, which only the API shows (see `InputsJson`).
+/// last decision's inputs, which only the API shows (see `DecisionInputs`).
 pub fn encode_session(s: &GxSession) -> Result<Vec<u8>, StoreError> {
     let _in_memory_only = InputsLeftOut::new();
     encode(s, SESSION_BYTES, || format!("session {:?}", s.id))
@@ -205,8 +205,9 @@ pub(in crate::store) mod tests {
     use super::*;
     use crate::session::SessionState;
 
-    /// A session as the build before `InputsJson` stored it (inputs as a
-    /// JSON object with sorted keys), taken from a seed-scenario database.
+    /// A session as builds that stored the decision inputs wrote it (inputs
+    /// as a JSON object with sorted keys), taken from a seed-scenario
+    /// database.
     pub(in crate::store) const BEFORE_RAW_INPUTS: &str = r#"{"id":"pgw-2.bench.test;82540084;199","state":"closed","subscriber":"001010000000200","imsi":"001010000000200","msisdn":"79000000200","pcef_host":"pgw-2.bench.test","pcef_realm":"bench.test","apn":"internet","ue_ipv4":"10.0.0.200","ue_ipv6_prefix":null,"rat_type":1004,"ip_can_type":5,"location":"8200f11000c800f1100d1f9897","ms_timezone":"2100","device":"3534900600019901","supported_features":[[1,11]],"installed":{"rules":["internet"],"base_names":["consumer"],"definitions":[],"apn_ambr":{"ul":20000000,"dl":75000000},"default_bearer_qos":{"qci":9,"arp":{"priority":9,"may_preempt":false,"preemptable":true}},"event_triggers":[2,13,17,18,19,33],"revalidation_secs":16740,"monitoring":["total"],"spending_counters":["monthly-data"]},"rule_failures":[],"monitoring":{"keys":{"total":{"granted":{"total":100000000},"level":"session","granted_ms":1795378888572,"reported_octets":4410615}}},"last_request_number":1,"revalidation_at_ms":1795395628572,"last_decision":{"input_hash":"9845eed09d4aa82f","script_version":"483467ac3a870d66","decision":{"rules":["internet"],"base_names":["consumer"],"definitions":[],"apn_ambr":{"ul":20000000,"dl":75000000},"default_bearer_qos":{"qci":9,"arp":{"priority":9,"may_preempt":false,"preemptable":true}},"event_triggers":[2,13,17,18,19],"revalidation_secs":16740,"monitoring":["total"],"spending_counters":["monthly-data"]},"inputs":{"applications":[],"network":{"congestion":0},"session":{"apn":"internet","device":"3534900600019901","installed":[],"ip_can_type":"3GPP-EPS","location":"8200f11000c800f1100d1f9897","ms_timezone":"2100","pcef":"pgw-2.bench.test","rat":"EUTRAN","rule_failures":[],"ue_ipv4":"10.0.0.200","ue_ipv6_prefix":null},"subscriber":{"attributes":{},"imsi":"001010000000200","known":true,"msisdn":"79000000200","plan":"plus","services":["internet"]},"time":{"date":"2026-11-22","hour":20,"minute":21,"weekday":7},"usage":{"accumulators":{"daily":{"exhausted":false,"used_mb":0},"monthly":{"exhausted":false,"percent":0,"quota_mb":50000,"used_mb":0},"night":{"exhausted":false,"used_mb":0},"vip-video":{"exhausted":false,"used_mb":0}}}},"at_ms":1795378888572},"last_answer":"010000984000011001000016bf58983beb5f59de00000107400000257067772d322e62656e63682e746573743b38323534303038343b313939000000000001024000000c010000160000010840000016706372662e706372662e7465737400000000012840000011706372662e746573740000000000010c4000000c000007d1000001a04000000c000000030000019f4000000c00000001","created_ms":1795378888572,"updated_ms":1795378889856,"closed_ms":1795378889856}"#;
 
     #[test]
@@ -218,11 +219,11 @@ pub(in crate::store) mod tests {
         let back = decode_session(&mut skipped, id, &stored).expect("decodes again");
         assert_eq!(skipped, 0);
         let kept = back.last_decision.as_ref().expect("the decision is kept");
-        assert_eq!(kept.inputs.get(), "null");
+        assert!(kept.inputs.is_none());
         // Everything else comes back as it was.
         let mut expected = s.clone();
         if let Some(d) = expected.last_decision.as_mut() {
-            std::sync::Arc::make_mut(d).inputs = crate::policy::record::InputsJson::null();
+            std::sync::Arc::make_mut(d).inputs = crate::policy::record::DecisionInputs::none();
         }
         assert_eq!(back, expected);
         // The API's form (plain serde_json, here and after the store wrote)
@@ -239,8 +240,7 @@ pub(in crate::store) mod tests {
         let s = decode_session(&mut skipped, id, BEFORE_RAW_INPUTS.as_bytes()).expect("decodes");
         assert_eq!(skipped, 0);
         let d = s.last_decision.as_ref().expect("has a decision");
-        let inputs: serde_json::Value =
-            serde_json::from_str(d.inputs.get()).expect("inputs are JSON");
+        let inputs = d.inputs.to_json();
         assert_eq!(inputs["session"]["rat"], "EUTRAN");
         assert_eq!(
             inputs["usage"]["accumulators"]["monthly"]["quota_mb"],
@@ -323,7 +323,7 @@ pub(in crate::store) mod tests {
         if let Some(d) = s.last_decision.as_mut() {
             let d = std::sync::Arc::make_mut(d);
             d.input_hash = u64::MAX;
-            d.inputs = crate::policy::record::InputsJson::null();
+            d.inputs = crate::policy::record::DecisionInputs::none();
             // Untagged enums need a self-describing format.
             use crate::policy::validity::{AnyWord, MbRange, UsageRange, UsageValidity, Validity};
             d.decision.valid = Some(Validity {
@@ -438,7 +438,7 @@ pub(in crate::store) mod tests {
         let mut expected =
             decode_session(&mut skipped, id, BEFORE_RAW_INPUTS.as_bytes()).expect("decodes");
         if let Some(d) = expected.last_decision.as_mut() {
-            std::sync::Arc::make_mut(d).inputs = crate::policy::record::InputsJson::null();
+            std::sync::Arc::make_mut(d).inputs = crate::policy::record::DecisionInputs::none();
         }
         assert_eq!(s, expected);
         assert!(binary.len() < BEFORE_RAW_INPUTS.len());
