@@ -171,7 +171,10 @@ fn main() {
         - part_strings
         - answer as f64
         - part_monitoring as f64;
-    let inputs = one.last_decision.as_ref().map_or(0, |d| d.inputs.bytes_held());
+    let inputs = one
+        .last_decision
+        .as_ref()
+        .map_or(0, |d| d.inputs.bytes_held());
     println!("sessions: {n}");
     println!(
         "size_of::<GxSession>(): {} bytes (in its Arc: +16)",

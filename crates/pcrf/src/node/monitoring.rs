@@ -280,9 +280,8 @@ impl Node {
             match s.monitoring.keys.get_mut(k.as_str()) {
                 Some(held) => *held = grant,
                 None => {
-                    s.monitoring
-                        .keys
-                        .insert(crate::session::shared_text::shared(k), grant);
+                    let key = crate::session::shared_text::shared(k);
+                    crate::usage::insert_lean(&mut s.monitoring.keys, key, grant);
                 }
             }
             self.usage.counters.grants.fetch_add(1, Relaxed);

@@ -287,7 +287,7 @@ pub(in crate::store) mod tests {
             },
         );
         sy.refused.insert("gone".into());
-        s.sy = Some(sy);
+        s.sy = Some(Box::new(sy));
         s.af = vec![AfSession {
             id: "rx;1".into(),
             af_host: "pcscf".into(),

@@ -176,7 +176,7 @@ impl Sy {
         let key = s.subscriber.to_string();
         let wanted = &out.decision.spending_counters;
         if wanted.is_empty() || out.decision.reject.is_some() {
-            s.sy = self.state.table.get(&key);
+            s.sy = self.state.table.get(&key).map(Box::new);
             return out;
         }
         let entry = self.state.table.entry(&key);
@@ -200,7 +200,7 @@ impl Sy {
         });
         let missing = sy.missing(wanted);
         if missing.is_empty() {
-            s.sy = current;
+            s.sy = current.map(Box::new);
             if input.spending == sy.statuses(now) {
                 return out;
             }
@@ -212,7 +212,7 @@ impl Sy {
             // The last SLR got no usable answer a moment ago: do not hold
             // this CCR for the OCS again yet.
             input.spending = with_unknown(sy.statuses(now), wanted);
-            s.sy = current;
+            s.sy = current.map(Box::new);
             return self.decide_again(s, input);
         }
         // The full list: a modify replaces the subscription. Counters of a
@@ -319,9 +319,9 @@ impl Sy {
                 self.schedule_pending(key.clone(), at);
             }
             self.state.table.put(&key, sy.clone());
-            s.sy = Some(sy);
+            s.sy = Some(Box::new(sy));
         } else {
-            s.sy = current;
+            s.sy = current.map(Box::new);
         }
         input.spending = statuses;
         self.decide_again(s, input)
@@ -645,9 +645,9 @@ impl Sy {
                 if cur.state != SessionState::Open {
                     return Ok(false);
                 }
-                if cur.sy.as_ref() != Some(&sy) {
+                if cur.sy.as_deref() != Some(&sy) {
                     let mut s = (*cur).clone();
-                    s.sy = Some(sy.clone());
+                    s.sy = Some(Box::new(sy.clone()));
                     s.updated_ms = now_ms();
                     txn::commit_record(&self.node, &slot, Arc::new(s)).await?;
                 }

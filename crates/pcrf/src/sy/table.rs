@@ -242,12 +242,12 @@ mod tests {
         new.updated_ms = 9;
         new.open = true;
         let mut a = GxSession::new("gx;a", "imsi1", "p", "r", 0);
-        a.sy = Some(old);
+        a.sy = Some(Box::new(old));
         let mut b = GxSession::new("gx;b", "imsi1", "p", "r", 0);
-        b.sy = Some(new.clone());
+        b.sy = Some(Box::new(new.clone()));
         let mut closed = GxSession::new("gx;c", "imsi2", "p", "r", 0);
         closed.state = SessionState::Closed;
-        closed.sy = Some(SySession::new("sy;2".into(), 0));
+        closed.sy = Some(Box::new(SySession::new("sy;2".into(), 0)));
         let t = SyTable::recover(&[a, b, closed]);
         assert_eq!(t.get("imsi1"), Some(new));
         assert_eq!(t.subscriber_of("sy;1").as_deref(), Some("imsi1"));

@@ -151,6 +151,11 @@ impl SubscriberUsage {
     pub fn roll(&mut self, cfg: &UsageConfig, billing_day: Option<u8>, now_ms: i64) -> Vec<String> {
         let day = cfg.billing_day_for(billing_day);
         let mut started_over = Vec::new();
+        if self.accumulators.is_empty() {
+            // Room for exactly the configured ones (a `Vec` grows by
+            // doubling: four slots for three accumulators, eight for five).
+            self.accumulators = LiteMap::with_capacity(cfg.accumulators().len());
+        }
         for (name, acc_cfg) in cfg.accumulators() {
             let period = current_period(cfg, acc_cfg.reset, day, now_ms);
             let Some(acc) = self.accumulators.get_mut(name) else {
@@ -228,14 +233,12 @@ impl SubscriberUsage {
             last.session.push_str(session);
             last.used = *used;
         } else if keep {
-            self.last_reports.insert(
-                key.to_string(),
-                LastReport {
-                    at_ms: now_ms,
-                    session: session.to_string(),
-                    used: *used,
-                },
-            );
+            let last = LastReport {
+                at_ms: now_ms,
+                session: session.to_string(),
+                used: *used,
+            };
+            super::insert_lean(&mut self.last_reports, key.to_string(), last);
         }
         Counted {
             known_key,
