@@ -32,9 +32,9 @@ fn session(i: usize, updated_ms: i64) -> GxSession {
 
 fn usage(i: usize, used: u64) -> SubscriberUsage {
     SubscriberUsage {
-        subscriber: format!("0010101{i:08}"),
+        subscriber: format!("0010101{i:08}").into(),
         accumulators: [(
-            "monthly".to_string(),
+            "monthly".into(),
             Accumulator {
                 used,
                 topup: 0,
@@ -45,10 +45,10 @@ fn usage(i: usize, used: u64) -> SubscriberUsage {
         .into_iter()
         .collect(),
         last_reports: [(
-            "video".to_string(),
+            "video".into(),
             LastReport {
                 at_ms: 1_763_000_000_000 + used as i64,
-                session: format!("pgw1.epc.mnc001.mcc001.3gppnetwork.org;1763000000;{i}"),
+                session: format!("pgw1.epc.mnc001.mcc001.3gppnetwork.org;1763000000;{i}").into(),
                 used: ServiceUnits {
                     total: Some(used),
                     input: Some(used / 3),

@@ -29,18 +29,15 @@ fn usage() -> SubscriberUsage {
     SubscriberUsage {
         subscriber: "001010000000200".into(),
         accumulators: [
-            ("daily".to_string(), acc(4_410_615, Some(1_795_392_000_000))),
-            (
-                "monthly".to_string(),
-                acc(4_410_615, Some(1_797_897_600_000)),
-            ),
-            ("night".to_string(), acc(0, Some(1_795_392_000_000))),
-            ("vip-video".to_string(), acc(0, None)),
+            ("daily".into(), acc(4_410_615, Some(1_795_392_000_000))),
+            ("monthly".into(), acc(4_410_615, Some(1_797_897_600_000))),
+            ("night".into(), acc(0, Some(1_795_392_000_000))),
+            ("vip-video".into(), acc(0, None)),
         ]
         .into_iter()
         .collect(),
         last_reports: [(
-            "total".to_string(),
+            "total".into(),
             LastReport {
                 at_ms: 1_795_378_889_856,
                 session: "pgw-2.bench.test;82540084;199".into(),

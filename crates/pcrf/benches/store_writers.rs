@@ -43,9 +43,9 @@ fn changes(i: usize, tick: u64) -> Vec<Change> {
         1_763_000_000_000 + tick as i64,
     );
     let u = SubscriberUsage {
-        subscriber: imsi(i),
+        subscriber: imsi(i).into(),
         accumulators: litemap::LiteMap::from_iter([(
-            "monthly".to_string(),
+            "monthly".into(),
             Accumulator {
                 used: tick * 1000,
                 topup: 0,

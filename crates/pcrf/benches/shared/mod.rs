@@ -132,11 +132,11 @@ impl LastWritten {
     /// `u` as the next record of its row.
     pub fn usage(&self, u: pcrf::usage::SubscriberUsage) -> pcrf::store::Change {
         let mut m = self.usage.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(prev) = m.get(&u.subscriber) {
+        if let Some(prev) = m.get(&*u.subscriber) {
             u.version.set(prev.version.get());
         }
         let u = std::sync::Arc::new(u);
-        m.insert(u.subscriber.clone(), u.clone());
+        m.insert(u.subscriber.to_string(), u.clone());
         pcrf::store::Change::PutUsage(u)
     }
 }

@@ -114,7 +114,11 @@ impl Operations {
             .accumulators()
             .iter()
             .map(|(name, acfg)| {
-                let a = u.accumulators.get(name).cloned().unwrap_or_default();
+                let a = u
+                    .accumulators
+                    .get(name.as_str())
+                    .cloned()
+                    .unwrap_or_default();
                 let allowance = u.allowance(&cfg, name, Some(profile));
                 let view = AccumulatorView {
                     reset: acfg.reset.name().to_string(),
@@ -139,10 +143,10 @@ impl Operations {
                 .iter()
                 .map(|(k, r)| {
                     (
-                        k.clone(),
+                        k.to_string(),
                         ReportView {
                             at: rfc3339(r.at_ms),
-                            session: r.session.clone(),
+                            session: r.session.to_string(),
                             used: r.used,
                         },
                     )

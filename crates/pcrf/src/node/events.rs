@@ -315,7 +315,12 @@ impl Node {
             let Some(allowance) = step.next.allowance(&step.cfg, &acc, profile) else {
                 continue;
             };
-            let Some(period) = step.next.accumulators.get(&acc).map(|a| a.period_start_ms) else {
+            let Some(period) = step
+                .next
+                .accumulators
+                .get(acc.as_str())
+                .map(|a| a.period_start_ms)
+            else {
                 continue;
             };
             let percent = |used: u64| -> u64 {

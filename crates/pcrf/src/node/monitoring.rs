@@ -281,7 +281,7 @@ impl Node {
                 Some(held) => *held = grant,
                 None => {
                     let key = crate::session::shared_text::shared(k);
-                    crate::usage::insert_lean(&mut s.monitoring.keys, key, grant);
+                    crate::usage::lean_map::insert_lean(&mut s.monitoring.keys, key, grant);
                 }
             }
             self.usage.counters.grants.fetch_add(1, Relaxed);

@@ -122,7 +122,7 @@ pub(crate) fn decode_usage(
     data: &[u8],
 ) -> Option<SubscriberUsage> {
     match decode::<SubscriberUsage>(data) {
-        Ok(u) if u.subscriber == subscriber => Some(u),
+        Ok(u) if *u.subscriber == *subscriber => Some(u),
         Ok(u) => {
             *skipped += 1;
             tracing::error!(subscriber = %subscriber, blob_subscriber = %u.subscriber,

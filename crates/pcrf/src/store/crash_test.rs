@@ -189,7 +189,7 @@ fn crash_and_check(durability: Durability, mode: &str, pairs: bool, shards: usiz
         .iter()
         .map(|u| {
             let used = u.accumulators.get("monthly").map(|a| a.used).unwrap_or(0);
-            (u.subscriber.as_str(), i64::try_from(used).unwrap_or(-1))
+            (&*u.subscriber, i64::try_from(used).unwrap_or(-1))
         })
         .collect();
     assert_eq!(sessions, used, "{mode}: session and usage rows disagree");

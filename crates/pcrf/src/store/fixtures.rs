@@ -91,7 +91,7 @@ pub fn usage(subscriber: &str, used: u64) -> SubscriberUsage {
     SubscriberUsage {
         subscriber: subscriber.into(),
         accumulators: [(
-            "monthly".to_string(),
+            "monthly".into(),
             Accumulator {
                 used,
                 topup: 0,
@@ -102,7 +102,7 @@ pub fn usage(subscriber: &str, used: u64) -> SubscriberUsage {
         .into_iter()
         .collect(),
         last_reports: [(
-            "mk-internet".to_string(),
+            "mk-internet".into(),
             LastReport {
                 at_ms: 1_700_000_100_000,
                 session: "gx;1".into(),

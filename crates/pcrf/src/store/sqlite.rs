@@ -933,7 +933,7 @@ mod tests {
         assert_eq!(st.usage(&a.subscriber).expect("get"), Some(a2));
         assert_eq!(
             st.apply(&[
-                Change::DeleteUsage(b.subscriber.clone()),
+                Change::DeleteUsage(b.subscriber.to_string()),
                 Change::DeleteUsage("nobody".into()),
             ])
             .expect("delete"),

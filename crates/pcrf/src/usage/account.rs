@@ -14,6 +14,7 @@ use crate::subscriber::Subscriber;
 use jiff::Timestamp;
 use litemap::LiteMap;
 use serde::{Deserialize, Serialize};
+use std::sync::Arc;
 
 /// One accumulator of one subscriber in its current period.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -37,23 +38,31 @@ pub struct Accumulator {
 #[serde(deny_unknown_fields)]
 pub struct LastReport {
     pub at_ms: i64,
-    pub session: String,
+    /// The Session-Id: the next report of the same session changes only
+    /// the time and the amounts, and a copy of the account copies no text.
+    pub session: Arc<str>,
     pub used: ServiceUnits,
 }
 
 /// A subscriber's usage: every accumulator and the last report per key.
 /// One row in the store, written in the same commit as the session whose
 /// report changed it.
+///
+/// The accumulator and key names are the node's shared texts
+/// (`session::shared_text`): every subscriber's `monthly` is the one
+/// `monthly`, and the copy a request makes of the account to count a
+/// report (copy-on-write) copies no name: 5 allocations fewer per report
+/// with the example usage file's five accumulators.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SubscriberUsage {
     /// The subscriber key (IMSI, or MSISDN when no IMSI is known), as in
     /// `GxSession::subscriber`.
-    pub subscriber: String,
-    #[serde(default)]
-    pub accumulators: LiteMap<String, Accumulator>,
-    #[serde(default)]
-    pub last_reports: LiteMap<String, LastReport>,
+    pub subscriber: Arc<str>,
+    #[serde(default, deserialize_with = "shared_names")]
+    pub accumulators: LiteMap<Arc<str>, Accumulator>,
+    #[serde(default, deserialize_with = "shared_names")]
+    pub last_reports: LiteMap<Arc<str>, LastReport>,
     /// Reports for Monitoring-Keys the configuration does not know
     /// (counted, not added to any accumulator).
     #[serde(default)]
@@ -125,9 +134,20 @@ fn fresh(period: (i64, Option<i64>)) -> Accumulator {
     }
 }
 
+/// A stored map's names, shared as a new entry's are.
+fn shared_names<'de, D: serde::Deserializer<'de>, V: Deserialize<'de>>(
+    d: D,
+) -> Result<LiteMap<Arc<str>, V>, D::Error> {
+    let read = LiteMap::<String, V>::deserialize(d)?;
+    Ok(read
+        .into_iter()
+        .map(|(k, v)| (crate::session::shared_text::shared(&k), v))
+        .collect())
+}
+
 impl SubscriberUsage {
     /// An empty row for a subscriber (accumulators appear at the first roll).
-    pub fn new(subscriber: impl Into<String>) -> SubscriberUsage {
+    pub fn new(subscriber: impl Into<Arc<str>>) -> SubscriberUsage {
         SubscriberUsage {
             subscriber: subscriber.into(),
             ..Default::default()
@@ -158,8 +178,9 @@ impl SubscriberUsage {
         }
         for (name, acc_cfg) in cfg.accumulators() {
             let period = current_period(cfg, acc_cfg.reset, day, now_ms);
-            let Some(acc) = self.accumulators.get_mut(name) else {
-                self.accumulators.insert(name.clone(), fresh(period));
+            let Some(acc) = self.accumulators.get_mut(name.as_str()) else {
+                let name = crate::session::shared_text::shared(name);
+                self.accumulators.insert(name, fresh(period));
                 continue;
             };
             if acc.period_end_ms.is_some_and(|end| now_ms >= end) {
@@ -226,19 +247,21 @@ impl SubscriberUsage {
                 .count()
                 < UNKNOWN_KEYS_KEPT;
         if let Some(last) = self.last_reports.get_mut(key) {
-            // The key's last report replaced in place: its name and the
-            // Session-Id's room are reused, not allocated again.
+            // The key's last report replaced in place: its name and, for
+            // the same session, the Session-Id are kept.
             last.at_ms = now_ms;
-            last.session.clear();
-            last.session.push_str(session);
+            if *last.session != *session {
+                last.session = Arc::from(session);
+            }
             last.used = *used;
         } else if keep {
             let last = LastReport {
                 at_ms: now_ms,
-                session: session.to_string(),
+                session: Arc::from(session),
                 used: *used,
             };
-            super::insert_lean(&mut self.last_reports, key.to_string(), last);
+            let key = crate::session::shared_text::shared(key);
+            super::lean_map::insert_lean(&mut self.last_reports, key, last);
         }
         Counted {
             known_key,
@@ -290,7 +313,8 @@ impl SubscriberUsage {
                 continue;
             }
             let period = current_period(cfg, acc_cfg.reset, day, now_ms);
-            self.accumulators.insert(name.clone(), fresh(period));
+            let shared = crate::session::shared_text::shared(name);
+            self.accumulators.insert(shared, fresh(period));
             done.push(name.clone());
         }
         Ok(done)
@@ -459,7 +483,7 @@ monthly = "10 GB"
         assert_eq!(u.last_reports.get("vip").expect("vip").used, octets(200));
         assert_eq!(
             u.last_reports.get("total").expect("total").session,
-            "sess-1"
+            "sess-1".into()
         );
         assert_eq!(u.last_reports.get("total").expect("total").at_ms, now);
     }
@@ -666,7 +690,7 @@ monthly = "10 GB"
         assert_eq!(u.unknown_key_reports, 1);
         assert_eq!(
             u.last_reports.get("mystery").expect("mystery").session,
-            "sess-9"
+            "sess-9".into()
         );
         assert!(u.accumulators.values().all(|a| a.used == 0));
         // Many distinct unknown keys: all counted, a bounded number kept.
@@ -695,7 +719,7 @@ monthly = "10 GB"
         );
         assert_eq!(
             u.last_reports.get("mystery").expect("mystery").session,
-            "sess-10"
+            "sess-10".into()
         );
         u.count(&c, Interface::Gx, "total", "s", &octets(1), now, None);
         assert!(u.last_reports.contains_key("total"));

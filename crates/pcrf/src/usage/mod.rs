@@ -25,6 +25,7 @@
 //! - `units.rs`: amounts of service as the PCEF reports them, and the
 //!   monitoring level.
 //! - `monitoring.rs`: a session's monitored keys and what each was granted.
+//! - `lean_map.rs`: the first entry of a small map without room to spare.
 //! - `versions.rs`: the usage file's stored versions: deploy, rollback,
 //!   adoption of another node's version, each checked against the grants
 //!   open sessions hold.
@@ -35,6 +36,7 @@
 pub mod account;
 pub mod config;
 pub mod grant;
+pub(crate) mod lean_map;
 mod monitoring;
 pub mod period;
 pub mod spread;
@@ -48,39 +50,3 @@ pub use config::{Interface, UsageConfig, UsageConfigError};
 pub use monitoring::{KeyGrant, SessionMonitoring};
 pub use period::Reset;
 pub use units::{MonitoringLevel, ServiceUnits};
-
-/// Inserts into a map that nearly always holds one entry (a session's
-/// monitored keys, a subscriber's last reports): the first entry gets a
-/// vector of exactly one, where a `Vec` makes room for four at its first
-/// insert. Three empty slots were 288 bytes for each session holding one
-/// grant, and 336 for each subscriber with one reported key, until the
-/// next copy of the record (which allocates only what it holds).
-pub(crate) fn insert_lean<K: Ord, V>(
-    map: &mut litemap::LiteMap<K, V>,
-    key: K,
-    value: V,
-) -> Option<V> {
-    if map.is_empty() {
-        *map = litemap::LiteMap::with_capacity(1);
-    }
-    map.insert(key, value)
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn the_first_entry_gets_room_for_one() {
-        let mut lean = litemap::LiteMap::new();
-        assert_eq!(super::insert_lean(&mut lean, "total", 1), None);
-        assert_eq!(lean.into_tuple_vec().capacity(), 1);
-        let mut plain = litemap::LiteMap::new();
-        plain.insert("total", 1);
-        assert!(plain.into_tuple_vec().capacity() > 1);
-        // Later entries grow it as usual.
-        let mut lean = litemap::LiteMap::new();
-        super::insert_lean(&mut lean, "b", 1);
-        assert_eq!(super::insert_lean(&mut lean, "a", 2), None);
-        assert_eq!(super::insert_lean(&mut lean, "a", 3), Some(2));
-        assert_eq!(lean.into_tuple_vec(), vec![("a", 3), ("b", 1)]);
-    }
-}

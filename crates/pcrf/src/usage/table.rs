@@ -76,7 +76,8 @@ pub struct UsageCounters {
 /// The usage ledger: subscriber key -> usage, the usage file in force,
 /// and what usage monitoring counted.
 pub struct UsageTable {
-    slots: DashMap<String, Arc<UsageSlot>>,
+    /// Keyed by the record's own subscriber text (one allocation for both).
+    slots: DashMap<Arc<str>, Arc<UsageSlot>>,
     /// Rows are read when first needed (a shared store), not at start-up.
     on_demand: bool,
     /// The usage file in force (replaced by a reload that passes its
@@ -126,14 +127,17 @@ impl UsageTable {
     /// The subscriber's slot, created empty when missing (nothing is
     /// written until a writer commits a value).
     pub fn slot(&self, subscriber: &str) -> Arc<UsageSlot> {
+        // Looked up first: making the key costs an allocation, which only
+        // a new subscriber needs.
+        if let Some(slot) = self.get(subscriber) {
+            return slot;
+        }
+        let key: Arc<str> = Arc::from(subscriber);
         self.slots
-            .entry(subscriber.to_owned())
+            .entry(key.clone())
             .or_insert_with(|| {
                 Arc::new(UsageSlot::new(
-                    Arc::new(SubscriberUsage {
-                        subscriber: subscriber.to_owned(),
-                        ..Default::default()
-                    }),
+                    Arc::new(SubscriberUsage::new(key)),
                     !self.on_demand,
                 ))
             })
@@ -145,10 +149,7 @@ impl UsageTable {
     pub fn load(&self, subscriber: &str) -> Arc<SubscriberUsage> {
         match self.get(subscriber) {
             Some(s) => s.load(),
-            None => Arc::new(SubscriberUsage {
-                subscriber: subscriber.to_owned(),
-                ..Default::default()
-            }),
+            None => Arc::new(SubscriberUsage::new(subscriber)),
         }
     }
 
@@ -161,7 +162,7 @@ impl UsageTable {
 
     /// Subscribers with a usage record.
     pub fn subscribers(&self) -> Vec<String> {
-        self.slots.iter().map(|s| s.key().clone()).collect()
+        self.slots.iter().map(|s| s.key().to_string()).collect()
     }
 
     pub fn len(&self) -> usize {
@@ -181,7 +182,7 @@ mod tests {
     async fn slot_is_shared_and_publishes() {
         let t = UsageTable::new(false, UsageConfig::empty());
         assert!(t.get("001").is_none());
-        assert_eq!(t.load("001").subscriber, "001");
+        assert_eq!(&*t.load("001").subscriber, "001");
         let a = t.slot("001");
         let b = t.slot("001");
         assert!(Arc::ptr_eq(&a, &b));

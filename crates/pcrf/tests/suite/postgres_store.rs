@@ -159,7 +159,7 @@ fn usage(subscriber: &str, used: u64) -> SubscriberUsage {
     SubscriberUsage {
         subscriber: subscriber.into(),
         accumulators: [(
-            "monthly".to_string(),
+            "monthly".into(),
             Accumulator {
                 used,
                 topup: 0,
@@ -186,11 +186,11 @@ thread_local! {
 fn put_usage(u: SubscriberUsage) -> Change {
     LAST_USAGE.with(|m| {
         let mut m = m.borrow_mut();
-        if let Some(prev) = m.get(&u.subscriber) {
+        if let Some(prev) = m.get(&*u.subscriber) {
             u.version.set(prev.version.get());
         }
         let u = Arc::new(u);
-        m.insert(u.subscriber.clone(), u.clone());
+        m.insert(u.subscriber.to_string(), u.clone());
         Change::PutUsage(u)
     })
 }
@@ -1033,7 +1033,7 @@ fn usage_round_trip_pages_and_delete() {
     assert_eq!(st.usage("nobody").expect("get"), None);
     assert_eq!(
         st.apply(&[
-            Change::DeleteUsage(all[7].subscriber.clone()),
+            Change::DeleteUsage(all[7].subscriber.to_string()),
             Change::DeleteUsage("nobody".into()),
         ])
         .expect("delete"),
@@ -1241,7 +1241,7 @@ fn a_mixed_batch_is_one_statement_per_table_and_operation() {
         .usage_records()
         .expect("usage")
         .into_iter()
-        .map(|u| u.subscriber)
+        .map(|u| u.subscriber.to_string())
         .collect();
     assert_eq!(usage_keys, ["001010000000001", "001010000000003"]);
     // The same batch again: the deletes miss and the profile is identical
