@@ -415,7 +415,7 @@ impl Node {
             .location
             .as_deref()
             .and_then(ecgi_of_location)
-            .map_or(0, |cell| self.policy.congestion_at(&cell));
+            .map_or(0, |cell| self.policy.congestion_at(cell));
         let session = match &s.n7 {
             // A 5G PDU session: what the SMF said, as N7 names it.
             Some(ctx) => {
@@ -739,11 +739,11 @@ fn enum_name(code: diameter::AvpCode, v: i32) -> std::borrow::Cow<'static, str> 
 
 /// The ECGI (cell) of a 3GPP-User-Location-Info given as hex: type 130
 /// (TAI+ECGI: 5 bytes TAI then 7 bytes ECGI) or 129 (ECGI only) (TS 29.061 §16.4.7.2).
-pub(crate) fn ecgi_of_location(hex: &str) -> Option<String> {
+pub(crate) fn ecgi_of_location(hex: &str) -> Option<&str> {
     let ty = u8::from_str_radix(hex.get(0..2)?, 16).ok()?;
     match ty {
-        130 => hex.get(12..26).map(str::to_owned),
-        129 => hex.get(2..16).map(str::to_owned),
+        130 => hex.get(12..26),
+        129 => hex.get(2..16),
         _ => None,
     }
 }
@@ -913,11 +913,8 @@ mod tests {
     fn ecgi_from_location() {
         // TAI+ECGI: type 130, TAI (MCC/MNC 3 bytes + TAC 2), ECGI (3 + 4).
         let loc = "82".to_string() + "00f110" + "0001" + "00f110" + "00000101";
-        assert_eq!(ecgi_of_location(&loc).as_deref(), Some("00f11000000101"));
-        assert_eq!(
-            ecgi_of_location("8100f11000000101").as_deref(),
-            Some("00f11000000101")
-        );
+        assert_eq!(ecgi_of_location(&loc), Some("00f11000000101"));
+        assert_eq!(ecgi_of_location("8100f11000000101"), Some("00f11000000101"));
         assert_eq!(ecgi_of_location("01"), None);
         assert_eq!(ecgi_of_location("zz"), None);
     }

@@ -114,11 +114,7 @@ impl Operations {
             .accumulators()
             .iter()
             .map(|(name, acfg)| {
-                let a = u
-                    .accumulators
-                    .get(name.as_str())
-                    .cloned()
-                    .unwrap_or_default();
+                let a = u.accumulators.get(&**name).cloned().unwrap_or_default();
                 let allowance = u.allowance(&cfg, name, Some(profile));
                 let view = AccumulatorView {
                     reset: acfg.reset.name().to_string(),
@@ -131,7 +127,7 @@ impl Operations {
                     period_start: rfc3339(a.period_start_ms),
                     period_end: a.period_end_ms.map(rfc3339),
                 };
-                (name.clone(), view)
+                (name.to_string(), view)
             })
             .collect();
         UsageView {

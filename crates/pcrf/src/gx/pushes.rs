@@ -108,8 +108,7 @@ impl Gx {
                 None,
                 |s| {
                     s.state == SessionState::Open
-                        && s.location.as_deref().and_then(ecgi_of_location).as_deref()
-                            == Some(cell.as_str())
+                        && s.location.as_deref().and_then(ecgi_of_location) == Some(cell.as_str())
                 },
                 usize::MAX,
             )

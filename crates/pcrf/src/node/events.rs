@@ -310,17 +310,12 @@ impl Node {
             return;
         }
         let thresholds = self.live.load().cfg.notifications.quota_thresholds.clone();
-        let names: Vec<String> = step.cfg.accumulators().keys().cloned().collect();
+        let names: Vec<Arc<str>> = step.cfg.accumulators().keys().cloned().collect();
         for acc in names {
             let Some(allowance) = step.next.allowance(&step.cfg, &acc, profile) else {
                 continue;
             };
-            let Some(period) = step
-                .next
-                .accumulators
-                .get(acc.as_str())
-                .map(|a| a.period_start_ms)
-            else {
+            let Some(period) = step.next.accumulators.get(&*acc).map(|a| a.period_start_ms) else {
                 continue;
             };
             let percent = |used: u64| -> u64 {

@@ -173,7 +173,7 @@ pub struct AccumulatorInput {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct UsageInput {
-    pub accumulators: BTreeMap<String, AccumulatorInput>,
+    pub accumulators: BTreeMap<Arc<str>, AccumulatorInput>,
     /// Monitoring-Keys reported in this request that the usage file does
     /// not know (counted nowhere; the policy may react).
     #[serde(skip_serializing_if = "Vec::is_empty")]

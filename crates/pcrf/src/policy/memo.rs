@@ -282,7 +282,7 @@ impl Serialize for KeyedSession<'_> {
 }
 
 struct Accumulators<'a> {
-    all: &'a BTreeMap<String, AccumulatorInput>,
+    all: &'a BTreeMap<std::sync::Arc<str>, AccumulatorInput>,
     covered: Option<&'a UsageValidity>,
 }
 

@@ -91,7 +91,7 @@ pub struct Counted {
     /// `unknown_key_reports` only; the caller logs it and tells the policy.
     pub known_key: bool,
     /// Accumulators the octets were added to.
-    pub counted_in: Vec<String>,
+    pub counted_in: Vec<Arc<str>>,
     /// Accumulators that started a new period before counting.
     pub reset: Vec<String>,
 }
@@ -178,14 +178,13 @@ impl SubscriberUsage {
         }
         for (name, acc_cfg) in cfg.accumulators() {
             let period = current_period(cfg, acc_cfg.reset, day, now_ms);
-            let Some(acc) = self.accumulators.get_mut(name.as_str()) else {
-                let name = crate::session::shared_text::shared(name);
-                self.accumulators.insert(name, fresh(period));
+            let Some(acc) = self.accumulators.get_mut(&**name) else {
+                self.accumulators.insert(name.clone(), fresh(period));
                 continue;
             };
             if acc.period_end_ms.is_some_and(|end| now_ms >= end) {
                 *acc = fresh(period);
-                started_over.push(name.clone());
+                started_over.push(name.to_string());
             } else if acc.period_end_ms != period.1 && now_ms >= acc.period_start_ms {
                 if acc_cfg.reset != Reset::Never {
                     acc.period_start_ms = period.0;
@@ -230,9 +229,9 @@ impl SubscriberUsage {
                 if !acc_cfg.counts_at(hour) {
                     continue;
                 }
-                if let Some(acc) = self.accumulators.get_mut(name) {
+                if let Some(acc) = self.accumulators.get_mut(&**name) {
                     acc.used = acc.used.saturating_add(octets);
-                    counted_in.push(name.to_string());
+                    counted_in.push(name.clone());
                 }
             }
         } else {
@@ -309,13 +308,12 @@ impl SubscriberUsage {
         let day = cfg.billing_day_for(billing_day);
         let mut done = Vec::new();
         for (name, acc_cfg) in cfg.accumulators() {
-            if acc.is_some_and(|a| a != name) {
+            if acc.is_some_and(|a| a != &**name) {
                 continue;
             }
             let period = current_period(cfg, acc_cfg.reset, day, now_ms);
-            let shared = crate::session::shared_text::shared(name);
-            self.accumulators.insert(shared, fresh(period));
-            done.push(name.clone());
+            self.accumulators.insert(name.clone(), fresh(period));
+            done.push(name.to_string());
         }
         Ok(done)
     }
@@ -363,7 +361,7 @@ impl SubscriberUsage {
 }
 
 fn unknown_accumulator(cfg: &UsageConfig, acc: &str) -> String {
-    let known: Vec<&str> = cfg.accumulators().keys().map(String::as_str).collect();
+    let known: Vec<&str> = cfg.accumulators().keys().map(|k| &**k).collect();
     format!(
         "unknown accumulator {acc:?} (configured: {})",
         if known.is_empty() {
@@ -377,6 +375,10 @@ fn unknown_accumulator(cfg: &UsageConfig, acc: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn names(counted: &[Arc<str>]) -> Vec<&str> {
+        counted.iter().map(|n| &**n).collect()
+    }
 
     const CFG: &str = r#"
 time_zone = "Europe/Berlin"
@@ -473,9 +475,9 @@ monthly = "10 GB"
             now,
             None,
         );
-        assert_eq!(a.counted_in, vec!["daily", "monthly"]);
+        assert_eq!(names(&a.counted_in), ["daily", "monthly"]);
         let b = u.count(&c, Interface::Gx, "vip", "sess-1", &octets(200), now, None);
-        assert_eq!(b.counted_in, vec!["monthly"]);
+        assert_eq!(names(&b.counted_in), ["monthly"]);
         assert!(a.known_key && b.known_key);
         assert_eq!(u.used("monthly"), 500);
         assert_eq!(u.used("daily"), 300);
@@ -521,7 +523,7 @@ monthly = "10 GB"
             ("2026-01-20T05:00:00Z", false),
         ] {
             let r = u.count(&c, Interface::Gx, "total", "x", &octets(10), ms(at), None);
-            assert_eq!(r.counted_in.contains(&"night".to_string()), counted, "{at}");
+            assert_eq!(names(&r.counted_in).contains(&"night"), counted, "{at}");
         }
         assert_eq!(u.used("night"), 20);
         // In summer (UTC+2) 01:30 local is 23:30 UTC the day before.
@@ -534,7 +536,7 @@ monthly = "10 GB"
             ms("2026-07-19T23:30:00Z"),
             None,
         );
-        assert!(r.counted_in.contains(&"night".to_string()));
+        assert!(names(&r.counted_in).contains(&"night"));
     }
 
     #[test]
@@ -665,7 +667,7 @@ monthly = "10 GB"
         let gx = u.count(&c, Interface::Gx, "video", "x", &octets(5), now, None);
         assert!(gx.known_key && gx.counted_in.is_empty());
         let sd = u.count(&c, Interface::Sd, "video", "x", &octets(5), now, None);
-        assert_eq!(sd.counted_in, vec!["video"]);
+        assert_eq!(names(&sd.counted_in), ["video"]);
         assert_eq!(u.used("video"), 5);
         let sd_total = u.count(&c, Interface::Sd, "total", "x", &octets(5), now, None);
         assert!(sd_total.counted_in.is_empty());

@@ -16,6 +16,7 @@ use jiff::tz::TimeZone;
 use std::collections::{BTreeMap, BTreeSet};
 use std::ops::Range;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use toml::de::{DeTable, DeValue};
 use toml::Spanned;
 
@@ -125,7 +126,7 @@ pub struct UsageConfig {
     time_zone: TimeZone,
     billing_day: u8,
     keys: BTreeMap<String, KeyConfig>,
-    accumulators: BTreeMap<String, AccumulatorConfig>,
+    accumulators: BTreeMap<Arc<str>, AccumulatorConfig>,
     /// plan -> accumulator -> octets per period.
     plans: BTreeMap<String, BTreeMap<String, u64>>,
     checksum: u64,
@@ -269,7 +270,7 @@ impl UsageConfig {
         self.keys.get(name)
     }
 
-    pub fn accumulators(&self) -> &BTreeMap<String, AccumulatorConfig> {
+    pub fn accumulators(&self) -> &BTreeMap<Arc<str>, AccumulatorConfig> {
         &self.accumulators
     }
 
@@ -282,11 +283,10 @@ impl UsageConfig {
         &'a self,
         interface: Interface,
         key: &'a str,
-    ) -> impl Iterator<Item = (&'a str, &'a AccumulatorConfig)> + 'a {
+    ) -> impl Iterator<Item = (&'a Arc<str>, &'a AccumulatorConfig)> + 'a {
         self.accumulators
             .iter()
             .filter(move |(_, a)| a.is_fed_by(interface, key))
-            .map(|(n, a)| (n.as_str(), a))
     }
 
     /// Whether `key` feeds any accumulator over any interface.
@@ -498,7 +498,8 @@ impl Walk<'_> {
                     }
                     "accumulators" => {
                         if let Some(acc) = self.accumulator(entry, fields, &path) {
-                            cfg.accumulators.insert(entry_name.to_string(), acc);
+                            cfg.accumulators
+                                .insert(crate::session::shared_text::shared(entry_name), acc);
                         }
                     }
                     _ => {
@@ -953,7 +954,7 @@ night = 0
         let c = parse(GOOD);
         let fed = |i, k| {
             c.accumulators_fed_by(i, k)
-                .map(|(n, _)| n)
+                .map(|(n, _)| &**n)
                 .collect::<Vec<_>>()
         };
         assert_eq!(fed(Interface::Gx, "total"), vec!["monthly", "night"]);
@@ -1184,7 +1185,7 @@ keys = 1
         assert_eq!(c.key("vip").map(|k| k.level), Some(MonitoringLevel::Rule));
         let fed = c
             .accumulators_fed_by(Interface::Gx, "vip")
-            .map(|(n, _)| n)
+            .map(|(n, _)| &**n)
             .collect::<Vec<_>>();
         assert!(
             fed.contains(&"monthly") && fed.contains(&"vip-video"),

@@ -374,7 +374,7 @@ video = "5 MB"
         );
         let v = policy_view(&c, &u, Some(&p)).accumulators;
         assert_eq!(
-            v.keys().collect::<Vec<_>>(),
+            v.keys().map(|k| &**k).collect::<Vec<_>>(),
             vec!["monthly", "night", "video", "vip-video"]
         );
         assert_eq!(
