@@ -4,8 +4,33 @@
 
 use super::error::PolicyError;
 use super::input::TimeInput;
+use jiff::civil::Date;
 use jiff::tz::TimeZone;
 use jiff::Timestamp;
+use std::cell::RefCell;
+use std::sync::Arc;
+
+thread_local! {
+    /// The last local date this thread wrote out, and its text.
+    static DATE_TEXT: RefCell<Option<(Date, Arc<str>)>> = const { RefCell::new(None) };
+}
+
+/// `date` as "YYYY-MM-DD": the text this thread made for it last, when the
+/// same day; every request builds the policy's time input, and nearly all
+/// of a day's requests on a thread fall on the same date.
+fn date_text(date: Date) -> Arc<str> {
+    DATE_TEXT.with(|cell| {
+        let mut last = cell.borrow_mut();
+        match &*last {
+            Some((d, text)) if *d == date => text.clone(),
+            _ => {
+                let text: Arc<str> = Arc::from(date.to_string());
+                *last = Some((date, text.clone()));
+                text
+            }
+        }
+    })
+}
 
 /// Resolves an IANA name ("Europe/Berlin", "UTC"); "system" means the host's
 /// zone. Uses the system tzdb when present, else the one built into the binary.
@@ -31,7 +56,7 @@ impl TimeInput {
             hour: local.hour() as u8,
             minute: local.minute() as u8,
             weekday: local.weekday().to_monday_one_offset() as u8,
-            date: local.date().to_string(),
+            date: date_text(local.date()),
             at_ms,
             minute_ms: at_ms - into_minute,
         }
@@ -62,14 +87,20 @@ mod tests {
         let at: Timestamp = "2026-01-04T23:30:00Z".parse().expect("timestamp");
         let utc = TimeInput::at(at, &time_zone("UTC").expect("utc"));
         assert_eq!((utc.hour, utc.minute, utc.weekday), (23, 30, 7));
-        assert_eq!(utc.date, "2026-01-04");
+        assert_eq!(&*utc.date, "2026-01-04");
         let berlin = TimeInput::at(at, &time_zone("Europe/Berlin").expect("berlin"));
         assert_eq!((berlin.hour, berlin.minute, berlin.weekday), (0, 30, 1));
-        assert_eq!(berlin.date, "2026-01-05");
+        assert_eq!(&*berlin.date, "2026-01-05");
         let later: Timestamp = "2026-01-04T23:30:42.5Z".parse().expect("timestamp");
         let t = TimeInput::at(later, &time_zone("Europe/Berlin").expect("berlin"));
         assert_eq!(t.at_ms - t.minute_ms, 42_500);
         assert_eq!(t.minute_ms, at.as_millisecond());
+        // The same day's text is made once on a thread; a new day gets its own.
+        assert!(Arc::ptr_eq(&t.date, &berlin.date));
+        assert_eq!(
+            &*TimeInput::at(at, &time_zone("UTC").expect("utc")).date,
+            "2026-01-04"
+        );
     }
 
     #[test]

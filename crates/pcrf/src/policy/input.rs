@@ -128,8 +128,9 @@ pub struct TimeInput {
     pub minute: u8,
     /// 1 = Monday ..= 7 = Sunday (ISO 8601).
     pub weekday: u8,
-    /// "YYYY-MM-DD".
-    pub date: String,
+    /// "YYYY-MM-DD". Shared by the requests of a day on a thread
+    /// (`clock.rs`): the text is made once a day, not on every request.
+    pub date: Arc<str>,
     /// The instant the fields above were read, Unix ms (0 when unknown, as
     /// in policy test cases). Not shown to the policy nor hashed: the memo
     /// checks a decision's time bound (`valid.secs`) against it.
