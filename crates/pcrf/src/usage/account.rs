@@ -59,9 +59,9 @@ pub struct SubscriberUsage {
     /// The subscriber key (IMSI, or MSISDN when no IMSI is known), as in
     /// `GxSession::subscriber`.
     pub subscriber: Arc<str>,
-    #[serde(default, deserialize_with = "shared_names")]
+    #[serde(default, deserialize_with = "super::lean_map::shared_names")]
     pub accumulators: LiteMap<Arc<str>, Accumulator>,
-    #[serde(default, deserialize_with = "shared_names")]
+    #[serde(default, deserialize_with = "super::lean_map::shared_names")]
     pub last_reports: LiteMap<Arc<str>, LastReport>,
     /// Reports for Monitoring-Keys the configuration does not know
     /// (counted, not added to any accumulator).
@@ -132,17 +132,6 @@ fn fresh(period: (i64, Option<i64>)) -> Accumulator {
         period_start_ms: period.0,
         period_end_ms: period.1,
     }
-}
-
-/// A stored map's names, shared as a new entry's are.
-fn shared_names<'de, D: serde::Deserializer<'de>, V: Deserialize<'de>>(
-    d: D,
-) -> Result<LiteMap<Arc<str>, V>, D::Error> {
-    let read = LiteMap::<String, V>::deserialize(d)?;
-    Ok(read
-        .into_iter()
-        .map(|(k, v)| (crate::session::shared_text::shared(&k), v))
-        .collect())
 }
 
 impl SubscriberUsage {

@@ -1,6 +1,24 @@
-//! Maps that nearly always hold one entry (a session's monitored keys, a
-//! subscriber's last reports) are sorted vectors; this gives their first
-//! entry exactly the room it takes.
+//! Maps that nearly always hold one entry or a few (a session's monitored
+//! keys, a subscriber's accumulators and last reports) are sorted vectors
+//! keyed by the node's shared texts: their first entry gets exactly the
+//! room it takes, and a stored record's names are shared when read back.
+
+use std::sync::Arc;
+
+/// A stored map read back with its names shared (`session::shared_text`),
+/// as a new entry's are: every record holding `total` holds the one
+/// `total`.
+pub(crate) fn shared_names<'de, D, V>(d: D) -> Result<litemap::LiteMap<Arc<str>, V>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    V: serde::Deserialize<'de>,
+{
+    let read = <litemap::LiteMap<String, V> as serde::Deserialize>::deserialize(d)?;
+    Ok(read
+        .into_iter()
+        .map(|(k, v)| (crate::session::shared_text::shared(&k), v))
+        .collect())
+}
 
 /// Inserts into a map that nearly always holds one entry (a session's
 /// monitored keys, a subscriber's last reports): the first entry gets a

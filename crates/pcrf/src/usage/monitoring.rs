@@ -3,7 +3,7 @@
 
 use crate::usage::units::{MonitoringLevel, ServiceUnits};
 use litemap::LiteMap;
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize, Serializer};
 use std::sync::Arc;
 
 /// One key's grant as installed at the PCEF (part of the session's blob).
@@ -31,7 +31,10 @@ pub struct SessionMonitoring {
     /// The key names are shared (`session::shared_text`): every session
     /// monitoring `total` holds the one `total`, and the copy a request
     /// makes of its session copies no name.
-    #[serde(serialize_with = "as_map", deserialize_with = "shared_keys")]
+    #[serde(
+        serialize_with = "as_map",
+        deserialize_with = "crate::usage::lean_map::shared_names"
+    )]
     pub keys: LiteMap<Arc<str>, KeyGrant>,
 }
 
@@ -39,15 +42,6 @@ pub struct SessionMonitoring {
 /// sequence in JSON).
 fn as_map<S: Serializer>(keys: &LiteMap<Arc<str>, KeyGrant>, s: S) -> Result<S::Ok, S::Error> {
     s.collect_map(keys.iter())
-}
-
-/// The keys of a stored record, their names shared as a new grant's are.
-fn shared_keys<'de, D: Deserializer<'de>>(d: D) -> Result<LiteMap<Arc<str>, KeyGrant>, D::Error> {
-    let read = LiteMap::<String, KeyGrant>::deserialize(d)?;
-    Ok(read
-        .into_iter()
-        .map(|(k, v)| (crate::session::shared_text::shared(&k), v))
-        .collect())
 }
 
 impl SessionMonitoring {
