@@ -30,7 +30,6 @@ pub mod sd;
 pub mod server;
 pub mod services;
 pub mod session;
-pub(crate) mod session_core;
 pub mod session_message;
 pub mod store;
 pub mod subscriber;

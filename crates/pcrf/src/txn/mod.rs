@@ -15,6 +15,7 @@
 //! covers decoding.
 
 pub(crate) mod push;
+pub(crate) mod session_core;
 pub(crate) mod session_step;
 
 use crate::admission::Class;

@@ -20,10 +20,10 @@ use crate::policy::Notification;
 use crate::rx::service::Rx;
 use crate::sd::service::Sd;
 use crate::session::{GxSession, RuleDiff, SessionSlot, SessionState};
-use crate::session_core::{self, settle_revalidation};
 use crate::store::Change;
 use crate::subscriber::Subscriber;
 use crate::sy::service::Sy;
+use crate::txn::session_core::{self, settle_revalidation};
 use diameter::result_code;
 use std::sync::Arc;
 
