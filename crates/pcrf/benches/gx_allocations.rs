@@ -206,7 +206,7 @@ fn main() {
         // Answers are kept (room reserved beforehand) and checked after
         // counting: a request that failed would count as cheap.
         let mut answers = Vec::with_capacity(2 * n as usize);
-        let policy = node.node.policy().clone();
+        let policy = node.node.policy.engine().clone();
         let ran = |s: pcrf::policy::StatsSnapshot| (s.runs, s.skips, s.skips_within_bounds);
         let stats_before = ran(policy.stats());
         let before = counts();
@@ -270,7 +270,7 @@ fn main() {
             b.0 - a.0,
             b.1 - a.1
         );
-        let _ = node.node.store().shutdown().await;
+        let _ = node.node.persistence.store().shutdown().await;
     });
     let _ = std::fs::remove_dir_all(&dir);
 }

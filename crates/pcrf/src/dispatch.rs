@@ -69,7 +69,7 @@ impl Handler for Dispatcher {
         let span = request_span(&req, &peer, app);
         let s = &self.services;
         if let Some(host) = peer.origin_host() {
-            s.node.signalling().doic().note(host, &req);
+            s.node.signalling.doic().note(host, &req);
         }
         async move {
             match app {
@@ -88,6 +88,7 @@ impl Handler for Dispatcher {
         if let Some(host) = peer.origin_host() {
             self.services
                 .node
+                .events
                 .peer_event(crate::notify::names::PEER_UP, &host, None);
         }
     }
@@ -95,8 +96,8 @@ impl Handler for Dispatcher {
     fn peer_down(&self, peer: &PeerHandle, reason: CloseReason) {
         let host = peer.origin_host();
         if let Some(h) = &host {
-            self.services.node.signalling().doic().forget(h);
-            self.services.node.peer_event(
+            self.services.node.signalling.doic().forget(h);
+            self.services.node.events.peer_event(
                 crate::notify::names::PEER_DOWN,
                 h,
                 Some(format!("{reason:?}")),

@@ -248,7 +248,8 @@ fn run_handler(data: &[u8], rx: bool) {
     if state.inputs % INPUTS_PER_NODE == 0 {
         let dir = h.root.join(format!("node-{}", state.inputs));
         let old = std::mem::replace(&mut state.dir, dir.clone());
-        let _ = h.rt.block_on(state.node.node.store().shutdown());
+        let _ =
+            h.rt.block_on(state.node.node.persistence.store().shutdown());
         state.node = h.rt.block_on(build_node(&h.root, &dir));
         let _ = std::fs::remove_dir_all(old);
     }

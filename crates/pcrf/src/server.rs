@@ -10,7 +10,7 @@ use crate::dispatch::{Dispatcher, PeerCloseLog};
 use crate::gx;
 use crate::logging::LogHandle;
 use crate::metrics::Metrics;
-use crate::node::{Node, NodeParts};
+use crate::node::{NodeParts, Policy, Settings, UsageLedger};
 use crate::notify::{build_sink, Outbox};
 use crate::policy::{EngineConfig, Limits, PolicyEngine};
 use crate::services::Services;
@@ -115,7 +115,7 @@ pub fn check_before_start(cfg: &Config) -> Result<Checked, Vec<String>> {
 
 /// Runs the PCRF until `shutdown` resolves. With a log handle, SIGHUP
 /// reloads the configuration file: the live parts apply at once (see
-/// `Node::apply_config`), the rest is logged as needing a restart.
+/// `Settings::apply_config`), the rest is logged as needing a restart.
 pub async fn run(
     cfg: Config,
     log: Option<LogHandle>,
@@ -249,10 +249,10 @@ pub async fn run(
         notify: outbox.clone(),
     });
     metrics.register(outbox.clone());
-    let node = services.node.clone();
-    metrics.register(node.policy_runner().policy_versions().clone());
-    metrics.register(node.policy_runner().usage_versions().clone());
-    let _usage_watcher = watch_usage_file(&node);
+    let caps = services.node.clone();
+    metrics.register(caps.policy.runner().policy_versions().clone());
+    metrics.register(caps.policy.runner().usage_versions().clone());
+    let _usage_watcher = watch_usage_file(&caps.policy, &caps.usage);
 
     let mut local = LocalNode::new(cfg.node.origin_host.clone(), cfg.node.origin_realm.clone())
         .with_application(Application::auth_vendor(
@@ -388,12 +388,12 @@ pub async fn run(
             err,
         })?;
     let router = api::router(Arc::new(services.operations()), &cfg.api);
-    node.persistence().membership().set_api(
+    caps.persistence.membership().set_api(
         api_listener
             .local_addr()
             .map_or_else(|_| cfg.api.listen.to_string(), |a| a.to_string()),
     );
-    metrics.register(node.persistence().membership().clone());
+    metrics.register(caps.persistence.membership().clone());
 
     // One shutdown signal fans out to the Diameter server and the API.
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
@@ -438,7 +438,11 @@ pub async fn run(
     if let (Some(source), Some(hup)) = (cfg.source.clone(), hup) {
         spawn_reload_on_sighup(
             hup,
-            node.clone(),
+            Reloads {
+                policy: caps.policy.clone(),
+                usage: caps.usage.clone(),
+                settings: caps.settings.clone(),
+            },
             source,
             cfg.policy_from_command_line.clone(),
             log,
@@ -453,20 +457,20 @@ pub async fn run(
     let cluster_tasks = match cluster_url {
         Some(url) => vec![
             tokio::spawn(crate::cluster::heartbeat::run_heartbeats(
-                node.clone(),
+                crate::cluster::heartbeat::Heartbeat::new(&caps),
                 url.clone(),
                 cluster_timeout,
                 stop_rx.clone(),
             )),
             tokio::spawn(crate::cluster::provisioning_feed::run(
-                node.clone(),
+                crate::cluster::provisioning_feed::Feed::new(&caps),
                 url.clone(),
                 cluster_timeout,
                 feed,
                 stop_rx.clone(),
             )),
             tokio::spawn(crate::cluster::version_feed::run(
-                node.clone(),
+                crate::control::versions::Deployer::new(&caps),
                 url,
                 cluster_timeout,
                 stop_rx.clone(),
@@ -478,14 +482,14 @@ pub async fn run(
     // Purge closed sessions past retention, once a minute.
     let schedule_task = tokio::spawn(services.gx.clone().run_schedule(stop_rx.clone()));
 
-    let purge_node = node.clone();
+    let purge_sessions = caps.sessions.clone();
     let mut purge_stop = stop_rx.clone();
     let purge_task = tokio::spawn(async move {
         let mut tick = tokio::time::interval(Duration::from_secs(60));
         loop {
             tokio::select! {
                 _ = tick.tick() => {
-                    if let Err(e) = purge_node.purge_closed().await {
+                    if let Err(e) = purge_sessions.purge_closed().await {
                         tracing::warn!(error = %e, "purging closed sessions failed");
                     }
                 }
@@ -558,6 +562,7 @@ async fn start_sbi(
         // The N28 callback only where a CHF is the spending-limit peer.
         spending: services
             .node
+            .settings
             .live()
             .cfg
             .sy
@@ -644,18 +649,19 @@ fn start_usage_versions(
 /// Deploys the usage file as the next version when it changes (refused
 /// with its reasons when it fails to load or would orphan running
 /// grants: the version in force stays).
-fn watch_usage_file(node: &Arc<Node>) -> Option<crate::file_watch::WatcherGuard> {
-    let path = node.policy_runner().usage_versions().file().to_path_buf();
+fn watch_usage_file(
+    policy: &Policy,
+    usage: &UsageLedger,
+) -> Option<crate::file_watch::WatcherGuard> {
+    let versions = policy.runner().usage_versions().clone();
+    let path = versions.file().to_path_buf();
     if !path.exists() {
         return None;
     }
-    let watched = node.clone();
+    let watched = usage.clone();
     let reload = move || {
         // reload_file() logs a refusal.
-        let _ = watched
-            .policy_runner()
-            .usage_versions()
-            .reload_file(&*watched);
+        let _ = versions.reload_file(&watched);
     };
     match crate::file_watch::watch_file(&path, "usage-watch", reload) {
         Ok(g) => Some(g),
@@ -666,10 +672,19 @@ fn watch_usage_file(node: &Arc<Node>) -> Option<crate::file_watch::WatcherGuard>
     }
 }
 
+/// What a configuration reload puts in force: the settings, and the next
+/// versions of the policy and the usage file.
+#[cfg(unix)]
+struct Reloads {
+    policy: Policy,
+    usage: UsageLedger,
+    settings: Settings,
+}
+
 #[cfg(unix)]
 fn spawn_reload_on_sighup(
     hup: std::io::Result<tokio::signal::unix::Signal>,
-    node: Arc<Node>,
+    reloads: Reloads,
     source: std::path::PathBuf,
     policy_path: Option<std::path::PathBuf>,
     log: Option<LogHandle>,
@@ -715,16 +730,14 @@ fn spawn_reload_on_sighup(
             let checksum = new.checksum_hex();
             // An edited policy file becomes the next version (refusals are
             // logged by reload_file).
-            let versions = node.policy_runner().policy_versions().clone();
+            let versions = reloads.policy.runner().policy_versions().clone();
             let _ = tokio::task::spawn_blocking(move || versions.reload_file()).await;
             // An edited usage file becomes the next version; refused, the
             // version in force stays (reload_file logs why).
-            let host = node.clone();
-            let _ = tokio::task::spawn_blocking(move || {
-                host.policy_runner().usage_versions().reload_file(&*host)
-            })
-            .await;
-            let restart = node.apply_config(new);
+            let host = reloads.usage.clone();
+            let usage = reloads.policy.runner().usage_versions().clone();
+            let _ = tokio::task::spawn_blocking(move || usage.reload_file(&host)).await;
+            let restart = reloads.settings.apply_config(new);
             tracing::info!(%checksum, "configuration reloaded");
             if !restart.is_empty() {
                 tracing::warn!(sections = ?restart, "changed settings that apply only after a restart");

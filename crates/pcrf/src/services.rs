@@ -10,7 +10,7 @@ use crate::control::Operations;
 use crate::gx::service::Gx;
 use crate::n5::app_sessions::AppSessions;
 use crate::n7::sessions::N7;
-use crate::node::{GxSignalling, Node, NodeParts, SmfSignalling};
+use crate::node::{Capabilities, GxSignalling, NodeParts, SmfSignalling};
 use crate::rx::service::{AfSignalling, Rx};
 use crate::sd::service::Sd;
 use crate::sd::state::SdState;
@@ -18,10 +18,10 @@ use crate::sy::service::Sy;
 use crate::sy::state::SyPart;
 use std::sync::Arc;
 
-/// The node and the services of the four applications.
+/// The node's capabilities and the services of the applications.
 #[derive(Clone)]
 pub struct Services {
-    pub node: Arc<Node>,
+    pub node: Capabilities,
     pub gx: Arc<Gx>,
     pub rx: Arc<Rx>,
     pub sd: Arc<Sd>,
@@ -36,21 +36,21 @@ impl Services {
     pub fn new(parts: NodeParts) -> Services {
         let sd_state = SdState::from_sessions(&parts.sessions);
         let sy_state = SyPart::recover(&parts.sessions);
-        let node = Node::new(parts);
-        let sy = Sy::new(node.clone(), sy_state);
-        let rx = Rx::new(node.clone(), sy.clone());
-        let sd = Sd::new(node.clone(), sd_state, sy.clone());
-        let gx = Gx::new(node.clone(), rx.clone(), sd.clone(), sy.clone());
-        let n7 = N7::new(node.clone(), rx.clone(), sy.clone());
-        let n5 = AppSessions::new(node.clone(), rx.clone());
+        let node = Capabilities::new(parts);
+        let sy = Sy::new(&node, sy_state);
+        let rx = Rx::new(&node, sy.clone());
+        let sd = Sd::new(&node, sd_state, sy.clone());
+        let gx = Gx::new(&node, rx.clone(), sd.clone(), sy.clone());
+        let n7 = N7::new(&node, rx.clone(), sy.clone());
+        let n5 = AppSessions::new(&node, rx.clone());
         let signalling: Arc<dyn GxSignalling> = gx.clone();
-        node.set_gx(Arc::downgrade(&signalling));
+        node.signalling.set_gx(Arc::downgrade(&signalling));
         let smf: Arc<dyn SmfSignalling> = n7.clone();
-        node.set_smf(Arc::downgrade(&smf));
+        node.signalling.set_smf(Arc::downgrade(&smf));
         let afs: Arc<dyn AfSignalling> = n5.clone();
         rx.set_n5(Arc::downgrade(&afs));
-        let metrics = node.metrics().clone();
-        metrics.register(node.clone());
+        let metrics = node.telemetry.metrics().clone();
+        metrics.register(Arc::new(node.telemetry.clone()));
         metrics.register(rx.clone());
         metrics.register(sy.clone());
         metrics.register(gx.clone());
@@ -68,6 +68,6 @@ impl Services {
 
     /// The operations the REST API and the CLI drive.
     pub fn operations(&self) -> Operations {
-        Operations::new(self.node.clone(), self.gx.clone())
+        Operations::new(&self.node, self.gx.clone())
     }
 }

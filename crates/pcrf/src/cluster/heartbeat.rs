@@ -5,18 +5,37 @@
 //! this one imports the node, and neither imports the other back.
 
 use super::membership::{connect, refusal_of, refused_column, Membership, Row, READ, UPSERT};
-use crate::node::Node;
+use crate::node::{Capabilities, Persistence, Policy, Sessions, Settings};
 use std::sync::atomic::Ordering::Relaxed;
-use std::sync::Arc;
 use std::time::Duration;
 use tokio_postgres::Client;
 
+/// What the heartbeat reads and writes: the sessions held (their count),
+/// the versions served, the membership, the cluster settings.
+pub struct Heartbeat {
+    sessions: Sessions,
+    policy: Policy,
+    persistence: Persistence,
+    settings: Settings,
+}
+
+impl Heartbeat {
+    pub fn new(caps: &Capabilities) -> Heartbeat {
+        Heartbeat {
+            sessions: caps.sessions.clone(),
+            policy: caps.policy.clone(),
+            persistence: caps.persistence.clone(),
+            settings: caps.settings.clone(),
+        }
+    }
+}
+
 /// One heartbeat: this node's row written, the whole table read back.
-async fn beat(client: &Client, node: &Node, m: &Membership) -> Result<Vec<Row>, String> {
+async fn beat(client: &Client, reach: &Heartbeat, m: &Membership) -> Result<Vec<Row>, String> {
     // Memory holds open sessions only (a closed one is dropped at its
     // CCR-T and lives in the store), so this is the open sessions held.
-    let sessions = i64::try_from(node.sessions().len()).unwrap_or(i64::MAX);
-    let serving = node.serving();
+    let sessions = i64::try_from(reach.sessions.table().len()).unwrap_or(i64::MAX);
+    let serving = reach.policy.runner().serving();
     client
         .execute(
             UPSERT,
@@ -54,16 +73,16 @@ async fn beat(client: &Client, node: &Node, m: &Membership) -> Result<Vec<Row>, 
 /// Writes this node's heartbeat and reads the others' until `stop`, on a
 /// connection of its own (re-opened after a failure, at the next tick).
 pub async fn run_heartbeats(
-    node: Arc<Node>,
+    reach: Heartbeat,
     url: String,
     timeout: Duration,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
-    let m = node.persistence().membership().clone();
+    let m = reach.persistence.membership().clone();
     let mut client: Option<Client> = None;
     let mut failing = false;
     loop {
-        let cfg = node.live().cfg.cluster.clone();
+        let cfg = reach.settings.live().cfg.cluster.clone();
         m.node_timeout_ms.store(cfg.node_timeout_ms, Relaxed);
         if client.is_none() {
             match connect(&url, timeout, "pcrf-membership", &m.name).await {
@@ -82,7 +101,7 @@ pub async fn run_heartbeats(
             }
         }
         if let Some(c) = &client {
-            match tokio::time::timeout(timeout, beat(c, &node, &m)).await {
+            match tokio::time::timeout(timeout, beat(c, &reach, &m)).await {
                 Ok(Ok(rows)) => {
                     if failing {
                         tracing::info!("cluster heartbeat written again");

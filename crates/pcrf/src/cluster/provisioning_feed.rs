@@ -14,7 +14,7 @@
 //! store.
 
 use crate::cluster::membership::connect;
-use crate::node::Node;
+use crate::node::{Capabilities, Sessions, Signalling, Subscribers};
 use crate::pcc::PushReason;
 use crate::subscriber::Subscriber;
 use diameter::peer::{Backoff, Jitter};
@@ -84,12 +84,31 @@ impl Listener {
     }
 }
 
+/// What the feed reaches: the subscriber table it keeps in step, the
+/// sessions of a changed subscriber and the push that re-decides them,
+/// and this node's name.
+pub struct Feed {
+    subscribers: Subscribers,
+    sessions: Sessions,
+    signalling: Signalling,
+}
+
+impl Feed {
+    pub fn new(caps: &Capabilities) -> Feed {
+        Feed {
+            subscribers: caps.subscribers.clone(),
+            sessions: caps.sessions.clone(),
+            signalling: caps.signalling.clone(),
+        }
+    }
+}
+
 /// Applies notifications until `stop`, starting with `first` (opened before
 /// the subscribers were read at start-up; `None` if that failed); reconnects
 /// with a jittered backoff from 100 ms doubling up to 5 s when the
 /// connection is lost.
 pub async fn run(
-    node: Arc<Node>,
+    reach: Feed,
     url: String,
     timeout: Duration,
     first: Option<Listener>,
@@ -107,11 +126,11 @@ pub async fn run(
     let mut reconnected = false;
     loop {
         let res = match first.take() {
-            Some(l) => serve(&node, l, timeout, &mut stop).await,
-            None => match Listener::open(&url, timeout, &node.me().origin_host).await {
+            Some(l) => serve(&reach, l, timeout, &mut stop).await,
+            None => match Listener::open(&url, timeout, &reach.signalling.me().origin_host).await {
                 // What changed while no connection listened was not
                 // notified: compare the whole table with the store.
-                Ok(l) => match resync(&node, &l.client, timeout).await {
+                Ok(l) => match resync(&reach, &l.client, timeout).await {
                     Ok(changed) => {
                         tracing::info!(
                             profiles_changed = changed,
@@ -120,7 +139,7 @@ pub async fn run(
                         );
                         backoff.reset();
                         first_failure = true;
-                        serve(&node, l, timeout, &mut stop).await
+                        serve(&reach, l, timeout, &mut stop).await
                     }
                     Err(e) => Err(e),
                 },
@@ -152,7 +171,7 @@ pub async fn run(
 /// Applies each notification of `l`. `Ok` when stopped, `Err` when the
 /// connection failed.
 async fn serve(
-    node: &Node,
+    reach: &Feed,
     mut l: Listener,
     timeout: Duration,
     stop: &mut tokio::sync::watch::Receiver<bool>,
@@ -187,12 +206,12 @@ async fn serve(
             add(&more);
         }
         if all {
-            resync(node, &l.client, timeout).await?;
+            resync(reach, &l.client, timeout).await?;
         } else {
             let keys: Vec<String> = keys.into_iter().collect();
             let stored = read(&l.client, &keys, timeout).await?;
             for imsi in &keys {
-                apply(node, imsi, stored.get(imsi).cloned());
+                apply(reach, imsi, stored.get(imsi).cloned());
             }
         }
     }
@@ -241,7 +260,7 @@ fn decode(rows: &[tokio_postgres::Row]) -> Result<HashMap<String, Subscriber>, S
 
 /// Compares the whole table with the store; returns how many profiles
 /// changed here.
-async fn resync(node: &Node, client: &Client, timeout: Duration) -> Result<usize, String> {
+async fn resync(reach: &Feed, client: &Client, timeout: Duration) -> Result<usize, String> {
     let mut after = String::new();
     let mut seen: HashSet<String> = HashSet::new();
     let mut changed = 0;
@@ -261,7 +280,7 @@ async fn resync(node: &Node, client: &Client, timeout: Duration) -> Result<usize
         let n = rows.len();
         for (imsi, s) in decode(&rows)? {
             seen.insert(imsi.clone());
-            changed += usize::from(apply(node, &imsi, Some(s)));
+            changed += usize::from(apply(reach, &imsi, Some(s)));
         }
         if n < PAGE as usize {
             break;
@@ -269,8 +288,9 @@ async fn resync(node: &Node, client: &Client, timeout: Duration) -> Result<usize
     }
     // Gone from the store, unless written since its page was read (its
     // own notification follows then).
-    let missing: Vec<String> = node
-        .subscribers()
+    let missing: Vec<String> = reach
+        .subscribers
+        .table()
         .imsis()
         .into_iter()
         .filter(|i| !seen.contains(i))
@@ -278,7 +298,7 @@ async fn resync(node: &Node, client: &Client, timeout: Duration) -> Result<usize
     if !missing.is_empty() {
         let stored = read(client, &missing, timeout).await?;
         for imsi in &missing {
-            changed += usize::from(apply(node, imsi, stored.get(imsi).cloned()));
+            changed += usize::from(apply(reach, imsi, stored.get(imsi).cloned()));
         }
     }
     Ok(changed)
@@ -286,17 +306,17 @@ async fn resync(node: &Node, client: &Client, timeout: Duration) -> Result<usize
 
 /// Puts the stored profile in the table (or removes it) and, if it
 /// differed, re-decides this node's sessions of the subscriber.
-fn apply(node: &Node, imsi: &str, stored: Option<Subscriber>) -> bool {
+fn apply(reach: &Feed, imsi: &str, stored: Option<Subscriber>) -> bool {
     let (before, after) = match stored {
         Some(s) => {
             let s = Arc::new(s);
-            let before = node.subscribers().put(s.clone());
+            let before = reach.subscribers.table().put(s.clone());
             if before.as_deref() == Some(&*s) {
                 return false;
             }
             (before, Some(s))
         }
-        None => match node.subscribers().remove(imsi) {
+        None => match reach.subscribers.table().remove(imsi) {
             Some(before) => (Some(before), None),
             None => return false,
         },
@@ -315,11 +335,11 @@ fn apply(node: &Node, imsi: &str, stored: Option<Subscriber>) -> bool {
             }
         }
     }
-    keys.retain(|k| !node.sessions().ids_of_subscriber(k).is_empty());
+    keys.retain(|k| !reach.sessions.table().ids_of_subscriber(k).is_empty());
     if keys.is_empty() {
         return true;
     }
-    if let Some(gx) = node.gx_service() {
+    if let Some(gx) = reach.signalling.gx() {
         tokio::spawn(async move {
             for k in keys {
                 gx.subscriber(&k, PushReason::Provisioning).await;

@@ -13,8 +13,7 @@
 //! and adopted alike.
 
 use crate::cluster::provisioning_feed::Listener;
-use crate::node::Node;
-use std::sync::Arc;
+use crate::control::versions::Deployer;
 use std::time::Duration;
 
 /// The channel the versions' trigger notifies.
@@ -28,30 +27,32 @@ pub const POLL: Duration = Duration::from_secs(10);
 /// read the sessions).
 /// When a rollout started, changed or ended here, or a rollback withdrew
 /// a version, the sessions it moved are decided again.
-async fn adopt(node: &Arc<Node>) {
-    let host = node.clone();
-    match tokio::task::spawn_blocking(move || {
-        host.policy_runner().usage_versions().adopt_newest(&*host)
-    })
-    .await
-    {
+async fn adopt(deployer: &Deployer) {
+    let host = deployer.usage.clone();
+    let usage = deployer.policy.runner().usage_versions().clone();
+    match tokio::task::spawn_blocking(move || usage.adopt_newest(&host)).await {
         Ok(Ok(_)) => {}
         Ok(Err(e)) => tracing::warn!(error = %e, "reading the newest usage file version failed"),
         Err(e) => tracing::error!(error = %e, "usage file adoption task failed"),
     }
-    let versions = node.policy_runner().policy_versions().clone();
+    let versions = deployer.policy.runner().policy_versions().clone();
     let rollout_before = versions.rollout();
     match tokio::task::spawn_blocking(move || versions.adopt_newest()).await {
         Ok(Ok(true)) => {
             let rollout = rollout_before.is_some()
-                || node.policy_runner().policy_versions().rollout().is_some();
-            let versions = node.policy_runner().policy_versions().clone();
+                || deployer
+                    .policy
+                    .runner()
+                    .policy_versions()
+                    .rollout()
+                    .is_some();
+            let versions = deployer.policy.runner().policy_versions().clone();
             let withdraws = matches!(
                 tokio::task::spawn_blocking(move || versions.serving_withdraws()).await,
                 Ok(Ok(true))
             );
             if rollout || withdraws {
-                crate::control::versions::redecide_reassigned(node);
+                crate::control::versions::redecide_reassigned(deployer);
             }
         }
         Ok(Ok(false)) => {}
@@ -63,17 +64,24 @@ async fn adopt(node: &Arc<Node>) {
 /// Adopts versions as they are deployed until `stop`; reconnects with a
 /// backoff of up to 5 s when the connection is lost.
 pub async fn run(
-    node: Arc<Node>,
+    deployer: Deployer,
     url: String,
     timeout: Duration,
     mut stop: tokio::sync::watch::Receiver<bool>,
 ) {
     let mut backoff = Duration::from_millis(100);
     loop {
-        match Listener::open_on(&url, timeout, &node.me().origin_host, CHANNEL).await {
+        match Listener::open_on(
+            &url,
+            timeout,
+            &deployer.signalling.me().origin_host,
+            CHANNEL,
+        )
+        .await
+        {
             Ok(mut l) => {
                 backoff = Duration::from_millis(100);
-                adopt(&node).await;
+                adopt(&deployer).await;
                 loop {
                     tokio::select! {
                         note = l.notes.recv() => {
@@ -83,9 +91,9 @@ pub async fn run(
                             }
                             // Whatever else is queued is covered by this read.
                             while l.notes.try_recv().is_ok() {}
-                            adopt(&node).await;
+                            adopt(&deployer).await;
                         }
-                        _ = tokio::time::sleep(POLL) => adopt(&node).await,
+                        _ = tokio::time::sleep(POLL) => adopt(&deployer).await,
                         changed = stop.changed() => {
                             if changed.is_err() || *stop.borrow() {
                                 return;

@@ -11,7 +11,7 @@ use crate::control::usage::{UsageChange, UsageView};
 use crate::control::version_views::{
     Artifact, Deployed, RolloutStart, RolloutView, VersionView, VersionsPage,
 };
-use crate::control::versions::{self, Deploy, UsageDeploy};
+use crate::control::versions::{self, Deploy, Deployer, UsageDeploy};
 use crate::control::DeployFailure;
 use crate::control::{
     Control, ControlError, ReauthOutcome, ReleaseCause, ReleaseOutcome, ReloadError, SessionFilter,
@@ -29,7 +29,11 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::node::events::StagedEvents;
-use crate::node::{now_ms, Node, COMMIT_WAIT};
+use crate::node::{
+    now_ms, Capabilities, Events, Persistence, Policy, Sessions, Settings, Signalling, Subscribers,
+    Telemetry, UsageLedger, COMMIT_WAIT,
+};
+use crate::txn::Runner;
 
 /// Runs a policy task off the async workers (Lua may run for a while);
 /// its error as a reload's: the message and the script line.
@@ -52,7 +56,17 @@ async fn blocking<T: Send + 'static>(
 /// The operations over the node and the Gx service, which re-decides the
 /// sessions an operation changes.
 pub struct Operations {
-    node: Arc<Node>,
+    sessions: Sessions,
+    subscribers: Subscribers,
+    usage: UsageLedger,
+    policy: Policy,
+    signalling: Signalling,
+    persistence: Persistence,
+    events: Events,
+    telemetry: Telemetry,
+    settings: Settings,
+    versions: Deployer,
+    txn: Runner,
     gx: Arc<Gx>,
 }
 
@@ -67,7 +81,7 @@ impl Operations {
         }
         fields.insert(
             "policy_version".into(),
-            serde_json::json!(self.node.policy_runner().policy_versions().serving()),
+            serde_json::json!(self.policy.runner().policy_versions().serving()),
         );
         fields.insert("inputs".into(), dry.inputs.clone());
         fields.insert(
@@ -79,12 +93,12 @@ impl Operations {
             serde_json::to_value(&dry.draft).unwrap_or_default(),
         );
         let mut events = StagedEvents::default();
-        events.push(self.node.dry_run_logged(&dry.subscriber, plan, fields));
+        events.push(self.events.dry_run_logged(&dry.subscriber, plan, fields));
         if events.is_empty() {
             return Ok(());
         }
         let changes: Vec<Change> = events.changes().collect();
-        self.node
+        self.txn
             .commit(changes)
             .await
             .map_err(|e| ControlError::Unavailable(e.message.to_string()))?;
@@ -92,19 +106,32 @@ impl Operations {
         Ok(())
     }
 
-    pub fn new(node: Arc<Node>, gx: Arc<Gx>) -> Operations {
-        Operations { node, gx }
+    pub fn new(caps: &Capabilities, gx: Arc<Gx>) -> Operations {
+        Operations {
+            sessions: caps.sessions.clone(),
+            subscribers: caps.subscribers.clone(),
+            usage: caps.usage.clone(),
+            policy: caps.policy.clone(),
+            signalling: caps.signalling.clone(),
+            persistence: caps.persistence.clone(),
+            events: caps.events.clone(),
+            telemetry: caps.telemetry.clone(),
+            settings: caps.settings.clone(),
+            versions: Deployer::new(caps),
+            txn: Runner::new(caps),
+            gx,
+        }
     }
 
     /// A subscriber's usage as the API shows it, rolled to `now`.
     pub(crate) fn usage_of(&self, profile: &Subscriber, now: i64) -> UsageView {
-        let u = (*self.node.usage().load(&profile.imsi)).clone();
+        let u = (*self.usage.table().load(&profile.imsi)).clone();
         self.view_of(profile, u, now)
     }
 
     /// `u` as the API shows it, rolled to `now`.
     fn view_of(&self, profile: &Subscriber, mut u: SubscriberUsage, now: i64) -> UsageView {
-        let cfg = self.node.usage().config();
+        let cfg = self.usage.table().config();
         let day = cfg.billing_day_for(profile.billing_day);
         u.roll(&cfg, Some(day), now);
         let rfc3339 = |ms: i64| {
@@ -160,14 +187,14 @@ impl Operations {
         imsi: &str,
         reason: crate::pcc::PushReason,
         change: impl Fn(&mut SubscriberUsage, &UsageConfig, Option<u8>, i64) -> Result<(), String>,
-        event: impl Fn(&Node, &SubscriberUsage) -> Option<crate::notify::Staged>,
+        event: impl Fn(&Events, &SubscriberUsage) -> Option<crate::notify::Staged>,
     ) -> Result<UsageChange, ControlError> {
         let profile = self
-            .node
-            .subscribers()
+            .subscribers
+            .table()
             .get(imsi)
             .ok_or_else(|| ControlError::NotFound(format!("no subscriber {imsi}")))?;
-        let cfg = self.node.usage().config_full();
+        let cfg = self.usage.table().config_full();
         if cfg.is_empty() {
             return Err(ControlError::Conflict(
                 "usage monitoring is off (no usage file)".into(),
@@ -180,14 +207,14 @@ impl Operations {
         // applied to those, a few times at most. The outer error is the
         // store's (a conflict is tried again), the inner one the change's.
         let (change, event, cfg) = (&change, &event, &cfg);
-        let changed = crate::txn::retrying_conflicts(&self.node, imsi, move |_| async move {
-                let slot = self.node.usage().slot(imsi);
+        let changed = crate::txn::retrying_conflicts(&self.txn, imsi, move |_| async move {
+                let slot = self.usage.table().slot(imsi);
                 let Ok(_g) = tokio::time::timeout(COMMIT_WAIT, slot.lock()).await else {
                     return Ok(Err(ControlError::Unavailable(
                         "subscriber usage busy".into(),
                     )));
                 };
-                if let Err(e) = self.node.read_usage_if_needed(&slot, imsi).await {
+                if let Err(e) = self.usage.read_usage_if_needed(&slot, imsi).await {
                     return Ok(Err(ControlError::Unavailable(e.message.to_string())));
                 }
                 let mut next = (*slot.load()).clone();
@@ -196,12 +223,12 @@ impl Operations {
                     return Ok(Err(ControlError::Invalid(e)));
                 }
                 let next = Arc::new(next);
-                let staged = event(&self.node, &next);
-                match crate::txn::commit_usage(&self.node, &slot, next, staged).await {
+                let staged = event(&self.events, &next);
+                match crate::txn::commit_usage(&self.txn, &slot, next, staged).await {
                     Ok(()) => Ok(Ok(())),
                     Err(e @ crate::store::StoreError::Conflict(_)) => {
                         tracing::info!(subscriber = imsi, error = %e, "usage written by another node; changing it again");
-                        Err(Node::conflict_error())
+                        Err(Sessions::conflict_error())
                     }
                     Err(e) => Ok(Err(ControlError::Unavailable(e.to_string()))),
                 }
@@ -214,7 +241,7 @@ impl Operations {
         }
         // Sessions another node holds are re-decided here: their RAR must
         // carry the change to the PCEF now.
-        self.node
+        self.sessions
             .take_over_subscriber(imsi)
             .await
             .map_err(|e| ControlError::Unavailable(e.message.to_string()))?;
@@ -234,23 +261,23 @@ impl Control for Operations {
             .validate()
             .map_err(|e| ControlError::Invalid(e.to_string()))?;
         let s = Arc::new(subscriber);
-        let before = self.node.subscribers().get(&s.imsi);
+        let before = self.subscribers.table().get(&s.imsi);
         let staged = if before.as_deref() == Some(&*s) {
             None
         } else {
-            self.node
+            self.events
                 .subscriber_changed(&s.imsi, before.as_deref(), Some(&s))
         };
         let mut changes = vec![Change::PutSubscriber(s.clone())];
         changes.extend(staged.as_ref().and_then(|e| e.change()));
-        self.node
+        self.persistence
             .store()
             .submit(changes)
             .await
             .map_err(|e| ControlError::Unavailable(e.to_string()))?;
         // On a shared store the provisioning feed may have put it already
         // (and re-decided the sessions): push only if this put changed it.
-        let old = self.node.subscribers().put(s.clone());
+        let old = self.subscribers.table().put(s.clone());
         if let Some(e) = staged {
             e.publish();
         }
@@ -264,17 +291,17 @@ impl Control for Operations {
     }
 
     fn subscriber(&self, imsi: &str) -> Option<Arc<Subscriber>> {
-        self.node.subscribers().get(imsi)
+        self.subscribers.table().get(imsi)
     }
 
     async fn delete_subscriber(&self, imsi: &str) -> Result<bool, ControlError> {
-        let Some(before) = self.node.subscribers().get(imsi) else {
+        let Some(before) = self.subscribers.table().get(imsi) else {
             return Ok(false);
         };
-        let staged = self.node.subscriber_changed(imsi, Some(&before), None);
+        let staged = self.events.subscriber_changed(imsi, Some(&before), None);
         let mut changes = vec![Change::DeleteSubscriber(imsi.to_owned())];
         changes.extend(staged.as_ref().and_then(|e| e.change()));
-        self.node
+        self.persistence
             .store()
             .submit(changes)
             .await
@@ -283,15 +310,15 @@ impl Control for Operations {
             e.publish();
         }
         // The provisioning feed may have removed it already.
-        self.node.subscribers().remove(imsi);
+        self.subscribers.table().remove(imsi);
         Ok(true)
     }
 
     fn sessions(&self, filter: &SessionFilter) -> Vec<Arc<GxSession>> {
         // Sessions are indexed by IMSI (or MSISDN when no IMSI was sent).
         let key = filter.subscriber.as_deref().map(|k| {
-            self.node
-                .subscribers()
+            self.subscribers
+                .table()
                 .by_msisdn(k)
                 .map_or_else(|| k.to_owned(), |s| s.imsi.clone())
         });
@@ -299,21 +326,22 @@ impl Control for Operations {
             subscriber: key.clone(),
             ..filter.clone()
         };
-        self.node
-            .sessions()
+        self.sessions
+            .table()
             .list(key.as_deref(), |s| f.matches(s), filter.limit)
     }
 
     async fn session(&self, id: &str) -> Option<Arc<GxSession>> {
-        let held = self.node.sessions().get(id).map(|s| s.load());
+        let held = self.sessions.table().get(id).map(|s| s.load());
         // On a store shared with other nodes the copy here may be stale
         // (another node served the session since): the store is read, and
         // the copy here shown only when it cannot be. Not the hot path.
-        if held.is_some() && !self.node.store().is_shared() {
+        if held.is_some() && !self.persistence.store().is_shared() {
             return held;
         }
         // Closed sessions live in the store only (until the retention ends).
-        let read = tokio::time::timeout(COMMIT_WAIT, self.node.store().read_session(id)).await;
+        let read =
+            tokio::time::timeout(COMMIT_WAIT, self.persistence.store().read_session(id)).await;
         match read {
             Ok(Ok(Some(found))) => Some(Arc::new(found)),
             Ok(Ok(None)) => None,
@@ -340,7 +368,7 @@ impl Control for Operations {
         // over, and the RAR goes to its PCEF (through the relay when this
         // node has no connection to it).
         let slot = self
-            .node
+            .sessions
             .find_or_take_over(id)
             .await
             .map_err(|e| ControlError::Unavailable(e.message.to_string()))?
@@ -352,7 +380,7 @@ impl Control for Operations {
         // Not under the session lock: the PCEF answers with RAA and then
         // sends CCR-T, which needs that lock.
         let raa = self
-            .node
+            .signalling
             .send_push(
                 &cur,
                 None,
@@ -367,7 +395,7 @@ impl Control for Operations {
     }
 
     async fn reload_policy(&self) -> Result<u64, ReloadError> {
-        let versions = self.node.policy_runner().policy_versions().clone();
+        let versions = self.policy.runner().policy_versions().clone();
         let res = tokio::task::spawn_blocking(move || versions.reload_file())
             .await
             .map_err(|e| ReloadError {
@@ -375,7 +403,7 @@ impl Control for Operations {
                 line: None,
             })?;
         match res {
-            Ok(_) => Ok(self.node.policy().version()),
+            Ok(_) => Ok(self.policy.engine().version()),
             Err(e) => Err(match DeployFailure::from(e) {
                 DeployFailure::Refused(r) => r,
                 DeployFailure::Failed(c) => ReloadError {
@@ -387,7 +415,7 @@ impl Control for Operations {
     }
 
     fn set_congestion(&self, cell: &str, level: u32) -> usize {
-        if self.node.policy_runner().set_congestion(cell, level) == level {
+        if self.policy.runner().set_congestion(cell, level) == level {
             return 0;
         }
         let ids = self.gx.sessions_in_cell(cell);
@@ -395,15 +423,16 @@ impl Control for Operations {
     }
 
     fn usage(&self, imsi: &str) -> Option<UsageView> {
-        let profile = self.node.subscribers().get(imsi)?;
+        let profile = self.subscribers.table().get(imsi)?;
         Some(self.usage_of(&profile, now_ms()))
     }
 
     async fn usage_stored(&self, imsi: &str) -> Option<UsageView> {
-        let profile = self.node.subscribers().get(imsi)?;
-        if self.node.store().is_shared() {
+        let profile = self.subscribers.table().get(imsi)?;
+        if self.persistence.store().is_shared() {
             // Other nodes may have counted since this one last did.
-            let read = tokio::time::timeout(COMMIT_WAIT, self.node.store().read_usage(imsi)).await;
+            let read =
+                tokio::time::timeout(COMMIT_WAIT, self.persistence.store().read_usage(imsi)).await;
             if let Ok(Ok(stored)) = read {
                 let u = stored.unwrap_or_else(|| SubscriberUsage::new(imsi));
                 return Some(self.view_of(&profile, u, now_ms()));
@@ -422,7 +451,7 @@ impl Control for Operations {
             imsi,
             crate::pcc::PushReason::TopUp,
             |u, cfg, day, now| u.topup(cfg, accumulator, octets, now, day),
-            |node, u| node.usage_topup(u, accumulator, octets),
+            |events, u| events.usage_topup(u, accumulator, octets),
         )
         .await
     }
@@ -433,7 +462,7 @@ impl Control for Operations {
         accumulator: Option<&str>,
     ) -> Result<UsageChange, ControlError> {
         if let Some(a) = accumulator {
-            if !self.node.usage().config().accumulators().contains_key(a) {
+            if !self.usage.table().config().accumulators().contains_key(a) {
                 return Err(ControlError::Invalid(format!(
                     "no accumulator {a:?} in the usage file"
                 )));
@@ -452,12 +481,12 @@ impl Control for Operations {
         // A write, not a flush: a flush passes while every write fails.
         // First, so that its error (a read-only database, a replaced file)
         // is the reason given.
-        match tokio::time::timeout(Duration::from_secs(2), self.node.store().probe()).await {
+        match tokio::time::timeout(Duration::from_secs(2), self.persistence.store().probe()).await {
             Ok(Ok(())) => {}
             Ok(Err(e)) => return Err(format!("store not writable: {e}")),
             Err(_) => return Err("store: writer did not answer within 2 s".into()),
         }
-        if let Some(pg) = self.node.persistence().pg() {
+        if let Some(pg) = self.persistence.pg() {
             if !pg.connection.is_up() {
                 return Err(
                     "store: PostgreSQL is unreachable (requests needing a write are answered 5012)"
@@ -469,19 +498,19 @@ impl Control for Operations {
     }
 
     fn config_checksum(&self) -> String {
-        self.node.live().cfg.checksum_hex()
+        self.settings.live().cfg.checksum_hex()
     }
 
     fn render_metrics(&self) -> String {
-        self.node.metrics().render()
+        self.telemetry.metrics().render()
     }
 
     fn cluster(&self) -> Option<crate::cluster::membership::ClusterView> {
-        Some(self.node.cluster_view())
+        Some(self.persistence.cluster_view())
     }
 
     fn notifications(&self) -> crate::notify::OutboxStatus {
-        self.node.persistence().outbox().status()
+        self.persistence.outbox().status()
     }
 
     fn search_subscribers(&self, query: &SubscriberQuery) -> SubscriberPage {
@@ -491,7 +520,7 @@ impl Control for Operations {
             imsi: imsi.to_string(),
             msisdn: profile.and_then(|p| p.msisdn.clone()),
             plan: profile.and_then(|p| p.plan.clone()),
-            sessions: self.node.sessions().ids_of_subscriber(imsi).len(),
+            sessions: self.sessions.table().ids_of_subscriber(imsi).len(),
             provisioned: profile.is_some(),
         };
         let one = |p: Arc<Subscriber>, matched_by| SubscriberPage {
@@ -501,8 +530,8 @@ impl Control for Operations {
         };
         if let Ok(addr) = q.parse::<std::net::IpAddr>() {
             let mut keys: Vec<String> = self
-                .node
-                .sessions()
+                .sessions
+                .table()
                 .bound_to(addr)
                 .iter()
                 .map(|slot| slot.load().subscriber.to_string())
@@ -512,22 +541,22 @@ impl Control for Operations {
             return SubscriberPage {
                 subscribers: keys
                     .iter()
-                    .map(|k| hit(k, self.node.subscribers().get(k).as_deref()))
+                    .map(|k| hit(k, self.subscribers.table().get(k).as_deref()))
                     .collect(),
                 next: None,
                 matched_by: "ue_address",
             };
         }
-        if let Some(p) = self.node.subscribers().get(q) {
+        if let Some(p) = self.subscribers.table().get(q) {
             return one(p, "imsi");
         }
-        if let Some(p) = self.node.subscribers().by_msisdn(q) {
+        if let Some(p) = self.subscribers.table().by_msisdn(q) {
             return one(p, "msisdn");
         }
         // Leading IMSI digits: a range of the ordered index. When none
         // match, leading MSISDN digits: a scan of the table.
         let after = query.after.as_deref();
-        let table = &self.node.subscribers();
+        let table = &self.subscribers.table();
         let imsi_digits = table
             .imsi_page(q, None, 1)
             .is_some_and(|(first, _)| !first.is_empty());
@@ -553,18 +582,18 @@ impl Control for Operations {
     }
 
     fn policy(&self) -> Option<PolicyView> {
-        let engine = &self.node.policy();
+        let engine = &self.policy.engine();
         let cases = crate::policy::cases::file_of(engine.path());
         Some(PolicyView {
             version: format!("{:016x}", engine.version()),
             path: engine.path().display().to_string(),
             source: engine.source().to_string(),
             cases: cases.is_file().then(|| cases.display().to_string()),
-            id: self.node.policy_runner().policy_versions().serving(),
-            refused: self.node.policy_runner().policy_versions().refused(),
+            id: self.policy.runner().policy_versions().serving(),
+            refused: self.policy.runner().policy_versions().refused(),
             rollout: self
-                .node
-                .policy_runner()
+                .policy
+                .runner()
                 .policy_versions()
                 .rollout()
                 .as_ref()
@@ -573,12 +602,12 @@ impl Control for Operations {
     }
 
     async fn check_policy(&self, source: String) -> Result<u64, ReloadError> {
-        let policy = self.node.policy().clone();
+        let policy = self.policy.engine().clone();
         blocking(move || policy.draft(source).map(|d| d.version())).await
     }
 
     async fn test_policy(&self, source: Option<String>) -> Result<TestView, ReloadError> {
-        let policy = self.node.policy().clone();
+        let policy = self.policy.engine().clone();
         blocking(move || {
             let cases = crate::policy::cases::file_of(policy.path());
             let report = match source {
@@ -591,14 +620,14 @@ impl Control for Operations {
     }
 
     async fn dry_run_policy(&self, source: String, imsi: String) -> Result<DryRun, ControlError> {
-        let profile = self.node.subscribers().get(&imsi);
+        let profile = self.subscribers.table().get(&imsi);
         // The inputs of the subscriber's most recent decision, if any.
         let session = self
-            .node
-            .sessions()
+            .sessions
+            .table()
             .ids_of_subscriber(&imsi)
             .into_iter()
-            .filter_map(|id| self.node.sessions().get(&id).map(|s| s.load()))
+            .filter_map(|id| self.sessions.table().get(&id).map(|s| s.load()))
             .filter(|s| s.state == SessionState::Open)
             .filter_map(|s| {
                 let rec = s.last_decision.clone()?;
@@ -620,7 +649,7 @@ impl Control for Operations {
             }
             (None, None) => return Err(ControlError::NotFound(format!("no subscriber {imsi}"))),
         };
-        let policy = self.node.policy().clone();
+        let policy = self.policy.engine().clone();
         let inputs = serde_json::to_value(&input).unwrap_or_default();
         let (running, draft) = tokio::task::spawn_blocking(move || {
             let decide = |e: &crate::policy::PolicyEngine| match e.evaluate(&input) {
@@ -665,11 +694,11 @@ impl Control for Operations {
         by: String,
         comment: String,
     ) -> Result<Deployed, DeployFailure> {
-        versions::deploy(&self.node, Deploy::Source { source, comment }, by).await
+        versions::deploy(&self.versions, Deploy::Source { source, comment }, by).await
     }
 
     async fn rollback_policy(&self, id: i64, by: String) -> Result<Deployed, DeployFailure> {
-        versions::deploy(&self.node, Deploy::Rollback(id), by).await
+        versions::deploy(&self.versions, Deploy::Rollback(id), by).await
     }
 
     async fn start_rollout(
@@ -677,7 +706,7 @@ impl Control for Operations {
         start: RolloutStart,
         by: String,
     ) -> Result<RolloutView, DeployFailure> {
-        versions::start_rollout(&self.node, start, by).await
+        versions::start_rollout(&self.versions, start, by).await
     }
 
     async fn widen_rollout(
@@ -686,15 +715,15 @@ impl Control for Operations {
         subscribers: Vec<String>,
         by: String,
     ) -> Result<RolloutView, DeployFailure> {
-        versions::widen_rollout(&self.node, share_basis_points, subscribers, by).await
+        versions::widen_rollout(&self.versions, share_basis_points, subscribers, by).await
     }
 
     async fn promote_rollout(&self, by: String) -> Result<Deployed, DeployFailure> {
-        versions::deploy(&self.node, Deploy::Promote, by).await
+        versions::deploy(&self.versions, Deploy::Promote, by).await
     }
 
     async fn abort_rollout(&self, by: String) -> Result<Deployed, DeployFailure> {
-        versions::deploy(&self.node, Deploy::Abort, by).await
+        versions::deploy(&self.versions, Deploy::Abort, by).await
     }
 
     async fn recent_decisions(
@@ -702,7 +731,7 @@ impl Control for Operations {
         imsi: String,
         limit: usize,
     ) -> Result<RecentDecisions, ControlError> {
-        let Some((file, keep)) = self.node.policy_runner().decision_log().file_set() else {
+        let Some((file, keep)) = self.policy.runner().decision_log().file_set() else {
             return Err(ControlError::Conflict(
                 "the decision log writes no file here: set [decision_log] enabled = true and file"
                     .into(),
@@ -736,11 +765,11 @@ impl Control for Operations {
         by: String,
         comment: String,
     ) -> Result<Deployed, DeployFailure> {
-        versions::deploy_usage(&self.node, UsageDeploy::Text { text, comment }, by).await
+        versions::deploy_usage(&self.versions, UsageDeploy::Text { text, comment }, by).await
     }
 
     async fn rollback_usage(&self, id: i64, by: String) -> Result<Deployed, DeployFailure> {
-        versions::deploy_usage(&self.node, UsageDeploy::Rollback(id), by).await
+        versions::deploy_usage(&self.versions, UsageDeploy::Rollback(id), by).await
     }
 
     async fn versions(
@@ -749,11 +778,11 @@ impl Control for Operations {
         before: Option<i64>,
         limit: usize,
     ) -> Result<VersionsPage, ControlError> {
-        versions::list(&self.node, artifact, before, limit).await
+        versions::list(&self.versions, artifact, before, limit).await
     }
 
     async fn version(&self, artifact: Artifact, id: i64) -> Result<VersionView, ControlError> {
-        versions::get(&self.node, artifact, id).await
+        versions::get(&self.versions, artifact, id).await
     }
 
     async fn version_diff(
@@ -762,11 +791,11 @@ impl Control for Operations {
         a: i64,
         b: i64,
     ) -> Result<String, ControlError> {
-        versions::diff(&self.node, artifact, a, b).await
+        versions::diff(&self.versions, artifact, a, b).await
     }
 
     fn query_profiler(&self) -> Option<QueryProfiler> {
-        self.node.persistence().pg().map(|h| h.profiler.clone())
+        self.persistence.pg().map(|h| h.profiler.clone())
     }
 
     // Bulk provisioning: one submit, so the whole batch is one transaction
@@ -785,14 +814,14 @@ impl Control for Operations {
         // profiles into the table between the commit and the loop below.
         let existed: Vec<bool> = subscribers
             .iter()
-            .map(|s| self.node.subscribers().get(&s.imsi).is_some())
+            .map(|s| self.subscribers.table().get(&s.imsi).is_some())
             .collect();
         if !subscribers.is_empty() {
             let changes = subscribers
                 .iter()
                 .map(|s| Change::PutSubscriber(s.clone()))
                 .collect();
-            self.node
+            self.persistence
                 .store()
                 .submit(changes)
                 .await
@@ -800,7 +829,7 @@ impl Control for Operations {
         }
         let mut outcome = crate::control::BatchOutcome::default();
         for (s, existed) in subscribers.into_iter().zip(existed) {
-            self.node.subscribers().put(s);
+            self.subscribers.table().put(s);
             if existed {
                 outcome.updated += 1;
             } else {

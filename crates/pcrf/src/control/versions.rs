@@ -9,7 +9,7 @@ use crate::control::version_views::{
     MAX_VERSIONS_PAGE,
 };
 use crate::control::{ControlError, DeployFailure};
-use crate::node::Node;
+use crate::node::{Capabilities, Persistence, Policy, Sessions, Signalling, UsageLedger};
 use crate::pcc::PushReason;
 use crate::policy::versions::{unified_diff, DeployError, PolicyVersions};
 use crate::session::SessionState;
@@ -68,20 +68,45 @@ impl StoredVersions for UsageVersions {
     }
 }
 
-fn stored_versions(node: &Node, artifact: Artifact) -> Arc<dyn StoredVersions> {
+/// What the version operations reach: the policy's and the usage file's
+/// versions, the usage ledger a usage file is checked against, the
+/// sessions a rollout re-decides and the push that does it, and the
+/// cluster view other nodes' adoption is read from.
+#[derive(Clone)]
+pub struct Deployer {
+    pub(crate) policy: Policy,
+    pub(crate) usage: UsageLedger,
+    pub(crate) sessions: Sessions,
+    pub(crate) signalling: Signalling,
+    pub(crate) persistence: Persistence,
+}
+
+impl Deployer {
+    pub fn new(caps: &Capabilities) -> Deployer {
+        Deployer {
+            policy: caps.policy.clone(),
+            usage: caps.usage.clone(),
+            sessions: caps.sessions.clone(),
+            signalling: caps.signalling.clone(),
+            persistence: caps.persistence.clone(),
+        }
+    }
+}
+
+fn stored_versions(deployer: &Deployer, artifact: Artifact) -> Arc<dyn StoredVersions> {
     match artifact {
-        Artifact::Policy => node.policy_runner().policy_versions().clone(),
-        Artifact::Usage => node.policy_runner().usage_versions().clone(),
+        Artifact::Policy => deployer.policy.runner().policy_versions().clone(),
+        Artifact::Usage => deployer.policy.runner().usage_versions().clone(),
     }
 }
 
 pub async fn list(
-    node: &Node,
+    deployer: &Deployer,
     artifact: Artifact,
     before: Option<i64>,
     limit: usize,
 ) -> Result<VersionsPage, ControlError> {
-    let versions = stored_versions(node, artifact);
+    let versions = stored_versions(deployer, artifact);
     let serving = versions.serving();
     let limit = limit.clamp(1, MAX_VERSIONS_PAGE);
     let page = blocking(move || versions.list(before, limit)).await?;
@@ -98,26 +123,39 @@ pub async fn list(
     })
 }
 
-async fn stored(node: &Node, artifact: Artifact, id: i64) -> Result<StoredVersion, ControlError> {
-    let v = stored_versions(node, artifact);
+async fn stored(
+    deployer: &Deployer,
+    artifact: Artifact,
+    id: i64,
+) -> Result<StoredVersion, ControlError> {
+    let v = stored_versions(deployer, artifact);
     blocking(move || v.get(id))
         .await?
         .ok_or_else(|| ControlError::NotFound(format!("no {} version {id}", artifact.name())))
 }
 
-pub async fn get(node: &Node, artifact: Artifact, id: i64) -> Result<VersionView, ControlError> {
-    let v = stored(node, artifact, id).await?;
+pub async fn get(
+    deployer: &Deployer,
+    artifact: Artifact,
+    id: i64,
+) -> Result<VersionView, ControlError> {
+    let v = stored(deployer, artifact, id).await?;
     Ok(VersionView::of(
         v,
-        stored_versions(node, artifact).serving(),
+        stored_versions(deployer, artifact).serving(),
         true,
     ))
 }
 
 /// The unified diff from version `a` to version `b`.
-pub async fn diff(node: &Node, artifact: Artifact, a: i64, b: i64) -> Result<String, ControlError> {
-    let old = stored(node, artifact, a).await?;
-    let new = stored(node, artifact, b).await?;
+pub async fn diff(
+    deployer: &Deployer,
+    artifact: Artifact,
+    a: i64,
+    b: i64,
+) -> Result<String, ControlError> {
+    let old = stored(deployer, artifact, a).await?;
+    let new = stored(deployer, artifact, b).await?;
     Ok(unified_diff(
         &String::from_utf8_lossy(&old.content),
         &String::from_utf8_lossy(&new.content),
@@ -137,24 +175,22 @@ pub enum UsageDeploy {
 /// are not pushed: the file's checksum is part of each decision's memo
 /// key, so every session's next request is decided under it.
 pub async fn deploy_usage(
-    node: &Arc<Node>,
+    deployer: &Deployer,
     what: UsageDeploy,
     by: String,
 ) -> Result<Deployed, DeployFailure> {
-    let host = node.clone();
-    let done = tokio::task::spawn_blocking(move || {
-        let usage = &host.policy_runner().usage_versions();
-        match what {
-            UsageDeploy::Text { text, comment } => usage.deploy(&*host, text, &by, &comment),
-            UsageDeploy::Rollback(id) => usage.rollback(&*host, id, &by),
-        }
+    let host = deployer.usage.clone();
+    let usage = deployer.policy.runner().usage_versions().clone();
+    let done = tokio::task::spawn_blocking(move || match what {
+        UsageDeploy::Text { text, comment } => usage.deploy(&host, text, &by, &comment),
+        UsageDeploy::Rollback(id) => usage.rollback(&host, id, &by),
     })
     .await
     .map_err(|e| {
         DeployFailure::Failed(ControlError::Internal(format!("deploy task failed: {e}")))
     })??;
-    let nodes = adoption(node, Artifact::Usage, done.id).await;
-    let serving = node.policy_runner().usage_versions().serving();
+    let nodes = adoption(deployer, Artifact::Usage, done.id).await;
+    let serving = deployer.policy.runner().usage_versions().serving();
     Ok(Deployed {
         version: done.hash.clone(),
         deployed: VersionView::of(done, serving, false),
@@ -188,8 +224,12 @@ async fn deploying<T: Send + 'static>(
         .map_err(DeployFailure::from)
 }
 
-pub async fn deploy(node: &Arc<Node>, what: Deploy, by: String) -> Result<Deployed, DeployFailure> {
-    let versions = node.policy_runner().policy_versions().clone();
+pub async fn deploy(
+    deployer: &Deployer,
+    what: Deploy,
+    by: String,
+) -> Result<Deployed, DeployFailure> {
+    let versions = deployer.policy.runner().policy_versions().clone();
     let ends_rollout = versions.rollout().is_some();
     let (done, withdraws) = deploying(move || {
         let done = match what {
@@ -202,10 +242,10 @@ pub async fn deploy(node: &Arc<Node>, what: Deploy, by: String) -> Result<Deploy
     })
     .await?;
     if ends_rollout || withdraws {
-        redecide_reassigned(node);
+        redecide_reassigned(deployer);
     }
-    let nodes = adoption(node, Artifact::Policy, done.id).await;
-    let serving = node.policy_runner().policy_versions().serving();
+    let nodes = adoption(deployer, Artifact::Policy, done.id).await;
+    let serving = deployer.policy.runner().policy_versions().serving();
     Ok(Deployed {
         version: done.hash.clone(),
         deployed: VersionView::of(done, serving, false),
@@ -216,11 +256,11 @@ pub async fn deploy(node: &Arc<Node>, what: Deploy, by: String) -> Result<Deploy
 /// Starts a rollout and re-decides the sessions of the subscribers it
 /// moves to the canary.
 pub async fn start_rollout(
-    node: &Arc<Node>,
+    deployer: &Deployer,
     start: RolloutStart,
     by: String,
 ) -> Result<RolloutView, DeployFailure> {
-    let versions = node.policy_runner().policy_versions().clone();
+    let versions = deployer.policy.runner().policy_versions().clone();
     let (_, rollout) = deploying(move || {
         let source = match (start.source, start.version) {
             (Some(source), None) => source,
@@ -244,21 +284,21 @@ pub async fn start_rollout(
         )
     })
     .await?;
-    redecide_reassigned(node);
+    redecide_reassigned(deployer);
     Ok(RolloutView::of(&rollout))
 }
 
 /// Widens the running rollout and re-decides the sessions it moves.
 pub async fn widen_rollout(
-    node: &Arc<Node>,
+    deployer: &Deployer,
     share_basis_points: Option<u32>,
     subscribers: Vec<String>,
     by: String,
 ) -> Result<RolloutView, DeployFailure> {
-    let versions = node.policy_runner().policy_versions().clone();
+    let versions = deployer.policy.runner().policy_versions().clone();
     let rollout =
         deploying(move || versions.widen_rollout(share_basis_points, subscribers, &by)).await?;
-    redecide_reassigned(node);
+    redecide_reassigned(deployer);
     Ok(RolloutView::of(&rollout))
 }
 
@@ -267,10 +307,11 @@ pub async fn widen_rollout(
 /// (a rollout started, widened, promoted or aborted; a version withdrawn
 /// by a rollback), through the push: a RAR or an SMF notification only
 /// where the decision differs.
-pub(crate) fn redecide_reassigned(node: &Arc<Node>) {
-    let engine = &node.policy();
-    let mut keys: Vec<String> = node
-        .sessions()
+pub(crate) fn redecide_reassigned(deployer: &Deployer) {
+    let engine = &deployer.policy.engine();
+    let mut keys: Vec<String> = deployer
+        .sessions
+        .table()
         .list(
             None,
             |s| {
@@ -294,20 +335,20 @@ pub(crate) fn redecide_reassigned(node: &Arc<Node>) {
         subscribers = keys.len(),
         "re-deciding the sessions a policy rollout moved"
     );
-    let node = node.clone();
+    let signalling = deployer.signalling.clone();
     tokio::spawn(async move {
         for key in keys {
-            node.push_subscriber(&key, PushReason::Rollout).await;
+            signalling.push_subscriber(&key, PushReason::Rollout).await;
         }
     });
 }
 
 /// Waits (at most `ADOPTION_WAIT`) until every other live node's
 /// heartbeat says it serves version `id` of `artifact` or refused it.
-async fn adoption(node: &Node, artifact: Artifact, id: i64) -> Vec<Adoption> {
+async fn adoption(deployer: &Deployer, artifact: Artifact, id: i64) -> Vec<Adoption> {
     let started = Instant::now();
     loop {
-        let view = node.cluster_view();
+        let view = deployer.persistence.cluster_view();
         let others: Vec<Adoption> = view
             .nodes
             .iter()

@@ -45,13 +45,13 @@ impl Gx {
     /// store, a session that moved to another node is left to that node.
     pub(crate) async fn push_subscriber(&self, key: &str, reason: PushReason) -> PushSummary {
         let mut sum = PushSummary::default();
-        for id in self.node.sessions().ids_of_subscriber(key) {
+        for id in self.sessions.table().ids_of_subscriber(key) {
             let open = self
-                .node
-                .sessions()
+                .sessions
+                .table()
                 .get(&id)
                 .is_some_and(|s| s.load().state == SessionState::Open);
-            if !open || self.node.moved_away(&id).await {
+            if !open || self.sessions.moved_away(&id).await {
                 continue;
             }
             sum.sessions += 1;
@@ -74,7 +74,7 @@ impl Gx {
         if n == 0 {
             return 0;
         }
-        let window = Duration::from_secs(self.node.live().cfg.usage.spread_secs);
+        let window = Duration::from_secs(self.settings.live().cfg.usage.spread_secs);
         tracing::info!(
             sessions = n,
             window_secs = window.as_secs(),
@@ -102,8 +102,8 @@ impl Gx {
     /// Open sessions whose last reported location is in `cell` (ECGI hex).
     pub(crate) fn sessions_in_cell(&self, cell: &str) -> Vec<String> {
         let cell = cell.to_ascii_lowercase();
-        self.node
-            .sessions()
+        self.sessions
+            .table()
             .list(
                 None,
                 |s| {
@@ -119,8 +119,8 @@ impl Gx {
 
     /// Every open session.
     fn open_session_ids(&self) -> Vec<String> {
-        self.node
-            .sessions()
+        self.sessions
+            .table()
             .list(None, |s| s.state == SessionState::Open, usize::MAX)
             .into_iter()
             .map(|s| s.id.to_string())
@@ -132,7 +132,7 @@ impl Gx {
     /// sessions, spread. Returns how many subscribers were reset. Time is a
     /// parameter so that tests inject it.
     pub async fn reset_sweep(&self, now_ms: i64) -> usize {
-        let cfg = self.node.usage().config_full();
+        let cfg = self.usage.table().config_full();
         if cfg.is_empty() {
             return 0;
         }
@@ -141,19 +141,19 @@ impl Gx {
         // The subscribers with a session here (others roll lazily at their
         // next request); on a shared store their usage may not be in
         // memory yet: it is read first.
-        for key in self.node.sessions().subscribers() {
-            let sessions = self.node.sessions().ids_of_subscriber(&key);
+        for key in self.sessions.table().subscribers() {
+            let sessions = self.sessions.table().ids_of_subscriber(&key);
             if sessions.is_empty() {
                 continue;
             }
-            let slot = match self.node.usage().get(&key) {
+            let slot = match self.usage.table().get(&key) {
                 Some(slot) => slot,
-                None if self.node.store().is_shared() => self.node.usage().slot(&key),
+                None if self.persistence.store().is_shared() => self.usage.table().slot(&key),
                 None => continue,
             };
             if !slot.loaded() {
                 let _g = slot.lock().await;
-                if self.node.read_usage_if_needed(&slot, &key).await.is_err() {
+                if self.usage.read_usage_if_needed(&slot, &key).await.is_err() {
                     continue;
                 }
             }
@@ -165,14 +165,14 @@ impl Gx {
             if !ended {
                 continue;
             }
-            let profile = self.node.subscribers().get(&key);
+            let profile = self.subscribers.table().get(&key);
             let _g = slot.lock().await;
             let mut next = (*slot.load()).clone();
             let rolled = next.roll(&cfg, crate::node::billing_day(profile.as_deref()), now_ms);
             if rolled.is_empty() {
                 continue;
             }
-            match crate::txn::commit_usage(&self.node, &slot, Arc::new(next), None).await {
+            match crate::txn::commit_usage(&self.txn, &slot, Arc::new(next), None).await {
                 Ok(()) => {
                     reset += 1;
                     self.push_counters.resets.fetch_add(1, Relaxed);
@@ -196,8 +196,8 @@ impl Gx {
     pub async fn run_schedule(self: Arc<Self>, mut stop: tokio::sync::watch::Receiver<bool>) {
         loop {
             let now = jiff::Timestamp::now();
-            let boundaries = self.node.live().cfg.usage.boundaries();
-            let next_b = next_boundary(&boundaries, now, self.node.policy_runner().tz());
+            let boundaries = self.settings.live().cfg.usage.boundaries();
+            let next_b = next_boundary(&boundaries, now, self.policy.runner().tz());
             let minute = now + jiff::SignedDuration::from_secs(60 - now.as_second().rem_euclid(60));
             let (wake, is_boundary) = match next_b {
                 Some(b) if b <= minute => (b, true),

@@ -25,8 +25,7 @@ impl Gx {
         release: Option<i32>,
         usage: &UsageInstructions,
     ) -> Result<Message, ControlError> {
-        let node = &self.node;
-        let peer: PeerHandle = node.signalling().route_to(&s.pcef_host).ok_or_else(|| {
+        let peer: PeerHandle = self.signalling.route_to(&s.pcef_host).ok_or_else(|| {
             ControlError::Peer(format!(
                 "PCEF {} is not connected, directly or through a relay",
                 s.pcef_host
@@ -38,7 +37,7 @@ impl Gx {
                 crate::gx::encode_rar(
                     b,
                     &s.id,
-                    node.me(),
+                    self.signalling.me(),
                     &s.pcef_host,
                     &s.pcef_realm,
                     diff,
@@ -53,13 +52,17 @@ impl Gx {
                     .ok()
                     .and_then(|r| r.result_code.or(r.experimental_result))
                     .unwrap_or(0);
-                node.metrics()
+                self.telemetry
+                    .metrics()
                     .request(Command::Rar, code, started.elapsed());
                 Ok(ans)
             }
             Err(e) => {
-                node.metrics()
-                    .request(Command::Rar, crate::metrics::NO_ANSWER, started.elapsed());
+                self.telemetry.metrics().request(
+                    Command::Rar,
+                    crate::metrics::NO_ANSWER,
+                    started.elapsed(),
+                );
                 Err(match e {
                     RequestError::Timeout => {
                         ControlError::Timeout(format!("no RAA from {} in time", s.pcef_host))

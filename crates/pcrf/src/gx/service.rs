@@ -19,9 +19,9 @@ use crate::sd::service::Sd;
 use crate::session::{GxSession, RuleDiff, SessionSlot, SessionState};
 use crate::session_message::Outcome;
 use crate::sy::service::Sy;
-use crate::txn;
 use crate::txn::session_core::settle_revalidation;
 use crate::txn::session_step::{self, Closing, Decided, Granted, Step};
+use crate::txn::{self, Runner};
 use bytes::{Bytes, BytesMut};
 use diameter::codec::{missing_avp, DiameterError, Message, FLAG_T};
 use diameter::dict::{avp, cmd};
@@ -31,13 +31,24 @@ use std::sync::Arc;
 use std::sync::Weak;
 use std::time::Instant;
 
-use crate::node::{now_ms, replay, Answered, Node, COMMIT_WAIT, USER_UNKNOWN};
+use crate::node::{
+    now_ms, replay, Answered, Capabilities, Persistence, Policy, Sessions, Settings, Signalling,
+    Subscribers, Telemetry, UsageLedger, COMMIT_WAIT, USER_UNKNOWN,
+};
 
 /// The Gx service: answers the PCEFs' CCRs and re-decides their sessions.
 /// It holds the services of the applications bound to a Gx session, which
 /// it tells when the session changes or ends.
 pub struct Gx {
-    pub(crate) node: Arc<Node>,
+    pub(crate) sessions: Sessions,
+    pub(crate) subscribers: Subscribers,
+    pub(crate) usage: UsageLedger,
+    pub(crate) policy: Policy,
+    pub(crate) signalling: Signalling,
+    pub(crate) persistence: Persistence,
+    pub(crate) telemetry: Telemetry,
+    pub(crate) settings: Settings,
+    pub(crate) txn: Runner,
     pub(crate) push_counters: PushCounters,
     pub(crate) rx: Arc<Rx>,
     pub(crate) sd: Arc<Sd>,
@@ -47,9 +58,17 @@ pub struct Gx {
 }
 
 impl Gx {
-    pub fn new(node: Arc<Node>, rx: Arc<Rx>, sd: Arc<Sd>, sy: Arc<Sy>) -> Arc<Gx> {
+    pub fn new(caps: &Capabilities, rx: Arc<Rx>, sd: Arc<Sd>, sy: Arc<Sy>) -> Arc<Gx> {
         Arc::new_cyclic(|me| Gx {
-            node,
+            sessions: caps.sessions.clone(),
+            subscribers: caps.subscribers.clone(),
+            usage: caps.usage.clone(),
+            policy: caps.policy.clone(),
+            signalling: caps.signalling.clone(),
+            persistence: caps.persistence.clone(),
+            telemetry: caps.telemetry.clone(),
+            settings: caps.settings.clone(),
+            txn: Runner::new(caps),
             push_counters: PushCounters::default(),
             rx,
             sd,
@@ -79,7 +98,7 @@ impl Gx {
                     .and_then(|a| a.as_u32().ok())
                     .and_then(Command::from_cc_request_type)
                     .unwrap_or(Command::CcrUpdate);
-                txn::refused(&self.node, command, started, &e);
+                txn::refused(&self.txn, command, started, &e);
                 return Err(e);
             }
         };
@@ -101,7 +120,7 @@ impl Gx {
             subject: ccr.session_id,
             started,
         };
-        txn::serve(&self.node, envelope, move |tries| async move {
+        txn::serve(&self.txn, envelope, move |tries| async move {
             match ccr.request_type {
                 Some(RequestType::Initial) => self.ccr_initial(req, ccr, tries > 0).await,
                 Some(RequestType::Update | RequestType::Termination) => {
@@ -126,20 +145,22 @@ impl Gx {
         }
         // The row a new record replaces: written over at its version.
         let mut stored_version = 0;
-        if again && self.node.sessions().get(c.session_id).is_none() {
-            if let Ok(Ok(Some(st))) =
-                tokio::time::timeout(COMMIT_WAIT, self.node.store().read_session(c.session_id))
-                    .await
+        if again && self.sessions.table().get(c.session_id).is_none() {
+            if let Ok(Ok(Some(st))) = tokio::time::timeout(
+                COMMIT_WAIT,
+                self.persistence.store().read_session(c.session_id),
+            )
+            .await
             {
                 stored_version = st.version.get();
                 if st.state == SessionState::Open {
-                    self.node.find_or_take_over(c.session_id).await?;
+                    self.sessions.find_or_take_over(c.session_id).await?;
                 }
             }
         }
         // A retransmitted CCR-I is answered again, not applied twice; an
         // open session of another peer is neither replayed nor replaced.
-        if let Some(slot) = self.node.sessions().get(c.session_id) {
+        if let Some(slot) = self.sessions.table().get(c.session_id) {
             let answered = txn::holding(&slot, async |cur| {
                 stored_version = cur.version.get();
                 if cur.state != SessionState::Open {
@@ -153,9 +174,9 @@ impl Gx {
                 return Ok(answer);
             }
         }
-        let sub = self.node.find_subscriber(c.imsi, c.msisdn);
+        let sub = self.subscribers.find(c.imsi, c.msisdn);
         if sub.is_none()
-            && self.node.live().cfg.policy.unknown_subscriber == UnknownSubscriber::Reject
+            && self.settings.live().cfg.policy.unknown_subscriber == UnknownSubscriber::Reject
         {
             tracing::info!(session = c.session_id, imsi = ?c.imsi, msisdn = ?c.msisdn, "unknown subscriber rejected");
             return Ok(self.cca(req, c, Outcome::Result(USER_UNKNOWN), None, None));
@@ -184,7 +205,7 @@ impl Gx {
             verdict,
             mut pending,
         } = session_step::decide(
-            &self.node,
+            &self.txn,
             &self.sy,
             &mut s,
             Step::Open,
@@ -218,9 +239,9 @@ impl Gx {
             return Ok(answer);
         }
         s.last_answer = Some(answer.bytes.clone());
-        pending.install(&self.node, &mut s, decision, "ccr-i", false);
+        pending.install(&self.txn, &mut s, decision, "ccr-i", false);
         let s = Arc::new(s);
-        session_step::commit_open(&self.node, s.clone(), pending).await?;
+        session_step::commit_open(&self.txn, s.clone(), pending).await?;
         self.sd.sd_follow(&s);
         Ok(decided(answer, &s))
     }
@@ -228,7 +249,7 @@ impl Gx {
     /// A CCR-U or CCR-T, on its session held; a session not open here is
     /// answered as a cold retransmission or an unknown one.
     async fn on_session(&self, req: &Message, c: &Ccr<'_>) -> Result<Answered, DiameterError> {
-        let held = txn::with_session(&self.node, c.session_id, async |slot, cur| {
+        let held = txn::with_session(&self.txn, c.session_id, async |slot, cur| {
             match c.request_type {
                 Some(RequestType::Update) => self.update(req, c, slot, cur).await,
                 _ => self.terminate(req, c, slot, cur).await,
@@ -269,7 +290,7 @@ impl Gx {
         let af_notices = self
             .rx
             .af_notes_from_pcef(&cur, &mut s, &c.rule_reports, &c.charging_ids);
-        self.node.apply_rule_reports(&mut s, &c.rule_reports);
+        self.sessions.apply_rule_reports(&mut s, &c.rule_reports);
         s.last_request_number = c.request_number;
         s.updated_ms = now;
 
@@ -277,7 +298,7 @@ impl Gx {
             verdict,
             mut pending,
         } = session_step::decide(
-            &self.node,
+            &self.txn,
             &self.sy,
             &mut s,
             Step::Update,
@@ -298,7 +319,7 @@ impl Gx {
                 if !c.usage_reports.is_empty() {
                     // Refused or not, the usage happened: count it, once.
                     s.last_answer = Some(answer.bytes.clone());
-                    pending.commit(&self.node, slot, Arc::new(s), None).await?;
+                    pending.commit(&self.txn, slot, Arc::new(s), None).await?;
                 }
                 return Ok(answer);
             }
@@ -319,13 +340,13 @@ impl Gx {
             )
         };
         s.last_answer = Some(answer.bytes.clone());
-        pending.install(&self.node, &mut s, decision, "ccr-u", reused);
+        pending.install(&self.txn, &mut s, decision, "ccr-u", reused);
         let s = Arc::new(s);
         // A request that reported usage is always written, with its answer:
         // a retransmission after a restart must be replayed, not counted again.
         let unchanged_from = c.usage_reports.is_empty().then_some(&*cur);
         pending
-            .commit(&self.node, slot, s.clone(), unchanged_from)
+            .commit(&self.txn, slot, s.clone(), unchanged_from)
             .await?;
         self.sd.sd_follow(&s);
         self.rx.spawn_af_notices(af_notices);
@@ -351,7 +372,7 @@ impl Gx {
         }
         let mut s = (*cur).clone();
         apply_reported(&mut s, c);
-        self.node.apply_rule_reports(&mut s, &c.rule_reports);
+        self.sessions.apply_rule_reports(&mut s, &c.rule_reports);
         s.last_request_number = c.request_number;
         let answer = self.cca(
             req,
@@ -366,7 +387,7 @@ impl Gx {
             cause: "ccr-t",
             now: now_ms(),
         };
-        let s = session_step::close(&self.node, &self.rx, &self.sy, slot, &cur, s, closing).await?;
+        let s = session_step::close(&self.txn, &self.rx, &self.sy, slot, &cur, s, closing).await?;
         self.sd.sd_release(&s);
         Ok(answer)
     }
@@ -384,8 +405,10 @@ impl Gx {
     /// read the store, so unknown Session-Ids cannot make the writer busy.
     async fn cold_retransmission(&self, req: &Message, c: &Ccr<'_>) -> Answered {
         if req.flags() & FLAG_T != 0 {
-            let read =
-                tokio::time::timeout(COMMIT_WAIT, self.node.store().read_session(c.session_id));
+            let read = tokio::time::timeout(
+                COMMIT_WAIT,
+                self.persistence.store().read_session(c.session_id),
+            );
             if let Ok(Ok(Some(stored))) = read.await {
                 if let Some(refused) = self.refuse_stranger(&stored, req, c) {
                     return refused;
@@ -401,7 +424,9 @@ impl Gx {
     /// 5002 when the CCR comes from neither the session's PCEF nor a
     /// fail-over partner of it (see `node/ownership.rs`).
     fn refuse_stranger(&self, cur: &GxSession, req: &Message, c: &Ccr<'_>) -> Option<Answered> {
-        let who = self.node.requester(&cur.id, &cur.pcef_host, c.origin_host);
+        let who = self
+            .sessions
+            .requester(&cur.id, &cur.pcef_host, c.origin_host);
         (!who.is_served()).then(|| self.unknown_session(req, c))
     }
 
@@ -421,7 +446,10 @@ impl Gx {
             return None;
         }
         let ans = cur.last_answer.as_deref()?;
-        self.node.counters().retransmissions.fetch_add(1, Relaxed);
+        self.telemetry
+            .counters()
+            .retransmissions
+            .fetch_add(1, Relaxed);
         Some(replay(ans, req))
     }
 
@@ -438,17 +466,17 @@ impl Gx {
         let encoded = gx::encode_cca(
             &mut buf,
             req,
-            self.node.me(),
+            self.signalling.me(),
             c,
             outcome,
             extras.unwrap_or(&empty),
             diff,
-            Some(self.node.signalling().doic().reporter()),
+            Some(self.signalling.doic().reporter()),
         );
         // An answer larger than the configured maximum (which the PCEF
         // enforces too) or than the 24-bit length would desynchronise or
         // drop the connection: answer 5012 instead, on the same connection.
-        let max = self.node.live().cfg.diameter.max_message_bytes as usize;
+        let max = self.settings.live().cfg.diameter.max_message_bytes as usize;
         let len = match encoded {
             Ok(len) if len <= max => {
                 return Answered {
@@ -462,7 +490,10 @@ impl Gx {
             Ok(len) => len,
             Err(e) => e.len,
         };
-        self.node.counters().answers_too_large.fetch_add(1, Relaxed);
+        self.telemetry
+            .counters()
+            .answers_too_large
+            .fetch_add(1, Relaxed);
         tracing::error!(
             session = c.session_id,
             bytes = len,
@@ -470,7 +501,7 @@ impl Gx {
             "CCA larger than [diameter].max_message_bytes; answering DIAMETER_UNABLE_TO_COMPLY"
         );
         buf.clear();
-        gx::encode_cca_too_large(&mut buf, req, self.node.me(), c, len, max);
+        gx::encode_cca_too_large(&mut buf, req, self.signalling.me(), c, len, max);
         Answered {
             decided_by: None,
             bytes: buf.freeze(),
@@ -489,8 +520,8 @@ impl Gx {
     ) -> Answered {
         let mut answer = self.reject(req, c, rej);
         answer.decided_by = Some(
-            self.node
-                .policy()
+            self.policy
+                .engine()
                 .assigned_id(s.imsi.as_deref(), s.msisdn.as_deref()),
         );
         answer
@@ -532,7 +563,7 @@ impl Gx {
         id: &str,
         ask_report: bool,
     ) -> Result<ReauthOutcome, ControlError> {
-        txn::push::push(&self.node, self.bound(), id, ask_report).await
+        txn::push::push(&self.txn, self.bound(), id, ask_report).await
     }
 
     /// The services bound to a Gx session.

@@ -14,7 +14,7 @@ use super::model::{
     MediaSubComponent,
 };
 use crate::admission::Class;
-use crate::node::Node;
+use crate::node::{Capabilities, Signalling};
 use crate::policy::media;
 use crate::rx::service::{AfOutcome, Rx, IP_CAN_SESSION_NOT_AVAILABLE};
 use crate::rx::{Aar, RxRequestType};
@@ -23,7 +23,7 @@ use crate::sbi::problem::{cause, ProblemDetails};
 use crate::session::af::AfSession;
 use crate::session::GxSession;
 use crate::session_message::Outcome;
-use crate::txn;
+use crate::txn::{self, Runner};
 use diameter::result_code;
 use std::collections::BTreeMap;
 use std::net::{Ipv4Addr, Ipv6Addr};
@@ -34,7 +34,8 @@ const N5_REALM: &str = "5gc";
 
 /// The N5 service.
 pub struct AppSessions {
-    node: Arc<Node>,
+    signalling: Signalling,
+    txn: Runner,
     rx: Arc<Rx>,
 }
 
@@ -42,18 +43,21 @@ pub struct AppSessions {
 pub type Op<T> = Result<T, ProblemDetails>;
 
 impl AppSessions {
-    /// The node the sessions live on.
-    pub(crate) fn node(&self) -> &Node {
-        &self.node
+    /// Where the SBI's resources are reached.
+    pub(crate) fn signalling(&self) -> &Signalling {
+        &self.signalling
     }
 
-    pub fn new(node: Arc<Node>, rx: Arc<Rx>) -> Arc<AppSessions> {
-        Arc::new(AppSessions { node, rx })
+    pub fn new(caps: &Capabilities, rx: Arc<Rx>) -> Arc<AppSessions> {
+        Arc::new(AppSessions {
+            signalling: caps.signalling.clone(),
+            txn: Runner::new(caps),
+            rx,
+        })
     }
 
     fn admit(&self, class: Class) -> Result<crate::admission::Permit<'_>, ProblemDetails> {
-        self.node
-            .signalling()
+        self.signalling
             .admission()
             .admit(class, None)
             .map_err(|_| ProblemDetails::congestion())
@@ -167,7 +171,7 @@ impl AppSessions {
     /// Delete: the AF session ends, its rules removed at the SMF.
     pub async fn delete(&self, id: &str) -> Op<()> {
         let _permit = self.admit(Class::Existing)?;
-        let code = txn::retrying_conflicts(&self.node, id, |_| self.rx.end_af(id, None))
+        let code = txn::retrying_conflicts(&self.txn, id, |_| self.rx.end_af(id, None))
             .await
             .map_err(|e| ProblemDetails::system_failure(e.message.to_string()))?;
         match code {
@@ -177,7 +181,7 @@ impl AppSessions {
     }
 
     async fn authorize(&self, aar: &Aar<'_>) -> Op<AfOutcome> {
-        txn::retrying_conflicts(&self.node, aar.session_id, |_| self.rx.authorize(aar))
+        txn::retrying_conflicts(&self.txn, aar.session_id, |_| self.rx.authorize(aar))
             .await
             .map_err(|e| ProblemDetails::system_failure(e.message.to_string()))
     }

@@ -8,7 +8,7 @@
 
 use super::app_sessions::AppSessions;
 use super::decode::af_event;
-use crate::node::{BoxFuture, Node};
+use crate::node::{BoxFuture, Signalling};
 use crate::rx::service::AfSignalling;
 use crate::session::af::AfSession;
 use serde_json::json;
@@ -17,24 +17,24 @@ impl AfSignalling for AppSessions {
     fn event<'a>(&'a self, af: &'a AfSession, action: i32) -> BoxFuture<'a, Result<u16, String>> {
         Box::pin(async move {
             let uri = af.notification_uri.as_deref().unwrap_or_default();
-            event(uri, &app_session_uri(self.node(), &af.id), action).await
+            event(uri, &app_session_uri(self.signalling(), &af.id), action).await
         })
     }
 
     fn terminate<'a>(&'a self, af: &'a AfSession) -> BoxFuture<'a, Result<u16, String>> {
         Box::pin(async move {
             let uri = af.notification_uri.as_deref().unwrap_or_default();
-            terminate(uri, &app_session_uri(self.node(), &af.id)).await
+            terminate(uri, &app_session_uri(self.signalling(), &af.id)).await
         })
     }
 }
 
 /// The resource URI of the N5 application session `id` (what its
 /// notifications name).
-fn app_session_uri(node: &Node, id: &str) -> String {
+fn app_session_uri(signalling: &Signalling, id: &str) -> String {
     format!(
         "{}{}/app-sessions/{id}",
-        node.sbi_root(),
+        signalling.sbi_root(),
         super::model::N5_SERVICE_ROOT
     )
 }

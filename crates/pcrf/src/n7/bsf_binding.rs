@@ -26,9 +26,9 @@
 //! that keeps one binding per UE address and DNN replaces it). The window
 //! is one answer's way back plus one store commit.
 
-use crate::node::Node;
+use crate::node::{Capabilities, Sessions, Settings};
 use crate::session::{GxSession, SessionState};
-use crate::txn;
+use crate::txn::{self, Runner};
 use parking_lot::Mutex;
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -40,15 +40,19 @@ pub const SWEEP_EVERY: Duration = Duration::from_secs(30);
 
 /// Registers and sweeps the PCF bindings of the node's N7 sessions.
 pub struct BindingKeeper {
-    node: Arc<Node>,
+    sessions: Sessions,
+    settings: Settings,
+    txn: Runner,
     /// The ids of the sessions whose binding is being registered now.
     registering: Mutex<HashSet<Arc<str>>>,
 }
 
 impl BindingKeeper {
-    pub fn new(node: Arc<Node>) -> Arc<BindingKeeper> {
+    pub fn new(caps: &Capabilities) -> Arc<BindingKeeper> {
         Arc::new(BindingKeeper {
-            node,
+            sessions: caps.sessions.clone(),
+            settings: caps.settings.clone(),
+            txn: Runner::new(caps),
             registering: Mutex::new(HashSet::new()),
         })
     }
@@ -59,7 +63,7 @@ impl BindingKeeper {
     /// it until now) is removed once the new one is stored. Nothing when
     /// a registration for the session runs already.
     pub fn bind(self: &Arc<Self>, s: &GxSession) {
-        let live = self.node.live();
+        let live = self.settings.live();
         let (Some(sbi), Some(ctx)) = (live.cfg.sbi.as_ref(), s.n7.as_deref()) else {
             return;
         };
@@ -71,11 +75,10 @@ impl BindingKeeper {
         }
         let pcf = bsf.cfg.pcf_address.unwrap_or(sbi.listen);
         let body = crate::sbi::bsf::binding(ctx, pcf, bsf.cfg.pcf_fqdn.as_deref());
-        let node = self.node.clone();
         let id = s.id.clone();
         let this = self.clone();
         tokio::spawn(async move {
-            register(&node, &bsf, &body, &id).await;
+            register(&this, &bsf, &body, &id).await;
             this.registering.lock().remove(&id);
         });
     }
@@ -106,7 +109,7 @@ impl BindingKeeper {
     /// registered now; none without `[sbi.bsf]`.
     fn sessions_without_binding(&self) -> Vec<Arc<GxSession>> {
         let bsf_on = self
-            .node
+            .settings
             .live()
             .cfg
             .sbi
@@ -115,7 +118,7 @@ impl BindingKeeper {
         if !bsf_on {
             return Vec::new();
         }
-        self.node.sessions().list(
+        self.sessions.table().list(
             None,
             |s| {
                 s.state == SessionState::Open
@@ -132,7 +135,7 @@ impl BindingKeeper {
 /// under the session's lock; the binding is removed again when the
 /// session ended meanwhile or the id could not be stored.
 async fn register(
-    node: &Arc<Node>,
+    keeper: &BindingKeeper,
     bsf: &crate::sbi::bsf::Bsf,
     body: &serde_json::Value,
     id: &str,
@@ -144,7 +147,7 @@ async fn register(
             return;
         }
     };
-    let Some(slot) = node.sessions().get(id) else {
+    let Some(slot) = keeper.sessions.table().get(id) else {
         // Deleted meanwhile: the binding goes too.
         let _ = bsf.deregister(&binding).await;
         return;
@@ -156,7 +159,7 @@ async fn register(
         let mut next = (*cur).clone();
         let replaced = next.bsf_binding.replace(binding.clone());
         Some(
-            txn::commit_record(node, &slot, Arc::new(next))
+            txn::commit_record(&keeper.txn, &slot, Arc::new(next))
                 .await
                 .map(|()| replaced),
         )

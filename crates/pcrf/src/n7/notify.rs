@@ -7,7 +7,7 @@
 //! the SMF deletes the SM policy.
 //!
 //! The node pushes to every session's enforcement point through one call
-//! (`Node::send_push`); for an N7 session it lands here, through the N7
+//! (`Signalling::send_push`); for an N7 session it lands here, through the N7
 //! service's `SmfSignalling` (the node knows no N7 type), and the SMF's
 //! answer comes back as what a PCEF's RAA says: success (with any rule
 //! reports of a partial success), 5002 for 404 (the SMF has no such
@@ -16,7 +16,7 @@
 use super::held::{changes_for_smf, held_by_smf, rule_reports, whole_at};
 use super::model::{RuleReport, SmPolicyNotification};
 use crate::metrics::Command;
-use crate::node::{BoxFuture, Node, SmfSignalling};
+use crate::node::{BoxFuture, Signalling, SmfSignalling};
 use crate::pcc::operation::ControlError;
 use crate::pcc::reauth_answer::Raa;
 use crate::pcc::UsageInstructions;
@@ -36,10 +36,10 @@ const RETRY_INITIAL: Duration = Duration::from_millis(100);
 const RETRY_MAX: Duration = Duration::from_millis(400);
 
 /// The resource URI of the SM policy `id` (what its notifications name).
-pub(crate) fn sm_policy_uri(node: &Node, id: &str) -> String {
+pub(crate) fn sm_policy_uri(signalling: &Signalling, id: &str) -> String {
     format!(
         "{}{}/sm-policies/{id}",
-        node.sbi_root(),
+        signalling.sbi_root(),
         super::service::SERVICE_ROOT
     )
 }
@@ -53,8 +53,7 @@ impl SmfSignalling for super::sessions::N7 {
         usage: &'a UsageInstructions,
     ) -> BoxFuture<'a, Result<Raa, ControlError>> {
         Box::pin(async move {
-            let node = self.node();
-            let resource = sm_policy_uri(node, &s.id);
+            let resource = sm_policy_uri(self.signalling(), &s.id);
             let what = match release {
                 Some(cause) => Push::Terminate(cause),
                 None => Push::Decision { after, usage },
@@ -65,7 +64,8 @@ impl SmfSignalling for super::sessions::N7 {
                 Ok(raa) => raa.result_code.unwrap_or(0),
                 Err(_) => crate::metrics::NO_ANSWER,
             };
-            node.metrics()
+            self.telemetry()
+                .metrics()
                 .request(Command::N7Notify, code, started.elapsed());
             answer
         })

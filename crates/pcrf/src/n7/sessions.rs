@@ -22,15 +22,15 @@ use super::service::{Created, OpFuture, SmPolicyService};
 use super::session_input::apply_update;
 use crate::admission::Class;
 use crate::config::UnknownSubscriber;
-use crate::node::{now_ms, Node};
+use crate::node::{now_ms, Capabilities, Sessions, Settings, Signalling, Subscribers, Telemetry};
 use crate::pcc::UsageReport;
 use crate::policy::decision::Decision;
 use crate::rx::service::Rx;
 use crate::sbi::problem::{cause, ProblemDetails};
 use crate::session::{GxSession, SessionSlot, SessionState};
 use crate::sy::service::Sy;
-use crate::txn;
 use crate::txn::session_step::{self, Closing, Decided, Granted, Step};
+use crate::txn::{self, Runner};
 use crate::usage::ServiceUnits;
 use diameter::codec::DiameterError;
 use std::sync::atomic::Ordering::Relaxed;
@@ -42,7 +42,12 @@ pub const N7_REALM: &str = "5gc";
 
 /// The N7 service: the policy core's side of the SBI routes.
 pub struct N7 {
-    node: Arc<Node>,
+    sessions: Sessions,
+    subscribers: Subscribers,
+    signalling: Signalling,
+    telemetry: Telemetry,
+    settings: Settings,
+    txn: Runner,
     rx: Arc<Rx>,
     sy: Arc<Sy>,
     /// The PCF bindings at the BSF.
@@ -50,18 +55,27 @@ pub struct N7 {
 }
 
 impl N7 {
-    pub fn new(node: Arc<Node>, rx: Arc<Rx>, sy: Arc<Sy>) -> Arc<N7> {
+    pub fn new(caps: &Capabilities, rx: Arc<Rx>, sy: Arc<Sy>) -> Arc<N7> {
         Arc::new(N7 {
-            bindings: BindingKeeper::new(node.clone()),
-            node,
+            bindings: BindingKeeper::new(caps),
+            sessions: caps.sessions.clone(),
+            subscribers: caps.subscribers.clone(),
+            signalling: caps.signalling.clone(),
+            telemetry: caps.telemetry.clone(),
+            settings: caps.settings.clone(),
+            txn: Runner::new(caps),
             rx,
             sy,
         })
     }
 
-    /// The node the sessions live on.
-    pub(crate) fn node(&self) -> &Node {
-        &self.node
+    /// Where the SBI's resources are reached, and the peers' metrics.
+    pub(crate) fn signalling(&self) -> &Signalling {
+        &self.signalling
+    }
+
+    pub(crate) fn telemetry(&self) -> &Telemetry {
+        &self.telemetry
     }
 
     /// What keeps the sessions' PCF bindings (its sweep runs beside the
@@ -77,22 +91,24 @@ impl N7 {
         F: FnMut(usize) -> Fut,
         Fut: std::future::Future<Output = Result<Op<T>, DiameterError>>,
     {
-        let Ok(_permit) = self.node.signalling().admission().admit(class, None) else {
+        let Ok(_permit) = self.signalling.admission().admit(class, None) else {
             return Err(ProblemDetails::congestion());
         };
-        match txn::retrying_conflicts(&self.node, subject, attempt).await {
+        match txn::retrying_conflicts(&self.txn, subject, attempt).await {
             Ok(r) => r,
             Err(e) => Err(ProblemDetails::system_failure(e.message.to_string())),
         }
     }
 
     async fn create_once(&self, ctx: &SmPolicyContextData) -> Result<Op<Created>, DiameterError> {
-        let node = &self.node;
+        let txn = &self.txn;
         let supi = ctx.supi.as_deref().unwrap_or("");
         let imsi = supi.strip_prefix("imsi-");
         let msisdn = ctx.gpsi.as_deref().and_then(|g| g.strip_prefix("msisdn-"));
-        let sub = node.find_subscriber(imsi, msisdn);
-        if sub.is_none() && node.live().cfg.policy.unknown_subscriber == UnknownSubscriber::Reject {
+        let sub = self.subscribers.find(imsi, msisdn);
+        if sub.is_none()
+            && self.settings.live().cfg.policy.unknown_subscriber == UnknownSubscriber::Reject
+        {
             tracing::info!(supi, "unknown subscriber rejected (N7)");
             return Ok(Err(ProblemDetails::new(
                 400,
@@ -129,7 +145,7 @@ impl N7 {
         let Decided {
             verdict,
             mut pending,
-        } = session_step::decide(node, &self.sy, &mut s, Step::Open, &[], now, |_, d| d).await?;
+        } = session_step::decide(txn, &self.sy, &mut s, Step::Open, &[], now, |_, d| d).await?;
         let (decision, reused) = match verdict {
             Ok(Granted {
                 decision, reused, ..
@@ -138,9 +154,9 @@ impl N7 {
         };
         s.revalidation_at_ms = revalidation_at(&decision, now);
         let answer = whole_at(&decision, &s.monitoring, s.revalidation_at_ms);
-        pending.install(node, &mut s, decision, "create", reused);
+        pending.install(txn, &mut s, decision, "create", reused);
         let s = Arc::new(s);
-        session_step::commit_open(node, s.clone(), pending).await?;
+        session_step::commit_open(txn, s.clone(), pending).await?;
         self.bindings.bind(&s);
         Ok(Ok(Created {
             id: s.id.to_string(),
@@ -154,8 +170,8 @@ impl N7 {
         if pdu_session_id.is_none() {
             return Vec::new();
         }
-        self.node
-            .sessions()
+        self.sessions
+            .table()
             .list(
                 Some(key),
                 |s| {
@@ -172,11 +188,11 @@ impl N7 {
     }
 
     /// The open N7 session `id`, taken over from another node if need be.
-    /// A session taken over gets a PCF binding naming this node, so that
+    /// A session taken over gets a PCF binding naming this txn, so that
     /// the BSF sends the AFs of the UE where the session is served now.
     async fn open_session(&self, id: &str) -> Result<Op<Arc<SessionSlot>>, DiameterError> {
-        let held_here = self.node.sessions().get(id).is_some();
-        let Some(slot) = self.node.find_or_take_over(id).await? else {
+        let held_here = self.sessions.table().get(id).is_some();
+        let Some(slot) = self.sessions.find_or_take_over(id).await? else {
             return Ok(Err(not_found(id)));
         };
         let s = slot.load();
@@ -191,15 +207,15 @@ impl N7 {
 
     /// Runs `step` on the open SM policy `id`, held for one transaction
     /// (see `txn::with_session`); a problem when there is none. A session
-    /// taken over from another node gets a PCF binding naming this node,
+    /// taken over from another node gets a PCF binding naming this txn,
     /// as in [`Self::open_session`].
     async fn on_open_session<R>(
         &self,
         id: &str,
         step: impl AsyncFnOnce(&SessionSlot, Arc<GxSession>) -> Result<Op<R>, DiameterError>,
     ) -> Result<Op<R>, DiameterError> {
-        let held_here = self.node.sessions().get(id).is_some();
-        let held = txn::with_session(&self.node, id, async move |slot, cur| {
+        let held_here = self.sessions.table().get(id).is_some();
+        let held = txn::with_session(&self.txn, id, async move |slot, cur| {
             if !is_open_sm_policy(&cur) {
                 return Ok(Err(not_found(id)));
             }
@@ -216,7 +232,7 @@ impl N7 {
         // copy held here that is no longer current is dropped, and the
         // record read afresh (a write would find out by its conflict; a
         // read must look).
-        self.node.moved_away(id).await;
+        self.sessions.moved_away(id).await;
         let slot = match self.open_session(id).await? {
             Ok(slot) => slot,
             Err(p) => return Ok(Err(p)),
@@ -251,7 +267,7 @@ impl N7 {
         up: &SmPolicyUpdateContextData,
         digest: RequestDigest,
     ) -> Result<Op<SmPolicyDecision>, DiameterError> {
-        let node = &self.node;
+        let txn = &self.txn;
         let now = now_ms();
         if let Some(answer) = self.repeated(&cur, digest, now) {
             return Ok(answer);
@@ -261,23 +277,16 @@ impl N7 {
             apply_update(ctx, up);
         }
         mirror_context(&mut s);
-        node.apply_rule_reports(&mut s, &rule_reports(&up.rule_reports));
+        self.sessions
+            .apply_rule_reports(&mut s, &rule_reports(&up.rule_reports));
         s.updated_ms = now;
 
         let reports = usage_reports(&up.accu_usage_reports);
         let Decided {
             verdict,
             mut pending,
-        } = session_step::decide(
-            node,
-            &self.sy,
-            &mut s,
-            Step::Update,
-            &reports,
-            now,
-            |_, d| d,
-        )
-        .await?;
+        } = session_step::decide(txn, &self.sy, &mut s, Step::Update, &reports, now, |_, d| d)
+            .await?;
         let (decision, fresh, reused, spent) = match verdict {
             Ok(Granted {
                 decision,
@@ -289,7 +298,7 @@ impl N7 {
                 // Refused or not, the usage happened: counted, once.
                 let refused: Op<SmPolicyDecision> = Err(decision_map::refusal(&rej));
                 s.last_answer = remembered(digest, s.updated_ms, &refused);
-                pending.commit(node, slot, Arc::new(s), None).await?;
+                pending.commit(txn, slot, Arc::new(s), None).await?;
                 return Ok(refused);
             }
         };
@@ -307,13 +316,13 @@ impl N7 {
                 changes_for_smf(&held_by_smf(&cur), &after, &fresh)
             }
         };
-        pending.install(node, &mut s, decision, "update", reused);
+        pending.install(txn, &mut s, decision, "update", reused);
         // Remembered with the usage it counted (one write), so that the
-        // SMF sending it again, here or at another node, even after a
+        // SMF sending it again, here or at another txn, even after a
         // crash, is answered the same and counted once.
         let answer = Ok(answer);
         s.last_answer = remembered(digest, s.updated_ms, &answer);
-        pending.commit(node, slot, Arc::new(s), Some(&cur)).await?;
+        pending.commit(txn, slot, Arc::new(s), Some(&cur)).await?;
         Ok(answer)
     }
 
@@ -329,7 +338,7 @@ impl N7 {
         now: i64,
     ) -> Option<Op<SmPolicyDecision>> {
         let window = self
-            .node
+            .settings
             .live()
             .cfg
             .sbi
@@ -337,7 +346,10 @@ impl N7 {
             .map_or(0, |sbi| sbi.repeat_window_ms);
         let kept = cur.last_answer.as_deref()?;
         let again = repeat::recall(kept, digest, now, window)?;
-        self.node.counters().retransmissions.fetch_add(1, Relaxed);
+        self.telemetry
+            .counters()
+            .retransmissions
+            .fetch_add(1, Relaxed);
         tracing::info!(session = %cur.id, applied_ms = again.applied_ms, "N7 Update repeated by the SMF; answered again, not applied twice");
         let same = (cur.updated_ms == again.applied_ms)
             .then(|| serde_json::from_slice(again.answer_json).ok())
@@ -361,7 +373,7 @@ impl N7 {
         cur: Arc<GxSession>,
         del: &SmPolicyDeleteData,
     ) -> Result<Op<()>, DiameterError> {
-        let node = &self.node;
+        let txn = &self.txn;
         let now = now_ms();
         let mut s = (*cur).clone();
         if let Some(ctx) = s.n7.as_deref_mut() {
@@ -377,7 +389,7 @@ impl N7 {
         }
         // The binding goes before the record says closed (see
         // `n7::bsf_binding`).
-        if node.unbind_at_bsf(&cur).await {
+        if self.signalling.unbind_at_bsf(&cur).await {
             s.bsf_binding = None;
         }
         let reports = usage_reports(&del.accu_usage_reports);
@@ -387,7 +399,7 @@ impl N7 {
             cause: "n7-delete",
             now,
         };
-        session_step::close(node, &self.rx, &self.sy, slot, &cur, s, closing).await?;
+        session_step::close(txn, &self.rx, &self.sy, slot, &cur, s, closing).await?;
         Ok(Ok(()))
     }
 }

@@ -4,7 +4,7 @@
 //! `notify(name, payload)` (each deduplicated per subscriber and period, the
 //! dedup state written in the same commit), profile changes and top-ups.
 
-use super::Node;
+use super::state::Node;
 use crate::notify::{names, Staged};
 use crate::policy::Notification;
 use crate::session::GxSession;
@@ -108,7 +108,14 @@ struct DecisionLine<'a, P: serde::Serialize> {
     payload: &'a P,
 }
 
-impl Node {
+/// The events capability: the notification events and the decision log
+/// entries a request stages, each written in the commit of its cause.
+#[derive(Clone)]
+pub struct Events {
+    pub(super) node: Arc<Node>,
+}
+
+impl Events {
     /// Stages an event when a sink takes `name` (the payload is built only
     /// then), dated `now` (Unix ms): the caller's clock, so that what
     /// decides a session reads none.
@@ -120,11 +127,12 @@ impl Node {
         now: i64,
         payload: impl FnOnce() -> Value,
     ) -> Option<Staged> {
-        if !self.persistence.outbox().wants(name) {
+        if !self.node.persistence.outbox.wants(name) {
             return None;
         }
-        self.persistence
-            .outbox()
+        self.node
+            .persistence
+            .outbox
             .stage(name, subscriber, key, payload(), now)
     }
 
@@ -151,12 +159,13 @@ impl Node {
         reused: bool,
         rules: Option<(&[String], &[String])>,
     ) -> Option<Staged> {
-        if !self.policy.decision_log().is_on() {
+        if !self.node.policy.decision_log().is_on() {
             return None;
         }
         let record = s.last_decision.as_deref()?;
-        let to_sinks = self.persistence.outbox().wants(names::DECISION);
+        let to_sinks = self.node.persistence.outbox.wants(names::DECISION);
         if !self
+            .node
             .policy
             .decision_log()
             .takes(&s.subscriber, plan, to_sinks)
@@ -176,7 +185,7 @@ impl Node {
             rules_removed: rules.map(|(_, removed)| removed),
         };
         let now = super::now_ms();
-        if let Some(file) = &self.policy.decision_log().file {
+        if let Some(file) = &self.node.policy.decision_log().file {
             // Written from the borrowed parts: the inputs (kept as JSON
             // text) go out as they are, with no tree of values built and
             // dropped for each line.
@@ -205,11 +214,16 @@ impl Node {
         plan: Option<&str>,
         mut dry: serde_json::Map<String, Value>,
     ) -> Option<Staged> {
-        if !self.policy.decision_log().is_on() {
+        if !self.node.policy.decision_log().is_on() {
             return None;
         }
-        let to_sinks = self.persistence.outbox().wants(names::DECISION);
-        if !self.policy.decision_log().takes(subscriber, plan, to_sinks) {
+        let to_sinks = self.node.persistence.outbox.wants(names::DECISION);
+        if !self
+            .node
+            .policy
+            .decision_log()
+            .takes(subscriber, plan, to_sinks)
+        {
             return None;
         }
         dry.insert("interface".into(), json!("api"));
@@ -230,7 +244,7 @@ impl Node {
         to_sinks: bool,
     ) -> Option<Staged> {
         let now = super::now_ms();
-        if let Some(file) = &self.policy.decision_log().file {
+        if let Some(file) = &self.node.policy.decision_log().file {
             let line = DecisionLine {
                 time: crate::notify::event::iso_ms(now),
                 name: names::DECISION,
@@ -253,14 +267,14 @@ impl Node {
         payload: Value,
         now: i64,
     ) -> Option<Staged> {
-        self.persistence.outbox().stage(
+        self.node.persistence.outbox.stage(
             names::DECISION,
             Some(subscriber),
             format!(
                 "{}:{}:{}",
                 names::DECISION,
                 about,
-                self.persistence.outbox().next_id_hint()
+                self.node.persistence.outbox.next_id_hint()
             ),
             payload,
             now,
@@ -306,10 +320,17 @@ impl Node {
         at: i64,
     ) {
         // Nothing to do (and nothing allocated) without a sink for it.
-        if !self.persistence.outbox().wants(names::QUOTA_THRESHOLD) {
+        if !self.node.persistence.outbox.wants(names::QUOTA_THRESHOLD) {
             return;
         }
-        let thresholds = self.live.load().cfg.notifications.quota_thresholds.clone();
+        let thresholds = self
+            .node
+            .live
+            .load()
+            .cfg
+            .notifications
+            .quota_thresholds
+            .clone();
         let names: Vec<Arc<str>> = step.cfg.accumulators().keys().cloned().collect();
         for acc in names {
             let Some(allowance) = step.next.allowance(&step.cfg, &acc, profile) else {
@@ -427,7 +448,10 @@ impl Node {
         let Some(staged) = self.stage_event(
             name,
             None,
-            format!("{name}:{host}:{}", self.persistence.outbox().next_id_hint()),
+            format!(
+                "{name}:{host}:{}",
+                self.node.persistence.outbox.next_id_hint()
+            ),
             super::now_ms(),
             || match &reason {
                 Some(r) => json!({ "peer": host, "reason": r }),
@@ -439,7 +463,7 @@ impl Node {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let store = self.store().clone();
+        let store = self.node.persistence.writer().clone();
         rt.spawn(async move {
             let Some(change) = staged.change() else {
                 return;
@@ -467,7 +491,7 @@ impl Node {
                 "{}:{}:{}",
                 names::USAGE_TOPUP,
                 usage.subscriber,
-                self.persistence.outbox().next_id_hint()
+                self.node.persistence.outbox.next_id_hint()
             ),
             super::now_ms(),
             || {
@@ -501,7 +525,7 @@ impl Node {
             format!(
                 "{}:{imsi}:{}",
                 names::SUBSCRIBER_CHANGED,
-                self.persistence.outbox().next_id_hint()
+                self.node.persistence.outbox.next_id_hint()
             ),
             super::now_ms(),
             || {

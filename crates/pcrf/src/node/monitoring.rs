@@ -8,7 +8,7 @@
 //! A retransmission is answered from the stored answer and never counted
 //! again, before or after a restart.
 
-use super::{Node, COMMIT_WAIT};
+use super::{UsageLedger, COMMIT_WAIT};
 use crate::limits::{LOGGED_ITEMS_PER_REQUEST, MAX_UNKNOWN_KEY_REPORTS_PER_REQUEST};
 use crate::pcc::{self, UsageGrant, UsageInstructions, UsageReport};
 use crate::policy::decision::Decision;
@@ -28,7 +28,7 @@ use std::sync::Arc;
 /// Event-Trigger USAGE_REPORT (TS 29.212 §5.3.7): sent with any grant.
 pub const USAGE_REPORT: u32 = 33;
 
-impl Node {
+impl UsageLedger {
     /// Starts the usage side of a request for `subscriber`: takes the lock
     /// (bounded: a request never waits forever for another) and rolls the
     /// accumulators whose period ended. `None` when monitoring is off.
@@ -38,11 +38,11 @@ impl Node {
         profile: Option<&Subscriber>,
         now: i64,
     ) -> Result<Option<UsageStep>, DiameterError> {
-        let cfg = self.usage.config_full();
+        let cfg = self.node.usage.config_full();
         if cfg.is_empty() {
             return Ok(None);
         }
-        let slot = self.usage.slot(subscriber);
+        let slot = self.node.usage.slot(subscriber);
         let guard = tokio::time::timeout(COMMIT_WAIT, slot.lock())
             .await
             .map_err(|_| {
@@ -83,7 +83,11 @@ impl Node {
         if slot.loaded() {
             return Ok(());
         }
-        let read = tokio::time::timeout(COMMIT_WAIT, self.store().read_usage(subscriber)).await;
+        let read = tokio::time::timeout(
+            COMMIT_WAIT,
+            self.node.persistence.writer().read_usage(subscriber),
+        )
+        .await;
         match read {
             Ok(Ok(stored)) => {
                 slot.load_stored(stored);
@@ -148,10 +152,11 @@ impl Node {
             now,
             step.billing_day,
         );
-        self.usage.counters.reports.fetch_add(1, Relaxed);
-        self.usage.counters.octets.fetch_add(octets, Relaxed);
+        self.node.usage.counters.reports.fetch_add(1, Relaxed);
+        self.node.usage.counters.octets.fetch_add(octets, Relaxed);
         if !counted.known_key {
-            self.usage
+            self.node
+                .usage
                 .counters
                 .unknown_key_reports
                 .fetch_add(1, Relaxed);
@@ -168,7 +173,8 @@ impl Node {
             if step.unknown.len() < MAX_UNKNOWN_KEY_REPORTS_PER_REQUEST {
                 step.unknown.push(key.clone());
             } else {
-                self.usage
+                self.node
+                    .usage
                     .counters
                     .unknown_key_reports_over_cap
                     .fetch_add(1, Relaxed);
@@ -204,11 +210,11 @@ impl Node {
         profile: Option<&Subscriber>,
         now: i64,
     ) -> UsageInput {
-        let cfg = self.usage.config();
+        let cfg = self.node.usage.config();
         if cfg.is_empty() {
             return UsageInput::default();
         }
-        let mut u = (*self.usage.load(subscriber)).clone();
+        let mut u = (*self.node.usage.load(subscriber)).clone();
         u.roll(&cfg, billing_day(profile), now);
         policy_view(&cfg, &u, profile)
     }
@@ -218,11 +224,12 @@ impl Node {
     /// USAGE_REPORT trigger while any is monitored. Depends on the decision
     /// and the usage file only.
     pub(crate) fn check_monitoring(&self, session: &str, decision: &mut Decision) {
-        let cfg = self.usage.config();
+        let cfg = self.node.usage.config();
         let mut i = 0;
         while let Some(k) = decision.monitoring.get(i) {
             let keep = if cfg.key(k).is_none() {
-                self.usage
+                self.node
+                    .usage
                     .counters
                     .unknown_keys_decided
                     .fetch_add(1, Relaxed);
@@ -255,7 +262,7 @@ impl Node {
         reported: &BTreeSet<String>,
         now: i64,
     ) -> UsageInstructions {
-        let cfg = self.usage.config();
+        let cfg = self.node.usage.config();
         let mut out = UsageInstructions::default();
         for k in wanted {
             let fresh = !s.monitoring.keys.contains_key(k.as_str());
@@ -284,7 +291,7 @@ impl Node {
                     crate::usage::lean_map::insert_lean(&mut s.monitoring.keys, key, grant);
                 }
             }
-            self.usage.counters.grants.fetch_add(1, Relaxed);
+            self.node.usage.counters.grants.fetch_add(1, Relaxed);
             out.grants.push(UsageGrant {
                 key: k.clone(),
                 level,
@@ -320,7 +327,7 @@ impl Node {
     /// (what a usage-file reload must not orphan).
     pub fn granted_keys(&self) -> std::collections::BTreeMap<String, usize> {
         let mut out = std::collections::BTreeMap::new();
-        for s in self.sessions.list(
+        for s in self.node.sessions.list(
             None,
             |s| s.state == crate::session::SessionState::Open,
             usize::MAX,

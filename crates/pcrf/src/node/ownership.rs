@@ -18,7 +18,7 @@
 //! replayed or moved.
 
 use crate::config::PeerConfig;
-use crate::node::Node;
+use crate::node::Sessions;
 use std::sync::atomic::Ordering::Relaxed;
 
 /// Who sends a request on a session, as seen from the session.
@@ -58,15 +58,16 @@ pub(crate) fn requester(peers: &[PeerConfig], holder: &str, origin: &str) -> Req
     }
 }
 
-impl Node {
+impl Sessions {
     /// Who `origin` is to `session`, held by `holder`, by the failover
     /// groups in force. A stranger is counted
     /// (`pcrf_foreign_session_requests_total`) and logged at debug level
     /// only: a peer that keeps trying must not flood the log.
     pub(crate) fn requester(&self, session: &str, holder: &str, origin: &str) -> Requester {
-        let who = requester(&self.live.load().cfg.peers, holder, origin);
+        let who = requester(&self.node.live.load().cfg.peers, holder, origin);
         if who == Requester::Stranger {
-            self.telemetry
+            self.node
+                .telemetry
                 .counters
                 .foreign_session_requests
                 .fetch_add(1, Relaxed);

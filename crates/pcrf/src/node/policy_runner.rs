@@ -81,4 +81,16 @@ impl PolicyRunner {
         }
         before
     }
+
+    /// The versions this node serves of the policy and the usage file
+    /// (its heartbeat, `GET /v1/cluster`).
+    pub(crate) fn serving(&self) -> crate::cluster::membership::Serving {
+        let (policy, usage) = (self.policy_versions(), self.usage_versions());
+        crate::cluster::membership::Serving {
+            policy_version: policy.serving(),
+            policy_refused: policy.refused(),
+            usage_version: usage.serving(),
+            usage_refused: usage.refused(),
+        }
+    }
 }

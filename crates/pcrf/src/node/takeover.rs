@@ -8,7 +8,7 @@
 //! fails only that request with a conflict, the node drops its copies, and
 //! the request is handled again on fresh ones (docs/cluster.md).
 
-use super::{Node, COMMIT_WAIT};
+use super::{Sessions, COMMIT_WAIT};
 use crate::session::{SessionSlot, SessionState};
 use crate::store::{Conflicted, StoreError};
 use diameter::codec::DiameterError;
@@ -21,7 +21,7 @@ use std::sync::Arc;
 /// there after the retries).
 pub(crate) const CONFLICT: &str = "state written meanwhile by another node";
 
-impl Node {
+impl Sessions {
     /// The session's slot: the one in memory, or, on a store shared with
     /// other nodes, the open session read from the store and held here
     /// from now on. `Ok(None)`: no such open session. A store that cannot
@@ -31,19 +31,23 @@ impl Node {
         &self,
         id: &str,
     ) -> Result<Option<Arc<SessionSlot>>, DiameterError> {
-        if let Some(slot) = self.sessions.get(id) {
+        if let Some(slot) = self.node.sessions.get(id) {
             return Ok(Some(slot));
         }
-        if !self.store().is_shared() {
+        if !self.node.persistence.writer().is_shared() {
             return Ok(None);
         }
-        let stored = read_in_time(id, self.store().read_session(id)).await?;
+        let stored = read_in_time(id, self.node.persistence.writer().read_session(id)).await?;
         let Some(s) = stored.filter(|s| s.state == SessionState::Open) else {
             return Ok(None);
         };
-        match self.sessions.insert(Arc::new(s)) {
+        match self.node.sessions.insert(Arc::new(s)) {
             Ok(slot) => {
-                self.telemetry.counters.taken_over.fetch_add(1, Relaxed);
+                self.node
+                    .telemetry
+                    .counters
+                    .taken_over
+                    .fetch_add(1, Relaxed);
                 tracing::info!(session = id, "session taken over from the store");
                 Ok(Some(slot))
             }
@@ -60,16 +64,18 @@ impl Node {
     /// read keeps the copy (a stale one would conflict at its next write).
     /// For pushes outside a CCR, not the hot path: one read per session.
     pub(crate) async fn moved_away(&self, id: &str) -> bool {
-        if !self.store().is_shared() {
+        if !self.node.persistence.writer().is_shared() {
             return false;
         }
-        let Some(slot) = self.sessions.get(id) else {
+        let Some(slot) = self.node.sessions.get(id) else {
             return false;
         };
         // No write of this node's own in flight while it compares.
         let _g = slot.lock().await;
         let held = slot.load().version.get();
-        let read = tokio::time::timeout(COMMIT_WAIT, self.store().read_session(id)).await;
+        let read =
+            tokio::time::timeout(COMMIT_WAIT, self.node.persistence.writer().read_session(id))
+                .await;
         let moved = match read {
             Ok(Ok(Some(stored))) => stored.version.get() != held,
             // Deleted by another node.
@@ -77,7 +83,7 @@ impl Node {
             Ok(Err(_)) | Err(_) => false,
         };
         if moved {
-            self.sessions.remove(id);
+            self.node.sessions.remove(id);
             tracing::info!(session = id, "session moved to another node; copy dropped");
         }
         moved
@@ -90,10 +96,10 @@ impl Node {
     /// open sessions of the subscriber the store listed (0 on the embedded
     /// store).
     pub(crate) async fn take_over_subscriber(&self, key: &str) -> Result<usize, DiameterError> {
-        if !self.store().is_shared() {
+        if !self.node.persistence.writer().is_shared() {
             return Ok(0);
         }
-        let ids = read_in_time(key, self.store().sessions_of(key)).await?;
+        let ids = read_in_time(key, self.node.persistence.writer().sessions_of(key)).await?;
         for id in &ids {
             if !self.refresh(id).await {
                 self.find_or_take_over(id).await?;
@@ -109,7 +115,7 @@ impl Node {
     /// A store that cannot be read keeps the copy (a stale one conflicts at
     /// its next write).
     async fn refresh(&self, id: &str) -> bool {
-        let Some(slot) = self.sessions.get(id) else {
+        let Some(slot) = self.node.sessions.get(id) else {
             return false;
         };
         let _g = slot.lock().await;
@@ -117,6 +123,7 @@ impl Node {
         // while this one waited for its lock: it is then no longer the
         // copy held here, and the caller reads the session afresh.
         if !self
+            .node
             .sessions
             .get(id)
             .is_some_and(|now| Arc::ptr_eq(&now, &slot))
@@ -124,16 +131,22 @@ impl Node {
             return false;
         }
         let held = slot.load().version.get();
-        match tokio::time::timeout(COMMIT_WAIT, self.store().read_session(id)).await {
+        match tokio::time::timeout(COMMIT_WAIT, self.node.persistence.writer().read_session(id))
+            .await
+        {
             Ok(Ok(Some(stored))) if stored.version.get() == held => true,
             Ok(Ok(Some(stored))) if stored.state == SessionState::Open => {
                 slot.publish(Arc::new(stored));
-                self.telemetry.counters.taken_over.fetch_add(1, Relaxed);
+                self.node
+                    .telemetry
+                    .counters
+                    .taken_over
+                    .fetch_add(1, Relaxed);
                 tracing::info!(session = id, "session read afresh from the store");
                 true
             }
             Ok(Ok(_)) => {
-                self.sessions.remove(id);
+                self.node.sessions.remove(id);
                 false
             }
             Ok(Err(_)) | Err(_) => true,
@@ -147,9 +160,9 @@ impl Node {
             for r in rows {
                 match r {
                     Conflicted::Session(id) => {
-                        self.sessions.remove(id);
+                        self.node.sessions.remove(id);
                     }
-                    Conflicted::Usage(subscriber) => self.usage.remove(subscriber),
+                    Conflicted::Usage(subscriber) => self.node.usage.remove(subscriber),
                 }
             }
         }

@@ -7,13 +7,13 @@
 //! path of a session that stays on its node.
 
 use super::takeover::read_in_time;
-use super::Node;
+use super::Sessions;
 use crate::session::SessionSlot;
 use crate::store::OpenSessionsBy;
 use diameter::codec::DiameterError;
 use std::sync::Arc;
 
-impl Node {
+impl Sessions {
     /// On a store shared with other nodes: the slots of the open sessions
     /// `by` finds in the store, each held here from now on (taken over, or
     /// read afresh when another node wrote the copy held here since). None
@@ -23,10 +23,14 @@ impl Node {
         &self,
         by: OpenSessionsBy,
     ) -> Result<Vec<Arc<SessionSlot>>, DiameterError> {
-        if !self.store().is_shared() {
+        if !self.node.persistence.writer().is_shared() {
             return Ok(Vec::new());
         }
-        let ids = read_in_time(&by, self.store().open_session_ids(by.clone())).await?;
+        let ids = read_in_time(
+            &by,
+            self.node.persistence.writer().open_session_ids(by.clone()),
+        )
+        .await?;
         let mut slots = Vec::with_capacity(ids.len());
         for id in ids {
             // A copy held here that does not hold what the store says it

@@ -8,7 +8,10 @@
 
 use crate::admission::Class;
 use crate::metrics::{Command, Exposition, NO_ANSWER};
-use crate::node::{now_ms, Answered, BoxFuture, Node};
+use crate::node::{
+    now_ms, Answered, BoxFuture, Capabilities, Policy, Sessions, Settings, Signalling, Subscribers,
+    Telemetry,
+};
 use crate::pcc::charging_id::ChargingId;
 use crate::pcc::operation::ControlError;
 use crate::pcc::UsageInstructions;
@@ -23,7 +26,7 @@ use crate::session::{GxSession, RuleDiff, SessionSlot, SessionState};
 use crate::session_message::Outcome;
 use crate::store::OpenSessionsBy;
 use crate::sy::service::Sy;
-use crate::txn;
+use crate::txn::{self, Runner};
 use bytes::{Bytes, BytesMut};
 use diameter::codec::{DiameterError, Message};
 use diameter::dict::{cmd, enums};
@@ -93,7 +96,13 @@ enum Binding {
 /// The Rx service: binds each AF session to its Gx session, installs its
 /// media rules there and tells the AF when the bearer changes or ends.
 pub struct Rx {
-    pub(crate) node: Arc<Node>,
+    pub(crate) sessions: Sessions,
+    pub(crate) subscribers: Subscribers,
+    pub(crate) policy: Policy,
+    pub(crate) signalling: Signalling,
+    pub(crate) telemetry: Telemetry,
+    pub(crate) settings: Settings,
+    pub(crate) txn: Runner,
     pub(crate) state: RxState,
     pub(crate) sy: Arc<Sy>,
     /// This service, for the background exchanges it starts.
@@ -116,9 +125,15 @@ pub trait AfSignalling: Send + Sync {
 }
 
 impl Rx {
-    pub fn new(node: Arc<Node>, sy: Arc<Sy>) -> Arc<Rx> {
+    pub fn new(caps: &Capabilities, sy: Arc<Sy>) -> Arc<Rx> {
         Arc::new_cyclic(|me| Rx {
-            node,
+            sessions: caps.sessions.clone(),
+            subscribers: caps.subscribers.clone(),
+            policy: caps.policy.clone(),
+            signalling: caps.signalling.clone(),
+            telemetry: caps.telemetry.clone(),
+            settings: caps.settings.clone(),
+            txn: Runner::new(caps),
             state: RxState::default(),
             sy,
             me_ref: me.clone(),
@@ -166,7 +181,7 @@ impl Rx {
             subject: req.session_id().ok().flatten().unwrap_or_default(),
             started,
         };
-        txn::serve(&self.node, envelope, move |_| async move {
+        txn::serve(&self.txn, envelope, move |_| async move {
             match command {
                 Command::Aar => self.aar(req).await,
                 _ => self.rx_str(req).await,
@@ -187,7 +202,7 @@ impl Rx {
             ip_can_type: s.and_then(|s| s.ip_can_type),
             rat_type: s.and_then(|s| s.rat_type),
         };
-        rx::encode_aaa(&mut buf, req, self.node.me(), outcome, &extras, why);
+        rx::encode_aaa(&mut buf, req, self.signalling.me(), outcome, &extras, why);
         Answered {
             decided_by: None,
             bytes: buf.freeze(),
@@ -202,17 +217,17 @@ impl Rx {
     fn bind_aar(&self, a: &Aar<'_>) -> Binding {
         let mut slots = Vec::new();
         if let Some(v4) = a.ue_ipv4 {
-            slots = self.node.sessions().bound_to(IpAddr::V4(v4));
+            slots = self.sessions.table().bound_to(IpAddr::V4(v4));
         }
         if slots.is_empty() {
             if let Some(p) = a.ue_ipv6_prefix {
                 slots = self
-                    .node
-                    .sessions()
+                    .sessions
+                    .table()
                     .bindings()
                     .find_prefix(p)
                     .iter()
-                    .filter_map(|id| self.node.sessions().get(id))
+                    .filter_map(|id| self.sessions.table().get(id))
                     .collect();
             }
         }
@@ -238,8 +253,8 @@ impl Rx {
             return true;
         }
         let profile = self
-            .node
-            .find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
+            .subscribers
+            .find(s.imsi.as_deref(), s.msisdn.as_deref());
         let profile = profile.as_deref();
         a.imsi
             .is_none_or(|i| s.imsi.as_deref() == Some(i) || profile.is_some_and(|p| p.imsi == i))
@@ -256,7 +271,7 @@ impl Rx {
     async fn take_over_at(&self, a: &Aar<'_>) -> Result<bool, DiameterError> {
         if let Some(v4) = a.ue_ipv4 {
             let by = OpenSessionsBy::Ipv4(v4.to_string());
-            if !self.node.take_over_by(by).await?.is_empty() {
+            if !self.sessions.take_over_by(by).await?.is_empty() {
                 return Ok(true);
             }
         }
@@ -268,7 +283,7 @@ impl Rx {
             return Ok(false);
         }
         let by = OpenSessionsBy::Ipv6Prefixes(keys);
-        Ok(!self.node.take_over_by(by).await?.is_empty())
+        Ok(!self.sessions.take_over_by(by).await?.is_empty())
     }
 
     /// Binds an AAR to the Gx session at its UE address; on a store
@@ -291,12 +306,12 @@ impl Rx {
         &self,
         rx_session: &str,
     ) -> Result<Option<Arc<SessionSlot>>, DiameterError> {
-        if let Some(slot) = self.node.sessions().bound_af(rx_session) {
+        if let Some(slot) = self.sessions.table().bound_af(rx_session) {
             return Ok(Some(slot));
         }
         let by = OpenSessionsBy::SubSession(rx_session.to_owned());
-        self.node.take_over_by(by).await?;
-        Ok(self.node.sessions().bound_af(rx_session))
+        self.sessions.take_over_by(by).await?;
+        Ok(self.sessions.table().bound_af(rx_session))
     }
 
     async fn aar(&self, req: &Message) -> Result<Answered, DiameterError> {
@@ -326,7 +341,7 @@ impl Rx {
         // an id that cannot be bound yet).
         let existing = match a.request_type {
             Some(RxRequestType::Update) => self.bound_af_or_take_over(a.session_id).await?,
-            _ => self.node.sessions().bound_af(a.session_id),
+            _ => self.sessions.table().bound_af(a.session_id),
         };
         let slot = match existing {
             Some(slot) => slot,
@@ -359,8 +374,7 @@ impl Rx {
         txn::holding(&slot, async |cur| -> Result<AfOutcome, DiameterError> {
             let old = cur.af.iter().find(|x| x.id == a.session_id);
             if old.is_some_and(|o| {
-                !self
-                    .node
+                !self.sessions
                     .requester(&o.id, &o.af_host, a.origin_host)
                     .is_served()
             }) {
@@ -429,11 +443,10 @@ impl Rx {
             af.af_host = a.origin_host.to_owned();
             af.af_realm = a.origin_realm.to_owned();
 
-            let sub = self
-                .node
-                .find_subscriber(cur.imsi.as_deref(), cur.msisdn.as_deref());
+            let sub = self.subscribers
+                .find(cur.imsi.as_deref(), cur.msisdn.as_deref());
             let gx_input =
-                self.node
+                self.policy
                     .policy_input(&cur, sub.as_deref(), self.sy.spending_of(&cur), now_ms());
             let input = MediaInput {
                 af: AfInput {
@@ -451,9 +464,8 @@ impl Rx {
                     None => gx_input.subscriber,
                 },
             };
-            let decided = self
-                .node
-                .policy()
+            let decided = self.policy
+                .engine()
                 .authorize_media(&input)
                 .map_err(|e| e.to_string())
                 .and_then(|d| check_rule_names(&cur, &af.id, d));
@@ -485,7 +497,7 @@ impl Rx {
             add_af_triggers(others.chain(std::iter::once(&af)), &mut installed);
             let diff = RuleDiff::between(&cur.installed, &installed);
             let mut next = (*cur).clone();
-            if !diff.is_empty() && !self.node.live().cfg.rx.answer_after_raa {
+            if !diff.is_empty() && !self.settings.live().cfg.rx.answer_after_raa {
                 // Answer first: store the rules as installed, answer, and push
                 // in the background; a refusal is undone and notified.
                 drop(diff);
@@ -496,7 +508,7 @@ impl Rx {
                 next.af.push(af.clone());
                 next.updated_ms = now;
                 let next = Arc::new(next);
-                txn::commit_record(&self.node, &slot, next.clone()).await?;
+                txn::commit_record(&self.txn, &slot, next.clone()).await?;
                 if let Some(this) = self.me_ref.upgrade() {
                     let (gx_id, before) = (cur.id.clone(), (*cur.installed).clone());
                     tokio::spawn(async move {
@@ -545,7 +557,7 @@ impl Rx {
                 // A rule accepted in the RAA but reported failed with it.
                 let failed =
                     self.af_notes_from_pcef(&cur, &mut next, &raa.rule_reports, &raa.charging_ids);
-                self.node.apply_rule_reports(&mut next, &raa.rule_reports);
+                self.sessions.apply_rule_reports(&mut next, &raa.rule_reports);
                 self.spawn_af_notices(failed);
             } else {
                 drop(diff);
@@ -555,7 +567,7 @@ impl Rx {
             }
             next.updated_ms = now;
             let next = Arc::new(next);
-            txn::commit_record(&self.node, &slot, next.clone()).await?;
+            txn::commit_record(&self.txn, &slot, next.clone()).await?;
             Ok(AfOutcome::Installed(next))
         })
         .await
@@ -565,7 +577,7 @@ impl Rx {
         let s = req.validate().and_then(|_| rx::decode_str(req))?;
         let code = self.end_af(s.session_id, Some(s.origin_host)).await?;
         let mut buf = BytesMut::with_capacity(128);
-        rx::encode_sta(&mut buf, req, self.node.me(), code);
+        rx::encode_sta(&mut buf, req, self.signalling.me(), code);
         Ok(Answered {
             decided_by: None,
             bytes: buf.freeze(),
@@ -585,9 +597,9 @@ impl Rx {
         origin_host: Option<&str>,
     ) -> Result<u32, DiameterError> {
         let served = |holder: &str| {
-            origin_host.is_none_or(|o| self.node.requester(af_id, holder, o).is_served())
+            origin_host.is_none_or(|o| self.sessions.requester(af_id, holder, o).is_served())
         };
-        let slot = match self.node.sessions().bound_af(af_id) {
+        let slot = match self.sessions.table().bound_af(af_id) {
             Some(slot) => slot,
             // The Gx session ended first (ASR sent): the AF's STR closes it.
             None if self.state.take_aborted(af_id, |af_host| served(af_host)) => {
@@ -628,7 +640,7 @@ impl Rx {
             }
             next.updated_ms = now_ms();
             let next = Arc::new(next);
-            txn::commit_record(&self.node, &slot, next).await?;
+            txn::commit_record(&self.txn, &slot, next).await?;
             Ok(result_code::DIAMETER_SUCCESS)
         })
         .await
@@ -643,7 +655,7 @@ impl Rx {
         diff: &RuleDiff<'_>,
         installed: &Decision,
     ) -> Result<crate::pcc::reauth_answer::Raa, ControlError> {
-        self.node
+        self.signalling
             .send_push(
                 s,
                 Some(diff),
@@ -666,7 +678,7 @@ impl Rx {
         old_rules: Vec<crate::policy::decision::RuleDefinition>,
         new_rules: Vec<crate::policy::decision::RuleDefinition>,
     ) {
-        let Some(slot) = self.node.sessions().get(gx_id) else {
+        let Some(slot) = self.sessions.table().get(gx_id) else {
             return;
         };
         txn::holding(&slot, async |cur| {
@@ -698,7 +710,7 @@ impl Rx {
                 if let Some(raa) = raa {
                     notes =
                         self.af_notes_from_pcef(&cur, &mut next, &raa.rule_reports, &raa.charging_ids);
-                    self.node.apply_rule_reports(&mut next, &raa.rule_reports);
+                    self.sessions.apply_rule_reports(&mut next, &raa.rule_reports);
                 }
             } else {
                 tracing::warn!(session = %af.id, code = ?code, "PCEF refused the Rx rules after the AAA; undone");
@@ -716,7 +728,7 @@ impl Rx {
             if !next.durably_equal(&cur) {
                 next.updated_ms = now_ms();
                 let next = Arc::new(next);
-                if txn::commit_record(&self.node, &slot, next).await.is_err() {
+                if txn::commit_record(&self.txn, &slot, next).await.is_err() {
                     return;
                 }
             }
@@ -839,13 +851,13 @@ impl Rx {
                 Err(e) => Err(e),
             };
             self.state.af_notifications.fetch_add(1, Relaxed);
-            self.node
+            self.telemetry
                 .metrics()
                 .request(Command::N5Notify, http_code(&res), started.elapsed());
             tracing::info!(af = %uri, session = %af.id, action, answer = ?res, "AF notified (N5)");
             return;
         }
-        let Some(peer) = self.node.signalling().route_to(&af.af_host) else {
+        let Some(peer) = self.signalling.route_to(&af.af_host) else {
             tracing::warn!(af = %af.af_host, session = %af.id, "AF not connected; notification dropped");
             return;
         };
@@ -862,7 +874,7 @@ impl Rx {
                 rx::encode_af_rar(
                     b,
                     &af.id,
-                    self.node.me(),
+                    self.signalling.me(),
                     &af.af_host,
                     &af.af_realm,
                     &notice,
@@ -874,7 +886,7 @@ impl Rx {
             Err(_) => NO_ANSWER,
         };
         self.state.af_notifications.fetch_add(1, Relaxed);
-        self.node
+        self.telemetry
             .metrics()
             .request(Command::Rar, code, started.elapsed());
         tracing::info!(af = %af.af_host, session = %af.id, action, code, "AF notified");
@@ -907,13 +919,13 @@ impl Rx {
                 Ok(n5) => n5.terminate(af).await,
                 Err(e) => Err(e),
             };
-            self.node
+            self.telemetry
                 .metrics()
                 .request(Command::N5Notify, http_code(&res), started.elapsed());
             tracing::info!(af = %uri, session = %af.id, answer = ?res, "AF session terminated (N5)");
             return;
         }
-        let Some(peer) = self.node.signalling().route_to(&af.af_host) else {
+        let Some(peer) = self.signalling.route_to(&af.af_host) else {
             tracing::warn!(af = %af.af_host, session = %af.id, "AF not connected; ASR not sent");
             return;
         };
@@ -923,7 +935,7 @@ impl Rx {
                 rx::encode_asr(
                     b,
                     &af.id,
-                    self.node.me(),
+                    self.signalling.me(),
                     &af.af_host,
                     &af.af_realm,
                     enums::ABORT_CAUSE::BEARER_RELEASED,
@@ -934,7 +946,7 @@ impl Rx {
             Ok(m) => rx::decode_answer_code(m).unwrap_or(0),
             Err(_) => NO_ANSWER,
         };
-        self.node
+        self.telemetry
             .metrics()
             .request(Command::Asr, code, started.elapsed());
         tracing::info!(af = %af.af_host, session = %af.id, code, "AF session aborted");
@@ -960,7 +972,7 @@ impl Rx {
         out.gauge(
             "pcrf_rx_sessions",
             "Rx (AF) sessions bound to open Gx sessions",
-            self.node.sessions().af_index().len() as u64,
+            self.sessions.table().af_index().len() as u64,
         );
     }
 }

@@ -14,7 +14,10 @@ use crate::admission::Class;
 use crate::metrics::Command;
 use crate::node::events::StagedEvents;
 use crate::node::ownership::Requester;
-use crate::node::{now_ms, replay, Answered, Node};
+use crate::node::{
+    now_ms, replay, Answered, Capabilities, Sessions, Settings, Signalling, Subscribers, Telemetry,
+    UsageLedger,
+};
 use crate::pcc::{RequestType, UsageGrant, UsageInstructions, UsageReport};
 use crate::policy::decision::AdcRule;
 use crate::policy::decision::Decision;
@@ -27,8 +30,8 @@ use crate::session_message::Outcome;
 use crate::store::OpenSessionsBy;
 use crate::subscriber::Subscriber;
 use crate::sy::service::Sy;
-use crate::txn;
 use crate::txn::session_core;
+use crate::txn::{self, Runner};
 use crate::usage::config::Interface;
 use crate::usage::grant::grant_for;
 use bytes::{Bytes, BytesMut};
@@ -52,7 +55,13 @@ const RELEASE_UNSPECIFIED: i32 = 0;
 /// The Sd service: binds each TDF session to its Gx session and keeps the
 /// TDF's ADC rules in step with the Gx decision.
 pub struct Sd {
-    pub(crate) node: Arc<Node>,
+    pub(crate) sessions: Sessions,
+    pub(crate) subscribers: Subscribers,
+    pub(crate) usage: UsageLedger,
+    pub(crate) signalling: Signalling,
+    pub(crate) telemetry: Telemetry,
+    pub(crate) settings: Settings,
+    pub(crate) txn: Runner,
     pub(crate) state: SdState,
     pub(crate) sy: Arc<Sy>,
     /// This service, for the background exchanges it starts.
@@ -60,9 +69,15 @@ pub struct Sd {
 }
 
 impl Sd {
-    pub fn new(node: Arc<Node>, state: SdState, sy: Arc<Sy>) -> Arc<Sd> {
+    pub fn new(caps: &Capabilities, state: SdState, sy: Arc<Sy>) -> Arc<Sd> {
         Arc::new_cyclic(|me| Sd {
-            node,
+            sessions: caps.sessions.clone(),
+            subscribers: caps.subscribers.clone(),
+            usage: caps.usage.clone(),
+            signalling: caps.signalling.clone(),
+            telemetry: caps.telemetry.clone(),
+            settings: caps.settings.clone(),
+            txn: Runner::new(caps),
             state,
             sy,
             me_ref: me.clone(),
@@ -80,7 +95,7 @@ impl Sd {
         let c = match req.validate().and_then(|_| sd::decode_ccr(&req)) {
             Ok(c) => c,
             Err(e) => {
-                txn::refused(&self.node, Command::SdCcr, started, &e);
+                txn::refused(&self.txn, Command::SdCcr, started, &e);
                 return Err(e);
             }
         };
@@ -96,7 +111,7 @@ impl Sd {
             subject: c.session_id,
             started,
         };
-        txn::serve(&self.node, envelope, move |_| async move {
+        txn::serve(&self.txn, envelope, move |_| async move {
             match c.request_type {
                 Some(RequestType::Initial) => self.sd_initial(req, c).await,
                 Some(RequestType::Update) => self.sd_update(req, c).await,
@@ -113,7 +128,7 @@ impl Sd {
     /// in the store afresh.
     async fn tdf_holder(&self, sd_id: &str) -> Result<Option<Arc<SessionSlot>>, DiameterError> {
         match self.state.gx_of(sd_id) {
-            Some(gx) => self.node.find_or_take_over(&gx).await,
+            Some(gx) => self.sessions.find_or_take_over(&gx).await,
             None => Ok(None),
         }
     }
@@ -127,7 +142,7 @@ impl Sd {
         usage: &UsageInstructions,
     ) -> Answered {
         let mut buf = BytesMut::with_capacity(256);
-        sd::encode_cca(&mut buf, req, self.node.me(), c, outcome, adc, usage);
+        sd::encode_cca(&mut buf, req, self.signalling.me(), c, outcome, adc, usage);
         Answered {
             decided_by: None,
             bytes: buf.freeze(),
@@ -165,7 +180,7 @@ impl Sd {
     /// fail-over partner of it; the kept answer again when it repeats the
     /// last request and comes from the TDF that answer went to.
     fn answer_again(&self, t: &TdfSession, req: &Message, c: &TdfCcr<'_>) -> Option<Answered> {
-        let who = self.node.requester(&t.id, &t.host, c.origin_host);
+        let who = self.sessions.requester(&t.id, &t.host, c.origin_host);
         if !who.is_served() {
             return Some(self.sd_refused(req, c));
         }
@@ -173,7 +188,10 @@ impl Sd {
             return None;
         }
         let ans = t.last_answer.as_ref()?;
-        self.node.counters().retransmissions.fetch_add(1, Relaxed);
+        self.telemetry
+            .counters()
+            .retransmissions
+            .fetch_add(1, Relaxed);
         Some(replay(ans, req))
     }
 
@@ -220,14 +238,14 @@ impl Sd {
         only: Option<&BTreeSet<String>>,
         now: i64,
     ) -> UsageInstructions {
-        let cfg = self.node.usage().config();
+        let cfg = self.usage.table().config();
         let mut out = UsageInstructions::default();
         if cfg.is_empty() {
             return out;
         }
         let profile = self
-            .node
-            .find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
+            .subscribers
+            .find(s.imsi.as_deref(), s.msisdn.as_deref());
         let mut keys: Vec<&str> = rules
             .iter()
             .filter_map(|r| r.monitoring_key.as_deref())
@@ -238,7 +256,7 @@ impl Sd {
             if let Some((level, units)) =
                 grant_for(&cfg, usage, profile.as_deref(), Interface::Sd, k, now)
             {
-                self.node.usage().counters.grants.fetch_add(1, Relaxed);
+                self.usage.table().counters.grants.fetch_add(1, Relaxed);
                 out.grants.push(UsageGrant {
                     key: k.to_owned(),
                     level,
@@ -253,14 +271,14 @@ impl Sd {
     /// IPv6 prefix; among several, the one of the same subscriber.
     fn bind_tdf(&self, c: &TdfCcr<'_>) -> Option<Arc<SessionSlot>> {
         let mut slots = match (c.ue_ipv4, c.ue_ipv6_prefix) {
-            (Some(v4), _) => self.node.sessions().bound_to(IpAddr::V4(v4)),
+            (Some(v4), _) => self.sessions.table().bound_to(IpAddr::V4(v4)),
             (None, Some(p)) => self
-                .node
-                .sessions()
+                .sessions
+                .table()
                 .bindings()
                 .find_prefix(p)
                 .iter()
-                .filter_map(|id| self.node.sessions().get(id))
+                .filter_map(|id| self.sessions.table().get(id))
                 .collect(),
             (None, None) => Vec::new(),
         };
@@ -295,7 +313,7 @@ impl Sd {
             },
             (None, None) => return Ok(None),
         };
-        if self.node.take_over_by(by).await?.is_empty() {
+        if self.sessions.take_over_by(by).await?.is_empty() {
             return Ok(None);
         }
         Ok(self.bind_tdf(c))
@@ -313,12 +331,17 @@ impl Sd {
         let here = self
             .state
             .gx_of(sd_id)
-            .and_then(|g| self.node.sessions().get(&g));
+            .and_then(|g| self.sessions.table().get(&g));
         if let Some(slot) = here.filter(holds) {
             return Ok(Some(slot));
         }
         let by = OpenSessionsBy::SubSession(sd_id.to_owned());
-        let found = self.node.take_over_by(by).await?.into_iter().find(holds);
+        let found = self
+            .sessions
+            .take_over_by(by)
+            .await?
+            .into_iter()
+            .find(holds);
         if let Some(slot) = &found {
             let gx = slot.load().id.to_string();
             self.state.index.write().insert(sd_id.to_owned(), gx);
@@ -384,7 +407,7 @@ impl Sd {
                 c.origin_realm.to_owned(),
             );
             tdf.last_request_number = c.request_number;
-            let usage = self.node.usage().load(&s.subscriber);
+            let usage = self.usage.table().load(&s.subscriber);
             let grants = self.sd_grants(&s, &usage, &wanted, None, now);
             let answer = self.sd_cca(
                 req,
@@ -401,7 +424,7 @@ impl Sd {
             let replaced = s.tdf.replace(Box::new(tdf)).map(|old| old.id);
             s.updated_ms = now;
             let s = Arc::new(s);
-            txn::commit_record(&self.node, &slot, s.clone()).await?;
+            txn::commit_record(&self.txn, &slot, s.clone()).await?;
             {
                 let mut index = self.state.index.write();
                 if let Some(old) = replaced {
@@ -451,21 +474,20 @@ impl Sd {
             s.tdf = Some(tdf);
             s.updated_ms = now;
 
-            let sub = self
-                .node
-                .find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
+            let sub = self.subscribers
+                .find(s.imsi.as_deref(), s.msisdn.as_deref());
             let usage = self
                 .counted_sd_usage(&s, sub.as_deref(), &c.usage_reports, now)
                 .await?;
             // The applications are policy input: decide again.
             let view = match &usage {
                 Some(step) => step.view(sub.as_deref()),
-                None => self.node.usage_view(&s.subscriber, sub.as_deref(), now),
+                None => self.usage.usage_view(&s.subscriber, sub.as_deref(), now),
             };
             let spending = self.sy.spending_of(&s);
             let refine = |id: &str, d| self.check_adc(id, d);
             let red =
-                session_core::redecide(&self.node, &s, sub.as_deref(), spending, view, now, refine);
+                session_core::redecide(&self.txn, &s, sub.as_deref(), spending, view, now, refine);
             let installed = s.tdf.as_ref().map_or(Vec::new(), |t| t.installed.clone());
             // A refusal concerns the PCEF's session; the TDF keeps its rules.
             let wanted = if red.refused() {
@@ -484,12 +506,12 @@ impl Sd {
             let grants = match &usage {
                 Some(step) => self.sd_grants(&s, &step.next, &wanted, Some(&regrant), now),
                 None if !regrant.is_empty() => {
-                    let current = self.node.usage().load(&s.subscriber);
+                    let current = self.usage.table().load(&s.subscriber);
                     self.sd_grants(&s, &current, &wanted, Some(&regrant), now)
                 }
                 None => UsageInstructions::default(),
             };
-            // The PCEF's part follows after this answer: Node::push decides
+            // The PCEF's part follows after this answer: Signalling::push decides
             // again with the new applications and sends a Gx RAR if it changed.
             let apps_changed =
                 cur.tdf.as_ref().map(|t| &t.running) != s.tdf.as_ref().map(|t| &t.running);
@@ -507,7 +529,7 @@ impl Sd {
             s.installed.adc = wanted;
             let s = Arc::new(s);
             txn::commit_session(
-                &self.node,
+                &self.txn,
                 &slot,
                 s.clone(),
                 usage,
@@ -519,7 +541,7 @@ impl Sd {
                 if let Some(this) = self.me_ref.upgrade() {
                     let id = s.id.clone();
                     tokio::spawn(async move {
-                        if let Err(e) = this.node.push(&id, false).await {
+                        if let Err(e) = this.signalling.push(&id, false).await {
                             tracing::warn!(session = %id, error = %e, "push after an application report failed");
                         }
                     });
@@ -544,13 +566,13 @@ impl Sd {
         if reports.is_empty() {
             return Ok(None);
         }
-        let mut usage = self.node.begin_usage(&s.subscriber, profile, now).await?;
+        let mut usage = self.usage.begin_usage(&s.subscriber, profile, now).await?;
         if let Some(step) = usage.as_mut() {
             for r in reports {
-                let (key, _) = self.node.count_report(step, Interface::Sd, &s.id, r, now);
+                let (key, _) = self.usage.count_report(step, Interface::Sd, &s.id, r, now);
                 step.reported.insert(key);
             }
-            self.node.sum_up_unknown_keys(step, Interface::Sd, &s.id);
+            self.usage.sum_up_unknown_keys(step, Interface::Sd, &s.id);
         }
         Ok(usage)
     }
@@ -574,7 +596,7 @@ impl Sd {
         if self.state.gx_of(c.session_id).is_none() {
             let mut released = self.state.released.lock();
             let theirs = released.get(c.session_id).is_some_and(|(host, _)| {
-                self.node
+                self.sessions
                     .requester(c.session_id, host, c.origin_host)
                     .is_served()
             });
@@ -592,7 +614,7 @@ impl Sd {
                 return Ok(self.sd_unknown(req, c));
             };
             if !self
-                .node
+                .sessions
                 .requester(&tdf.id, &tdf.host, c.origin_host)
                 .is_served()
             {
@@ -603,8 +625,8 @@ impl Sd {
             let mut usage = None;
             if !c.usage_reports.is_empty() {
                 let sub = self
-                    .node
-                    .find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
+                    .subscribers
+                    .find(s.imsi.as_deref(), s.msisdn.as_deref());
                 usage = self
                     .counted_sd_usage(&s, sub.as_deref(), &c.usage_reports, now)
                     .await?;
@@ -613,7 +635,7 @@ impl Sd {
             s.updated_ms = now;
             let answer = ok(self);
             txn::commit_session(
-                &self.node,
+                &self.txn,
                 &slot,
                 Arc::new(s),
                 usage,
@@ -634,7 +656,7 @@ impl Sd {
             return;
         }
         let needed = match &s.tdf {
-            None => !s.installed.adc.is_empty() && self.node.live().cfg.sd.tdf.is_some(),
+            None => !s.installed.adc.is_empty() && self.settings.live().cfg.sd.tdf.is_some(),
             Some(t) => t.installed != s.installed.adc,
         };
         if !needed {
@@ -650,7 +672,7 @@ impl Sd {
     /// Brings the TDF in line with the Gx session's decision, under the
     /// session's lock: TSR when there is no TDF session, Sd RAR otherwise.
     async fn sd_reconcile(&self, gx_id: &str) {
-        let Some(slot) = self.node.sessions().get(gx_id) else {
+        let Some(slot) = self.sessions.table().get(gx_id) else {
             return;
         };
         txn::holding(&slot, async |cur| {
@@ -676,7 +698,7 @@ impl Sd {
                         return;
                     }
                     let changes = AdcChanges { install, remove };
-                    let usage = self.node.usage().load(&cur.subscriber);
+                    let usage = self.usage.table().load(&cur.subscriber);
                     let only: BTreeSet<String> = changes
                         .install
                         .iter()
@@ -712,7 +734,7 @@ impl Sd {
             }
             s.updated_ms = now_ms();
             let s = Arc::new(s);
-            if let Err(e) = txn::commit_record(&self.node, &slot, s.clone()).await {
+            if let Err(e) = txn::commit_record(&self.txn, &slot, s.clone()).await {
                 tracing::error!(session = gx_id, error = %e, "TDF session state not stored");
                 return;
             }
@@ -737,19 +759,19 @@ impl Sd {
         s: &GxSession,
         wanted: &[AdcRule],
     ) -> Result<(TdfSession, Vec<String>), String> {
-        let cfg = self.node.live().cfg.clone();
+        let cfg = self.settings.live().cfg.clone();
         let host = cfg.sd.tdf.clone().ok_or("no [sd].tdf configured")?;
         let realm = cfg
             .sd
             .realm
             .clone()
             .unwrap_or_else(|| cfg.node.origin_realm.clone());
-        let peer =
-            self.node.signalling().route_to(&host).ok_or_else(|| {
-                format!("TDF {host} is not connected, directly or through a relay")
-            })?;
+        let peer = self
+            .signalling
+            .route_to(&host)
+            .ok_or_else(|| format!("TDF {host} is not connected, directly or through a relay"))?;
         let n = self.state.next_id.fetch_add(1, Relaxed);
-        let id = format!("{};sd;{};{n}", self.node.me().origin_host, now_ms());
+        let id = format!("{};sd;{};{n}", self.signalling.me().origin_host, now_ms());
         let prefix = s
             .ue_ipv6_prefix
             .as_deref()
@@ -765,7 +787,7 @@ impl Sd {
             install: wanted.iter().collect(),
             remove: Vec::new(),
         };
-        let usage = self.node.usage().load(&s.subscriber);
+        let usage = self.usage.table().load(&s.subscriber);
         let grants = self.sd_grants(s, &usage, wanted, None, now_ms());
         let started = Instant::now();
         let res = peer
@@ -773,7 +795,7 @@ impl Sd {
                 sd::encode_tsr(
                     b,
                     &id,
-                    self.node.me(),
+                    self.signalling.me(),
                     &host,
                     &realm,
                     &subject,
@@ -785,7 +807,7 @@ impl Sd {
         let ans = match res {
             Ok(m) => m,
             Err(e) => {
-                self.node.metrics().request(
+                self.telemetry.metrics().request(
                     Command::Tsr,
                     crate::metrics::NO_ANSWER,
                     started.elapsed(),
@@ -794,7 +816,7 @@ impl Sd {
             }
         };
         let tsa = sd::decode_answer(&ans).map_err(|e| format!("bad TSA: {e}"))?;
-        self.node
+        self.telemetry
             .metrics()
             .request(Command::Tsr, tsa.code(), started.elapsed());
         if tsa.code() != result_code::DIAMETER_SUCCESS {
@@ -819,7 +841,7 @@ impl Sd {
         changes: &AdcChanges<'_>,
         usage: &UsageInstructions,
     ) -> Result<sd::SdAnswer, String> {
-        let peer = self.node.signalling().route_to(&t.host).ok_or_else(|| {
+        let peer = self.signalling.route_to(&t.host).ok_or_else(|| {
             format!(
                 "TDF {} is not connected, directly or through a relay",
                 t.host
@@ -831,7 +853,7 @@ impl Sd {
                 sd::encode_rar(
                     b,
                     &t.id,
-                    self.node.me(),
+                    self.signalling.me(),
                     &t.host,
                     &t.realm,
                     release,
@@ -843,13 +865,13 @@ impl Sd {
         match res {
             Ok(m) => {
                 let raa = sd::decode_answer(&m).map_err(|e| format!("bad Sd RAA: {e}"))?;
-                self.node
+                self.telemetry
                     .metrics()
                     .request(Command::SdRar, raa.code(), started.elapsed());
                 Ok(raa)
             }
             Err(e) => {
-                self.node.metrics().request(
+                self.telemetry.metrics().request(
                     Command::SdRar,
                     crate::metrics::NO_ANSWER,
                     started.elapsed(),
@@ -874,7 +896,7 @@ impl Sd {
         s.installed.adc = adc.to_vec();
         s.updated_ms = now_ms();
         let s = Arc::new(s);
-        txn::commit_record(&self.node, slot, s.clone())
+        txn::commit_record(&self.txn, slot, s.clone())
             .await
             .map_err(|e| crate::pcc::operation::ControlError::Unavailable(e.message.to_string()))?;
         self.sd_follow(&s);

@@ -14,7 +14,10 @@
 
 use crate::admission::Class;
 use crate::metrics::{Command, Exposition, Kind, NO_ANSWER};
-use crate::node::{now_ms, Answered, Node, COMMIT_WAIT};
+use crate::node::{
+    now_ms, Answered, Capabilities, Persistence, Policy, Sessions, Settings, Signalling, Telemetry,
+    COMMIT_WAIT,
+};
 use crate::pcc::PushReason;
 use crate::policy::input::PolicyInput;
 use crate::policy::Outcome;
@@ -30,7 +33,7 @@ use crate::sy::n28::{
 use crate::sy::ocs::OcsPool;
 use crate::sy::peer::SpendingPeer;
 use crate::sy::state::SyPart;
-use crate::txn;
+use crate::txn::{self, Runner};
 use bytes::{Bytes, BytesMut};
 use diameter::codec::{DiameterError, Message};
 use diameter::dict::cmd;
@@ -45,16 +48,28 @@ use std::time::{Duration, Instant};
 /// The Sy service: subscribes the policy counters a decision needs at the
 /// OCS, and has sessions re-decided when the OCS changes their status.
 pub struct Sy {
-    pub(crate) node: Arc<Node>,
+    pub(crate) sessions: Sessions,
+    pub(crate) policy: Policy,
+    pub(crate) signalling: Signalling,
+    pub(crate) persistence: Persistence,
+    pub(crate) telemetry: Telemetry,
+    pub(crate) settings: Settings,
+    pub(crate) txn: Runner,
     pub(crate) state: SyPart,
     /// This service, for the background exchanges it starts.
     pub(crate) me_ref: Weak<Sy>,
 }
 
 impl Sy {
-    pub fn new(node: Arc<Node>, state: SyPart) -> Arc<Sy> {
+    pub fn new(caps: &Capabilities, state: SyPart) -> Arc<Sy> {
         Arc::new_cyclic(|me| Sy {
-            node,
+            sessions: caps.sessions.clone(),
+            policy: caps.policy.clone(),
+            signalling: caps.signalling.clone(),
+            persistence: caps.persistence.clone(),
+            telemetry: caps.telemetry.clone(),
+            settings: caps.settings.clone(),
+            txn: Runner::new(caps),
             state,
             me_ref: me.clone(),
         })
@@ -64,12 +79,14 @@ impl Sy {
     /// pending status changes of recovered Sy sessions. Does nothing
     /// without `[sy].ocs` or `[sy].chf`.
     pub fn start_sy<H: Handler>(&self, dnode: &transport::Node<H>) {
-        let cfg = self.node.live().cfg.sy.clone();
+        let cfg = self.settings.live().cfg.sy.clone();
         let peer = match &cfg.chf {
             Some(uri) if !cfg.uses_ocs() => SpendingPeer::Chf(Chf::new(uri, cfg.timeout_ms)),
-            _ if cfg.uses_ocs() => {
-                SpendingPeer::Ocs(OcsPool::start(dnode, &cfg, &self.node.me().origin_realm))
-            }
+            _ if cfg.uses_ocs() => SpendingPeer::Ocs(OcsPool::start(
+                dnode,
+                &cfg,
+                &self.signalling.me().origin_realm,
+            )),
             _ => return,
         };
         let chf = matches!(peer, SpendingPeer::Chf(_));
@@ -144,12 +161,12 @@ impl Sy {
     /// conflict may drop a copy taken over here before the SNR stores its
     /// statuses in it: the SNR must then be handled again, not answered.
     async fn gather(&self, key: &str) -> Result<bool, DiameterError> {
-        if !self.node.store().is_shared() {
+        if !self.persistence.store().is_shared() {
             return Ok(false);
         }
-        let mut held = self.node.take_over_subscriber(key).await? > 0;
-        for id in self.node.sessions().ids_of_subscriber(key) {
-            if let Some(slot) = self.node.sessions().get(&id) {
+        let mut held = self.sessions.take_over_subscriber(key).await? > 0;
+        for id in self.sessions.table().ids_of_subscriber(key) {
+            if let Some(slot) = self.sessions.table().get(&id) {
                 let s = slot.load();
                 held |= s.state == SessionState::Open;
                 self.adopt(&s);
@@ -192,7 +209,7 @@ impl Sy {
                 // SNR for it finds the subscriber's sessions in the store.
                 format!(
                     "{};sy;{};{n};{key}",
-                    self.node.me().origin_host,
+                    self.signalling.me().origin_host,
                     self.state.boot_secs
                 ),
                 now,
@@ -225,13 +242,13 @@ impl Sy {
         counters.extend(missing.iter().cloned());
         let notify_uri = format!(
             "{}{}",
-            self.node.sbi_root(),
+            self.signalling.sbi_root(),
             n28::callback_path(&sy.session_id)
         );
         let started = Instant::now();
         let res = peer
             .subscribe(
-                self.node.me(),
+                self.signalling.me(),
                 &SubscribeRequest {
                     session: &sy,
                     imsi: s.imsi.as_deref(),
@@ -245,7 +262,7 @@ impl Sy {
         let mut changed = false;
         match res {
             Ok(ans) => {
-                self.node
+                self.telemetry
                     .metrics()
                     .request(Command::Slr, ans.code, started.elapsed());
                 let kind = peer.kind();
@@ -300,7 +317,7 @@ impl Sy {
                 }
             }
             Err(e) => {
-                self.node
+                self.telemetry
                     .metrics()
                     .request(Command::Slr, NO_ANSWER, started.elapsed());
                 self.state.fallbacks.fetch_add(1, Relaxed);
@@ -309,7 +326,7 @@ impl Sy {
         }
         let statuses = with_unknown(sy.statuses(now), wanted);
         if !changed {
-            let retry = self.node.live().cfg.sy.retry_secs.saturating_mul(1000);
+            let retry = self.settings.live().cfg.sy.retry_secs.saturating_mul(1000);
             entry
                 .retry_at_ms
                 .store(now.saturating_add(retry as i64), Relaxed);
@@ -328,8 +345,11 @@ impl Sy {
     }
 
     fn decide_again(&self, s: &GxSession, input: &PolicyInput) -> Outcome {
-        let out = self.node.policy().decide(input, s.last_decision.as_deref());
-        self.node.note_fallback(&s.id, &out);
+        let out = self
+            .policy
+            .engine()
+            .decide(input, s.last_decision.as_deref());
+        self.policy.note_fallback(&s.id, &out);
         out
     }
 
@@ -351,7 +371,7 @@ impl Sy {
             return;
         };
         let key = key.to_owned();
-        if self.node.store().is_shared() {
+        if self.persistence.store().is_shared() {
             tokio::spawn(async move {
                 if this.in_use(&key, &sy.session_id).await {
                     this.state.kept.fetch_add(1, Relaxed);
@@ -363,13 +383,13 @@ impl Sy {
             return;
         }
         let others_open = self
-            .node
-            .sessions()
+            .sessions
+            .table()
             .ids_of_subscriber(&key)
             .iter()
             .any(|id| {
-                self.node
-                    .sessions()
+                self.sessions
+                    .table()
                     .get(id)
                     .is_some_and(|slot| slot.load().state == SessionState::Open)
             });
@@ -416,7 +436,8 @@ impl Sy {
     /// in use is worse than leaving one to the OCS's clean-up. Off the hot
     /// path: read when a session of a subscriber with a Sy session ends.
     async fn in_use(&self, key: &str, sy_id: &str) -> bool {
-        let ids = match tokio::time::timeout(COMMIT_WAIT, self.node.store().sessions_of(key)).await
+        let ids = match tokio::time::timeout(COMMIT_WAIT, self.persistence.store().sessions_of(key))
+            .await
         {
             Ok(Ok(ids)) => ids,
             Ok(Err(e)) => {
@@ -432,7 +453,9 @@ impl Sy {
             }
         };
         for id in ids {
-            match tokio::time::timeout(COMMIT_WAIT, self.node.store().read_session(&id)).await {
+            match tokio::time::timeout(COMMIT_WAIT, self.persistence.store().read_session(&id))
+                .await
+            {
                 Ok(Ok(Some(s))) => {
                     // A record without one was written before the Sy
                     // session opened: the subscriber's is its own too.
@@ -455,15 +478,15 @@ impl Sy {
             return;
         };
         let started = Instant::now();
-        match peer.unsubscribe(self.node.me(), sy).await {
+        match peer.unsubscribe(self.signalling.me(), sy).await {
             Ok(ans) => {
-                self.node
+                self.telemetry
                     .metrics()
                     .request(Command::Str, ans.code, started.elapsed());
                 tracing::info!(subscriber = key, sy_session = %sy.session_id, peer = %ans.peer, code = ans.code, "{} session ended", peer.kind());
             }
             Err(e) => {
-                self.node
+                self.telemetry
                     .metrics()
                     .request(Command::Str, NO_ANSWER, started.elapsed());
                 tracing::warn!(subscriber = key, sy_session = %sy.session_id, error = %e, "unsubscribe from the {} unanswered; it keeps the subscription until it cleans up", peer.kind());
@@ -483,7 +506,7 @@ impl Sy {
             subject: req.session_id().ok().flatten().unwrap_or_default(),
             started: Instant::now(),
         };
-        txn::serve(&self.node, envelope, move |_| async move {
+        txn::serve(&self.txn, envelope, move |_| async move {
             let (bytes, code) = self.snr(req).await?;
             Ok(Answered {
                 bytes,
@@ -505,7 +528,7 @@ impl Sy {
         let snr = sy::decode_snr(req)?;
         let answer = |code: u32| {
             let mut out = BytesMut::with_capacity(256);
-            sy::encode_sna(&mut out, req, self.node.me(), code);
+            sy::encode_sna(&mut out, req, self.signalling.me(), code);
             (out.freeze(), code)
         };
         // A CHF's subscriptions are not notified over Sy.
@@ -534,7 +557,7 @@ impl Sy {
         what: Notified<'_>,
     ) -> Result<bool, DiameterError> {
         let key = self.state.table.subscriber_of(session_id).or_else(|| {
-            self.node
+            self.persistence
                 .store()
                 .is_shared()
                 .then(|| subscriber_in(session_id).map(str::to_owned))
@@ -557,7 +580,7 @@ impl Sy {
                             sy.terminated(now_ms());
                             // Not subscribed again at once: the peer ended
                             // it; the statuses are "unknown" meanwhile.
-                            let retry = self.node.live().cfg.sy.retry_secs.saturating_mul(1000);
+                            let retry = self.settings.live().cfg.sy.retry_secs.saturating_mul(1000);
                             entry
                                 .retry_at_ms
                                 .store(now_ms().saturating_add(retry as i64), Relaxed);
@@ -577,7 +600,7 @@ impl Sy {
         // request here dropped meanwhile (its write met a conflict):
         // nothing is stored yet, and the answer must not say otherwise.
         if !self.persist_sy(&key, sy.clone()).await? && held {
-            return Err(Node::conflict_error());
+            return Err(Sessions::conflict_error());
         }
         match what {
             Notified::Reports(reports) => {
@@ -592,7 +615,9 @@ impl Sy {
         }
         if let Some(this) = self.me_ref.upgrade() {
             tokio::spawn(async move {
-                this.node.push_subscriber(&key, PushReason::Spending).await;
+                this.signalling
+                    .push_subscriber(&key, PushReason::Spending)
+                    .await;
             });
         }
         Ok(true)
@@ -606,16 +631,11 @@ impl Sy {
         if !matches!(self.state.peer.get(), Some(SpendingPeer::Chf(_))) {
             return NotifyOutcome::Unknown;
         }
-        let Ok(_permit) = self
-            .node
-            .signalling()
-            .admission()
-            .admit(Class::Existing, None)
-        else {
+        let Ok(_permit) = self.signalling.admission().admit(Class::Existing, None) else {
             return NotifyOutcome::Busy;
         };
         let started = Instant::now();
-        let r = txn::retrying_conflicts(&self.node, session_id, |_| {
+        let r = txn::retrying_conflicts(&self.txn, session_id, |_| {
             self.apply_notified(session_id, what)
         })
         .await;
@@ -627,7 +647,7 @@ impl Sy {
             ),
             Err(e) => (e.result_code, NotifyOutcome::Failed(e.message.to_string())),
         };
-        self.node
+        self.telemetry
             .metrics()
             .request(Command::Snr, code, started.elapsed());
         outcome
@@ -637,8 +657,8 @@ impl Sy {
     /// records (the newest copy wins at start-up, so one is enough).
     /// Whether one holds it now: false when this node holds none.
     async fn persist_sy(&self, key: &str, sy: SySession) -> Result<bool, DiameterError> {
-        for id in self.node.sessions().ids_of_subscriber(key) {
-            let Some(slot) = self.node.sessions().get(&id) else {
+        for id in self.sessions.table().ids_of_subscriber(key) {
+            let Some(slot) = self.sessions.table().get(&id) else {
                 continue;
             };
             let held = txn::holding(&slot, async |cur| {
@@ -649,7 +669,7 @@ impl Sy {
                     let mut s = (*cur).clone();
                     s.sy = Some(Box::new(sy.clone()));
                     s.updated_ms = now_ms();
-                    txn::commit_record(&self.node, &slot, Arc::new(s)).await?;
+                    txn::commit_record(&self.txn, &slot, Arc::new(s)).await?;
                 }
                 Ok(true)
             })
@@ -690,7 +710,9 @@ impl Sy {
                 this.schedule_pending(key.clone(), next);
             }
             if this.persist_sy(&key, sy).await.is_ok() {
-                this.node.push_subscriber(&key, PushReason::Spending).await;
+                this.signalling
+                    .push_subscriber(&key, PushReason::Spending)
+                    .await;
             }
         });
     }

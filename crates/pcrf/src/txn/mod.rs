@@ -1,6 +1,6 @@
 //! The envelope every request of every application runs in, written once:
 //! admission control (shed under overload, with a DOIC report to the peers
-//! that speak it), the conflict retry (a write another node made meanwhile
+//! that speak it), the conflict retry (a write another runner made meanwhile
 //! wrote nothing here: the request is handled again on fresh copies, a few
 //! times at most), the request's metrics and its closing log line.
 //!
@@ -21,7 +21,10 @@ pub(crate) mod session_step;
 use crate::admission::Class;
 use crate::metrics::Command;
 use crate::node::events::StagedEvents;
-use crate::node::{takeover, usage_change, Answered, Node, UsageStep};
+use crate::node::{
+    usage_change, Answered, Capabilities, Events, Persistence, Policy, Sessions, Signalling,
+    Subscribers, Telemetry, UsageLedger, UsageStep, COMMIT_WAIT,
+};
 use crate::notify::Staged;
 use crate::session::{GxSession, SessionSlot};
 use crate::session_message::Identity;
@@ -45,6 +48,63 @@ use std::time::{Duration, Instant};
 pub(crate) const OVERLOAD_REDUCTION_PERCENT: u32 = 30;
 pub(crate) const OVERLOAD_REPORT_VALIDITY: Duration = Duration::from_secs(10);
 
+/// The transaction runner: what every adapter hands its attempts to (the
+/// request envelope, the session steps, the pushes, the commits). It holds
+/// the capabilities a transaction spans; they are private to `txn`, so an
+/// adapter reaches through the runner only what its functions do.
+#[derive(Clone)]
+pub struct Runner {
+    sessions: Sessions,
+    subscribers: Subscribers,
+    usage: UsageLedger,
+    policy: Policy,
+    signalling: Signalling,
+    persistence: Persistence,
+    events: Events,
+    telemetry: Telemetry,
+}
+
+impl Runner {
+    pub fn new(caps: &Capabilities) -> Runner {
+        Runner {
+            sessions: caps.sessions.clone(),
+            subscribers: caps.subscribers.clone(),
+            usage: caps.usage.clone(),
+            policy: caps.policy.clone(),
+            signalling: caps.signalling.clone(),
+            persistence: caps.persistence.clone(),
+            events: caps.events.clone(),
+            telemetry: caps.telemetry.clone(),
+        }
+    }
+
+    /// Persists changes; the caller answers only after this returns Ok.
+    pub(crate) async fn commit(&self, changes: Vec<Change>) -> Result<(), DiameterError> {
+        let res = tokio::time::timeout(COMMIT_WAIT, self.persistence.store().submit(changes)).await;
+        let err = match res {
+            Ok(Ok(())) => return Ok(()),
+            Ok(Err(e @ StoreError::Conflict(_))) => {
+                // Nothing was written: the copies were stale. Dropped
+                // here, read again when the request is handled again.
+                tracing::info!(error = %e, "state written by another node; handling the request again");
+                self.sessions.forget_conflicted(&e);
+                return Err(Sessions::conflict_error());
+            }
+            Ok(Err(e)) => e.to_string(),
+            Err(_) => "store did not commit in time".to_string(),
+        };
+        self.telemetry
+            .counters()
+            .store_failures
+            .fetch_add(1, Relaxed);
+        tracing::error!(error = %err, "state change not committed; answering DIAMETER_UNABLE_TO_COMPLY");
+        Err(DiameterError::new(
+            result_code::DIAMETER_UNABLE_TO_COMPLY,
+            "state could not be stored",
+        ))
+    }
+}
+
 /// What the envelope needs to know of a decoded request.
 pub(crate) struct Request<'a> {
     /// The request as it arrived (a shed request is answered from it).
@@ -63,7 +123,7 @@ pub(crate) struct Request<'a> {
 /// (at most a few times), counts the result and logs it. `attempt` gets the
 /// number of earlier tries (0 the first time).
 pub(crate) async fn serve<F, Fut>(
-    node: &Node,
+    runner: &Runner,
     req: Request<'_>,
     attempt: F,
 ) -> Result<Bytes, DiameterError>
@@ -71,43 +131,47 @@ where
     F: FnMut(usize) -> Fut,
     Fut: Future<Output = Result<Answered, DiameterError>>,
 {
-    let Ok(_permit) = node
-        .signalling()
+    let Ok(_permit) = runner
+        .signalling
         .admission()
         .admit(req.class, request_received_at())
     else {
-        node.metrics().request(
+        runner.telemetry.metrics().request(
             req.command,
             result_code::DIAMETER_TOO_BUSY,
             req.started.elapsed(),
         );
         // Peers that speak DOIC are asked to send less for a while.
-        node.signalling()
+        runner
+            .signalling
             .doic()
             .shedding(OVERLOAD_REDUCTION_PERCENT, OVERLOAD_REPORT_VALIDITY);
         return Ok(too_busy_answer(
             req.message,
-            node.me(),
-            node.signalling().doic().reporter(),
+            runner.signalling.me(),
+            runner.signalling.doic().reporter(),
         ));
     };
     // The queue emptied within an interval: the report is withdrawn.
-    node.signalling()
+    runner
+        .signalling
         .doic()
-        .settle(|| node.signalling().admission().overloaded());
-    let result = retrying_conflicts(node, req.subject, attempt).await;
+        .settle(|| runner.signalling.admission().overloaded());
+    let result = retrying_conflicts(runner, req.subject, attempt).await;
     let code = match &result {
         Ok(a) => a.code,
         Err(e) => e.result_code,
     };
     let us = req.started.elapsed();
-    node.metrics().request(req.command, code, us);
+    runner.telemetry.metrics().request(req.command, code, us);
     if let Ok(Answered {
         decided_by: Some(version),
         ..
     }) = &result
     {
-        node.policy()
+        runner
+            .policy
+            .engine()
             .count_answer(*version, code == result_code::DIAMETER_SUCCESS, us);
     }
     match &result {
@@ -131,7 +195,7 @@ where
 /// usage and no event, is not written at all (counted as a skipped
 /// write). Call with the session's lock held.
 pub(crate) async fn commit_session(
-    node: &Node,
+    runner: &Runner,
     slot: &SessionSlot,
     s: Arc<GxSession>,
     usage: Option<UsageStep>,
@@ -141,17 +205,21 @@ pub(crate) async fn commit_session(
     let usage_write = usage_change(&usage);
     let unchanged = unchanged_from.is_some_and(|cur| s.durably_equal(cur));
     if unchanged && usage_write.is_none() && events.is_empty() {
-        node.counters().writes_skipped.fetch_add(1, Relaxed);
+        runner
+            .telemetry
+            .counters()
+            .writes_skipped
+            .fetch_add(1, Relaxed);
     } else {
         let mut changes = vec![Change::PutSession(s.clone())];
         changes.extend(usage_write);
         changes.extend(events.changes());
-        node.commit(changes).await?;
+        runner.commit(changes).await?;
         events.publish();
     }
     slot.publish(s);
     if let Some(step) = usage {
-        Node::finish_usage(step);
+        UsageLedger::finish_usage(step);
     }
     Ok(())
 }
@@ -162,11 +230,11 @@ pub(crate) async fn commit_session(
 /// the same session waits for it); its record as it is now. `Ok(None)`:
 /// no such open session, for the adapter to answer in its protocol.
 pub(crate) async fn with_session<R>(
-    node: &Node,
+    runner: &Runner,
     id: &str,
     step: impl AsyncFnOnce(&SessionSlot, Arc<GxSession>) -> Result<R, DiameterError>,
 ) -> Result<Option<R>, DiameterError> {
-    let Some(slot) = node.find_or_take_over(id).await? else {
+    let Some(slot) = runner.sessions.find_or_take_over(id).await? else {
         return Ok(None);
     };
     holding(&slot, async |cur| step(&slot, cur).await)
@@ -193,28 +261,28 @@ pub(crate) async fn holding<R>(
 /// TDF session, a spending-limit subscription). Call with the session's
 /// lock held.
 pub(crate) async fn commit_record(
-    node: &Node,
+    runner: &Runner,
     slot: &SessionSlot,
     s: Arc<GxSession>,
 ) -> Result<(), DiameterError> {
-    commit_session(node, slot, s, None, StagedEvents::default(), None).await
+    commit_session(runner, slot, s, None, StagedEvents::default(), None).await
 }
 
 /// The end of a transaction on a subscriber's usage alone (an operator's
 /// top-up or reset, a period's end): `next` with the event it staged, in
-/// one commit, then both published. A write conflict (another node wrote
+/// one commit, then both published. A write conflict (another runner wrote
 /// the row meanwhile) drops the copy held here, so that the next try
 /// reads the row again. Call with the usage slot's lock held.
 pub(crate) async fn commit_usage(
-    node: &Node,
+    runner: &Runner,
     slot: &UsageSlot,
     next: Arc<SubscriberUsage>,
     staged: Option<Staged>,
 ) -> Result<(), StoreError> {
     let mut changes = vec![Change::PutUsage(next.clone())];
     changes.extend(staged.as_ref().and_then(|s| s.change()));
-    if let Err(e) = node.store().submit(changes).await {
-        node.forget_conflicted(&e);
+    if let Err(e) = runner.persistence.store().submit(changes).await {
+        runner.sessions.forget_conflicted(&e);
         return Err(e);
     }
     slot.publish(next);
@@ -226,15 +294,17 @@ pub(crate) async fn commit_usage(
 
 /// Counts a request refused before it reached [`serve`] (it did not
 /// decode): its metrics and its log line, as `serve` writes them.
-pub(crate) fn refused(node: &Node, command: Command, started: Instant, e: &DiameterError) {
-    node.metrics()
+pub(crate) fn refused(runner: &Runner, command: Command, started: Instant, e: &DiameterError) {
+    runner
+        .telemetry
+        .metrics()
         .request(command, e.result_code, started.elapsed());
     tracing::info!(command = command.label(), error = %e, "request refused");
 }
 
 /// How often a request is handled again after a write conflict before it
 /// is answered like any store failure (5012). Each conflict means that the
-/// other node's write went through; the waits between tries (see
+/// other runner's write went through; the waits between tries (see
 /// `conflict_backoff`) let two nodes hammering one subscriber take turns.
 const CONFLICT_RETRIES: usize = 10;
 
@@ -247,7 +317,7 @@ const CONFLICT_RETRIES: usize = 10;
 /// the log (its Session-Id, or the subscriber). The one retry loop of
 /// Gx, Rx, Sd, Sy and the REST usage changes.
 pub(crate) async fn retrying_conflicts<T, F, Fut>(
-    node: &Node,
+    runner: &Runner,
     subject: &str,
     mut attempt: F,
 ) -> Result<T, DiameterError>
@@ -264,7 +334,11 @@ where
                 conflict_backoff(tries).await;
             }
             Err(e) if is_conflict(&e) => {
-                node.counters().store_failures.fetch_add(1, Relaxed);
+                runner
+                    .telemetry
+                    .counters()
+                    .store_failures
+                    .fetch_add(1, Relaxed);
                 tracing::error!(
                     subject,
                     tries,
@@ -287,7 +361,8 @@ async fn conflict_backoff(tries: usize) {
 
 /// Whether a request failed on a write conflict (worth handling again).
 fn is_conflict(e: &DiameterError) -> bool {
-    e.result_code == result_code::DIAMETER_UNABLE_TO_COMPLY && e.message == takeover::CONFLICT
+    e.result_code == result_code::DIAMETER_UNABLE_TO_COMPLY
+        && e.message == crate::node::takeover::CONFLICT
 }
 
 /// The wait after the `tries`-th write conflict: uniformly in

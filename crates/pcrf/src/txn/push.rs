@@ -1,9 +1,9 @@
 //! The transaction of a push, written once for every session whatever
-//! its interface: the node re-decides an open session on its own
+//! its interface: the runner re-decides an open session on its own
 //! initiative (a profile change, a top-up, a time-of-day boundary, a
 //! cell's congestion, an operator's reauth) and sends the difference to
 //! its enforcement point: a Gx RAR to a PCEF, an N7 update notification to
-//! an SMF (`Node::send_push` picks).
+//! an SMF (`Signalling::send_push` picks).
 //!
 //! It takes the session's lock for the whole exchange, so a request for
 //! the session waits for the answer; decides with `session_core::redecide`
@@ -13,9 +13,10 @@
 //! the session, in the commit that forgets it here too.
 
 use super::commit_session;
+use super::Runner;
 use crate::control::{ControlError, ReauthOutcome};
 use crate::node::events::StagedEvents;
-use crate::node::{now_ms, Node, UsageStep};
+use crate::node::{now_ms, UsageStep};
 use crate::policy::Notification;
 use crate::rx::service::Rx;
 use crate::sd::service::Sd;
@@ -42,13 +43,14 @@ pub(crate) struct Bound<'a> {
 /// difference to its enforcement point (`ask_report`: with a request to
 /// report the usage of every monitored key).
 pub(crate) async fn push(
-    node: &Node,
+    runner: &Runner,
     bound: Bound<'_>,
     id: &str,
     ask_report: bool,
 ) -> Result<ReauthOutcome, ControlError> {
-    // Any node's API reaches any session: one held elsewhere is taken over.
-    let slot = node
+    // Any runner's API reaches any session: one held elsewhere is taken over.
+    let slot = runner
+        .sessions
         .find_or_take_over(id)
         .await
         .map_err(|e| ControlError::Unavailable(e.message.to_string()))?
@@ -58,13 +60,18 @@ pub(crate) async fn push(
     if cur.state == SessionState::Closed {
         return Err(ControlError::Conflict(format!("session {id} is closed")));
     }
-    let sub = node.find_subscriber(cur.imsi.as_deref(), cur.msisdn.as_deref());
+    let sub = runner
+        .subscribers
+        .find(cur.imsi.as_deref(), cur.msisdn.as_deref());
     let now = now_ms();
     let spending = bound.sy.spending_of(&cur);
-    let usage = node.usage_view(&cur.subscriber, sub.as_deref(), now);
+    let usage = runner
+        .usage
+        .usage_view(&cur.subscriber, sub.as_deref(), now);
     let refine = |id: &str, d| bound.sd.check_adc(id, d);
-    let mut red = session_core::redecide(node, &cur, sub.as_deref(), spending, usage, now, refine);
-    let (mut next, mut grants) = red.grants(node, &cur, sub.as_deref(), now);
+    let mut red =
+        session_core::redecide(runner, &cur, sub.as_deref(), spending, usage, now, refine);
+    let (mut next, mut grants) = red.grants(runner, &cur, sub.as_deref(), now);
     let mut diff = RuleDiff::between(&cur.installed, &red.decision);
     let spent = red.revalidation_spent_secs();
     settle_revalidation(&mut diff, &mut next.revalidation_at_ms, now, spent);
@@ -77,9 +84,10 @@ pub(crate) async fn push(
         if !red.notes.is_empty() {
             let mut s = (*slot.load()).clone();
             let mut events = StagedEvents::default();
-            let step = notifications(node, &red.notes, &mut s, sub.as_deref(), &mut events).await?;
+            let step =
+                notifications(runner, &red.notes, &mut s, sub.as_deref(), &mut events).await?;
             if !events.is_empty() {
-                commit(node, &slot, s, step, events).await?;
+                commit(runner, &slot, s, step, events).await?;
             }
         }
         return Ok(ReauthOutcome {
@@ -95,7 +103,8 @@ pub(crate) async fn push(
         // its last report.
         grants.report = Some(Vec::new());
     }
-    let answer = node
+    let answer = runner
+        .signalling
         .send_push(&cur, Some(&diff), Some(&red.decision), None, &grants)
         .await?;
     drop(diff);
@@ -104,7 +113,7 @@ pub(crate) async fn push(
         .or(answer.experimental_result)
         .unwrap_or(0);
     if code == result_code::DIAMETER_UNKNOWN_SESSION_ID {
-        forget(node, bound, &cur).await?;
+        forget(runner, bound, &cur).await?;
         return Err(ControlError::Peer(format!(
             "PCEF does not know session {id} (5002); removed"
         )));
@@ -116,19 +125,25 @@ pub(crate) async fn push(
         bound
             .rx
             .af_notes_from_pcef(&cur, &mut s, &answer.rule_reports, &answer.charging_ids);
-    node.apply_rule_reports(&mut s, &answer.rule_reports);
+    runner
+        .sessions
+        .apply_rule_reports(&mut s, &answer.rule_reports);
     // What the policy asked to notify holds once its decision is in force
     // at the enforcement point.
     let mut events = StagedEvents::default();
     let mut step = None;
     if took_it {
-        step = notifications(node, &notes, &mut s, sub.as_deref(), &mut events).await?;
+        step = notifications(runner, &notes, &mut s, sub.as_deref(), &mut events).await?;
         let plan = sub.as_deref().and_then(|p| p.plan.as_deref());
         let names = Some((&installed[..], &removed[..]));
-        events.push(node.decision_logged(&s, plan, "push", reused, names));
+        events.push(
+            runner
+                .events
+                .decision_logged(&s, plan, "push", reused, names),
+        );
     }
     let s = if !s.durably_equal(&cur) || step.is_some() || !events.is_empty() {
-        commit(node, &slot, s, step, events).await?
+        commit(runner, &slot, s, step, events).await?
     } else {
         let s = Arc::new(s);
         slot.publish(s.clone());
@@ -148,20 +163,21 @@ pub(crate) async fn push(
 /// The enforcement point no longer has session `cur`: it is forgotten
 /// here too, with its end told (no CCR-T or Delete will ever come) in the
 /// same commit. An N7 session's binding goes before its record does.
-async fn forget(node: &Node, bound: Bound<'_>, cur: &GxSession) -> Result<(), ControlError> {
-    node.unbind_at_bsf(cur).await;
+async fn forget(runner: &Runner, bound: Bound<'_>, cur: &GxSession) -> Result<(), ControlError> {
+    runner.signalling.unbind_at_bsf(cur).await;
     let mut ended = cur.clone();
     ended.state = SessionState::Closed;
     ended.closed_ms = Some(now_ms());
     let mut events = StagedEvents::default();
-    events.push(node.session_ended(&ended, "unknown-session"));
+    events.push(runner.events.session_ended(&ended, "unknown-session"));
     let mut changes = vec![Change::delete_session(&*cur.id, &*cur.subscriber)];
     changes.extend(events.changes());
-    node.commit(changes)
+    runner
+        .commit(changes)
         .await
         .map_err(|e| ControlError::Unavailable(e.message.to_string()))?;
     events.publish();
-    node.sessions().remove(&cur.id);
+    runner.sessions.table().remove(&cur.id);
     bound.rx.abort_afs(cur);
     bound.sy.sy_session_ended(cur);
     Ok(())
@@ -172,7 +188,7 @@ async fn forget(node: &Node, bound: Bound<'_>, cur: &GxSession) -> Result<(), Co
 /// taken only when one names an accumulator: its mark is written there.
 /// `events` comes empty; the step is returned only when some were staged.
 async fn notifications(
-    node: &Node,
+    runner: &Runner,
     notes: &[Notification],
     s: &mut GxSession,
     sub: Option<&Subscriber>,
@@ -183,13 +199,17 @@ async fn notifications(
     }
     let now = now_ms();
     let mut step = if notes.iter().any(|n| n.payload.get("accumulator").is_some()) {
-        node.begin_usage(&s.subscriber, sub, now)
+        runner
+            .usage
+            .begin_usage(&s.subscriber, sub, now)
             .await
             .map_err(|e| ControlError::Unavailable(e.message.to_string()))?
     } else {
         None
     };
-    node.policy_notifications(notes, s, step.as_mut(), events, now);
+    runner
+        .events
+        .policy_notifications(notes, s, step.as_mut(), events, now);
     if events.is_empty() {
         // All emitted before: nothing to write, the usage is left as is.
         return Ok(None);
@@ -200,14 +220,14 @@ async fn notifications(
 /// Writes a pushed session with its events and usage marks in one commit,
 /// then makes them visible.
 async fn commit(
-    node: &Node,
+    runner: &Runner,
     slot: &SessionSlot,
     s: GxSession,
     step: Option<UsageStep>,
     events: StagedEvents,
 ) -> Result<Arc<GxSession>, ControlError> {
     let s = Arc::new(s);
-    commit_session(node, slot, s.clone(), step, events, None)
+    commit_session(runner, slot, s.clone(), step, events, None)
         .await
         .map_err(|e| ControlError::Unavailable(e.message.to_string()))?;
     Ok(s)

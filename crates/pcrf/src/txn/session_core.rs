@@ -18,8 +18,9 @@
 //! what the enforcement point answered; `txn::push` runs it). Its unit
 //! tests run without a runtime.
 
+use super::Runner;
 use crate::node::events::StagedEvents;
-use crate::node::{Node, UsageStep};
+use crate::node::UsageStep;
 use crate::pcc::{UsageInstructions, UsageReport};
 use crate::policy::decision::{Decision, Reject};
 use crate::policy::input::UsageInput;
@@ -67,7 +68,7 @@ pub(crate) struct Context<'a> {
 /// for counters not subscribed yet: the runner settles them before
 /// [`grant`].
 pub(crate) fn propose(
-    node: &Node,
+    runner: &Runner,
     s: &mut GxSession,
     step: Step,
     reports: &[UsageReport<'_>],
@@ -75,13 +76,13 @@ pub(crate) fn propose(
     cx: &mut Context<'_>,
 ) -> (PolicyInput, Outcome) {
     if step == Step::Open {
-        cx.events.push(node.session_started(s));
+        cx.events.push(runner.events.session_started(s));
     }
     if let Some(u) = cx.usage.as_deref_mut() {
-        node.count_reports(u, s, reports, cx.now);
-        node.quota_thresholds(u, cx.sub, cx.events, cx.now);
+        runner.usage.count_reports(u, s, reports, cx.now);
+        runner.events.quota_thresholds(u, cx.sub, cx.events, cx.now);
     }
-    let mut input = node.policy_input(s, cx.sub, spending, cx.now);
+    let mut input = runner.policy.policy_input(s, cx.sub, spending, cx.now);
     if let Some(u) = cx.usage.as_deref() {
         input.usage = u.view(cx.sub);
     }
@@ -89,18 +90,18 @@ pub(crate) fn propose(
         Step::Open => None,
         Step::Update => s.last_decision.as_deref(),
     };
-    let out = node.policy().decide(&input, last);
-    node.note_fallback(&s.id, &out);
+    let out = runner.policy.engine().decide(&input, last);
+    runner.policy.note_fallback(&s.id, &out);
     (input, out)
 }
 
-/// Checks the decision `out` (the node's checks, then `refine`: the
+/// Checks the decision `out` (the runner's checks, then `refine`: the
 /// adapter's own, before the grants), stages the events the policy asked
 /// for, and turns its Monitoring-Keys into grants and stops. A decision
 /// that is not a reuse of the last one becomes the session's
 /// `last_decision`. A refusal stages nothing more.
 pub(crate) fn grant(
-    node: &Node,
+    runner: &Runner,
     s: &mut GxSession,
     step: Step,
     input: &PolicyInput,
@@ -112,12 +113,16 @@ pub(crate) fn grant(
         return Err(rej);
     }
     let notes = std::mem::take(&mut out.notifications);
-    node.policy_notifications(&notes, s, cx.usage.as_deref_mut(), cx.events, cx.now);
-    let decision = checked(node, s, step, &out, refine, cx.usage.is_some());
+    runner
+        .events
+        .policy_notifications(&notes, s, cx.usage.as_deref_mut(), cx.events, cx.now);
+    let decision = checked(runner, s, step, &out, refine, cx.usage.is_some());
     let mut grants = UsageInstructions::default();
     if let Some(u) = cx.usage.as_deref() {
         let wanted = &decision.monitoring;
-        grants = node.monitoring_grants(&u.next, cx.sub, s, wanted, &u.reported, cx.now);
+        grants = runner
+            .usage
+            .monitoring_grants(&u.next, cx.sub, s, wanted, &u.reported, cx.now);
     }
     let reused = out.ran == Ran::Memo;
     let revalidation_spent_secs = out.revalidation_spent_secs;
@@ -132,7 +137,7 @@ pub(crate) fn grant(
     })
 }
 
-/// The decision of `out` after the node's checks (the rule catalog, the
+/// The decision of `out` after the runner's checks (the rule catalog, the
 /// Monitoring-Keys against the usage file when `with_usage`), `refine`
 /// (the adapter's own) and the AF sessions' rules on an update.
 ///
@@ -145,7 +150,7 @@ pub(crate) fn grant(
 /// once more. Its `revalidation_secs` is as made: the time spent since is
 /// the adapter's to take off (`Granted::revalidation_spent_secs`).
 fn checked(
-    node: &Node,
+    runner: &Runner,
     s: &GxSession,
     step: Step,
     out: &Outcome,
@@ -154,16 +159,19 @@ fn checked(
 ) -> SharedDecision {
     let raw = &out.decision;
     let pure = raw.adc.is_empty() && (step == Step::Open || s.af.is_empty());
-    let under = pure.then(|| node.checked_under(with_usage));
+    let under = pure.then(|| runner.policy.checked_under(with_usage));
     if let Some(checked) = under.as_ref().and_then(|u| raw.checked_form(u)) {
         return checked;
     }
-    let mut decision = refine(&s.id, node.check_catalog(&s.id, Decision::clone(raw)));
+    let mut decision = refine(
+        &s.id,
+        runner.policy.check_catalog(&s.id, Decision::clone(raw)),
+    );
     if step == Step::Update {
         crate::session::af::add_af_rules(&s.af, &mut decision);
     }
     if with_usage {
-        node.check_monitoring(&s.id, &mut decision);
+        runner.usage.check_monitoring(&s.id, &mut decision);
     }
     let decision = SharedDecision::from(decision);
     let dropped_nothing = decision.rules.len() == raw.rules.len()
@@ -217,20 +225,26 @@ impl Redecided {
     /// and `cur` as it is once its enforcement point holds them.
     pub(crate) fn grants(
         &self,
-        node: &Node,
+        runner: &Runner,
         cur: &GxSession,
         sub: Option<&Subscriber>,
         now: i64,
     ) -> (GxSession, UsageInstructions) {
         let mut next = cur.clone();
-        if node.usage().config().is_empty() {
+        if runner.usage.table().config().is_empty() {
             return (next, UsageInstructions::default());
         }
-        let accumulators = node.usage().load(&cur.subscriber);
+        let accumulators = runner.usage.table().load(&cur.subscriber);
         let wanted = &self.decision.monitoring;
         let none_reported = Default::default();
-        let grants =
-            node.monitoring_grants(&accumulators, sub, &mut next, wanted, &none_reported, now);
+        let grants = runner.usage.monitoring_grants(
+            &accumulators,
+            sub,
+            &mut next,
+            wanted,
+            &none_reported,
+            now,
+        );
         (next, grants)
     }
 
@@ -271,7 +285,7 @@ impl Redecided {
 /// statuses known, checked as an update is (`refine`: the adapter's own
 /// checks).
 pub(crate) fn redecide(
-    node: &Node,
+    runner: &Runner,
     s: &GxSession,
     sub: Option<&Subscriber>,
     spending: BTreeMap<String, String>,
@@ -279,13 +293,16 @@ pub(crate) fn redecide(
     now: i64,
     refine: impl FnOnce(&str, Decision) -> Decision,
 ) -> Redecided {
-    let mut input = node.policy_input(s, sub, spending, now);
+    let mut input = runner.policy.policy_input(s, sub, spending, now);
     input.usage = usage;
-    let mut out = node.policy().decide(&input, s.last_decision.as_deref());
-    node.note_fallback(&s.id, &out);
+    let mut out = runner
+        .policy
+        .engine()
+        .decide(&input, s.last_decision.as_deref());
+    runner.policy.note_fallback(&s.id, &out);
     let notes = std::mem::take(&mut out.notifications);
-    let with_usage = !node.usage().config().is_empty();
-    let decision = checked(node, s, Step::Update, &out, refine, with_usage);
+    let with_usage = !runner.usage.table().config().is_empty();
+    let decision = checked(runner, s, Step::Update, &out, refine, with_usage);
     Redecided {
         decision,
         notes,
@@ -362,7 +379,8 @@ mod tests {
     ) -> (Result<Granted, Reject>, StagedEvents) {
         let sub = node
             .node
-            .find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
+            .subscribers
+            .find(s.imsi.as_deref(), s.msisdn.as_deref());
         let mut events = StagedEvents::default();
         let mut cx = Context {
             sub: sub.as_deref(),
@@ -370,8 +388,23 @@ mod tests {
             events: &mut events,
             now,
         };
-        let (input, out) = propose(&node.node, s, step, reports, BTreeMap::new(), &mut cx);
-        let verdict = grant(&node.node, s, step, &input, out, |_, d| d, &mut cx);
+        let (input, out) = propose(
+            &Runner::new(&node.node),
+            s,
+            step,
+            reports,
+            BTreeMap::new(),
+            &mut cx,
+        );
+        let verdict = grant(
+            &Runner::new(&node.node),
+            s,
+            step,
+            &input,
+            out,
+            |_, d| d,
+            &mut cx,
+        );
         (verdict, events)
     }
 
@@ -386,7 +419,7 @@ mod tests {
         let at = |now: i64| {
             let mut s = session(IMSI_BASIC);
             let mut usage = rt
-                .block_on(node.node.begin_usage(&s.subscriber, None, now))
+                .block_on(node.node.usage.begin_usage(&s.subscriber, None, now))
                 .expect("usage");
             let (verdict, _) = decide(&node, usage.as_mut(), &mut s, Step::Open, &[], now);
             assert!(verdict.is_ok());
@@ -417,7 +450,7 @@ mod tests {
         let node = node_for_unit_tests(&rt);
         let mut s = session(IMSI_BLOCKED);
         let mut usage = rt
-            .block_on(node.node.begin_usage(&s.subscriber, None, NOW))
+            .block_on(node.node.usage.begin_usage(&s.subscriber, None, NOW))
             .expect("usage");
         let (verdict, _) = decide(&node, usage.as_mut(), &mut s, Step::Open, &[], NOW);
         let Err(rej) = verdict else {
@@ -433,7 +466,7 @@ mod tests {
         let node = node_for_unit_tests(&rt);
         let mut s = session(IMSI_BASIC);
         let mut usage = rt
-            .block_on(node.node.begin_usage(&s.subscriber, None, NOW))
+            .block_on(node.node.usage.begin_usage(&s.subscriber, None, NOW))
             .expect("usage");
         let (verdict, _) = decide(&node, usage.as_mut(), &mut s, Step::Open, &[], NOW);
         let opened = verdict.unwrap_or_else(|r| panic!("refused: {r:?}"));
@@ -452,7 +485,7 @@ mod tests {
         // An update reporting nothing new: the same decision, from the memo.
         let later = NOW + 60_000;
         let mut usage = rt
-            .block_on(node.node.begin_usage(&s.subscriber, None, later))
+            .block_on(node.node.usage.begin_usage(&s.subscriber, None, later))
             .expect("usage");
         let (verdict, _) = decide(&node, usage.as_mut(), &mut s, Step::Update, &[], later);
         let same = verdict.unwrap_or_else(|r| panic!("refused: {r:?}"));
@@ -466,7 +499,7 @@ mod tests {
 
         // The rule catalog changes: the same reused decision is checked
         // again under it, not taken as it was checked before.
-        let before = (*node.node.live().cfg).clone();
+        let before = (*node.node.settings.live().cfg).clone();
         let mut cfg = before.clone();
         cfg.rules.predefined = opened_rules
             .iter()
@@ -474,9 +507,9 @@ mod tests {
             .cloned()
             .chain(["throttled".to_owned()])
             .collect();
-        node.node.apply_config(cfg);
+        node.node.settings.apply_config(cfg);
         let mut usage = rt
-            .block_on(node.node.begin_usage(&s.subscriber, None, later))
+            .block_on(node.node.usage.begin_usage(&s.subscriber, None, later))
             .expect("usage");
         let (verdict, _) = decide(&node, usage.as_mut(), &mut s, Step::Update, &[], later);
         let narrowed = verdict.unwrap_or_else(|r| panic!("refused: {r:?}"));
@@ -486,7 +519,7 @@ mod tests {
             "checked under the new catalog: {:?}",
             rules(&narrowed.decision)
         );
-        node.node.apply_config(before);
+        node.node.settings.apply_config(before);
         drop(usage);
 
         // An update reporting more than the monthly allowance: throttled.
@@ -500,7 +533,7 @@ mod tests {
             },
         }];
         let mut usage = rt
-            .block_on(node.node.begin_usage(&s.subscriber, None, later))
+            .block_on(node.node.usage.begin_usage(&s.subscriber, None, later))
             .expect("usage");
         let (verdict, _) = decide(&node, usage.as_mut(), &mut s, Step::Update, &report, later);
         let throttled = verdict.unwrap_or_else(|r| panic!("refused: {r:?}"));
@@ -520,7 +553,7 @@ mod tests {
         let mut s = session(imsi);
         s.location = Some((String::from("8200f1100001") + "00f11000000101").into());
         let mut usage = rt
-            .block_on(node.node.begin_usage(&s.subscriber, None, NOW))
+            .block_on(node.node.usage.begin_usage(&s.subscriber, None, NOW))
             .expect("usage");
         let (verdict, _) = decide(node, usage.as_mut(), &mut s, Step::Open, &[], NOW);
         s.installed = verdict
@@ -536,11 +569,14 @@ mod tests {
         cur: &GxSession,
         now: i64,
     ) -> (Redecided, GxSession, UsageInstructions) {
-        let sub = node.node.find_subscriber(cur.imsi.as_deref(), None);
-        let usage = node.node.usage_view(&cur.subscriber, sub.as_deref(), now);
+        let sub = node.node.subscribers.find(cur.imsi.as_deref(), None);
+        let usage = node
+            .node
+            .usage
+            .usage_view(&cur.subscriber, sub.as_deref(), now);
         let spending = BTreeMap::new();
         let red = redecide(
-            &node.node,
+            &Runner::new(&node.node),
             cur,
             sub.as_deref(),
             spending,
@@ -548,7 +584,7 @@ mod tests {
             now,
             |_, d| d,
         );
-        let (next, grants) = red.grants(&node.node, cur, sub.as_deref(), now);
+        let (next, grants) = red.grants(&Runner::new(&node.node), cur, sub.as_deref(), now);
         (red, next, grants)
     }
 
@@ -580,7 +616,8 @@ mod tests {
         let cur = opened(&node, &rt, IMSI_BASIC);
         let held = cur.installed.apn_ambr.expect("an APN-AMBR");
         node.node
-            .policy_runner()
+            .policy
+            .runner()
             .set_congestion("00f11000000101", 3);
         let later = NOW + 60_000;
         let (red, next, _) = pushed(&node, &cur, later);

@@ -21,8 +21,9 @@
 //! per request.
 
 use super::commit_session;
+use super::Runner;
 use crate::node::events::StagedEvents;
-use crate::node::{usage_change, Node, UsageStep};
+use crate::node::{usage_change, UsageLedger, UsageStep};
 use crate::pcc::UsageReport;
 use crate::policy::decision::{Decision, Reject};
 use crate::policy::shared_decision::SharedDecision;
@@ -60,7 +61,7 @@ impl Pending {
     /// decided, in the log's words).
     pub(crate) fn install(
         &mut self,
-        node: &Node,
+        runner: &Runner,
         s: &mut GxSession,
         decision: impl Into<SharedDecision>,
         trigger: &str,
@@ -68,20 +69,23 @@ impl Pending {
     ) {
         s.installed = decision.into();
         let plan = self.sub.as_deref().and_then(|p| p.plan.as_deref());
-        self.events
-            .push(node.decision_logged(s, plan, trigger, reused, None));
+        self.events.push(
+            runner
+                .events
+                .decision_logged(s, plan, trigger, reused, None),
+        );
     }
 
     /// Writes session `s` with the usage and events in one commit, then
     /// publishes them (see [`commit_session`]).
     pub(crate) async fn commit(
         self,
-        node: &Node,
+        runner: &Runner,
         slot: &SessionSlot,
         s: Arc<GxSession>,
         unchanged_from: Option<&GxSession>,
     ) -> Result<(), DiameterError> {
-        commit_session(node, slot, s, self.usage, self.events, unchanged_from).await
+        commit_session(runner, slot, s, self.usage, self.events, unchanged_from).await
     }
 }
 
@@ -91,7 +95,7 @@ impl Pending {
 /// and checks and grants it (`session_core::grant`; `refine`: the
 /// adapter's own checks).
 pub(crate) async fn decide(
-    node: &Node,
+    runner: &Runner,
     sy: &Sy,
     s: &mut GxSession,
     step: Step,
@@ -99,8 +103,13 @@ pub(crate) async fn decide(
     now: i64,
     refine: impl FnOnce(&str, Decision) -> Decision,
 ) -> Result<Decided, DiameterError> {
-    let sub = node.find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
-    let mut usage = node.begin_usage(&s.subscriber, sub.as_deref(), now).await?;
+    let sub = runner
+        .subscribers
+        .find(s.imsi.as_deref(), s.msisdn.as_deref());
+    let mut usage = runner
+        .usage
+        .begin_usage(&s.subscriber, sub.as_deref(), now)
+        .await?;
     let mut events = StagedEvents::default();
     let mut cx = Context {
         sub: sub.as_deref(),
@@ -109,9 +118,9 @@ pub(crate) async fn decide(
         now,
     };
     let spending = sy.spending_of(s);
-    let (mut input, out) = session_core::propose(node, s, step, reports, spending, &mut cx);
+    let (mut input, out) = session_core::propose(runner, s, step, reports, spending, &mut cx);
     let out = sy.settle_spending(s, &mut input, out).await;
-    let verdict = session_core::grant(node, s, step, &input, out, refine, &mut cx);
+    let verdict = session_core::grant(runner, s, step, &input, out, refine, &mut cx);
     Ok(Decided {
         verdict,
         pending: Pending { usage, events, sub },
@@ -123,28 +132,28 @@ pub(crate) async fn decide(
 /// in one commit, and only then makes them visible. A failed commit
 /// leaves nothing behind: the table forgets the session again.
 pub(crate) async fn commit_open(
-    node: &Node,
+    runner: &Runner,
     s: Arc<GxSession>,
     pending: Pending,
 ) -> Result<Arc<SessionSlot>, DiameterError> {
     let Pending { usage, events, .. } = pending;
-    let slot = match node.sessions().insert(s.clone()) {
+    let slot = match runner.sessions.table().insert(s.clone()) {
         Ok(slot) => slot,
-        Err(_) => node.sessions().replace(s.clone()),
+        Err(_) => runner.sessions.table().replace(s.clone()),
     };
     {
         let _g = slot.lock().await;
         let mut changes = vec![Change::PutSession(s.clone())];
         changes.extend(usage_change(&usage));
         changes.extend(events.changes());
-        if let Err(e) = node.commit(changes).await {
-            node.sessions().remove(&s.id);
+        if let Err(e) = runner.commit(changes).await {
+            runner.sessions.table().remove(&s.id);
             return Err(e);
         }
         events.publish();
         slot.publish(s);
         if let Some(u) = usage {
-            Node::finish_usage(u);
+            UsageLedger::finish_usage(u);
         }
     }
     Ok(slot)
@@ -169,7 +178,7 @@ pub(crate) struct Closing<'a> {
 /// retransmissions read them there), so memory stays the size of the open
 /// sessions whatever the churn and the retention.
 pub(crate) async fn close(
-    node: &Node,
+    runner: &Runner,
     rx: &Rx,
     sy: &Sy,
     slot: &SessionSlot,
@@ -186,11 +195,18 @@ pub(crate) async fn close(
     let mut usage = None;
     let mut events = StagedEvents::default();
     if !reports.is_empty() {
-        let sub = node.find_subscriber(s.imsi.as_deref(), s.msisdn.as_deref());
-        usage = node.begin_usage(&s.subscriber, sub.as_deref(), now).await?;
+        let sub = runner
+            .subscribers
+            .find(s.imsi.as_deref(), s.msisdn.as_deref());
+        usage = runner
+            .usage
+            .begin_usage(&s.subscriber, sub.as_deref(), now)
+            .await?;
         if let Some(u) = usage.as_mut() {
-            node.count_reports(u, &mut s, reports, now);
-            node.quota_thresholds(u, sub.as_deref(), &mut events, now);
+            runner.usage.count_reports(u, &mut s, reports, now);
+            runner
+                .events
+                .quota_thresholds(u, sub.as_deref(), &mut events, now);
         }
     }
     s.state = SessionState::Closed;
@@ -199,11 +215,11 @@ pub(crate) async fn close(
     if answer.is_some() {
         s.last_answer = answer;
     }
-    events.push(node.session_ended(&s, cause));
+    events.push(runner.events.session_ended(&s, cause));
     let s = Arc::new(s);
-    commit_session(node, slot, s.clone(), usage, events, None).await?;
+    commit_session(runner, slot, s.clone(), usage, events, None).await?;
     rx.abort_afs(&s);
-    node.sessions().remove(&s.id);
+    runner.sessions.table().remove(&s.id);
     sy.sy_session_ended(cur);
     Ok(s)
 }

@@ -219,8 +219,14 @@ async fn monthly_reset_happens_at_the_billing_day_boundary_and_not_before() {
     assert_eq!(n.gx.reset_sweep(end_ms + 1000).await, 0, "once");
 
     // Durable: a node recovering from the same store sees the new period.
-    n.node.store().flush().await.expect("flush");
-    let mut stores = n.node.store().shutdown().await.expect("shutdown");
+    n.node.persistence.store().flush().await.expect("flush");
+    let mut stores = n
+        .node
+        .persistence
+        .store()
+        .shutdown()
+        .await
+        .expect("shutdown");
     let recovered = stores.pop().expect("its one shard");
     let n2 = node(&dir, recovered);
     let after = n2.operations().usage(IMSI).expect("usage");
