@@ -463,7 +463,7 @@ impl Events {
         let Ok(rt) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let store = self.node.persistence.writer().clone();
+        let store = self.node.persistence.writer.clone();
         rt.spawn(async move {
             let Some(change) = staged.change() else {
                 return;

@@ -85,7 +85,7 @@ impl UsageLedger {
         }
         let read = tokio::time::timeout(
             COMMIT_WAIT,
-            self.node.persistence.writer().read_usage(subscriber),
+            self.node.persistence.writer.read_usage(subscriber),
         )
         .await;
         match read {

@@ -71,6 +71,6 @@ impl Sessions {
         for id in &ids {
             self.node.sessions.remove(id);
         }
-        self.node.persistence.writer().purge_closed(before).await
+        self.node.persistence.writer.purge_closed(before).await
     }
 }

@@ -293,10 +293,6 @@ impl PersistenceParts {
             membership,
         }
     }
-
-    pub(super) fn writer(&self) -> &ShardedWriter {
-        &self.writer
-    }
 }
 
 #[cfg(test)]

@@ -34,10 +34,10 @@ impl Sessions {
         if let Some(slot) = self.node.sessions.get(id) {
             return Ok(Some(slot));
         }
-        if !self.node.persistence.writer().is_shared() {
+        if !self.node.persistence.writer.is_shared() {
             return Ok(None);
         }
-        let stored = read_in_time(id, self.node.persistence.writer().read_session(id)).await?;
+        let stored = read_in_time(id, self.node.persistence.writer.read_session(id)).await?;
         let Some(s) = stored.filter(|s| s.state == SessionState::Open) else {
             return Ok(None);
         };
@@ -64,7 +64,7 @@ impl Sessions {
     /// read keeps the copy (a stale one would conflict at its next write).
     /// For pushes outside a CCR, not the hot path: one read per session.
     pub(crate) async fn moved_away(&self, id: &str) -> bool {
-        if !self.node.persistence.writer().is_shared() {
+        if !self.node.persistence.writer.is_shared() {
             return false;
         }
         let Some(slot) = self.node.sessions.get(id) else {
@@ -74,8 +74,7 @@ impl Sessions {
         let _g = slot.lock().await;
         let held = slot.load().version.get();
         let read =
-            tokio::time::timeout(COMMIT_WAIT, self.node.persistence.writer().read_session(id))
-                .await;
+            tokio::time::timeout(COMMIT_WAIT, self.node.persistence.writer.read_session(id)).await;
         let moved = match read {
             Ok(Ok(Some(stored))) => stored.version.get() != held,
             // Deleted by another node.
@@ -96,10 +95,10 @@ impl Sessions {
     /// open sessions of the subscriber the store listed (0 on the embedded
     /// store).
     pub(crate) async fn take_over_subscriber(&self, key: &str) -> Result<usize, DiameterError> {
-        if !self.node.persistence.writer().is_shared() {
+        if !self.node.persistence.writer.is_shared() {
             return Ok(0);
         }
-        let ids = read_in_time(key, self.node.persistence.writer().sessions_of(key)).await?;
+        let ids = read_in_time(key, self.node.persistence.writer.sessions_of(key)).await?;
         for id in &ids {
             if !self.refresh(id).await {
                 self.find_or_take_over(id).await?;
@@ -131,8 +130,7 @@ impl Sessions {
             return false;
         }
         let held = slot.load().version.get();
-        match tokio::time::timeout(COMMIT_WAIT, self.node.persistence.writer().read_session(id))
-            .await
+        match tokio::time::timeout(COMMIT_WAIT, self.node.persistence.writer.read_session(id)).await
         {
             Ok(Ok(Some(stored))) if stored.version.get() == held => true,
             Ok(Ok(Some(stored))) if stored.state == SessionState::Open => {

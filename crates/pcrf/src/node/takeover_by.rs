@@ -23,12 +23,12 @@ impl Sessions {
         &self,
         by: OpenSessionsBy,
     ) -> Result<Vec<Arc<SessionSlot>>, DiameterError> {
-        if !self.node.persistence.writer().is_shared() {
+        if !self.node.persistence.writer.is_shared() {
             return Ok(Vec::new());
         }
         let ids = read_in_time(
             &by,
-            self.node.persistence.writer().open_session_ids(by.clone()),
+            self.node.persistence.writer.open_session_ids(by.clone()),
         )
         .await?;
         let mut slots = Vec::with_capacity(ids.len());

@@ -37,7 +37,7 @@ impl Telemetry {
     }
 
     fn write_store_metrics(&self, out: &mut Exposition) {
-        let g = self.node.persistence.writer().stats();
+        let g = self.node.persistence.writer.stats();
         let Some(batch_sizes) = HistogramSnapshot::from_cumulative(
             &BATCH_SIZE_BOUNDS,
             0,
@@ -188,7 +188,7 @@ impl MetricsSource for Telemetry {
         out.counter(
             "pcrf_cluster_conflicts_total",
             "Session or usage rows another node had written since this node read them: the request was handled again on a fresh copy.",
-            self.node.persistence.writer().stats().conflicts,
+            self.node.persistence.writer.stats().conflicts,
         );
     }
 }
