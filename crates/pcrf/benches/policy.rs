@@ -25,7 +25,9 @@ fn decide(c: &mut Criterion) {
     })
     .expect("policies/default.lua loads");
     let (_, mut input) = sample_inputs().remove(0);
-    input.subscriber.services = vec!["vip".into()];
+    let mut subscriber = input.subscriber.view().to_fields();
+    subscriber.services = vec!["vip".into()];
+    input.subscriber = subscriber.into();
     let first = engine.decide(&input, None);
     assert!(first.error.is_none(), "{:?}", first.error);
     let prev = first.into_record(&input, 0);

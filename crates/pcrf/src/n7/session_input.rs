@@ -37,7 +37,7 @@ pub fn session_input(ctx: &SmPolicyContextData) -> SessionInput {
         ms_timezone: ctx.ue_time_zone.as_deref().map(Into::into),
         device: ctx.pei.as_deref().map(Into::into),
         pcef: notification_host(ctx.notification_uri.as_deref().unwrap_or("")).into(),
-        installed: Vec::new(),
+        installed: Default::default(),
         rule_failures: Vec::new(),
         n7: Some(N7SessionInput {
             access_type: ctx.access_type.map(|a| a.as_str().to_owned()),

@@ -7,7 +7,8 @@ use super::state::{ecgi_of_location, enum_name, Node};
 use super::PolicyRunner;
 use crate::policy::decision::Decision;
 use crate::policy::input::{
-    NetworkInput, PolicyInput, SessionContext, SessionInput, SubscriberInput, TimeInput,
+    InstalledRules, NetworkInput, PolicyInput, SessionContext, SessionInput, SubscriberFields,
+    SubscriberInput, TimeInput,
 };
 use crate::policy::shared_decision::CheckedUnder;
 use crate::policy::PolicyEngine;
@@ -89,26 +90,21 @@ impl Policy {
     pub(crate) fn policy_input(
         &self,
         s: &GxSession,
-        sub: Option<&Subscriber>,
+        sub: Option<&Arc<Subscriber>>,
         spending: BTreeMap<String, String>,
         now: i64,
     ) -> PolicyInput {
         let subscriber = match sub {
             Some(p) => SubscriberInput::from_profile(p),
-            None => SubscriberInput {
+            None => SubscriberFields {
                 known: false,
                 imsi: s.imsi.as_deref().map(str::to_owned),
                 msisdn: s.msisdn.as_deref().map(str::to_owned),
                 ..Default::default()
-            },
+            }
+            .into(),
         };
-        let d = &s.installed;
-        let mut installed =
-            Vec::with_capacity(d.rules.len() + d.base_names.len() + d.definitions.len());
-        installed.extend(d.rules.iter().cloned());
-        installed.extend(d.base_names.iter().cloned());
-        installed.extend(d.definitions.iter().map(|d| d.name.clone()));
-        installed.sort();
+        let installed = InstalledRules::Decision(s.installed.clone());
         let congestion = s
             .location
             .as_deref()

@@ -7,7 +7,7 @@
 
 use super::decision::Decision;
 use super::error::PolicyError;
-use super::input::{PolicyInput, SessionInput, SubscriberInput, TimeInput};
+use super::input::{PolicyInput, SessionInput, SubscriberFields, SubscriberInput, TimeInput};
 use super::memo;
 use super::rollout::Rollout;
 use super::sandbox::{Limits, Notification, Vm};
@@ -368,9 +368,8 @@ impl PolicyEngine {
     /// The script deciding for `subscriber`.
     fn script_for(&self, subscriber: &SubscriberInput) -> Arc<Script> {
         if let Some(c) = self.canary.load().as_deref() {
-            if c.rollout
-                .assigns_canary(subscriber.imsi.as_deref(), subscriber.msisdn.as_deref())
-            {
+            let subscriber = subscriber.view();
+            if c.rollout.assigns_canary(subscriber.imsi, subscriber.msisdn) {
                 return c.script.clone();
             }
         }
@@ -676,23 +675,25 @@ pub fn sample_inputs() -> Vec<(&'static str, PolicyInput)> {
         ..TimeInput::default()
     };
     let known = PolicyInput {
-        subscriber: SubscriberInput {
+        subscriber: SubscriberFields {
             known: true,
             imsi: Some("001010000000001".into()),
             msisdn: Some("491700000001".into()),
             plan: Some("basic".into()),
-            ..SubscriberInput::default()
-        },
+            ..SubscriberFields::default()
+        }
+        .into(),
         session: session.clone(),
         time: time.clone(),
         ..PolicyInput::default()
     };
     let unknown = PolicyInput {
-        subscriber: SubscriberInput {
+        subscriber: SubscriberFields {
             known: false,
             imsi: Some("001010000009999".into()),
-            ..SubscriberInput::default()
-        },
+            ..SubscriberFields::default()
+        }
+        .into(),
         session,
         time,
         ..PolicyInput::default()
@@ -861,7 +862,7 @@ mod tests {
         let rec = e.decide(&made, None).into_record(&made, 1);
         assert!(rec.bounds.is_some());
         let mut after = input();
-        after.session.installed = vec!["r".into(), "other".into()];
+        after.session.installed = vec!["r".to_owned(), "other".to_owned()].into();
         let out = e.decide(&after, Some(&rec));
         assert_eq!(out.ran, Ran::Memo);
         assert_eq!(out.decision.rules, vec!["r".to_string()]);
@@ -879,7 +880,7 @@ mod tests {
         let e = engine(&s);
         let rec = e.decide(&made, None).into_record(&made, 1);
         let mut after = input();
-        after.session.installed = vec!["r".into()];
+        after.session.installed = vec!["r".to_owned()].into();
         assert_eq!(e.decide(&after, Some(&rec)).ran, Ran::Lua);
         assert_eq!(e.decide(&made, Some(&rec)).ran, Ran::Memo);
     }

@@ -4,17 +4,33 @@
 //! Anything the script may read MUST be in here, or the memo would be wrong.
 //! Deserialize (every field defaulted) lets policy test cases give a partial input.
 
+use crate::policy::shared_decision::SharedDecision;
 use crate::subscriber::Subscriber;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-/// The subscriber as the policy sees it. `known` is false when the PCEF's
-/// subscriber is not provisioned and config says to apply the default policy.
+/// The subscriber as the policy sees it.
+///
+/// A provisioned subscriber's input is its profile as the subscriber table
+/// holds it, shared rather than copied: it is made once per profile change
+/// (a new profile is a new `Arc`), not once per request. Any other input
+/// (a subscriber the PCEF named but nobody provisioned, a test case, a
+/// dry run's stored input) is described field by field. Both look the
+/// same to the policy, the memo's hash and the API: [`SubscriberView`].
+#[derive(Clone, Debug)]
+pub enum SubscriberInput {
+    Provisioned(Arc<Subscriber>),
+    Described(SubscriberFields),
+}
+
+/// A subscriber input given field by field. `known` is false when the
+/// PCEF's subscriber is not provisioned and config says to apply the
+/// default policy.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
-pub struct SubscriberInput {
+pub struct SubscriberFields {
     pub known: bool,
     pub imsi: Option<String>,
     pub msisdn: Option<String>,
@@ -23,16 +39,101 @@ pub struct SubscriberInput {
     pub attributes: BTreeMap<String, serde_json::Value>,
 }
 
+/// What the policy reads of a subscriber, borrowed from either form (and
+/// serialized as the input's `subscriber` part: the same names, in the
+/// same order, as [`SubscriberFields`]).
+#[derive(Debug, PartialEq, Serialize)]
+pub struct SubscriberView<'a> {
+    pub known: bool,
+    pub imsi: Option<&'a str>,
+    pub msisdn: Option<&'a str>,
+    pub plan: Option<&'a str>,
+    pub services: &'a [String],
+    pub attributes: &'a BTreeMap<String, serde_json::Value>,
+}
+
 impl SubscriberInput {
-    pub fn from_profile(s: &Subscriber) -> SubscriberInput {
-        SubscriberInput {
-            known: true,
-            imsi: Some(s.imsi.clone()),
-            msisdn: s.msisdn.clone(),
-            plan: s.plan.clone(),
-            services: s.services.clone(),
-            attributes: s.attributes.clone(),
+    pub fn from_profile(s: &Arc<Subscriber>) -> SubscriberInput {
+        SubscriberInput::Provisioned(s.clone())
+    }
+
+    pub fn view(&self) -> SubscriberView<'_> {
+        match self {
+            SubscriberInput::Provisioned(p) => SubscriberView {
+                known: true,
+                imsi: Some(&p.imsi),
+                msisdn: p.msisdn.as_deref(),
+                plan: p.plan.as_deref(),
+                services: &p.services,
+                attributes: &p.attributes,
+            },
+            SubscriberInput::Described(f) => SubscriberView {
+                known: f.known,
+                imsi: f.imsi.as_deref(),
+                msisdn: f.msisdn.as_deref(),
+                plan: f.plan.as_deref(),
+                services: &f.services,
+                attributes: &f.attributes,
+            },
         }
+    }
+
+    /// The fields to change in a test's variation of an input, a
+    /// provisioned profile's copied out first.
+    #[cfg(test)]
+    pub fn fields_mut(&mut self) -> &mut SubscriberFields {
+        if let SubscriberInput::Provisioned(_) = self {
+            *self = SubscriberInput::Described(self.view().to_fields());
+        }
+        match self {
+            SubscriberInput::Described(f) => f,
+            SubscriberInput::Provisioned(_) => unreachable!("copied out above"),
+        }
+    }
+}
+
+impl SubscriberView<'_> {
+    /// An owned copy, to vary.
+    pub fn to_fields(&self) -> SubscriberFields {
+        SubscriberFields {
+            known: self.known,
+            imsi: self.imsi.map(str::to_owned),
+            msisdn: self.msisdn.map(str::to_owned),
+            plan: self.plan.map(str::to_owned),
+            services: self.services.to_vec(),
+            attributes: self.attributes.clone(),
+        }
+    }
+}
+
+impl Default for SubscriberInput {
+    fn default() -> SubscriberInput {
+        SubscriberInput::Described(SubscriberFields::default())
+    }
+}
+
+impl From<SubscriberFields> for SubscriberInput {
+    fn from(f: SubscriberFields) -> SubscriberInput {
+        SubscriberInput::Described(f)
+    }
+}
+
+/// Equal when the policy would see the same subscriber, whichever form.
+impl PartialEq for SubscriberInput {
+    fn eq(&self, other: &SubscriberInput) -> bool {
+        self.view() == other.view()
+    }
+}
+
+impl Serialize for SubscriberInput {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.view().serialize(s)
+    }
+}
+
+impl<'de> Deserialize<'de> for SubscriberInput {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<SubscriberInput, D::Error> {
+        SubscriberFields::deserialize(d).map(SubscriberInput::Described)
     }
 }
 
@@ -54,6 +155,98 @@ pub trait SessionContext {
     /// The session as the policy sees it, before the node adds what
     /// every session has (the installed rules, the rule failures).
     fn session_input(&self) -> SessionInput;
+}
+
+/// The names of the rules an enforcement point has installed (predefined,
+/// base and dynamic), as the policy sees them: sorted.
+///
+/// The node hands over the session's installed decision itself (shared,
+/// so building the input copies no name) and the names are read from it
+/// where they are written out: the memo's hash, the input table, the API.
+/// A test case or a stored input lists them.
+#[derive(Clone, Debug)]
+pub enum InstalledRules {
+    Decision(SharedDecision),
+    Listed(Vec<String>),
+}
+
+/// Up to this many names are sorted on the stack.
+const SORTED_ON_STACK: usize = 16;
+
+impl InstalledRules {
+    /// Runs `f` on the names in order: a decision's sorted, a list's as
+    /// listed.
+    pub fn with_names<R>(&self, f: impl FnOnce(&[&str]) -> R) -> R {
+        let d = match self {
+            InstalledRules::Listed(names) => {
+                if names.len() <= SORTED_ON_STACK {
+                    let mut on_stack = [""; SORTED_ON_STACK];
+                    for (slot, n) in on_stack.iter_mut().zip(names) {
+                        *slot = n;
+                    }
+                    return f(&on_stack[..names.len()]);
+                }
+                let names: Vec<&str> = names.iter().map(String::as_str).collect();
+                return f(&names);
+            }
+            InstalledRules::Decision(d) => d,
+        };
+        let names = d
+            .rules
+            .iter()
+            .chain(&d.base_names)
+            .map(String::as_str)
+            .chain(d.definitions.iter().map(|r| r.name.as_str()));
+        let count = d.rules.len() + d.base_names.len() + d.definitions.len();
+        if count <= SORTED_ON_STACK {
+            let mut on_stack = [""; SORTED_ON_STACK];
+            for (slot, n) in on_stack.iter_mut().zip(names) {
+                *slot = n;
+            }
+            let sorted = &mut on_stack[..count];
+            sorted.sort_unstable();
+            f(sorted)
+        } else {
+            let mut sorted: Vec<&str> = names.collect();
+            sorted.sort_unstable();
+            f(&sorted)
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.with_names(|n| n.is_empty())
+    }
+}
+
+impl Default for InstalledRules {
+    fn default() -> InstalledRules {
+        InstalledRules::Listed(Vec::new())
+    }
+}
+
+impl From<Vec<String>> for InstalledRules {
+    fn from(names: Vec<String>) -> InstalledRules {
+        InstalledRules::Listed(names)
+    }
+}
+
+/// Equal when the policy would see the same names in the same order.
+impl PartialEq for InstalledRules {
+    fn eq(&self, other: &InstalledRules) -> bool {
+        self.with_names(|a| other.with_names(|b| a == b))
+    }
+}
+
+impl Serialize for InstalledRules {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.with_names(|names| names.serialize(s))
+    }
+}
+
+impl<'de> Deserialize<'de> for InstalledRules {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<InstalledRules, D::Error> {
+        Vec::<String>::deserialize(d).map(InstalledRules::Listed)
+    }
 }
 
 /// The IP-CAN session as the policy sees it.
@@ -78,7 +271,7 @@ pub struct SessionInput {
     /// The PCEF's Origin-Host.
     pub pcef: Arc<str>,
     /// Names of rules installed now (predefined, base and dynamic).
-    pub installed: Vec<String>,
+    pub installed: InstalledRules,
     pub rule_failures: Vec<RuleFailure>,
     /// What only a 5G PDU session has (N7, TS 29.512); absent on Gx, so a
     /// script tells N7 from Gx by `session.n7 ~= nil`. On N7 the common
@@ -207,12 +400,13 @@ pub(crate) mod tests {
     /// JSON kind, accumulators with and without a quota).
     pub(crate) fn every_field_filled() -> PolicyInput {
         let mut p = PolicyInput::default();
-        p.subscriber.known = true;
-        p.subscriber.imsi = Some("001010000000001".into());
-        p.subscriber.msisdn = Some("79000000001".into());
-        p.subscriber.plan = Some("plus".into());
-        p.subscriber.services = vec!["internet".into(), "vip".into()];
-        p.subscriber.attributes.insert(
+        let sub = p.subscriber.fields_mut();
+        sub.known = true;
+        sub.imsi = Some("001010000000001".into());
+        sub.msisdn = Some("79000000001".into());
+        sub.plan = Some("plus".into());
+        sub.services = vec!["internet".into(), "vip".into()];
+        sub.attributes.insert(
             "profile".into(),
             serde_json::json!({"blocked": false, "tier": 3, "tags": ["a", "b"], "none": null}),
         );
@@ -226,7 +420,7 @@ pub(crate) mod tests {
             ms_timezone: Some("4000".into()),
             device: Some("3534210112345601".into()),
             pcef: "pgw-1.bench.test".into(),
-            installed: vec!["internet".into(), "vip-video".into()],
+            installed: vec!["internet".to_owned(), "vip-video".to_owned()].into(),
             rule_failures: vec![
                 RuleFailure {
                     rule: "vip-video".into(),
@@ -285,5 +479,99 @@ pub(crate) mod tests {
         p.applications = vec!["video-streaming".into()];
         p.spending.insert("monthly-data".into(), "exhausted".into());
         p
+    }
+
+    /// A provisioned subscriber's input shares the profile the table
+    /// holds (nothing is copied per request), and it looks to the memo's
+    /// hash, the API and a stored input's reader exactly as the same
+    /// subscriber given field by field, without the profile's usage
+    /// settings (not policy input).
+    #[test]
+    fn a_provisioned_subscriber_is_shared_and_looks_as_described() {
+        let every = every_field_filled();
+        let fields = every.subscriber.view().to_fields();
+        let profile = Arc::new(Subscriber {
+            imsi: fields.imsi.clone().unwrap_or_default(),
+            msisdn: fields.msisdn.clone(),
+            plan: fields.plan.clone(),
+            services: fields.services.clone(),
+            attributes: fields.attributes.clone(),
+            billing_day: Some(9),
+            quotas: BTreeMap::from([("monthly".to_owned(), 1 << 30)]),
+        });
+        let shared = PolicyInput {
+            subscriber: SubscriberInput::from_profile(&profile),
+            ..every.clone()
+        };
+        match &shared.subscriber {
+            SubscriberInput::Provisioned(p) => assert!(Arc::ptr_eq(p, &profile)),
+            SubscriberInput::Described(_) => panic!("copied: {:?}", shared.subscriber),
+        }
+        assert_eq!(shared, every);
+        let hash =
+            |i: &PolicyInput| crate::policy::memo::hash_input(i, |h, bytes| (h, bytes.to_vec()));
+        assert_eq!(hash(&shared), hash(&every));
+        let json = serde_json::to_value(&shared).expect("json");
+        assert_eq!(json, serde_json::to_value(&every).expect("json"));
+        assert_eq!(json["subscriber"]["known"], serde_json::json!(true));
+        assert!(json["subscriber"].get("quotas").is_none());
+        let back: PolicyInput = serde_json::from_value(json).expect("reads back");
+        assert_eq!(back, shared);
+        assert!(matches!(back.subscriber, SubscriberInput::Described(_)));
+        // An unknown subscriber with a profile's fields is another input.
+        let mut unknown = every.clone();
+        unknown.subscriber.fields_mut().known = false;
+        assert_ne!(unknown, shared);
+        assert_ne!(hash(&unknown), hash(&shared));
+    }
+
+    /// The installed rules are read from the session's decision, not
+    /// copied, and show sorted, exactly as the sorted list would: to the
+    /// memo's hash, the API, a stored input's reader. Past the names
+    /// sorted on the stack too.
+    #[test]
+    fn installed_rules_read_from_the_decision_look_as_listed() {
+        use crate::policy::decision::{Decision, RuleDefinition};
+        for count in [0usize, 3, SORTED_ON_STACK, SORTED_ON_STACK + 5] {
+            let mut d = Decision::default();
+            for n in 0..count {
+                let name = format!("r{:02}", (n * 7) % 100);
+                match n % 3 {
+                    0 => d.rules.push(name),
+                    1 => d.base_names.push(name),
+                    _ => d.definitions.push(RuleDefinition {
+                        name,
+                        ..RuleDefinition::default()
+                    }),
+                }
+            }
+            let mut sorted: Vec<String> = d
+                .rules
+                .iter()
+                .chain(&d.base_names)
+                .cloned()
+                .chain(d.definitions.iter().map(|r| r.name.clone()))
+                .collect();
+            sorted.sort();
+            let mut read = every_field_filled();
+            read.session.installed = InstalledRules::Decision(d.into());
+            let mut listed = every_field_filled();
+            listed.session.installed = sorted.clone().into();
+            assert_eq!(read, listed, "{count}");
+            let hash = |i: &PolicyInput| crate::policy::memo::hash_input(i, |h, b| (h, b.to_vec()));
+            assert_eq!(hash(&read), hash(&listed), "{count}");
+            let json = serde_json::to_value(&read).expect("json");
+            assert_eq!(json["session"]["installed"], serde_json::json!(sorted));
+            let back: PolicyInput = serde_json::from_value(json).expect("reads back");
+            assert_eq!(back, read);
+            assert_eq!(read.session.installed.is_empty(), count == 0);
+        }
+        // A list keeps its order: it is what a test case gave.
+        let given: InstalledRules = vec!["b".to_owned(), "a".to_owned()].into();
+        given.with_names(|n| assert_eq!(n, ["b", "a"]));
+        assert_ne!(
+            given,
+            InstalledRules::from(vec!["a".to_owned(), "b".to_owned()])
+        );
     }
 }

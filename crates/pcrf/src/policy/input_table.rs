@@ -49,9 +49,10 @@ pub(super) fn attributes_cost(
 /// A fresh input table for `i`; `options` are those of the serde path
 /// (used for the free-form subscriber attributes only).
 pub(super) fn build(lua: &Lua, i: &PolicyInput, options: SerializeOptions) -> mlua::Result<Value> {
-    let attributes = match i.subscriber.attributes.is_empty() {
+    let attributes = i.subscriber.view().attributes;
+    let attributes = match attributes.is_empty() {
         true => Value::Nil,
-        false => match lua.to_value_with(&i.subscriber.attributes, options)? {
+        false => match lua.to_value_with(attributes, options)? {
             t @ Value::Table(_) => t,
             _ => Value::Nil,
         },
@@ -85,13 +86,13 @@ pub(super) fn build(lua: &Lua, i: &PolicyInput, options: SerializeOptions) -> ml
 unsafe fn push_input(state: *mut ffi::lua_State, i: &PolicyInput) {
     ffi::lua_createtable(state, 0, 8);
 
-    let sub = &i.subscriber;
+    let sub = i.subscriber.view();
     ffi::lua_createtable(state, 0, 6);
     set_bool(state, c"known", sub.known);
-    set_opt_str(state, c"imsi", sub.imsi.as_deref());
-    set_opt_str(state, c"msisdn", sub.msisdn.as_deref());
-    set_opt_str(state, c"plan", sub.plan.as_deref());
-    push_strings(state, &sub.services);
+    set_opt_str(state, c"imsi", sub.imsi);
+    set_opt_str(state, c"msisdn", sub.msisdn);
+    set_opt_str(state, c"plan", sub.plan);
+    push_strings(state, sub.services);
     ffi::lua_setfield(state, -2, c"services".as_ptr());
     if ffi::lua_type(state, 1) == ffi::LUA_TTABLE {
         ffi::lua_pushvalue(state, 1);
@@ -112,7 +113,7 @@ unsafe fn push_input(state: *mut ffi::lua_State, i: &PolicyInput) {
     set_opt_str(state, c"ms_timezone", s.ms_timezone.as_deref());
     set_opt_str(state, c"device", s.device.as_deref());
     set_str(state, c"pcef", &s.pcef);
-    push_strings(state, &s.installed);
+    s.installed.with_names(|names| push_strings(state, names));
     ffi::lua_setfield(state, -2, c"installed".as_ptr());
     push_rule_failures(state, &s.rule_failures);
     ffi::lua_setfield(state, -2, c"rule_failures".as_ptr());
@@ -207,10 +208,10 @@ unsafe fn set_bool(state: *mut ffi::lua_State, key: &CStr, v: bool) {
 }
 
 /// Pushes a list of strings.
-unsafe fn push_strings(state: *mut ffi::lua_State, items: &[String]) {
+unsafe fn push_strings(state: *mut ffi::lua_State, items: &[impl AsRef<str>]) {
     ffi::lua_createtable(state, size_hint(items.len()), 0);
     for (n, s) in (1..).zip(items) {
-        push_str(state, s);
+        push_str(state, s.as_ref());
         ffi::lua_rawseti(state, -2, n);
     }
 }

@@ -317,11 +317,22 @@ mod tests {
         let mut a = base.clone();
         a.time.minute = 1;
         let mut b = base.clone();
-        b.session.installed.push("x".into());
+        b.session.installed = b
+            .session
+            .installed
+            .with_names(|names| {
+                names
+                    .iter()
+                    .map(|n| n.to_string())
+                    .chain(["x".to_owned()])
+                    .collect::<Vec<_>>()
+            })
+            .into();
         let mut c = base.clone();
         c.network.congestion = 2;
         let mut d = base.clone();
         d.subscriber
+            .fields_mut()
             .attributes
             .insert("blocked".into(), true.into());
         let mut e = base.clone();
@@ -351,8 +362,8 @@ mod tests {
             serde_json::from_str(r#"{"b":{"y":2,"x":1},"a":1}"#).expect("json");
         let mut p = PolicyInput::default();
         let mut q = PolicyInput::default();
-        p.subscriber.attributes.insert("k".into(), one);
-        q.subscriber.attributes.insert("k".into(), two);
+        p.subscriber.fields_mut().attributes.insert("k".into(), one);
+        q.subscriber.fields_mut().attributes.insert("k".into(), two);
         assert_eq!(input_hash(&p), input_hash(&q));
     }
 

@@ -376,7 +376,7 @@ impl Vm {
         // `call_table`): bound it here, so that an oversized profile is an
         // error that names it rather than a script that fails for want of
         // memory on its first allocation.
-        let attributes = &input.subscriber.attributes;
+        let attributes = input.subscriber.view().attributes;
         if !attributes.is_empty() {
             let cost = input_table::attributes_cost(attributes);
             let bound = self.input_bound();
@@ -664,7 +664,7 @@ mod tests {
                    return { rules = { input.subscriber.plan, input.session.apn or 'none' },\n\
                    apn_ambr = { ul = 1000, dl = 2000 }, event_triggers = { 2, 13 } }\nend\n";
         let mut input = PolicyInput::default();
-        input.subscriber.plan = Some("gold".into());
+        input.subscriber.fields_mut().plan = Some("gold".into());
         let d = vm(src).expect("loads").decide(&input).expect("runs");
         assert_eq!(d.rules, vec!["gold".to_string(), "none".to_string()]);
         assert_eq!(d.apn_ambr.map(|a| (a.ul, a.dl)), Some((1000, 2000)));
@@ -977,7 +977,7 @@ mod tests {
         s.attributes.insert("list".into(), serde_json::json!(zeros));
         s.validate().expect("within the profile limit");
         let mut input = PolicyInput::default();
-        input.subscriber.attributes = s.attributes;
+        input.subscriber.fields_mut().attributes = s.attributes;
         let src = "function decide(input)\n\
                    return { rules = { tostring(#input.subscriber.attributes.list) } }\nend\n";
         let d = vm(src).expect("loads").decide(&input).expect("decided");
@@ -991,6 +991,7 @@ mod tests {
         let mut input = PolicyInput::default();
         input
             .subscriber
+            .fields_mut()
             .attributes
             .insert("blob".into(), serde_json::json!("x".repeat(16 << 20)));
         let vm = vm(OK).expect("loads");

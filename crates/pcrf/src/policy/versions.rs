@@ -924,7 +924,7 @@ mod tests {
     /// The first rule decided for `imsi`, and the version that decided.
     fn decided(v: &PolicyVersions, imsi: &str) -> (String, u64) {
         let mut input = crate::policy::engine::sample_inputs().remove(0).1;
-        input.subscriber.imsi = Some(imsi.to_owned());
+        input.subscriber.fields_mut().imsi = Some(imsi.to_owned());
         let out = v.engine().decide(&input, None);
         (out.decision.rules[0].clone(), out.policy_version)
     }

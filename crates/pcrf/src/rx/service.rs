@@ -16,7 +16,7 @@ use crate::pcc::charging_id::ChargingId;
 use crate::pcc::operation::ControlError;
 use crate::pcc::UsageInstructions;
 use crate::policy::decision::Decision;
-use crate::policy::input::{RuleFailure, SubscriberInput};
+use crate::policy::input::RuleFailure;
 use crate::policy::media::{af_tag, AfInput, MediaInput};
 use crate::rx::state::RxState;
 use crate::rx::{self, AaaExtras, Aar, AfNotice, RxRequestType};
@@ -447,7 +447,7 @@ impl Rx {
                 .find(cur.imsi.as_deref(), cur.msisdn.as_deref());
             let gx_input =
                 self.policy
-                    .policy_input(&cur, sub.as_deref(), self.sy.spending_of(&cur), now_ms());
+                    .policy_input(&cur, sub.as_ref(), self.sy.spending_of(&cur), now_ms());
             let input = MediaInput {
                 af: AfInput {
                     session: af.id.clone(),
@@ -459,10 +459,7 @@ impl Rx {
                 },
                 media: af.media.clone(),
                 session: gx_input.session,
-                subscriber: match sub.as_deref() {
-                    Some(p) => SubscriberInput::from_profile(p),
-                    None => gx_input.subscriber,
-                },
+                subscriber: gx_input.subscriber,
             };
             let decided = self.policy
                 .engine()

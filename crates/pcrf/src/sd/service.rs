@@ -487,7 +487,7 @@ impl Sd {
             let spending = self.sy.spending_of(&s);
             let refine = |id: &str, d| self.check_adc(id, d);
             let red =
-                session_core::redecide(&self.txn, &s, sub.as_deref(), spending, view, now, refine);
+                session_core::redecide(&self.txn, &s, sub.as_ref(), spending, view, now, refine);
             let installed = s.tdf.as_ref().map_or(Vec::new(), |t| t.installed.clone());
             // A refusal concerns the PCEF's session; the TDF keeps its rules.
             let wanted = if red.refused() {

@@ -69,8 +69,7 @@ pub(crate) async fn push(
         .usage
         .usage_view(&cur.subscriber, sub.as_deref(), now);
     let refine = |id: &str, d| bound.sd.check_adc(id, d);
-    let mut red =
-        session_core::redecide(runner, &cur, sub.as_deref(), spending, usage, now, refine);
+    let mut red = session_core::redecide(runner, &cur, sub.as_ref(), spending, usage, now, refine);
     let (mut next, mut grants) = red.grants(runner, &cur, sub.as_deref(), now);
     let mut diff = RuleDiff::between(&cur.installed, &red.decision);
     let spent = red.revalidation_spent_secs();

@@ -56,7 +56,7 @@ pub(crate) struct Granted {
 /// profile, its usage (`None` when monitoring is off) and the events the
 /// transaction will write.
 pub(crate) struct Context<'a> {
-    pub(crate) sub: Option<&'a Subscriber>,
+    pub(crate) sub: Option<&'a Arc<Subscriber>>,
     pub(crate) usage: Option<&'a mut UsageStep>,
     pub(crate) events: &'a mut StagedEvents,
     pub(crate) now: i64,
@@ -80,11 +80,13 @@ pub(crate) fn propose(
     }
     if let Some(u) = cx.usage.as_deref_mut() {
         runner.usage.count_reports(u, s, reports, cx.now);
-        runner.events.quota_thresholds(u, cx.sub, cx.events, cx.now);
+        runner
+            .events
+            .quota_thresholds(u, cx.sub.map(Arc::as_ref), cx.events, cx.now);
     }
     let mut input = runner.policy.policy_input(s, cx.sub, spending, cx.now);
     if let Some(u) = cx.usage.as_deref() {
-        input.usage = u.view(cx.sub);
+        input.usage = u.view(cx.sub.map(Arc::as_ref));
     }
     let last = match step {
         Step::Open => None,
@@ -120,9 +122,14 @@ pub(crate) fn grant(
     let mut grants = UsageInstructions::default();
     if let Some(u) = cx.usage.as_deref() {
         let wanted = &decision.monitoring;
-        grants = runner
-            .usage
-            .monitoring_grants(&u.next, cx.sub, s, wanted, &u.reported, cx.now);
+        grants = runner.usage.monitoring_grants(
+            &u.next,
+            cx.sub.map(Arc::as_ref),
+            s,
+            wanted,
+            &u.reported,
+            cx.now,
+        );
     }
     let reused = out.ran == Ran::Memo;
     let revalidation_spent_secs = out.revalidation_spent_secs;
@@ -287,7 +294,7 @@ impl Redecided {
 pub(crate) fn redecide(
     runner: &Runner,
     s: &GxSession,
-    sub: Option<&Subscriber>,
+    sub: Option<&Arc<Subscriber>>,
     spending: BTreeMap<String, String>,
     usage: UsageInput,
     now: i64,
@@ -383,7 +390,7 @@ mod tests {
             .find(s.imsi.as_deref(), s.msisdn.as_deref());
         let mut events = StagedEvents::default();
         let mut cx = Context {
-            sub: sub.as_deref(),
+            sub: sub.as_ref(),
             usage,
             events: &mut events,
             now,
@@ -578,7 +585,7 @@ mod tests {
         let red = redecide(
             &Runner::new(&node.node),
             cur,
-            sub.as_deref(),
+            sub.as_ref(),
             spending,
             usage,
             now,

@@ -112,7 +112,7 @@ pub(crate) async fn decide(
         .await?;
     let mut events = StagedEvents::default();
     let mut cx = Context {
-        sub: sub.as_deref(),
+        sub: sub.as_ref(),
         usage: usage.as_mut(),
         events: &mut events,
         now,
