@@ -3,7 +3,7 @@
 //! and the N7-only ones under `session.n7`. Pure: no clock, no store.
 
 use super::model::{SmPolicyContextData, SmPolicyUpdateContextData};
-use crate::policy::input::{N7SessionInput, SessionContext, SessionInput};
+use crate::policy::input::{Ipv4Input, N7SessionInput, SessionContext, SessionInput};
 use crate::sbi::body::bit_rate;
 
 impl SessionContext for SmPolicyContextData {
@@ -28,7 +28,7 @@ pub fn session_input(ctx: &SmPolicyContextData) -> SessionInput {
             }
             .into()
         }),
-        ue_ipv4: ctx.ipv4_address.clone(),
+        ue_ipv4: ctx.ipv4_address.as_deref().map(Ipv4Input::of_text),
         ue_ipv6_prefix: ctx.ipv6_address_prefix.as_deref().map(Into::into),
         location: ctx
             .user_location_info
@@ -141,7 +141,7 @@ mod tests {
         assert_eq!(s.apn.as_deref(), Some("internet"));
         assert_eq!(s.rat.as_deref(), Some("NR"));
         assert_eq!(s.ip_can_type.as_deref(), Some("3GPP-5GS"));
-        assert_eq!(s.ue_ipv4.as_deref(), Some("10.60.0.1"));
+        assert_eq!(s.ue_ipv4, Some("10.60.0.1".into()));
         assert_eq!(s.ms_timezone.as_deref(), Some("+08:00+1"));
         assert_eq!(s.device.as_deref(), Some("imeisv-1110000000000000"));
         assert_eq!(&*s.pcef, "127.0.0.2:8000");
@@ -166,6 +166,6 @@ mod tests {
         .expect("decodes");
         let mut ctx = ctx;
         apply_update(&mut ctx, &up);
-        assert_eq!(session_input(&ctx).ue_ipv4.as_deref(), Some("10.60.0.9"));
+        assert_eq!(session_input(&ctx).ue_ipv4, Some("10.60.0.9".into()));
     }
 }

@@ -7,8 +7,8 @@ use super::state::{ecgi_of_location, enum_name, Node};
 use super::PolicyRunner;
 use crate::policy::decision::Decision;
 use crate::policy::input::{
-    InstalledRules, NetworkInput, PolicyInput, SessionContext, SessionInput, SubscriberFields,
-    SubscriberInput, TimeInput,
+    InstalledRules, Ipv4Input, NetworkInput, PolicyInput, SessionContext, SessionInput,
+    SubscriberFields, SubscriberInput, TimeInput,
 };
 use crate::policy::shared_decision::CheckedUnder;
 use crate::policy::PolicyEngine;
@@ -16,7 +16,6 @@ use crate::session::GxSession;
 use crate::subscriber::Subscriber;
 use diameter::dict::avp;
 use std::collections::BTreeMap;
-use std::fmt::Write as _;
 use std::sync::atomic::Ordering::Relaxed;
 use std::sync::Arc;
 
@@ -122,12 +121,7 @@ impl Policy {
                 apn: s.apn.clone(),
                 rat: s.rat_type.map(|v| enum_name(avp::RAT_TYPE, v)),
                 ip_can_type: s.ip_can_type.map(|v| enum_name(avp::IP_CAN_TYPE, v)),
-                ue_ipv4: s.ue_ipv4.map(|ip| {
-                    // At most 15 characters: one allocation, not a growing one.
-                    let mut text = String::with_capacity(15);
-                    let _ = write!(text, "{ip}");
-                    text
-                }),
+                ue_ipv4: s.ue_ipv4.map(Ipv4Input::Address),
                 ue_ipv6_prefix: s.ue_ipv6_prefix.clone(),
                 location: s.location.clone(),
                 ms_timezone: s.ms_timezone.clone(),

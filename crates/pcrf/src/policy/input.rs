@@ -9,6 +9,8 @@ use crate::subscriber::Subscriber;
 use serde::{Deserialize, Serialize};
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::net::Ipv4Addr;
 use std::sync::Arc;
 
 /// The subscriber as the policy sees it.
@@ -249,6 +251,90 @@ impl<'de> Deserialize<'de> for InstalledRules {
     }
 }
 
+/// The UE's IPv4 address as the policy sees it: dotted text. A Gx
+/// session hands over the address itself, written out as text where the
+/// input is written out (the memo's hash, the input table, the API), so
+/// building the input writes no text; an SMF's address that does not
+/// read back as the same text, a test case or a stored input gives the
+/// text.
+#[derive(Clone, Debug)]
+pub enum Ipv4Input {
+    Address(Ipv4Addr),
+    Text(String),
+}
+
+impl Ipv4Input {
+    /// An SMF's address: kept as an address when it reads back as the
+    /// same text, else as given.
+    pub fn of_text(text: &str) -> Ipv4Input {
+        match text.parse::<Ipv4Addr>() {
+            Ok(a) if Ipv4Input::Address(a).with_text(|t| t == text) => Ipv4Input::Address(a),
+            _ => Ipv4Input::Text(text.to_owned()),
+        }
+    }
+
+    /// Runs `f` on the text (an address written on the stack).
+    pub fn with_text<R>(&self, f: impl FnOnce(&str) -> R) -> R {
+        match self {
+            Ipv4Input::Text(t) => f(t),
+            Ipv4Input::Address(a) => {
+                let mut text = DottedQuad::default();
+                // 15 bytes hold any IPv4 address; past them nothing is written.
+                let _ = write!(text, "{a}");
+                f(text.as_str())
+            }
+        }
+    }
+}
+
+/// An IPv4 address's text, on the stack.
+#[derive(Default)]
+struct DottedQuad {
+    bytes: [u8; 15],
+    len: usize,
+}
+
+impl DottedQuad {
+    fn as_str(&self) -> &str {
+        std::str::from_utf8(&self.bytes[..self.len]).unwrap_or_default()
+    }
+}
+
+impl std::fmt::Write for DottedQuad {
+    fn write_str(&mut self, s: &str) -> std::fmt::Result {
+        let end = self.len + s.len();
+        let room = self.bytes.get_mut(self.len..end).ok_or(std::fmt::Error)?;
+        room.copy_from_slice(s.as_bytes());
+        self.len = end;
+        Ok(())
+    }
+}
+
+impl From<&str> for Ipv4Input {
+    fn from(text: &str) -> Ipv4Input {
+        Ipv4Input::Text(text.to_owned())
+    }
+}
+
+/// Equal when the policy would see the same text.
+impl PartialEq for Ipv4Input {
+    fn eq(&self, other: &Ipv4Input) -> bool {
+        self.with_text(|a| other.with_text(|b| a == b))
+    }
+}
+
+impl Serialize for Ipv4Input {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.with_text(|t| s.serialize_str(t))
+    }
+}
+
+impl<'de> Deserialize<'de> for Ipv4Input {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Ipv4Input, D::Error> {
+        String::deserialize(d).map(Ipv4Input::Text)
+    }
+}
+
 /// The IP-CAN session as the policy sees it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -260,7 +346,7 @@ pub struct SessionInput {
     /// RAT-Type name from the dictionary (e.g. "EUTRAN"), or the number.
     pub rat: Option<Cow<'static, str>>,
     pub ip_can_type: Option<Cow<'static, str>>,
-    pub ue_ipv4: Option<String>,
+    pub ue_ipv4: Option<Ipv4Input>,
     pub ue_ipv6_prefix: Option<Arc<str>>,
     /// 3GPP-User-Location-Info as hex.
     pub location: Option<Arc<str>>,
@@ -573,5 +659,32 @@ pub(crate) mod tests {
             given,
             InstalledRules::from(vec!["a".to_owned(), "b".to_owned()])
         );
+    }
+
+    /// A session's address is written out as the text the policy always
+    /// saw, for the widest address too, and hashes and shows as that text
+    /// given; an SMF's text that an address would write otherwise is kept.
+    #[test]
+    fn an_address_is_written_as_its_text() {
+        let hash = |i: &PolicyInput| crate::policy::memo::hash_input(i, |h, b| (h, b.to_vec()));
+        for text in ["10.0.0.1", "255.255.255.255", "0.0.0.0"] {
+            let address: Ipv4Addr = text.parse().expect("an address");
+            let mut written = every_field_filled();
+            written.session.ue_ipv4 = Some(Ipv4Input::Address(address));
+            let mut given = every_field_filled();
+            given.session.ue_ipv4 = Some(text.into());
+            assert_eq!(written, given, "{text}");
+            assert_eq!(hash(&written), hash(&given), "{text}");
+            let json = serde_json::to_value(&written).expect("json");
+            assert_eq!(json["session"]["ue_ipv4"], serde_json::json!(text));
+            let back: PolicyInput = serde_json::from_value(json).expect("reads back");
+            assert_eq!(back, written);
+            assert!(matches!(Ipv4Input::of_text(text), Ipv4Input::Address(a) if a == address));
+        }
+        for odd in ["10.0.0.01", "not an address", ""] {
+            let kept = Ipv4Input::of_text(odd);
+            assert!(matches!(&kept, Ipv4Input::Text(t) if t == odd), "{odd}");
+            kept.with_text(|t| assert_eq!(t, odd));
+        }
     }
 }

@@ -107,7 +107,9 @@ unsafe fn push_input(state: *mut ffi::lua_State, i: &PolicyInput) {
     set_opt_str(state, c"apn", s.apn.as_deref());
     set_opt_str(state, c"rat", s.rat.as_deref());
     set_opt_str(state, c"ip_can_type", s.ip_can_type.as_deref());
-    set_opt_str(state, c"ue_ipv4", s.ue_ipv4.as_deref());
+    if let Some(a) = &s.ue_ipv4 {
+        a.with_text(|text| set_str(state, c"ue_ipv4", text));
+    }
     set_opt_str(state, c"ue_ipv6_prefix", s.ue_ipv6_prefix.as_deref());
     set_opt_str(state, c"location", s.location.as_deref());
     set_opt_str(state, c"ms_timezone", s.ms_timezone.as_deref());
