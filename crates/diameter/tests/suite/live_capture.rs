@@ -95,8 +95,15 @@ async fn our_reader_and_tshark_read_a_real_capture_of_our_transport() {
         "dumpcap did not start capturing (needs root or capture rights): {}",
         read_lossy(&err_path)
     );
-    // The filter is attached just after the message; leave it a moment.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // "Capturing on" comes before the interface is opened; "File:" comes
+    // once the filter is set and the file is open, so every packet from
+    // here on is recorded.
+    assert!(
+        wait_until(Duration::from_secs(10), || read_lossy(&err_path)
+            .contains("\nFile: ")),
+        "dumpcap did not open its capture file: {}",
+        read_lossy(&err_path)
+    );
 
     let client = Node::new(node("pcef.test.local"), PeerSettings::default(), Pcrf);
     let initiator = client.connect(([127, 0, 0, 1], port).into(), Some("pcrf.test.local"));
@@ -129,8 +136,17 @@ async fn our_reader_and_tshark_read_a_real_capture_of_our_transport() {
     let _ = stop_tx.send(());
     let _ = tokio::time::timeout(Duration::from_secs(10), serving).await;
 
-    // Let the last packets reach the file, then stop the capture.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Stop the capture once the file holds every message: dumpcap writes
+    // what it has every few hundred ms, and stopping it earlier could lose
+    // the last packets.
+    let all = 2 * (REQUESTS as usize + 2);
+    let written = wait_until(Duration::from_secs(10), || {
+        std::fs::read(&pcap)
+            .ok()
+            .and_then(|d| read_pcap(&d).ok())
+            .is_some_and(|cap| cap.messages.len() >= all)
+    });
+    assert!(written, "the capture file never held all {all} messages");
     dumpcap.signal("INT");
     assert!(
         dumpcap.wait_timeout(Duration::from_secs(10)).is_some(),

@@ -91,7 +91,10 @@ async fn simultaneous_connections_leave_exactly_one() {
         })
         .await
         .expect("both sides open");
-        // Let any losing attempt finish.
+        // Let any losing attempt finish. Deliberately a fixed window, not a
+        // poll: what follows checks an absence (the loser stands by rather
+        // than reconnecting every 20 ms and displacing the winner), which
+        // only a stretch of many reconnect intervals can show.
         tokio::time::sleep(Duration::from_millis(300)).await;
         let pa = a.peer_table().get("b.test.local").expect("a has b");
         let pb = b.peer_table().get("a.test.local").expect("b has a");

@@ -45,6 +45,7 @@ impl Handler for Gx {
         let now = self.running.fetch_add(1, Ordering::SeqCst) + 1;
         self.max_running.fetch_max(now, Ordering::SeqCst);
         if !self.delay.is_zero() {
+            // The slow handler under test.
             tokio::time::sleep(self.delay).await;
         }
         self.running.fetch_sub(1, Ordering::SeqCst);
