@@ -1232,7 +1232,8 @@ async fn idle_connections_are_closed_and_the_connection_cap_holds() {
     // A silent client holds the only slot until its idle timeout.
     let started = std::time::Instant::now();
     let mut idle = TcpStream::connect(addr).await.expect("connect");
-    tokio::time::sleep(Duration::from_millis(50)).await;
+    // The kernel queues connections in the order their handshakes
+    // completed: the server accepts `idle` before `second`, no pause needed.
     let mut second = TcpStream::connect(addr).await.expect("connect");
     second
         .write_all(b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")

@@ -5,7 +5,7 @@
 use crate::support;
 
 use std::net::SocketAddr;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use support::*;
@@ -35,11 +35,19 @@ async fn health(api: SocketAddr, limit: Duration) -> Result<u16, String> {
 }
 
 /// One attacker: sends a request head a byte every `every`, reconnecting
-/// whenever the server closes the connection, until `stop`.
-async fn trickle(api: SocketAddr, every: Duration, stop: Arc<AtomicBool>) {
+/// whenever the server closes the connection, until `stop`. Counts itself
+/// in `started` once its first byte is written.
+async fn trickle(
+    api: SocketAddr,
+    every: Duration,
+    stop: Arc<AtomicBool>,
+    started: Arc<AtomicUsize>,
+) {
+    let mut counted = false;
     let head = b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
     while !stop.load(Ordering::Relaxed) {
         let Ok(mut s) = TcpStream::connect(api).await else {
+            // Pacing the attacker's reconnects, as a real one would.
             tokio::time::sleep(every).await;
             continue;
         };
@@ -47,6 +55,11 @@ async fn trickle(api: SocketAddr, every: Duration, stop: Arc<AtomicBool>) {
             if stop.load(Ordering::Relaxed) || s.write_all(&[*b]).await.is_err() {
                 break;
             }
+            if !counted {
+                counted = true;
+                started.fetch_add(1, Ordering::SeqCst);
+            }
+            // The attack itself: one byte per interval.
             tokio::time::sleep(every).await;
         }
     }
@@ -70,11 +83,24 @@ async fn trickle(api: SocketAddr, every: Duration, stop: Arc<AtomicBool>) {
 async fn trickling_clients_do_not_lock_out_the_api() {
     let p = Pcrf::start("");
     let stop = Arc::new(AtomicBool::new(false));
+    let started = Arc::new(AtomicUsize::new(0));
     let attackers: Vec<_> = (0..300)
-        .map(|_| tokio::spawn(trickle(p.api, Duration::from_secs(2), stop.clone())))
+        .map(|_| {
+            tokio::spawn(trickle(
+                p.api,
+                Duration::from_secs(2),
+                stop.clone(),
+                started.clone(),
+            ))
+        })
         .collect();
-    // Let every attacker connect and start trickling.
-    tokio::time::sleep(Duration::from_secs(3)).await;
+    // Every attacker connected and trickling.
+    eventually_async(
+        "all 300 attackers trickling",
+        Duration::from_secs(30),
+        || (started.load(Ordering::SeqCst) >= 300).then_some(()),
+    )
+    .await;
     let mut slowest = Duration::ZERO;
     let mut failures = Vec::new();
     let mut reconnected = 0;
@@ -89,6 +115,7 @@ async fn trickling_clients_do_not_lock_out_the_api() {
             Ok(200) => slowest = slowest.max(t.elapsed()),
             other => failures.push(format!("{other:?}")),
         }
+        // Spreads the checks over the attack, as a monitor's would be.
         tokio::time::sleep(Duration::from_millis(500)).await;
     }
     stop.store(true, Ordering::Relaxed);
