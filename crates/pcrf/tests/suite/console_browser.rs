@@ -383,14 +383,12 @@ async fn console_in_headless_chromium() {
         "a refresh within 2 s",
     )
     .await;
-    tokio::time::sleep(Duration::from_secs(8)).await;
-    let paths = c
-        .execute(
-            "return document.querySelectorAll('svg.chart path.series').length;",
-            vec![],
-        )
-        .await
-        .expect("charts");
+    let paths = wait_for(
+        &c,
+        "(() => { const n = document.querySelectorAll('svg.chart path.series').length; return n >= 3 ? n : 0; })()",
+        "three chart lines",
+    )
+    .await;
     assert!(paths.as_u64().unwrap_or(0) >= 3, "chart lines: {paths}");
     // The policy version serving, with the Gx requests it decided.
     let version = wait_for(

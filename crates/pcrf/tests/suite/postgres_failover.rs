@@ -388,6 +388,8 @@ struct Stream {
     refused: u64,
     /// When each acknowledged answer arrived.
     acked_at: Vec<Instant>,
+    /// Paused by `hold`, with no report in flight.
+    parked: bool,
 }
 
 /// One usage report of `REPORT` octets as CCR-U number `number`.
@@ -442,9 +444,14 @@ async fn report_stream(
                 break;
             }
             assert_eq!(code, 5012, "session {session}: unexpected answer");
+            // The PCEF's pause before sending a refused report again (pacing).
             tokio::time::sleep(Duration::from_millis(50)).await;
-            while hold.load(Ordering::Relaxed) && Instant::now() < give_up {
-                tokio::time::sleep(Duration::from_millis(10)).await;
+            if hold.load(Ordering::Relaxed) {
+                seen.lock().expect("lock").parked = true;
+                while hold.load(Ordering::Relaxed) && Instant::now() < give_up {
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                seen.lock().expect("lock").parked = false;
             }
         }
         number += 1;
@@ -542,7 +549,20 @@ async fn promoting_the_standby_under_load_loses_nothing_acknowledged() {
     stop.store(true, Ordering::Relaxed);
     tokio::time::sleep(WITHOUT_PRIMARY).await;
     hold.store(true, Ordering::Relaxed);
-    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Every stream either paused by the hold or done (stop): none has a
+    // report in flight.
+    eventually_async(
+        "every report stream paused or done",
+        Duration::from_secs(30),
+        || {
+            streams
+                .iter()
+                .zip(&tasks)
+                .all(|(s, t)| t.is_finished() || s.lock().expect("lock").parked)
+                .then_some(())
+        },
+    )
+    .await;
     cluster.promote_standby();
     let promoted_at = Instant::now();
 
