@@ -1488,6 +1488,8 @@ mod tests {
                 .map(|i| Change::PutSession(Arc::new(session(&format!("q{i}"), "1", i))))
                 .collect();
             gc.submit(changes).await.expect("commits");
+            // Deliberate: a quiet spell longer than the short idle_release
+            // (and shorter than the long one, whose cache must stay).
             tokio::time::sleep(Duration::from_millis(600)).await;
             let cache = gc.shutdown().await.expect("stops").cache_bytes();
             if quiet > Duration::from_secs(1) {

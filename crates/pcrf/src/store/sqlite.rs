@@ -1146,8 +1146,9 @@ mod tests {
             std::thread::sleep(Duration::from_millis(50));
         }
         assert!(std::fs::metadata(st.path()).expect("db").len() > db_before + 1_000_000);
-        // Once checkpointed, the next commit starts the WAL over.
-        std::thread::sleep(CHECKPOINT_EVERY * 3);
+        // Once checkpointed, the next commit starts the WAL over: wait for a
+        // checkpoint pass to finish after the copy was seen.
+        wait_for_checkpoint_after(&st, st.checkpoints());
         st.apply(&[Change::PutSession(Arc::new(session("after", "1", 1)))])
             .expect("apply");
         assert_eq!(st.open_sessions().expect("load").len(), 2401);
