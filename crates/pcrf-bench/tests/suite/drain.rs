@@ -39,6 +39,7 @@ impl Handler for SlowToClose {
             .and_then(|a| a.as_enum().ok())
             == Some(3);
         if termination {
+            // The slow peer under test: CCR-Ts outlast the scenario timeout.
             tokio::time::sleep(CCR_T_DELAY).await;
         }
         self.echo.answer(&req)

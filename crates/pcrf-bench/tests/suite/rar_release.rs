@@ -43,6 +43,8 @@ impl Handler for Releasing {
         if let (true, Ok(Some(sid))) = (initial, req.session_id()) {
             let sid = sid.to_string();
             tokio::spawn(async move {
+                // The emulated PCEF releases the session a moment after its CCA,
+                // as a real one would (deliberate, not a wait).
                 tokio::time::sleep(Duration::from_millis(20)).await;
                 let host = peer
                     .origin_host()

@@ -149,6 +149,8 @@ async fn verify_passes_after_kill_9_and_catches_a_false_acknowledgement() {
             .await
         }
     });
+    // Deliberately mid-run: the kill lands with requests in flight and
+    // the 4 s run goes on past the restart.
     tokio::time::sleep(Duration::from_millis(1800)).await;
     server.kill9();
     server.start();

@@ -249,6 +249,8 @@ impl Pcrf {
             return;
         }
         tokio::spawn(async move {
+            // The emulated PCRF notifies a moment after the AAA, as a real one
+            // would (deliberate, not a wait).
             tokio::time::sleep(Duration::from_millis(30)).await;
             let host = af.origin_host().map(|h| h.to_string()).unwrap_or_default();
             let command = if b.abort_af {
