@@ -204,11 +204,13 @@ async fn a_rollback_under_load_answers_every_request_and_withdraws_the_version_e
                 codes.push(result_of(&pgw.ccr_t(NODES[*n], &id, 1).await));
                 number += 1;
                 short += 1;
+                // Paces the load (a steady PCEF, not a flood).
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             codes
         })
     };
+    // Deliberate: the rollback starts with the load well under way.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (st, d) = c.nodes[1].http("POST", "/v1/policy/rollback/1", None);
     assert_eq!(st, 200, "{d}");

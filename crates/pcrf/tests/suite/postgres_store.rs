@@ -438,6 +438,7 @@ fn pump(mut from: TcpStream, mut to: TcpStream, delay: Duration, count: Option<A
             c.fetch_add(1, Ordering::SeqCst);
         }
         if !delay.is_zero() {
+            // The relay's added latency, when a test asks for a slow link.
             std::thread::sleep(delay);
         }
         if to.write_all(&buf[..n]).is_err() {
@@ -731,6 +732,7 @@ fn connection_is_replaced_after_its_lifetime() {
     let mut st = PostgresStore::open(opts).expect("open");
     let first = st.backend_pid().expect("pid");
     assert_eq!(st.reconnects(), 0);
+    // Deliberate: the connection's lifetime (300..400 ms) elapses.
     std::thread::sleep(Duration::from_millis(450));
     assert_eq!(st.apply(&[put(session("gx;l", "1", 1))]).expect("apply"), 1);
     // At least once (a slow machine may age the new one too).
@@ -987,6 +989,7 @@ fn shard_writers_on_one_database_never_deadlock() {
                 let mut purged = 0;
                 for _ in 0..20 {
                     purged += w.purge_closed(1_000).await.expect("purge");
+                    // Paces the purges so they interleave with the writers.
                     tokio::time::sleep(Duration::from_millis(5)).await;
                 }
                 purged

@@ -106,6 +106,7 @@ async fn send_until_answered(
                     retries.fetch_add(1, Ordering::Relaxed);
                 }
                 retransmit = true;
+                // A PCEF's pause before it retransmits (pacing, not a wait).
                 tokio::time::sleep(Duration::from_millis(100)).await;
                 // The first task to see the dead connection reconnects for all.
                 let mut guard = pcef.write().await;

@@ -294,6 +294,8 @@ impl Gateway {
                 Ok(_) => last = "3002 DIAMETER_UNABLE_TO_DELIVER".into(),
                 Err(e) => last = format!("{e:?}"),
             }
+            // A PCEF's pause between retries while the agent has no route
+            // (pacing, not a wait).
             tokio::time::sleep(Duration::from_secs(1)).await;
         }
         panic!("{session} #{number}: no answer after 6 tries, the last: {last}");

@@ -49,6 +49,7 @@ impl Handler for OcsHandler {
         self.0.requests.lock().expect("lock").push(req.clone());
         let delay = self.0.delay_ms.load(Ordering::Relaxed);
         if delay > 0 {
+            // A slow OCS, when a test asks for one.
             tokio::time::sleep(Duration::from_millis(delay)).await;
         }
         let mut buf = bytes::BytesMut::new();
