@@ -179,45 +179,51 @@ impl InstalledRules {
     /// Runs `f` on the names in order: a decision's sorted, a list's as
     /// listed.
     pub fn with_names<R>(&self, f: impl FnOnce(&[&str]) -> R) -> R {
-        let d = match self {
+        match self {
             InstalledRules::Listed(names) => {
-                if names.len() <= SORTED_ON_STACK {
-                    let mut on_stack = [""; SORTED_ON_STACK];
-                    for (slot, n) in on_stack.iter_mut().zip(names) {
-                        *slot = n;
-                    }
-                    return f(&on_stack[..names.len()]);
-                }
-                let names: Vec<&str> = names.iter().map(String::as_str).collect();
-                return f(&names);
+                as_slice(names.iter().map(String::as_str), names.len(), false, f)
             }
-            InstalledRules::Decision(d) => d,
-        };
-        let names = d
-            .rules
-            .iter()
-            .chain(&d.base_names)
-            .map(String::as_str)
-            .chain(d.definitions.iter().map(|r| r.name.as_str()));
-        let count = d.rules.len() + d.base_names.len() + d.definitions.len();
-        if count <= SORTED_ON_STACK {
-            let mut on_stack = [""; SORTED_ON_STACK];
-            for (slot, n) in on_stack.iter_mut().zip(names) {
-                *slot = n;
+            InstalledRules::Decision(d) => {
+                let names = d
+                    .rules
+                    .iter()
+                    .chain(&d.base_names)
+                    .map(String::as_str)
+                    .chain(d.definitions.iter().map(|r| r.name.as_str()));
+                let count = d.rules.len() + d.base_names.len() + d.definitions.len();
+                as_slice(names, count, true, f)
             }
-            let sorted = &mut on_stack[..count];
-            sorted.sort_unstable();
-            f(sorted)
-        } else {
-            let mut sorted: Vec<&str> = names.collect();
-            sorted.sort_unstable();
-            f(&sorted)
         }
     }
 
     pub fn is_empty(&self) -> bool {
         self.with_names(|n| n.is_empty())
     }
+}
+
+/// Runs `f` on the `count` `names` as one slice, sorted when `sort`: on
+/// the stack up to `SORTED_ON_STACK` of them, in a vector past that.
+fn as_slice<'a, R>(
+    names: impl Iterator<Item = &'a str>,
+    count: usize,
+    sort: bool,
+    f: impl FnOnce(&[&str]) -> R,
+) -> R {
+    let mut on_stack = [""; SORTED_ON_STACK];
+    let mut on_heap = Vec::new();
+    let slice: &mut [&str] = if count <= SORTED_ON_STACK {
+        for (slot, n) in on_stack.iter_mut().zip(names) {
+            *slot = n;
+        }
+        &mut on_stack[..count]
+    } else {
+        on_heap.extend(names);
+        &mut on_heap
+    };
+    if sort {
+        slice.sort_unstable();
+    }
+    f(slice)
 }
 
 impl Default for InstalledRules {
